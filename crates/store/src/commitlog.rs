@@ -1,0 +1,158 @@
+//! The CommitLog: every message of every topic, appended in one sequence of files.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Result, StoreError};
+use crate::mapped_file::MappedFile;
+use crate::mapped_file_queue::MappedFileQueue;
+use crate::message::{record_head, RecordHead, RecordView, BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH};
+
+pub struct CommitLog {
+    files: MappedFileQueue,
+    file_size: usize,
+}
+
+impl CommitLog {
+    pub fn load(dir: &Path, file_size: usize, writable: bool, preallocate: bool) -> Result<Self> {
+        let files = MappedFileQueue::load(dir, file_size, writable, preallocate)?;
+        // Until recovery finds the real end, every byte of every file may be read.
+        for f in files.files() {
+            f.set_wrote_position(file_size);
+            f.set_flushed_position(file_size);
+        }
+        Ok(CommitLog { files, file_size })
+    }
+
+    pub fn file_size(&self) -> usize {
+        self.file_size
+    }
+
+    pub fn files(&self) -> &MappedFileQueue {
+        &self.files
+    }
+
+    pub fn min_offset(&self) -> u64 {
+        self.files.min_offset()
+    }
+
+    pub fn max_offset(&self) -> u64 {
+        self.files.max_offset()
+    }
+
+    /// Room for `len` bytes at the end of the log (writer only). When the last file cannot
+    /// hold `len` plus an end-of-file blank, the blank is written and a new file started.
+    pub fn reserve(&self, len: usize) -> Result<(Arc<MappedFile>, usize)> {
+        if len + END_FILE_MIN_BLANK_LENGTH > self.file_size {
+            return Err(StoreError::InvalidArgument(format!(
+                "a record of {len} bytes does not fit in a CommitLog file of {} bytes",
+                self.file_size
+            )));
+        }
+        let last = match self.files.last() {
+            Some(f) => f,
+            None => self.files.roll(0)?,
+        };
+        let pos = last.wrote_position();
+        if len + END_FILE_MIN_BLANK_LENGTH <= self.file_size - pos {
+            return Ok((last, pos));
+        }
+        if pos < self.file_size {
+            let remaining = (self.file_size - pos) as i32;
+            let mut blank = [0u8; END_FILE_MIN_BLANK_LENGTH];
+            blank[..4].copy_from_slice(&remaining.to_be_bytes());
+            blank[4..].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
+            last.write_at(pos, &blank);
+            last.set_wrote_position(self.file_size);
+        }
+        let next = self.files.roll(last.file_from_offset() + self.file_size as u64)?;
+        Ok((next, 0))
+    }
+
+    /// Calls `f` with the `len` bytes at `offset` if they lie below `limit` within one file.
+    pub fn with_bytes<R>(&self, offset: u64, len: usize, limit: u64, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        if offset + len as u64 > limit {
+            return None;
+        }
+        let file = self.files.find(offset)?;
+        let pos = (offset - file.file_from_offset()) as usize;
+        if pos + len > file.wrote_position() {
+            return None;
+        }
+        file.slice(pos, len).map(f)
+    }
+
+    /// The whole record starting at `offset` (its length read from its head).
+    pub fn with_record<R>(&self, offset: u64, limit: u64, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let file = self.files.find(offset)?;
+        let pos = (offset - file.file_from_offset()) as usize;
+        let rest = file.slice(pos, file.wrote_position().checked_sub(pos)?)?;
+        let RecordHead::Message(size) = record_head(rest) else {
+            return None;
+        };
+        if offset + size as u64 > limit {
+            return None;
+        }
+        Some(f(&rest[..size]))
+    }
+
+    /// Walks records from `from` (a record boundary), following end-of-file blanks, calling
+    /// `visit` for each. Stops at zeros or at the first record that fails its checks and
+    /// returns the offset just past the last good record.
+    pub fn walk(&self, from: u64, check_crc: bool, mut visit: impl FnMut(&RecordView) -> Result<()>) -> Result<u64> {
+        let mut offset = from;
+        loop {
+            let Some(file) = self.files.find(offset) else { return Ok(offset) };
+            let start = file.file_from_offset();
+            let mut pos = (offset - start) as usize;
+            let avail = file.wrote_position();
+            loop {
+                if pos >= avail {
+                    offset = start + pos as u64;
+                    break;
+                }
+                let rest = file.slice(pos, avail - pos).unwrap();
+                match record_head(rest) {
+                    RecordHead::Message(_) => match RecordView::parse(rest, check_crc) {
+                        Ok(view) if view.physical_offset == (start + pos as u64) as i64 => {
+                            visit(&view)?;
+                            pos += view.total_size();
+                        }
+                        Ok(view) => {
+                            log::warn!(
+                                "CommitLog record at {} says it is at {}; treating it as the end",
+                                start + pos as u64,
+                                view.physical_offset
+                            );
+                            return Ok(start + pos as u64);
+                        }
+                        Err(e) => {
+                            log::warn!("CommitLog ends at {}: {e}", start + pos as u64);
+                            return Ok(start + pos as u64);
+                        }
+                    },
+                    RecordHead::Blank => {
+                        offset = start + self.file_size as u64;
+                        break;
+                    }
+                    RecordHead::End => return Ok(start + pos as u64),
+                    RecordHead::Invalid => {
+                        log::warn!("CommitLog ends at {}: torn or corrupt record", start + pos as u64);
+                        return Ok(start + pos as u64);
+                    }
+                }
+            }
+            if self.files.find(offset).is_none() {
+                return Ok(offset);
+            }
+        }
+    }
+
+    pub fn truncate_to(&self, end: u64) -> Result<()> {
+        self.files.truncate_to(end)
+    }
+
+    pub fn flush(&self, least_pages: usize) -> Result<u64> {
+        self.files.flush(least_pages)
+    }
+}

@@ -1,0 +1,26 @@
+//! ferromq's storage engine: the Apache RocketMQ 4.x on-disk store, byte for byte.
+//!
+//! * [`commitlog`]: every message in one log of fixed-size files.
+//! * [`consume_queue`]: per topic and queue, 20-byte units pointing into the CommitLog.
+//! * [`index`]: the hash index from `topic#key` to CommitLog offsets.
+//! * [`store`]: [`MessageStore`], which keeps them consistent, flushes and recovers.
+//!
+//! No Python here: the PyO3 binding lives in `crates/store-py`.
+
+pub mod checkpoint;
+pub mod commitlog;
+pub mod config;
+pub mod consume_queue;
+pub mod error;
+pub mod flush;
+pub mod hash;
+pub mod index;
+pub mod mapped_file;
+pub mod mapped_file_queue;
+pub mod message;
+pub mod store;
+
+pub use config::{FlushDiskType, StoreConfig};
+pub use error::{Result, StoreError};
+pub use message::{MessageMeta, RecordView};
+pub use store::{BatchItem, GetResult, GetStatus, MessageStore, PutBatchResult, PutResult, QueueInfo, RecoveryReport};

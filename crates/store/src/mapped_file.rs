@@ -1,0 +1,211 @@
+//! One fixed-size store file mapped into memory.
+//!
+//! Exactly one writer (the store's put lock holder) appends past `wrote_position`; readers only
+//! look below it. `wrote_position` is published with Release after the bytes are written, so a
+//! reader that loads it with Acquire sees complete data.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use memmap2::{Advice, MmapOptions, MmapRaw};
+
+use crate::error::{io_err, Result, StoreError};
+
+pub const OS_PAGE_SIZE: usize = 4096;
+
+/// 20-digit zero-padded file name of a start offset (`UtilAll.offset2FileName`).
+pub fn offset_to_file_name(offset: u64) -> String {
+    format!("{offset:020}")
+}
+
+pub fn file_name_to_offset(name: &str) -> Option<u64> {
+    (name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| name.parse().ok())
+        .flatten()
+}
+
+pub struct MappedFile {
+    path: PathBuf,
+    file_from_offset: u64,
+    file_size: usize,
+    map: MmapRaw,
+    writable: bool,
+    wrote_position: AtomicUsize,
+    flushed_position: AtomicUsize,
+    _file: File,
+}
+
+impl std::fmt::Debug for MappedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedFile")
+            .field("path", &self.path)
+            .field("wrote", &self.wrote_position())
+            .field("flushed", &self.flushed_position())
+            .finish()
+    }
+}
+
+impl MappedFile {
+    /// Creates (or reuses an all-new) file of `file_size` bytes with its blocks reserved, so a
+    /// full disk fails here with an error instead of a SIGBUS on a later write through the map.
+    pub fn create(path: &Path, file_from_offset: u64, file_size: usize) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io_err(path))?;
+        file.set_len(file_size as u64).map_err(io_err(path))?;
+        // SAFETY: plain libc call on a valid descriptor.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, file_size as libc::off_t) };
+        if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+            return Err(StoreError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::from_raw_os_error(rc),
+            });
+        }
+        Self::map(path, file, file_from_offset, file_size, true)
+    }
+
+    /// Opens an existing file; its length must be `file_size`.
+    pub fn open(path: &Path, file_from_offset: u64, file_size: usize, writable: bool) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(io_err(path))?;
+        let len = file.metadata().map_err(io_err(path))?.len();
+        if len != file_size as u64 {
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!("file is {len} bytes, the configured file size is {file_size}"),
+            });
+        }
+        Self::map(path, file, file_from_offset, file_size, writable)
+    }
+
+    fn map(path: &Path, file: File, file_from_offset: u64, file_size: usize, writable: bool) -> Result<Self> {
+        let map = if writable {
+            MmapOptions::new().len(file_size).map_raw(&file)
+        } else {
+            MmapOptions::new().len(file_size).map_raw_read_only(&file)
+        }
+        .map_err(io_err(path))?;
+        Ok(MappedFile {
+            path: path.to_path_buf(),
+            file_from_offset,
+            file_size,
+            map,
+            writable,
+            wrote_position: AtomicUsize::new(0),
+            flushed_position: AtomicUsize::new(0),
+            _file: file,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file_from_offset(&self) -> u64 {
+        self.file_from_offset
+    }
+
+    pub fn file_size(&self) -> usize {
+        self.file_size
+    }
+
+    pub fn wrote_position(&self) -> usize {
+        self.wrote_position.load(Ordering::Acquire)
+    }
+
+    pub fn flushed_position(&self) -> usize {
+        self.flushed_position.load(Ordering::Acquire)
+    }
+
+    /// Publishes bytes up to `pos` to readers (writer only).
+    pub fn set_wrote_position(&self, pos: usize) {
+        debug_assert!(pos <= self.file_size);
+        self.wrote_position.store(pos, Ordering::Release);
+    }
+
+    /// Used by recovery: everything up to `pos` is known to be on disk already.
+    pub fn set_flushed_position(&self, pos: usize) {
+        self.flushed_position.store(pos, Ordering::Release);
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.wrote_position() == self.file_size
+    }
+
+    /// Bytes `[pos, pos + len)` of the file, or `None` if out of range.
+    /// Callers bound `pos + len` by what they know to be written.
+    pub fn slice(&self, pos: usize, len: usize) -> Option<&[u8]> {
+        if pos.checked_add(len)? > self.file_size {
+            return None;
+        }
+        // SAFETY: in bounds of a live mapping; the range is below the writer's published
+        // position (or, read-only, validated by the caller), so no write races with this read.
+        Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos), len) })
+    }
+
+    /// The writable bytes `[pos, pos + len)`.
+    ///
+    /// # Safety
+    /// Only the single writer may call this, for a range no reader has been told about
+    /// (at or past `wrote_position`), and must not keep two overlapping slices.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slice_mut(&self, pos: usize, len: usize) -> &mut [u8] {
+        assert!(self.writable, "write to a read-only mapping");
+        assert!(pos + len <= self.file_size, "write past the end of {}", self.path.display());
+        std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len)
+    }
+
+    /// Writes `data` at `pos` (writer only; see `slice_mut`).
+    pub fn write_at(&self, pos: usize, data: &[u8]) {
+        // SAFETY: writer-only by contract of the callers in this crate.
+        unsafe { self.slice_mut(pos, data.len()) }.copy_from_slice(data);
+    }
+
+    /// Writes dirty pages up to the current write position to disk.
+    /// With `least_pages > 0`, does nothing until that many pages are dirty.
+    /// Returns the flushed position.
+    pub fn flush(&self, least_pages: usize) -> Result<usize> {
+        let flushed = self.flushed_position();
+        let wrote = self.wrote_position();
+        if wrote <= flushed {
+            return Ok(flushed);
+        }
+        if least_pages > 0 && wrote / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE < least_pages {
+            return Ok(flushed);
+        }
+        let start = flushed / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        self.map.flush_range(start, wrote - start).map_err(io_err(&self.path))?;
+        self.flushed_position.fetch_max(wrote, Ordering::AcqRel);
+        Ok(self.flushed_position())
+    }
+
+    /// Faults every page in for writing, so appends later run at memory speed.
+    pub fn pretouch(&self) {
+        if self.map.advise(Advice::PopulateWrite).is_ok() {
+            return;
+        }
+        // Older kernels: write one zero per page (the file is new, so it is zero already).
+        let ptr = self.map.as_mut_ptr();
+        for off in (0..self.file_size).step_by(OS_PAGE_SIZE) {
+            // SAFETY: in bounds; the file is not yet visible to any reader or writer.
+            unsafe { ptr.add(off).write_volatile(0) };
+        }
+    }
+
+    /// Zeroes `[pos, end)` (writer only; used to wipe a torn tail during recovery).
+    pub fn zero_range(&self, pos: usize, end: usize) {
+        if end > pos {
+            // SAFETY: writer-only, during recovery before any reader exists.
+            unsafe { self.slice_mut(pos, end - pos) }.fill(0);
+        }
+    }
+}

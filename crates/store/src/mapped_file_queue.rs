@@ -1,0 +1,332 @@
+//! A directory of equally sized files named by their start offset, treated as one log.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use crate::error::{io_err, Result, StoreError};
+use crate::mapped_file::{file_name_to_offset, offset_to_file_name, MappedFile};
+
+pub struct MappedFileQueue {
+    dir: PathBuf,
+    file_size: usize,
+    writable: bool,
+    files: RwLock<Vec<Arc<MappedFile>>>,
+    preallocator: Option<Preallocator>,
+}
+
+impl MappedFileQueue {
+    /// Maps every file in `dir`. Read-only queues of a missing directory are empty.
+    pub fn load(dir: &Path, file_size: usize, writable: bool, preallocate: bool) -> Result<Self> {
+        if writable {
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        }
+        let mut files = Vec::new();
+        for (offset, path) in list_files(dir)? {
+            files.push(Arc::new(MappedFile::open(&path, offset, file_size, writable)?));
+        }
+        for pair in files.windows(2) {
+            if pair[1].file_from_offset() != pair[0].file_from_offset() + file_size as u64 {
+                return Err(StoreError::Corrupt {
+                    path: pair[1].path().to_path_buf(),
+                    reason: format!("gap or overlap after {}", pair[0].path().display()),
+                });
+            }
+        }
+        Ok(MappedFileQueue {
+            dir: dir.to_path_buf(),
+            file_size,
+            writable,
+            files: RwLock::new(files),
+            preallocator: (writable && preallocate).then(|| Preallocator::start(dir.to_path_buf(), file_size)),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn file_size(&self) -> usize {
+        self.file_size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.read().unwrap().is_empty()
+    }
+
+    pub fn files(&self) -> Vec<Arc<MappedFile>> {
+        self.files.read().unwrap().clone()
+    }
+
+    pub fn first(&self) -> Option<Arc<MappedFile>> {
+        self.files.read().unwrap().first().cloned()
+    }
+
+    pub fn last(&self) -> Option<Arc<MappedFile>> {
+        self.files.read().unwrap().last().cloned()
+    }
+
+    /// Start offset of the first file (0 when empty).
+    pub fn min_offset(&self) -> u64 {
+        self.first().map_or(0, |f| f.file_from_offset())
+    }
+
+    /// Offset just past the last published byte.
+    pub fn max_offset(&self) -> u64 {
+        self.last()
+            .map_or(0, |f| f.file_from_offset() + f.wrote_position() as u64)
+    }
+
+    /// Offset just past the last flushed byte.
+    pub fn flushed_offset(&self) -> u64 {
+        let files = self.files.read().unwrap();
+        for f in files.iter().rev() {
+            let flushed = f.flushed_position();
+            if flushed > 0 {
+                return f.file_from_offset() + flushed as u64;
+            }
+        }
+        files.first().map_or(0, |f| f.file_from_offset())
+    }
+
+    /// The file holding `offset`, if mapped.
+    pub fn find(&self, offset: u64) -> Option<Arc<MappedFile>> {
+        let files = self.files.read().unwrap();
+        let first = files.first()?.file_from_offset();
+        if offset < first {
+            return None;
+        }
+        let idx = ((offset - first) / self.file_size as u64) as usize;
+        files.get(idx).cloned()
+    }
+
+    /// Appends a new file starting at `start` (must follow the last one), taking the
+    /// preallocated file when it is the right one.
+    pub fn roll(&self, start: u64) -> Result<Arc<MappedFile>> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        if let Some(last) = self.last() {
+            debug_assert_eq!(last.file_from_offset() + self.file_size as u64, start);
+        }
+        let path = self.dir.join(offset_to_file_name(start));
+        let file = match self.preallocator.as_ref().and_then(|p| p.take(start)) {
+            Some(file) => file,
+            None => Arc::new(MappedFile::create(&path, start, self.file_size)?),
+        };
+        self.files.write().unwrap().push(file.clone());
+        if let Some(p) = &self.preallocator {
+            p.request(start + self.file_size as u64);
+        }
+        Ok(file)
+    }
+
+    /// Asks the background allocator to prepare the file after the last one.
+    pub fn preallocate_next(&self) {
+        if let (Some(p), Some(last)) = (&self.preallocator, self.last()) {
+            p.request(last.file_from_offset() + self.file_size as u64);
+        }
+    }
+
+    /// Makes `offset` the end of the log: deletes later files and sets positions in the file
+    /// that holds it. Bytes past `offset` in that file are zeroed so no stale tail survives.
+    pub fn truncate_to(&self, offset: u64) -> Result<()> {
+        let mut files = self.files.write().unwrap();
+        let mut keep = Vec::with_capacity(files.len());
+        for f in files.drain(..) {
+            let start = f.file_from_offset();
+            if start + self.file_size as u64 <= offset {
+                f.set_wrote_position(self.file_size);
+                f.set_flushed_position(self.file_size);
+                keep.push(f);
+            } else if start < offset || (start == offset && keep.is_empty()) {
+                let pos = (offset - start) as usize;
+                if self.writable {
+                    let end = written_extent(&f, pos);
+                    f.zero_range(pos, end);
+                }
+                f.set_wrote_position(pos);
+                f.set_flushed_position(pos);
+                keep.push(f);
+            } else if self.writable {
+                let path = f.path().to_path_buf();
+                drop(f);
+                std::fs::remove_file(&path).map_err(io_err(&path))?;
+                log::info!("deleted store file {} past the end at offset {offset}", path.display());
+            }
+        }
+        *files = keep;
+        Ok(())
+    }
+
+    /// Read-only queues: maps files that a writer created since the last look.
+    pub fn refresh(&self) -> Result<()> {
+        let known_end = self.last().map(|f| f.file_from_offset());
+        let mut added = Vec::new();
+        for (offset, path) in list_files(&self.dir)? {
+            if known_end.is_none_or(|end| offset > end) {
+                match MappedFile::open(&path, offset, self.file_size, self.writable) {
+                    Ok(f) => added.push(Arc::new(f)),
+                    // A file being created right now may not have its full length yet.
+                    Err(StoreError::Corrupt { .. }) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        if !added.is_empty() {
+            self.files.write().unwrap().extend(added);
+        }
+        Ok(())
+    }
+
+    /// Flushes files from the one holding the flushed offset up to the last; see `MappedFile::flush`.
+    pub fn flush(&self, least_pages: usize) -> Result<u64> {
+        let files = self.files();
+        let mut flushed = self.min_offset();
+        for f in &files {
+            if f.flushed_position() == self.file_size {
+                flushed = f.file_from_offset() + self.file_size as u64;
+                continue;
+            }
+            let pos = f.flush(least_pages)?;
+            flushed = f.file_from_offset() + pos as u64;
+            if pos < self.file_size {
+                break;
+            }
+        }
+        Ok(flushed)
+    }
+}
+
+/// Where non-zero bytes end in `f`, scanning whole pages from `from` (bounded by the file).
+fn written_extent(f: &MappedFile, from: usize) -> usize {
+    let size = f.file_size();
+    let mut end = from;
+    let page = crate::mapped_file::OS_PAGE_SIZE;
+    let mut at = from;
+    while at < size {
+        let len = (page - at % page).min(size - at);
+        let chunk = f.slice(at, len).unwrap();
+        if chunk.iter().all(|b| *b == 0) {
+            break;
+        }
+        at += len;
+        end = at;
+    }
+    end
+}
+
+fn list_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(dir)(e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io_err(dir))?;
+        let name = entry.file_name();
+        if let Some(offset) = name.to_str().and_then(file_name_to_offset) {
+            out.push((offset, entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Creates and pre-touches the next file on a background thread, so a roll-over finds warm pages.
+struct Preallocator {
+    shared: Arc<(Mutex<PreallocState>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct PreallocState {
+    wanted: Option<u64>,
+    ready: Option<Arc<MappedFile>>,
+    stop: bool,
+}
+
+impl Preallocator {
+    fn start(dir: PathBuf, file_size: usize) -> Self {
+        let shared = Arc::new((Mutex::new(PreallocState::default()), Condvar::new()));
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("ferromq-prealloc".into())
+            .spawn(move || Self::run(&worker, &dir, file_size))
+            .expect("spawn preallocation thread");
+        Preallocator {
+            shared,
+            thread: Some(thread),
+        }
+    }
+
+    fn run(shared: &(Mutex<PreallocState>, Condvar), dir: &Path, file_size: usize) {
+        let (lock, cv) = shared;
+        loop {
+            let start = {
+                let mut st = lock.lock().unwrap();
+                loop {
+                    if st.stop {
+                        return;
+                    }
+                    match st.wanted {
+                        Some(w) if st.ready.as_ref().map(|f| f.file_from_offset()) != Some(w) => break w,
+                        _ => st = cv.wait(st).unwrap(),
+                    }
+                }
+            };
+            let path = dir.join(offset_to_file_name(start));
+            match MappedFile::create(&path, start, file_size) {
+                Ok(file) => {
+                    file.pretouch();
+                    let mut st = lock.lock().unwrap();
+                    if st.wanted == Some(start) {
+                        st.ready = Some(Arc::new(file));
+                    } else {
+                        // Nobody wants it any more (a roll happened without it): remove it.
+                        drop(file);
+                        let _ = std::fs::remove_file(&path);
+                    }
+                    cv.notify_all();
+                }
+                Err(e) => {
+                    log::warn!("preallocating {} failed: {e}", path.display());
+                    let mut st = lock.lock().unwrap();
+                    st.wanted = None;
+                }
+            }
+        }
+    }
+
+    fn request(&self, start: u64) {
+        let (lock, cv) = &*self.shared;
+        lock.lock().unwrap().wanted = Some(start);
+        cv.notify_all();
+    }
+
+    /// The preallocated file for `start`, waiting for it if it is being made right now.
+    fn take(&self, start: u64) -> Option<Arc<MappedFile>> {
+        let (lock, cv) = &*self.shared;
+        let mut st = lock.lock().unwrap();
+        if st.wanted != Some(start) {
+            return None;
+        }
+        while st.ready.is_none() && st.wanted == Some(start) {
+            st = cv.wait(st).unwrap();
+        }
+        st.wanted = None;
+        st.ready.take().filter(|f| f.file_from_offset() == start)
+    }
+}
+
+impl Drop for Preallocator {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.shared;
+        lock.lock().unwrap().stop = true;
+        cv.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

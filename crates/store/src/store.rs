@@ -1,0 +1,1254 @@
+//! `MessageStore`: the CommitLog, its ConsumeQueues and IndexFiles, kept consistent.
+//!
+//! Every put runs under one lock: encode into the CommitLog mapping, then dispatch the
+//! ConsumeQueue unit and index entries. Dispatch is synchronous, so a unit never points at
+//! bytes that are not written, and the next queue offset is simply the queue's max offset.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::checkpoint::{Checkpoint, StoreLock};
+use crate::commitlog::CommitLog;
+use crate::config::{FlushDiskType, StoreConfig};
+use crate::consume_queue::{round_file_size, ConsumeQueue, Unit};
+use crate::error::{io_err, Result, StoreError};
+use crate::flush::{FlushCallback, FlushSignal};
+use crate::hash::tags_code;
+use crate::index::IndexService;
+use crate::message::{
+    self, encode_properties, get_property, host_sysflag, normalize_host, offset_msg_id, parse_properties, property,
+    record_len, sysflag, MessageMeta, Placement, RecordView,
+};
+
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+
+/// RocketMQ's `GetMessageStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GetStatus {
+    Found,
+    NoMatchedMessage,
+    MessageWasRemoving,
+    OffsetFoundNull,
+    OffsetOverflowBadly,
+    OffsetOverflowOne,
+    OffsetTooSmall,
+    NoMatchedLogicQueue,
+    NoMessageInQueue,
+}
+
+impl GetStatus {
+    pub fn name(&self) -> &'static str {
+        match self {
+            GetStatus::Found => "FOUND",
+            GetStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+            GetStatus::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
+            GetStatus::OffsetFoundNull => "OFFSET_FOUND_NULL",
+            GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+            GetStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+            GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
+            GetStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+            GetStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct GetResult {
+    pub status: GetStatus,
+    pub next_begin_offset: i64,
+    pub min_offset: i64,
+    pub max_offset: i64,
+    /// The stored records, back to back, exactly as they are on disk.
+    pub body: Vec<u8>,
+    pub message_count: usize,
+    /// Queue offset of each returned record.
+    pub queue_offsets: Vec<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PutResult {
+    /// Where the message went (a delayed message lands in `SCHEDULE_TOPIC_XXXX`).
+    pub topic: String,
+    pub queue_id: i32,
+    pub queue_offset: i64,
+    pub physical_offset: i64,
+    pub wrote_bytes: usize,
+    pub store_timestamp: i64,
+    pub msg_id: String,
+}
+
+impl PutResult {
+    /// CommitLog offset just past this record: wait for a flush past it.
+    pub fn end_offset(&self) -> u64 {
+        (self.physical_offset + self.wrote_bytes as i64) as u64
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PutBatchResult {
+    pub topic: String,
+    pub queue_id: i32,
+    pub first_queue_offset: i64,
+    pub physical_offsets: Vec<i64>,
+    pub wrote_bytes: usize,
+    pub store_timestamp: i64,
+    pub store_host: SocketAddr,
+}
+
+impl PutBatchResult {
+    pub fn end_offset(&self) -> u64 {
+        self.physical_offsets.first().map_or(0, |o| *o as u64 + self.wrote_bytes as u64)
+    }
+
+    pub fn msg_ids(&self) -> Vec<String> {
+        self.physical_offsets
+            .iter()
+            .map(|o| offset_msg_id(&self.store_host, *o))
+            .collect()
+    }
+}
+
+/// One message of a batch: everything but what the batch shares.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchItem<'a> {
+    pub flag: i32,
+    pub body: &'a [u8],
+    pub properties: &'a str,
+}
+
+/// Summary of one consume queue, for tools and planners.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueInfo {
+    pub topic: String,
+    pub queue_id: i32,
+    pub min_offset: i64,
+    pub max_offset: i64,
+}
+
+/// What recovery found when the store was opened.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    pub abnormal_exit: bool,
+    /// CommitLog end after recovery.
+    pub commitlog_end: u64,
+    /// Bytes dropped from a torn or corrupt tail.
+    pub truncated_bytes: u64,
+    /// Records dispatched again into consume queues and the index.
+    pub redispatched: u64,
+}
+
+type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
+
+struct Inner {
+    config: StoreConfig,
+    cq_root: PathBuf,
+    cq_file_size: usize,
+    commitlog: CommitLog,
+    queues: RwLock<QueueMap>,
+    index: Option<IndexService>,
+    put_lock: Mutex<()>,
+    checkpoint: Option<Mutex<Checkpoint>>,
+    flush: FlushSignal,
+    /// Store time of the last appended record.
+    last_store_ts: AtomicI64,
+    /// Store time of the last record known flushed (the checkpoint's physicMsgTimestamp).
+    flushed_store_ts: AtomicI64,
+    closed: AtomicBool,
+    /// Wakes the background services for shutdown.
+    stop: (Mutex<bool>, Condvar),
+}
+
+pub struct MessageStore {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    lock: Mutex<Option<StoreLock>>,
+    recovery: RecoveryReport,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl MessageStore {
+    /// Opens (creating if needed) a store for writing, recovering it if the last run did not
+    /// shut down cleanly, and starts the flush services. `config.read_only` opens a view instead.
+    pub fn open(config: StoreConfig) -> Result<Self> {
+        config.validate()?;
+        if config.read_only {
+            return Self::open_read_only(config);
+        }
+        let root = config.root_dir.clone();
+        std::fs::create_dir_all(&root).map_err(io_err(&root))?;
+        let lock = StoreLock::acquire(&root.join("lock"))?;
+        let abort_path = root.join("abort");
+        let abnormal_exit = abort_path.exists();
+        std::fs::File::create(&abort_path).map_err(io_err(&abort_path))?;
+        std::fs::create_dir_all(root.join("config")).map_err(io_err(&root))?;
+
+        let inner = Inner::load(config, true)?;
+        let recovery = inner.recover(abnormal_exit)?;
+        let inner = Arc::new(inner);
+        let store = MessageStore {
+            inner: inner.clone(),
+            threads: Mutex::new(Vec::new()),
+            lock: Mutex::new(Some(lock)),
+            recovery,
+        };
+        inner.commitlog.files().preallocate_next();
+        let mut threads = store.threads.lock().unwrap();
+        let i = inner.clone();
+        threads.push(spawn("ferromq-flush-commitlog", move || i.run_commitlog_flush()));
+        let i = inner.clone();
+        threads.push(spawn("ferromq-flush-cq", move || i.run_consume_queue_flush()));
+        drop(threads);
+        Ok(store)
+    }
+
+    fn open_read_only(config: StoreConfig) -> Result<Self> {
+        let cl = config.commitlog_path();
+        if !cl.is_dir() {
+            return Err(StoreError::NotAStore(config.root_dir.clone()));
+        }
+        let inner = Inner::load(config, false)?;
+        Ok(MessageStore {
+            inner: Arc::new(inner),
+            threads: Mutex::new(Vec::new()),
+            lock: Mutex::new(None),
+            recovery: RecoveryReport::default(),
+        })
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.inner.config.read_only
+    }
+
+    fn check_open(&self) -> Result<&Inner> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            Err(StoreError::Closed)
+        } else {
+            Ok(&self.inner)
+        }
+    }
+
+    fn writable(&self) -> Result<&Inner> {
+        let inner = self.check_open()?;
+        if inner.config.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        Ok(inner)
+    }
+
+    /// Appends one message. Does not wait for the disk: see `wait_flushed` / `notify_flushed`.
+    pub fn put_message(&self, meta: &MessageMeta, body: &[u8], properties: &str) -> Result<PutResult> {
+        self.writable()?.put_message(meta, body, properties)
+    }
+
+    /// Appends messages that share topic, queue and born data as one unit in one CommitLog file.
+    pub fn put_messages(&self, meta: &MessageMeta, items: &[BatchItem]) -> Result<PutBatchResult> {
+        self.writable()?.put_messages(meta, items)
+    }
+
+    /// True once the CommitLog is on disk up to `offset` (or false after `timeout`).
+    pub fn wait_flushed(&self, offset: u64, timeout: Duration) -> bool {
+        let inner = &self.inner;
+        if inner.config.read_only {
+            return true;
+        }
+        if inner.config.flush_disk_type == FlushDiskType::Async {
+            inner.flush.request(offset);
+        }
+        inner.flush.wait(offset, timeout)
+    }
+
+    /// Calls `callback(ok)` from the flush thread once the CommitLog is on disk up to `offset`.
+    pub fn notify_flushed(&self, offset: u64, timeout: Duration, callback: FlushCallback) {
+        self.inner.flush.notify_when(offset, timeout, callback);
+    }
+
+    pub fn sync_flush_timeout(&self) -> Duration {
+        Duration::from_millis(self.inner.config.sync_flush_timeout_ms)
+    }
+
+    /// Reads up to `max_count` messages of one queue from `offset` (RocketMQ `getMessage`).
+    /// `tag_codes`: accept only units whose tags code (low 32 bits) is in the list; `None` takes all.
+    pub fn get_messages(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_count: usize,
+        max_bytes: usize,
+        tag_codes: Option<&[i32]>,
+    ) -> Result<GetResult> {
+        let inner = self.check_open()?;
+        inner.get_messages(topic, queue_id, offset, max_count, max_bytes, &|code: i64| {
+            tag_codes.is_none_or(|codes| codes.contains(&(code as i32)))
+        })
+    }
+
+    /// Like `get_messages` with any filter on the tags code.
+    pub fn get_messages_filtered(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_count: usize,
+        max_bytes: usize,
+        filter: &dyn Fn(i64) -> bool,
+    ) -> Result<GetResult> {
+        self.check_open()?
+            .get_messages(topic, queue_id, offset, max_count, max_bytes, filter)
+    }
+
+    /// The stored record at a CommitLog offset.
+    pub fn read_message(&self, physical_offset: i64) -> Result<Option<Vec<u8>>> {
+        Ok(self.check_open()?.read_record(physical_offset))
+    }
+
+    /// Whole records from `physical_offset` (a record boundary) up to about `max_bytes`
+    /// (always at least one), stopping at the end of a file. Returns the bytes and the offset
+    /// of the next record.
+    pub fn read_range(&self, physical_offset: i64, max_bytes: usize) -> Result<(Vec<u8>, i64)> {
+        Ok(self.check_open()?.read_range(physical_offset, max_bytes))
+    }
+
+    /// The record an offsetMsgId names.
+    pub fn look_message_by_id(&self, msg_id: &str) -> Result<Option<Vec<u8>>> {
+        let (_, offset) = message::decode_offset_msg_id(msg_id)?;
+        self.read_message(offset)
+    }
+
+    /// Records of `topic` whose KEYS contain `key` (or whose UNIQ_KEY is `key`), stored within
+    /// `[begin, end]` ms, newest first.
+    pub fn query_by_key(&self, topic: &str, key: &str, max_num: usize, begin: i64, end: i64) -> Result<Vec<Vec<u8>>> {
+        self.check_open()?.query_by_key(topic, key, max_num, begin, end)
+    }
+
+    pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
+        let inner = self.check_open()?;
+        Ok(inner.queue(topic, queue_id).map_or(0, |cq| cq.min_offset()))
+    }
+
+    pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
+        let inner = self.check_open()?;
+        Ok(inner.queue(topic, queue_id).map_or(0, |cq| inner.visible_max(&cq)))
+    }
+
+    /// Store time of the message at a queue offset.
+    pub fn store_time(&self, topic: &str, queue_id: i32, offset: i64) -> Result<Option<i64>> {
+        let inner = self.check_open()?;
+        Ok(inner
+            .queue(topic, queue_id)
+            .and_then(|cq| cq.unit(offset))
+            .and_then(|u| inner.store_timestamp_at(u.offset as u64)))
+    }
+
+    pub fn earliest_store_time(&self, topic: &str, queue_id: i32) -> Result<Option<i64>> {
+        let min = self.min_offset_in_queue(topic, queue_id)?;
+        self.store_time(topic, queue_id, min)
+    }
+
+    /// First queue offset whose message was stored at or after `timestamp` ms (the max offset
+    /// when none is). Java's broker returns the nearest offset instead; "first at or after"
+    /// is what consume-from-timestamp needs.
+    pub fn offset_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> Result<i64> {
+        let inner = self.check_open()?;
+        let Some(cq) = inner.queue(topic, queue_id) else { return Ok(0) };
+        let (mut lo, mut hi) = (cq.min_offset(), inner.visible_max(&cq));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let ts = cq
+                .unit(mid)
+                .and_then(|u| inner.store_timestamp_at(u.offset as u64))
+                .unwrap_or(i64::MAX);
+            if ts < timestamp {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Every consume queue with its offsets, sorted by topic and queue id.
+    pub fn queues(&self) -> Result<Vec<QueueInfo>> {
+        self.check_open()?.queue_infos()
+    }
+
+    pub fn min_physical_offset(&self) -> i64 {
+        self.inner.commitlog.min_offset() as i64
+    }
+
+    pub fn max_physical_offset(&self) -> i64 {
+        self.inner.commitlog.max_offset() as i64
+    }
+
+    pub fn flushed_physical_offset(&self) -> i64 {
+        self.inner.flush.flushed() as i64
+    }
+
+    /// Flushes CommitLog, consume queues, index and checkpoint to disk now.
+    pub fn flush(&self) -> Result<()> {
+        let inner = self.writable()?;
+        inner.flush_all()
+    }
+
+    /// Stops the services, flushes everything and marks the shutdown clean. Idempotent.
+    pub fn close(&self) -> Result<()> {
+        let inner = &self.inner;
+        if inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        {
+            let (lock, cv) = &inner.stop;
+            *lock.lock().unwrap() = true;
+            cv.notify_all();
+        }
+        inner.flush.stop();
+        for t in self.threads.lock().unwrap().drain(..) {
+            let _ = t.join();
+        }
+        if inner.config.read_only {
+            return Ok(());
+        }
+        let result = inner.flush_all();
+        if result.is_ok() {
+            let abort = inner.config.root_dir.join("abort");
+            let _ = std::fs::remove_file(abort);
+        }
+        self.lock.lock().unwrap().take();
+        result
+    }
+}
+
+impl Drop for MessageStore {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            log::error!("closing the store failed: {e}");
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .expect("spawn store service thread")
+}
+
+impl Inner {
+    fn load(config: StoreConfig, writable: bool) -> Result<Self> {
+        let root = config.root_dir.clone();
+        let commitlog = CommitLog::load(
+            &config.commitlog_path(),
+            config.mapped_file_size_commitlog,
+            writable,
+            writable && config.warm_mapped_file_enable,
+        )?;
+        let cq_root = root.join("consumequeue");
+        let cq_file_size = round_file_size(config.mapped_file_size_consume_queue);
+        let index = if config.message_index_enable {
+            Some(IndexService::load(
+                &root.join("index"),
+                config.max_hash_slot_num,
+                config.max_index_num,
+                writable,
+            )?)
+        } else {
+            None
+        };
+        let checkpoint = if writable {
+            Some(Mutex::new(Checkpoint::open(&root.join("checkpoint"))?))
+        } else {
+            None
+        };
+        let inner = Inner {
+            cq_root,
+            cq_file_size,
+            commitlog,
+            queues: RwLock::new(HashMap::new()),
+            index,
+            put_lock: Mutex::new(()),
+            checkpoint,
+            flush: FlushSignal::new(0),
+            last_store_ts: AtomicI64::new(0),
+            flushed_store_ts: AtomicI64::new(0),
+            closed: AtomicBool::new(false),
+            stop: (Mutex::new(false), Condvar::new()),
+            config,
+        };
+        if writable {
+            inner.load_all_queues()?;
+        }
+        Ok(inner)
+    }
+
+    fn load_all_queues(&self) -> Result<()> {
+        let mut map = self.queues.write().unwrap();
+        for (topic, queue_id) in list_queue_dirs(&self.cq_root)? {
+            let cq = ConsumeQueue::load(&self.cq_root, &topic, queue_id, self.cq_file_size, !self.config.read_only)?;
+            map.entry(topic).or_default().insert(queue_id, Arc::new(cq));
+        }
+        Ok(())
+    }
+
+    fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
+            .read()
+            .unwrap()
+            .values()
+            .flat_map(|m| m.values().cloned())
+            .collect()
+    }
+
+    /// The queue for (topic, queue id); read-only views load it from disk on first use.
+    fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        if let Some(cq) = self.queues.read().unwrap().get(topic).and_then(|m| m.get(&queue_id)) {
+            return Some(cq.clone());
+        }
+        if !self.config.read_only || message::validate_topic(topic).is_err() {
+            return None;
+        }
+        let dir = self.cq_root.join(topic).join(queue_id.to_string());
+        if !dir.is_dir() {
+            return None;
+        }
+        let cq = ConsumeQueue::load(&self.cq_root, topic, queue_id, self.cq_file_size, false).ok()?;
+        let cq = Arc::new(cq);
+        self.queues
+            .write()
+            .unwrap()
+            .entry(topic.to_string())
+            .or_default()
+            .insert(queue_id, cq.clone());
+        Some(cq)
+    }
+
+    fn queue_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
+        if let Some(cq) = self.queue(topic, queue_id) {
+            return Ok(cq);
+        }
+        let cq = Arc::new(ConsumeQueue::load(&self.cq_root, topic, queue_id, self.cq_file_size, true)?);
+        self.queues
+            .write()
+            .unwrap()
+            .entry(topic.to_string())
+            .or_default()
+            .insert(queue_id, cq.clone());
+        Ok(cq)
+    }
+
+    fn queue_infos(&self) -> Result<Vec<QueueInfo>> {
+        let mut out = Vec::new();
+        let keys: Vec<(String, i32)> = if self.config.read_only {
+            list_queue_dirs(&self.cq_root)?
+        } else {
+            self.all_queues()
+                .iter()
+                .map(|cq| (cq.topic().to_string(), cq.queue_id()))
+                .collect()
+        };
+        for (topic, queue_id) in keys {
+            if let Some(cq) = self.queue(&topic, queue_id) {
+                if self.config.read_only {
+                    cq.refresh()?;
+                }
+                out.push(QueueInfo {
+                    min_offset: cq.min_offset(),
+                    max_offset: self.visible_max(&cq),
+                    topic,
+                    queue_id,
+                });
+            }
+        }
+        out.sort_by(|a, b| (&a.topic, a.queue_id).cmp(&(&b.topic, b.queue_id)));
+        Ok(out)
+    }
+
+    /// How far readers may read in the CommitLog: in SYNC_FLUSH mode only what is on disk.
+    fn read_limit(&self) -> u64 {
+        if !self.config.read_only && self.config.flush_disk_type == FlushDiskType::Sync {
+            self.flush.flushed()
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// The queue's max offset as readers may see it (SYNC_FLUSH hides unflushed units).
+    fn visible_max(&self, cq: &ConsumeQueue) -> i64 {
+        let limit = self.read_limit();
+        let (min, mut max) = (cq.min_offset(), cq.max_offset());
+        if limit == u64::MAX {
+            return max;
+        }
+        while max > min && cq.unit(max - 1).is_some_and(|u| u.end() as u64 > limit) {
+            max -= 1;
+        }
+        max
+    }
+
+    fn store_timestamp_at(&self, phys: u64) -> Option<i64> {
+        self.commitlog.with_bytes(phys, message::pos::BORN_HOST + 20, u64::MAX, |b| {
+            let sys_flag = i32::from_be_bytes(b[message::pos::SYS_FLAG..message::pos::SYS_FLAG + 4].try_into().unwrap());
+            let at = message::pos::BORN_HOST + if sys_flag & sysflag::BORNHOST_V6 != 0 { 20 } else { 8 };
+            i64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+        })
+    }
+
+    /// Applies the store-level rewrite of a delayed message: it goes to `SCHEDULE_TOPIC_XXXX`,
+    /// queue `level - 1`, with `REAL_TOPIC`/`REAL_QID`; levels above the maximum are clamped.
+    /// Returns the new topic, queue, properties and delay in ms.
+    fn delay_rewrite(&self, meta: &MessageMeta, properties: &str) -> Option<(i32, String, i64)> {
+        let tx = sysflag::transaction_value(meta.sys_flag);
+        if tx != sysflag::TRANSACTION_NOT_TYPE && tx != sysflag::TRANSACTION_COMMIT_TYPE {
+            return None;
+        }
+        let level: i32 = get_property(properties, property::DELAY)?.trim().parse().ok()?;
+        if level <= 0 {
+            return None;
+        }
+        let levels = &self.config.message_delay_level;
+        let level = level.min(levels.len() as i32);
+        let level_str = level.to_string();
+        let qid_str = meta.queue_id.to_string();
+        let mut pairs: Vec<(&str, &str)> = parse_properties(properties)
+            .into_iter()
+            .filter(|(k, _)| ![property::DELAY, property::REAL_TOPIC, property::REAL_QID].contains(k))
+            .collect();
+        pairs.push((property::DELAY, &level_str));
+        pairs.push((property::REAL_TOPIC, meta.topic));
+        pairs.push((property::REAL_QID, &qid_str));
+        Some((level - 1, encode_properties(pairs), levels[level as usize - 1]))
+    }
+
+    fn delay_of(&self, properties: &str) -> i64 {
+        let levels = &self.config.message_delay_level;
+        get_property(properties, property::DELAY)
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .filter(|l| *l > 0)
+            .map_or(0, |l| levels[(l.min(levels.len() as i32) - 1) as usize])
+    }
+
+    /// Tags code of a record as RocketMQ dispatches it.
+    fn record_tags_code(&self, topic: &str, properties: &str, store_timestamp: i64) -> i64 {
+        if topic == SCHEDULE_TOPIC && get_property(properties, property::DELAY).is_some() {
+            return store_timestamp + self.delay_of(properties);
+        }
+        tags_code(get_property(properties, property::TAGS))
+    }
+
+    fn next_store_timestamp(&self) -> i64 {
+        now_ms().max(self.last_store_ts.load(Ordering::Relaxed))
+    }
+
+    fn put_message(&self, meta: &MessageMeta, body: &[u8], properties: &str) -> Result<PutResult> {
+        message::validate(meta, body.len(), properties.len(), self.config.max_message_size)?;
+        let rewrite = self.delay_rewrite(meta, properties);
+        let store_host = self.config.store_host;
+        let mut meta = meta.clone();
+        meta.born_host = normalize_host(meta.born_host);
+        meta.sys_flag = (meta.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6))
+            | host_sysflag(&meta.born_host, &store_host);
+        let (props, delay_ms) = match &rewrite {
+            Some((qid, props, delay)) => {
+                meta.topic = SCHEDULE_TOPIC;
+                meta.queue_id = *qid;
+                (props.as_str(), Some(*delay))
+            }
+            None => (properties, None),
+        };
+        if props.len() > message::MAX_PROPERTIES_LENGTH {
+            return Err(StoreError::PropertiesTooLarge(props.len()));
+        }
+        let tx = sysflag::transaction_value(meta.sys_flag);
+        let dispatched = tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE;
+        let len = record_len(meta.sys_flag, body.len(), meta.topic.len(), props.len());
+        let crc = message::body_crc(body);
+
+        let _guard = self.put_lock.lock().unwrap();
+        let cq = if dispatched {
+            Some(self.queue_or_create(meta.topic, meta.queue_id)?)
+        } else {
+            None
+        };
+        let queue_offset = cq.as_ref().map_or(0, |cq| cq.max_offset());
+        let store_timestamp = self.next_store_timestamp();
+        let (file, pos) = self.commitlog.reserve(len)?;
+        let physical_offset = (file.file_from_offset() + pos as u64) as i64;
+        let place = Placement {
+            queue_offset,
+            physical_offset,
+            store_timestamp,
+            store_host,
+        };
+        // SAFETY: we hold the put lock (single writer) and `reserve` returned unpublished space.
+        let out = unsafe { file.slice_mut(pos, len) };
+        message::encode_record(out, &meta, body, crc, props.as_bytes(), &place);
+        file.set_wrote_position(pos + len);
+        if let Some(cq) = &cq {
+            let code = match delay_ms {
+                Some(d) => store_timestamp + d,
+                None => tags_code(get_property(props, property::TAGS)),
+            };
+            cq.put(
+                queue_offset,
+                Unit {
+                    offset: physical_offset,
+                    size: len as i32,
+                    tags_code: code,
+                },
+            )?;
+        }
+        if tx != sysflag::TRANSACTION_ROLLBACK_TYPE {
+            if let Some(index) = &self.index {
+                index.build_index(meta.topic, props, physical_offset, store_timestamp)?;
+            }
+        }
+        self.last_store_ts.store(store_timestamp, Ordering::Release);
+        drop(_guard);
+
+        Ok(PutResult {
+            topic: meta.topic.to_string(),
+            queue_id: meta.queue_id,
+            queue_offset,
+            physical_offset,
+            wrote_bytes: len,
+            store_timestamp,
+            msg_id: offset_msg_id(&store_host, physical_offset),
+        })
+    }
+
+    fn put_messages(&self, meta: &MessageMeta, items: &[BatchItem]) -> Result<PutBatchResult> {
+        if items.is_empty() {
+            return Err(StoreError::InvalidArgument("empty batch".into()));
+        }
+        let tx = sysflag::transaction_value(meta.sys_flag);
+        if tx != sysflag::TRANSACTION_NOT_TYPE {
+            return Err(StoreError::InvalidArgument(
+                "batch messages cannot be transactional".into(),
+            ));
+        }
+        let store_host = self.config.store_host;
+        let mut meta = meta.clone();
+        meta.born_host = normalize_host(meta.born_host);
+        meta.sys_flag = (meta.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6))
+            | host_sysflag(&meta.born_host, &store_host);
+        let mut total = 0usize;
+        let mut lens = Vec::with_capacity(items.len());
+        let mut crcs = Vec::with_capacity(items.len());
+        for item in items {
+            message::validate(&meta, item.body.len(), item.properties.len(), self.config.max_message_size)?;
+            let len = record_len(meta.sys_flag, item.body.len(), meta.topic.len(), item.properties.len());
+            lens.push(len);
+            crcs.push(message::body_crc(item.body));
+            total += len;
+        }
+
+        let _guard = self.put_lock.lock().unwrap();
+        let cq = self.queue_or_create(meta.topic, meta.queue_id)?;
+        let first_queue_offset = cq.max_offset();
+        let store_timestamp = self.next_store_timestamp();
+        let (file, start) = self.commitlog.reserve(total)?;
+        let base = file.file_from_offset() as i64;
+        let mut pos = start;
+        let mut physical_offsets = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let len = lens[i];
+            let physical_offset = base + pos as i64;
+            let place = Placement {
+                queue_offset: first_queue_offset + i as i64,
+                physical_offset,
+                store_timestamp,
+                store_host,
+            };
+            let mut m = meta.clone();
+            m.flag = item.flag;
+            // SAFETY: single writer under the put lock, inside the reserved, unpublished range.
+            let out = unsafe { file.slice_mut(pos, len) };
+            message::encode_record(out, &m, item.body, crcs[i], item.properties.as_bytes(), &place);
+            physical_offsets.push(physical_offset);
+            pos += len;
+        }
+        file.set_wrote_position(pos);
+        for (i, item) in items.iter().enumerate() {
+            cq.put(
+                first_queue_offset + i as i64,
+                Unit {
+                    offset: physical_offsets[i],
+                    size: lens[i] as i32,
+                    tags_code: tags_code(get_property(item.properties, property::TAGS)),
+                },
+            )?;
+            if let Some(index) = &self.index {
+                index.build_index(meta.topic, item.properties, physical_offsets[i], store_timestamp)?;
+            }
+        }
+        self.last_store_ts.store(store_timestamp, Ordering::Release);
+        drop(_guard);
+
+        Ok(PutBatchResult {
+            topic: meta.topic.to_string(),
+            queue_id: meta.queue_id,
+            first_queue_offset,
+            physical_offsets,
+            wrote_bytes: total,
+            store_timestamp,
+            store_host,
+        })
+    }
+
+    fn get_messages(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_count: usize,
+        max_bytes: usize,
+        filter: &dyn Fn(i64) -> bool,
+    ) -> Result<GetResult> {
+        let mut result = GetResult {
+            status: GetStatus::NoMatchedLogicQueue,
+            next_begin_offset: 0,
+            min_offset: 0,
+            max_offset: 0,
+            body: Vec::new(),
+            message_count: 0,
+            queue_offsets: Vec::new(),
+        };
+        let Some(cq) = self.queue(topic, queue_id) else {
+            return Ok(result);
+        };
+        if self.config.read_only && offset >= cq.max_offset() {
+            cq.refresh()?;
+        }
+        let min = cq.min_offset();
+        let max = self.visible_max(&cq);
+        result.min_offset = min;
+        result.max_offset = max;
+        let (status, next) = if max == 0 {
+            (GetStatus::NoMessageInQueue, 0)
+        } else if offset < min {
+            (GetStatus::OffsetTooSmall, min)
+        } else if offset == max {
+            (GetStatus::OffsetOverflowOne, offset)
+        } else if offset > max {
+            (GetStatus::OffsetOverflowBadly, max)
+        } else {
+            self.scan_queue(&cq, offset, max, max_count.max(1), max_bytes, filter, &mut result)
+        };
+        result.status = status;
+        result.next_begin_offset = next;
+        Ok(result)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn scan_queue(
+        &self,
+        cq: &ConsumeQueue,
+        offset: i64,
+        max: i64,
+        max_count: usize,
+        max_bytes: usize,
+        filter: &dyn Fn(i64) -> bool,
+        result: &mut GetResult,
+    ) -> (GetStatus, i64) {
+        // RocketMQ scans at most max(16000 bytes, maxMsgNums * 20 bytes) of consume queue.
+        let scan_end = max.min(offset + (max_count as i64).max(800));
+        let limit = self.read_limit();
+        let min_phys = self.commitlog.min_offset() as i64;
+        let mut next = offset;
+        let mut removed = false;
+        while next < scan_end {
+            let Some(unit) = cq.unit(next) else {
+                if result.message_count == 0 && next == offset {
+                    return (GetStatus::OffsetFoundNull, next + 1);
+                }
+                break;
+            };
+            if unit.is_pre_blank() || !filter(unit.tags_code) {
+                next += 1;
+                continue;
+            }
+            if unit.offset < min_phys {
+                removed = true;
+                next += 1;
+                continue;
+            }
+            let size = unit.size as usize;
+            if result.message_count >= max_count
+                || (result.message_count > 0 && result.body.len() + size > max_bytes)
+            {
+                break;
+            }
+            let copied = self.commitlog.with_record(unit.offset as u64, limit, |rec| {
+                if rec.len() != size || (self.config.read_only && !self.record_matches(rec, cq, next)) {
+                    return false;
+                }
+                result.body.extend_from_slice(rec);
+                true
+            });
+            if copied != Some(true) {
+                if self.config.read_only {
+                    // A writer elsewhere has not finished this record: stop before it.
+                    break;
+                }
+                removed = true;
+                next += 1;
+                continue;
+            }
+            result.message_count += 1;
+            result.queue_offsets.push(next);
+            next += 1;
+        }
+        let status = if result.message_count > 0 {
+            GetStatus::Found
+        } else if removed {
+            GetStatus::MessageWasRemoving
+        } else {
+            GetStatus::NoMatchedMessage
+        };
+        (status, next)
+    }
+
+    /// Read-only views check that a record is the one its unit names (a writer elsewhere may
+    /// be mid-way through it).
+    fn record_matches(&self, rec: &[u8], cq: &ConsumeQueue, queue_offset: i64) -> bool {
+        match RecordView::parse(rec, false) {
+            Ok(v) => {
+                let real = v.topic == cq.topic() && v.queue_id == cq.queue_id() && v.queue_offset == queue_offset;
+                real && message::body_crc(v.body) == v.body_crc
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn read_record(&self, physical_offset: i64) -> Option<Vec<u8>> {
+        if physical_offset < 0 {
+            return None;
+        }
+        let limit = self.read_limit();
+        let bytes = self
+            .commitlog
+            .with_record(physical_offset as u64, limit, |rec| rec.to_vec())?;
+        let view = RecordView::parse(&bytes, self.config.read_only).ok()?;
+        (view.physical_offset == physical_offset).then_some(bytes)
+    }
+
+    fn read_range(&self, physical_offset: i64, max_bytes: usize) -> (Vec<u8>, i64) {
+        let mut out = Vec::new();
+        let mut at = physical_offset.max(0) as u64;
+        let limit = self.read_limit().min(self.commitlog.max_offset());
+        let file_size = self.commitlog.file_size() as u64;
+        while at < limit {
+            let head = self.commitlog.with_bytes(at, 8, u64::MAX, message::record_head);
+            match head {
+                Some(message::RecordHead::Message(_)) => {
+                    let ok = self.commitlog.with_record(at, limit, |rec| {
+                        if !out.is_empty() && out.len() + rec.len() > max_bytes {
+                            return None;
+                        }
+                        out.extend_from_slice(rec);
+                        Some(rec.len())
+                    });
+                    match ok.flatten() {
+                        Some(n) => at += n as u64,
+                        None => break,
+                    }
+                }
+                Some(message::RecordHead::Blank) => {
+                    at = (at / file_size + 1) * file_size;
+                    break;
+                }
+                _ => break,
+            }
+        }
+        (out, at as i64)
+    }
+
+    fn query_by_key(&self, topic: &str, key: &str, max_num: usize, begin: i64, end: i64) -> Result<Vec<Vec<u8>>> {
+        let Some(index) = &self.index else {
+            return Ok(Vec::new());
+        };
+        index.refresh()?;
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        // Ask for more candidates than wanted: collisions and duplicates are filtered below.
+        for phys in index.query(topic, key, max_num.saturating_mul(2).max(max_num + 8), begin, end) {
+            if out.len() >= max_num || !seen.insert(phys) {
+                continue;
+            }
+            let Some(bytes) = self.read_record(phys) else { continue };
+            let Ok(v) = RecordView::parse(&bytes, false) else { continue };
+            let has_key = v.property(property::UNIQ_KEY) == Some(key)
+                || v.property(property::KEYS).is_some_and(|ks| ks.split(' ').any(|k| k == key));
+            if v.topic == topic && has_key {
+                out.push(bytes);
+            }
+        }
+        Ok(out)
+    }
+
+    /// CommitLog flush service: on request (SYNC_FLUSH group commit, explicit flushes) or
+    /// every `flush_interval_commitlog_ms` with the least-pages rule (ASYNC_FLUSH).
+    fn run_commitlog_flush(&self) {
+        let cfg = &self.config;
+        let interval = Duration::from_millis(cfg.flush_interval_commitlog_ms.max(1));
+        let thorough = Duration::from_millis(cfg.flush_commitlog_thorough_interval_ms);
+        let mut last_thorough = Instant::now();
+        while self.flush.wait_for_work(interval) {
+            let requested = self.flush.has_request();
+            let full = cfg.flush_disk_type == FlushDiskType::Sync || requested || last_thorough.elapsed() >= thorough;
+            if full {
+                last_thorough = Instant::now();
+            }
+            self.flush_commitlog(if full { 0 } else { cfg.flush_commitlog_least_pages });
+        }
+    }
+
+    fn flush_commitlog(&self, least_pages: usize) {
+        let ts = self.last_store_ts.load(Ordering::Acquire);
+        let written = self.commitlog.max_offset();
+        match self.commitlog.flush(least_pages) {
+            Ok(flushed) => {
+                if flushed >= written {
+                    self.flushed_store_ts.fetch_max(ts, Ordering::AcqRel);
+                }
+                self.flush.complete(flushed, true);
+            }
+            Err(e) => {
+                log::error!("CommitLog flush failed: {e}");
+                self.flush.complete(self.flush.flushed(), false);
+            }
+        }
+    }
+
+    /// Consume queue flush service; on thorough rounds also the index and the checkpoint.
+    fn run_consume_queue_flush(&self) {
+        let cfg = &self.config;
+        let interval = Duration::from_millis(cfg.flush_interval_consume_queue_ms.max(1));
+        let thorough = Duration::from_millis(cfg.flush_consume_queue_thorough_interval_ms);
+        let mut last_thorough = Instant::now();
+        loop {
+            {
+                let (lock, cv) = &self.stop;
+                let stopped = cv.wait_timeout_while(lock.lock().unwrap(), interval, |s| !*s).unwrap().0;
+                if *stopped {
+                    return;
+                }
+            }
+            let full = last_thorough.elapsed() >= thorough;
+            if full {
+                last_thorough = Instant::now();
+            }
+            if let Err(e) = self.flush_queues(if full { 0 } else { cfg.flush_consume_queue_least_pages }, full) {
+                log::error!("consume queue flush failed: {e}");
+            }
+        }
+    }
+
+    fn flush_queues(&self, least_pages: usize, thorough: bool) -> Result<()> {
+        let logics_ts = self.last_store_ts.load(Ordering::Acquire);
+        for cq in self.all_queues() {
+            cq.flush(least_pages)?;
+        }
+        let Some(cp) = &self.checkpoint else { return Ok(()) };
+        if thorough {
+            if let Some(index) = &self.index {
+                index.flush()?;
+            }
+        }
+        let mut cp = cp.lock().unwrap();
+        cp.times.physic_msg_timestamp = self.flushed_store_ts.load(Ordering::Acquire);
+        if thorough {
+            cp.times.logics_msg_timestamp = logics_ts;
+            if let Some(index) = &self.index {
+                cp.times.index_msg_timestamp = index.last_end_timestamp();
+            }
+        }
+        cp.write(thorough)
+    }
+
+    fn flush_all(&self) -> Result<()> {
+        let _guard = self.put_lock.lock().unwrap();
+        self.flush_commitlog(0);
+        self.flush_queues(0, true)
+    }
+
+    /// Brings the store to a consistent state after a clean or unclean stop: finds the end of
+    /// valid CommitLog data (magic and CRC), cuts the torn tail, drops consume-queue units past
+    /// it and dispatches again every record that may be missing from queues or the index.
+    fn recover(&self, abnormal_exit: bool) -> Result<RecoveryReport> {
+        let files = self.commitlog.files().files();
+        let mut report = RecoveryReport {
+            abnormal_exit,
+            ..Default::default()
+        };
+        let cp_times = self.checkpoint.as_ref().map(|c| c.lock().unwrap().times).unwrap_or_default();
+        let check_crc = self.config.check_crc_on_recover;
+        // Where to start looking for the end: the third-last file after a clean stop; after a
+        // crash, the newest file whose first record is older than the checkpoint says is safe.
+        let scan_from_idx = if !abnormal_exit {
+            files.len().saturating_sub(3)
+        } else {
+            let safe = cp_times.min_timestamp();
+            let mut idx = 0;
+            for (i, f) in files.iter().enumerate().rev() {
+                let first_ok = f
+                    .slice(0, f.file_size())
+                    .and_then(|b| RecordView::parse(b, check_crc).ok())
+                    .is_some_and(|v| v.store_timestamp <= safe && v.physical_offset as u64 == f.file_from_offset());
+                if first_ok {
+                    idx = i;
+                    break;
+                }
+            }
+            idx
+        };
+        let scan_from = files.get(scan_from_idx).map_or(0, |f| f.file_from_offset());
+        let old_end = files.last().map_or(0, |f| f.file_from_offset() + f.file_size() as u64);
+        let end = self.commitlog.walk(scan_from, check_crc, |_| Ok(()))?;
+        // Bytes that were written but lie past the valid end (a torn tail).
+        if let Some(f) = self.commitlog.files().find(end) {
+            let pos = (end - f.file_from_offset()) as usize;
+            let tail = f.slice(pos, f.file_size() - pos).unwrap_or(&[]);
+            report.truncated_bytes = tail.iter().rposition(|b| *b != 0).map_or(0, |p| p as u64 + 1);
+            if report.truncated_bytes > 0 {
+                log::warn!(
+                    "store recovery: cutting {} bytes of torn or corrupt data after CommitLog offset {end}",
+                    report.truncated_bytes
+                );
+            }
+        }
+        let _ = old_end;
+        self.commitlog.truncate_to(end)?;
+        report.commitlog_end = end;
+
+        for cq in self.all_queues() {
+            cq.truncate_dirty(end as i64)?;
+        }
+        // Dispatch again from the oldest point any dispatcher may be missing.
+        let min_phys = self.commitlog.min_offset();
+        let mut from = self
+            .all_queues()
+            .iter()
+            .map(|cq| cq.max_physical_end() as u64)
+            .max()
+            .unwrap_or(min_phys);
+        if let Some(index) = &self.index {
+            let idx_end = index.end_phy_offset();
+            if idx_end >= 0 && (idx_end as u64) < from {
+                from = idx_end as u64;
+            }
+            if idx_end < 0 {
+                from = min_phys;
+            }
+        }
+        if abnormal_exit {
+            from = from.min(scan_from);
+        }
+        let from = from.clamp(min_phys, end);
+        let mut redispatched = 0u64;
+        let mut last_ts = 0i64;
+        self.commitlog.walk(from, false, |v| {
+            self.dispatch(v)?;
+            last_ts = v.store_timestamp;
+            redispatched += 1;
+            Ok(())
+        })?;
+        report.redispatched = redispatched;
+
+        // Everything that survived is on disk from here on.
+        let flushed = self.commitlog.flush(0)?;
+        self.flush.complete(flushed.max(end), true);
+        let last_ts = if last_ts > 0 { last_ts } else { self.last_record_timestamp(end) };
+        self.last_store_ts.store(last_ts, Ordering::Release);
+        self.flushed_store_ts.store(last_ts, Ordering::Release);
+        self.flush_queues(0, true)?;
+        if abnormal_exit || report.redispatched > 0 {
+            log::info!(
+                "store recovery ({} exit): CommitLog ends at {end}, {} records dispatched again",
+                if abnormal_exit { "abnormal" } else { "normal" },
+                report.redispatched
+            );
+        }
+        Ok(report)
+    }
+
+    fn last_record_timestamp(&self, end: u64) -> i64 {
+        // The newest unit of any queue points at one of the last records.
+        self.all_queues()
+            .iter()
+            .filter_map(|cq| {
+                let max = cq.max_offset();
+                (max > cq.min_offset()).then(|| cq.unit(max - 1)).flatten()
+            })
+            .filter(|u| u.end() as u64 <= end)
+            .filter_map(|u| self.store_timestamp_at(u.offset as u64))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Builds the consume-queue unit and index entries of a record found in the CommitLog.
+    fn dispatch(&self, v: &RecordView) -> Result<()> {
+        let tx = sysflag::transaction_value(v.sys_flag);
+        if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
+            let cq = self.queue_or_create(v.topic, v.queue_id)?;
+            cq.put(
+                v.queue_offset,
+                Unit {
+                    offset: v.physical_offset,
+                    size: v.total_size() as i32,
+                    tags_code: self.record_tags_code(v.topic, v.properties, v.store_timestamp),
+                },
+            )?;
+        }
+        if tx != sysflag::TRANSACTION_ROLLBACK_TYPE {
+            if let Some(index) = &self.index {
+                index.build_index(v.topic, v.properties, v.physical_offset, v.store_timestamp)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// (topic, queue id) of every consume queue directory under `root`.
+fn list_queue_dirs(root: &Path) -> Result<Vec<(String, i32)>> {
+    let mut out = Vec::new();
+    let topics = match std::fs::read_dir(root) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(io_err(root)(e)),
+    };
+    for t in topics {
+        let t = t.map_err(io_err(root))?;
+        let Some(topic) = t.file_name().to_str().map(str::to_string) else { continue };
+        if message::validate_topic(&topic).is_err() || !t.path().is_dir() {
+            continue;
+        }
+        for q in std::fs::read_dir(t.path()).map_err(io_err(&t.path()))? {
+            let q = q.map_err(io_err(&t.path()))?;
+            if let Some(qid) = q.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
+                if qid >= 0 {
+                    out.push((topic.clone(), qid));
+                }
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
