@@ -115,9 +115,9 @@ impl StoreLock {
         if rc != 0 {
             let err = std::io::Error::last_os_error();
             return match err.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EACCES) => {
-                    Err(crate::error::StoreError::Locked(path.parent().unwrap_or(path).to_path_buf()))
-                }
+                Some(libc::EAGAIN) | Some(libc::EACCES) => Err(crate::error::StoreError::Locked(
+                    path.parent().unwrap_or(path).to_path_buf(),
+                )),
                 _ => Err(io_err(path)(err)),
             };
         }
@@ -143,7 +143,10 @@ mod tests {
         cp.write(true).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len(), 4096);
-        assert_eq!(&bytes[..24], &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3]);
+        assert_eq!(
+            &bytes[..24],
+            &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3]
+        );
         assert_eq!(Checkpoint::read(&path).unwrap(), cp.times);
     }
 

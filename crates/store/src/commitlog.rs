@@ -6,7 +6,9 @@ use std::sync::Arc;
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
-use crate::message::{record_head, RecordHead, RecordView, BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH};
+use crate::message::{
+    record_head, RecordHead, RecordView, BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH,
+};
 
 pub struct CommitLog {
     files: MappedFileQueue,
@@ -65,12 +67,20 @@ impl CommitLog {
             last.write_at(pos, &blank);
             last.set_wrote_position(self.file_size);
         }
-        let next = self.files.roll(last.file_from_offset() + self.file_size as u64)?;
+        let next = self
+            .files
+            .roll(last.file_from_offset() + self.file_size as u64)?;
         Ok((next, 0))
     }
 
     /// Calls `f` with the `len` bytes at `offset` if they lie below `limit` within one file.
-    pub fn with_bytes<R>(&self, offset: u64, len: usize, limit: u64, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    pub fn with_bytes<R>(
+        &self,
+        offset: u64,
+        len: usize,
+        limit: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
         if offset + len as u64 > limit {
             return None;
         }
@@ -99,16 +109,26 @@ impl CommitLog {
     /// Walks records from `from` (a record boundary), following end-of-file blanks, calling
     /// `visit` for each. Stops at zeros or at the first record that fails its checks and
     /// returns the offset just past the last good record.
-    pub fn walk(&self, from: u64, check_crc: bool, mut visit: impl FnMut(&RecordView) -> Result<()>) -> Result<u64> {
+    pub fn walk(
+        &self,
+        from: u64,
+        check_crc: bool,
+        mut visit: impl FnMut(&RecordView) -> Result<()>,
+    ) -> Result<u64> {
         let mut offset = from;
         loop {
-            let Some(file) = self.files.find(offset) else { return Ok(offset) };
+            let Some(file) = self.files.find(offset) else {
+                return Ok(offset);
+            };
             let start = file.file_from_offset();
             let mut pos = (offset - start) as usize;
             let avail = file.wrote_position();
             loop {
                 if pos >= avail {
-                    offset = start + pos as u64;
+                    if avail < self.file_size {
+                        return Ok(start + pos as u64);
+                    }
+                    offset = start + self.file_size as u64;
                     break;
                 }
                 let rest = file.slice(pos, avail - pos).unwrap();
@@ -137,7 +157,10 @@ impl CommitLog {
                     }
                     RecordHead::End => return Ok(start + pos as u64),
                     RecordHead::Invalid => {
-                        log::warn!("CommitLog ends at {}: torn or corrupt record", start + pos as u64);
+                        log::warn!(
+                            "CommitLog ends at {}: torn or corrupt record",
+                            start + pos as u64
+                        );
                         return Ok(start + pos as u64);
                     }
                 }

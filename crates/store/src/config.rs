@@ -43,7 +43,8 @@ pub struct StoreConfig {
     pub read_only: bool,
 }
 
-pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
+pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
+    "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 
 impl StoreConfig {
     pub fn new(root_dir: impl Into<PathBuf>) -> Self {
@@ -85,7 +86,9 @@ impl StoreConfig {
             problems.push("mapped_file_size_commitlog must be at least 4096 bytes".to_string());
         }
         if self.mapped_file_size_consume_queue < 20 {
-            problems.push("mapped_file_size_consume_queue must hold at least one 20-byte unit".to_string());
+            problems.push(
+                "mapped_file_size_consume_queue must hold at least one 20-byte unit".to_string(),
+            );
         }
         if self.max_hash_slot_num == 0 || self.max_index_num < 2 {
             problems.push("max_hash_slot_num must be > 0 and max_index_num >= 2".to_string());

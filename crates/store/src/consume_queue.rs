@@ -67,7 +67,13 @@ pub struct ConsumeQueue {
 }
 
 impl ConsumeQueue {
-    pub fn load(root: &Path, topic: &str, queue_id: i32, file_size: usize, writable: bool) -> Result<Self> {
+    pub fn load(
+        root: &Path,
+        topic: &str,
+        queue_id: i32,
+        file_size: usize,
+        writable: bool,
+    ) -> Result<Self> {
         let dir = root.join(topic).join(queue_id.to_string());
         let files = MappedFileQueue::load(&dir, file_size, writable, false)?;
         let cq = ConsumeQueue {
@@ -128,7 +134,9 @@ impl ConsumeQueue {
         while idx < files.len() {
             let f = &files[idx];
             let mut pos = f.wrote_position();
-            while pos + CQ_UNIT_SIZE <= f.file_size() && Unit::parse(f.slice(pos, CQ_UNIT_SIZE).unwrap()).is_valid() {
+            while pos + CQ_UNIT_SIZE <= f.file_size()
+                && Unit::parse(f.slice(pos, CQ_UNIT_SIZE).unwrap()).is_valid()
+            {
                 pos += CQ_UNIT_SIZE;
             }
             f.set_wrote_position(pos);
@@ -142,9 +150,13 @@ impl ConsumeQueue {
     }
 
     fn fix_min_offset(&self) {
-        let Some(first) = self.files.first() else { return };
+        let Some(first) = self.files.first() else {
+            return;
+        };
         let mut pos = 0;
-        while pos < first.wrote_position() && Unit::parse(first.slice(pos, CQ_UNIT_SIZE).unwrap()).is_pre_blank() {
+        while pos < first.wrote_position()
+            && Unit::parse(first.slice(pos, CQ_UNIT_SIZE).unwrap()).is_pre_blank()
+        {
             pos += CQ_UNIT_SIZE;
         }
         self.min_logic_offset
@@ -281,9 +293,25 @@ mod tests {
         {
             let cq = ConsumeQueue::load(dir.path(), "T", 0, size, true).unwrap();
             for i in 0..12 {
-                cq.put(i, Unit { offset: i * 100, size: 100, tags_code: i }).unwrap();
+                cq.put(
+                    i,
+                    Unit {
+                        offset: i * 100,
+                        size: 100,
+                        tags_code: i,
+                    },
+                )
+                .unwrap();
             }
-            cq.put(3, Unit { offset: 999, size: 1, tags_code: 0 }).unwrap(); // duplicate: skipped
+            cq.put(
+                3,
+                Unit {
+                    offset: 999,
+                    size: 1,
+                    tags_code: 0,
+                },
+            )
+            .unwrap(); // duplicate: skipped
             assert_eq!(cq.max_offset(), 12);
             assert_eq!(cq.unit(3).unwrap().offset, 300);
             assert_eq!(cq.unit(12), None);
@@ -301,7 +329,15 @@ mod tests {
     fn queue_starting_mid_way_is_padded() {
         let dir = tempfile::tempdir().unwrap();
         let cq = ConsumeQueue::load(dir.path(), "T", 1, round_file_size(100), true).unwrap();
-        cq.put(7, Unit { offset: 70, size: 10, tags_code: 0 }).unwrap();
+        cq.put(
+            7,
+            Unit {
+                offset: 70,
+                size: 10,
+                tags_code: 0,
+            },
+        )
+        .unwrap();
         assert_eq!((cq.min_offset(), cq.max_offset()), (7, 8));
         drop(cq);
         let cq = ConsumeQueue::load(dir.path(), "T", 1, round_file_size(100), true).unwrap();

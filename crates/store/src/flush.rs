@@ -166,14 +166,20 @@ mod tests {
         let mut handles = vec![];
         for i in 1..=8u64 {
             let s = sig.clone();
-            handles.push(std::thread::spawn(move || s.wait(i * 10, Duration::from_secs(5))));
+            handles.push(std::thread::spawn(move || {
+                s.wait(i * 10, Duration::from_secs(5))
+            }));
         }
         for i in 1..=3u64 {
             let h = hits.clone();
-            sig.notify_when(i, Duration::from_secs(5), Box::new(move |ok| {
-                assert!(ok);
-                h.fetch_add(1, Ordering::SeqCst);
-            }));
+            sig.notify_when(
+                i,
+                Duration::from_secs(5),
+                Box::new(move |ok| {
+                    assert!(ok);
+                    h.fetch_add(1, Ordering::SeqCst);
+                }),
+            );
         }
         while !sig.has_request() {
             std::thread::yield_now();

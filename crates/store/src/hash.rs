@@ -58,7 +58,10 @@ mod tests {
 
     #[test]
     fn tags_code_is_sign_extended() {
-        assert_eq!(tags_code(Some("Order_Created")) as u64, 0xFFFF_FFFF_C56A_46B7);
+        assert_eq!(
+            tags_code(Some("Order_Created")) as u64,
+            0xFFFF_FFFF_C56A_46B7
+        );
         assert_eq!(tags_code(Some("TagA")), 0x0027_A807);
         assert_eq!(tags_code(None), 0);
         assert_eq!(tags_code(Some("")), 0);

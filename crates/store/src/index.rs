@@ -63,7 +63,13 @@ pub struct IndexFile {
 }
 
 impl IndexFile {
-    fn open(path: &Path, slot_num: usize, index_num: usize, writable: bool, create: bool) -> Result<Self> {
+    fn open(
+        path: &Path,
+        slot_num: usize,
+        index_num: usize,
+        writable: bool,
+        create: bool,
+    ) -> Result<Self> {
         let size = index_file_size(slot_num, index_num);
         let file = if create {
             MappedFile::create(path, 0, size)?
@@ -153,9 +159,15 @@ impl IndexFile {
         let key_hash = index_key_hash(key);
         let mut n = self.read_i32(self.slot_pos(key_hash));
         let mut hops = 0;
-        while n > 0 && (n as usize) < h.index_count as usize && out.len() < max && hops < self.index_num {
+        while n > 0
+            && (n as usize) < h.index_count as usize
+            && out.len() < max
+            && hops < self.index_num
+        {
             hops += 1;
-            let Some(e) = self.file.slice(self.entry_pos(n as usize), ENTRY_SIZE) else { break };
+            let Some(e) = self.file.slice(self.entry_pos(n as usize), ENTRY_SIZE) else {
+                break;
+            };
             let hash = i32::from_be_bytes(e[0..4].try_into().unwrap());
             let phy = i64::from_be_bytes(e[4..12].try_into().unwrap());
             let diff = i32::from_be_bytes(e[12..16].try_into().unwrap()) as i64;
@@ -212,7 +224,9 @@ impl IndexService {
         paths.sort();
         let mut files = Vec::new();
         for p in paths {
-            files.push(Arc::new(IndexFile::open(&p, slot_num, index_num, writable, false)?));
+            files.push(Arc::new(IndexFile::open(
+                &p, slot_num, index_num, writable, false,
+            )?));
         }
         Ok(IndexService {
             dir: dir.to_path_buf(),
@@ -236,7 +250,11 @@ impl IndexService {
     }
 
     pub fn last_end_timestamp(&self) -> i64 {
-        self.files.read().unwrap().last().map_or(0, |f| f.header().end_timestamp)
+        self.files
+            .read()
+            .unwrap()
+            .last()
+            .map_or(0, |f| f.header().end_timestamp)
     }
 
     fn writable_file(&self) -> Result<Arc<IndexFile>> {
@@ -251,9 +269,19 @@ impl IndexService {
         let mut n = 0;
         while path.exists() {
             n += 1;
-            path = self.dir.join(format!("{}{:03}", &name[..14], (name[14..].parse::<u32>().unwrap() + n) % 1000));
+            path = self.dir.join(format!(
+                "{}{:03}",
+                &name[..14],
+                (name[14..].parse::<u32>().unwrap() + n) % 1000
+            ));
         }
-        let file = Arc::new(IndexFile::open(&path, self.slot_num, self.index_num, true, true)?);
+        let file = Arc::new(IndexFile::open(
+            &path,
+            self.slot_num,
+            self.index_num,
+            true,
+            true,
+        )?);
         if let Some(prev) = prev {
             // A new file starts where the previous one ended.
             let mut h = file.header.lock().unwrap();
@@ -271,7 +299,13 @@ impl IndexService {
     }
 
     /// Indexes one dispatched record (writer only): `topic#UNIQ_KEY` and `topic#key` per KEYS token.
-    pub fn build_index(&self, topic: &str, properties: &str, phy_offset: i64, store_timestamp: i64) -> Result<()> {
+    pub fn build_index(
+        &self,
+        topic: &str,
+        properties: &str,
+        phy_offset: i64,
+        store_timestamp: i64,
+    ) -> Result<()> {
         let uniq = get_property(properties, property::UNIQ_KEY);
         let keys = get_property(properties, property::KEYS);
         if uniq.is_none() && keys.is_none() {
@@ -281,7 +315,9 @@ impl IndexService {
             return Ok(()); // already indexed (recovery dispatches some records again)
         }
         let mut buf = self.key_buf.lock().unwrap();
-        let tokens = uniq.into_iter().chain(keys.into_iter().flat_map(|k| k.split(' ')));
+        let tokens = uniq
+            .into_iter()
+            .chain(keys.into_iter().flat_map(|k| k.split(' ')));
         for key in tokens.filter(|k| !k.is_empty()) {
             buf.clear();
             buf.push_str(topic);

@@ -23,4 +23,7 @@ pub mod store;
 pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Result, StoreError};
 pub use message::{MessageMeta, RecordView};
-pub use store::{BatchItem, GetResult, GetStatus, MessageStore, PutBatchResult, PutResult, QueueInfo, RecoveryReport};
+pub use store::{
+    BatchItem, GetResult, GetStatus, MessageStore, PutBatchResult, PutResult, QueueInfo,
+    RecoveryReport,
+};

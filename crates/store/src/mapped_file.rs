@@ -71,7 +71,12 @@ impl MappedFile {
     }
 
     /// Opens an existing file; its length must be `file_size`.
-    pub fn open(path: &Path, file_from_offset: u64, file_size: usize, writable: bool) -> Result<Self> {
+    pub fn open(
+        path: &Path,
+        file_from_offset: u64,
+        file_size: usize,
+        writable: bool,
+    ) -> Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .write(writable)
@@ -87,7 +92,13 @@ impl MappedFile {
         Self::map(path, file, file_from_offset, file_size, writable)
     }
 
-    fn map(path: &Path, file: File, file_from_offset: u64, file_size: usize, writable: bool) -> Result<Self> {
+    fn map(
+        path: &Path,
+        file: File,
+        file_from_offset: u64,
+        file_size: usize,
+        writable: bool,
+    ) -> Result<Self> {
         let map = if writable {
             MmapOptions::new().len(file_size).map_raw(&file)
         } else {
@@ -160,7 +171,11 @@ impl MappedFile {
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn slice_mut(&self, pos: usize, len: usize) -> &mut [u8] {
         assert!(self.writable, "write to a read-only mapping");
-        assert!(pos + len <= self.file_size, "write past the end of {}", self.path.display());
+        assert!(
+            pos + len <= self.file_size,
+            "write past the end of {}",
+            self.path.display()
+        );
         std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len)
     }
 
@@ -183,7 +198,9 @@ impl MappedFile {
             return Ok(flushed);
         }
         let start = flushed / OS_PAGE_SIZE * OS_PAGE_SIZE;
-        self.map.flush_range(start, wrote - start).map_err(io_err(&self.path))?;
+        self.map
+            .flush_range(start, wrote - start)
+            .map_err(io_err(&self.path))?;
         self.flushed_position.fetch_max(wrote, Ordering::AcqRel);
         Ok(self.flushed_position())
     }

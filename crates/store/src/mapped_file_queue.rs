@@ -23,7 +23,9 @@ impl MappedFileQueue {
         }
         let mut files = Vec::new();
         for (offset, path) in list_files(dir)? {
-            files.push(Arc::new(MappedFile::open(&path, offset, file_size, writable)?));
+            files.push(Arc::new(MappedFile::open(
+                &path, offset, file_size, writable,
+            )?));
         }
         for pair in files.windows(2) {
             if pair[1].file_from_offset() != pair[0].file_from_offset() + file_size as u64 {
@@ -38,7 +40,8 @@ impl MappedFileQueue {
             file_size,
             writable,
             files: RwLock::new(files),
-            preallocator: (writable && preallocate).then(|| Preallocator::start(dir.to_path_buf(), file_size)),
+            preallocator: (writable && preallocate)
+                .then(|| Preallocator::start(dir.to_path_buf(), file_size)),
         })
     }
 
@@ -152,7 +155,10 @@ impl MappedFileQueue {
                 let path = f.path().to_path_buf();
                 drop(f);
                 std::fs::remove_file(&path).map_err(io_err(&path))?;
-                log::info!("deleted store file {} past the end at offset {offset}", path.display());
+                log::info!(
+                    "deleted store file {} past the end at offset {offset}",
+                    path.display()
+                );
             }
         }
         *files = keep;
@@ -271,7 +277,9 @@ impl Preallocator {
                         return;
                     }
                     match st.wanted {
-                        Some(w) if st.ready.as_ref().map(|f| f.file_from_offset()) != Some(w) => break w,
+                        Some(w) if st.ready.as_ref().map(|f| f.file_from_offset()) != Some(w) => {
+                            break w
+                        }
                         _ => st = cv.wait(st).unwrap(),
                     }
                 }

@@ -100,13 +100,44 @@ pub fn host_sysflag(born: &SocketAddr, store: &SocketAddr) -> i32 {
 
 /// TOTALSIZE of a record (Java `calMsgLength`).
 pub fn record_len(sys_flag: i32, body_len: usize, topic_len: usize, props_len: usize) -> usize {
-    let born = if sys_flag & sysflag::BORNHOST_V6 != 0 { 20 } else { 8 };
-    let store = if sys_flag & sysflag::STOREHOST_V6 != 0 { 20 } else { 8 };
-    4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + store + 4 + 8 + 4 + body_len + 1 + topic_len + 2 + props_len
+    let born = if sys_flag & sysflag::BORNHOST_V6 != 0 {
+        20
+    } else {
+        8
+    };
+    let store = if sys_flag & sysflag::STOREHOST_V6 != 0 {
+        20
+    } else {
+        8
+    };
+    4 + 4
+        + 4
+        + 4
+        + 4
+        + 8
+        + 8
+        + 4
+        + 8
+        + born
+        + 8
+        + store
+        + 4
+        + 8
+        + 4
+        + body_len
+        + 1
+        + topic_len
+        + 2
+        + props_len
 }
 
 /// Checks the limits RocketMQ enforces before a put.
-pub fn validate(meta: &MessageMeta, body_len: usize, props_len: usize, max_body: usize) -> Result<()> {
+pub fn validate(
+    meta: &MessageMeta,
+    body_len: usize,
+    props_len: usize,
+    max_body: usize,
+) -> Result<()> {
     validate_topic(meta.topic)?;
     if body_len > max_body {
         return Err(StoreError::MessageTooLarge {
@@ -175,9 +206,19 @@ fn put_host(out: &mut [u8], at: usize, addr: &SocketAddr) -> usize {
 
 /// Writes one record into `out`, which must be exactly `record_len(..)` bytes long.
 /// `meta.sys_flag` must already carry the host bits (`host_sysflag`).
-pub fn encode_record(out: &mut [u8], meta: &MessageMeta, body: &[u8], body_crc: i32, props: &[u8], place: &Placement) {
+pub fn encode_record(
+    out: &mut [u8],
+    meta: &MessageMeta,
+    body: &[u8],
+    body_crc: i32,
+    props: &[u8],
+    place: &Placement,
+) {
     let total = out.len();
-    debug_assert_eq!(total, record_len(meta.sys_flag, body.len(), meta.topic.len(), props.len()));
+    debug_assert_eq!(
+        total,
+        record_len(meta.sys_flag, body.len(), meta.topic.len(), props.len())
+    );
     let mut at = 0;
     let mut put = |bytes: &[u8]| {
         out[at..at + bytes.len()].copy_from_slice(bytes);
@@ -237,7 +278,9 @@ pub fn record_head(b: &[u8]) -> RecordHead {
     let size = be_i32(b, 0);
     let magic = be_i32(b, 4);
     match magic {
-        MESSAGE_MAGIC_CODE if size as usize >= record_len(0, 0, 0, 0) && size as usize <= b.len() => {
+        MESSAGE_MAGIC_CODE
+            if size as usize >= record_len(0, 0, 0, 0) && size as usize <= b.len() =>
+        {
             RecordHead::Message(size as usize)
         }
         BLANK_MAGIC_CODE => RecordHead::Blank,
@@ -275,7 +318,10 @@ fn read_host(b: &[u8], at: usize, v6: bool) -> (SocketAddr, usize) {
     } else {
         let ip: [u8; 4] = b[at..at + 4].try_into().unwrap();
         let port = be_i32(b, at + 4) as u16;
-        (SocketAddr::new(IpAddr::V4(Ipv4Addr::from(ip)), port), at + 8)
+        (
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::from(ip)), port),
+            at + 8,
+        )
     }
 }
 
@@ -298,7 +344,9 @@ impl<'a> RecordView<'a> {
         let sys_flag = be_i32(b, pos::SYS_FLAG);
         let fixed = record_len(sys_flag, 0, 0, 0);
         if size < fixed {
-            return Err(corrupt(format!("record of {size} bytes is shorter than its header")));
+            return Err(corrupt(format!(
+                "record of {size} bytes is shorter than its header"
+            )));
         }
         let (born_host, at) = read_host(b, pos::BORN_HOST, sys_flag & sysflag::BORNHOST_V6 != 0);
         let store_timestamp = be_i64(b, at);
@@ -308,7 +356,9 @@ impl<'a> RecordView<'a> {
         let body_len = be_i32(b, at + 12);
         let body_at = at + 16;
         if body_len < 0 || body_at + body_len as usize + 3 > size {
-            return Err(corrupt(format!("body length {body_len} overruns record of {size} bytes")));
+            return Err(corrupt(format!(
+                "body length {body_len} overruns record of {size} bytes"
+            )));
         }
         let body = &b[body_at..body_at + body_len as usize];
         let topic_at = body_at + body.len();
@@ -326,7 +376,8 @@ impl<'a> RecordView<'a> {
                 props_at + 2 + props_len
             )));
         }
-        let properties = std::str::from_utf8(&b[props_at + 2..size]).map_err(|_| corrupt("properties are not UTF-8"))?;
+        let properties = std::str::from_utf8(&b[props_at + 2..size])
+            .map_err(|_| corrupt("properties are not UTF-8"))?;
         let stored_crc = be_i32(b, pos::BODY_CRC);
         if check_crc && body_crc(body) != stored_crc {
             return Err(corrupt("body CRC mismatch"));
@@ -464,7 +515,10 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
     }
 
     const GOLDEN: &str = "0000007A DAA320A7 77D18982 00000001 00000000 0000000000000007 00000000000004D2 00000000
@@ -493,7 +547,14 @@ mod tests {
         let len = record_len(0, 5, 9, props.len());
         assert_eq!(len, 122);
         let mut out = vec![0u8; len];
-        encode_record(&mut out, &meta, b"Hello", body_crc(b"Hello"), props.as_bytes(), &place);
+        encode_record(
+            &mut out,
+            &meta,
+            b"Hello",
+            body_crc(b"Hello"),
+            props.as_bytes(),
+            &place,
+        );
         assert_eq!(out, hex(GOLDEN));
     }
 
@@ -524,7 +585,10 @@ mod tests {
     fn rejects_truncated_and_corrupt_records() {
         let bytes = hex(GOLDEN);
         for cut in [0, 7, 8, 60, 121] {
-            assert!(RecordView::parse(&bytes[..cut], false).is_err(), "cut at {cut}");
+            assert!(
+                RecordView::parse(&bytes[..cut], false).is_err(),
+                "cut at {cut}"
+            );
         }
         let mut bad = bytes.clone();
         bad[90] ^= 0xFF; // inside the body
@@ -541,7 +605,10 @@ mod tests {
         assert_eq!(parse_properties(p), vec![("A", "1"), ("C", "3")]);
         assert_eq!(get_property(p, "B"), None);
         assert_eq!(get_property(p, "C"), Some("3"));
-        assert_eq!(encode_properties([("A", "1"), ("C", "3")]), "A\u{1}1\u{2}C\u{1}3");
+        assert_eq!(
+            encode_properties([("A", "1"), ("C", "3")]),
+            "A\u{1}1\u{2}C\u{1}3"
+        );
     }
 
     #[test]

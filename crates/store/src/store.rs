@@ -21,8 +21,8 @@ use crate::flush::{FlushCallback, FlushSignal};
 use crate::hash::tags_code;
 use crate::index::IndexService;
 use crate::message::{
-    self, encode_properties, get_property, host_sysflag, normalize_host, offset_msg_id, parse_properties, property,
-    record_len, sysflag, MessageMeta, Placement, RecordView,
+    self, encode_properties, get_property, host_sysflag, normalize_host, offset_msg_id,
+    parse_properties, property, record_len, sysflag, MessageMeta, Placement, RecordView,
 };
 
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
@@ -102,7 +102,9 @@ pub struct PutBatchResult {
 
 impl PutBatchResult {
     pub fn end_offset(&self) -> u64 {
-        self.physical_offsets.first().map_or(0, |o| *o as u64 + self.wrote_bytes as u64)
+        self.physical_offsets
+            .first()
+            .map_or(0, |o| *o as u64 + self.wrote_bytes as u64)
     }
 
     pub fn msg_ids(&self) -> Vec<String> {
@@ -204,9 +206,13 @@ impl MessageStore {
         inner.commitlog.files().preallocate_next();
         let mut threads = store.threads.lock().unwrap();
         let i = inner.clone();
-        threads.push(spawn("ferromq-flush-commitlog", move || i.run_commitlog_flush()));
+        threads.push(spawn("ferromq-flush-commitlog", move || {
+            i.run_commitlog_flush()
+        }));
         let i = inner.clone();
-        threads.push(spawn("ferromq-flush-cq", move || i.run_consume_queue_flush()));
+        threads.push(spawn("ferromq-flush-cq", move || {
+            i.run_consume_queue_flush()
+        }));
         drop(threads);
         Ok(store)
     }
@@ -254,7 +260,12 @@ impl MessageStore {
     }
 
     /// Appends one message. Does not wait for the disk: see `wait_flushed` / `notify_flushed`.
-    pub fn put_message(&self, meta: &MessageMeta, body: &[u8], properties: &str) -> Result<PutResult> {
+    pub fn put_message(
+        &self,
+        meta: &MessageMeta,
+        body: &[u8],
+        properties: &str,
+    ) -> Result<PutResult> {
         self.writable()?.put_message(meta, body, properties)
     }
 
@@ -296,9 +307,14 @@ impl MessageStore {
         tag_codes: Option<&[i32]>,
     ) -> Result<GetResult> {
         let inner = self.check_open()?;
-        inner.get_messages(topic, queue_id, offset, max_count, max_bytes, &|code: i64| {
-            tag_codes.is_none_or(|codes| codes.contains(&(code as i32)))
-        })
+        inner.get_messages(
+            topic,
+            queue_id,
+            offset,
+            max_count,
+            max_bytes,
+            &|code: i64| tag_codes.is_none_or(|codes| codes.contains(&(code as i32))),
+        )
     }
 
     /// Like `get_messages` with any filter on the tags code.
@@ -335,8 +351,16 @@ impl MessageStore {
 
     /// Records of `topic` whose KEYS contain `key` (or whose UNIQ_KEY is `key`), stored within
     /// `[begin, end]` ms, newest first.
-    pub fn query_by_key(&self, topic: &str, key: &str, max_num: usize, begin: i64, end: i64) -> Result<Vec<Vec<u8>>> {
-        self.check_open()?.query_by_key(topic, key, max_num, begin, end)
+    pub fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> Result<Vec<Vec<u8>>> {
+        self.check_open()?
+            .query_by_key(topic, key, max_num, begin, end)
     }
 
     pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
@@ -346,7 +370,9 @@ impl MessageStore {
 
     pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
         let inner = self.check_open()?;
-        Ok(inner.queue(topic, queue_id).map_or(0, |cq| inner.visible_max(&cq)))
+        Ok(inner
+            .queue(topic, queue_id)
+            .map_or(0, |cq| inner.visible_max(&cq)))
     }
 
     /// Store time of the message at a queue offset.
@@ -368,7 +394,9 @@ impl MessageStore {
     /// is what consume-from-timestamp needs.
     pub fn offset_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> Result<i64> {
         let inner = self.check_open()?;
-        let Some(cq) = inner.queue(topic, queue_id) else { return Ok(0) };
+        let Some(cq) = inner.queue(topic, queue_id) else {
+            return Ok(0);
+        };
         let (mut lo, mut hi) = (cq.min_offset(), inner.visible_max(&cq));
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -501,7 +529,13 @@ impl Inner {
     fn load_all_queues(&self) -> Result<()> {
         let mut map = self.queues.write().unwrap();
         for (topic, queue_id) in list_queue_dirs(&self.cq_root)? {
-            let cq = ConsumeQueue::load(&self.cq_root, &topic, queue_id, self.cq_file_size, !self.config.read_only)?;
+            let cq = ConsumeQueue::load(
+                &self.cq_root,
+                &topic,
+                queue_id,
+                self.cq_file_size,
+                !self.config.read_only,
+            )?;
             map.entry(topic).or_default().insert(queue_id, Arc::new(cq));
         }
         Ok(())
@@ -518,7 +552,13 @@ impl Inner {
 
     /// The queue for (topic, queue id); read-only views load it from disk on first use.
     fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
-        if let Some(cq) = self.queues.read().unwrap().get(topic).and_then(|m| m.get(&queue_id)) {
+        if let Some(cq) = self
+            .queues
+            .read()
+            .unwrap()
+            .get(topic)
+            .and_then(|m| m.get(&queue_id))
+        {
             return Some(cq.clone());
         }
         if !self.config.read_only || message::validate_topic(topic).is_err() {
@@ -528,7 +568,8 @@ impl Inner {
         if !dir.is_dir() {
             return None;
         }
-        let cq = ConsumeQueue::load(&self.cq_root, topic, queue_id, self.cq_file_size, false).ok()?;
+        let cq =
+            ConsumeQueue::load(&self.cq_root, topic, queue_id, self.cq_file_size, false).ok()?;
         let cq = Arc::new(cq);
         self.queues
             .write()
@@ -543,7 +584,13 @@ impl Inner {
         if let Some(cq) = self.queue(topic, queue_id) {
             return Ok(cq);
         }
-        let cq = Arc::new(ConsumeQueue::load(&self.cq_root, topic, queue_id, self.cq_file_size, true)?);
+        let cq = Arc::new(ConsumeQueue::load(
+            &self.cq_root,
+            topic,
+            queue_id,
+            self.cq_file_size,
+            true,
+        )?);
         self.queues
             .write()
             .unwrap()
@@ -603,11 +650,21 @@ impl Inner {
     }
 
     fn store_timestamp_at(&self, phys: u64) -> Option<i64> {
-        self.commitlog.with_bytes(phys, message::pos::BORN_HOST + 20, u64::MAX, |b| {
-            let sys_flag = i32::from_be_bytes(b[message::pos::SYS_FLAG..message::pos::SYS_FLAG + 4].try_into().unwrap());
-            let at = message::pos::BORN_HOST + if sys_flag & sysflag::BORNHOST_V6 != 0 { 20 } else { 8 };
-            i64::from_be_bytes(b[at..at + 8].try_into().unwrap())
-        })
+        self.commitlog
+            .with_bytes(phys, message::pos::BORN_HOST + 20, u64::MAX, |b| {
+                let sys_flag = i32::from_be_bytes(
+                    b[message::pos::SYS_FLAG..message::pos::SYS_FLAG + 4]
+                        .try_into()
+                        .unwrap(),
+                );
+                let at = message::pos::BORN_HOST
+                    + if sys_flag & sysflag::BORNHOST_V6 != 0 {
+                        20
+                    } else {
+                        8
+                    };
+                i64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+            })
     }
 
     /// Applies the store-level rewrite of a delayed message: it goes to `SCHEDULE_TOPIC_XXXX`,
@@ -618,7 +675,10 @@ impl Inner {
         if tx != sysflag::TRANSACTION_NOT_TYPE && tx != sysflag::TRANSACTION_COMMIT_TYPE {
             return None;
         }
-        let level: i32 = get_property(properties, property::DELAY)?.trim().parse().ok()?;
+        let level: i32 = get_property(properties, property::DELAY)?
+            .trim()
+            .parse()
+            .ok()?;
         if level <= 0 {
             return None;
         }
@@ -628,12 +688,18 @@ impl Inner {
         let qid_str = meta.queue_id.to_string();
         let mut pairs: Vec<(&str, &str)> = parse_properties(properties)
             .into_iter()
-            .filter(|(k, _)| ![property::DELAY, property::REAL_TOPIC, property::REAL_QID].contains(k))
+            .filter(|(k, _)| {
+                ![property::DELAY, property::REAL_TOPIC, property::REAL_QID].contains(k)
+            })
             .collect();
         pairs.push((property::DELAY, &level_str));
         pairs.push((property::REAL_TOPIC, meta.topic));
         pairs.push((property::REAL_QID, &qid_str));
-        Some((level - 1, encode_properties(pairs), levels[level as usize - 1]))
+        Some((
+            level - 1,
+            encode_properties(pairs),
+            levels[level as usize - 1],
+        ))
     }
 
     fn delay_of(&self, properties: &str) -> i64 {
@@ -657,7 +723,12 @@ impl Inner {
     }
 
     fn put_message(&self, meta: &MessageMeta, body: &[u8], properties: &str) -> Result<PutResult> {
-        message::validate(meta, body.len(), properties.len(), self.config.max_message_size)?;
+        message::validate(
+            meta,
+            body.len(),
+            properties.len(),
+            self.config.max_message_size,
+        )?;
         let rewrite = self.delay_rewrite(meta, properties);
         let store_host = self.config.store_host;
         let mut meta = meta.clone();
@@ -676,7 +747,8 @@ impl Inner {
             return Err(StoreError::PropertiesTooLarge(props.len()));
         }
         let tx = sysflag::transaction_value(meta.sys_flag);
-        let dispatched = tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE;
+        let dispatched =
+            tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE;
         let len = record_len(meta.sys_flag, body.len(), meta.topic.len(), props.len());
         let crc = message::body_crc(body);
 
@@ -752,8 +824,18 @@ impl Inner {
         let mut lens = Vec::with_capacity(items.len());
         let mut crcs = Vec::with_capacity(items.len());
         for item in items {
-            message::validate(&meta, item.body.len(), item.properties.len(), self.config.max_message_size)?;
-            let len = record_len(meta.sys_flag, item.body.len(), meta.topic.len(), item.properties.len());
+            message::validate(
+                &meta,
+                item.body.len(),
+                item.properties.len(),
+                self.config.max_message_size,
+            )?;
+            let len = record_len(
+                meta.sys_flag,
+                item.body.len(),
+                meta.topic.len(),
+                item.properties.len(),
+            );
             lens.push(len);
             crcs.push(message::body_crc(item.body));
             total += len;
@@ -780,7 +862,14 @@ impl Inner {
             m.flag = item.flag;
             // SAFETY: single writer under the put lock, inside the reserved, unpublished range.
             let out = unsafe { file.slice_mut(pos, len) };
-            message::encode_record(out, &m, item.body, crcs[i], item.properties.as_bytes(), &place);
+            message::encode_record(
+                out,
+                &m,
+                item.body,
+                crcs[i],
+                item.properties.as_bytes(),
+                &place,
+            );
             physical_offsets.push(physical_offset);
             pos += len;
         }
@@ -795,7 +884,12 @@ impl Inner {
                 },
             )?;
             if let Some(index) = &self.index {
-                index.build_index(meta.topic, item.properties, physical_offsets[i], store_timestamp)?;
+                index.build_index(
+                    meta.topic,
+                    item.properties,
+                    physical_offsets[i],
+                    store_timestamp,
+                )?;
             }
         }
         self.last_store_ts.store(store_timestamp, Ordering::Release);
@@ -849,7 +943,15 @@ impl Inner {
         } else if offset > max {
             (GetStatus::OffsetOverflowBadly, max)
         } else {
-            self.scan_queue(&cq, offset, max, max_count.max(1), max_bytes, filter, &mut result)
+            self.scan_queue(
+                &cq,
+                offset,
+                max,
+                max_count.max(1),
+                max_bytes,
+                filter,
+                &mut result,
+            )
         };
         result.status = status;
         result.next_begin_offset = next;
@@ -895,13 +997,17 @@ impl Inner {
             {
                 break;
             }
-            let copied = self.commitlog.with_record(unit.offset as u64, limit, |rec| {
-                if rec.len() != size || (self.config.read_only && !self.record_matches(rec, cq, next)) {
-                    return false;
-                }
-                result.body.extend_from_slice(rec);
-                true
-            });
+            let copied = self
+                .commitlog
+                .with_record(unit.offset as u64, limit, |rec| {
+                    if rec.len() != size
+                        || (self.config.read_only && !self.record_matches(rec, cq, next))
+                    {
+                        return false;
+                    }
+                    result.body.extend_from_slice(rec);
+                    true
+                });
             if copied != Some(true) {
                 if self.config.read_only {
                     // A writer elsewhere has not finished this record: stop before it.
@@ -930,7 +1036,9 @@ impl Inner {
     fn record_matches(&self, rec: &[u8], cq: &ConsumeQueue, queue_offset: i64) -> bool {
         match RecordView::parse(rec, false) {
             Ok(v) => {
-                let real = v.topic == cq.topic() && v.queue_id == cq.queue_id() && v.queue_offset == queue_offset;
+                let real = v.topic == cq.topic()
+                    && v.queue_id == cq.queue_id()
+                    && v.queue_offset == queue_offset;
                 real && message::body_crc(v.body) == v.body_crc
             }
             Err(_) => false,
@@ -955,22 +1063,24 @@ impl Inner {
         let limit = self.read_limit().min(self.commitlog.max_offset());
         let file_size = self.commitlog.file_size() as u64;
         while at < limit {
-            let head = self.commitlog.with_bytes(at, 8, u64::MAX, message::record_head);
-            match head {
-                Some(message::RecordHead::Message(_)) => {
-                    let ok = self.commitlog.with_record(at, limit, |rec| {
+            let magic = self.commitlog.with_bytes(at, 8, u64::MAX, |b| {
+                i32::from_be_bytes(b[4..8].try_into().unwrap())
+            });
+            match magic {
+                Some(message::MESSAGE_MAGIC_CODE) => {
+                    let copied = self.commitlog.with_record(at, limit, |rec| {
                         if !out.is_empty() && out.len() + rec.len() > max_bytes {
                             return None;
                         }
                         out.extend_from_slice(rec);
                         Some(rec.len())
                     });
-                    match ok.flatten() {
+                    match copied.flatten() {
                         Some(n) => at += n as u64,
                         None => break,
                     }
                 }
-                Some(message::RecordHead::Blank) => {
+                Some(message::BLANK_MAGIC_CODE) => {
                     at = (at / file_size + 1) * file_size;
                     break;
                 }
@@ -980,7 +1090,14 @@ impl Inner {
         (out, at as i64)
     }
 
-    fn query_by_key(&self, topic: &str, key: &str, max_num: usize, begin: i64, end: i64) -> Result<Vec<Vec<u8>>> {
+    fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> Result<Vec<Vec<u8>>> {
         let Some(index) = &self.index else {
             return Ok(Vec::new());
         };
@@ -988,14 +1105,25 @@ impl Inner {
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         // Ask for more candidates than wanted: collisions and duplicates are filtered below.
-        for phys in index.query(topic, key, max_num.saturating_mul(2).max(max_num + 8), begin, end) {
+        for phys in index.query(
+            topic,
+            key,
+            max_num.saturating_mul(2).max(max_num + 8),
+            begin,
+            end,
+        ) {
             if out.len() >= max_num || !seen.insert(phys) {
                 continue;
             }
-            let Some(bytes) = self.read_record(phys) else { continue };
-            let Ok(v) = RecordView::parse(&bytes, false) else { continue };
+            let Some(bytes) = self.read_record(phys) else {
+                continue;
+            };
+            let Ok(v) = RecordView::parse(&bytes, false) else {
+                continue;
+            };
             let has_key = v.property(property::UNIQ_KEY) == Some(key)
-                || v.property(property::KEYS).is_some_and(|ks| ks.split(' ').any(|k| k == key));
+                || v.property(property::KEYS)
+                    .is_some_and(|ks| ks.split(' ').any(|k| k == key));
             if v.topic == topic && has_key {
                 out.push(bytes);
             }
@@ -1012,11 +1140,17 @@ impl Inner {
         let mut last_thorough = Instant::now();
         while self.flush.wait_for_work(interval) {
             let requested = self.flush.has_request();
-            let full = cfg.flush_disk_type == FlushDiskType::Sync || requested || last_thorough.elapsed() >= thorough;
+            let full = cfg.flush_disk_type == FlushDiskType::Sync
+                || requested
+                || last_thorough.elapsed() >= thorough;
             if full {
                 last_thorough = Instant::now();
             }
-            self.flush_commitlog(if full { 0 } else { cfg.flush_commitlog_least_pages });
+            self.flush_commitlog(if full {
+                0
+            } else {
+                cfg.flush_commitlog_least_pages
+            });
         }
     }
 
@@ -1046,7 +1180,10 @@ impl Inner {
         loop {
             {
                 let (lock, cv) = &self.stop;
-                let stopped = cv.wait_timeout_while(lock.lock().unwrap(), interval, |s| !*s).unwrap().0;
+                let stopped = cv
+                    .wait_timeout_while(lock.lock().unwrap(), interval, |s| !*s)
+                    .unwrap()
+                    .0;
                 if *stopped {
                     return;
                 }
@@ -1055,7 +1192,14 @@ impl Inner {
             if full {
                 last_thorough = Instant::now();
             }
-            if let Err(e) = self.flush_queues(if full { 0 } else { cfg.flush_consume_queue_least_pages }, full) {
+            if let Err(e) = self.flush_queues(
+                if full {
+                    0
+                } else {
+                    cfg.flush_consume_queue_least_pages
+                },
+                full,
+            ) {
                 log::error!("consume queue flush failed: {e}");
             }
         }
@@ -1066,7 +1210,9 @@ impl Inner {
         for cq in self.all_queues() {
             cq.flush(least_pages)?;
         }
-        let Some(cp) = &self.checkpoint else { return Ok(()) };
+        let Some(cp) = &self.checkpoint else {
+            return Ok(());
+        };
         if thorough {
             if let Some(index) = &self.index {
                 index.flush()?;
@@ -1098,7 +1244,11 @@ impl Inner {
             abnormal_exit,
             ..Default::default()
         };
-        let cp_times = self.checkpoint.as_ref().map(|c| c.lock().unwrap().times).unwrap_or_default();
+        let cp_times = self
+            .checkpoint
+            .as_ref()
+            .map(|c| c.lock().unwrap().times)
+            .unwrap_or_default();
         let check_crc = self.config.check_crc_on_recover;
         // Where to start looking for the end: the third-last file after a clean stop; after a
         // crash, the newest file whose first record is older than the checkpoint says is safe.
@@ -1111,7 +1261,10 @@ impl Inner {
                 let first_ok = f
                     .slice(0, f.file_size())
                     .and_then(|b| RecordView::parse(b, check_crc).ok())
-                    .is_some_and(|v| v.store_timestamp <= safe && v.physical_offset as u64 == f.file_from_offset());
+                    .is_some_and(|v| {
+                        v.store_timestamp <= safe
+                            && v.physical_offset as u64 == f.file_from_offset()
+                    });
                 if first_ok {
                     idx = i;
                     break;
@@ -1120,13 +1273,18 @@ impl Inner {
             idx
         };
         let scan_from = files.get(scan_from_idx).map_or(0, |f| f.file_from_offset());
-        let old_end = files.last().map_or(0, |f| f.file_from_offset() + f.file_size() as u64);
+        let old_end = files
+            .last()
+            .map_or(0, |f| f.file_from_offset() + f.file_size() as u64);
         let end = self.commitlog.walk(scan_from, check_crc, |_| Ok(()))?;
         // Bytes that were written but lie past the valid end (a torn tail).
         if let Some(f) = self.commitlog.files().find(end) {
             let pos = (end - f.file_from_offset()) as usize;
             let tail = f.slice(pos, f.file_size() - pos).unwrap_or(&[]);
-            report.truncated_bytes = tail.iter().rposition(|b| *b != 0).map_or(0, |p| p as u64 + 1);
+            report.truncated_bytes = tail
+                .iter()
+                .rposition(|b| *b != 0)
+                .map_or(0, |p| p as u64 + 1);
             if report.truncated_bytes > 0 {
                 log::warn!(
                     "store recovery: cutting {} bytes of torn or corrupt data after CommitLog offset {end}",
@@ -1175,7 +1333,11 @@ impl Inner {
         // Everything that survived is on disk from here on.
         let flushed = self.commitlog.flush(0)?;
         self.flush.complete(flushed.max(end), true);
-        let last_ts = if last_ts > 0 { last_ts } else { self.last_record_timestamp(end) };
+        let last_ts = if last_ts > 0 {
+            last_ts
+        } else {
+            self.last_record_timestamp(end)
+        };
         self.last_store_ts.store(last_ts, Ordering::Release);
         self.flushed_store_ts.store(last_ts, Ordering::Release);
         self.flush_queues(0, true)?;
@@ -1236,7 +1398,9 @@ fn list_queue_dirs(root: &Path) -> Result<Vec<(String, i32)>> {
     };
     for t in topics {
         let t = t.map_err(io_err(root))?;
-        let Some(topic) = t.file_name().to_str().map(str::to_string) else { continue };
+        let Some(topic) = t.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
         if message::validate_topic(&topic).is_err() || !t.path().is_dir() {
             continue;
         }

@@ -1,0 +1,597 @@
+//! Whole-store behaviour through the public API, on real files in a temporary directory.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::Duration;
+
+use ferromq_store::hash::{java_string_hash, tags_code};
+use ferromq_store::message::{iter_records, sysflag, MessageMeta, RecordView};
+use ferromq_store::store::SCHEDULE_TOPIC;
+use ferromq_store::{BatchItem, FlushDiskType, GetStatus, MessageStore, StoreConfig, StoreError};
+
+fn small_config(root: &Path) -> StoreConfig {
+    let mut c = StoreConfig::new(root);
+    c.mapped_file_size_commitlog = 64 * 1024;
+    c.mapped_file_size_consume_queue = 20 * 100;
+    c.max_hash_slot_num = 1000;
+    c.max_index_num = 4000;
+    c.store_host = "127.0.0.1:10911".parse().unwrap();
+    c
+}
+
+fn meta(topic: &str, queue_id: i32) -> MessageMeta<'_> {
+    MessageMeta {
+        topic,
+        queue_id,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        born_host: "127.0.0.1:5555".parse().unwrap(),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+    }
+}
+
+fn props(tag: &str, keys: &str, uniq: &str) -> String {
+    format!("TAGS\u{1}{tag}\u{2}KEYS\u{1}{keys}\u{2}UNIQ_KEY\u{1}{uniq}")
+}
+
+fn bodies(r: &ferromq_store::GetResult) -> Vec<Vec<u8>> {
+    iter_records(&r.body, true)
+        .map(|v| v.unwrap().body.to_vec())
+        .collect()
+}
+
+#[test]
+fn put_and_get_across_many_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..2000 {
+        let body = format!("message-{i:05}-{}", "x".repeat(i % 300));
+        let r = store
+            .put_message(
+                &meta("T", (i % 3) as i32),
+                body.as_bytes(),
+                &props("TagA", &format!("k{i}"), &format!("U{i}")),
+            )
+            .unwrap();
+        assert_eq!(r.queue_offset, (i / 3) as i64);
+        ids.push(r.msg_id);
+    }
+    let files = std::fs::read_dir(dir.path().join("commitlog"))
+        .unwrap()
+        .count();
+    assert!(files > 5, "expected many CommitLog segments, found {files}");
+    let mut seen = 0;
+    for q in 0..3 {
+        let mut offset = 0;
+        loop {
+            let r = store
+                .get_messages("T", q, offset, 32, 1 << 20, None)
+                .unwrap();
+            if r.status != GetStatus::Found {
+                assert_eq!(r.status, GetStatus::OffsetOverflowOne);
+                break;
+            }
+            for (k, v) in iter_records(&r.body, true).enumerate() {
+                let v = v.unwrap();
+                assert_eq!(v.queue_id, q);
+                assert_eq!(v.queue_offset, offset + k as i64);
+                let i = v.queue_offset as usize * 3 + q as usize;
+                assert!(v.body.starts_with(format!("message-{i:05}").as_bytes()));
+                assert_eq!(v.offset_msg_id(), ids[i]);
+            }
+            seen += r.message_count;
+            offset = r.next_begin_offset;
+        }
+    }
+    assert_eq!(seen, 2000);
+    // Records are readable by offsetMsgId too.
+    let rec = store.look_message_by_id(&ids[1234]).unwrap().unwrap();
+    assert!(RecordView::parse(&rec, true)
+        .unwrap()
+        .body
+        .starts_with(b"message-01234"));
+}
+
+#[test]
+fn statuses_match_rocketmq() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    assert_eq!(
+        store
+            .get_messages("T", 0, 0, 32, 1 << 20, None)
+            .unwrap()
+            .status,
+        GetStatus::NoMatchedLogicQueue
+    );
+    for i in 0..5 {
+        store
+            .put_message(&meta("T", 0), format!("{i}").as_bytes(), "TAGS\u{1}TagA")
+            .unwrap();
+    }
+    let r = store.get_messages("T", 0, 5, 32, 1 << 20, None).unwrap();
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetStatus::OffsetOverflowOne, 5)
+    );
+    let r = store.get_messages("T", 0, 9, 32, 1 << 20, None).unwrap();
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetStatus::OffsetOverflowBadly, 5)
+    );
+    let r = store.get_messages("T", 0, 0, 2, 1 << 20, None).unwrap();
+    assert_eq!(
+        (r.status, r.message_count, r.next_begin_offset),
+        (GetStatus::Found, 2, 2)
+    );
+    let tag_b = [java_string_hash("TagB")];
+    let r = store
+        .get_messages("T", 0, 0, 32, 1 << 20, Some(&tag_b))
+        .unwrap();
+    assert_eq!(
+        (r.status, r.next_begin_offset),
+        (GetStatus::NoMatchedMessage, 5)
+    );
+    // The byte limit stops a batch, but the first message always goes.
+    let r = store.get_messages("T", 0, 0, 32, 1, None).unwrap();
+    assert_eq!(r.message_count, 1);
+}
+
+#[test]
+fn tag_filter_uses_the_tags_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    for i in 0..30 {
+        let tag = ["TagA", "TagB", "Order_Created"][i % 3];
+        store
+            .put_message(
+                &meta("T", 0),
+                format!("{i}").as_bytes(),
+                &format!("TAGS\u{1}{tag}"),
+            )
+            .unwrap();
+    }
+    store.put_message(&meta("T", 0), b"untagged", "").unwrap();
+    let codes = [java_string_hash("TagA"), java_string_hash("Order_Created")];
+    let r = store
+        .get_messages("T", 0, 0, 100, 1 << 20, Some(&codes))
+        .unwrap();
+    assert_eq!(r.message_count, 20);
+    for v in iter_records(&r.body, true) {
+        let tag = v.unwrap().property("TAGS").unwrap().to_string();
+        assert!(tag == "TagA" || tag == "Order_Created");
+    }
+    // The unit on disk carries the sign-extended hash.
+    let cq = std::fs::read(dir.path().join("consumequeue/T/0/00000000000000000000")).unwrap();
+    let unit2 = &cq[2 * 20..3 * 20];
+    assert_eq!(
+        i64::from_be_bytes(unit2[12..20].try_into().unwrap()),
+        tags_code(Some("Order_Created"))
+    );
+}
+
+#[test]
+fn query_by_key_and_uniq_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    for i in 0..300 {
+        let keys = format!("order-{} user-{}", i % 10, i);
+        store
+            .put_message(
+                &meta("Orders", 0),
+                format!("{i}").as_bytes(),
+                &props("T", &keys, &format!("ID{i}")),
+            )
+            .unwrap();
+        store
+            .put_message(
+                &meta("Other", 0),
+                b"x",
+                &props("T", "order-1", &format!("O{i}")),
+            )
+            .unwrap();
+    }
+    let found = store
+        .query_by_key("Orders", "order-3", 100, 0, i64::MAX)
+        .unwrap();
+    assert_eq!(found.len(), 30);
+    for rec in &found {
+        let v = RecordView::parse(rec, true).unwrap();
+        assert_eq!(v.topic, "Orders");
+        assert_eq!(
+            v.property("KEYS").unwrap().split(' ').next(),
+            Some("order-3")
+        );
+    }
+    assert_eq!(
+        store
+            .query_by_key("Orders", "order-3", 5, 0, i64::MAX)
+            .unwrap()
+            .len(),
+        5
+    );
+    let one = store
+        .query_by_key("Orders", "ID77", 10, 0, i64::MAX)
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(RecordView::parse(&one[0], true).unwrap().body, b"77");
+    assert!(
+        store
+            .query_by_key("Orders", "user-5", 10, 0, 1)
+            .unwrap()
+            .is_empty(),
+        "time range applies"
+    );
+    assert!(store
+        .query_by_key("Orders", "nope", 10, 0, i64::MAX)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn index_rolls_to_a_new_file_when_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.max_index_num = 50;
+    let store = MessageStore::open(cfg).unwrap();
+    for i in 0..200 {
+        store
+            .put_message(&meta("T", 0), b"x", &format!("KEYS\u{1}k{}", i % 7))
+            .unwrap();
+    }
+    let files = std::fs::read_dir(dir.path().join("index")).unwrap().count();
+    assert!(files >= 4, "index files: {files}");
+    let hits = store.query_by_key("T", "k3", 1000, 0, i64::MAX).unwrap();
+    assert_eq!(hits.len(), (0..200).filter(|i| i % 7 == 3).count());
+}
+
+#[test]
+fn delayed_message_goes_to_schedule_topic_with_deliver_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    let r = store
+        .put_message(&meta("Real", 2), b"later", "DELAY\u{1}3\u{2}TAGS\u{1}TagA")
+        .unwrap();
+    assert_eq!((r.topic.as_str(), r.queue_id), (SCHEDULE_TOPIC, 2));
+    let r99 = store
+        .put_message(&meta("Real", 1), b"clamped", "DELAY\u{1}99")
+        .unwrap();
+    assert_eq!(r99.queue_id, 17);
+    let got = store
+        .get_messages(SCHEDULE_TOPIC, 2, 0, 1, 1 << 20, None)
+        .unwrap();
+    let v = RecordView::parse(&got.body, true).unwrap();
+    assert_eq!(v.property("REAL_TOPIC"), Some("Real"));
+    assert_eq!(v.property("REAL_QID"), Some("2"));
+    assert_eq!(v.property("TAGS"), Some("TagA"));
+    let cq = std::fs::read(
+        dir.path()
+            .join("consumequeue/SCHEDULE_TOPIC_XXXX/2/00000000000000000000"),
+    )
+    .unwrap();
+    let code = i64::from_be_bytes(cq[12..20].try_into().unwrap());
+    assert_eq!(
+        code,
+        r.store_timestamp + 10_000,
+        "tags code is the deliver time (level 3 = 10s)"
+    );
+    let got = store
+        .get_messages(SCHEDULE_TOPIC, 17, 0, 1, 1 << 20, None)
+        .unwrap();
+    let v = RecordView::parse(&got.body, true).unwrap();
+    assert_eq!(v.property("DELAY"), Some("18"));
+    assert_eq!(store.max_offset_in_queue("Real", 2).unwrap(), 0);
+}
+
+#[test]
+fn prepared_and_rollback_records_get_no_queue_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    let mut m = meta("Tx", 0);
+    m.sys_flag = sysflag::TRANSACTION_PREPARED_TYPE;
+    let half = store.put_message(&m, b"half", "KEYS\u{1}kp").unwrap();
+    assert_eq!(half.queue_offset, 0);
+    m.sys_flag = sysflag::TRANSACTION_ROLLBACK_TYPE;
+    store.put_message(&m, b"rb", "KEYS\u{1}kr").unwrap();
+    m.sys_flag = sysflag::TRANSACTION_COMMIT_TYPE;
+    m.prepared_transaction_offset = half.physical_offset;
+    let commit = store.put_message(&m, b"commit", "KEYS\u{1}kc").unwrap();
+    assert_eq!(commit.queue_offset, 0);
+    assert_eq!(store.max_offset_in_queue("Tx", 0).unwrap(), 1);
+    let r = store.get_messages("Tx", 0, 0, 10, 1 << 20, None).unwrap();
+    assert_eq!(bodies(&r), vec![b"commit".to_vec()]);
+    assert_eq!(
+        store
+            .query_by_key("Tx", "kp", 10, 0, i64::MAX)
+            .unwrap()
+            .len(),
+        1,
+        "prepared is indexed"
+    );
+    assert!(
+        store
+            .query_by_key("Tx", "kr", 10, 0, i64::MAX)
+            .unwrap()
+            .is_empty(),
+        "rollback is not"
+    );
+    assert!(store.read_message(half.physical_offset).unwrap().is_some());
+}
+
+#[test]
+fn batch_is_one_unit_in_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    let payload = vec![7u8; 1000];
+    let props: Vec<String> = (0..40)
+        .map(|i| format!("TAGS\u{1}B\u{2}KEYS\u{1}b{i}"))
+        .collect();
+    let items: Vec<BatchItem> = props
+        .iter()
+        .enumerate()
+        .map(|(i, p)| BatchItem {
+            flag: i as i32,
+            body: &payload,
+            properties: p,
+        })
+        .collect();
+    let mut first = Vec::new();
+    for _ in 0..5 {
+        let r = store.put_messages(&meta("B", 0), &items).unwrap();
+        let file_of = |o: i64| o / (64 * 1024);
+        assert!(r
+            .physical_offsets
+            .iter()
+            .all(|o| file_of(*o) == file_of(r.physical_offsets[0])));
+        first.push(r.first_queue_offset);
+    }
+    assert_eq!(first, vec![0, 40, 80, 120, 160]);
+    let r = store.get_messages("B", 0, 40, 100, 1 << 22, None).unwrap();
+    assert_eq!(r.message_count, 100);
+    let v: Vec<_> = iter_records(&r.body, true)
+        .map(|v| v.unwrap().flag)
+        .collect();
+    assert_eq!(v[..3], [0, 1, 2]);
+    assert_eq!(
+        store
+            .query_by_key("B", "b39", 10, 0, i64::MAX)
+            .unwrap()
+            .len(),
+        5
+    );
+}
+
+#[test]
+fn bad_input_gets_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.max_message_size = 1024;
+    let store = MessageStore::open(cfg).unwrap();
+    assert!(matches!(
+        store.put_message(&meta("T", 0), &[0; 1025], ""),
+        Err(StoreError::MessageTooLarge { .. })
+    ));
+    assert!(matches!(
+        store.put_message(&meta("bad topic", 0), b"x", ""),
+        Err(StoreError::InvalidTopic { .. })
+    ));
+    let long = "K\u{1}".to_string() + &"v".repeat(40_000);
+    assert!(matches!(
+        store.put_message(&meta("T", 0), b"x", &long),
+        Err(StoreError::PropertiesTooLarge(_))
+    ));
+    assert!(matches!(
+        store.look_message_by_id("nonsense"),
+        Err(StoreError::InvalidArgument(_))
+    ));
+    assert_eq!(store.read_message(12345).unwrap(), None);
+    assert!(matches!(
+        MessageStore::open(small_config(dir.path())),
+        Err(StoreError::Locked(_))
+    ));
+    // The store keeps working after every refusal.
+    store.put_message(&meta("T", 0), b"ok", "").unwrap();
+}
+
+#[test]
+fn timestamps_and_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    let mut times = Vec::new();
+    for i in 0..10 {
+        times.push(
+            store
+                .put_message(&meta("T", 0), format!("{i}").as_bytes(), "")
+                .unwrap()
+                .store_timestamp,
+        );
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    assert_eq!(store.offset_by_time("T", 0, times[4]).unwrap(), 4);
+    assert_eq!(store.offset_by_time("T", 0, 0).unwrap(), 0);
+    assert_eq!(store.offset_by_time("T", 0, i64::MAX).unwrap(), 10);
+    assert_eq!(store.earliest_store_time("T", 0).unwrap(), Some(times[0]));
+    assert_eq!(store.store_time("T", 0, 9).unwrap(), Some(times[9]));
+    let q = store.queues().unwrap();
+    assert_eq!(
+        (q[0].topic.as_str(), q[0].min_offset, q[0].max_offset),
+        ("T", 0, 10)
+    );
+}
+
+fn fill(store: &MessageStore, n: usize) -> Vec<(i64, String)> {
+    (0..n)
+        .map(|i| {
+            let r = store
+                .put_message(
+                    &meta("R", (i % 2) as i32),
+                    format!("body-{i}").as_bytes(),
+                    &props("A", &format!("key{i}"), &format!("u{i}")),
+                )
+                .unwrap();
+            (r.physical_offset, r.msg_id)
+        })
+        .collect()
+}
+
+#[test]
+fn clean_restart_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = MessageStore::open(small_config(dir.path())).unwrap();
+        fill(&store, 700);
+        store.close().unwrap();
+    }
+    assert!(!dir.path().join("abort").exists());
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    assert!(!store.recovery_report().abnormal_exit);
+    assert_eq!(store.max_offset_in_queue("R", 0).unwrap(), 350);
+    assert_eq!(store.max_offset_in_queue("R", 1).unwrap(), 350);
+    let r = store.put_message(&meta("R", 0), b"after", "").unwrap();
+    assert_eq!(r.queue_offset, 350);
+    assert_eq!(
+        store
+            .query_by_key("R", "key699", 10, 0, i64::MAX)
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+/// Simulates a crash: the store is leaked (no clean close), then the tail is torn by hand.
+#[test]
+fn torn_tail_is_truncated_and_queues_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = {
+        let store = MessageStore::open(small_config(dir.path())).unwrap();
+        let w = fill(&store, 500);
+        store.flush().unwrap();
+        std::mem::forget(store); // no close: the abort file stays
+        w
+    };
+    assert!(dir.path().join("abort").exists());
+    // Tear the last record in half and lose one consume queue entirely.
+    let (last_off, _) = *written.last().unwrap();
+    let seg = last_off / (64 * 1024) * (64 * 1024);
+    let path = dir.path().join(format!("commitlog/{seg:020}"));
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&[0xAB; 20], (last_off - seg + 30) as u64)
+        .unwrap();
+    std::fs::remove_dir_all(dir.path().join("consumequeue/R/1")).unwrap();
+    let _ = std::fs::remove_file(dir.path().join("lock"));
+
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    let rep = store.recovery_report().clone();
+    assert!(rep.abnormal_exit);
+    assert!(rep.truncated_bytes > 0);
+    assert_eq!(rep.commitlog_end, last_off as u64);
+    // Queue 1 was rebuilt from the CommitLog, minus the torn record (number 499, queue 1).
+    assert_eq!(store.max_offset_in_queue("R", 1).unwrap(), 249);
+    assert_eq!(store.max_offset_in_queue("R", 0).unwrap(), 250);
+    let mut got = 0;
+    let mut off = 0;
+    while let Ok(r) = store.get_messages("R", 1, off, 32, 1 << 20, None) {
+        if r.message_count == 0 {
+            break;
+        }
+        got += r.message_count;
+        off = r.next_begin_offset;
+    }
+    assert_eq!(got, 249);
+    // New appends continue where the valid data ended.
+    let r = store.put_message(&meta("R", 1), b"new", "").unwrap();
+    assert_eq!((r.queue_offset, r.physical_offset), (249, last_off));
+    assert_eq!(
+        store
+            .query_by_key("R", "key498", 10, 0, i64::MAX)
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn read_only_view_sees_a_consistent_prefix_while_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = MessageStore::open(small_config(dir.path())).unwrap();
+    fill(&writer, 100);
+    let mut ro_cfg = small_config(dir.path());
+    ro_cfg.read_only = true;
+    let reader = MessageStore::open(ro_cfg.clone()).unwrap();
+    assert!(matches!(
+        reader.put_message(&meta("R", 0), b"x", ""),
+        Err(StoreError::ReadOnly)
+    ));
+    let r = reader.get_messages("R", 0, 0, 1000, 1 << 24, None).unwrap();
+    assert_eq!(r.message_count, 50);
+    fill(&writer, 300);
+    let r = reader
+        .get_messages("R", 0, 50, 1000, 1 << 24, None)
+        .unwrap();
+    assert_eq!(r.message_count, 150, "new units and segments are picked up");
+    assert_eq!(
+        reader
+            .query_by_key("R", "key7", 10, 0, i64::MAX)
+            .unwrap()
+            .len(),
+        2
+    );
+    let mut bad = small_config(&dir.path().join("nope"));
+    bad.read_only = true;
+    assert!(matches!(
+        MessageStore::open(bad),
+        Err(StoreError::NotAStore(_))
+    ));
+}
+
+#[test]
+fn sync_flush_acks_after_disk_and_hides_unflushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.flush_disk_type = FlushDiskType::Sync;
+    let store = std::sync::Arc::new(MessageStore::open(cfg).unwrap());
+    let mut handles = Vec::new();
+    for t in 0..8 {
+        let s = store.clone();
+        handles.push(std::thread::spawn(move || {
+            for i in 0..50 {
+                let r = s
+                    .put_message(&meta("S", t), format!("{i}").as_bytes(), "")
+                    .unwrap();
+                assert!(s.wait_flushed(r.end_offset(), s.sync_flush_timeout()));
+                assert!(s.flushed_physical_offset() as u64 >= r.end_offset());
+            }
+        }));
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    for t in 0..8 {
+        assert_eq!(store.max_offset_in_queue("S", t).unwrap(), 50);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let r = store.put_message(&meta("S", 0), b"cb", "").unwrap();
+    store.notify_flushed(
+        r.end_offset(),
+        Duration::from_secs(5),
+        Box::new(move |ok| tx.send(ok).unwrap()),
+    );
+    assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+}
+
+#[test]
+fn read_range_walks_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    fill(&store, 50);
+    let (bytes, next) = store.read_range(0, 1 << 20).unwrap();
+    let n = iter_records(&bytes, true).count();
+    assert_eq!(n, 50);
+    assert_eq!(next, store.max_physical_offset());
+    let (one, next1) = store.read_range(0, 1).unwrap();
+    assert_eq!(iter_records(&one, true).count(), 1);
+    assert_eq!(next1 as usize, one.len());
+}
