@@ -1,5 +1,775 @@
+//! `ferromq._store`: the thin PyO3 layer over `ferromq-store`.
+//!
+//! It converts arguments and results and maps `StoreError` to the classes of
+//! `ferromq.errors`; every call that touches files or waits runs with the GIL released.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ferromq_store::message::{self, iter_records, MessageMeta};
+use ferromq_store::{
+    hash, BatchItem, FlushDiskType, GetResult as CoreGetResult, MessageStore,
+    PutBatchResult as CoreBatch, StoreConfig, StoreError,
+};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
+
+/// The class in `ferromq.errors` for each store error.
+fn error_class_name(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::Io { .. } => "StoreIOError",
+        StoreError::MessageTooLarge { .. } => "MessageTooLargeError",
+        StoreError::PropertiesTooLarge(_) => "PropertiesTooLargeError",
+        StoreError::InvalidTopic { .. } => "InvalidTopicError",
+        StoreError::InvalidArgument(_) => "InvalidArgumentError",
+        StoreError::Corrupt { .. } => "CorruptStoreError",
+        StoreError::NotAStore(_) => "NotAStoreError",
+        StoreError::Locked(_) => "StoreLockedError",
+        StoreError::FlushTimeout { .. } => "FlushDiskTimeoutError",
+        StoreError::ReadOnly => "ReadOnlyStoreError",
+        StoreError::Closed => "StoreClosedError",
+    }
+}
+
+static ERRORS_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+fn to_pyerr(py: Python<'_>, e: StoreError) -> PyErr {
+    let msg = e.to_string();
+    let module =
+        ERRORS_MODULE.get_or_try_init(py, || py.import("ferromq.errors").map(Bound::unbind));
+    match module.and_then(|m| m.bind(py).getattr(error_class_name(&e))) {
+        Ok(cls) => match cls.cast_into::<PyType>() {
+            Ok(cls) => PyErr::from_type(cls, msg),
+            Err(_) => PyValueError::new_err(msg),
+        },
+        Err(_) => PyValueError::new_err(msg),
+    }
+}
+
+trait IntoPy<T> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for Result<T, StoreError> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_pyerr(py, e))
+    }
+}
+
+fn parse_addr(s: &str) -> PyResult<SocketAddr> {
+    s.parse()
+        .map_err(|_| PyValueError::new_err(format!("not an address with a port: {s:?}")))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Where one put landed.
+#[pyclass(frozen, get_all, module = "ferromq._store")]
+pub struct PutResult {
+    topic: String,
+    queue_id: i32,
+    queue_offset: i64,
+    physical_offset: i64,
+    wrote_bytes: usize,
+    store_timestamp: i64,
+    msg_id: String,
+    end_offset: u64,
+    /// False when SYNC_FLUSH waited `sync_flush_timeout_ms` without the bytes reaching disk.
+    flush_ok: bool,
+}
+
+#[pymethods]
+impl PutResult {
+    fn __repr__(&self) -> String {
+        format!(
+            "PutResult(topic={:?}, queue_id={}, queue_offset={}, physical_offset={}, msg_id={:?}, flush_ok={})",
+            self.topic,
+            self.queue_id,
+            self.queue_offset,
+            self.physical_offset,
+            self.msg_id,
+            if self.flush_ok { "True" } else { "False" }
+        )
+    }
+}
+
+/// Where one batch landed: consecutive queue offsets from `first_queue_offset`.
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct PutBatchResult {
+    inner: CoreBatch,
+    flush_ok: bool,
+}
+
+#[pymethods]
+impl PutBatchResult {
+    #[getter]
+    fn topic(&self) -> &str {
+        &self.inner.topic
+    }
+    #[getter]
+    fn queue_id(&self) -> i32 {
+        self.inner.queue_id
+    }
+    #[getter]
+    fn first_queue_offset(&self) -> i64 {
+        self.inner.first_queue_offset
+    }
+    #[getter]
+    fn count(&self) -> usize {
+        self.inner.physical_offsets.len()
+    }
+    #[getter]
+    fn physical_offsets(&self) -> Vec<i64> {
+        self.inner.physical_offsets.clone()
+    }
+    #[getter]
+    fn msg_ids(&self) -> Vec<String> {
+        self.inner.msg_ids()
+    }
+    #[getter]
+    fn wrote_bytes(&self) -> usize {
+        self.inner.wrote_bytes
+    }
+    #[getter]
+    fn store_timestamp(&self) -> i64 {
+        self.inner.store_timestamp
+    }
+    #[getter]
+    fn end_offset(&self) -> u64 {
+        self.inner.end_offset()
+    }
+    #[getter]
+    fn flush_ok(&self) -> bool {
+        self.flush_ok
+    }
+    fn __len__(&self) -> usize {
+        self.inner.physical_offsets.len()
+    }
+}
+
+/// The answer to a read of one queue: the stored records back to back in `body`.
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct GetResult {
+    inner: CoreGetResult,
+    body: Py<PyBytes>,
+}
+
+#[pymethods]
+impl GetResult {
+    /// RocketMQ's `GetMessageStatus` name, e.g. `FOUND` or `OFFSET_OVERFLOW_ONE`.
+    #[getter]
+    fn status(&self) -> &'static str {
+        self.inner.status.name()
+    }
+    #[getter]
+    fn next_begin_offset(&self) -> i64 {
+        self.inner.next_begin_offset
+    }
+    #[getter]
+    fn min_offset(&self) -> i64 {
+        self.inner.min_offset
+    }
+    #[getter]
+    fn max_offset(&self) -> i64 {
+        self.inner.max_offset
+    }
+    #[getter]
+    fn message_count(&self) -> usize {
+        self.inner.message_count
+    }
+    #[getter]
+    fn queue_offsets(&self) -> Vec<i64> {
+        self.inner.queue_offsets.clone()
+    }
+    #[getter]
+    fn body(&self, py: Python<'_>) -> Py<PyBytes> {
+        self.body.clone_ref(py)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "GetResult(status={}, message_count={}, next_begin_offset={}, min_offset={}, max_offset={})",
+            self.inner.status.name(),
+            self.inner.message_count,
+            self.inner.next_begin_offset,
+            self.inner.min_offset,
+            self.inner.max_offset
+        )
+    }
+}
+
+/// A RocketMQ store directory opened for writing (one writer per directory) or read-only.
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct Store {
+    store: MessageStore,
+}
+
+fn flush_type(s: &str) -> PyResult<FlushDiskType> {
+    match s {
+        "ASYNC_FLUSH" => Ok(FlushDiskType::Async),
+        "SYNC_FLUSH" => Ok(FlushDiskType::Sync),
+        _ => Err(PyValueError::new_err(format!(
+            "flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {s:?}"
+        ))),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+impl Store {
+    fn meta<'a>(
+        topic: &'a str,
+        queue_id: i32,
+        flag: i32,
+        sys_flag: i32,
+        born_timestamp: i64,
+        born_host: &str,
+        reconsume_times: i32,
+        prepared_transaction_offset: i64,
+    ) -> PyResult<MessageMeta<'a>> {
+        Ok(MessageMeta {
+            topic,
+            queue_id,
+            flag,
+            sys_flag,
+            born_timestamp: if born_timestamp > 0 {
+                born_timestamp
+            } else {
+                now_ms()
+            },
+            born_host: parse_addr(born_host)?,
+            reconsume_times,
+            prepared_transaction_offset,
+        })
+    }
+
+    fn wait_if(&self, wait: bool, end_offset: u64) -> bool {
+        let sync = self.store.config().flush_disk_type == FlushDiskType::Sync;
+        !(wait && sync)
+            || self
+                .store
+                .wait_flushed(end_offset, self.store.sync_flush_timeout())
+    }
+}
+
+#[pymethods]
+#[allow(clippy::too_many_arguments)]
+impl Store {
+    #[new]
+    #[pyo3(signature = (
+        root, *, read_only=false, commitlog_dir=None,
+        mapped_file_size_commitlog=1073741824, mapped_file_size_consume_queue=6000000,
+        flush_disk_type="ASYNC_FLUSH", flush_interval_commitlog_ms=500, flush_commitlog_least_pages=4,
+        flush_commitlog_thorough_interval_ms=10000, flush_interval_consume_queue_ms=1000,
+        flush_consume_queue_least_pages=2, flush_consume_queue_thorough_interval_ms=60000,
+        sync_flush_timeout_ms=5000, max_message_size=4194304, message_index_enable=true,
+        max_hash_slot_num=5000000, max_index_num=20000000,
+        message_delay_level="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+        store_host="127.0.0.1:10911", check_crc_on_recover=true, warm_mapped_file_enable=true
+    ))]
+    fn new(
+        py: Python<'_>,
+        root: PathBuf,
+        read_only: bool,
+        commitlog_dir: Option<PathBuf>,
+        mapped_file_size_commitlog: usize,
+        mapped_file_size_consume_queue: usize,
+        flush_disk_type: &str,
+        flush_interval_commitlog_ms: u64,
+        flush_commitlog_least_pages: usize,
+        flush_commitlog_thorough_interval_ms: u64,
+        flush_interval_consume_queue_ms: u64,
+        flush_consume_queue_least_pages: usize,
+        flush_consume_queue_thorough_interval_ms: u64,
+        sync_flush_timeout_ms: u64,
+        max_message_size: usize,
+        message_index_enable: bool,
+        max_hash_slot_num: usize,
+        max_index_num: usize,
+        message_delay_level: &str,
+        store_host: &str,
+        check_crc_on_recover: bool,
+        warm_mapped_file_enable: bool,
+    ) -> PyResult<Self> {
+        let mut c = StoreConfig::new(root);
+        c.read_only = read_only;
+        c.commitlog_dir = commitlog_dir;
+        c.mapped_file_size_commitlog = mapped_file_size_commitlog;
+        c.mapped_file_size_consume_queue = mapped_file_size_consume_queue;
+        c.flush_disk_type = flush_type(flush_disk_type)?;
+        c.flush_interval_commitlog_ms = flush_interval_commitlog_ms;
+        c.flush_commitlog_least_pages = flush_commitlog_least_pages;
+        c.flush_commitlog_thorough_interval_ms = flush_commitlog_thorough_interval_ms;
+        c.flush_interval_consume_queue_ms = flush_interval_consume_queue_ms;
+        c.flush_consume_queue_least_pages = flush_consume_queue_least_pages;
+        c.flush_consume_queue_thorough_interval_ms = flush_consume_queue_thorough_interval_ms;
+        c.sync_flush_timeout_ms = sync_flush_timeout_ms;
+        c.max_message_size = max_message_size;
+        c.message_index_enable = message_index_enable;
+        c.max_hash_slot_num = max_hash_slot_num;
+        c.max_index_num = max_index_num;
+        c.message_delay_level =
+            ferromq_store::config::parse_delay_levels(message_delay_level).py_err(py)?;
+        c.store_host = parse_addr(store_host)?;
+        c.check_crc_on_recover = check_crc_on_recover;
+        c.warm_mapped_file_enable = warm_mapped_file_enable;
+        let store = py.detach(|| MessageStore::open(c)).py_err(py)?;
+        Ok(Store { store })
+    }
+
+    /// Appends one message; in SYNC_FLUSH mode with `wait`, returns once it is on disk.
+    #[pyo3(signature = (
+        topic, queue_id, body, properties="", *, flag=0, sys_flag=0, born_timestamp=0,
+        born_host="127.0.0.1:0", reconsume_times=0, prepared_transaction_offset=0, wait=true
+    ))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        body: &[u8],
+        properties: &str,
+        flag: i32,
+        sys_flag: i32,
+        born_timestamp: i64,
+        born_host: &str,
+        reconsume_times: i32,
+        prepared_transaction_offset: i64,
+        wait: bool,
+    ) -> PyResult<PutResult> {
+        let meta = Self::meta(
+            topic,
+            queue_id,
+            flag,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            reconsume_times,
+            prepared_transaction_offset,
+        )?;
+        let (r, flush_ok) = py
+            .detach(|| {
+                let r = self.store.put_message(&meta, body, properties)?;
+                let ok = self.wait_if(wait, r.end_offset());
+                Ok((r, ok))
+            })
+            .py_err(py)?;
+        Ok(PutResult {
+            end_offset: r.end_offset(),
+            topic: r.topic,
+            queue_id: r.queue_id,
+            queue_offset: r.queue_offset,
+            physical_offset: r.physical_offset,
+            wrote_bytes: r.wrote_bytes,
+            store_timestamp: r.store_timestamp,
+            msg_id: r.msg_id,
+            flush_ok,
+        })
+    }
+
+    /// Appends messages of one topic and queue as one unit. `properties` is one string for
+    /// all or one per body; `flags` likewise optional per body.
+    #[pyo3(signature = (
+        topic, queue_id, bodies, properties=None, flags=None, *, sys_flag=0, born_timestamp=0,
+        born_host="127.0.0.1:0", wait=true
+    ))]
+    fn put_batch(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        bodies: &Bound<'_, PyList>,
+        properties: Option<&Bound<'_, PyAny>>,
+        flags: Option<Vec<i32>>,
+        sys_flag: i32,
+        born_timestamp: i64,
+        born_host: &str,
+        wait: bool,
+    ) -> PyResult<PutBatchResult> {
+        let n = bodies.len();
+        let body_objs: Vec<Bound<'_, PyBytes>> = bodies
+            .iter()
+            .map(|b| {
+                b.cast_into::<PyBytes>()
+                    .map_err(|_| PyValueError::new_err("bodies must be bytes"))
+            })
+            .collect::<PyResult<_>>()?;
+        let shared: Option<Bound<'_, PyString>>;
+        let per: Option<Vec<Bound<'_, PyString>>>;
+        match properties {
+            None => {
+                shared = None;
+                per = None;
+            }
+            Some(p) if p.is_instance_of::<PyString>() => {
+                shared = Some(p.clone().cast_into::<PyString>()?);
+                per = None;
+            }
+            Some(p) => {
+                let list: Vec<Bound<'_, PyString>> = p
+                    .try_iter()?
+                    .map(|x| {
+                        x?.cast_into::<PyString>()
+                            .map_err(|_| PyValueError::new_err("properties must be str"))
+                    })
+                    .collect::<PyResult<_>>()?;
+                if list.len() != n {
+                    return Err(PyValueError::new_err(format!(
+                        "{} properties for {n} bodies",
+                        list.len()
+                    )));
+                }
+                shared = None;
+                per = Some(list);
+            }
+        }
+        if flags.as_ref().is_some_and(|f| f.len() != n) {
+            return Err(PyValueError::new_err("flags must have one entry per body"));
+        }
+        let shared_str = shared
+            .as_ref()
+            .map(|s| s.to_str())
+            .transpose()?
+            .unwrap_or("");
+        let per_strs: Option<Vec<&str>> = per
+            .as_ref()
+            .map(|v| v.iter().map(|s| s.to_str()).collect::<PyResult<_>>())
+            .transpose()?;
+        let items: Vec<BatchItem<'_>> = body_objs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| BatchItem {
+                flag: flags.as_ref().map_or(0, |f| f[i]),
+                body: b.as_bytes(),
+                properties: per_strs.as_ref().map_or(shared_str, |v| v[i]),
+            })
+            .collect();
+        let meta = Self::meta(
+            topic,
+            queue_id,
+            0,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            0,
+            0,
+        )?;
+        let (inner, flush_ok) = py
+            .detach(|| {
+                let r = self.store.put_messages(&meta, &items)?;
+                let ok = self.wait_if(wait, r.end_offset());
+                Ok((r, ok))
+            })
+            .py_err(py)?;
+        Ok(PutBatchResult { inner, flush_ok })
+    }
+
+    /// Blocks (without the GIL) until the CommitLog is on disk up to `offset`.
+    #[pyo3(signature = (offset, timeout_ms=None))]
+    fn wait_flushed(&self, py: Python<'_>, offset: u64, timeout_ms: Option<u64>) -> bool {
+        let timeout = timeout_ms.map_or(self.store.sync_flush_timeout(), Duration::from_millis);
+        py.detach(|| self.store.wait_flushed(offset, timeout))
+    }
+
+    /// Calls `callback(ok: bool)` from the flush thread once the CommitLog is on disk up to
+    /// `offset`. Use `loop.call_soon_threadsafe` inside it to reach an event loop.
+    #[pyo3(signature = (offset, callback, timeout_ms=None))]
+    fn on_flushed(
+        &self,
+        py: Python<'_>,
+        offset: u64,
+        callback: Py<PyAny>,
+        timeout_ms: Option<u64>,
+    ) {
+        let timeout = timeout_ms.map_or(self.store.sync_flush_timeout(), Duration::from_millis);
+        if self.store.config().flush_disk_type == FlushDiskType::Async {
+            // Nothing asks the ASYNC flusher for this offset otherwise.
+            py.detach(|| self.store.wait_flushed(0, Duration::ZERO));
+        }
+        self.store.notify_flushed(
+            offset,
+            timeout,
+            Box::new(move |ok| {
+                Python::attach(|py| {
+                    if let Err(e) = callback.call1(py, (ok,)) {
+                        e.write_unraisable(py, None);
+                    }
+                })
+            }),
+        );
+    }
+
+    /// Up to `max_count` records of one queue from `offset`; `tag_codes` keeps only units
+    /// whose tags code is listed (None keeps all).
+    #[pyo3(signature = (topic, queue_id, offset, max_count=32, max_bytes=262144, tag_codes=None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_count: usize,
+        max_bytes: usize,
+        tag_codes: Option<Vec<i32>>,
+    ) -> PyResult<GetResult> {
+        let inner = py
+            .detach(|| {
+                self.store.get_messages(
+                    topic,
+                    queue_id,
+                    offset,
+                    max_count,
+                    max_bytes,
+                    tag_codes.as_deref(),
+                )
+            })
+            .py_err(py)?;
+        let body = PyBytes::new(py, &inner.body).unbind();
+        Ok(GetResult { inner, body })
+    }
+
+    /// The record at a CommitLog offset, or None.
+    fn read(&self, py: Python<'_>, physical_offset: i64) -> PyResult<Option<Py<PyBytes>>> {
+        let rec = py
+            .detach(|| self.store.read_message(physical_offset))
+            .py_err(py)?;
+        Ok(rec.map(|r| PyBytes::new(py, &r).unbind()))
+    }
+
+    /// Whole records from `physical_offset` up to about `max_bytes`: (bytes, next offset).
+    #[pyo3(signature = (physical_offset, max_bytes=1048576))]
+    fn read_range(
+        &self,
+        py: Python<'_>,
+        physical_offset: i64,
+        max_bytes: usize,
+    ) -> PyResult<(Py<PyBytes>, i64)> {
+        let (bytes, next) = py
+            .detach(|| self.store.read_range(physical_offset, max_bytes))
+            .py_err(py)?;
+        Ok((PyBytes::new(py, &bytes).unbind(), next))
+    }
+
+    /// The record an offsetMsgId names, or None.
+    fn look_message_by_id(&self, py: Python<'_>, msg_id: &str) -> PyResult<Option<Py<PyBytes>>> {
+        let rec = py
+            .detach(|| self.store.look_message_by_id(msg_id))
+            .py_err(py)?;
+        Ok(rec.map(|r| PyBytes::new(py, &r).unbind()))
+    }
+
+    /// Records of `topic` with `key` in KEYS (or as UNIQ_KEY) stored in `[begin, end]` ms.
+    #[pyo3(signature = (topic, key, max_num=32, begin=0, end=i64::MAX))]
+    fn query(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> PyResult<Vec<Py<PyBytes>>> {
+        let recs = py
+            .detach(|| self.store.query_by_key(topic, key, max_num, begin, end))
+            .py_err(py)?;
+        Ok(recs.iter().map(|r| PyBytes::new(py, r).unbind()).collect())
+    }
+
+    fn min_offset(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
+        self.store.min_offset_in_queue(topic, queue_id).py_err(py)
+    }
+
+    fn max_offset(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
+        py.detach(|| self.store.max_offset_in_queue(topic, queue_id))
+            .py_err(py)
+    }
+
+    fn offset_by_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        timestamp: i64,
+    ) -> PyResult<i64> {
+        py.detach(|| self.store.offset_by_time(topic, queue_id, timestamp))
+            .py_err(py)
+    }
+
+    fn store_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+    ) -> PyResult<Option<i64>> {
+        py.detach(|| self.store.store_time(topic, queue_id, offset))
+            .py_err(py)
+    }
+
+    fn earliest_store_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+    ) -> PyResult<Option<i64>> {
+        py.detach(|| self.store.earliest_store_time(topic, queue_id))
+            .py_err(py)
+    }
+
+    /// `[(topic, queue_id, min_offset, max_offset), ...]` for every consume queue.
+    fn queues(&self, py: Python<'_>) -> PyResult<Vec<(String, i32, i64, i64)>> {
+        let qs = py.detach(|| self.store.queues()).py_err(py)?;
+        Ok(qs
+            .into_iter()
+            .map(|q| (q.topic, q.queue_id, q.min_offset, q.max_offset))
+            .collect())
+    }
+
+    #[getter]
+    fn min_physical_offset(&self) -> i64 {
+        self.store.min_physical_offset()
+    }
+
+    #[getter]
+    fn max_physical_offset(&self) -> i64 {
+        self.store.max_physical_offset()
+    }
+
+    #[getter]
+    fn flushed_physical_offset(&self) -> i64 {
+        self.store.flushed_physical_offset()
+    }
+
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.store.is_read_only()
+    }
+
+    #[getter]
+    fn flush_disk_type(&self) -> &'static str {
+        match self.store.config().flush_disk_type {
+            FlushDiskType::Async => "ASYNC_FLUSH",
+            FlushDiskType::Sync => "SYNC_FLUSH",
+        }
+    }
+
+    /// What recovery found at open: abnormal_exit, commitlog_end, truncated_bytes, redispatched.
+    #[getter]
+    fn recovery(&self) -> (bool, u64, u64, u64) {
+        let r = self.store.recovery_report();
+        (
+            r.abnormal_exit,
+            r.commitlog_end,
+            r.truncated_bytes,
+            r.redispatched,
+        )
+    }
+
+    /// Flushes CommitLog, consume queues, index and checkpoint now.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.store.flush()).py_err(py)
+    }
+
+    /// Flushes, marks a clean shutdown and releases the directory. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.store.close()).py_err(py)
+    }
+}
+
+/// Java `String.hashCode` of `s`.
+#[pyfunction]
+fn java_hash(s: &str) -> i32 {
+    hash::java_string_hash(s)
+}
+
+/// ConsumeQueue tags code of a TAGS value (0 for None or empty).
+#[pyfunction]
+#[pyo3(signature = (tags))]
+fn tags_code(tags: Option<&str>) -> i64 {
+    hash::tags_code(tags)
+}
+
+/// offsetMsgId of a store host (`ip:port`) and CommitLog offset.
+#[pyfunction]
+fn offset_msg_id(store_host: &str, physical_offset: i64) -> PyResult<String> {
+    Ok(message::offset_msg_id(
+        &parse_addr(store_host)?,
+        physical_offset,
+    ))
+}
+
+/// (store host `ip:port`, CommitLog offset) of an offsetMsgId.
+#[pyfunction]
+fn decode_offset_msg_id(py: Python<'_>, msg_id: &str) -> PyResult<(String, i64)> {
+    let (host, offset) = message::decode_offset_msg_id(msg_id).py_err(py)?;
+    Ok((host.to_string(), offset))
+}
+
+/// Decodes stored records packed back to back. Each is a tuple:
+/// (topic, queue_id, queue_offset, physical_offset, flag, sys_flag, body_crc, born_timestamp,
+///  born_host, store_timestamp, store_host, reconsume_times, prepared_transaction_offset,
+///  properties, body, msg_id).
+#[pyfunction]
+#[pyo3(signature = (buf, check_crc=false))]
+fn decode_records<'py>(
+    py: Python<'py>,
+    buf: &[u8],
+    check_crc: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for rec in iter_records(buf, check_crc) {
+        let v = rec.py_err(py)?;
+        let t = PyTuple::new(
+            py,
+            [
+                v.topic.into_pyobject(py)?.into_any(),
+                v.queue_id.into_pyobject(py)?.into_any(),
+                v.queue_offset.into_pyobject(py)?.into_any(),
+                v.physical_offset.into_pyobject(py)?.into_any(),
+                v.flag.into_pyobject(py)?.into_any(),
+                v.sys_flag.into_pyobject(py)?.into_any(),
+                v.body_crc.into_pyobject(py)?.into_any(),
+                v.born_timestamp.into_pyobject(py)?.into_any(),
+                v.born_host.to_string().into_pyobject(py)?.into_any(),
+                v.store_timestamp.into_pyobject(py)?.into_any(),
+                v.store_host.to_string().into_pyobject(py)?.into_any(),
+                v.reconsume_times.into_pyobject(py)?.into_any(),
+                v.prepared_transaction_offset.into_pyobject(py)?.into_any(),
+                v.properties.into_pyobject(py)?.into_any(),
+                PyBytes::new(py, v.body).into_any(),
+                v.offset_msg_id().into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        out.append(t)?;
+    }
+    Ok(out)
+}
+
 #[pymodule]
-fn _store(_m: &Bound<PyModule>) -> PyResult<()> {
+fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let _ = pyo3_log::try_init();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add(
+        "build_profile",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+    )?;
+    m.add_class::<Store>()?;
+    m.add_class::<PutResult>()?;
+    m.add_class::<PutBatchResult>()?;
+    m.add_class::<GetResult>()?;
+    m.add_function(wrap_pyfunction!(java_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(tags_code, m)?)?;
+    m.add_function(wrap_pyfunction!(offset_msg_id, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_offset_msg_id, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     Ok(())
 }

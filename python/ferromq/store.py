@@ -1,0 +1,294 @@
+"""`MessageStore`: the RocketMQ 4.x store (CommitLog, ConsumeQueue, IndexFile) from Python.
+
+A thin layer over the Rust extension `ferromq._store`: it turns dicts into properties strings,
+tag expressions into hash codes and records into `StoredMessage`s. File I/O, scans and flush
+waits run in Rust without the GIL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from types import TracebackType
+from typing import Self
+
+from ferromq import _store
+from ferromq.errors import FlushDiskTimeoutError
+from ferromq.message import StoredMessage, decode_messages, encode_properties, tag_codes
+
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+class FlushDiskType(StrEnum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Store settings; names follow RocketMQ's `MessageStoreConfig` in snake_case, and so do defaults."""
+
+    root: str = os.path.join(os.path.expanduser("~"), "store")
+    commitlog_dir: str | None = None
+    mapped_file_size_commitlog: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_commitlog_ms: int = 500
+    flush_commitlog_least_pages: int = 4
+    flush_commitlog_thorough_interval_ms: int = 10_000
+    flush_interval_consume_queue_ms: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval_ms: int = 60_000
+    sync_flush_timeout_ms: int = 5000
+    max_message_size: int = 4 * 1024 * 1024
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    store_host: str = "127.0.0.1:10911"
+    check_crc_on_recover: bool = True
+    warm_mapped_file_enable: bool = True
+    read_only: bool = False
+
+
+PutResult = _store.PutResult
+PutBatchResult = _store.PutBatchResult
+GetResult = _store.GetResult
+
+
+def _properties(
+    properties: Mapping[str, str] | str | None, tags: str | None, keys: str | Iterable[str] | None
+) -> str:
+    if isinstance(properties, str):
+        if tags is not None or keys is not None:
+            raise ValueError("pass tags and keys inside a raw properties string")
+        return properties
+    props = dict(properties or {})
+    if tags is not None:
+        props["TAGS"] = tags
+    if keys is not None:
+        props["KEYS"] = keys if isinstance(keys, str) else " ".join(keys)
+    return encode_properties(props)
+
+
+class MessageStore:
+    """A store directory: one writer at a time (it takes `{root}/lock`), any number of read-only views.
+
+    Use it as a context manager, or call `close()`: a clean close flushes everything and removes
+    the `abort` marker, so the next open skips crash recovery.
+    """
+
+    def __init__(self, config: StoreConfig | str | os.PathLike[str], **overrides: object) -> None:
+        if not isinstance(config, StoreConfig):
+            config = StoreConfig(root=os.fspath(config))
+        if overrides:
+            config = StoreConfig(**{**asdict(config), **overrides})  # type: ignore[arg-type]
+        self.config = config
+        kwargs = asdict(config)
+        root = kwargs.pop("root")
+        kwargs["flush_disk_type"] = str(config.flush_disk_type)
+        self._store = _store.Store(root, **kwargs)
+
+    @classmethod
+    def open_read_only(cls, root: str | os.PathLike[str], **overrides: object) -> MessageStore:
+        """A view of a store another process may be writing; it reads a consistent prefix."""
+        return cls(root, read_only=True, **overrides)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._store.close()
+
+    def flush(self) -> None:
+        """Writes CommitLog, consume queues, index and checkpoint to disk now."""
+        self._store.flush()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def put(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        *,
+        tags: str | None = None,
+        keys: str | Iterable[str] | None = None,
+        properties: Mapping[str, str] | str | None = None,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "127.0.0.1:0",
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        wait: bool = True,
+    ) -> _store.PutResult:
+        """Appends one message. In SYNC_FLUSH mode (with `wait`) it returns once the message is on
+        disk, and raises `FlushDiskTimeoutError` (with `.result`) if that took too long."""
+        result = self._store.put(
+            topic,
+            queue_id,
+            body,
+            _properties(properties, tags, keys),
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+            wait=wait,
+        )
+        if not result.flush_ok:
+            err = FlushDiskTimeoutError(f"message {result.msg_id} stored but not flushed in time")
+            err.result = result  # type: ignore[attr-defined]
+            raise err
+        return result
+
+    def put_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        bodies: Sequence[bytes],
+        properties: Sequence[str] | str | None = None,
+        flags: Sequence[int] | None = None,
+        *,
+        born_timestamp: int = 0,
+        born_host: str = "127.0.0.1:0",
+        wait: bool = True,
+    ) -> _store.PutBatchResult:
+        """Appends many messages of one queue as one unit (one lock, one CommitLog file).
+        `properties` are raw properties strings: one for all bodies or one per body."""
+        result = self._store.put_batch(
+            topic,
+            queue_id,
+            bodies if isinstance(bodies, list) else list(bodies),
+            properties,
+            list(flags) if flags is not None else None,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            wait=wait,
+        )
+        if not result.flush_ok:
+            err = FlushDiskTimeoutError(f"batch of {len(result)} stored but not flushed in time")
+            err.result = result  # type: ignore[attr-defined]
+            raise err
+        return result
+
+    def wait_flushed(self, offset: int, timeout_ms: int | None = None) -> bool:
+        """Blocks until the CommitLog is on disk up to `offset` (a result's `end_offset`)."""
+        return self._store.wait_flushed(offset, timeout_ms)
+
+    def flushed(self, offset: int, timeout_ms: int | None = None) -> asyncio.Future[bool]:
+        """A future of the running loop that completes once the CommitLog is on disk up to
+        `offset` (True) or the wait timed out (False). The event loop never blocks on disk."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+
+        def done(ok: bool) -> None:
+            loop.call_soon_threadsafe(_resolve, fut, ok)
+
+        self._store.on_flushed(offset, done, timeout_ms)
+        return fut
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        max_bytes: int = 256 * 1024,
+        tags: str | Iterable[str] | None = None,
+    ) -> _store.GetResult:
+        """Stored records of one queue from `offset` (the bytes a pull answer carries).
+        `tags` is a subscription expression such as `TagA || TagB`; None or `*` takes all."""
+        return self._store.get(topic, queue_id, offset, max_count, max_bytes, tag_codes(tags))
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        tags: str | Iterable[str] | None = None,
+    ) -> list[StoredMessage]:
+        """Like `get`, decoded."""
+        return decode_messages(self.get(topic, queue_id, offset, max_count, 1 << 62, tags).body)
+
+    def read(self, physical_offset: int) -> StoredMessage | None:
+        """The message at a CommitLog offset."""
+        raw = self._store.read(physical_offset)
+        return decode_messages(raw)[0] if raw is not None else None
+
+    def read_range(self, physical_offset: int, max_bytes: int = 1 << 20) -> tuple[bytes, int]:
+        """Raw records from a CommitLog offset: (bytes, next offset)."""
+        return self._store.read_range(physical_offset, max_bytes)
+
+    def look_message_by_id(self, msg_id: str) -> StoredMessage | None:
+        """The message an offsetMsgId (the broker's message id) names."""
+        raw = self._store.look_message_by_id(msg_id)
+        return decode_messages(raw)[0] if raw is not None else None
+
+    def query(
+        self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = 2**63 - 1
+    ) -> list[StoredMessage]:
+        """Messages of `topic` with `key` among their KEYS (or as UNIQ_KEY), stored in [begin, end] ms,
+        newest first."""
+        return [decode_messages(r)[0] for r in self._store.query(topic, key, max_num, begin, end)]
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        return self._store.min_offset(topic, queue_id)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        return self._store.max_offset(topic, queue_id)
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset stored at or after `timestamp_ms` (the max offset if none)."""
+        return self._store.offset_by_time(topic, queue_id, timestamp_ms)
+
+    def store_time(self, topic: str, queue_id: int, offset: int) -> int | None:
+        return self._store.store_time(topic, queue_id, offset)
+
+    def earliest_store_time(self, topic: str, queue_id: int) -> int | None:
+        return self._store.earliest_store_time(topic, queue_id)
+
+    def queues(self) -> list[tuple[str, int, int, int]]:
+        """`(topic, queue_id, min_offset, max_offset)` of every consume queue."""
+        return self._store.queues()
+
+    @property
+    def min_physical_offset(self) -> int:
+        return self._store.min_physical_offset
+
+    @property
+    def max_physical_offset(self) -> int:
+        return self._store.max_physical_offset
+
+    @property
+    def flushed_physical_offset(self) -> int:
+        return self._store.flushed_physical_offset
+
+    @property
+    def recovery(self) -> dict[str, int | bool]:
+        """What the open found: abnormal_exit, commitlog_end, truncated_bytes, redispatched."""
+        abnormal, end, truncated, redispatched = self._store.recovery
+        return {
+            "abnormal_exit": abnormal,
+            "commitlog_end": end,
+            "truncated_bytes": truncated,
+            "redispatched": redispatched,
+        }
+
+
+def _resolve(fut: asyncio.Future[bool], ok: bool) -> None:
+    if not fut.done():
+        fut.set_result(ok)
