@@ -2,10 +2,26 @@
 
 from collections.abc import Callable, Sequence
 from os import PathLike
+from typing import final
+
+__all__ = [
+    "GetResult",
+    "PutBatchResult",
+    "PutResult",
+    "Store",
+    "__version__",
+    "build_profile",
+    "decode_offset_msg_id",
+    "decode_records",
+    "java_hash",
+    "offset_msg_id",
+    "tags_code",
+]
 
 __version__: str
 build_profile: str
 
+@final
 class PutResult:
     @property
     def topic(self) -> str: ...
@@ -26,6 +42,7 @@ class PutResult:
     @property
     def flush_ok(self) -> bool: ...
 
+@final
 class PutBatchResult:
     @property
     def topic(self) -> str: ...
@@ -49,6 +66,7 @@ class PutBatchResult:
     def flush_ok(self) -> bool: ...
     def __len__(self) -> int: ...
 
+@final
 class GetResult:
     @property
     def status(self) -> str: ...
@@ -65,6 +83,7 @@ class GetResult:
     @property
     def body(self) -> bytes: ...
 
+@final
 class Store:
     def __new__(
         cls,
@@ -120,7 +139,9 @@ class Store:
         wait: bool = True,
     ) -> PutBatchResult: ...
     def wait_flushed(self, offset: int, timeout_ms: int | None = None) -> bool: ...
-    def on_flushed(self, offset: int, callback: Callable[[bool], object], timeout_ms: int | None = None) -> None: ...
+    def on_flushed(
+        self, offset: int, callback: Callable[[bool], object], timeout_ms: int | None = None
+    ) -> None: ...
     def get(
         self,
         topic: str,
@@ -133,7 +154,9 @@ class Store:
     def read(self, physical_offset: int) -> bytes | None: ...
     def read_range(self, physical_offset: int, max_bytes: int = 1048576) -> tuple[bytes, int]: ...
     def look_message_by_id(self, msg_id: str) -> bytes | None: ...
-    def query(self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = ...) -> list[bytes]: ...
+    def query(
+        self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = ...
+    ) -> list[bytes]: ...
     def min_offset(self, topic: str, queue_id: int) -> int: ...
     def max_offset(self, topic: str, queue_id: int) -> int: ...
     def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int: ...
@@ -161,6 +184,4 @@ def offset_msg_id(store_host: str, physical_offset: int) -> str: ...
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]: ...
 def decode_records(
     buf: bytes, check_crc: bool = False
-) -> list[
-    tuple[str, int, int, int, int, int, int, int, str, int, str, int, int, str, bytes, str]
-]: ...
+) -> list[tuple[str, int, int, int, int, int, int, int, str, int, str, int, int, str, bytes, str]]: ...

@@ -85,7 +85,7 @@ class MessageStore:
         if not isinstance(config, StoreConfig):
             config = StoreConfig(root=os.fspath(config))
         if overrides:
-            config = StoreConfig(**{**asdict(config), **overrides})  # type: ignore[arg-type]
+            config = StoreConfig(**{**asdict(config), **overrides})
         self.config = config
         kwargs = asdict(config)
         root = kwargs.pop("root")

@@ -1,0 +1,38 @@
+"""Shared fixtures: small store files so tests exercise rollover, always closed afterwards."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ferromq.store import MessageStore
+
+SMALL = {
+    "mapped_file_size_commitlog": 64 * 1024,
+    "mapped_file_size_consume_queue": 20 * 100,
+    "max_hash_slot_num": 1000,
+    "max_index_num": 5000,
+}
+
+
+@pytest.fixture
+def small_options() -> dict[str, int]:
+    return dict(SMALL)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MessageStore]:
+    s = MessageStore(tmp_path / "store", **SMALL)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage() -> Iterator[None]:
+    # A leak warning is then blamed on the test that leaked.
+    yield
+    gc.collect()
