@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything the tests need (a .venv with the package built from source, the test tools)
+# and runs every check and test: Rust (fmt, clippy, cargo test) and Python (ruff, mypy, stubtest,
+# pytest). Works on a fresh machine with only Python 3.11+, Rust and a C toolchain.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${FERROMQ_VENV:-.venv}
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "Python environment ($VENV)"
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip
+# Builds the Rust extension (release) through maturin and installs the test tools.
+"$VENV/bin/python" -m pip install -q -e '.[test]'
+
+step "Rust: format, lints, tests"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test -p ferromq-store --locked
+
+step "Python: lints, types, stub"
+"$VENV/bin/ruff" check python tests benches
+"$VENV/bin/ruff" format --check python tests benches
+"$VENV/bin/mypy"
+"$VENV/bin/python" -m mypy.stubtest ferromq._store
+
+step "Python: tests"
+"$VENV/bin/pytest" "$@"
