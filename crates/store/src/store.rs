@@ -1255,7 +1255,10 @@ impl Inner {
         let scan_from_idx = if !abnormal_exit {
             files.len().saturating_sub(3)
         } else {
-            let safe = cp_times.min_timestamp();
+            let mut safe = cp_times.min_timestamp();
+            if self.index.is_some() {
+                safe = safe.min(cp_times.index_msg_timestamp - 3000);
+            }
             let mut idx = 0;
             for (i, f) in files.iter().enumerate().rev() {
                 let first_ok = f
@@ -1292,14 +1295,16 @@ impl Inner {
                 );
             }
         }
-        let _ = old_end;
         self.commitlog.truncate_to(end)?;
         report.commitlog_end = end;
 
         for cq in self.all_queues() {
             cq.truncate_dirty(end as i64)?;
         }
-        // Dispatch again from the oldest point any dispatcher may be missing.
+        // Dispatch again from the oldest point a dispatcher may be missing. Dispatch runs under
+        // the put lock right after each append, so after a clean stop (and after a process
+        // crash, whose page cache survives) the queues are complete up to their newest unit.
+        // After an unclean stop the index and the unflushed part of the queues may lag too.
         let min_phys = self.commitlog.min_offset();
         let mut from = self
             .all_queues()
@@ -1307,17 +1312,14 @@ impl Inner {
             .map(|cq| cq.max_physical_end() as u64)
             .max()
             .unwrap_or(min_phys);
-        if let Some(index) = &self.index {
-            let idx_end = index.end_phy_offset();
-            if idx_end >= 0 && (idx_end as u64) < from {
-                from = idx_end as u64;
-            }
-            if idx_end < 0 {
-                from = min_phys;
-            }
-        }
         if abnormal_exit {
             from = from.min(scan_from);
+            if let Some(index) = &self.index {
+                let idx_end = index.end_phy_offset();
+                if idx_end >= 0 {
+                    from = from.min(idx_end as u64);
+                }
+            }
         }
         let from = from.clamp(min_phys, end);
         let mut redispatched = 0u64;
