@@ -5,27 +5,18 @@ The Rust extension raises the store errors below by name, so this module is thei
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-
-class ResponseCode(IntEnum):
-    """The RocketMQ response codes these errors map to (`ResponseCode.java`)."""
-
-    SUCCESS = 0
-    SYSTEM_ERROR = 1
-    SYSTEM_BUSY = 2
-    REQUEST_CODE_NOT_SUPPORTED = 3
-    FLUSH_DISK_TIMEOUT = 10
-    MESSAGE_ILLEGAL = 13
-    SERVICE_NOT_AVAILABLE = 14
-    NO_PERMISSION = 16
-    TOPIC_NOT_EXIST = 17
+from ferromq.protocol.codes import ResponseCode
 
 
 class FerroMQError(Exception):
-    """Base of every ferromq error."""
+    """Base of every ferromq error. A broker answers a request that raised it with `code`."""
 
     code: ResponseCode = ResponseCode.SYSTEM_ERROR
+
+    def __init__(self, message: str = "", code: ResponseCode | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
 
 
 class StoreError(FerroMQError):
@@ -90,7 +81,47 @@ class StoreClosedError(StoreError):
     code = ResponseCode.SERVICE_NOT_AVAILABLE
 
 
+class BrokerError(FerroMQError):
+    """A request the broker or name server refuses; the reply carries `code` and the message."""
+
+
+class MissingHeaderFieldError(BrokerError):
+    """A required header field is absent or not a number."""
+
+
+class TopicNotExistError(BrokerError):
+    code = ResponseCode.TOPIC_NOT_EXIST
+
+
+class NoPermissionError(BrokerError):
+    code = ResponseCode.NO_PERMISSION
+
+
+class SubscriptionGroupNotExistError(BrokerError):
+    code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+
+
+class SubscriptionParseError(BrokerError):
+    code = ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+
+class QueryNotFoundError(BrokerError):
+    code = ResponseCode.QUERY_NOT_FOUND
+
+
+class ConnectionClosedError(FerroMQError):
+    """The connection closed before the reply came."""
+
+    code = ResponseCode.SYSTEM_ERROR
+
+
+class RequestTimeoutError(FerroMQError, TimeoutError):
+    """No reply within the request's timeout."""
+
+
 __all__ = [
+    "BrokerError",
+    "ConnectionClosedError",
     "CorruptStoreError",
     "FerroMQError",
     "FlushDiskTimeoutError",
@@ -98,12 +129,19 @@ __all__ = [
     "InvalidTopicError",
     "MessageIllegalError",
     "MessageTooLargeError",
+    "MissingHeaderFieldError",
+    "NoPermissionError",
     "NotAStoreError",
     "PropertiesTooLargeError",
+    "QueryNotFoundError",
     "ReadOnlyStoreError",
+    "RequestTimeoutError",
     "ResponseCode",
     "StoreClosedError",
     "StoreError",
     "StoreIOError",
     "StoreLockedError",
+    "SubscriptionGroupNotExistError",
+    "SubscriptionParseError",
+    "TopicNotExistError",
 ]

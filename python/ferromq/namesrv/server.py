@@ -1,0 +1,197 @@
+"""The name server process: a remoting server over a RouteInfoManager."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+import zlib
+from typing import Any
+
+from ferromq.errors import BrokerError
+from ferromq.jsonutil import dumps, loads_lenient
+from ferromq.namesrv.routeinfo import RouteInfoManager
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import ext_int, ext_str
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.dispatch import Dispatcher, Handler
+from ferromq.remoting.server import RemotingServer
+
+logger = logging.getLogger(__name__)
+
+SCAN_INTERVAL_SECONDS = 10.0
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+class NameServer:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 9876, *, broker_expire_seconds: float = 120.0
+    ) -> None:
+        self.routes = RouteInfoManager()
+        self.kv: dict[str, dict[str, str]] = {}
+        self._expire_after = broker_expire_seconds
+        handlers: dict[int, Handler] = {
+            RequestCode.REGISTER_BROKER: self._register_broker,
+            RequestCode.UNREGISTER_BROKER: self._unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self._get_route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._all_topics,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self._topics_by_cluster,
+            RequestCode.PUT_KV_CONFIG: self._put_kv,
+            RequestCode.GET_KV_CONFIG: self._get_kv,
+            RequestCode.DELETE_KV_CONFIG: self._delete_kv,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self._kv_list,
+            RequestCode.QUERY_DATA_VERSION: self._query_data_version,
+        }
+        self.server = RemotingServer(Dispatcher(handlers, "namesrv"), host, port)
+        self._scan_task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        await self.server.start()
+        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
+        logger.info("name server listening on port %d", self.port)
+
+    async def stop(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            await asyncio.gather(self._scan_task, return_exceptions=True)
+            self._scan_task = None
+        await self.server.stop()
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(min(SCAN_INTERVAL_SECONDS, self._expire_after / 4))
+            self.routes.expire(time.monotonic(), self._expire_after)
+
+    async def _register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        crc = ext_int(cmd, "bodyCrc32", 0)
+        if crc and crc != zlib.crc32(cmd.body) & 0x7FFFFFFF:
+            return cmd.reply(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        compressed = cmd.ext.get("compressed", "false").lower() == "true"
+        topics = _decode_register_body(cmd.body, compressed)
+        broker_addr = ext_str(cmd, "brokerAddr")
+        ha_addr = cmd.ext.get("haServerAddr", "")
+        master = self.routes.register_broker(
+            cluster=ext_str(cmd, "clusterName"),
+            broker_addr=broker_addr,
+            broker_name=ext_str(cmd, "brokerName"),
+            broker_id=ext_int(cmd, "brokerId"),
+            ha_server_addr=ha_addr,
+            topic_configs=topics,
+            now=time.monotonic(),
+            connection_key=conn,
+        )
+        conn.on_close(self.routes.connection_closed)
+        ext = {"haServerAddr": ha_addr}
+        if master:
+            ext["masterAddr"] = master
+        order = self.kv.get(ORDER_TOPIC_CONFIG)
+        return cmd.reply(ResponseCode.SUCCESS, ext=ext, body=dumps({"table": order}) if order else b"")
+
+    async def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        self.routes.unregister_broker(
+            cluster=ext_str(cmd, "clusterName"),
+            broker_addr=ext_str(cmd, "brokerAddr"),
+            broker_name=ext_str(cmd, "brokerName"),
+            broker_id=ext_int(cmd, "brokerId"),
+        )
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def _get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = ext_str(cmd, "topic")
+        route = self.routes.route(topic)
+        if route is None:
+            return cmd.reply(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {topic}",
+            )
+        order_conf = self.kv.get(ORDER_TOPIC_CONFIG, {}).get(topic)
+        if order_conf:
+            route["orderTopicConf"] = order_conf
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps(route))
+
+    async def _cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps(self.routes.cluster_info()))
+
+    async def _all_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"topicList": self.routes.topics()}))
+
+    async def _topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topics = self.routes.topics_of_cluster(ext_str(cmd, "cluster"))
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"topicList": topics}))
+
+    async def _put_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        self.kv.setdefault(ext_str(cmd, "namespace"), {})[ext_str(cmd, "key")] = ext_str(cmd, "value")
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def _get_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        ns, key = ext_str(cmd, "namespace"), ext_str(cmd, "key")
+        value = self.kv.get(ns, {}).get(key)
+        if value is None:
+            return cmd.reply(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
+        return cmd.reply(ResponseCode.SUCCESS, ext={"value": value})
+
+    async def _delete_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        self.kv.get(ext_str(cmd, "namespace"), {}).pop(ext_str(cmd, "key"), None)
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def _kv_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        ns = ext_str(cmd, "namespace")
+        table = self.kv.get(ns)
+        if not table:
+            return cmd.reply(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"table": table}))
+
+    async def _query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        # Brokers ask whether to re-register; always saying "changed" makes them register,
+        # which also refreshes their liveness.
+        live = self.routes.live.get(cmd.ext.get("brokerAddr", ""))
+        if live is not None:
+            live.last_update = time.monotonic()
+        return cmd.reply(ResponseCode.SUCCESS, ext={"changed": True}, body=b"null")
+
+
+def _decode_register_body(body: bytes, compressed: bool) -> dict[str, dict[str, Any]]:
+    """Topic configs of a REGISTER_BROKER body (plain `RegisterBrokerBody` JSON or its compressed form)."""
+    if not body:
+        return {}
+    try:
+        if compressed:
+            return _decode_compressed_register_body(zlib.decompress(body))
+        data = loads_lenient(body)
+        wrapper = data.get("topicConfigSerializeWrapper", data)
+        table = wrapper.get("topicConfigTable") or {}
+        return {str(k): v for k, v in table.items() if isinstance(v, dict)}
+    except (ValueError, AttributeError, zlib.error, struct.error) as e:
+        raise BrokerError(f"bad REGISTER_BROKER body: {e}") from None
+
+
+def _decode_compressed_register_body(raw: bytes) -> dict[str, dict[str, Any]]:
+    at = 0
+
+    def take_int() -> int:
+        nonlocal at
+        (v,) = struct.unpack_from(">i", raw, at)
+        at += 4
+        return int(v)
+
+    at += take_int()  # data version JSON
+    topics: dict[str, dict[str, Any]] = {}
+    for _ in range(take_int()):
+        n = take_int()
+        name, read_q, write_q, perm, filter_type = raw[at : at + n].decode().split(" ")[:5]
+        at += n
+        topics[name] = {
+            "topicName": name,
+            "readQueueNums": int(read_q),
+            "writeQueueNums": int(write_q),
+            "perm": int(perm),
+            "topicFilterType": filter_type,
+        }
+    return topics
