@@ -9,6 +9,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+
 from ferromq.errors import (
     CorruptStoreError,
     InvalidTopicError,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import zlib
 
 import pytest
+
 from ferromq import _store
 from ferromq.errors import CorruptStoreError, InvalidArgumentError
 from ferromq.message import decode_messages, decode_properties, encode_properties, tag_codes

@@ -36,7 +36,10 @@ def test_decodes_the_cpp_client_request() -> None:
 
 
 def test_numbers_and_booleans_in_ext_become_text() -> None:
-    header = b'{"code":11,"extFields":{"queueId":3,"maxMsgNums":32,"queueOffset":"7","batch":"1","x":true},"opaque":9}'
+    header = (
+        b'{"code":11,"extFields":{"queueId":3,"maxMsgNums":32,"queueOffset":"7","batch":"1","x":true},'
+        b'"opaque":9}'
+    )
     cmd, _ = decode_frame(frame(header))  # type: ignore[misc]
     assert cmd.ext["queueId"] == "3"
     assert ext_int(cmd, "queueId") == 3 and ext_int(cmd, "queueOffset") == 7
