@@ -17,7 +17,8 @@ from typing import Self
 
 from ferromq import _store
 from ferromq.errors import FlushDiskTimeoutError
-from ferromq.message import StoredMessage, decode_messages, encode_properties, tag_codes
+from ferromq.message import StoredMessage, decode_messages, encode_properties
+from ferromq.message import tag_codes as _tag_codes
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
@@ -208,10 +209,14 @@ class MessageStore:
         max_count: int = 32,
         max_bytes: int = 256 * 1024,
         tags: str | Iterable[str] | None = None,
+        *,
+        tag_codes: Sequence[int] | None = None,
     ) -> _store.GetResult:
         """Stored records of one queue from `offset` (the bytes a pull answer carries).
-        `tags` is a subscription expression such as `TagA || TagB`; None or `*` takes all."""
-        return self._store.get(topic, queue_id, offset, max_count, max_bytes, tag_codes(tags))
+        `tags` is a subscription expression such as `TagA || TagB`; None or `*` takes all.
+        `tag_codes` gives the tag hashes directly instead."""
+        codes = list(tag_codes) if tag_codes is not None else _tag_codes(tags)
+        return self._store.get(topic, queue_id, offset, max_count, max_bytes, codes)
 
     def get_messages(
         self,
@@ -228,6 +233,16 @@ class MessageStore:
         """The message at a CommitLog offset."""
         raw = self._store.read(physical_offset)
         return decode_messages(raw)[0] if raw is not None else None
+
+    def read_raw(self, physical_offset: int) -> bytes | None:
+        """The stored bytes of the record at a CommitLog offset."""
+        return self._store.read(physical_offset)
+
+    def query_raw(
+        self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = 2**63 - 1
+    ) -> list[bytes]:
+        """Like `query`, the stored bytes of each record."""
+        return self._store.query(topic, key, max_num, begin, end)
 
     def read_range(self, physical_offset: int, max_bytes: int = 1 << 20) -> tuple[bytes, int]:
         """Raw records from a CommitLog offset: (bytes, next offset)."""

@@ -1,0 +1,246 @@
+"""The broker: the composition root that owns the store, the managers, the services and the
+server, and starts and stops them in order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+from ferromq import _store
+from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
+from ferromq.broker.config import BrokerConfig
+from ferromq.broker.locks import RebalanceLockManager
+from ferromq.broker.long_polling import PullRequestHoldService
+from ferromq.broker.offsets import ConsumerOffsetManager
+from ferromq.broker.processors import build_registry
+from ferromq.broker.schedule import ScheduleMessageService
+from ferromq.broker.subscriptions import SubscriptionGroupManager
+from ferromq.broker.topics import SCHEDULE_TOPIC, TopicConfigManager
+from ferromq.jsonutil import dumps
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.remoting.connection import Connection, open_connection
+from ferromq.remoting.dispatch import Dispatcher
+from ferromq.remoting.server import RemotingServer
+from ferromq.store import FlushDiskType, MessageStore
+
+logger = logging.getLogger(__name__)
+
+HOUSEKEEPING_INTERVAL = 10.0
+NAMESRV_TIMEOUT = 3.0
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, host: str = "0.0.0.0") -> None:
+        self.config = config
+        self._host = host
+        self.store: MessageStore
+        self.server: RemotingServer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._namesrv_conns: dict[str, Connection] = {}
+        self._register_now = asyncio.Event()
+        self.stats_put = 0
+        self.stats_get = 0
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.config.flush_disk_type == FlushDiskType.SYNC_FLUSH
+
+    @property
+    def port(self) -> int:
+        return self.config.listen_port
+
+    async def start(self) -> None:
+        server = RemotingServer(self._dispatch, self._host, self.config.listen_port)
+        await server.start()
+        self.server = server
+        if self.config.listen_port == 0:
+            self.config = self.config.replace(listen_port=server.port)
+        cfg = self.config
+        root = Path(cfg.store_path_root_dir)
+        loop = asyncio.get_running_loop()
+        # Opening may run crash recovery: keep the loop free meanwhile.
+        self.store = await loop.run_in_executor(None, MessageStore, cfg.store_config())
+        conf_dir = root / "config"
+        self.topics = TopicConfigManager(cfg, conf_dir / "topics.json")
+        self.topics.persist()
+        self.groups = SubscriptionGroupManager(
+            conf_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group
+        )
+        self.offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json")
+        self.clients = ClientManager(self._consumers_changed)
+        self.locks = RebalanceLockManager()
+        interval = 5.0 if cfg.long_polling_enable else cfg.short_polling_time_mills / 1000.0
+        self.hold = PullRequestHoldService(self.store.max_offset, interval)
+        await self.hold.start()
+        self.schedule = ScheduleMessageService(
+            self.store,
+            cfg.message_delay_level,
+            conf_dir / "delayOffset.json",
+            cfg.flush_delay_offset_interval / 1000.0,
+            self._delivered,
+        )
+        await self.schedule.start()
+        self._registry = Dispatcher(build_registry(self), f"broker {cfg.broker_name}")
+        self._tasks = [
+            loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
+            loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
+        ]
+        if cfg.namesrv_addrs:
+            self._tasks.append(loop.create_task(self._register_loop(), name="namesrv-register"))
+        logger.info(
+            "broker %s (cluster %s) listening on %s:%d, store %s",
+            cfg.broker_name,
+            cfg.broker_cluster_name,
+            self._host,
+            cfg.listen_port,
+            cfg.store_path_root_dir,
+        )
+
+    async def _dispatch(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        return await self._registry(conn, cmd)
+
+    async def stop(self) -> None:
+        """Clean shutdown: unregister, stop services, persist offsets and configs, close the store."""
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        await self._unregister_all()
+        if hasattr(self, "schedule"):
+            await self.schedule.stop()
+        if hasattr(self, "hold"):
+            await self.hold.stop()
+        if self.server is not None:
+            await self.server.stop()
+        if hasattr(self, "offsets"):
+            self.offsets.persist(force=True)
+            self.topics.persist()
+            self.groups.persist()
+        if hasattr(self, "store"):
+            await asyncio.get_running_loop().run_in_executor(None, self.store.close)
+        logger.info("broker %s stopped", self.config.broker_name)
+
+    # -- events --------------------------------------------------------------------------------
+
+    def tags_code_of(self, props: dict[str, str]) -> int:
+        return int(_store.tags_code(props.get("TAGS")))
+
+    def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:
+        """A message is in the store (and on disk, in SYNC_FLUSH): wake who waits for it."""
+        self.stats_put += 1
+        if topic == SCHEDULE_TOPIC:
+            self.schedule.wake(queue_id + 1)
+            return
+        self.hold.notify(topic, queue_id, next_offset, tags_code)
+
+    def _delivered(self, topic: str, queue_id: int, next_offset: int, tags: str | None) -> None:
+        self.hold.notify(topic, queue_id, next_offset, int(_store.tags_code(tags)))
+
+    def _consumers_changed(self, group: str, info: ConsumerGroupInfo) -> None:
+        if not self.config.notify_consumer_ids_changed_enable:
+            return
+        cfg = self.groups.groups.get(group)
+        if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
+            return
+        for ch in list(info.channels.values()):
+            cmd = RemotingCommand(code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext={"consumerGroup": group})
+            task = asyncio.get_running_loop().create_task(ch.conn.oneway(cmd))
+            self._tasks.append(task)
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        if task in self._tasks:
+            self._tasks.remove(task)
+
+    def registration_changed(self) -> None:
+        """Topics changed: register with the name servers right away."""
+        self._register_now.set()
+
+    # -- background services -------------------------------------------------------------------
+
+    async def _persist_offsets_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.flush_consumer_offset_interval / 1000.0)
+            try:
+                self.offsets.persist()
+            except OSError:
+                logger.exception("persisting consumer offsets failed")
+
+    async def _housekeeping_loop(self) -> None:
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL)
+            self.clients.expire(time.monotonic(), self.config.channel_expired_timeout / 1000.0)
+
+    async def _register_loop(self) -> None:
+        period = min(max(self.config.register_name_server_period, 10_000), 60_000) / 1000.0
+        while True:
+            self._register_now.clear()
+            await self.register_all()
+            try:
+                async with asyncio.timeout(period):
+                    await self._register_now.wait()
+            except TimeoutError:
+                pass
+
+    async def _namesrv(self, addr: str) -> Connection:
+        conn = self._namesrv_conns.get(addr)
+        if conn is None or conn.closed:
+            host, _, port = addr.rpartition(":")
+            conn = await open_connection(host, int(port), timeout=NAMESRV_TIMEOUT)
+            self._namesrv_conns[addr] = conn
+        return conn
+
+    async def register_all(self) -> None:
+        cfg = self.config
+        body = dumps({"topicConfigSerializeWrapper": self.topics.serialize_wrapper(), "filterServerList": []})
+        for addr in cfg.namesrv_addrs:
+            cmd = RemotingCommand(
+                code=RequestCode.REGISTER_BROKER,
+                ext={
+                    "brokerName": cfg.broker_name,
+                    "brokerAddr": cfg.broker_addr,
+                    "clusterName": cfg.broker_cluster_name,
+                    "haServerAddr": cfg.ha_server_addr,
+                    "brokerId": str(cfg.broker_id),
+                    "compressed": "false",
+                    "bodyCrc32": str(_crc32(body)),
+                },
+                body=body,
+            )
+            try:
+                reply = await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
+                if reply.code != ResponseCode.SUCCESS:
+                    logger.warning("name server %s refused registration: %s", addr, reply.remark)
+            except (OSError, TimeoutError) as e:
+                logger.warning("registering with name server %s failed: %s", addr, e)
+            except Exception as e:
+                logger.warning("registering with name server %s failed: %s", addr, e)
+
+    async def _unregister_all(self) -> None:
+        cfg = self.config
+        for addr in cfg.namesrv_addrs:
+            cmd = RemotingCommand(
+                code=RequestCode.UNREGISTER_BROKER,
+                ext={
+                    "brokerName": cfg.broker_name,
+                    "brokerAddr": cfg.broker_addr,
+                    "clusterName": cfg.broker_cluster_name,
+                    "brokerId": str(cfg.broker_id),
+                },
+            )
+            try:
+                await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
+            except Exception as e:
+                logger.debug("unregistering from %s failed: %s", addr, e)
+        for conn in self._namesrv_conns.values():
+            await conn.close()
+        self._namesrv_conns.clear()
+
+
+def _crc32(body: bytes) -> int:
+    import zlib
+
+    return zlib.crc32(body) & 0x7FFFFFFF

@@ -1,0 +1,192 @@
+"""Producers and consumers the broker knows from heartbeats (RocketMQ's ProducerManager and
+ConsumerManager). Entries disappear when their connection closes or goes silent for 120 s."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferromq import _store
+from ferromq.errors import SubscriptionParseError
+from ferromq.remoting.connection import Connection
+
+logger = logging.getLogger(__name__)
+
+CONSUME_TYPES = ["CONSUME_ACTIVELY", "CONSUME_PASSIVELY"]
+MESSAGE_MODELS = ["BROADCASTING", "CLUSTERING"]
+CONSUME_FROM = [
+    "CONSUME_FROM_LAST_OFFSET",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+    "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_TIMESTAMP",
+]
+
+
+def _enum(value: Any, names: list[str], default: str) -> str:
+    """Java sends enum names, the C++ client ordinals."""
+    if isinstance(value, int) and 0 <= value < len(names):
+        return names[value]
+    if isinstance(value, str) and value in names:
+        return value
+    return default
+
+
+@dataclass(frozen=True)
+class Subscription:
+    topic: str
+    sub_string: str
+    expression_type: str = "TAG"
+    sub_version: int = 0
+    tags: frozenset[str] = frozenset()
+    # Hashes recomputed from the tags: the C++ client's codeSet is wrong (atoi of the tag).
+    codes: tuple[int, ...] | None = None
+
+    @property
+    def matches_all(self) -> bool:
+        return self.codes is None
+
+
+def parse_subscription(
+    topic: str, sub_string: str | None, expression_type: str | None, version: int
+) -> Subscription:
+    """A TAG subscription (`*`, `TagA || TagB`) or an SQL92 one (compiled elsewhere)."""
+    etype = (expression_type or "TAG").upper()
+    text = (sub_string or "*").strip()
+    if etype == "TAG":
+        if text in ("", "*"):
+            return Subscription(topic, "*", "TAG", version)
+        tags = frozenset(t.strip() for t in text.split("||") if t.strip())
+        if not tags:
+            raise SubscriptionParseError(f"subscription {text!r} has no tags")
+        if "*" in tags:
+            return Subscription(topic, text, "TAG", version)
+        return Subscription(
+            topic, text, "TAG", version, tags, tuple(sorted(_store.java_hash(t) for t in tags))
+        )
+    if etype == "SQL92":
+        return Subscription(topic, text, "SQL92", version)
+    raise SubscriptionParseError(f"unknown expression type {expression_type!r}")
+
+
+@dataclass
+class ClientChannel:
+    client_id: str
+    conn: Connection
+    language: str
+    version: int
+    last_update: float
+
+
+@dataclass
+class ConsumerGroupInfo:
+    group: str
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    channels: dict[str, ClientChannel] = field(default_factory=dict)
+    subscriptions: dict[str, Subscription] = field(default_factory=dict)
+
+    def client_ids(self) -> list[str]:
+        return sorted(self.channels)
+
+
+class ClientManager:
+    """Producer groups and consumer groups, keyed by client id."""
+
+    def __init__(self, on_consumers_changed: Callable[[str, ConsumerGroupInfo], None]) -> None:
+        self.producers: dict[str, dict[str, ClientChannel]] = {}
+        self.consumers: dict[str, ConsumerGroupInfo] = {}
+        self._on_consumers_changed = on_consumers_changed
+
+    def register_producer(self, group: str, channel: ClientChannel) -> None:
+        self.producers.setdefault(group, {})[channel.client_id] = channel
+
+    def register_consumer(
+        self,
+        group: str,
+        channel: ClientChannel,
+        consumer_data: dict[str, Any],
+        subscriptions: list[Subscription],
+    ) -> bool:
+        """Records a consumer heartbeat; True when the group's members or subscriptions changed."""
+        info = self.consumers.get(group)
+        if info is None:
+            info = self.consumers[group] = ConsumerGroupInfo(group)
+        info.consume_type = _enum(consumer_data.get("consumeType"), CONSUME_TYPES, info.consume_type)
+        info.message_model = _enum(consumer_data.get("messageModel"), MESSAGE_MODELS, info.message_model)
+        info.consume_from_where = _enum(
+            consumer_data.get("consumeFromWhere"), CONSUME_FROM, info.consume_from_where
+        )
+        old = info.channels.get(channel.client_id)
+        member_changed = old is None or old.conn is not channel.conn
+        info.channels[channel.client_id] = channel
+        new_subs = {s.topic: s for s in subscriptions}
+        subs_changed = {t: (s.sub_string, s.expression_type) for t, s in new_subs.items()} != {
+            t: (s.sub_string, s.expression_type) for t, s in info.subscriptions.items()
+        }
+        if subs_changed:
+            # Keep a newer version when the same expression arrives again.
+            info.subscriptions = new_subs
+        else:
+            for t, s in new_subs.items():
+                if s.sub_version > info.subscriptions[t].sub_version:
+                    info.subscriptions[t] = s
+        if member_changed:
+            logger.info("consumer %s joined group %s from %s", channel.client_id, group, channel.conn.peer)
+            self._on_consumers_changed(group, info)
+        return member_changed or subs_changed
+
+    def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> None:
+        if producer_group:
+            self.producers.get(producer_group, {}).pop(client_id, None)
+        if consumer_group:
+            info = self.consumers.get(consumer_group)
+            if info is not None and info.channels.pop(client_id, None) is not None:
+                logger.info("consumer %s left group %s", client_id, consumer_group)
+                self._after_leave(info)
+
+    def _after_leave(self, info: ConsumerGroupInfo) -> None:
+        if not info.channels:
+            del self.consumers[info.group]
+        else:
+            self._on_consumers_changed(info.group, info)
+
+    def connection_closed(self, conn: Connection) -> None:
+        for group, channels in list(self.producers.items()):
+            for cid in [c for c, ch in channels.items() if ch.conn is conn]:
+                del channels[cid]
+            if not channels:
+                del self.producers[group]
+        for info in list(self.consumers.values()):
+            gone = [c for c, ch in info.channels.items() if ch.conn is conn]
+            for cid in gone:
+                del info.channels[cid]
+                logger.info("consumer %s of group %s disconnected", cid, info.group)
+            if gone:
+                self._after_leave(info)
+
+    def expire(self, now: float, max_idle: float) -> None:
+        for group, channels in list(self.producers.items()):
+            for cid in [c for c, ch in channels.items() if now - ch.last_update > max_idle]:
+                logger.warning("producer %s of group %s expired", cid, group)
+                del channels[cid]
+            if not channels:
+                del self.producers[group]
+        for info in list(self.consumers.values()):
+            gone = [c for c, ch in info.channels.items() if now - ch.last_update > max_idle]
+            for cid in gone:
+                logger.warning("consumer %s of group %s expired", cid, info.group)
+                del info.channels[cid]
+            if gone:
+                self._after_leave(info)
+
+    def producer_channel(self, group: str) -> ClientChannel | None:
+        """One live channel of a producer group (for transaction checks)."""
+        for ch in self.producers.get(group, {}).values():
+            if not ch.conn.closed:
+                return ch
+        return None

@@ -1,0 +1,95 @@
+"""Held pulls (RocketMQ's PullRequestHoldService). A pull that finds nothing new waits here until
+a matching message is stored, a periodic re-check finds one, or its suspend time runs out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class HeldPull:
+    offset: int
+    deadline: float
+    tag_filter: Callable[[int], bool]
+    future: asyncio.Future[None] = field(repr=False)
+
+
+class PullRequestHoldService:
+    def __init__(self, max_offset: Callable[[str, int], int], check_interval: float) -> None:
+        self._max_offset = max_offset
+        self._interval = check_interval
+        self._held: dict[tuple[str, int], list[HeldPull]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._check_loop(), name="pull-hold")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        for pulls in self._held.values():
+            for p in pulls:
+                if not p.future.done():
+                    p.future.set_result(None)
+        self._held.clear()
+
+    async def hold(
+        self, topic: str, queue_id: int, offset: int, timeout: float, tag_filter: Callable[[int], bool]
+    ) -> None:
+        """Returns when the pull should run again (message arrived, re-check, or timeout)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        pull = HeldPull(offset, time.monotonic() + timeout, tag_filter, fut)
+        key = (topic, queue_id)
+        self._held.setdefault(key, []).append(pull)
+        try:
+            async with asyncio.timeout(timeout):
+                await fut
+        except TimeoutError:
+            pass
+        finally:
+            pulls = self._held.get(key)
+            if pulls is not None:
+                try:
+                    pulls.remove(pull)
+                except ValueError:
+                    pass
+                if not pulls:
+                    del self._held[key]
+
+    def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
+        """A message was stored (max_offset is the queue's new max): wake the pulls it satisfies."""
+        pulls = self._held.get((topic, queue_id))
+        if not pulls:
+            return
+        for p in pulls:
+            if (
+                max_offset > p.offset
+                and (tags_code is None or p.tag_filter(tags_code))
+                and not p.future.done()
+            ):
+                p.future.set_result(None)
+
+    async def _check_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            for (topic, queue_id), pulls in list(self._held.items()):
+                try:
+                    max_offset = self._max_offset(topic, queue_id)
+                except Exception:
+                    logger.exception("checking held pulls of %s:%d failed", topic, queue_id)
+                    continue
+                for p in pulls:
+                    if max_offset > p.offset and not p.future.done():
+                        p.future.set_result(None)
+
+    @property
+    def held_count(self) -> int:
+        return sum(len(v) for v in self._held.values())

@@ -1,0 +1,18 @@
+"""Request processors, one module per family. `build_registry` maps request codes to handlers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ferromq.broker.processors import admin, client_manage, consumer_manage, pull, query, send
+from ferromq.remoting.dispatch import Handler
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+
+def build_registry(broker: Broker) -> dict[int, Handler]:
+    registry: dict[int, Handler] = {}
+    for module in (send, pull, consumer_manage, client_manage, query, admin):
+        registry.update(module.handlers(broker))
+    return registry

@@ -1,0 +1,188 @@
+"""Admin and offset requests: topics, offsets by time, orderly locks, groups, stats."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ferromq.broker.subscriptions import SubscriptionGroupConfig
+from ferromq.broker.topics import TopicConfig, topic_problem
+from ferromq.errors import BrokerError
+from ferromq.jsonutil import dumps, loads_lenient
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import ext_bool, ext_int, ext_str
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.dispatch import Handler
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+
+def _json_body(cmd: RemotingCommand) -> Any:
+    try:
+        return loads_lenient(cmd.body)
+    except ValueError as e:
+        raise BrokerError(f"request body is not JSON: {e}", ResponseCode.SYSTEM_ERROR) from None
+
+
+def _mq_json(topic: str, broker_name: str, queue_id: int) -> dict[str, Any]:
+    return {"brokerName": broker_name, "queueId": queue_id, "topic": topic}
+
+
+def handlers(broker: Broker) -> dict[int, Handler]:
+    store = broker.store
+
+    async def create_topic(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = ext_str(cmd, "topic")
+        problem = topic_problem(topic)
+        if problem:
+            raise BrokerError(problem, ResponseCode.SYSTEM_ERROR)
+        if topic == broker.config.broker_cluster_name:
+            raise BrokerError(
+                f"the topic[{topic}] is conflict with system reserved words", ResponseCode.SYSTEM_ERROR
+            )
+        tc = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=ext_int(cmd, "readQueueNums", 16),
+            write_queue_nums=ext_int(cmd, "writeQueueNums", 16),
+            perm=ext_int(cmd, "perm", 6),
+            topic_filter_type=cmd.ext.get("topicFilterType", "SINGLE_TAG"),
+            topic_sys_flag=ext_int(cmd, "topicSysFlag", 0),
+            order=ext_bool(cmd, "order"),
+        )
+        broker.topics.update(tc)
+        broker.registration_changed()
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def delete_topic(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = ext_str(cmd, "topic")
+        broker.topics.delete(topic)
+        broker.offsets.remove_topic(topic)
+        broker.registration_changed()
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def all_topic_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps(broker.topics.serialize_wrapper()))
+
+    async def max_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.reply(
+            ResponseCode.SUCCESS,
+            ext={"offset": store.max_offset(ext_str(cmd, "topic"), ext_int(cmd, "queueId"))},
+        )
+
+    async def min_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.reply(
+            ResponseCode.SUCCESS,
+            ext={"offset": store.min_offset(ext_str(cmd, "topic"), ext_int(cmd, "queueId"))},
+        )
+
+    async def offset_by_time(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        offset = store.offset_by_time(
+            ext_str(cmd, "topic"), ext_int(cmd, "queueId"), ext_int(cmd, "timestamp")
+        )
+        return cmd.reply(ResponseCode.SUCCESS, ext={"offset": offset})
+
+    async def earliest_time(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        ts = store.earliest_store_time(ext_str(cmd, "topic"), ext_int(cmd, "queueId"))
+        return cmd.reply(ResponseCode.SUCCESS, ext={"timestamp": -1 if ts is None else ts})
+
+    def _mqs(body: dict[str, Any]) -> list[tuple[str, str, int]]:
+        return [
+            (str(mq["topic"]), str(mq.get("brokerName", broker.config.broker_name)), int(mq["queueId"]))
+            for mq in body.get("mqSet") or []
+        ]
+
+    async def lock_batch(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        body = _json_body(cmd)
+        held = broker.locks.try_lock_batch(
+            str(body.get("consumerGroup", "")), _mqs(body), str(body.get("clientId", "")), time.monotonic()
+        )
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"lockOKMQSet": [_mq_json(*mq) for mq in held]}))
+
+    async def unlock_batch(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        body = _json_body(cmd)
+        broker.locks.unlock_batch(
+            str(body.get("consumerGroup", "")), _mqs(body), str(body.get("clientId", ""))
+        )
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def update_group(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        body = _json_body(cmd)
+        try:
+            broker.groups.update(SubscriptionGroupConfig.from_json(body))
+        except (KeyError, ValueError, TypeError) as e:
+            raise BrokerError(f"bad subscription group config: {e}", ResponseCode.SYSTEM_ERROR) from None
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def all_groups(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        table = {n: g.to_json() for n, g in broker.groups.groups.items()}
+        return cmd.reply(
+            ResponseCode.SUCCESS,
+            body=dumps({"subscriptionGroupTable": table, "dataVersion": broker.groups.data_version}),
+        )
+
+    async def delete_group(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        broker.groups.delete(ext_str(cmd, "groupName"))
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def consume_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Per queue of a group's topics: broker max offset, the group's offset, last store time."""
+        group = ext_str(cmd, "consumerGroup")
+        only = cmd.ext.get("topic")
+        table = []
+        tps = 0.0
+        for topic, queues in sorted(broker.offsets.offsets_of_group(group).items()):
+            if only and topic != only:
+                continue
+            for queue_id, consumer_offset in sorted(queues.items()):
+                max_off = store.max_offset(topic, queue_id)
+                last = (
+                    store.store_time(topic, queue_id, max(consumer_offset - 1, 0))
+                    if consumer_offset > 0
+                    else 0
+                )
+                table.append(
+                    {
+                        "messageQueue": _mq_json(topic, broker.config.broker_name, queue_id),
+                        "offsetWrapper": {
+                            "brokerOffset": max_off,
+                            "consumerOffset": consumer_offset,
+                            "lastTimestamp": last or 0,
+                        },
+                    }
+                )
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"offsetTable": table, "consumeTps": tps}))
+
+    async def all_consumer_offsets(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"offsetTable": broker.offsets.table}))
+
+    async def runtime_info(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        info = {
+            "brokerVersion": "407",
+            "brokerVersionDesc": "ferromq (V4_9_7 protocol)",
+            "commitLogMinOffset": str(store.min_physical_offset),
+            "commitLogMaxOffset": str(store.max_physical_offset),
+            "msgPutTotalTodayNow": str(broker.stats_put),
+            "msgGetTotalTodayNow": str(broker.stats_get),
+            "pullHeldCount": str(broker.hold.held_count),
+        }
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"table": info}))
+
+    return {
+        RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic,
+        RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
+        RequestCode.GET_ALL_TOPIC_CONFIG: all_topic_config,
+        RequestCode.GET_MAX_OFFSET: max_offset,
+        RequestCode.GET_MIN_OFFSET: min_offset,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offset_by_time,
+        RequestCode.GET_EARLIEST_MSG_STORETIME: earliest_time,
+        RequestCode.LOCK_BATCH_MQ: lock_batch,
+        RequestCode.UNLOCK_BATCH_MQ: unlock_batch,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: update_group,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
+        RequestCode.GET_CONSUME_STATS: consume_stats,
+        RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
+        RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
+    }

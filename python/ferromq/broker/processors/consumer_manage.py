@@ -1,0 +1,76 @@
+"""GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ferromq.errors import BrokerError
+from ferromq.jsonutil import dumps
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import ext_int, ext_str
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.dispatch import Handler
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+# A message further behind the CommitLog end than this share of RAM counts as "on disk"
+# (accessMessageInMemoryMaxRatio): a new group then starts at the end instead of offset 0.
+IN_MEMORY_RATIO = 0.40
+
+
+def _ram_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+def handlers(broker: Broker) -> dict[int, Handler]:
+    async def consumer_list(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        group = ext_str(cmd, "consumerGroup")
+        info = broker.clients.consumers.get(group)
+        if info is None or not info.channels:
+            raise BrokerError(f"no consumer for this group, {group}", ResponseCode.SYSTEM_ERROR)
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"consumerIdList": info.client_ids()}))
+
+    async def query_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        group, topic, queue_id = ext_str(cmd, "consumerGroup"), ext_str(cmd, "topic"), ext_int(cmd, "queueId")
+        offset = broker.offsets.query(group, topic, queue_id)
+        if offset >= 0:
+            return cmd.reply(ResponseCode.SUCCESS, ext={"offset": offset})
+        # A group that never committed: start at 0 while the queue's first message is still
+        # at hand, as Java's broker does; otherwise the client decides (usually the end).
+        store = broker.store
+        if store.min_offset(topic, queue_id) <= 0:
+            first = store.get(topic, queue_id, 0, 1, 1)
+            phys = store.max_physical_offset
+            if first.message_count == 0 or _first_offset_in_memory(broker, topic, queue_id, phys):
+                return cmd.reply(ResponseCode.SUCCESS, ext={"offset": 0})
+        return cmd.reply(
+            ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+        )
+
+    async def update_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        broker.offsets.commit(
+            ext_str(cmd, "consumerGroup"),
+            ext_str(cmd, "topic"),
+            ext_int(cmd, "queueId"),
+            ext_int(cmd, "commitOffset"),
+        )
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    return {
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
+        RequestCode.QUERY_CONSUMER_OFFSET: query_offset,
+        RequestCode.UPDATE_CONSUMER_OFFSET: update_offset,
+    }
+
+
+def _first_offset_in_memory(broker: Broker, topic: str, queue_id: int, max_phys: int) -> bool:
+    msgs = broker.store.get_messages(topic, queue_id, 0, 1)
+    if not msgs:
+        return True
+    return max_phys - msgs[0].physical_offset < _ram_bytes() * IN_MEMORY_RATIO

@@ -1,0 +1,146 @@
+"""PULL_MESSAGE, with long polling: a pull that finds nothing new is held (no reply) until a
+matching message is stored or its suspend time is up."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ferromq.broker.clients import Subscription, parse_subscription
+from ferromq.errors import BrokerError, NoPermissionError, SubscriptionGroupNotExistError, TopicNotExistError
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import ext_int, ext_str
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.dispatch import Handler
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+# The most a pull answer carries (maxTransferBytesOnMessageInMemory); the first message always goes.
+MAX_TRANSFER_BYTES = 256 * 1024
+
+# Store status -> (response code when the request offset is 0, otherwise).
+_STATUS_CODES = {
+    "FOUND": (ResponseCode.SUCCESS, ResponseCode.SUCCESS),
+    "NO_MATCHED_MESSAGE": (ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_RETRY_IMMEDIATELY),
+    "MESSAGE_WAS_REMOVING": (ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_RETRY_IMMEDIATELY),
+    "NO_MATCHED_LOGIC_QUEUE": (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED),
+    "NO_MESSAGE_IN_QUEUE": (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED),
+    "OFFSET_FOUND_NULL": (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_NOT_FOUND),
+    "OFFSET_OVERFLOW_ONE": (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_NOT_FOUND),
+    "OFFSET_OVERFLOW_BADLY": (ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_OFFSET_MOVED),
+    "OFFSET_TOO_SMALL": (ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_OFFSET_MOVED),
+}
+
+
+def as_int32(code: int) -> int:
+    """The low 32 bits of a tags code, signed: what subscriptions compare with."""
+    return ((code + 2**31) % 2**32) - 2**31
+
+
+def handlers(broker: Broker) -> dict[int, Handler]:
+    async def pull(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        return await pull_message(broker, conn, cmd)
+
+    return {RequestCode.PULL_MESSAGE: pull}
+
+
+def _subscription(
+    broker: Broker, cmd: RemotingCommand, group: str, topic: str, sys_flag: int
+) -> Subscription:
+    if sys_flag & FLAG_SUBSCRIPTION:
+        sub = parse_subscription(
+            topic, cmd.ext.get("subscription"), cmd.ext.get("expressionType"), ext_int(cmd, "subVersion", 0)
+        )
+    else:
+        info = broker.clients.consumers.get(group)
+        found = info.subscriptions.get(topic) if info else None
+        if found is None:
+            raise BrokerError(
+                f"the consumer's subscription not exist, group: {group}", ResponseCode.SUBSCRIPTION_NOT_EXIST
+            )
+        if found.sub_version < ext_int(cmd, "subVersion", 0):
+            raise BrokerError(
+                f"the consumer's subscription not latest, group: {group}",
+                ResponseCode.SUBSCRIPTION_NOT_LATEST,
+            )
+        sub = found
+    if sub.expression_type == "SQL92" and not broker.config.enable_property_filter:
+        raise BrokerError(
+            "The broker does not support consumer to filter message by SQL92", ResponseCode.SYSTEM_ERROR
+        )
+    if sub.expression_type == "SQL92":
+        raise BrokerError("SQL92 filtering is not available on this broker yet", ResponseCode.SYSTEM_ERROR)
+    return sub
+
+
+async def pull_message(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    group = ext_str(cmd, "consumerGroup")
+    topic = ext_str(cmd, "topic")
+    queue_id = ext_int(cmd, "queueId")
+    offset = ext_int(cmd, "queueOffset")
+    max_msgs = max(1, ext_int(cmd, "maxMsgNums", 32))
+    sys_flag = ext_int(cmd, "sysFlag", 0)
+    commit_offset = ext_int(cmd, "commitOffset", -1)
+    suspend_ms = ext_int(cmd, "suspendTimeoutMillis", 15000)
+
+    if not broker.config.broker_permission & 4:
+        raise NoPermissionError(f"the broker[{broker.config.broker_ip1}] pulling message is forbidden")
+    cfg = broker.groups.find_or_create(group)
+    if cfg is None:
+        raise SubscriptionGroupNotExistError(f"subscription group [{group}] does not exist")
+    if not cfg.consume_enable:
+        raise NoPermissionError(f"subscription group no permission, {group}")
+    tc = broker.topics.get(topic)
+    if tc is None:
+        raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
+    if not tc.readable:
+        raise NoPermissionError(f"the topic[{topic}] pulling message is forbidden")
+    if queue_id < 0 or queue_id >= tc.read_queue_nums:
+        raise BrokerError(
+            f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+            f"topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+            ResponseCode.SYSTEM_ERROR,
+        )
+    sub = _subscription(broker, cmd, group, topic, sys_flag)
+    codes = set(sub.codes) if sub.codes is not None else None
+
+    def matches(tags_code: int) -> bool:
+        return codes is None or as_int32(tags_code) in codes
+
+    allow_suspend = True
+    while True:
+        result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
+        code = _STATUS_CODES[result.status][0 if offset == 0 else 1]
+        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND:
+            allow_suspend = False
+            # The offset commit happens once, on the first processing.
+            _commit(broker, group, topic, queue_id, sys_flag, commit_offset)
+            timeout = (
+                suspend_ms if broker.config.long_polling_enable else broker.config.short_polling_time_mills
+            )
+            await broker.hold.hold(topic, queue_id, offset, timeout / 1000.0, matches)
+            continue
+        break
+    if allow_suspend:
+        _commit(broker, group, topic, queue_id, sys_flag, commit_offset)
+    return cmd.reply(
+        code,
+        remark=result.status,
+        ext={
+            "suggestWhichBrokerId": 0,
+            "nextBeginOffset": result.next_begin_offset,
+            "minOffset": result.min_offset,
+            "maxOffset": result.max_offset,
+        },
+        body=result.body if code == ResponseCode.SUCCESS else b"",
+    )
+
+
+def _commit(broker: Broker, group: str, topic: str, queue_id: int, sys_flag: int, commit_offset: int) -> None:
+    if sys_flag & FLAG_COMMIT_OFFSET and commit_offset >= 0 and broker.config.broker_role != "SLAVE":
+        broker.offsets.commit(group, topic, queue_id, commit_offset)

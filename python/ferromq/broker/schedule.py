@@ -1,0 +1,144 @@
+"""Delivery of delayed messages (RocketMQ's ScheduleMessageService).
+
+The store puts a message with DELAY=n into `SCHEDULE_TOPIC_XXXX` queue n-1. Within a queue,
+messages are in store order and share one delay, so deliver times only grow: each level's task
+sleeps exactly until its head is due, delivers everything due, and sleeps again. A put into an
+empty level wakes it. Progress is kept in `config/delayOffset.json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ferromq.broker.config_file import load_config_file, save_config_file
+from ferromq.broker.topics import SCHEDULE_TOPIC
+from ferromq.errors import MessageIllegalError, StoreClosedError
+from ferromq.message import StoredMessage, encode_properties
+from ferromq.store import MessageStore
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_FAILURE_SECONDS = 1.0
+# Even with nothing due, look at each level this often (a safety net for missed wake-ups).
+IDLE_RECHECK_SECONDS = 5.0
+
+
+def parse_levels(spec: str) -> list[int]:
+    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    return [int(item[:-1]) * units[item[-1]] for item in spec.split()]
+
+
+class ScheduleMessageService:
+    def __init__(
+        self,
+        store: MessageStore,
+        levels_spec: str,
+        path: Path,
+        persist_interval: float,
+        delivered: Callable[[str, int, int, str | None], None],
+    ) -> None:
+        self._store = store
+        self.levels = parse_levels(levels_spec)
+        self._path = path
+        self._persist_interval = persist_interval
+        self._delivered = delivered
+        self.offsets: dict[int, int] = {}
+        self._wake = {level: asyncio.Event() for level in range(1, len(self.levels) + 1)}
+        self._tasks: list[asyncio.Task[None]] = []
+        data = load_config_file(path) or {}
+        for level, offset in (data.get("offsetTable") or {}).items():
+            self.offsets[int(level)] = int(offset)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for level in self._wake:
+            q = level - 1
+            lo, hi = self._store.min_offset(SCHEDULE_TOPIC, q), self._store.max_offset(SCHEDULE_TOPIC, q)
+            self.offsets[level] = min(max(self.offsets.get(level, 0), lo), hi)
+            self._tasks.append(loop.create_task(self._run_level(level), name=f"delay-level-{level}"))
+        self._tasks.append(loop.create_task(self._persist_loop(), name="delay-persist"))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.persist()
+
+    def wake(self, level: int) -> None:
+        event = self._wake.get(level)
+        if event is not None:
+            event.set()
+
+    def persist(self) -> None:
+        save_config_file(self._path, {"offsetTable": dict(sorted(self.offsets.items()))})
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._persist_interval)
+            self.persist()
+
+    async def _run_level(self, level: int) -> None:
+        delay_ms = self.levels[level - 1]
+        event = self._wake[level]
+        while True:
+            event.clear()
+            try:
+                wait = self._deliver_due(level, delay_ms)
+            except StoreClosedError:
+                return
+            except Exception:
+                logger.exception("delay level %d: delivery failed; retrying", level)
+                wait = RETRY_AFTER_FAILURE_SECONDS
+            try:
+                async with asyncio.timeout(wait):
+                    await event.wait()
+            except TimeoutError:
+                pass
+
+    def _deliver_due(self, level: int, delay_ms: int) -> float:
+        """Delivers what is due; returns how long to sleep before the next one is."""
+        queue_id = level - 1
+        while True:
+            offset = self.offsets.get(level, 0)
+            msgs = self._store.get_messages(SCHEDULE_TOPIC, queue_id, offset, 32)
+            if not msgs:
+                return IDLE_RECHECK_SECONDS
+            now = time.time() * 1000
+            for m in msgs:
+                due = m.store_timestamp + delay_ms
+                if due > now:
+                    return min((due - now) / 1000.0, IDLE_RECHECK_SECONDS)
+                self._deliver(m)
+                self.offsets[level] = m.queue_offset + 1
+
+    def _deliver(self, m: StoredMessage) -> None:
+        props = dict(m.properties)
+        props.pop("DELAY", None)
+        topic = props.get("REAL_TOPIC")
+        queue = props.get("REAL_QID")
+        if not topic or queue is None or not queue.lstrip("-").isdigit():
+            logger.error("delayed message %s has no real topic/queue; dropped", m.msg_id)
+            return
+        props["WAIT"] = "false"
+        try:
+            r = self._store.put(
+                topic,
+                int(queue),
+                m.body,
+                properties=encode_properties(props),
+                flag=m.flag,
+                sys_flag=m.sys_flag,
+                born_timestamp=m.born_timestamp,
+                born_host=m.born_host,
+                reconsume_times=m.reconsume_times,
+                wait=False,
+            )
+        except MessageIllegalError as e:
+            logger.error("delayed message %s cannot be delivered to %s: %s; dropped", m.msg_id, topic, e)
+            return
+        self._delivered(r.topic, r.queue_id, r.queue_offset + 1, props.get("TAGS"))
