@@ -106,7 +106,7 @@ class BrokerConfig:
 
     def validate(self) -> None:
         problems = []
-        if not 0 < self.listen_port < 65536:
+        if not 0 <= self.listen_port < 65536:  # 0: any free port (tests)
             problems.append(f"listenPort {self.listen_port} is not a port")
         if self.broker_id < 0:
             problems.append("brokerId must be >= 0")

@@ -1,0 +1,160 @@
+"""In-process name server + broker on 127.0.0.1 port 0, and a raw protocol client for tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ferromq.broker import Broker, load_broker_config
+from ferromq.namesrv import NameServer
+from ferromq.protocol.command import RemotingCommand, SerializeType
+from ferromq.remoting.connection import Connection, open_connection
+
+SMALL_STORE = {
+    "mapped_file_size_commitlog": 1024 * 1024,
+    "mapped_file_size_consume_queue": 20 * 1000,
+    "max_hash_slot_num": 10_000,
+    "max_index_num": 40_000,
+}
+
+
+@contextlib.asynccontextmanager
+async def running(
+    tmp_path: Path, *, namesrv: NameServer | None = None, **overrides: Any
+) -> AsyncIterator[tuple[NameServer, Broker]]:
+    own_ns = namesrv is None
+    ns = namesrv or NameServer("127.0.0.1", 0)
+    if own_ns:
+        await ns.start()
+    settings: dict[str, Any] = {
+        "broker_name": "broker-a",
+        "listen_port": 0,
+        "store_path_root_dir": str(tmp_path / "store"),
+        "namesrv_addr": f"127.0.0.1:{ns.port}",
+        **SMALL_STORE,
+    }
+    settings.update(overrides)
+    broker = Broker(load_broker_config(None, **settings), "127.0.0.1")
+    await broker.start()
+    try:
+        for _ in range(100):  # wait for the first registration
+            if broker.config.broker_addr in ns.routes.live:
+                break
+            await asyncio.sleep(0.02)
+        yield ns, broker
+    finally:
+        await broker.stop()
+        if own_ns:
+            await ns.stop()
+
+
+class Client:
+    """A bare protocol client: requests in, replies out, server requests recorded."""
+
+    def __init__(self) -> None:
+        self.conn: Connection
+        self.server_requests: list[RemotingCommand] = []
+
+    async def connect(self, port: int) -> Client:
+        async def on_request(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+            self.server_requests.append(cmd)
+            return None
+
+        self.conn = await open_connection("127.0.0.1", port, on_request)
+        return self
+
+    async def call(
+        self,
+        code: int,
+        ext: dict[str, Any] | None = None,
+        body: bytes = b"",
+        *,
+        ser: SerializeType = SerializeType.JSON,
+        timeout: float = 10.0,
+        language: str = "JAVA",
+        version: int = 407,
+    ) -> RemotingCommand:
+        cmd = RemotingCommand(
+            code=code,
+            ext={k: str(v) for k, v in (ext or {}).items()},
+            body=body,
+            serialize_type=ser,
+            language=language,
+            version=version,
+        )
+        return await self.conn.request(cmd, timeout)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+def properties(**props: str) -> str:
+    return "\x02".join(f"{k}\x01{v}" for k, v in props.items())
+
+
+def send_ext(topic: str, queue_id: int, props: str = "", **extra: Any) -> dict[str, Any]:
+    ext: dict[str, Any] = {
+        "producerGroup": "PG",
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": 4,
+        "queueId": queue_id,
+        "sysFlag": 0,
+        "bornTimestamp": 1700000000000,
+        "flag": 0,
+        "properties": props,
+    }
+    ext.update(extra)
+    return ext
+
+
+def pull_ext(group: str, topic: str, queue_id: int, offset: int, **extra: Any) -> dict[str, Any]:
+    ext: dict[str, Any] = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": queue_id,
+        "queueOffset": offset,
+        "maxMsgNums": 32,
+        "sysFlag": 4,
+        "commitOffset": 0,
+        "suspendTimeoutMillis": 1000,
+        "subscription": "*",
+        "subVersion": 0,
+    }
+    ext.update(extra)
+    return ext
+
+
+def heartbeat_body(client_id: str, group: str, topic: str, sub: str = "*") -> bytes:
+    # The C++ client's shape: enum ordinals, subVersion as a string, a wrong codeSet.
+    return orjson.dumps(
+        {
+            "clientID": client_id,
+            "consumerDataSet": [
+                {
+                    "consumeFromWhere": 0,
+                    "consumeType": 1,
+                    "groupName": group,
+                    "messageModel": 1,
+                    "subscriptionDataSet": [
+                        {"subString": sub, "subVersion": "1", "topic": topic, "codeSet": [0], "tagsSet": []}
+                    ],
+                }
+            ],
+        }
+    )
+
+
+def batch_body(items: list[tuple[bytes, str]]) -> bytes:
+    out = b""
+    for body, props in items:
+        p = props.encode()
+        out += struct.pack(">iiiii", 20 + len(body) + 2 + len(p), 0, 0, 0, len(body)) + body
+        out += struct.pack(">h", len(p)) + p
+    return out
