@@ -1,0 +1,177 @@
+"""End-to-end produce/consume through the official RocketMQ C++ client (PyPI rocketmq 0.4.4)
+against `ferromq serve`, for ASYNC_FLUSH and SYNC_FLUSH.
+
+Per flush mode: P producer threads send N messages of SIZE bytes with send_sync (latency of each
+send: p50/p99/p99.9, messages/s), then a push consumer receives them all (messages/s). The client
+runs in child processes so the broker process is measured alone. Prints a table, writes JSON.
+
+    .venv/bin/python benches/e2e_bench.py [--messages 50000] [--size 1024] [--producers 8] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+CLIENT = r"""
+import json, sys, threading, time
+from rocketmq.client import Producer, Message, PushConsumer
+mode, namesrv, topic, n, size, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+body = b"x" * size
+if mode == "produce":
+    p = Producer("PID_bench"); p.set_namesrv_addr(namesrv); p.start()
+    m = Message(topic); m.set_body(b"warm"); p.send_sync(m)
+    lat = [[] for _ in range(threads)]
+    def run(t):
+        msg = Message(topic); msg.set_tags("bench"); msg.set_body(body)
+        for _ in range(n // threads):
+            s = time.perf_counter(); r = p.send_sync(msg); lat[t].append(time.perf_counter() - s)
+            if r.status != 0: raise SystemExit(f"send status {r.status}")
+    start = time.perf_counter()
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    [t.start() for t in ts]; [t.join() for t in ts]
+    elapsed = time.perf_counter() - start
+    p.shutdown()
+    print("RESULT " + json.dumps({"elapsed": elapsed, "latencies": [x for l in lat for x in l]}))
+else:
+    got = [0]; first = [None]; lock = threading.Lock()
+    def cb(msg):
+        with lock:
+            if first[0] is None: first[0] = time.perf_counter()
+            got[0] += 1
+    c = PushConsumer("CID_bench_" + topic); c.set_namesrv_addr(namesrv); c.set_thread_count(4)
+    c.set_message_batch_max_size(32)
+    c.subscribe(topic, cb); c.start()
+    deadline = time.time() + 300
+    while got[0] < n and time.time() < deadline: time.sleep(0.01)
+    end = time.perf_counter(); c.shutdown()
+    print("RESULT " + json.dumps({"received": got[0], "elapsed": end - (first[0] or end)}))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
+
+
+def run_mode(flush: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
+    ns_port, broker_port = free_port(), free_port()
+    conf = work / f"broker-{flush}.conf"
+    conf.write_text(f"brokerName=bench\nflushDiskType={flush}\nstorePathRootDir={work / flush}\n")
+    log = open(work / f"broker-{flush}.log", "w")
+    broker = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("ferromq")),
+            "serve",
+            "-c",
+            str(conf),
+            "--namesrv-port",
+            str(ns_port),
+            "-p",
+            str(broker_port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+    try:
+        assert broker.stdout is not None
+        line = broker.stdout.readline()
+        if not line.startswith("ferromq serving"):
+            raise SystemExit(f"broker did not start: {line}")
+        namesrv = f"127.0.0.1:{ns_port}"
+        topic = f"Bench{flush.split('_')[0].title()}"
+
+        def client(mode: str, n: int) -> dict[str, object]:
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    CLIENT,
+                    mode,
+                    namesrv,
+                    topic,
+                    str(n),
+                    str(args.size),
+                    str(args.producers),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            for ln in out.stdout.splitlines():
+                if ln.startswith("RESULT "):
+                    return json.loads(ln[7:])
+            raise SystemExit(f"{mode} failed: {out.stdout[-2000:]}{out.stderr[-2000:]}")
+
+        n = args.messages // args.producers * args.producers
+        produced = client("produce", n)
+        consumed = client("consume", n + 1)  # + the warm-up message
+        lat = produced["latencies"]
+        assert isinstance(lat, list)
+        return {
+            "flush": flush,
+            "messages": n,
+            "produce_msgs_per_s": n / float(produced["elapsed"]),  # type: ignore[arg-type]
+            "send_p50_ms": pct(lat, 50),
+            "send_p99_ms": pct(lat, 99),
+            "send_p999_ms": pct(lat, 99.9),
+            "send_mean_ms": statistics.fmean(lat) * 1000,
+            "consumed": consumed["received"],
+            "consume_msgs_per_s": float(consumed["received"]) / max(float(consumed["elapsed"]), 1e-9),  # type: ignore[arg-type]
+        }
+    finally:
+        broker.send_signal(signal.SIGTERM)
+        broker.wait(timeout=60)
+        log.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--messages", type=int, default=50_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--producers", type=int, default=8)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default="bench-results/e2e_bench.json")
+    args = ap.parse_args()
+    if args.quick:
+        args.messages = 2000
+    results = []
+    with tempfile.TemporaryDirectory(prefix="ferromq-e2e-") as tmp:
+        for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+            results.append(run_mode(flush, args, Path(tmp)))
+    head = f"{'flush':<12}{'msgs':>8}{'produce/s':>12}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'consume/s':>12}"
+    print(f"end-to-end through the C++ client, {args.size} B bodies, {args.producers} producer threads")
+    print(head)
+    for r in results:
+        print(
+            f"{r['flush']:<12}{r['messages']:>8}{r['produce_msgs_per_s']:>12.0f}{r['send_p50_ms']:>9.2f}"
+            f"{r['send_p99_ms']:>9.2f}{r['send_p999_ms']:>10.2f}{r['consume_msgs_per_s']:>12.0f}"
+        )
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()}
+    out.write_text(json.dumps({"params": vars(args), "env": env, "results": results}, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
