@@ -147,10 +147,7 @@ class MessageStore:
             prepared_transaction_offset=prepared_transaction_offset,
             wait=wait,
         )
-        if not result.flush_ok:
-            err = FlushDiskTimeoutError(f"message {result.msg_id} stored but not flushed in time")
-            err.result = result  # type: ignore[attr-defined]
-            raise err
+        _check_flushed(result, f"message {result.msg_id}")
         return result
 
     def put_batch(
@@ -177,11 +174,36 @@ class MessageStore:
             born_host=born_host,
             wait=wait,
         )
-        if not result.flush_ok:
-            err = FlushDiskTimeoutError(f"batch of {len(result)} stored but not flushed in time")
-            err.result = result  # type: ignore[attr-defined]
-            raise err
+        _check_flushed(result, f"batch of {len(result)}")
         return result
+
+    def put_copy(
+        self,
+        msg: StoredMessage,
+        topic: str,
+        queue_id: int,
+        properties: Mapping[str, str],
+        *,
+        reconsume_times: int | None = None,
+        sys_flag: int | None = None,
+        prepared_transaction_offset: int = 0,
+    ) -> _store.PutResult:
+        """Stores a copy of a stored message under another topic and queue with new properties
+        (retries, delivery of delayed messages, committed transactions). Body, flag, sysflag and
+        born data are kept; it does not wait for the disk."""
+        return self.put(
+            topic,
+            queue_id,
+            msg.body,
+            properties=encode_properties(properties),
+            flag=msg.flag,
+            sys_flag=msg.sys_flag if sys_flag is None else sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+            wait=False,
+        )
 
     def wait_flushed(self, offset: int, timeout_ms: int | None = None) -> bool:
         """Blocks until the CommitLog is on disk up to `offset` (a result's `end_offset`)."""
@@ -302,6 +324,13 @@ class MessageStore:
             "truncated_bytes": truncated,
             "redispatched": redispatched,
         }
+
+
+def _check_flushed(result: _store.PutResult | _store.PutBatchResult, what: str) -> None:
+    if not result.flush_ok:
+        err = FlushDiskTimeoutError(f"{what} stored but not flushed in time")
+        err.result = result  # type: ignore[attr-defined]
+        raise err
 
 
 def _resolve(fut: asyncio.Future[bool], ok: bool) -> None:

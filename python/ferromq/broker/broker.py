@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import zlib
 from pathlib import Path
 
 from ferromq import _store
@@ -193,23 +194,26 @@ class Broker:
             self._namesrv_conns[addr] = conn
         return conn
 
+    def _broker_ext(self) -> dict[str, str]:
+        cfg = self.config
+        return {
+            "brokerName": cfg.broker_name,
+            "brokerAddr": cfg.broker_addr,
+            "clusterName": cfg.broker_cluster_name,
+            "brokerId": str(cfg.broker_id),
+        }
+
     async def register_all(self) -> None:
         cfg = self.config
         body = dumps({"topicConfigSerializeWrapper": self.topics.serialize_wrapper(), "filterServerList": []})
         for addr in cfg.namesrv_addrs:
-            cmd = RemotingCommand(
-                code=RequestCode.REGISTER_BROKER,
-                ext={
-                    "brokerName": cfg.broker_name,
-                    "brokerAddr": cfg.broker_addr,
-                    "clusterName": cfg.broker_cluster_name,
-                    "haServerAddr": cfg.ha_server_addr,
-                    "brokerId": str(cfg.broker_id),
-                    "compressed": "false",
-                    "bodyCrc32": str(_crc32(body)),
-                },
-                body=body,
-            )
+            ext = {
+                **self._broker_ext(),
+                "haServerAddr": cfg.ha_server_addr,
+                "compressed": "false",
+                "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+            }
+            cmd = RemotingCommand(code=RequestCode.REGISTER_BROKER, ext=ext, body=body)
             try:
                 reply = await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
                 if reply.code != ResponseCode.SUCCESS:
@@ -220,17 +224,8 @@ class Broker:
                 logger.warning("registering with name server %s failed: %s", addr, e)
 
     async def _unregister_all(self) -> None:
-        cfg = self.config
-        for addr in cfg.namesrv_addrs:
-            cmd = RemotingCommand(
-                code=RequestCode.UNREGISTER_BROKER,
-                ext={
-                    "brokerName": cfg.broker_name,
-                    "brokerAddr": cfg.broker_addr,
-                    "clusterName": cfg.broker_cluster_name,
-                    "brokerId": str(cfg.broker_id),
-                },
-            )
+        for addr in self.config.namesrv_addrs:
+            cmd = RemotingCommand(code=RequestCode.UNREGISTER_BROKER, ext=self._broker_ext())
             try:
                 await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
             except Exception as e:
@@ -238,9 +233,3 @@ class Broker:
         for conn in self._namesrv_conns.values():
             await conn.close()
         self._namesrv_conns.clear()
-
-
-def _crc32(body: bytes) -> int:
-    import zlib
-
-    return zlib.crc32(body) & 0x7FFFFFFF

@@ -17,7 +17,7 @@ from pathlib import Path
 from ferromq.broker.config_file import load_config_file, save_config_file
 from ferromq.broker.topics import SCHEDULE_TOPIC
 from ferromq.errors import MessageIllegalError, StoreClosedError
-from ferromq.message import StoredMessage, encode_properties
+from ferromq.message import StoredMessage
 from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
@@ -126,18 +126,7 @@ class ScheduleMessageService:
             return
         props["WAIT"] = "false"
         try:
-            r = self._store.put(
-                topic,
-                int(queue),
-                m.body,
-                properties=encode_properties(props),
-                flag=m.flag,
-                sys_flag=m.sys_flag,
-                born_timestamp=m.born_timestamp,
-                born_host=m.born_host,
-                reconsume_times=m.reconsume_times,
-                wait=False,
-            )
+            r = self._store.put_copy(m, topic, int(queue), props)
         except MessageIllegalError as e:
             logger.error("delayed message %s cannot be delivered to %s: %s; dropped", m.msg_id, topic, e)
             return

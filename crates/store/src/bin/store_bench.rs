@@ -58,6 +58,8 @@ struct Opts {
     read_max_bytes: usize,
     slot_num: usize,
     index_num: usize,
+    /// Which groups to run: memcpy, append, batch, read, fsync, sync (read needs append).
+    only: Vec<String>,
 }
 
 impl Opts {
@@ -83,7 +85,12 @@ impl Opts {
             read_max_bytes: 256 * KIB as usize,
             slot_num: 5_000_000,
             index_num: 20_000_000,
+            only: GROUPS.iter().map(|g| g.to_string()).collect(),
         }
+    }
+
+    fn runs(&self, group: &str) -> bool {
+        self.only.iter().any(|g| g == group)
     }
 
     fn quick() -> Self {
@@ -103,9 +110,13 @@ impl Opts {
     }
 }
 
+const GROUPS: [&str; 6] = ["memcpy", "append", "batch", "read", "fsync", "sync"];
+
 const USAGE: &str = "\
 usage: store-bench [--quick] [--json PATH] [--dir DIR] [--sizes 100,1024,4096]
                    [--append-mib N] [--batch-mib N] [--sync-seconds S] [--sync-threads 1,8,64]
+                   [--only memcpy,append,batch,read,fsync,sync]
+                   [--file-mib N] [--index-slots N] [--index-entries N]
 
   --quick            short smoke run (16 MiB CommitLog files, 64 MiB per append case, 0.5 s waits)
   --json PATH        where to write the results (default bench-results/store_bench_rust.json)
@@ -114,7 +125,11 @@ usage: store-bench [--quick] [--json PATH] [--dir DIR] [--sizes 100,1024,4096]
   --append-mib N     record bytes written per single-message ASYNC append case
   --batch-mib N      record bytes written per batch ASYNC append case
   --sync-seconds S   duration of each SYNC_FLUSH and fdatasync case
-  --sync-threads L   appender thread counts for SYNC_FLUSH";
+  --sync-threads L   appender thread counts for SYNC_FLUSH
+  --only LIST        run only these groups (read runs on the append stores)
+  --file-mib N       mapped_file_size_commitlog in MiB (default 256; --quick 16)
+  --index-slots N    max_hash_slot_num of the stores (default 5000000; --quick 100000)
+  --index-entries N  max_index_num of the stores (default 20000000; --quick 1000000)";
 
 fn parse_list<T: std::str::FromStr>(s: &str) -> BoxResult<Vec<T>> {
     s.split(',')
@@ -169,6 +184,15 @@ fn parse_args() -> BoxResult<Opts> {
                 o.fsync_secs = s;
             }
             "--sync-threads" => o.sync_threads = parse_list(&value()?)?,
+            "--index-slots" => o.slot_num = value()?.parse()?,
+            "--file-mib" => o.file_size = value()?.parse::<usize>()? * MIB as usize,
+            "--index-entries" => o.index_num = value()?.parse()?,
+            "--only" => {
+                o.only = parse_list(&value()?)?;
+                if let Some(bad) = o.only.iter().find(|g| !GROUPS.contains(&g.as_str())) {
+                    return Err(format!("unknown group {bad:?} (have {GROUPS:?})").into());
+                }
+            }
             _ => return Err(format!("unknown argument {flag:?}\n{USAGE}").into()),
         }
     }
@@ -351,6 +375,64 @@ fn mem_total_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Block-device counters from `/proc/diskstats`: whole-device, so they include any other
+/// process's I/O on the same disk during a measurement.
+#[derive(Debug, Clone, Copy, Default)]
+struct DiskStats {
+    writes: u64,
+    write_bytes: u64,
+    flushes: u64,
+}
+
+impl DiskStats {
+    fn read(dev: Option<&str>) -> Option<DiskStats> {
+        let name = dev?.rsplit('/').next()?;
+        let text = fs::read_to_string("/proc/diskstats").ok()?;
+        let f: Vec<u64> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() > 3 && f[2] == name)?
+            .iter()
+            .skip(3)
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        Some(DiskStats {
+            writes: *f.get(4)?,
+            write_bytes: f.get(6)? * 512,
+            flushes: f.get(15).copied().unwrap_or(0),
+        })
+    }
+
+    /// JSON of the counters between `self` (before) and `after`, per message too.
+    fn delta_json(self, after: Option<DiskStats>, msgs: u64) -> Vec<(String, Json)> {
+        let Some(a) = after else {
+            return Vec::new();
+        };
+        let (w, b, fl) = (
+            a.writes.saturating_sub(self.writes),
+            a.write_bytes.saturating_sub(self.write_bytes),
+            a.flushes.saturating_sub(self.flushes),
+        );
+        vec![
+            ("device_writes".into(), Json::from(w)),
+            ("device_write_bytes".into(), Json::from(b)),
+            ("device_flushes".into(), Json::from(fl)),
+            (
+                "device_write_bytes_per_msg".into(),
+                Json::from(b as f64 / msgs.max(1) as f64),
+            ),
+        ]
+    }
+}
+
+fn scratch_device(dir: &Path) -> Option<String> {
+    filesystem_of(dir).map(|f| f.0)
+}
+
+fn loadavg() -> Option<String> {
+    read_trim("/proc/loadavg")
+}
+
 /// (device, mount point, fs type, options) of the mount holding `path`.
 fn filesystem_of(path: &Path) -> Option<(String, String, String, String)> {
     let path = fs::canonicalize(path).ok()?;
@@ -385,6 +467,7 @@ fn environment(dir: &Path) -> Json {
         ("cpu_model", cpu_model()),
         ("mem_total_bytes", mem_total_bytes()),
         ("kernel", read_trim("/proc/sys/kernel/osrelease")),
+        ("loadavg_at_start", loadavg()),
         ("os", std::env::consts::OS),
         ("arch", std::env::consts::ARCH),
         ("rustc", command_output("rustc", &["--version"])),
@@ -568,7 +651,7 @@ impl Row {
             ("seconds".to_string(), Json::from(self.seconds)),
             ("per_sec".to_string(), Json::from(self.rate)),
             ("mb_per_sec".to_string(), Json::from(self.mb_per_sec)),
-            ("vs".to_string(), Json::from(self.vs.as_str())),
+            ("notes".to_string(), Json::from(self.vs.as_str())),
         ];
         m.extend(self.extra.iter().cloned());
         Json::Obj(m)
@@ -595,7 +678,7 @@ fn table(rows: &[Row]) -> String {
         "secs",
         "msg/s",
         "MB/s",
-        "vs baseline",
+        "notes",
     ];
     let cells: Vec<[String; 9]> = rows
         .iter()
@@ -705,6 +788,87 @@ fn bench_memcpy(dir: &Path, file_size: usize, rec_len: usize, total: u64) -> Box
     })
 }
 
+/// Like the store's CommitLog: a sequence of new `file_size` files, each created with
+/// `posix_fallocate` and pre-touched with `MADV_POPULATE_WRITE` before its copy starts (not
+/// timed); `rec_len`-byte records are copied into each file up to its end, `total` bytes in
+/// all. Only the copying is timed: the rate a store could reach if its files were always ready.
+fn bench_memcpy_fresh(dir: &Path, file_size: usize, rec_len: usize, total: u64) -> BoxResult<Row> {
+    let rec: Vec<u8> = (0..rec_len).map(|i| (i % 251) as u8).collect();
+    let per_file = ((file_size - END_BLANK as usize) / rec_len) as u64;
+    let files = (total / rec_len as u64).div_ceil(per_file).max(1);
+    let mut copy_time = Duration::ZERO;
+    let mut pretouch_ms = Vec::new();
+    let mut n = 0u64;
+    for k in 0..files {
+        let path = dir.join(format!("fresh-{rec_len}-{k}.bin"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        file.set_len(file_size as u64)?;
+        // SAFETY: plain libc call on a valid descriptor.
+        let rc = unsafe {
+            libc::posix_fallocate(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+                file_size as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            eprintln!("posix_fallocate: error {rc} (continuing)");
+        }
+        // SAFETY: a private scratch file nobody else maps or truncates.
+        let mut map = unsafe { MmapMut::map_mut(&file)? };
+        let touch = Instant::now();
+        if map.advise(memmap2::Advice::PopulateWrite).is_err() {
+            for off in (0..file_size).step_by(4096) {
+                map[off] = 0;
+            }
+        }
+        pretouch_ms.push(secs(touch.elapsed()) * 1e3);
+        let start = Instant::now();
+        let mut pos = 0;
+        for _ in 0..per_file {
+            map[pos..pos + rec_len].copy_from_slice(std::hint::black_box(&rec));
+            pos += rec_len;
+        }
+        std::hint::black_box(&map[..]);
+        copy_time += start.elapsed();
+        n += per_file;
+        drop(map);
+        drop(file);
+        fs::remove_file(&path)?;
+    }
+    let elapsed = secs(copy_time);
+    let bytes = n * rec_len as u64;
+    Ok(Row {
+        bench: "baseline memcpy->fresh mmap".into(),
+        body: None,
+        record: Some(rec_len),
+        threads: 1,
+        batch: 1,
+        count: n,
+        seconds: elapsed,
+        rate: n as f64 / elapsed,
+        mb_per_sec: Some(bytes as f64 / elapsed / 1e6),
+        vs: format!(
+            "{:.2} GB/s; {files} files, pre-touch {:.0} ms each",
+            bytes as f64 / elapsed / 1e9,
+            pretouch_ms.iter().sum::<f64>() / pretouch_ms.len().max(1) as f64
+        ),
+        extra: vec![
+            (
+                "gb_per_sec".into(),
+                Json::from(bytes as f64 / elapsed / 1e9),
+            ),
+            ("files".into(), Json::from(files)),
+            ("pretouch_ms_per_file".into(), Json::from(&pretouch_ms[..])),
+        ],
+    })
+}
+
 /// `write()` + `fdatasync()` of `rec_len`-byte records appended to a plain file, for `dur` s.
 fn bench_fdatasync(dir: &Path, rec_len: usize, dur: f64) -> BoxResult<Row> {
     let path = dir.join("fdatasync.bin");
@@ -712,6 +876,8 @@ fn bench_fdatasync(dir: &Path, rec_len: usize, dur: f64) -> BoxResult<Row> {
     let rec = make_body(rec_len);
     let mut lat_us: Vec<u32> = Vec::with_capacity(1 << 16);
     let deadline = Duration::from_secs_f64(dur);
+    let dev = scratch_device(dir);
+    let disk_before = DiskStats::read(dev.as_deref());
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed() < deadline {
@@ -722,6 +888,9 @@ fn bench_fdatasync(dir: &Path, rec_len: usize, dur: f64) -> BoxResult<Row> {
         n += 1;
     }
     let elapsed = secs(start.elapsed());
+    let disk = disk_before
+        .map(|b| b.delta_json(DiskStats::read(dev.as_deref()), n))
+        .unwrap_or_default();
     drop(file);
     fs::remove_file(&path)?;
     lat_us.sort_unstable();
@@ -753,7 +922,10 @@ fn bench_fdatasync(dir: &Path, rec_len: usize, dur: f64) -> BoxResult<Row> {
                 "max_us".into(),
                 Json::from(lat_us.last().map(|x| *x as u64)),
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(disk)
+        .collect(),
     })
 }
 
@@ -835,7 +1007,7 @@ fn bench_append(
     let rate = msgs as f64 / elapsed;
 
     // Reads: scan the queue from the start, `read_batch` messages per call.
-    let read = if batch == 1 {
+    let read = if batch == 1 && o.runs("read") {
         Some(bench_read(o, &store, body_len, rec_len as usize)?)
     } else {
         None
@@ -949,8 +1121,19 @@ struct ThreadOut {
     lat_us: Vec<u32>,
 }
 
-fn bench_sync(o: &Opts, dir: &Path, threads: usize, fsync_rate: f64) -> BoxResult<Row> {
-    let root = dir.join(format!("sync-{threads}"));
+/// SYNC_FLUSH group commit: `threads` appenders each `put_message` then `wait_flushed` on
+/// their record, for `sync_secs`. With `steady`, the CommitLog is first filled (batch puts,
+/// no waiting) past its first file, so the timed appends land in a file the store pre-touched
+/// in the background, as in a broker that has been running for a while; without it they land
+/// in the first file of a fresh store.
+fn bench_sync(
+    o: &Opts,
+    dir: &Path,
+    threads: usize,
+    steady: bool,
+    fsync_rate: Option<f64>,
+) -> BoxResult<Row> {
+    let root = dir.join(format!("sync-{threads}-{}", if steady { "s" } else { "f" }));
     let store = Arc::new(MessageStore::open(store_config(
         o,
         &root,
@@ -958,14 +1141,42 @@ fn bench_sync(o: &Opts, dir: &Path, threads: usize, fsync_rate: f64) -> BoxResul
     ))?);
     let body = Arc::new(make_body(o.sync_body));
     let rec_len = stored_record_len(o.sync_body);
-    // Warm up: create the first CommitLog file and every consume queue, then give the
-    // background preallocation of the next CommitLog file time to finish.
+    // Warm up: create the first CommitLog file and every consume queue.
     for q in 0..o.sync_queues {
         let r = store.put_message(&meta(q), &body, Props::new(999).set(q as u64))?;
         store.wait_flushed(r.end_offset(), store.sync_flush_timeout());
     }
+    let mut prefilled = 0u64;
+    if steady {
+        let mut props: Vec<Props> = (0..64).map(|i| Props::new(1000 + i)).collect();
+        let mut seq = 0u64;
+        let mut end = 0u64;
+        while end < o.file_size as u64 + 4 * MIB {
+            for (i, p) in props.iter_mut().enumerate() {
+                p.set(seq + i as u64);
+            }
+            seq += props.len() as u64;
+            let items: Vec<BatchItem> = props
+                .iter()
+                .map(|p| BatchItem {
+                    flag: 0,
+                    body: &body,
+                    properties: &p.buf,
+                })
+                .collect();
+            end = store.put_messages(&meta(0), &items)?.end_offset();
+        }
+        if !store.wait_flushed(end, Duration::from_secs(120)) {
+            return Err("prefill flush timed out".into());
+        }
+        prefilled = end;
+    } else {
+        quiesce();
+    }
+    // Give the background preallocation of the next CommitLog file time to finish. (The
+    // steady variant skips `sync()`: it would write back and write-protect the pre-touched
+    // pages of the current file.)
     std::thread::sleep(Duration::from_millis(if o.quick { 200 } else { 1000 }));
-    quiesce();
 
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(threads + 1));
@@ -1000,6 +1211,8 @@ fn bench_sync(o: &Opts, dir: &Path, threads: usize, fsync_rate: f64) -> BoxResul
             },
         ));
     }
+    let dev = scratch_device(dir);
+    let disk_before = DiskStats::read(dev.as_deref());
     barrier.wait();
     let start = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(o.sync_secs));
@@ -1014,6 +1227,9 @@ fn bench_sync(o: &Opts, dir: &Path, threads: usize, fsync_rate: f64) -> BoxResul
         lat.extend(out.lat_us);
     }
     let elapsed = secs(start.elapsed());
+    let disk = disk_before
+        .map(|b| b.delta_json(DiskStats::read(dev.as_deref()), msgs))
+        .unwrap_or_default();
     let store = Arc::try_unwrap(store).map_err(|_| "store still shared")?;
     store.close()?;
     drop(store);
@@ -1021,16 +1237,21 @@ fn bench_sync(o: &Opts, dir: &Path, threads: usize, fsync_rate: f64) -> BoxResul
 
     lat.sort_unstable();
     let rate = msgs as f64 / elapsed;
-    let ratio = rate / fsync_rate;
+    let ratio = fsync_rate.map(|f| rate / f);
     let p50 = percentile(&lat, 0.5).unwrap_or(0);
     let p99 = percentile(&lat, 0.99).unwrap_or(0);
     let target = if threads >= 64 { Some(20.0) } else { None };
-    let mut vs = format!("{ratio:.1}x fdatasync; p50 {p50} us, p99 {p99} us");
+    let mut vs = ratio.map_or(String::new(), |r| format!("{r:.1}x fdatasync; "));
+    let _ = write!(vs, "p50 {p50} us, p99 {p99} us");
     if timeouts > 0 {
         let _ = write!(vs, "; {timeouts} TIMEOUTS");
     }
     Ok(Row {
-        bench: "SYNC put+wait_flushed".into(),
+        bench: if steady {
+            "SYNC put+wait (steady)".into()
+        } else {
+            "SYNC put+wait (1st file)".into()
+        },
         body: Some(o.sync_body),
         record: Some(rec_len),
         threads,
@@ -1048,7 +1269,12 @@ fn bench_sync(o: &Opts, dir: &Path, threads: usize, fsync_rate: f64) -> BoxResul
             ("p99_us".into(), Json::from(p99 as u64)),
             ("max_us".into(), Json::from(lat.last().map(|x| *x as u64))),
             ("queues".into(), Json::from(o.sync_queues)),
-        ],
+            ("steady_state".into(), Json::from(steady)),
+            ("prefilled_bytes".into(), Json::from(prefilled)),
+        ]
+        .into_iter()
+        .chain(disk)
+        .collect(),
     })
 }
 
@@ -1115,51 +1341,73 @@ fn main() -> BoxResult<()> {
         );
     };
 
-    // a(i) memcpy into a warm mapping, per record size.
+    // a(i) memcpy into a warm mapping, per record size; and into fresh pre-touched files.
     let mut memcpy_rate = Vec::new();
-    for &size in &o.sizes {
-        let rec = stored_record_len(size);
-        let mut row = bench_memcpy(&dir, o.file_size, rec, o.memcpy_bytes)?;
-        row.body = Some(size);
-        progress(&row);
-        memcpy_rate.push((size, row.rate));
-        rows.push(row);
+    if o.runs("memcpy") {
+        for &size in &o.sizes {
+            let rec = stored_record_len(size);
+            let mut row = bench_memcpy(&dir, o.file_size, rec, o.memcpy_bytes)?;
+            row.body = Some(size);
+            progress(&row);
+            memcpy_rate.push((size, row.rate));
+            rows.push(row);
+        }
+        for &size in &o.sizes {
+            let rec = stored_record_len(size);
+            let mut row = bench_memcpy_fresh(&dir, o.file_size, rec, o.append_bytes)?;
+            row.body = Some(size);
+            progress(&row);
+            rows.push(row);
+        }
     }
     let memcpy_of = |size: usize| memcpy_rate.iter().find(|(s, _)| *s == size).map(|x| x.1);
 
-    // b + e: ASYNC single puts across roll-overs, then sequential reads.
+    // b + e: ASYNC single puts across roll-overs, then sequential reads of the same store.
     let mut reads = Vec::new();
-    for &size in &o.sizes {
-        quiesce();
-        let out = bench_append(&o, &dir, size, 1, o.append_bytes, memcpy_of(size))?;
-        progress(&out.row);
-        rows.push(out.row);
-        if let Some(r) = out.read {
-            progress(&r);
-            reads.push(r);
+    if o.runs("append") || o.runs("read") {
+        for &size in &o.sizes {
+            quiesce();
+            let out = bench_append(&o, &dir, size, 1, o.append_bytes, memcpy_of(size))?;
+            if o.runs("append") {
+                progress(&out.row);
+                rows.push(out.row);
+            }
+            if let Some(r) = out.read {
+                progress(&r);
+                reads.push(r);
+            }
         }
     }
 
     // c: ASYNC batches.
-    for &size in &o.sizes {
-        quiesce();
-        let out = bench_append(&o, &dir, size, o.batch_size, o.batch_bytes, memcpy_of(size))?;
-        progress(&out.row);
-        rows.push(out.row);
+    if o.runs("batch") {
+        for &size in &o.sizes {
+            quiesce();
+            let out = bench_append(&o, &dir, size, o.batch_size, o.batch_bytes, memcpy_of(size))?;
+            progress(&out.row);
+            rows.push(out.row);
+        }
     }
     rows.extend(reads);
 
     // a(ii) + d: fdatasync baseline, then SYNC_FLUSH group commit.
-    quiesce();
-    let fsync = bench_fdatasync(&dir, o.fsync_record, o.fsync_secs)?;
-    progress(&fsync);
-    let fsync_rate = fsync.rate;
-    rows.push(fsync);
-    for &threads in &o.sync_threads {
+    let mut fsync_rate = None;
+    if o.runs("fsync") {
         quiesce();
-        let row = bench_sync(&o, &dir, threads, fsync_rate)?;
-        progress(&row);
-        rows.push(row);
+        let fsync = bench_fdatasync(&dir, o.fsync_record, o.fsync_secs)?;
+        progress(&fsync);
+        fsync_rate = Some(fsync.rate);
+        rows.push(fsync);
+    }
+    if o.runs("sync") {
+        for steady in [false, true] {
+            for &threads in &o.sync_threads {
+                quiesce();
+                let row = bench_sync(&o, &dir, threads, steady, fsync_rate)?;
+                progress(&row);
+                rows.push(row);
+            }
+        }
     }
 
     let total_secs = secs(wall.elapsed());
@@ -1180,6 +1428,7 @@ fn main() -> BoxResult<()> {
         ("total_seconds", total_secs),
         ("parameters", params_json(&o)),
         ("environment", env),
+        ("loadavg_at_end", loadavg()),
         ("results", Json::Arr(rows.iter().map(Row::json).collect())),
         ("table", text),
     ];

@@ -721,6 +721,16 @@ impl Inner {
         tags_code(get_property(properties, property::TAGS))
     }
 
+    /// The caller's meta with an IPv4-mapped born host made IPv4 and the host bits of the
+    /// sysflag set to match the born and store hosts.
+    fn with_hosts<'a>(&self, meta: &MessageMeta<'a>) -> MessageMeta<'a> {
+        let mut meta = meta.clone();
+        meta.born_host = normalize_host(meta.born_host);
+        meta.sys_flag = (meta.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6))
+            | host_sysflag(&meta.born_host, &self.config.store_host);
+        meta
+    }
+
     fn next_store_timestamp(&self) -> i64 {
         now_ms().max(self.last_store_ts.load(Ordering::Relaxed))
     }
@@ -734,10 +744,7 @@ impl Inner {
         )?;
         let rewrite = self.delay_rewrite(meta, properties);
         let store_host = self.config.store_host;
-        let mut meta = meta.clone();
-        meta.born_host = normalize_host(meta.born_host);
-        meta.sys_flag = (meta.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6))
-            | host_sysflag(&meta.born_host, &store_host);
+        let mut meta = self.with_hosts(meta);
         let (props, delay_ms) = match &rewrite {
             Some((qid, props, delay)) => {
                 meta.topic = SCHEDULE_TOPIC;
@@ -819,10 +826,7 @@ impl Inner {
             ));
         }
         let store_host = self.config.store_host;
-        let mut meta = meta.clone();
-        meta.born_host = normalize_host(meta.born_host);
-        meta.sys_flag = (meta.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6))
-            | host_sysflag(&meta.born_host, &store_host);
+        let meta = self.with_hosts(meta);
         let mut total = 0usize;
         let mut lens = Vec::with_capacity(items.len());
         let mut crcs = Vec::with_capacity(items.len());

@@ -287,17 +287,6 @@ async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: Remoting
         props["DELAY"] = str(delay_level if delay_level > 0 else 3 + msg.reconsume_times)
     props["ORIGIN_MESSAGE_ID"] = props.get("ORIGIN_MESSAGE_ID") or msg.msg_id
     broker.registration_changed()
-    r = broker.store.put(
-        topic,
-        queue_id,
-        msg.body,
-        properties=encode_properties(props),
-        flag=msg.flag,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        reconsume_times=msg.reconsume_times + 1,
-        wait=False,
-    )
+    r = broker.store.put_copy(msg, topic, queue_id, props, reconsume_times=msg.reconsume_times + 1)
     broker.message_arrived(r.topic, r.queue_id, r.queue_offset + 1, broker.tags_code_of(props))
     return cmd.reply(ResponseCode.SUCCESS)
