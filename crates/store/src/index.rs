@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{io_err, Result};
 use crate::hash::index_key_hash;
-use crate::mapped_file::MappedFile;
+use crate::mapped_file::{remove_unfinished_files, MappedFile};
 use crate::message::{get_property, property};
 
 pub const INDEX_HEADER_SIZE: usize = 40;
@@ -207,6 +207,7 @@ impl IndexService {
     pub fn load(dir: &Path, slot_num: usize, index_num: usize, writable: bool) -> Result<Self> {
         if writable {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+            remove_unfinished_files(dir)?;
         }
         let mut paths: Vec<PathBuf> = match std::fs::read_dir(dir) {
             Ok(entries) => entries

@@ -15,6 +15,26 @@ use crate::error::{io_err, Result, StoreError};
 
 pub const OS_PAGE_SIZE: usize = 4096;
 
+/// Extension of a file being created (see `MappedFile::create`).
+const CREATING_SUFFIX: &str = "creating";
+
+/// Removes files a crash left half-created in `dir` (writers only, at load).
+pub fn remove_unfinished_files(dir: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(dir)(e)),
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) == Some(CREATING_SUFFIX) {
+            log::warn!("removing {}, left half-created by a crash", path.display());
+            std::fs::remove_file(&path).map_err(io_err(&path))?;
+        }
+    }
+    Ok(())
+}
+
 /// 20-digit zero-padded file name of a start offset (`UtilAll.offset2FileName`).
 pub fn offset_to_file_name(offset: u64) -> String {
     format!("{offset:020}")
@@ -50,22 +70,34 @@ impl std::fmt::Debug for MappedFile {
 impl MappedFile {
     /// Creates (or reuses an all-new) file of `file_size` bytes with its blocks reserved, so a
     /// full disk fails here with an error instead of a SIGBUS on a later write through the map.
+    ///
+    /// The file is sized under a temporary name and renamed into place, so a crash never leaves
+    /// a short file under a real name (the next open would refuse it).
     pub fn create(path: &Path, file_from_offset: u64, file_size: usize) -> Result<Self> {
+        let tmp = path.with_extension(CREATING_SUFFIX);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(io_err(path))?;
-        file.set_len(file_size as u64).map_err(io_err(path))?;
+            .truncate(true)
+            .open(&tmp)
+            .map_err(io_err(&tmp))?;
+        file.set_len(file_size as u64).map_err(io_err(&tmp))?;
         // SAFETY: plain libc call on a valid descriptor.
         let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, file_size as libc::off_t) };
         if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+            let _ = std::fs::remove_file(&tmp);
             return Err(StoreError::Io {
                 path: path.to_path_buf(),
                 source: std::io::Error::from_raw_os_error(rc),
             });
+        }
+        std::fs::rename(&tmp, path).map_err(io_err(path))?;
+        // The new name must survive a power loss as much as the bytes later written to it.
+        if let Some(dir) = path.parent() {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io_err(dir))?;
         }
         Self::map(path, file, file_from_offset, file_size, true)
     }

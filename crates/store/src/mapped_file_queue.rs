@@ -5,7 +5,9 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 use crate::error::{io_err, Result, StoreError};
-use crate::mapped_file::{file_name_to_offset, offset_to_file_name, MappedFile};
+use crate::mapped_file::{
+    file_name_to_offset, offset_to_file_name, remove_unfinished_files, MappedFile,
+};
 
 pub struct MappedFileQueue {
     dir: PathBuf,
@@ -20,6 +22,7 @@ impl MappedFileQueue {
     pub fn load(dir: &Path, file_size: usize, writable: bool, preallocate: bool) -> Result<Self> {
         if writable {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+            remove_unfinished_files(dir)?;
         }
         let mut files = Vec::new();
         for (offset, path) in list_files(dir)? {

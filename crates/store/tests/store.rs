@@ -595,3 +595,25 @@ fn read_range_walks_records() {
     assert_eq!(iter_records(&one, true).count(), 1);
     assert_eq!(next1 as usize, one.len());
 }
+
+#[test]
+fn files_half_created_by_a_crash_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = MessageStore::open(small_config(dir.path())).unwrap();
+        fill(&store, 10);
+        store.close().unwrap();
+    }
+    // What a kill during creation leaves: a short file under the temporary name.
+    let stale = dir.path().join("commitlog/00000000000000065536.creating");
+    std::fs::write(&stale, b"").unwrap();
+    let stale_cq = dir
+        .path()
+        .join("consumequeue/R/0/00000000000000002000.creating");
+    std::fs::write(&stale_cq, b"").unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    assert!(!stale.exists() && !stale_cq.exists());
+    assert_eq!(store.max_offset_in_queue("R", 0).unwrap(), 5);
+    fill(&store, 500); // rolls over into new files normally
+    assert_eq!(store.max_offset_in_queue("R", 0).unwrap(), 255);
+}

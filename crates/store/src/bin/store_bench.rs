@@ -1312,7 +1312,14 @@ fn params_json(o: &Opts) -> Json {
     ]
 }
 
-fn main() -> BoxResult<()> {
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("store-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> BoxResult<()> {
     let o = parse_args()?;
     if cfg!(debug_assertions) {
         eprintln!("warning: debug build; use `cargo run --release` for meaningful numbers");
