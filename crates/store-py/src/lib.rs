@@ -361,13 +361,13 @@ impl Store {
             .py_err(py)?;
         Ok(PutResult {
             end_offset: r.end_offset(),
+            msg_id: r.msg_id(),
             topic: r.topic,
             queue_id: r.queue_id,
             queue_offset: r.queue_offset,
             physical_offset: r.physical_offset,
             wrote_bytes: r.wrote_bytes,
             store_timestamp: r.store_timestamp,
-            msg_id: r.msg_id,
             flush_ok,
         })
     }

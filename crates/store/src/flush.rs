@@ -22,6 +22,19 @@ struct State {
     waiters: Vec<Waiter>,
     stop: bool,
     failed: bool,
+    /// The flush thread sleeps in `wait_for_work`: only then is waking it worth a syscall.
+    flusher_idle: bool,
+    /// Appenders blocked in `wait`.
+    blocked: usize,
+}
+
+impl State {
+    /// Raises the requested offset; true when the flush thread must be woken for it.
+    fn ask(&mut self, offset: u64) -> bool {
+        let more = offset > self.requested;
+        self.requested = self.requested.max(offset);
+        more && self.flusher_idle
+    }
 }
 
 pub struct FlushSignal {
@@ -54,19 +67,21 @@ impl FlushSignal {
         }
         let deadline = Instant::now() + timeout;
         let mut st = self.state.lock().unwrap();
-        st.requested = st.requested.max(offset);
-        self.work.notify_one();
+        if st.ask(offset) {
+            self.work.notify_one();
+        }
+        st.blocked += 1;
+        let mut ok = true;
         while self.flushed() < offset {
-            if st.failed || st.stop {
-                return false;
-            }
             let now = Instant::now();
-            if now >= deadline {
-                return false;
+            if st.failed || st.stop || now >= deadline {
+                ok = false;
+                break;
             }
             st = self.done.wait_timeout(st, deadline - now).unwrap().0;
         }
-        true
+        st.blocked -= 1;
+        ok
     }
 
     /// Calls `callback(true)` once the CommitLog is flushed past `offset` (right away if it
@@ -83,30 +98,35 @@ impl FlushSignal {
             callback(self.flushed() >= offset);
             return;
         }
-        st.requested = st.requested.max(offset);
+        let wake = st.ask(offset);
         st.waiters.push(Waiter {
             offset,
             deadline: Instant::now() + timeout,
             callback,
         });
-        self.work.notify_one();
+        if wake {
+            self.work.notify_one();
+        }
     }
 
     /// Asks for a flush of everything written so far without waiting.
     pub fn request(&self, offset: u64) {
         let mut st = self.state.lock().unwrap();
-        st.requested = st.requested.max(offset);
-        self.work.notify_one();
+        if st.ask(offset) {
+            self.work.notify_one();
+        }
     }
 
     /// Flush thread: waits until a flush is requested (or `idle` passes). Returns false on stop.
     pub fn wait_for_work(&self, idle: Duration) -> bool {
-        let st = self.state.lock().unwrap();
+        let mut st = self.state.lock().unwrap();
         if st.stop {
             return false;
         }
         if st.requested <= self.flushed() {
-            let st = self.work.wait_timeout(st, idle).unwrap().0;
+            st.flusher_idle = true;
+            st = self.work.wait_timeout(st, idle).unwrap().0;
+            st.flusher_idle = false;
             return !st.stop;
         }
         true
@@ -129,7 +149,9 @@ impl FlushSignal {
                 .drain(..)
                 .partition(|w| w.offset <= flushed || !ok || w.deadline <= now);
             st.waiters = pending;
-            self.done.notify_all();
+            if st.blocked > 0 {
+                self.done.notify_all();
+            }
             ready
         };
         let flushed = self.flushed();

@@ -2,12 +2,12 @@
 //! `max_index_num` entries, named by its creation time.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{io_err, Result};
 use crate::hash::index_key_hash;
 use crate::mapped_file::{remove_unfinished_files, MappedFile};
-use crate::message::{get_property, property};
 
 pub const INDEX_HEADER_SIZE: usize = 40;
 const SLOT_SIZE: usize = 4;
@@ -201,6 +201,8 @@ pub struct IndexService {
     files: RwLock<Vec<Arc<IndexFile>>>,
     /// Reused key buffer for `topic#key` (writer only).
     key_buf: Mutex<String>,
+    /// CommitLog offset of the last indexed record (-1: none).
+    last_indexed: AtomicI64,
 }
 
 impl IndexService {
@@ -229,6 +231,11 @@ impl IndexService {
                 &p, slot_num, index_num, writable, false,
             )?));
         }
+        let last_indexed = files
+            .last()
+            .map(|f| f.header())
+            .filter(|h| h.index_count > 1)
+            .map_or(-1, |h| h.end_phy_offset);
         Ok(IndexService {
             dir: dir.to_path_buf(),
             slot_num,
@@ -236,18 +243,13 @@ impl IndexService {
             writable,
             files: RwLock::new(files),
             key_buf: Mutex::new(String::new()),
+            last_indexed: AtomicI64::new(last_indexed),
         })
     }
 
     /// Physical offset of the last indexed record (-1 when nothing is indexed).
     pub fn end_phy_offset(&self) -> i64 {
-        self.files
-            .read()
-            .unwrap()
-            .last()
-            .map(|f| f.header())
-            .filter(|h| h.index_count > 1)
-            .map_or(-1, |h| h.end_phy_offset)
+        self.last_indexed.load(Ordering::Acquire)
     }
 
     pub fn last_end_timestamp(&self) -> i64 {
@@ -299,24 +301,26 @@ impl IndexService {
         Ok(file)
     }
 
-    /// Indexes one dispatched record (writer only): `topic#UNIQ_KEY` and `topic#key` per KEYS token.
+    /// Indexes one dispatched record (writer only): `topic#UNIQ_KEY` and `topic#key` per KEYS
+    /// token. Records at or below the last indexed offset are skipped (recovery dispatches some
+    /// records again).
     pub fn build_index(
         &self,
         topic: &str,
-        properties: &str,
+        uniq_key: Option<&str>,
+        keys: Option<&str>,
         phy_offset: i64,
         store_timestamp: i64,
     ) -> Result<()> {
-        let uniq = get_property(properties, property::UNIQ_KEY);
-        let keys = get_property(properties, property::KEYS);
-        if uniq.is_none() && keys.is_none() {
+        if uniq_key.is_none() && keys.is_none() {
             return Ok(());
         }
-        if phy_offset <= self.end_phy_offset() {
-            return Ok(()); // already indexed (recovery dispatches some records again)
+        if phy_offset <= self.last_indexed.load(Ordering::Acquire) {
+            return Ok(());
         }
         let mut buf = self.key_buf.lock().unwrap();
-        let tokens = uniq
+        let mut file = self.writable_file()?;
+        let tokens = uniq_key
             .into_iter()
             .chain(keys.into_iter().flat_map(|k| k.split(' ')));
         for key in tokens.filter(|k| !k.is_empty()) {
@@ -324,12 +328,12 @@ impl IndexService {
             buf.push_str(topic);
             buf.push('#');
             buf.push_str(key);
-            let mut file = self.writable_file()?;
             if !file.put_key(&buf, phy_offset, store_timestamp) {
                 file = self.writable_file()?;
                 file.put_key(&buf, phy_offset, store_timestamp);
             }
         }
+        self.last_indexed.store(phy_offset, Ordering::Release);
         Ok(())
     }
 

@@ -137,6 +137,9 @@ impl MappedFile {
             MmapOptions::new().len(file_size).map_raw_read_only(&file)
         }
         .map_err(io_err(path))?;
+        if writable {
+            let _ = map.advise(Advice::Random);
+        }
         Ok(MappedFile {
             path: path.to_path_buf(),
             file_from_offset,

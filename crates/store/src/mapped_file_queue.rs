@@ -127,10 +127,13 @@ impl MappedFileQueue {
         Ok(file)
     }
 
-    /// Asks the background allocator to prepare the file after the last one.
+    /// Asks the background allocator to prepare the file after the last one (or the first).
     pub fn preallocate_next(&self) {
-        if let (Some(p), Some(last)) = (&self.preallocator, self.last()) {
-            p.request(last.file_from_offset() + self.file_size as u64);
+        if let Some(p) = &self.preallocator {
+            p.request(
+                self.last()
+                    .map_or(0, |last| last.file_from_offset() + self.file_size as u64),
+            );
         }
     }
 

@@ -1,7 +1,6 @@
 //! The RocketMQ 4.x stored-message record: the same bytes live in CommitLog files and travel in
 //! pull, view and query responses, so this module is the single definition of the layout.
 
-use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::error::{Result, StoreError};
@@ -425,6 +424,38 @@ pub fn get_property<'a>(props: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
+/// The properties dispatch looks at, found in one pass over the string.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DispatchProperties<'a> {
+    pub tags: Option<&'a str>,
+    pub keys: Option<&'a str>,
+    pub uniq_key: Option<&'a str>,
+    pub delay: Option<&'a str>,
+}
+
+impl<'a> DispatchProperties<'a> {
+    pub fn parse(props: &'a str) -> Self {
+        let mut out = DispatchProperties::default();
+        for entry in props.split(PROPERTY_SEPARATOR) {
+            let Some((k, v)) = entry.split_once(NAME_VALUE_SEPARATOR) else {
+                continue;
+            };
+            if v.is_empty() {
+                continue;
+            }
+            let slot = match k {
+                property::TAGS => &mut out.tags,
+                property::KEYS => &mut out.keys,
+                property::UNIQ_KEY => &mut out.uniq_key,
+                property::DELAY => &mut out.delay,
+                _ => continue,
+            };
+            slot.get_or_insert(v);
+        }
+        out
+    }
+}
+
 /// All properties in order, as Java's decoder keeps them.
 pub fn parse_properties(props: &str) -> Vec<(&str, &str)> {
     props
@@ -452,18 +483,25 @@ pub fn encode_properties<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>
 
 /// offsetMsgId: store host address and port (int) and physical offset, in upper-case hex.
 pub fn offset_msg_id(store_host: &SocketAddr, physical_offset: i64) -> String {
-    let mut s = String::with_capacity(56);
-    let mut hex = |bytes: &[u8]| {
-        for b in bytes {
-            let _ = write!(s, "{b:02X}");
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut raw = [0u8; 28];
+    let ip_len = match store_host {
+        SocketAddr::V4(a) => {
+            raw[..4].copy_from_slice(&a.ip().octets());
+            4
+        }
+        SocketAddr::V6(a) => {
+            raw[..16].copy_from_slice(&a.ip().octets());
+            16
         }
     };
-    match store_host {
-        SocketAddr::V4(a) => hex(&a.ip().octets()),
-        SocketAddr::V6(a) => hex(&a.ip().octets()),
+    raw[ip_len..ip_len + 4].copy_from_slice(&(store_host.port() as i32).to_be_bytes());
+    raw[ip_len + 4..ip_len + 12].copy_from_slice(&physical_offset.to_be_bytes());
+    let mut s = String::with_capacity(2 * (ip_len + 12));
+    for b in &raw[..ip_len + 12] {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 0xF) as usize] as char);
     }
-    hex(&(store_host.port() as i32).to_be_bytes());
-    hex(&physical_offset.to_be_bytes());
     s
 }
 

@@ -58,7 +58,7 @@ fn put_and_get_across_many_segments() {
             )
             .unwrap();
         assert_eq!(r.queue_offset, (i / 3) as i64);
-        ids.push(r.msg_id);
+        ids.push(r.msg_id());
     }
     let files = std::fs::read_dir(dir.path().join("commitlog"))
         .unwrap()
@@ -432,7 +432,7 @@ fn fill(store: &MessageStore, n: usize) -> Vec<(i64, String)> {
                     &props("A", &format!("key{i}"), &format!("u{i}")),
                 )
                 .unwrap();
-            (r.physical_offset, r.msg_id)
+            (r.physical_offset, r.msg_id())
         })
         .collect()
 }
@@ -611,7 +611,10 @@ fn files_half_created_by_a_crash_are_removed() {
         .path()
         .join("consumequeue/R/0/00000000000000002000.creating");
     std::fs::write(&stale_cq, b"").unwrap();
-    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    // No background preallocation here: it would legitimately be creating that same segment.
+    let mut cfg = small_config(dir.path());
+    cfg.warm_mapped_file_enable = false;
+    let store = MessageStore::open(cfg).unwrap();
     assert!(!stale.exists() && !stale_cq.exists());
     assert_eq!(store.max_offset_in_queue("R", 0).unwrap(), 5);
     fill(&store, 500); // rolls over into new files normally

@@ -25,7 +25,8 @@ use crate::hash::tags_code;
 use crate::index::IndexService;
 use crate::message::{
     self, encode_properties, get_property, host_sysflag, normalize_host, offset_msg_id,
-    parse_properties, property, record_len, sysflag, MessageMeta, Placement, RecordView,
+    parse_properties, property, record_len, sysflag, DispatchProperties, MessageMeta, Placement,
+    RecordView,
 };
 
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
@@ -82,10 +83,15 @@ pub struct PutResult {
     pub physical_offset: i64,
     pub wrote_bytes: usize,
     pub store_timestamp: i64,
-    pub msg_id: String,
+    pub store_host: SocketAddr,
 }
 
 impl PutResult {
+    /// The offsetMsgId (formatted on demand: most puts never need it as text).
+    pub fn msg_id(&self) -> String {
+        offset_msg_id(&self.store_host, self.physical_offset)
+    }
+
     /// CommitLog offset just past this record: wait for a flush past it.
     pub fn end_offset(&self) -> u64 {
         (self.physical_offset + self.wrote_bytes as i64) as u64
@@ -762,6 +768,8 @@ impl Inner {
         let len = record_len(meta.sys_flag, body.len(), meta.topic.len(), props.len());
         let crc = message::body_crc(body);
 
+        let dp = DispatchProperties::parse(props);
+
         let _guard = self.put_lock.lock().unwrap();
         let cq = if dispatched {
             Some(self.queue_or_create(meta.topic, meta.queue_id)?)
@@ -785,7 +793,7 @@ impl Inner {
         if let Some(cq) = &cq {
             let code = match delay_ms {
                 Some(d) => store_timestamp + d,
-                None => tags_code(get_property(props, property::TAGS)),
+                None => tags_code(dp.tags),
             };
             cq.put(
                 queue_offset,
@@ -798,7 +806,13 @@ impl Inner {
         }
         if tx != sysflag::TRANSACTION_ROLLBACK_TYPE {
             if let Some(index) = &self.index {
-                index.build_index(meta.topic, props, physical_offset, store_timestamp)?;
+                index.build_index(
+                    meta.topic,
+                    dp.uniq_key,
+                    dp.keys,
+                    physical_offset,
+                    store_timestamp,
+                )?;
             }
         }
         self.last_store_ts.store(store_timestamp, Ordering::Release);
@@ -811,7 +825,7 @@ impl Inner {
             physical_offset,
             wrote_bytes: len,
             store_timestamp,
-            msg_id: offset_msg_id(&store_host, physical_offset),
+            store_host,
         })
     }
 
@@ -882,18 +896,20 @@ impl Inner {
         }
         file.set_wrote_position(pos);
         for (i, item) in items.iter().enumerate() {
+            let dp = DispatchProperties::parse(item.properties);
             cq.put(
                 first_queue_offset + i as i64,
                 Unit {
                     offset: physical_offsets[i],
                     size: lens[i] as i32,
-                    tags_code: tags_code(get_property(item.properties, property::TAGS)),
+                    tags_code: tags_code(dp.tags),
                 },
             )?;
             if let Some(index) = &self.index {
                 index.build_index(
                     meta.topic,
-                    item.properties,
+                    dp.uniq_key,
+                    dp.keys,
                     physical_offsets[i],
                     store_timestamp,
                 )?;

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use super::{Inner, RecoveryReport};
 use crate::consume_queue::Unit;
 use crate::error::Result;
-use crate::message::{sysflag, RecordView};
+use crate::message::{sysflag, DispatchProperties, RecordView};
 
 impl Inner {
     /// Brings the store to a consistent state after a clean or unclean stop: finds the end of
@@ -154,7 +154,14 @@ impl Inner {
         }
         if tx != sysflag::TRANSACTION_ROLLBACK_TYPE {
             if let Some(index) = &self.index {
-                index.build_index(v.topic, v.properties, v.physical_offset, v.store_timestamp)?;
+                let dp = DispatchProperties::parse(v.properties);
+                index.build_index(
+                    v.topic,
+                    dp.uniq_key,
+                    dp.keys,
+                    v.physical_offset,
+                    v.store_timestamp,
+                )?;
             }
         }
         Ok(())
