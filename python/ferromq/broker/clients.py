@@ -4,6 +4,7 @@ ConsumerManager). Entries disappear when their connection closes or goes silent 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +102,13 @@ class ClientManager:
         self.producers: dict[str, dict[str, ClientChannel]] = {}
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self._on_consumers_changed = on_consumers_changed
+        self._watched: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+    def watch(self, conn: Connection) -> None:
+        """Drops the connection's clients as soon as it closes (once per connection)."""
+        if conn not in self._watched:
+            self._watched.add(conn)
+            conn.on_close(self.connection_closed)
 
     def register_producer(self, group: str, channel: ClientChannel) -> None:
         self.producers.setdefault(group, {})[channel.client_id] = channel

@@ -47,9 +47,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         conn.client_id, conn.language, conn.version = client_id, cmd.language, cmd.version
         now = time.monotonic()
         channel = ClientChannel(client_id, conn, cmd.language, cmd.version, now)
-        if not getattr(conn, "_ferromq_watched", False):
-            conn.on_close(broker.clients.connection_closed)
-            conn._ferromq_watched = True  # type: ignore[attr-defined]
+        broker.clients.watch(conn)
         for consumer in data.get("consumerDataSet") or []:
             group = str(consumer.get("groupName", ""))
             cfg = broker.groups.find_or_create(group)

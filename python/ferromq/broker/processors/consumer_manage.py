@@ -42,12 +42,12 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         if offset >= 0:
             return cmd.reply(ResponseCode.SUCCESS, ext={"offset": offset})
         # A group that never committed: start at 0 while the queue's first message is still
-        # at hand, as Java's broker does; otherwise the client decides (usually the end).
+        # at hand (in memory, as Java's broker judges it); otherwise the client decides (the end).
         store = broker.store
         if store.min_offset(topic, queue_id) <= 0:
-            first = store.get(topic, queue_id, 0, 1, 1)
-            phys = store.max_physical_offset
-            if first.message_count == 0 or _first_offset_in_memory(broker, topic, queue_id, phys):
+            first = store.get_messages(topic, queue_id, 0, 1)
+            behind = store.max_physical_offset - first[0].physical_offset if first else 0
+            if behind < _ram_bytes() * IN_MEMORY_RATIO:
                 return cmd.reply(ResponseCode.SUCCESS, ext={"offset": 0})
         return cmd.reply(
             ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
@@ -67,10 +67,3 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         RequestCode.QUERY_CONSUMER_OFFSET: query_offset,
         RequestCode.UPDATE_CONSUMER_OFFSET: update_offset,
     }
-
-
-def _first_offset_in_memory(broker: Broker, topic: str, queue_id: int, max_phys: int) -> bool:
-    msgs = broker.store.get_messages(topic, queue_id, 0, 1)
-    if not msgs:
-        return True
-    return max_phys - msgs[0].physical_offset < _ram_bytes() * IN_MEMORY_RATIO
