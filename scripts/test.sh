@@ -24,8 +24,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test -p ferromq-store --locked
 
 step "Python: lints, types, stub"
-"$VENV/bin/ruff" check python tests benches
-"$VENV/bin/ruff" format --check python tests benches
+"$VENV/bin/ruff" check python tests benches examples
+"$VENV/bin/ruff" format --check python tests benches examples
 "$VENV/bin/mypy"
 "$VENV/bin/python" -m mypy.stubtest ferromq._store
 

@@ -1,0 +1,19 @@
+"""The blocking facade, for scripts without asyncio.
+
+python examples/blocking_produce.py [--namesrv 127.0.0.1:9876]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ferromq.client import Message
+from ferromq.client.blocking import BlockingProducer
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--namesrv", default="127.0.0.1:9876")
+    args = ap.parse_args()
+    with BlockingProducer("example-blocking", args.namesrv) as producer:
+        result = producer.send(Message("Orders", b"hello from a script", tags="Script"))
+        print(result)
