@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ferromq.broker.clients import ClientChannel, Subscription, parse_subscription
+from ferromq.broker.processors.pull import check_sql92
 from ferromq.broker.topics import RETRY_PREFIX
 from ferromq.errors import BrokerError
 from ferromq.jsonutil import loads_lenient
@@ -71,6 +72,14 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def check_client_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Java clients ask before an SQL92 subscription: refuse what pulls would refuse."""
+        try:
+            data = loads_lenient(cmd.body) if cmd.body else {}
+        except ValueError as e:
+            raise BrokerError(f"check body is not JSON: {e}", ResponseCode.SYSTEM_ERROR) from None
+        sub = data.get("subscriptionData") or {}
+        if str(sub.get("expressionType", "TAG")).upper() == "SQL92":
+            check_sql92(broker, str(sub.get("subString", "")))
         return cmd.reply(ResponseCode.SUCCESS)
 
     return {

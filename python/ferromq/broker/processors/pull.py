@@ -3,10 +3,13 @@ matching message is stored or its suspend time is up."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ferromq.broker.clients import Subscription, parse_subscription
+from ferromq.broker.sql92 import compile_sql92
 from ferromq.errors import BrokerError, NoPermissionError, SubscriptionGroupNotExistError, TopicNotExistError
+from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.headers import ext_int, ext_str
@@ -69,13 +72,31 @@ def _subscription(
                 ResponseCode.SUBSCRIPTION_NOT_LATEST,
             )
         sub = found
-    if sub.expression_type == "SQL92" and not broker.config.enable_property_filter:
+    if sub.expression_type == "SQL92":
+        check_sql92(broker, sub.sub_string)
+    return sub
+
+
+def check_sql92(broker: Broker, expression: str) -> Callable[[dict[str, str]], bool]:
+    """The compiled filter, or the refusal RocketMQ gives (filtering disabled, or a bad expression)."""
+    if not broker.config.enable_property_filter:
         raise BrokerError(
             "The broker does not support consumer to filter message by SQL92", ResponseCode.SYSTEM_ERROR
         )
-    if sub.expression_type == "SQL92":
-        raise BrokerError("SQL92 filtering is not available on this broker yet", ResponseCode.SYSTEM_ERROR)
-    return sub
+    return compile_sql92(expression)
+
+
+def _filter_records(body: bytes, predicate: Callable[[dict[str, str]], bool]) -> tuple[bytes, int]:
+    """The records of a pull body whose properties the predicate accepts, and their count."""
+    out = bytearray()
+    count = at = 0
+    for m in decode_messages(body):
+        size = int.from_bytes(body[at : at + 4], "big")
+        if predicate(m.properties):
+            out += body[at : at + size]
+            count += 1
+        at += size
+    return bytes(out), count
 
 
 async def pull_message(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -108,11 +129,13 @@ async def pull_message(broker: Broker, conn: Connection, cmd: RemotingCommand) -
         )
     sub = _subscription(broker, cmd, group, topic, sys_flag)
     codes = set(sub.codes) if sub.codes is not None else None
+    sql = check_sql92(broker, sub.sub_string) if sub.expression_type == "SQL92" else None
 
     def matches(tags_code: int) -> bool:
         return codes is None or as_int32(tags_code) in codes
 
     allow_suspend = True
+    code: int
     while True:
         result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
         code = _STATUS_CODES[result.status][0 if offset == 0 else 1]
@@ -128,16 +151,22 @@ async def pull_message(broker: Broker, conn: Connection, cmd: RemotingCommand) -
         break
     if allow_suspend:
         _commit(broker, group, topic, queue_id, sys_flag, commit_offset)
+    body, status = result.body, result.status
+    if sql is not None and code == ResponseCode.SUCCESS:
+        body, matched = _filter_records(body, sql)
+        if not matched:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            status = "NO_MATCHED_MESSAGE"
     return cmd.reply(
         code,
-        remark=result.status,
+        remark=status,
         ext={
             "suggestWhichBrokerId": 0,
             "nextBeginOffset": result.next_begin_offset,
             "minOffset": result.min_offset,
             "maxOffset": result.max_offset,
         },
-        body=result.body if code == ResponseCode.SUCCESS else b"",
+        body=body if code == ResponseCode.SUCCESS else b"",
     )
 
 

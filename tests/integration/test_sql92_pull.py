@@ -1,0 +1,69 @@
+"""SQL92 subscriptions filter on the broker when enablePropertyFilter is on."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+
+from ferromq.message import decode_messages
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode as R
+
+from .brokerkit import Client, properties, pull_ext, running, send_ext
+
+
+def test_sql92_pull_returns_exactly_the_matching_messages(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path, enable_property_filter=True) as (_, broker):
+            c = await Client().connect(broker.port)
+            await c.call(RC.UPDATE_AND_CREATE_TOPIC, {"topic": "S", "readQueueNums": 1, "writeQueueNums": 1})
+            for i in range(40):
+                props = properties(TAGS=["A", "B"][i % 2], price=str(i), region=["EU", "US", "APAC"][i % 3])
+                await c.call(RC.SEND_MESSAGE, send_ext("S", 0, props), f"{i}".encode())
+            expr = "price BETWEEN 10 AND 30 AND region IN ('EU', 'APAC') AND TAGS = 'A'"
+            got, offset = [], 0
+            for _ in range(50):
+                r = await c.call(
+                    RC.PULL_MESSAGE,
+                    pull_ext("G", "S", 0, offset, subscription=expr, expressionType="SQL92", maxMsgNums=7),
+                )
+                if r.code == R.SUCCESS:
+                    got += [int(m.body) for m in decode_messages(r.body)]
+                elif r.code != R.PULL_RETRY_IMMEDIATELY:
+                    assert r.code == R.PULL_NOT_FOUND
+                    break
+                offset = int(r.ext["nextBeginOffset"])
+            want = [i for i in range(10, 31) if i % 2 == 0 and i % 3 in (0, 2)]
+            assert got == want
+            r = await c.call(
+                RC.PULL_MESSAGE, pull_ext("G", "S", 0, 0, subscription="price >", expressionType="SQL92")
+            )
+            assert r.code == R.SUBSCRIPTION_PARSE_FAILED
+            check = {
+                "clientId": "c",
+                "group": "G",
+                "subscriptionData": {"expressionType": "SQL92", "subString": "a ="},
+            }
+            r = await c.call(RC.CHECK_CLIENT_CONFIG, body=orjson.dumps(check))
+            assert r.code == R.SUBSCRIPTION_PARSE_FAILED
+            check["subscriptionData"]["subString"] = "a = 1"  # type: ignore[index]
+            assert (await c.call(RC.CHECK_CLIENT_CONFIG, body=orjson.dumps(check))).code == R.SUCCESS
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_sql92_refused_when_property_filter_is_off(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path) as (_, broker):
+            c = await Client().connect(broker.port)
+            await c.call(RC.SEND_MESSAGE, send_ext("S", 0), b"x")
+            r = await c.call(
+                RC.PULL_MESSAGE, pull_ext("G", "S", 0, 0, subscription="a = 1", expressionType="SQL92")
+            )
+            assert r.code == R.SYSTEM_ERROR and "SQL92" in (r.remark or "")
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
