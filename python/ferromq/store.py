@@ -205,6 +205,18 @@ class MessageStore:
             wait=False,
         )
 
+    def deliver_due_delayed(
+        self, level: int, from_offset: int, now_ms: int, max_count: int = 4096
+    ) -> tuple[int, int | None, list[tuple[str, int, int, int]]]:
+        """Moves the messages of delay level `level` that are due at `now_ms` from the schedule
+        queue into their real topics, in Rust. Returns the schedule-queue offset to continue from,
+        the deliver time of the next message not yet due (or None), and per delivered message
+        (topic, queue id, queue offset, tags code)."""
+        next_offset, next_due, delivered, _skipped = self._store.deliver_due_delayed(
+            level, from_offset, now_ms, max_count
+        )
+        return next_offset, next_due, delivered
+
     def wait_flushed(self, offset: int, timeout_ms: int | None = None) -> bool:
         """Blocks until the CommitLog is on disk up to `offset` (a result's `end_offset`)."""
         return self._store.wait_flushed(offset, timeout_ms)

@@ -533,6 +533,29 @@ impl Store {
         Ok(GetResult { inner, body })
     }
 
+    /// Puts the due messages of delay level `level` into their real topics (reading the schedule
+    /// queue from `from_offset`, at most `max_count`): (next offset, deliver time of the next
+    /// message not yet due or None, [(topic, queue_id, queue_offset, tags_code)], skipped).
+    #[allow(clippy::type_complexity)]
+    fn deliver_due_delayed(
+        &self,
+        py: Python<'_>,
+        level: i32,
+        from_offset: i64,
+        now_ms: i64,
+        max_count: usize,
+    ) -> PyResult<(i64, Option<i64>, Vec<(String, i32, i64, i64)>, usize)> {
+        let r = py
+            .detach(|| self.store.deliver_due_delayed(level, from_offset, now_ms, max_count))
+            .py_err(py)?;
+        let delivered = r
+            .delivered
+            .into_iter()
+            .map(|d| (d.topic, d.queue_id, d.queue_offset, d.tags_code))
+            .collect();
+        Ok((r.next_offset, r.next_due, delivered, r.skipped))
+    }
+
     /// The record at a CommitLog offset, or None.
     fn read(&self, py: Python<'_>, physical_offset: i64) -> PyResult<Option<Py<PyBytes>>> {
         let rec = py

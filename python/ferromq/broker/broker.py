@@ -137,8 +137,8 @@ class Broker:
             return
         self.hold.notify(topic, queue_id, next_offset, tags_code)
 
-    def _delivered(self, topic: str, queue_id: int, next_offset: int, tags: str | None) -> None:
-        self.hold.notify(topic, queue_id, next_offset, int(_store.tags_code(tags)))
+    def _delivered(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:
+        self.hold.notify(topic, queue_id, next_offset, tags_code)
 
     def _consumers_changed(self, group: str, info: ConsumerGroupInfo) -> None:
         if not self.config.notify_consumer_ids_changed_enable:

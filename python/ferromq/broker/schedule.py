@@ -16,13 +16,14 @@ from pathlib import Path
 
 from ferromq.broker.config_file import load_config_file, save_config_file
 from ferromq.broker.topics import SCHEDULE_TOPIC
-from ferromq.errors import MessageIllegalError, StoreClosedError
-from ferromq.message import StoredMessage
+from ferromq.errors import StoreClosedError
 from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_FAILURE_SECONDS = 1.0
+# Messages moved per store call; between calls the event loop serves other requests.
+DELIVER_BATCH = 4096
 # Even with nothing due, look at each level this often (a safety net for missed wake-ups).
 IDLE_RECHECK_SECONDS = 5.0
 
@@ -39,7 +40,7 @@ class ScheduleMessageService:
         levels_spec: str,
         path: Path,
         persist_interval: float,
-        delivered: Callable[[str, int, int, str | None], None],
+        delivered: Callable[[str, int, int, int | None], None],
     ) -> None:
         self._store = store
         self.levels = parse_levels(levels_spec)
@@ -83,12 +84,11 @@ class ScheduleMessageService:
             self.persist()
 
     async def _run_level(self, level: int) -> None:
-        delay_ms = self.levels[level - 1]
         event = self._wake[level]
         while True:
             event.clear()
             try:
-                wait = self._deliver_due(level, delay_ms)
+                wait = self._deliver_due(level)
             except StoreClosedError:
                 return
             except Exception:
@@ -100,34 +100,21 @@ class ScheduleMessageService:
             except TimeoutError:
                 pass
 
-    def _deliver_due(self, level: int, delay_ms: int) -> float:
+    def _deliver_due(self, level: int) -> float:
         """Delivers what is due; returns how long to sleep before the next one is."""
-        queue_id = level - 1
         while True:
-            offset = self.offsets.get(level, 0)
-            msgs = self._store.get_messages(SCHEDULE_TOPIC, queue_id, offset, 32)
-            if not msgs:
-                return IDLE_RECHECK_SECONDS
-            now = time.time() * 1000
-            for m in msgs:
-                due = m.store_timestamp + delay_ms
-                if due > now:
-                    return min((due - now) / 1000.0, IDLE_RECHECK_SECONDS)
-                self._deliver(m)
-                self.offsets[level] = m.queue_offset + 1
-
-    def _deliver(self, m: StoredMessage) -> None:
-        props = dict(m.properties)
-        props.pop("DELAY", None)
-        topic = props.get("REAL_TOPIC")
-        queue = props.get("REAL_QID")
-        if not topic or queue is None or not queue.lstrip("-").isdigit():
-            logger.error("delayed message %s has no real topic/queue; dropped", m.msg_id)
-            return
-        props["WAIT"] = "false"
-        try:
-            r = self._store.put_copy(m, topic, int(queue), props)
-        except MessageIllegalError as e:
-            logger.error("delayed message %s cannot be delivered to %s: %s; dropped", m.msg_id, topic, e)
-            return
-        self._delivered(r.topic, r.queue_id, r.queue_offset + 1, props.get("TAGS"))
+            now = int(time.time() * 1000)
+            offset, next_due, delivered = self._store.deliver_due_delayed(
+                level, self.offsets.get(level, 0), now, DELIVER_BATCH
+            )
+            self.offsets[level] = offset
+            # Wake held pulls once per queue, with the newest offset.
+            newest: dict[tuple[str, int], tuple[int, int]] = {}
+            for topic, queue_id, queue_offset, tags_code in delivered:
+                newest[(topic, queue_id)] = (queue_offset + 1, tags_code)
+            for (topic, queue_id), (next_offset, tags_code) in newest.items():
+                self._delivered(topic, queue_id, next_offset, tags_code)
+            if len(delivered) < DELIVER_BATCH:
+                if next_due is None:
+                    return IDLE_RECHECK_SECONDS
+                return min(max(next_due - now, 0) / 1000.0, IDLE_RECHECK_SECONDS)

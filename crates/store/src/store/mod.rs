@@ -15,7 +15,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::checkpoint::{Checkpoint, StoreLock};
 
 mod recovery;
+mod schedule;
 mod services;
+
 use crate::commitlog::CommitLog;
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::consume_queue::{round_file_size, ConsumeQueue, Unit};
@@ -28,6 +30,7 @@ use crate::message::{
     parse_properties, property, record_len, sysflag, DispatchProperties, MessageMeta, Placement,
     RecordView,
 };
+pub use schedule::{DeliverResult, Delivered};
 
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 
@@ -338,6 +341,25 @@ impl MessageStore {
     ) -> Result<GetResult> {
         self.check_open()?
             .get_messages(topic, queue_id, offset, max_count, max_bytes, filter)
+    }
+
+    /// Puts the messages of delay level `level` (1-based) that are due at `now_ms` into their real
+    /// topics and queues, reading `SCHEDULE_TOPIC_XXXX` from queue offset `from`, at most
+    /// `max_count` at a time. DELAY is removed and WAIT=false added, as RocketMQ does.
+    pub fn deliver_due_delayed(
+        &self,
+        level: i32,
+        from: i64,
+        now_ms: i64,
+        max_count: usize,
+    ) -> Result<DeliverResult> {
+        let inner = self.writable()?;
+        if level < 1 || level as usize > inner.config.message_delay_level.len() {
+            return Err(StoreError::InvalidArgument(format!(
+                "no delay level {level}"
+            )));
+        }
+        inner.deliver_due(level, from, now_ms, max_count)
     }
 
     /// The stored record at a CommitLog offset.

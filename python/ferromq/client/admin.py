@@ -1,0 +1,545 @@
+"""Admin: topics (create, update, delete, list, route), cluster info, consumer progress and lag,
+message queries (by offsetMsgId, key or client message id) and queue offsets (RocketMQ's
+MQAdminExt / MQAdminImpl)."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import re
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+from ferromq.client.instance import ClientInstance
+from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
+from ferromq.client.route import TopicRoute
+from ferromq.errors import BrokerError, QueryNotFoundError, TopicNotExistError
+from ferromq.jsonutil import loads_lenient
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+
+logger = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+DEFAULT_QUERY_MAX_NUM = 32
+# QUERY_MESSAGE reads index files: give it more time than a plain request (Java: timeout * 3).
+QUERY_TIMEOUT_FACTOR = 3
+# fastjson writes Map<MessageQueue, OffsetWrapper> with object keys; this finds one entry.
+_FASTJSON_MQ_ENTRY = re.compile(rb"\{(\"brokerName\"[^{}]*)\}\s*:\s*\{([^{}]*)\}")
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """One broker (a master and its slaves) as the name server knows it."""
+
+    cluster: str
+    broker_name: str
+    addrs: dict[int, str]
+    """Broker id (0 = master) -> `ip:port`."""
+
+    @property
+    def master_addr(self) -> str | None:
+        return self.addrs.get(0)
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """GET_BROKER_CLUSTER_INFO, parsed."""
+
+    brokers: dict[str, BrokerInfo]
+    """Broker name -> broker."""
+    clusters: dict[str, list[str]]
+    """Cluster name -> its broker names."""
+
+    def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
+        """Broker name -> master address, for every broker (of `cluster`) that has a master."""
+        names = set(self.clusters.get(cluster, [])) if cluster is not None else set(self.brokers)
+        out = {}
+        for name in sorted(names):
+            info = self.brokers.get(name)
+            if info is not None and info.master_addr:
+                out[name] = info.master_addr
+        return out
+
+
+@dataclass(frozen=True)
+class TopicConfigInfo:
+    """A topic's configuration on one broker."""
+
+    topic: str
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    """A consumer group's progress on one queue."""
+
+    queue: MessageQueue
+    broker_offset: int
+    """The queue's max offset (the next offset the broker will write)."""
+    consumer_offset: int
+    """The group's committed offset (the next offset it will read)."""
+    lag: int
+    """Messages not consumed yet: broker_offset - consumer_offset (never negative)."""
+    last_timestamp: int
+    """Store time (ms) of the last consumed message (at consumer_offset - 1); 0 when unknown."""
+
+
+@dataclass(frozen=True)
+class ConsumerProgress:
+    """GET_CONSUME_STATS of a group, merged over the brokers."""
+
+    group: str
+    queues: list[QueueProgress]
+    consume_tps: float
+
+    @property
+    def total_lag(self) -> int:
+        return sum(q.lag for q in self.queues)
+
+    def of(self, queue: MessageQueue) -> QueueProgress | None:
+        """The progress on one queue, or None when the broker reports nothing for it."""
+        for q in self.queues:
+            if q.queue == queue:
+                return q
+        return None
+
+
+def decode_offset_msg_id(offset_msg_id: str) -> tuple[str, int]:
+    """The store host (`ip:port`) and CommitLog offset an offsetMsgId names (32 hex digits for
+    an IPv4 store host, 56 for IPv6)."""
+    try:
+        raw = bytes.fromhex(offset_msg_id)
+    except ValueError:
+        raise ValueError(f"not an offsetMsgId: {offset_msg_id!r}") from None
+    if len(raw) == 16:
+        ip_len = 4
+    elif len(raw) == 28:
+        ip_len = 16
+    else:
+        raise ValueError(f"not an offsetMsgId (length {len(offset_msg_id)}): {offset_msg_id!r}")
+    ip = ipaddress.ip_address(raw[:ip_len])
+    port = int.from_bytes(raw[ip_len : ip_len + 4], "big")
+    offset = int.from_bytes(raw[ip_len + 4 :], "big")
+    return f"{ip}:{port}", offset
+
+
+def _int_ext(reply: RemotingCommand, key: str) -> int:
+    value = reply.ext.get(key)
+    if value is None:
+        raise BrokerError(f"reply to request code has no {key}", ResponseCode.SYSTEM_ERROR)
+    return int(value)
+
+
+def _code(code: int) -> ResponseCode:
+    try:
+        return ResponseCode(code)
+    except ValueError:
+        return ResponseCode.SYSTEM_ERROR
+
+
+def check_reply(reply: RemotingCommand, what: str) -> RemotingCommand:
+    """Returns a successful reply; raises BrokerError (with the reply's code) otherwise."""
+    if reply.code != ResponseCode.SUCCESS:
+        if reply.code == ResponseCode.TOPIC_NOT_EXIST:
+            raise TopicNotExistError(reply.remark or f"{what}: topic not exist")
+        raise BrokerError(f"{what} failed: {reply.remark or reply.code}", _code(reply.code))
+    return reply
+
+
+async def queue_master_addr(instance: ClientInstance, mq: MessageQueue) -> str:
+    """The master address of a queue's broker (refreshing the topic's route when needed)."""
+    addr = instance.master_addr(mq.broker_name)
+    if addr is None:
+        await instance.route(mq.topic, refresh=True)
+        addr = instance.master_addr(mq.broker_name)
+    if addr is None:
+        raise BrokerError(f"no master address for broker {mq.broker_name}", ResponseCode.SERVICE_NOT_AVAILABLE)
+    return addr
+
+
+async def queue_offset_request(
+    instance: ClientInstance, code: RequestCode, mq: MessageQueue, **extra: str
+) -> int:
+    """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP on a queue: its `offset`."""
+    addr = await queue_master_addr(instance, mq)
+    ext = {"topic": mq.topic, "queueId": str(mq.queue_id), **extra}
+    reply = await instance.invoke(addr, RemotingCommand(code=code, ext=ext))
+    return _int_ext(check_reply(reply, f"{code.name} of {mq}"), "offset")
+
+
+def parse_consume_stats(body: bytes, group: str) -> tuple[list[QueueProgress], float]:
+    """A GET_CONSUME_STATS body: ferromq's list form (`offsetTable: [{messageQueue,
+    offsetWrapper}]`) or the Java broker's fastjson map with MessageQueue object keys."""
+    try:
+        data = loads_lenient(body)
+    except ValueError:
+        data = None
+    entries: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    tps = 0.0
+    if isinstance(data, dict):
+        tps = float(data.get("consumeTps") or 0.0)
+        table = data.get("offsetTable") or []
+        if isinstance(table, list):
+            entries = [(e["messageQueue"], e["offsetWrapper"]) for e in table]
+    else:
+        for mq_raw, wrapper_raw in _FASTJSON_MQ_ENTRY.findall(body):
+            entries.append((loads_lenient(b"{" + mq_raw + b"}"), loads_lenient(b"{" + wrapper_raw + b"}")))
+        found = re.search(rb'"consumeTps"\s*:\s*([0-9.eE+-]+)', body)
+        if found:
+            tps = float(found.group(1))
+    out = []
+    for mq, w in entries:
+        broker_offset = int(w.get("brokerOffset", 0))
+        consumer_offset = int(w.get("consumerOffset", 0))
+        out.append(
+            QueueProgress(
+                queue=MessageQueue(str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"])),
+                broker_offset=broker_offset,
+                consumer_offset=consumer_offset,
+                lag=max(0, broker_offset - consumer_offset),
+                last_timestamp=int(w.get("lastTimestamp") or 0),
+            )
+        )
+    return out, tps
+
+
+class Admin:
+    """Administration of topics, consumer groups and messages. Use `async with Admin(namesrv)`
+    or `await start()` / `await stop()`."""
+
+    def __init__(self, namesrv: str, *, instance: ClientInstance | None = None, timeout: float = 3.0) -> None:
+        self._own_instance = instance is None
+        self.instance = instance or ClientInstance(namesrv, timeout=timeout)
+        self.timeout = timeout
+
+    async def start(self) -> None:
+        await self.instance.start()
+
+    async def stop(self) -> None:
+        """Closes the connections (of an instance this admin created)."""
+        if self._own_instance:
+            await self.instance.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # -- name server ---------------------------------------------------------------------------
+
+    async def cluster_info(self) -> ClusterInfo:
+        """The brokers and clusters the name server knows."""
+        reply = check_reply(
+            await self.instance.namesrv_invoke(RemotingCommand(code=RequestCode.GET_BROKER_CLUSTER_INFO)),
+            "GET_BROKER_CLUSTER_INFO",
+        )
+        data = loads_lenient(reply.body) if reply.body else {}
+        brokers = {}
+        for name, b in (data.get("brokerAddrTable") or {}).items():
+            addrs = {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()}
+            brokers[str(name)] = BrokerInfo(str(b.get("cluster", "")), str(name), addrs)
+        clusters = {str(c): sorted(str(n) for n in names) for c, names in (data.get("clusterAddrTable") or {}).items()}
+        return ClusterInfo(brokers, clusters)
+
+    async def list_topics(self) -> list[str]:
+        """Every topic the name server has a route for (system topics included), sorted."""
+        reply = check_reply(
+            await self.instance.namesrv_invoke(
+                RemotingCommand(code=RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+            ),
+            "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
+        )
+        data = loads_lenient(reply.body) if reply.body else {}
+        return sorted(str(t) for t in data.get("topicList") or [])
+
+    async def topic_route(self, topic: str) -> TopicRoute:
+        """The topic's current route; raises TopicNotExistError when the name server has none."""
+        route = await self.instance.route(topic, refresh=True)
+        if route is None:
+            self.instance.routes.pop(topic, None)
+            raise TopicNotExistError(f"No topic route info in name server for the topic: {topic}")
+        return route
+
+    # -- topics --------------------------------------------------------------------------------
+
+    async def _masters(self, broker_names: list[str] | None) -> dict[str, str]:
+        masters = (await self.cluster_info()).master_addrs()
+        if broker_names is None:
+            return masters
+        missing = [n for n in broker_names if n not in masters]
+        if missing:
+            raise BrokerError(f"no master for broker(s) {', '.join(missing)}", ResponseCode.SERVICE_NOT_AVAILABLE)
+        return {n: masters[n] for n in broker_names}
+
+    async def _create_on(self, addr: str, cfg: TopicConfigInfo) -> None:
+        ext = {
+            "topic": cfg.topic,
+            "defaultTopic": AUTO_CREATE_TOPIC_KEY,
+            "readQueueNums": str(cfg.read_queue_nums),
+            "writeQueueNums": str(cfg.write_queue_nums),
+            "perm": str(cfg.perm),
+            "topicFilterType": cfg.topic_filter_type,
+            "topicSysFlag": str(cfg.topic_sys_flag),
+            "order": "true" if cfg.order else "false",
+        }
+        reply = await self.instance.invoke(
+            addr, RemotingCommand(code=RequestCode.UPDATE_AND_CREATE_TOPIC, ext=ext), self.timeout
+        )
+        check_reply(reply, f"UPDATE_AND_CREATE_TOPIC {cfg.topic} on {cfg.broker_name}")
+
+    async def _set_order_conf(self, topic: str, configs: list[TopicConfigInfo]) -> None:
+        """Orderly topics: the name server's ORDER_TOPIC_CONFIG entry (`broker-a:4;broker-b:4`),
+        as mqadmin updateTopic -o true writes it."""
+        value = ";".join(f"{c.broker_name}:{c.write_queue_nums}" for c in sorted(configs, key=lambda c: c.broker_name))
+        for addr in self.instance.namesrv_addrs:
+            cmd = RemotingCommand(
+                code=RequestCode.PUT_KV_CONFIG,
+                ext={"namespace": ORDER_TOPIC_CONFIG, "key": topic, "value": value},
+            )
+            check_reply(await self.instance.invoke(addr, cmd, self.timeout), f"PUT_KV_CONFIG {topic}")
+
+    async def create_topic(
+        self,
+        topic: str,
+        queue_nums: int = 4,
+        perm: int = 6,
+        order: bool = False,
+        broker_names: list[str] | None = None,
+    ) -> list[str]:
+        """Creates (or overwrites) the topic on the master of every broker (or of `broker_names`)
+        with `queue_nums` read and write queues. Returns the broker names. The route appears at
+        the name server once the brokers have re-registered (they do so at once)."""
+        masters = await self._masters(broker_names)
+        if not masters:
+            raise BrokerError("no broker master to create the topic on", ResponseCode.SERVICE_NOT_AVAILABLE)
+        configs = [TopicConfigInfo(topic, name, queue_nums, queue_nums, perm, order=order) for name in masters]
+        await asyncio.gather(*(self._create_on(masters[c.broker_name], c) for c in configs))
+        if order:
+            await self._set_order_conf(topic, configs)
+        self.instance.routes.pop(topic, None)
+        return list(masters)
+
+    async def topic_config(self, topic: str) -> dict[str, TopicConfigInfo]:
+        """Broker name -> the topic's configuration there (GET_ALL_TOPIC_CONFIG of each master)."""
+        out = {}
+        for name, addr in (await self._masters(None)).items():
+            reply = check_reply(
+                await self.instance.invoke(addr, RemotingCommand(code=RequestCode.GET_ALL_TOPIC_CONFIG)),
+                f"GET_ALL_TOPIC_CONFIG of {name}",
+            )
+            table = (loads_lenient(reply.body) or {}).get("topicConfigTable") or {}
+            tc = table.get(topic)
+            if isinstance(tc, dict):
+                out[name] = TopicConfigInfo(
+                    topic=topic,
+                    broker_name=name,
+                    read_queue_nums=int(tc.get("readQueueNums", 16)),
+                    write_queue_nums=int(tc.get("writeQueueNums", 16)),
+                    perm=int(tc.get("perm", 6)),
+                    topic_filter_type=str(tc.get("topicFilterType", "SINGLE_TAG")),
+                    topic_sys_flag=int(tc.get("topicSysFlag", 0)),
+                    order=bool(tc.get("order", False)),
+                )
+        return out
+
+    async def update_topic(
+        self,
+        topic: str,
+        *,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
+        perm: int | None = None,
+        order: bool | None = None,
+        broker_names: list[str] | None = None,
+    ) -> list[str]:
+        """Changes the given settings of an existing topic, keeping the others, on every broker
+        that has it (or on `broker_names`, creating it there with defaults where it is missing).
+        Returns the broker names updated."""
+        current = await self.topic_config(topic)
+        names = broker_names if broker_names is not None else sorted(current)
+        if not names:
+            raise TopicNotExistError(f"topic {topic} exists on no broker")
+        masters = await self._masters(names)
+        configs = []
+        for name in names:
+            old = current.get(name) or TopicConfigInfo(topic, name, 4, 4, 6)
+            configs.append(
+                TopicConfigInfo(
+                    topic=topic,
+                    broker_name=name,
+                    read_queue_nums=old.read_queue_nums if read_queue_nums is None else read_queue_nums,
+                    write_queue_nums=old.write_queue_nums if write_queue_nums is None else write_queue_nums,
+                    perm=old.perm if perm is None else perm,
+                    topic_filter_type=old.topic_filter_type,
+                    topic_sys_flag=old.topic_sys_flag,
+                    order=old.order if order is None else order,
+                )
+            )
+        await asyncio.gather(*(self._create_on(masters[c.broker_name], c) for c in configs))
+        if order:
+            await self._set_order_conf(topic, configs)
+        self.instance.routes.pop(topic, None)
+        return names
+
+    async def delete_topic(self, topic: str) -> None:
+        """Deletes the topic on every broker master (DELETE_TOPIC_IN_BROKER), then at every name
+        server (DELETE_TOPIC_IN_NAMESRV) together with its ORDER_TOPIC_CONFIG entry.
+
+        A name server that does not support DELETE_TOPIC_IN_NAMESRV (code 3) is logged and
+        skipped: it still drops the route when the brokers re-register without the topic."""
+        masters = await self._masters(None)
+        for name, addr in masters.items():
+            reply = await self.instance.invoke(
+                addr, RemotingCommand(code=RequestCode.DELETE_TOPIC_IN_BROKER, ext={"topic": topic}), self.timeout
+            )
+            check_reply(reply, f"DELETE_TOPIC_IN_BROKER {topic} on {name}")
+        for addr in self.instance.namesrv_addrs:
+            reply = await self.instance.invoke(
+                addr, RemotingCommand(code=RequestCode.DELETE_TOPIC_IN_NAMESRV, ext={"topic": topic}), self.timeout
+            )
+            if reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                logger.warning(
+                    "name server %s does not support DELETE_TOPIC_IN_NAMESRV; the route of %s goes when "
+                    "the brokers re-register",
+                    addr,
+                    topic,
+                )
+            else:
+                check_reply(reply, f"DELETE_TOPIC_IN_NAMESRV {topic} at {addr}")
+            kv = RemotingCommand(
+                code=RequestCode.DELETE_KV_CONFIG, ext={"namespace": ORDER_TOPIC_CONFIG, "key": topic}
+            )
+            reply = await self.instance.invoke(addr, kv, self.timeout)
+            if reply.code not in (ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED):
+                check_reply(reply, f"DELETE_KV_CONFIG {topic} at {addr}")
+        self.instance.routes.pop(topic, None)
+
+    # -- consumer groups -----------------------------------------------------------------------
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> ConsumerProgress:
+        """Per queue: the broker's max offset, the group's committed offset, the lag and the last
+        consumed store time, from every broker of `topic` (or every broker when None)."""
+        if topic is not None:
+            route = await self.topic_route(topic)
+            addrs = {name: route.master(name) for name in sorted(route.broker_addrs)}
+            masters = {n: a for n, a in addrs.items() if a}
+        else:
+            masters = await self._masters(None)
+        ext = {"consumerGroup": group}
+        if topic is not None:
+            ext["topic"] = topic
+        queues: list[QueueProgress] = []
+        tps = 0.0
+        for name, addr in masters.items():
+            reply = await self.instance.invoke(
+                addr, RemotingCommand(code=RequestCode.GET_CONSUME_STATS, ext=dict(ext)), self.timeout
+            )
+            check_reply(reply, f"GET_CONSUME_STATS of {group} on {name}")
+            found, broker_tps = parse_consume_stats(reply.body, group)
+            queues += found
+            tps += broker_tps
+        return ConsumerProgress(group, sorted(queues, key=lambda q: q.queue), tps)
+
+    # -- messages ------------------------------------------------------------------------------
+
+    async def _broker_name_of(self, addr: str) -> str:
+        for route in self.instance.routes.values():
+            for name, addrs in route.broker_addrs.items():
+                if addr in addrs.values():
+                    return name
+        for info in (await self.cluster_info()).brokers.values():
+            if addr in info.addrs.values():
+                return info.broker_name
+        return ""
+
+    async def query_message_by_offset_msg_id(self, offset_msg_id: str) -> ReceivedMessage:
+        """The message an offsetMsgId (the broker's id: store host + CommitLog offset) names,
+        read from that store host (VIEW_MESSAGE_BY_ID)."""
+        addr, offset = decode_offset_msg_id(offset_msg_id)
+        reply = await self.instance.invoke(
+            addr, RemotingCommand(code=RequestCode.VIEW_MESSAGE_BY_ID, ext={"offset": str(offset)}), self.timeout
+        )
+        check_reply(reply, f"VIEW_MESSAGE_BY_ID {offset_msg_id}")
+        msgs = decode_received(reply.body, await self._broker_name_of(addr))
+        if not msgs:
+            raise QueryNotFoundError(f"no message at {offset_msg_id}")
+        return msgs[0]
+
+    async def _query(
+        self, topic: str, key: str, max_num: int, begin: int, end: int, unique: bool
+    ) -> list[ReceivedMessage]:
+        route = await self.topic_route(topic)
+        ext = {
+            "topic": topic,
+            "key": key,
+            "maxNum": str(max_num),
+            "beginTimestamp": str(begin),
+            "endTimestamp": str(end),
+        }
+        if unique:
+            ext["_UNIQUE_KEY_QUERY"] = "true"
+
+        async def one(name: str, addr: str) -> list[ReceivedMessage]:
+            reply = await self.instance.invoke(
+                addr,
+                RemotingCommand(code=RequestCode.QUERY_MESSAGE, ext=dict(ext)),
+                self.timeout * QUERY_TIMEOUT_FACTOR,
+            )
+            if reply.code == ResponseCode.QUERY_NOT_FOUND:
+                return []
+            check_reply(reply, f"QUERY_MESSAGE {topic} {key!r} on {name}")
+            return decode_received(reply.body, name)
+
+        masters = {n: route.master(n) for n in sorted(route.broker_addrs)}
+        found = await asyncio.gather(*(one(n, a) for n, a in masters.items() if a))
+        return [m for msgs in found for m in msgs]
+
+    async def query_message_by_key(
+        self, topic: str, key: str, max_num: int = DEFAULT_QUERY_MAX_NUM, begin: int = 0, end: int | None = None
+    ) -> list[ReceivedMessage]:
+        """Messages of `topic` with `key` among their keys, stored between `begin` and `end`
+        (ms; end defaults to now), from every broker of the topic through its index, oldest first.
+        Index hash collisions are filtered out; at most `max_num` messages per broker."""
+        end = int(time.time() * 1000) if end is None else end
+        msgs = await self._query(topic, key, max_num, begin, end, unique=False)
+        return sorted((m for m in msgs if key in m.keys), key=lambda m: (m.store_timestamp, m.commitlog_offset))
+
+    async def query_message_by_msg_id(self, topic: str, msg_id: str) -> ReceivedMessage:
+        """The message with this client message id (UNIQ_KEY), the id producers report. A message
+        stored more than once (a retry) gives its earliest copy. Raises QueryNotFoundError."""
+        msgs = await self._query(topic, msg_id, DEFAULT_QUERY_MAX_NUM, 0, 2**63 - 1, unique=True)
+        msgs = [m for m in msgs if m.properties.get("UNIQ_KEY") == msg_id]
+        if not msgs:
+            raise QueryNotFoundError(f"no message of {topic} with msgId {msg_id}")
+        return min(msgs, key=lambda m: (m.store_timestamp, m.commitlog_offset))
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    async def min_offset(self, queue: MessageQueue) -> int:
+        """The queue's smallest offset still stored."""
+        return await queue_offset_request(self.instance, RequestCode.GET_MIN_OFFSET, queue)
+
+    async def max_offset(self, queue: MessageQueue) -> int:
+        """The queue's max offset: the offset the next message will get."""
+        return await queue_offset_request(self.instance, RequestCode.GET_MAX_OFFSET, queue)
+
+    async def search_offset(self, queue: MessageQueue, timestamp: int) -> int:
+        """The offset of the queue's first message stored at or after `timestamp` (ms)."""
+        return await queue_offset_request(
+            self.instance, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, timestamp=str(timestamp)
+        )
