@@ -43,6 +43,7 @@ class BrokerInfo:
 
     @property
     def master_addr(self) -> str | None:
+        """The master's address (None when the broker has only slaves now)."""
         return self.addrs.get(0)
 
 
@@ -105,6 +106,7 @@ class ConsumerProgress:
 
     @property
     def total_lag(self) -> int:
+        """The lag summed over the queues."""
         return sum(q.lag for q in self.queues)
 
     def of(self, queue: MessageQueue) -> QueueProgress | None:
@@ -164,7 +166,9 @@ async def queue_master_addr(instance: ClientInstance, mq: MessageQueue) -> str:
         await instance.route(mq.topic, refresh=True)
         addr = instance.master_addr(mq.broker_name)
     if addr is None:
-        raise BrokerError(f"no master address for broker {mq.broker_name}", ResponseCode.SERVICE_NOT_AVAILABLE)
+        raise BrokerError(
+            f"no master address for broker {mq.broker_name}", ResponseCode.SERVICE_NOT_AVAILABLE
+        )
     return addr
 
 
@@ -224,6 +228,7 @@ class Admin:
         self.timeout = timeout
 
     async def start(self) -> None:
+        """Starts the client instance (route refreshes)."""
         await self.instance.start()
 
     async def stop(self) -> None:
@@ -253,7 +258,9 @@ class Admin:
         for name, b in (data.get("brokerAddrTable") or {}).items():
             addrs = {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()}
             brokers[str(name)] = BrokerInfo(str(b.get("cluster", "")), str(name), addrs)
-        clusters = {str(c): sorted(str(n) for n in names) for c, names in (data.get("clusterAddrTable") or {}).items()}
+        clusters = {
+            str(c): sorted(str(n) for n in names) for c, names in (data.get("clusterAddrTable") or {}).items()
+        }
         return ClusterInfo(brokers, clusters)
 
     async def list_topics(self) -> list[str]:
@@ -283,7 +290,9 @@ class Admin:
             return masters
         missing = [n for n in broker_names if n not in masters]
         if missing:
-            raise BrokerError(f"no master for broker(s) {', '.join(missing)}", ResponseCode.SERVICE_NOT_AVAILABLE)
+            raise BrokerError(
+                f"no master for broker(s) {', '.join(missing)}", ResponseCode.SERVICE_NOT_AVAILABLE
+            )
         return {n: masters[n] for n in broker_names}
 
     async def _create_on(self, addr: str, cfg: TopicConfigInfo) -> None:
@@ -305,13 +314,24 @@ class Admin:
     async def _set_order_conf(self, topic: str, configs: list[TopicConfigInfo]) -> None:
         """Orderly topics: the name server's ORDER_TOPIC_CONFIG entry (`broker-a:4;broker-b:4`),
         as mqadmin updateTopic -o true writes it."""
-        value = ";".join(f"{c.broker_name}:{c.write_queue_nums}" for c in sorted(configs, key=lambda c: c.broker_name))
+        value = ";".join(
+            f"{c.broker_name}:{c.write_queue_nums}" for c in sorted(configs, key=lambda c: c.broker_name)
+        )
         for addr in self.instance.namesrv_addrs:
             cmd = RemotingCommand(
                 code=RequestCode.PUT_KV_CONFIG,
                 ext={"namespace": ORDER_TOPIC_CONFIG, "key": topic, "value": value},
             )
             check_reply(await self.instance.invoke(addr, cmd, self.timeout), f"PUT_KV_CONFIG {topic}")
+
+    async def _delete_order_conf(self, topic: str) -> None:
+        for addr in self.instance.namesrv_addrs:
+            cmd = RemotingCommand(
+                code=RequestCode.DELETE_KV_CONFIG, ext={"namespace": ORDER_TOPIC_CONFIG, "key": topic}
+            )
+            reply = await self.instance.invoke(addr, cmd, self.timeout)
+            if reply.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                check_reply(reply, f"DELETE_KV_CONFIG {topic} at {addr}")
 
     async def create_topic(
         self,
@@ -327,7 +347,9 @@ class Admin:
         masters = await self._masters(broker_names)
         if not masters:
             raise BrokerError("no broker master to create the topic on", ResponseCode.SERVICE_NOT_AVAILABLE)
-        configs = [TopicConfigInfo(topic, name, queue_nums, queue_nums, perm, order=order) for name in masters]
+        configs = [
+            TopicConfigInfo(topic, name, queue_nums, queue_nums, perm, order=order) for name in masters
+        ]
         await asyncio.gather(*(self._create_on(masters[c.broker_name], c) for c in configs))
         if order:
             await self._set_order_conf(topic, configs)
@@ -393,6 +415,8 @@ class Admin:
         await asyncio.gather(*(self._create_on(masters[c.broker_name], c) for c in configs))
         if order:
             await self._set_order_conf(topic, configs)
+        elif order is not None:
+            await self._delete_order_conf(topic)
         self.instance.routes.pop(topic, None)
         return names
 
@@ -405,12 +429,16 @@ class Admin:
         masters = await self._masters(None)
         for name, addr in masters.items():
             reply = await self.instance.invoke(
-                addr, RemotingCommand(code=RequestCode.DELETE_TOPIC_IN_BROKER, ext={"topic": topic}), self.timeout
+                addr,
+                RemotingCommand(code=RequestCode.DELETE_TOPIC_IN_BROKER, ext={"topic": topic}),
+                self.timeout,
             )
             check_reply(reply, f"DELETE_TOPIC_IN_BROKER {topic} on {name}")
         for addr in self.instance.namesrv_addrs:
             reply = await self.instance.invoke(
-                addr, RemotingCommand(code=RequestCode.DELETE_TOPIC_IN_NAMESRV, ext={"topic": topic}), self.timeout
+                addr,
+                RemotingCommand(code=RequestCode.DELETE_TOPIC_IN_NAMESRV, ext={"topic": topic}),
+                self.timeout,
             )
             if reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
                 logger.warning(
@@ -421,12 +449,7 @@ class Admin:
                 )
             else:
                 check_reply(reply, f"DELETE_TOPIC_IN_NAMESRV {topic} at {addr}")
-            kv = RemotingCommand(
-                code=RequestCode.DELETE_KV_CONFIG, ext={"namespace": ORDER_TOPIC_CONFIG, "key": topic}
-            )
-            reply = await self.instance.invoke(addr, kv, self.timeout)
-            if reply.code not in (ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED):
-                check_reply(reply, f"DELETE_KV_CONFIG {topic} at {addr}")
+        await self._delete_order_conf(topic)
         self.instance.routes.pop(topic, None)
 
     # -- consumer groups -----------------------------------------------------------------------
@@ -472,7 +495,9 @@ class Admin:
         read from that store host (VIEW_MESSAGE_BY_ID)."""
         addr, offset = decode_offset_msg_id(offset_msg_id)
         reply = await self.instance.invoke(
-            addr, RemotingCommand(code=RequestCode.VIEW_MESSAGE_BY_ID, ext={"offset": str(offset)}), self.timeout
+            addr,
+            RemotingCommand(code=RequestCode.VIEW_MESSAGE_BY_ID, ext={"offset": str(offset)}),
+            self.timeout,
         )
         check_reply(reply, f"VIEW_MESSAGE_BY_ID {offset_msg_id}")
         msgs = decode_received(reply.body, await self._broker_name_of(addr))
@@ -510,14 +535,21 @@ class Admin:
         return [m for msgs in found for m in msgs]
 
     async def query_message_by_key(
-        self, topic: str, key: str, max_num: int = DEFAULT_QUERY_MAX_NUM, begin: int = 0, end: int | None = None
+        self,
+        topic: str,
+        key: str,
+        max_num: int = DEFAULT_QUERY_MAX_NUM,
+        begin: int = 0,
+        end: int | None = None,
     ) -> list[ReceivedMessage]:
         """Messages of `topic` with `key` among their keys, stored between `begin` and `end`
         (ms; end defaults to now), from every broker of the topic through its index, oldest first.
         Index hash collisions are filtered out; at most `max_num` messages per broker."""
         end = int(time.time() * 1000) if end is None else end
         msgs = await self._query(topic, key, max_num, begin, end, unique=False)
-        return sorted((m for m in msgs if key in m.keys), key=lambda m: (m.store_timestamp, m.commitlog_offset))
+        return sorted(
+            (m for m in msgs if key in m.keys), key=lambda m: (m.store_timestamp, m.commitlog_offset)
+        )
 
     async def query_message_by_msg_id(self, topic: str, msg_id: str) -> ReceivedMessage:
         """The message with this client message id (UNIQ_KEY), the id producers report. A message
