@@ -109,6 +109,10 @@ class MessageStore:
     def close(self) -> None:
         self._store.close()
 
+    def delete_topic(self, topic: str) -> None:
+        """Drops the topic's consume queues: a topic created again starts at offset 0."""
+        self._store.delete_topic(topic)
+
     def flush(self) -> None:
         """Writes CommitLog, consume queues, index and checkpoint to disk now."""
         self._store.flush()

@@ -380,3 +380,22 @@ def test_restart_keeps_messages_topics_and_offsets(tmp_path: Path) -> None:
             await c.close()
 
     run(main())
+
+
+def test_deleted_topic_starts_again_at_zero(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path) as (ns, broker):
+            c = await Client().connect(broker.port)
+            for _ in range(3):
+                await c.call(RC.SEND_MESSAGE, send_ext("Gone", 0), b"x")
+            assert (await c.call(RC.DELETE_TOPIC_IN_BROKER, {"topic": "Gone"})).code == R.SUCCESS
+            n = await Client().connect(ns.port)
+            assert (await n.call(RC.DELETE_TOPIC_IN_NAMESRV, {"topic": "Gone"})).code == R.SUCCESS
+            assert (await n.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "Gone"})).code == R.TOPIC_NOT_EXIST
+            r = await c.call(RC.SEND_MESSAGE, send_ext("Gone", 0), b"again")
+            assert r.ext["queueOffset"] == "0"
+            assert (await c.call(RC.GET_MAX_OFFSET, {"topic": "Gone", "queueId": 0})).ext["offset"] == "1"
+            await c.close()
+            await n.close()
+
+    run(main())

@@ -546,7 +546,10 @@ impl Store {
         max_count: usize,
     ) -> PyResult<(i64, Option<i64>, Vec<(String, i32, i64, i64)>, usize)> {
         let r = py
-            .detach(|| self.store.deliver_due_delayed(level, from_offset, now_ms, max_count))
+            .detach(|| {
+                self.store
+                    .deliver_due_delayed(level, from_offset, now_ms, max_count)
+            })
             .py_err(py)?;
         let delivered = r
             .delivered
@@ -691,6 +694,11 @@ impl Store {
             r.truncated_bytes,
             r.redispatched,
         )
+    }
+
+    /// Forgets a topic's consume queues (files included); a topic created again starts at 0.
+    fn delete_topic(&self, py: Python<'_>, topic: &str) -> PyResult<()> {
+        py.detach(|| self.store.delete_topic(topic)).py_err(py)
     }
 
     /// Flushes CommitLog, consume queues, index and checkpoint now.

@@ -170,6 +170,9 @@ class RouteInfoManager:
             "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.clusters.items())},
         }
 
+    def delete_topic(self, topic: str) -> None:
+        self.topic_queues.pop(topic, None)
+
     def topics(self) -> list[str]:
         return sorted(self.topic_queues)
 

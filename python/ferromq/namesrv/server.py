@@ -39,6 +39,7 @@ class NameServer:
             RequestCode.GET_BROKER_CLUSTER_INFO: self._cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._all_topics,
             RequestCode.GET_TOPICS_BY_CLUSTER: self._topics_by_cluster,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
             RequestCode.PUT_KV_CONFIG: self._put_kv,
             RequestCode.GET_KV_CONFIG: self._get_kv,
             RequestCode.DELETE_KV_CONFIG: self._delete_kv,
@@ -125,6 +126,10 @@ class NameServer:
     async def _topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topics = self.routes.topics_of_cluster(ext_str(cmd, "cluster"))
         return cmd.reply(ResponseCode.SUCCESS, body=dumps({"topicList": topics}))
+
+    async def _delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        self.routes.delete_topic(ext_str(cmd, "topic"))
+        return cmd.reply(ResponseCode.SUCCESS)
 
     async def _put_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         self.kv.setdefault(ext_str(cmd, "namespace"), {})[ext_str(cmd, "key")] = ext_str(cmd, "value")

@@ -461,6 +461,21 @@ impl MessageStore {
         self.inner.flush.flushed() as i64
     }
 
+    /// Forgets a topic's consume queues (files included), as RocketMQ does when a topic is deleted:
+    /// a topic created again later starts at offset 0. CommitLog records stay until retention.
+    pub fn delete_topic(&self, topic: &str) -> Result<()> {
+        let inner = self.writable()?;
+        message::validate_topic(topic)?;
+        let _guard = inner.put_lock.lock().unwrap();
+        inner.queues.write().unwrap().remove(topic);
+        let dir = inner.cq_root.join(topic);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(&dir)(e)),
+        }
+    }
+
     /// Flushes CommitLog, consume queues, index and checkpoint to disk now.
     pub fn flush(&self) -> Result<()> {
         let inner = self.writable()?;

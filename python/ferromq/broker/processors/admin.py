@@ -59,6 +59,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         topic = ext_str(cmd, "topic")
         broker.topics.delete(topic)
         broker.offsets.remove_topic(topic)
+        broker.store.delete_topic(topic)
         broker.registration_changed()
         return cmd.reply(ResponseCode.SUCCESS)
 
@@ -127,32 +128,32 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def consume_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """Per queue of a group's topics: broker max offset, the group's offset, last store time."""
+        """Per readable queue of the group's topics (those it committed offsets for or subscribes
+        to): broker max offset, the group's offset (0 when none), last store time."""
         group = ext_str(cmd, "consumerGroup")
         only = cmd.ext.get("topic")
+        committed = broker.offsets.offsets_of_group(group)
+        info = broker.clients.consumers.get(group)
+        topics = set(committed) | (set(info.subscriptions) if info else set())
         table = []
-        tps = 0.0
-        for topic, queues in sorted(broker.offsets.offsets_of_group(group).items()):
-            if only and topic != only:
+        for topic in sorted(t for t in topics if not only or t == only):
+            tc = broker.topics.get(topic)
+            if tc is None:
                 continue
-            for queue_id, consumer_offset in sorted(queues.items()):
-                max_off = store.max_offset(topic, queue_id)
-                last = (
-                    store.store_time(topic, queue_id, max(consumer_offset - 1, 0))
-                    if consumer_offset > 0
-                    else 0
-                )
+            for queue_id in range(tc.read_queue_nums):
+                consumer_offset = committed.get(topic, {}).get(queue_id, 0)
+                last = store.store_time(topic, queue_id, consumer_offset - 1) if consumer_offset > 0 else None
                 table.append(
                     {
                         "messageQueue": _mq_json(topic, broker.config.broker_name, queue_id),
                         "offsetWrapper": {
-                            "brokerOffset": max_off,
+                            "brokerOffset": store.max_offset(topic, queue_id),
                             "consumerOffset": consumer_offset,
                             "lastTimestamp": last or 0,
                         },
                     }
                 )
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"offsetTable": table, "consumeTps": tps}))
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"offsetTable": table, "consumeTps": 0.0}))
 
     async def all_consumer_offsets(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.reply(ResponseCode.SUCCESS, body=dumps({"offsetTable": broker.offsets.table}))
