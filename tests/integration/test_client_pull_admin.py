@@ -14,7 +14,7 @@ from ferromq.broker.processors import consumer_manage
 from ferromq.client.admin import Admin, decode_offset_msg_id, parse_consume_stats
 from ferromq.client.message import Message, MessageQueue, ReceivedMessage
 from ferromq.client.producer import Producer
-from ferromq.client.pull_consumer import PullConsumer, allocate_averagely
+from ferromq.client.pull_consumer import PullConsumer
 from ferromq.errors import QueryNotFoundError, TopicNotExistError
 
 from .brokerkit import running
@@ -75,14 +75,6 @@ def bodies(msgs: list[ReceivedMessage]) -> list[str]:
 
 
 # -- pure helpers ------------------------------------------------------------------------------
-
-
-def test_allocate_averagely_matches_java() -> None:
-    mqs = [MessageQueue("T", "b", i) for i in range(5)]
-    got = {c: [q.queue_id for q in allocate_averagely(mqs, ["c2", "c1"], c)] for c in ("c1", "c2")}
-    assert got == {"c1": [0, 1, 2], "c2": [3, 4]}
-    assert allocate_averagely(mqs[:1], ["a", "b"], "b") == []
-    assert allocate_averagely(mqs, ["a"], "z") == []
 
 
 def test_offset_msg_id_and_java_consume_stats_body() -> None:

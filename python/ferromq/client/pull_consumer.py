@@ -21,6 +21,7 @@ from typing import Any, Literal, Self
 from ferromq.client.admin import check_reply, queue_master_addr, queue_offset_request
 from ferromq.client.instance import ClientInstance
 from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
+from ferromq.client.rebalance import AllocateMessageQueueAveragely, ConsumeFromWhere
 from ferromq.errors import FerroMQError, TopicNotExistError
 from ferromq.jsonutil import loads_lenient
 from ferromq.message import tag_codes
@@ -29,7 +30,6 @@ from ferromq.protocol.command import RemotingCommand
 
 logger = logging.getLogger(__name__)
 
-ConsumeFromWhere = Literal["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"]
 CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP")
 
 REBALANCE_INTERVAL = 20.0
@@ -103,23 +103,7 @@ class _Outcome:
     messages: list[ReceivedMessage] = field(default_factory=list)
 
 
-def allocate_averagely(queues: list[MessageQueue], consumer_ids: list[str], me: str) -> list[MessageQueue]:
-    """RocketMQ's AllocateMessageQueueAveragely: consecutive blocks of the sorted queues, the
-    first `len(queues) % len(consumers)` consumers taking one more."""
-    mqs, cids = sorted(queues), sorted(consumer_ids)
-    if me not in cids or not mqs:
-        return []
-    index = cids.index(me)
-    mod = len(mqs) % len(cids)
-    if len(mqs) <= len(cids):
-        size = 1
-    elif mod > 0 and index < mod:
-        size = len(mqs) // len(cids) + 1
-    else:
-        size = len(mqs) // len(cids)
-    start = index * size if mod > 0 and index < mod else index * size + mod
-    count = min(size, len(mqs) - start)
-    return [mqs[(start + i) % len(mqs)] for i in range(max(count, 0))]
+_AVERAGELY = AllocateMessageQueueAveragely()
 
 
 class PullConsumer:
@@ -143,7 +127,7 @@ class PullConsumer:
         auto_commit_interval: float = 5.0,
         pull_batch_size: int = 32,
         poll_timeout: float = 5.0,
-        consume_from_where: ConsumeFromWhere = "CONSUME_FROM_LAST_OFFSET",
+        consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp: int | None = None,
     ) -> None:
         if consume_from_where not in CONSUME_FROM_WHERE:
@@ -158,7 +142,7 @@ class PullConsumer:
         self.auto_commit_interval = auto_commit_interval
         self.pull_batch_size = pull_batch_size
         self.poll_timeout = poll_timeout
-        self.consume_from_where: ConsumeFromWhere = consume_from_where
+        self.consume_from_where = ConsumeFromWhere(consume_from_where)
         self.consume_timestamp = consume_timestamp
         self._mode: Literal["subscribe", "assign"] | None = None
         self._subscriptions: dict[str, _Subscription] = {}
@@ -390,7 +374,8 @@ class PullConsumer:
                 # Keep what we have: better than dropping queues on a transient failure.
                 wanted += [mq for mq in self._queues if mq.topic == topic]
                 continue
-            wanted += allocate_averagely(mqs, cids, self.instance.client_id)
+            if self.instance.client_id in cids and mqs:
+                wanted += _AVERAGELY(self.group, self.instance.client_id, sorted(mqs), sorted(cids))
         if set(wanted) == set(self._queues):
             return
         self._set_queues(wanted)

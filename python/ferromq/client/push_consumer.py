@@ -1,0 +1,1032 @@
+"""PushConsumer (RocketMQ's DefaultMQPushConsumer): subscribes to topics, pulls the queues the
+group assigns it with long polling, and hands messages to a listener, concurrently or in order.
+
+    async with PushConsumer("OrderGroup", "127.0.0.1:9876") as consumer:   # or start() / stop()
+        ...
+
+`subscribe()` and `register_listener()` come before `start()`:
+
+    consumer = PushConsumer("OrderGroup", "127.0.0.1:9876")
+    consumer.subscribe("Orders", "TagA || TagB")
+
+    async def on_messages(msgs: list[ReceivedMessage]) -> ConsumeStatus:
+        ...
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer.register_listener(on_messages)
+    await consumer.start()
+
+Delivery is at least once. In CLUSTERING mode a failed message (RECONSUME_LATER, or an exception)
+goes back to the broker and returns through `%RETRY%<group>` after a delay, with `reconsume_times`
+one higher; after `max_reconsume_times` retries it goes to `%DLQ%<group>`. An orderly listener sees
+a queue's messages one batch at a time, in queue order; a suspended batch is retried in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import inspect
+import logging
+import time
+import warnings
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from ferromq import _store
+from ferromq.client.instance import ClientInstance
+from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
+from ferromq.client.offset_store import (
+    NETWORK_ERRORS,
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteBrokerOffsetStore,
+    broker_addr,
+)
+from ferromq.client.rebalance import (
+    RETRY_PREFIX,
+    AllocateMessageQueueAveragely,
+    AllocateStrategy,
+    ConsumeFromWhere,
+    MessageModel,
+    ProcessQueue,
+    Rebalancer,
+    allocate_function,
+)
+from ferromq.message import decode_messages, encode_properties
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+
+logger = logging.getLogger(__name__)
+
+# PullSysFlag bits.
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+# Client-side wait beyond the broker's hold time before a pull counts as lost.
+PULL_TIMEOUT_MARGIN = 15.0
+# Back-off after a pull the broker refused, and after one that failed on the network.
+PULL_BACKOFF_REFUSED = 1.0
+PULL_BACKOFF_ERROR = 3.0
+# The longest flow control waits before looking again (it also wakes when messages are consumed).
+FLOW_CONTROL_WAIT = 1.0
+# Local retry of a failed message that could not be sent back to the broker.
+LOCAL_RETRY_DELAY = 5.0
+# Orderly: how often a queue whose lock is stale is looked at again.
+ORDERLY_LOCK_WAIT = 0.5
+# RocketMQ's default retry limit of concurrent consumers (maxReconsumeTimes = -1).
+DEFAULT_MAX_RECONSUME_TIMES = 16
+INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+
+
+class ConsumeStatus(StrEnum):
+    """What a concurrent listener returns."""
+
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+class ConsumeOrderlyStatus(StrEnum):
+    """What an orderly listener returns."""
+
+    SUCCESS = "SUCCESS"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+
+class ExpressionType(StrEnum):
+    """How a subscription expression filters: by tag (`TagA || TagB`, `*`) or by SQL92 over the
+    properties (the broker must have `enablePropertyFilter`)."""
+
+    TAG = "TAG"
+    SQL92 = "SQL92"
+
+
+ConcurrentListener = Callable[[list[ReceivedMessage]], ConsumeStatus | Awaitable[ConsumeStatus]]
+"""`(msgs) -> ConsumeStatus`, sync (run in a worker thread) or async."""
+OrderlyListener = Callable[[list[ReceivedMessage]], ConsumeOrderlyStatus | Awaitable[ConsumeOrderlyStatus]]
+"""`(msgs) -> ConsumeOrderlyStatus`, sync (run in a worker thread) or async."""
+
+
+@dataclass(frozen=True)
+class SubscriptionData:
+    """One topic's subscription as heartbeats and pulls carry it."""
+
+    topic: str
+    sub_string: str
+    expression_type: ExpressionType = ExpressionType.TAG
+    tags: tuple[str, ...] = ()
+    codes: tuple[int, ...] = ()
+    sub_version: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        topic: str,
+        expression: str | None = "*",
+        expression_type: ExpressionType | str = ExpressionType.TAG,
+    ) -> SubscriptionData:
+        """Parses a TAG expression (`*`, `TagA || TagB`) into tags and their Java hash codes."""
+        etype = ExpressionType(str(expression_type).upper())
+        version = int(time.time() * 1000)
+        text = (expression or "").strip()
+        if etype == ExpressionType.SQL92:
+            if not text:
+                raise ValueError("an SQL92 subscription needs an expression")
+            return cls(topic, text, etype, sub_version=version)
+        if text in ("", "*"):
+            return cls(topic, "*", etype, sub_version=version)
+        tags = tuple(dict.fromkeys(t.strip() for t in text.split("||") if t.strip()))
+        if not tags:
+            raise ValueError(f"subscription {expression!r} has no tags")
+        if "*" in tags:
+            return cls(topic, "*", etype, sub_version=version)
+        codes = tuple(_store.java_hash(t) for t in tags)
+        return cls(topic, text, etype, tags, codes, version)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "classFilterMode": False,
+            "topic": self.topic,
+            "subString": self.sub_string,
+            "tagsSet": list(self.tags),
+            "codeSet": list(self.codes),
+            "subVersion": self.sub_version,
+            "expressionType": self.expression_type.value,
+        }
+
+    def matches(self, msg: ReceivedMessage) -> bool:
+        """The client-side check after the broker's hash filter: the exact tag."""
+        if self.expression_type != ExpressionType.TAG or not self.tags:
+            return True
+        return msg.tags in self.tags
+
+
+def _timestamp_ms(value: int | float | str | datetime.datetime | None) -> int:
+    """`consume_timestamp`: milliseconds since the epoch, a datetime, or Java's `yyyyMMddHHmmss`
+    (local time). None: half an hour ago, RocketMQ's default."""
+    if value is None:
+        return int((time.time() - 1800) * 1000)
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, str):
+        return int(time.mktime(time.strptime(value, "%Y%m%d%H%M%S")) * 1000)
+    return int(value)
+
+
+class PushConsumer:
+    """Consumes subscribed topics with a listener (RocketMQ's DefaultMQPushConsumer).
+
+    Options (timings in seconds unless named `_ms`):
+
+    - `instance`: a shared ClientInstance (else the consumer owns one; `instance_name` names it,
+      which two consumers of one group in one process need to get distinct client ids).
+    - `message_model`: CLUSTERING (the group shares the queues; offsets on the brokers) or
+      BROADCASTING (every member takes every queue; offsets in `offset_store_dir`, default
+      `~/.ferromq/offsets/<client id>/<group>.json`).
+    - `consume_from_where`, `consume_timestamp`: where a group without a stored offset starts:
+      the end of each queue, its start, or the message stored closest to the timestamp.
+    - `allocate`: how CLUSTERING members split queues (a strategy from `rebalance`, or a callable
+      `(group, client_id, sorted_queues, sorted_client_ids) -> queues`).
+    - `pull_batch_size`, `consume_batch_size`: messages per pull, per listener call.
+    - `max_concurrency`: listener calls in flight at once (sync listeners run in a pool this big).
+    - `max_reconsume_times`: retries before a message goes to `%DLQ%<group>` (-1: RocketMQ's
+      default, 16 for concurrent and unlimited for orderly listeners).
+    - `rebalance_interval`, `persist_interval`, `lock_interval`: background periods.
+    - `suspend_timeout_ms`: how long the broker holds a pull that finds nothing.
+    - `suspend_current_queue_ms`: orderly: pause after SUSPEND_CURRENT_QUEUE_A_MOMENT.
+    - `pull_threshold_for_queue`, `consume_concurrently_max_span`: flow control per queue.
+    - `shutdown_timeout`: how long `stop()` waits for listener calls in flight.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str,
+        *,
+        instance: ClientInstance | None = None,
+        instance_name: str | None = None,
+        message_model: MessageModel | str = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: int | float | str | datetime.datetime | None = None,
+        allocate: AllocateStrategy = AllocateMessageQueueAveragely,
+        pull_batch_size: int = 32,
+        consume_batch_size: int = 1,
+        max_concurrency: int = 16,
+        max_reconsume_times: int = 16,
+        rebalance_interval: float = 20.0,
+        persist_interval: float = 5.0,
+        lock_interval: float = 20.0,
+        suspend_timeout_ms: int = 15000,
+        suspend_current_queue_ms: int = 1000,
+        pull_threshold_for_queue: int = 1000,
+        consume_concurrently_max_span: int = 2000,
+        shutdown_timeout: float = 10.0,
+        offset_store_dir: str | Path | None = None,
+    ) -> None:
+        if not group:
+            raise ValueError("consumer group is empty")
+        if pull_batch_size < 1 or consume_batch_size < 1 or max_concurrency < 1:
+            raise ValueError("batch sizes and max_concurrency must be at least 1")
+        self.group = group
+        self._own_instance = instance is None
+        self.instance = instance or ClientInstance(namesrv, instance_name=instance_name)
+        self.message_model = MessageModel(str(message_model).upper())
+        self.consume_from_where = ConsumeFromWhere(str(consume_from_where).upper())
+        self.consume_timestamp_ms = _timestamp_ms(consume_timestamp)
+        self._allocate = allocate_function(allocate)
+        self.pull_batch_size = pull_batch_size
+        self.consume_batch_size = consume_batch_size
+        self.max_concurrency = max_concurrency
+        self.max_reconsume_times = max_reconsume_times
+        self.rebalance_interval = rebalance_interval
+        self.persist_interval = persist_interval
+        self.lock_interval = lock_interval
+        self.suspend_timeout_ms = suspend_timeout_ms
+        self.suspend_current_queue_ms = suspend_current_queue_ms
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.consume_concurrently_max_span = consume_concurrently_max_span
+        self.shutdown_timeout = shutdown_timeout
+        self.offset_store_dir = offset_store_dir
+
+        self._subscriptions: dict[str, SubscriptionData] = {}
+        self._listener: Callable[[list[ReceivedMessage]], Any] | None = None
+        self._listener_is_async = False
+        self.orderly = False
+
+        self._started = False
+        self._stopping = False
+        self._offsets: OffsetStore | None = None
+        self._rebalancer: Rebalancer | None = None
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+        self._executor: ThreadPoolExecutor | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._consume_tasks: set[asyncio.Task[None]] = set()
+        self._in_listener: set[asyncio.Task[Any]] = set()
+        """Consume tasks past the point of no return (the listener has the messages)."""
+        self._retry_tasks: set[asyncio.Task[None]] = set()
+        self._side_tasks: set[asyncio.Task[None]] = set()
+        self._wakeup = asyncio.Event()
+        self._wake_handle: asyncio.TimerHandle | None = None
+
+    def __repr__(self) -> str:
+        return f"PushConsumer(group={self.group!r}, model={self.message_model}, started={self._started})"
+
+    def __del__(self) -> None:
+        if getattr(self, "_started", False):
+            warnings.warn(f"PushConsumer {self.group!r} was never stopped", ResourceWarning, stacklevel=1)
+
+    # -- configuration -------------------------------------------------------------------------
+
+    def subscribe(
+        self, topic: str, expression: str = "*", expression_type: ExpressionType | str = ExpressionType.TAG
+    ) -> None:
+        """Consumes `topic`, filtered by a TAG expression (`*`, `TagA || TagB`) or an SQL92 one.
+        Subscribing again replaces the topic's expression."""
+        if not topic:
+            raise ValueError("topic is empty")
+        self._subscriptions[topic] = SubscriptionData.build(topic, expression, expression_type)
+        if self._started:
+            self._after_subscription_change()
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stops consuming `topic` (its queues are released at the next rebalance)."""
+        self._subscriptions.pop(topic, None)
+        if self._started:
+            self._after_subscription_change()
+
+    def register_listener(
+        self, listener: ConcurrentListener | OrderlyListener, *, orderly: bool = False
+    ) -> None:
+        """Sets the listener: `(msgs) -> ConsumeStatus` (concurrent) or, with `orderly=True`,
+        `(msgs) -> ConsumeOrderlyStatus`. Sync listeners run in a worker thread; an exception
+        counts as RECONSUME_LATER (SUSPEND_CURRENT_QUEUE_A_MOMENT when orderly)."""
+        if self._started:
+            raise RuntimeError("register the listener before start()")
+        self._listener = listener
+        self._listener_is_async = inspect.iscoroutinefunction(listener) or (
+            not inspect.isfunction(listener) and inspect.iscoroutinefunction(type(listener).__call__)
+        )
+        self.orderly = orderly
+
+    def register_orderly_listener(self, listener: OrderlyListener) -> None:
+        """`register_listener(listener, orderly=True)`."""
+        self.register_listener(listener, orderly=True)
+
+    @property
+    def client_id(self) -> str:
+        """`ip@instance`: how brokers and the other members of the group know this consumer."""
+        return self.instance.client_id
+
+    def subscriptions(self) -> dict[str, SubscriptionData]:
+        """The subscriptions by topic (in CLUSTERING mode, after start, with `%RETRY%<group>`)."""
+        return dict(self._subscriptions)
+
+    def assigned_queues(self) -> list[MessageQueue]:
+        """The queues this consumer pulls now, sorted."""
+        if self._rebalancer is None:
+            return []
+        return sorted(self._rebalancer.process_queues)
+
+    def cached_messages(self) -> dict[MessageQueue, int]:
+        """Per assigned queue, the messages pulled and not consumed yet (flow control pauses a
+        queue's pulls above `pull_threshold_for_queue`)."""
+        if self._rebalancer is None:
+            return {}
+        return {mq: pq.count for mq, pq in sorted(self._rebalancer.process_queues.items())}
+
+    @property
+    def _clustering(self) -> bool:
+        return self.message_model == MessageModel.CLUSTERING
+
+    @property
+    def _retry_topic(self) -> str:
+        return RETRY_PREFIX + self.group
+
+    def _max_reconsume(self) -> int:
+        """The retry limit; -1 means none (orderly default)."""
+        if self.max_reconsume_times >= 0:
+            return self.max_reconsume_times
+        return -1 if self.orderly else DEFAULT_MAX_RECONSUME_TIMES
+
+    # -- ClientInstance member -----------------------------------------------------------------
+
+    def heartbeat_data(self) -> dict[str, Any]:
+        """The group's entry of a HEART_BEAT body (`ConsumerData`, Java's enum names)."""
+        return {
+            "groupName": self.group,
+            "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": self.message_model.value,
+            "consumeFromWhere": self.consume_from_where.value,
+            "unitMode": False,
+            "subscriptionDataSet": [s.to_json() for s in self._subscriptions.values()],
+        }
+
+    def subscribed_topics(self) -> list[str]:
+        """The topics whose routes the instance keeps fresh (with the retry topic once started)."""
+        return list(self._subscriptions)
+
+    def on_consumer_ids_changed(self) -> None:
+        """The broker says the group changed: rebalance now."""
+        if self._started:
+            self._wakeup.set()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Registers with the brokers, takes this consumer's share of the queues and starts
+        pulling. Subscriptions and the listener must be set before."""
+        if self._started:
+            return
+        if self._listener is None:
+            raise RuntimeError("register a listener before start()")
+        if not self._subscriptions:
+            raise RuntimeError("subscribe to a topic before start()")
+        existing = self.instance.consumers.get(self.group)
+        if existing is not None and existing is not self:
+            raise RuntimeError(f"the client instance already has a consumer of group {self.group}")
+        if self._clustering:
+            self._subscriptions[self._retry_topic] = SubscriptionData.build(self._retry_topic, "*")
+            self._offsets = RemoteBrokerOffsetStore(self.instance, self.group)
+        else:
+            self._offsets = LocalFileOffsetStore.for_client(
+                self.instance.client_id, self.group, self.offset_store_dir
+            )
+        await self._offsets.load()
+        self._rebalancer = Rebalancer(
+            self.instance,
+            self.group,
+            self,
+            self._offsets,
+            message_model=self.message_model,
+            consume_from_where=self.consume_from_where,
+            consume_timestamp_ms=self.consume_timestamp_ms,
+            allocate=self._allocate,
+            orderly=self.orderly,
+        )
+        self._stopping = False
+        self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        self._wakeup = asyncio.Event()
+        self.instance.consumers[self.group] = self
+        self._started = True
+        try:
+            await self.instance.start()
+            for topic in self.subscribed_topics():
+                try:
+                    await self.instance.route(topic, refresh=True)
+                except Exception as e:
+                    logger.warning("group %s: route of %s failed: %s", self.group, topic, e)
+            await self.instance.heartbeat_all()
+            await self._rebalance_once()
+        except BaseException:
+            await self.stop()  # cancelled or failed half-way: leave nothing behind
+            raise
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._rebalance_loop(), name=f"rebalance-{self.group}")]
+        self._tasks.append(loop.create_task(self._persist_loop(), name=f"persist-offsets-{self.group}"))
+        if self._rebalancer.needs_locks:
+            self._tasks.append(loop.create_task(self._lock_loop(), name=f"lock-queues-{self.group}"))
+        for t in self._tasks:
+            t.add_done_callback(_log_crash)
+        logger.info("push consumer %s started as %s (%s)", self.group, self.client_id, self.message_model)
+
+    async def stop(self) -> None:
+        """Stops pulling, waits (up to `shutdown_timeout`) for listener calls in flight, persists
+        the offsets, releases orderly locks and unregisters the group from the brokers."""
+        if not self._started:
+            return
+        self._started = False
+        rb, offsets = self._rebalancer, self._offsets
+        assert rb is not None and offsets is not None
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+        async with rb.round_lock:  # a rebalance round in progress ends first
+            for t in self._tasks:
+                t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._stopping = True
+        pqs = list(rb.process_queues.values())
+        # 1. No more pulls, no more local retries.
+        stopping = [pq.pull_task for pq in pqs if pq.pull_task is not None] + list(self._retry_tasks)
+        for t in stopping:
+            t.cancel()
+        await asyncio.gather(*stopping, return_exceptions=True)
+        # 2. Listener calls in flight finish; queued ones do not start (their offsets stay put).
+        for t in self._consume_tasks - self._in_listener:
+            t.cancel()
+        for pq in pqs:
+            pq.has_waiting.set()
+        in_flight = list(self._consume_tasks) + [pq.consume_task for pq in pqs if pq.consume_task is not None]
+        if in_flight:
+            _, late = await asyncio.wait(in_flight, timeout=self.shutdown_timeout)
+            if late:
+                logger.warning(
+                    "group %s: %d listener call(s) did not end within %.1fs",
+                    self.group,
+                    len(late),
+                    self.shutdown_timeout,
+                )
+            for t in late:
+                t.cancel()
+            await asyncio.gather(*in_flight, return_exceptions=True)
+        await rb.wait_released(self.shutdown_timeout)
+        # 3. Offsets, then locks.
+        for pq in pqs:
+            offsets.update(pq.mq, pq.commit_offset(), increase_only=True)
+        try:
+            await offsets.persist([pq.mq for pq in pqs], wait=True)
+        except Exception:
+            logger.exception("group %s: persisting offsets at stop failed", self.group)
+        await rb.unlock_all()
+        rb.drop_all()
+        if self._side_tasks:
+            await asyncio.gather(*self._side_tasks, return_exceptions=True)
+        # 4. Leave the group.
+        if self._own_instance:
+            await self.instance.stop()
+            self.instance.consumers.pop(self.group, None)
+        else:
+            if self.instance.consumers.get(self.group) is self:
+                del self.instance.consumers[self.group]
+            await self._unregister()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        if self._clustering:
+            self._subscriptions.pop(self._retry_topic, None)
+        logger.info("push consumer %s stopped", self.group)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def _unregister(self) -> None:
+        """UNREGISTER_CLIENT for this group on every known broker (shared instance)."""
+        for addr in sorted(self.instance.broker_addrs()):
+            cmd = RemotingCommand(
+                code=RequestCode.UNREGISTER_CLIENT,
+                ext={"clientID": self.client_id, "producerGroup": "", "consumerGroup": self.group},
+            )
+            try:
+                await self.instance.invoke(addr, cmd)
+            except Exception as e:
+                logger.debug("unregistering %s from %s failed: %s", self.group, addr, e)
+
+    def _after_subscription_change(self) -> None:
+        async def refresh() -> None:
+            for topic in self.subscribed_topics():
+                try:
+                    await self.instance.route(topic)
+                except Exception as e:
+                    logger.debug("route of %s failed: %s", topic, e)
+            await self.instance.heartbeat_all()
+            self._wakeup.set()
+
+        self._spawn_side(refresh())
+
+    def _spawn_side(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+        task.add_done_callback(_log_crash)
+
+    # -- background loops ----------------------------------------------------------------------
+
+    async def rebalance(self) -> None:
+        """Runs a rebalance round now (they also run every `rebalance_interval` and when the
+        broker reports a group change)."""
+        if self._started:
+            await self._rebalance_once()
+
+    async def _rebalance_once(self) -> None:
+        rb = self._rebalancer
+        assert rb is not None
+        try:
+            await rb.rebalance(self.subscribed_topics())
+        except Exception:
+            logger.exception("group %s: rebalance failed", self.group)
+        if rb.lock_pending and self._wake_handle is None:
+            # A queue is still locked by its previous owner (or being released): look again soon.
+            def wake() -> None:
+                self._wake_handle = None
+                self._wakeup.set()
+
+            delay = min(1.0, self.rebalance_interval)
+            self._wake_handle = asyncio.get_running_loop().call_later(delay, wake)
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(self.rebalance_interval):
+                    await self._wakeup.wait()
+            except TimeoutError:
+                pass
+            self._wakeup.clear()
+            await self._rebalance_once()
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.persist_interval)
+            try:
+                await self.persist_offsets()
+            except Exception:
+                logger.exception("group %s: persisting offsets failed", self.group)
+
+    async def persist_offsets(self, *, wait: bool = False) -> None:
+        """Persists the offsets of the assigned queues (UPDATE_CONSUMER_OFFSET, or the local file)."""
+        rb, offsets = self._rebalancer, self._offsets
+        if rb is None or offsets is None:
+            return
+        now = time.monotonic()
+        mqs = []
+        for mq, pq in list(rb.process_queues.items()):
+            if rb.needs_locks and not pq.lock_valid(now):
+                continue
+            offsets.update(mq, pq.commit_offset(), increase_only=True)
+            mqs.append(mq)
+        await offsets.persist(mqs, wait=wait)
+
+    async def _lock_loop(self) -> None:
+        rb = self._rebalancer
+        assert rb is not None
+        while True:
+            await asyncio.sleep(self.lock_interval)
+            try:
+                await rb.lock_all()
+            except Exception:
+                logger.exception("group %s: renewing queue locks failed", self.group)
+
+    # -- RebalanceHost -------------------------------------------------------------------------
+
+    def queue_added(self, pq: ProcessQueue) -> None:
+        loop = asyncio.get_running_loop()
+        pq.pull_task = loop.create_task(self._pull_loop(pq), name=f"pull-{pq.mq}")
+        pq.pull_task.add_done_callback(_log_crash)
+        if self.orderly:
+            pq.consume_task = loop.create_task(self._orderly_loop(pq), name=f"consume-orderly-{pq.mq}")
+            pq.consume_task.add_done_callback(_log_crash)
+
+    async def queue_removed(self, pq: ProcessQueue) -> None:
+        if pq.pull_task is not None:
+            pq.pull_task.cancel()
+            await asyncio.gather(pq.pull_task, return_exceptions=True)
+        if pq.consume_task is not None:
+            async with pq.consume_lock:  # the batch in the listener ends first
+                pq.consume_task.cancel()
+            await asyncio.gather(pq.consume_task, return_exceptions=True)
+
+    # -- pulling -------------------------------------------------------------------------------
+
+    def _subscription_of(self, topic: str) -> SubscriptionData | None:
+        return self._subscriptions.get(topic)
+
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        while not pq.dropped and not self._stopping:
+            try:
+                delay = await self._pull_once(pq)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("group %s: pulling %s failed", self.group, pq.mq)
+                delay = PULL_BACKOFF_ERROR
+            if delay:
+                await asyncio.sleep(delay)
+
+    def _flow_controlled(self, pq: ProcessQueue) -> bool:
+        if pq.count > self.pull_threshold_for_queue:
+            return True
+        return not self.orderly and pq.span > self.consume_concurrently_max_span
+
+    async def _pull_once(self, pq: ProcessQueue) -> float:
+        """One pull of the queue; returns how long to wait before the next one."""
+        mq = pq.mq
+        assert self._offsets is not None and self._rebalancer is not None
+        if self._flow_controlled(pq):
+            # Too much pulled and not consumed: wait until the listener catches up a little.
+            pq.has_space.clear()
+            try:
+                async with asyncio.timeout(FLOW_CONTROL_WAIT):
+                    await pq.has_space.wait()
+            except TimeoutError:
+                pass
+            return 0.0
+        if self._rebalancer.needs_locks and not pq.lock_valid(time.monotonic()):
+            return ORDERLY_LOCK_WAIT
+        sub = self._subscription_of(mq.topic)
+        if sub is None:
+            return PULL_BACKOFF_REFUSED  # unsubscribed: the next rebalance drops the queue
+        addr = await broker_addr(self.instance, mq)
+        if addr is None:
+            logger.warning("group %s: no broker address for %s", self.group, mq)
+            return PULL_BACKOFF_ERROR
+        commit_offset = self._offsets.read(mq) if self._clustering else 0
+        sys_flag = FLAG_SUSPEND | FLAG_SUBSCRIPTION | (FLAG_COMMIT_OFFSET if commit_offset > 0 else 0)
+        cmd = RemotingCommand(
+            code=RequestCode.PULL_MESSAGE,
+            ext={
+                "consumerGroup": self.group,
+                "topic": mq.topic,
+                "queueId": str(mq.queue_id),
+                "queueOffset": str(pq.next_offset),
+                "maxMsgNums": str(self.pull_batch_size),
+                "sysFlag": str(sys_flag),
+                "commitOffset": str(max(commit_offset, 0)),
+                "suspendTimeoutMillis": str(self.suspend_timeout_ms),
+                "subscription": sub.sub_string,
+                "subVersion": str(sub.sub_version),
+                "expressionType": sub.expression_type.value,
+            },
+        )
+        timeout = self.suspend_timeout_ms / 1000.0 + PULL_TIMEOUT_MARGIN
+        try:
+            reply = await self.instance.invoke(addr, cmd, timeout)
+        except NETWORK_ERRORS as e:
+            logger.warning("group %s: pull of %s from %s failed: %s", self.group, mq, addr, e)
+            return PULL_BACKOFF_ERROR
+        pq.last_pull = time.monotonic()
+        if pq.dropped or self._stopping:
+            return 0.0
+        next_begin = int(reply.ext.get("nextBeginOffset", pq.next_offset))
+        if reply.code == ResponseCode.SUCCESS:
+            msgs = [m for m in self._decode(reply.body, mq) if sub.matches(m)]
+            pq.add(msgs, next_begin, orderly=self.orderly)
+            if msgs and not self.orderly:
+                self._dispatch_concurrently(pq, msgs)
+        elif reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+            pq.next_offset = next_begin
+        elif reply.code == ResponseCode.PULL_OFFSET_MOVED:
+            logger.warning(
+                "group %s: offset %d of %s is gone (%s); continuing at %d",
+                self.group,
+                pq.next_offset,
+                mq,
+                reply.remark,
+                next_begin,
+            )
+            moved = next_begin != pq.next_offset
+            pq.next_offset = next_begin
+            self._offsets.update(mq, next_begin)
+            await self._offsets.persist([mq])
+            return 0.0 if moved else PULL_BACKOFF_REFUSED
+        else:
+            logger.warning(
+                "group %s: broker refused the pull of %s at %d: code %d %s",
+                self.group,
+                mq,
+                pq.next_offset,
+                reply.code,
+                reply.remark,
+            )
+            return PULL_BACKOFF_REFUSED
+        self._offsets.update(mq, pq.commit_offset(), increase_only=True)
+        return 0.0
+
+    def _decode(self, body: bytes, mq: MessageQueue) -> list[ReceivedMessage]:
+        try:
+            return decode_received(body, mq.broker_name)
+        except ValueError:
+            pass
+        out = []  # one record is unreadable (an unknown compression): skip only that one
+        for stored in decode_messages(body):
+            try:
+                out.append(ReceivedMessage.from_stored(stored, mq.broker_name))
+            except ValueError as e:
+                logger.error(
+                    "group %s: message at offset %d of %s is unreadable, skipped: %s",
+                    self.group,
+                    stored.queue_offset,
+                    mq,
+                    e,
+                )
+        return out
+
+    # -- listener calls ------------------------------------------------------------------------
+
+    async def _call_listener(self, msgs: list[ReceivedMessage]) -> Any:
+        listener = self._listener
+        assert listener is not None
+        if self._listener_is_async:
+            result = listener(list(msgs))
+        else:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=self.max_concurrency, thread_name_prefix=f"ferromq-consume-{self.group}"
+                )
+            result = await asyncio.get_running_loop().run_in_executor(self._executor, listener, list(msgs))
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    # -- concurrent consumption ----------------------------------------------------------------
+
+    def _dispatch_concurrently(self, pq: ProcessQueue, msgs: list[ReceivedMessage]) -> None:
+        loop = asyncio.get_running_loop()
+        for i in range(0, len(msgs), self.consume_batch_size):
+            batch = msgs[i : i + self.consume_batch_size]
+            task = loop.create_task(self._consume_concurrently(pq, batch))
+            self._consume_tasks.add(task)
+            task.add_done_callback(self._consume_tasks.discard)
+            task.add_done_callback(_log_crash)
+
+    async def _consume_concurrently(self, pq: ProcessQueue, msgs: list[ReceivedMessage]) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            async with self._semaphore:
+                if pq.dropped or self._stopping:
+                    return  # still in flight: the offset stays before them
+                self._in_listener.add(task)
+                try:
+                    result = await self._call_listener(msgs)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    logger.exception(
+                        "group %s: listener failed on %d message(s) of %s", self.group, len(msgs), pq.mq
+                    )
+                    result = ConsumeStatus.RECONSUME_LATER
+            await self._concurrent_result(pq, msgs, result)
+        finally:
+            self._in_listener.discard(task)
+
+    async def _concurrent_result(self, pq: ProcessQueue, msgs: list[ReceivedMessage], result: Any) -> None:
+        status = self._concurrent_status(result)
+        if pq.dropped:
+            return  # the queue has a new owner, which consumes these again
+        done = msgs
+        if status == ConsumeStatus.RECONSUME_LATER:
+            if self._clustering:
+                failed = [m for m in msgs if not await self._send_back(m, 0)]
+                if failed:
+                    self._retry_locally(pq, failed)
+                    kept = {m.queue_offset for m in failed}
+                    done = [m for m in msgs if m.queue_offset not in kept]
+            else:
+                for m in msgs:
+                    logger.warning(
+                        "group %s (broadcasting): message %s failed and is dropped", self.group, m.msg_id
+                    )
+        pq.remove(done)
+        assert self._offsets is not None
+        if not pq.dropped:
+            self._offsets.update(pq.mq, pq.commit_offset(), increase_only=True)
+
+    def _concurrent_status(self, result: Any) -> ConsumeStatus:
+        try:
+            return ConsumeStatus(result)
+        except ValueError:
+            logger.warning(
+                "group %s: listener returned %r, not a ConsumeStatus: reconsume later", self.group, result
+            )
+            return ConsumeStatus.RECONSUME_LATER
+
+    def _retry_locally(self, pq: ProcessQueue, msgs: list[ReceivedMessage]) -> None:
+        """Messages that could not go back to the broker: consume them again here, later (when
+        stopping, they just stay uncommitted and come again after a restart)."""
+        if self._stopping:
+            return
+        again = [dataclasses.replace(m, reconsume_times=m.reconsume_times + 1) for m in msgs]
+
+        async def later() -> None:
+            await asyncio.sleep(LOCAL_RETRY_DELAY)
+            self._dispatch_concurrently(pq, again)
+
+        task = asyncio.get_running_loop().create_task(later())
+        self._retry_tasks.add(task)
+        task.add_done_callback(self._retry_tasks.discard)
+
+    # -- sending messages back -----------------------------------------------------------------
+
+    async def _send_back(self, msg: ReceivedMessage, delay_level: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK to the message's store host (`delay_level` 0: the broker picks,
+        -1: straight to the DLQ); if that fails, the message is sent to `%RETRY%<group>` directly.
+        True when the broker has it again."""
+        max_times = self._max_reconsume()
+        addr = msg.store_host or self.instance.master_addr(msg.queue.broker_name)
+        if addr:
+            cmd = RemotingCommand(
+                code=RequestCode.CONSUMER_SEND_MSG_BACK,
+                ext={
+                    "offset": str(msg.commitlog_offset),
+                    "group": self.group,
+                    "delayLevel": str(delay_level),
+                    "originMsgId": msg.msg_id,
+                    "originTopic": msg.topic,
+                    "unitMode": "false",
+                    "maxReconsumeTimes": str(max_times if max_times >= 0 else DEFAULT_MAX_RECONSUME_TIMES),
+                },
+            )
+            try:
+                reply = await self.instance.invoke(addr, cmd)
+                if reply.code == ResponseCode.SUCCESS:
+                    return True
+                logger.warning(
+                    "group %s: broker %s refused to take message %s back: %s",
+                    self.group,
+                    addr,
+                    msg.msg_id,
+                    reply.remark,
+                )
+            except NETWORK_ERRORS as e:
+                logger.warning("group %s: sending message %s back failed: %s", self.group, msg.msg_id, e)
+        return await self._resend_to_retry_topic(msg, delay_level, max_times)
+
+    async def _resend_to_retry_topic(self, msg: ReceivedMessage, delay_level: int, max_times: int) -> bool:
+        """What the Java client does when CONSUMER_SEND_MSG_BACK fails: a plain send to the retry
+        topic, with reconsumeTimes + 1 (the broker moves it to the DLQ past the limit)."""
+        addr = self.instance.master_addr(msg.queue.broker_name)
+        if addr is None:
+            return False
+        limit = max_times if max_times >= 0 else DEFAULT_MAX_RECONSUME_TIMES
+        props = dict(msg.properties)
+        props.setdefault("RETRY_TOPIC", msg.topic)
+        props.setdefault("ORIGIN_MESSAGE_ID", msg.msg_id)
+        props["MAX_RECONSUME_TIMES"] = str(limit)
+        props.pop("DELAY", None)
+        if delay_level >= 0:
+            props["DELAY"] = str(delay_level or 3 + msg.reconsume_times)
+            reconsume_times = msg.reconsume_times + 1
+        else:
+            reconsume_times = max(msg.reconsume_times, limit)  # at the limit: the broker DLQs it
+        cmd = RemotingCommand(
+            code=RequestCode.SEND_MESSAGE_V2,
+            ext={
+                "a": INNER_PRODUCER_GROUP,
+                "b": self._retry_topic,
+                "c": AUTO_CREATE_TOPIC_KEY,
+                "d": "4",
+                "e": "0",
+                "f": "0",
+                "g": str(int(time.time() * 1000)),
+                "h": str(msg.flag),
+                "i": encode_properties(props),
+                "j": str(reconsume_times),
+                "k": "false",
+                "l": str(limit),
+            },
+            body=msg.body,
+        )
+        try:
+            reply = await self.instance.invoke(addr, cmd)
+        except NETWORK_ERRORS as e:
+            logger.warning("group %s: re-sending %s to the retry topic failed: %s", self.group, msg.msg_id, e)
+            return False
+        if reply.code != ResponseCode.SUCCESS:
+            logger.warning(
+                "group %s: re-sending %s to the retry topic refused: %s", self.group, msg.msg_id, reply.remark
+            )
+            return False
+        return True
+
+    # -- orderly consumption -------------------------------------------------------------------
+
+    async def _orderly_loop(self, pq: ProcessQueue) -> None:
+        rb = self._rebalancer
+        assert rb is not None
+        while not pq.dropped and not self._stopping:
+            await pq.has_waiting.wait()
+            if pq.dropped or self._stopping:
+                break
+            if rb.needs_locks and not pq.lock_valid(time.monotonic()):
+                await asyncio.sleep(ORDERLY_LOCK_WAIT)
+                continue
+            pause = 0.0
+            async with pq.consume_lock:
+                if pq.dropped or self._stopping:
+                    break
+                batch = pq.take(self.consume_batch_size)
+                if not batch:
+                    continue
+                async with self._semaphore:
+                    if pq.dropped or self._stopping:
+                        pq.put_back(batch)
+                        break
+                    try:
+                        result = await self._call_listener(batch)
+                    except asyncio.CancelledError:
+                        pq.put_back(batch)
+                        raise
+                    except Exception:
+                        logger.exception(
+                            "group %s: orderly listener failed on %d message(s) of %s",
+                            self.group,
+                            len(batch),
+                            pq.mq,
+                        )
+                        result = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                pause = await self._orderly_result(pq, batch, self._orderly_status(result))
+            if pause:
+                await asyncio.sleep(pause)
+
+    def _orderly_status(self, result: Any) -> ConsumeOrderlyStatus:
+        try:
+            return ConsumeOrderlyStatus(result)
+        except ValueError:
+            logger.warning(
+                "group %s: orderly listener returned %r, not a ConsumeOrderlyStatus: suspending",
+                self.group,
+                result,
+            )
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+
+    async def _orderly_result(
+        self, pq: ProcessQueue, batch: list[ReceivedMessage], status: ConsumeOrderlyStatus
+    ) -> float:
+        """Applies an orderly listener's answer; returns how long the queue pauses."""
+        assert self._offsets is not None
+        done: list[ReceivedMessage] = []
+        again: list[ReceivedMessage] = []
+        if status == ConsumeOrderlyStatus.SUCCESS:
+            done = batch
+        else:
+            limit = self._max_reconsume()
+            for m in batch:
+                if limit >= 0 and m.reconsume_times >= limit:
+                    if not self._clustering:
+                        logger.warning(
+                            "group %s (broadcasting): message %s failed %d times and is dropped",
+                            self.group,
+                            m.msg_id,
+                            m.reconsume_times + 1,
+                        )
+                        done.append(m)
+                        continue
+                    if await self._send_back(m, -1):
+                        done.append(m)
+                        continue
+                again.append(dataclasses.replace(m, reconsume_times=m.reconsume_times + 1))
+        pq.remove(done)
+        pq.put_back(again)
+        self._offsets.update(pq.mq, pq.commit_offset(), increase_only=True)
+        return self.suspend_current_queue_ms / 1000.0 if again else 0.0
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("task %s died", task.get_name(), exc_info=task.exception())
+
+
+__all__ = [
+    "ConcurrentListener",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
+    "ConsumeStatus",
+    "ExpressionType",
+    "MessageModel",
+    "OrderlyListener",
+    "PushConsumer",
+    "SubscriptionData",
+]
