@@ -103,29 +103,29 @@ class ClientInstance:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        for addr in self.broker_addrs():
-            for group in list(self.producers):
-                await self._unregister(addr, producer_group=group)
-            for group in list(self.consumers):
-                await self._unregister(addr, consumer_group=group)
+        for group in list(self.producers):
+            await self.unregister_group(producer_group=group)
+        for group in list(self.consumers):
+            await self.unregister_group(consumer_group=group)
         for conn in list(self._conns.values()):
             await conn.close()
         self._conns.clear()
         self._started = False
 
-    async def _unregister(self, addr: str, *, producer_group: str = "", consumer_group: str = "") -> None:
-        cmd = RemotingCommand(
-            code=RequestCode.UNREGISTER_CLIENT,
-            ext={
-                "clientID": self.client_id,
-                "producerGroup": producer_group,
-                "consumerGroup": consumer_group,
-            },
-        )
-        try:
-            await self.invoke(addr, cmd)
-        except Exception as e:
-            logger.debug("unregistering from %s failed: %s", addr, e)
+    async def unregister_group(self, *, producer_group: str = "", consumer_group: str = "") -> None:
+        """UNREGISTER_CLIENT for one group on every known broker (its consumers re-balance)."""
+        cmd_ext = {
+            "clientID": self.client_id,
+            "producerGroup": producer_group,
+            "consumerGroup": consumer_group,
+        }
+        for addr in sorted(self.broker_addrs()):
+            try:
+                await self.invoke(
+                    addr, RemotingCommand(code=RequestCode.UNREGISTER_CLIENT, ext=dict(cmd_ext))
+                )
+            except Exception as e:
+                logger.debug("unregistering from %s failed: %s", addr, e)
 
     async def _every(self, interval: float, job: Callable[[], Awaitable[None]]) -> None:
         while True:

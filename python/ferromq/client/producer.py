@@ -67,6 +67,7 @@ class Producer:
         namesrv: str,
         *,
         instance: ClientInstance | None = None,
+        instance_name: str | None = None,
         send_timeout: float = 3.0,
         retries: int = 2,
         max_message_size: int = MAX_MESSAGE_SIZE,
@@ -74,7 +75,7 @@ class Producer:
     ) -> None:
         self.group = group
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv, timeout=send_timeout)
+        self.instance = instance or ClientInstance(namesrv, instance_name=instance_name, timeout=send_timeout)
         self.send_timeout = send_timeout
         self.retries = retries
         self.max_message_size = max_message_size
@@ -93,6 +94,8 @@ class Producer:
             await asyncio.gather(*self._pending, return_exceptions=True)
         if self._own_instance:
             await self.instance.stop()
+        else:
+            await self.instance.unregister_group(producer_group=self.group)
         self.instance.producers.pop(self.group, None)
 
     async def __aenter__(self) -> Self:

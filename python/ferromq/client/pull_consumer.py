@@ -208,15 +208,8 @@ class PullConsumer:
                 await self._unregister()
 
     async def _unregister(self) -> None:
-        for addr in self.instance.broker_addrs():
-            cmd = RemotingCommand(
-                code=RequestCode.UNREGISTER_CLIENT,
-                ext={"clientID": self.instance.client_id, "producerGroup": "", "consumerGroup": self.group},
-            )
-            try:
-                await self.instance.invoke(addr, cmd)
-            except (FerroMQError, OSError) as e:
-                logger.debug("unregistering group %s from %s failed: %s", self.group, addr, e)
+        """Leaves the group on every broker (a shared instance stays connected)."""
+        await self.instance.unregister_group(consumer_group=self.group)
 
     async def __aenter__(self) -> Self:
         await self.start()

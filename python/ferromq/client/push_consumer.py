@@ -514,16 +514,8 @@ class PushConsumer:
         await self.stop()
 
     async def _unregister(self) -> None:
-        """UNREGISTER_CLIENT for this group on every known broker (shared instance)."""
-        for addr in sorted(self.instance.broker_addrs()):
-            cmd = RemotingCommand(
-                code=RequestCode.UNREGISTER_CLIENT,
-                ext={"clientID": self.client_id, "producerGroup": "", "consumerGroup": self.group},
-            )
-            try:
-                await self.instance.invoke(addr, cmd)
-            except Exception as e:
-                logger.debug("unregistering %s from %s failed: %s", self.group, addr, e)
+        """Leaves the group on every broker (a shared instance stays connected)."""
+        await self.instance.unregister_group(consumer_group=self.group)
 
     def _after_subscription_change(self) -> None:
         async def refresh() -> None:
