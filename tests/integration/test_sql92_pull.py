@@ -67,3 +67,37 @@ def test_sql92_refused_when_property_filter_is_off(tmp_path: Path) -> None:
             await c.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_python_push_consumer_with_sql92_gets_exactly_the_matches(tmp_path: Path) -> None:
+    from ferromq.client import ConsumeStatus, Message, Producer, PushConsumer, ReceivedMessage
+
+    async def main() -> None:
+        async with running(tmp_path, enable_property_filter=True) as (ns, _):
+            namesrv = f"127.0.0.1:{ns.port}"
+            got: list[int] = []
+
+            async def on_messages(msgs: list[ReceivedMessage]) -> ConsumeStatus:
+                got.extend(int(m.body) for m in msgs)
+                return ConsumeStatus.CONSUME_SUCCESS
+
+            async with Producer("PSQL", namesrv) as p:
+                await p.send(Message("Sql", b"-1"))  # creates the topic
+                consumer = PushConsumer(
+                    "CSQL", namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET", rebalance_interval=1.0
+                )
+                consumer.subscribe("Sql", "price >= 20 AND (color = 'red' OR color IS NULL)", "SQL92")
+                consumer.register_listener(on_messages)
+                async with consumer:
+                    for i in range(40):
+                        props = {"price": str(i)} | ({"color": ["red", "blue"][i % 2]} if i % 3 else {})
+                        await p.send(Message("Sql", f"{i}".encode(), properties=props))
+                    want = [i for i in range(20, 40) if i % 3 == 0 or i % 2 == 0]
+                    for _ in range(200):
+                        if len(got) >= len(want):
+                            break
+                        await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.3)
+            assert sorted(got) == want
+
+    asyncio.run(asyncio.wait_for(main(), 60))
