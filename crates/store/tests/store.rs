@@ -628,19 +628,33 @@ fn due_delayed_messages_are_delivered_to_their_real_queue() {
     let mut stored = Vec::new();
     for i in 0..5 {
         let props = format!("DELAY\u{1}2\u{2}TAGS\u{1}T{i}\u{2}KEYS\u{1}d{i}");
-        stored.push(store.put_message(&meta("Real", 3), format!("{i}").as_bytes(), &props).unwrap());
+        stored.push(
+            store
+                .put_message(&meta("Real", 3), format!("{i}").as_bytes(), &props)
+                .unwrap(),
+        );
     }
     let due = stored[0].store_timestamp + 5000; // level 2 = 5 s
     let early = store.deliver_due_delayed(2, 0, due - 1, 100).unwrap();
     assert!(early.delivered.is_empty());
     assert_eq!((early.next_offset, early.next_due), (0, Some(due)));
-    let r = store.deliver_due_delayed(2, 0, stored[4].store_timestamp + 5000, 3).unwrap();
+    let r = store
+        .deliver_due_delayed(2, 0, stored[4].store_timestamp + 5000, 3)
+        .unwrap();
     assert_eq!(r.delivered.len(), 3);
     assert_eq!(r.next_offset, 3);
-    let r2 = store.deliver_due_delayed(2, 3, stored[4].store_timestamp + 5000, 100).unwrap();
-    assert_eq!((r2.delivered.len(), r2.next_offset, r2.next_due), (2, 5, None));
+    let r2 = store
+        .deliver_due_delayed(2, 3, stored[4].store_timestamp + 5000, 100)
+        .unwrap();
+    assert_eq!(
+        (r2.delivered.len(), r2.next_offset, r2.next_due),
+        (2, 5, None)
+    );
     let d = &r2.delivered[1];
-    assert_eq!((d.topic.as_str(), d.queue_id, d.queue_offset), ("Real", 3, 4));
+    assert_eq!(
+        (d.topic.as_str(), d.queue_id, d.queue_offset),
+        ("Real", 3, 4)
+    );
     assert_eq!(d.tags_code, tags_code(Some("T4")));
     let got = store.get_messages("Real", 3, 0, 10, 1 << 20, None).unwrap();
     let msgs: Vec<_> = iter_records(&got.body, true).map(|v| v.unwrap()).collect();
@@ -650,6 +664,12 @@ fn due_delayed_messages_are_delivered_to_their_real_queue() {
     assert_eq!(msgs[2].property("WAIT"), Some("false"));
     assert_eq!(msgs[2].property("REAL_TOPIC"), Some("Real"));
     assert_eq!(msgs[2].born_timestamp, 1_700_000_000_000);
-    assert_eq!(store.query_by_key("Real", "d2", 10, 0, i64::MAX).unwrap().len(), 1);
+    assert_eq!(
+        store
+            .query_by_key("Real", "d2", 10, 0, i64::MAX)
+            .unwrap()
+            .len(),
+        1
+    );
     assert!(store.deliver_due_delayed(99, 0, 0, 1).is_err());
 }

@@ -19,6 +19,7 @@ from ferromq.broker.processors import build_registry
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.subscriptions import SubscriptionGroupManager
 from ferromq.broker.topics import SCHEDULE_TOPIC, TopicConfigManager
+from ferromq.broker.transaction import TransactionalMessageService
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
@@ -84,6 +85,10 @@ class Broker:
             self._delivered,
         )
         await self.schedule.start()
+        self.transactions = TransactionalMessageService(
+            self.store, self.offsets, self.topics, self.clients, cfg, self.message_arrived
+        )
+        await self.transactions.start()
         self._registry = Dispatcher(build_registry(self), f"broker {cfg.broker_name}")
         self._tasks = [
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
@@ -110,6 +115,8 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         await self._unregister_all()
+        if hasattr(self, "transactions"):
+            await self.transactions.stop()
         if hasattr(self, "schedule"):
             await self.schedule.stop()
         if hasattr(self, "hold"):

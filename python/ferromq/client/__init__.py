@@ -34,6 +34,12 @@ from ferromq.client.rebalance import (
     MessageModel,
 )
 from ferromq.client.route import QueueData, TopicRoute
+from ferromq.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 
 __all__ = [
     "Admin",
@@ -49,6 +55,7 @@ __all__ = [
     "ConsumeStatus",
     "ConsumerProgress",
     "ExpressionType",
+    "LocalTransactionState",
     "Message",
     "MessageModel",
     "MessageQueue",
@@ -65,5 +72,8 @@ __all__ = [
     "SubscriptionData",
     "TopicConfigInfo",
     "TopicRoute",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "hash_selector",
 ]

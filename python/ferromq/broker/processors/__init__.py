@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ferromq.broker.processors import admin, client_manage, consumer_manage, pull, query, send
+from ferromq.broker.processors import (
+    admin,
+    client_manage,
+    consumer_manage,
+    end_transaction,
+    pull,
+    query,
+    send,
+)
 from ferromq.remoting.dispatch import Handler
 
 if TYPE_CHECKING:
@@ -13,6 +21,6 @@ if TYPE_CHECKING:
 
 def build_registry(broker: Broker) -> dict[int, Handler]:
     registry: dict[int, Handler] = {}
-    for module in (send, pull, consumer_manage, client_manage, query, admin):
+    for module in (send, pull, consumer_manage, client_manage, query, admin, end_transaction):
         registry.update(module.handlers(broker))
     return registry

@@ -1,0 +1,62 @@
+"""END_TRANSACTION: a producer commits or rolls back a half message (facts sheet §4.17, §12).
+
+Java clients send it one-way, so the reply is dropped by the connection; the C++ client's
+"one-way" requests carry flag 0 and get an answer (which it ignores).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ferromq.errors import BrokerError
+from ferromq.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import ext_bool, ext_int, ext_str
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.dispatch import Handler
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+TRANSACTION_NOT_TYPE = 0
+
+
+def handlers(broker: Broker) -> dict[int, Handler]:
+    async def end(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return end_transaction(broker, conn, cmd)
+
+    return {RequestCode.END_TRANSACTION: end}
+
+
+def end_transaction(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    if broker.config.broker_role == "SLAVE":
+        logger.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.peer)
+        return cmd.reply(ResponseCode.SLAVE_NOT_AVAILABLE)
+    group = ext_str(cmd, "producerGroup")
+    queue_offset = ext_int(cmd, "tranStateTableOffset")
+    commit_log_offset = ext_int(cmd, "commitLogOffset")
+    kind = ext_int(cmd, "commitOrRollback")
+    from_check = ext_bool(cmd, "fromTransactionCheck")
+    what = (
+        f"transaction {cmd.ext.get('msgId')} of group {group} (half queue offset {queue_offset}, "
+        f"commit log offset {commit_log_offset}) from {conn.peer}{' after a check' if from_check else ''}"
+    )
+    if kind == TRANSACTION_NOT_TYPE:
+        # RocketMQ ignores it (and answers nothing); answering only reaches a C++ client.
+        logger.debug("%s: state unknown%s", what, f" ({cmd.remark})" if cmd.remark else "")
+        return cmd.reply(ResponseCode.SUCCESS)
+    if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+        raise BrokerError(f"commitOrRollback {kind} is not 0, 8 or 12", ResponseCode.SYSTEM_ERROR)
+    service = broker.transactions
+    half = service.prepared_message(commit_log_offset, group, queue_offset)
+    if kind == TRANSACTION_COMMIT_TYPE:
+        service.commit(half)
+        logger.debug("%s: committed", what)
+    else:
+        service.rollback(half)
+        logger.debug("%s: rolled back", what)
+    return cmd.reply(ResponseCode.SUCCESS)

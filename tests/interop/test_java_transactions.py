@@ -1,0 +1,239 @@
+"""Interop with the official Java TransactionMQProducer (rocketmq-client 4.9.7) against a real
+`ferromq serve` process with short transaction check intervals.
+
+The Java side (`java/src/main/java/io/ferromq/interop/Transactions.java`, in the same jar as the
+other scenarios) sends committed, rolled-back and unknown transactions and answers the broker's
+check-backs; the test then pulls the topic straight from the broker and compares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferromq.message import StoredMessage, decode_messages
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode as R
+from tests.integration.brokerkit import Client, pull_ext
+
+from . import test_java_client as java
+from .test_java_client import HAVE_TOOLS, SERVE_READY, Run, Server, decode_offset_msg_id
+
+pytestmark = [
+    pytest.mark.interop,
+    pytest.mark.skipif(not HAVE_TOOLS, reason="the Java interop tests need `mvn` and `java` on PATH"),
+    pytest.mark.timeout(600),
+]
+
+# The jar fixture of the other Java tests (built once per module with `mvn package`).
+jar = java.jar
+
+RUN = uuid.uuid4().hex[:8]
+HALF = "RMQ_SYS_TRANS_HALF_TOPIC"
+N = 3
+BROKER_CONF = """\
+# Transactions are checked every second once they are a second old.
+transactionCheckInterval=1000
+transactionTimeOut=1000
+transactionCheckMax=15
+"""
+
+
+def _start(root: Path) -> tuple[subprocess.Popen[bytes], Server]:
+    """`ferromq -v serve -c broker.conf` on free ports (tried again if a port was taken)."""
+    conf = root / "broker.conf"
+    conf.write_text(BROKER_CONF)
+    for attempt in range(3):
+        ns_port, port = java._free_ports(2)
+        log = root / f"serve{attempt}.log"
+        cmd = [
+            *java._ferromq_command(),
+            "-v",
+            "serve",
+            "-c",
+            str(conf),
+            "--store",
+            str(root / f"store{attempt}"),
+            "--namesrv-port",
+            str(ns_port),
+            "-p",
+            str(port),
+        ]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root
+            )
+        srv = Server(root, f"127.0.0.1:{ns_port}", port, log)
+        deadline = time.monotonic() + 30
+        while SERVE_READY not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        else:
+            return proc, srv
+        rc = java._stop(proc)
+        if "address already in use" not in log.read_text(errors="replace").lower():
+            break
+    pytest.fail(f"ferromq serve did not become ready (exit code {rc}): {' '.join(cmd)}\n{srv.log_tail()}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    proc, srv = _start(tmp_path_factory.mktemp("ferromq-java-tx"))
+    try:
+        yield srv
+    finally:
+        rc = java._stop(proc)
+    assert rc == 0, f"ferromq serve did not exit cleanly on SIGTERM (exit code {rc}):\n{srv.log_tail()}"
+    text = srv.log.read_text(errors="replace")
+    assert "Traceback" not in text, f"the broker logged a traceback:\n{srv.log_tail(200)}"
+
+
+def run_transactions(jar: Path, server: Server, timeout: int = 60, **opts: object) -> Run:
+    logs = server.root / "client-logs" / f"transactions-{uuid.uuid4().hex[:6]}"
+    logs.mkdir(parents=True)
+    cmd = [
+        "java",
+        f"-Drocketmq.client.logRoot={logs}",
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-cp",
+        str(jar),
+        "io.ferromq.interop.Transactions",
+        f"namesrv={server.namesrv}",
+        f"timeout={timeout}",
+        *(f"{k}={v}" for k, v in opts.items()),
+    ]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60, cwd=logs)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout or ""
+        pytest.fail(f"transactions still running after {timeout + 60} s\n{out[-3000:]}\n{server.log_tail()}")
+    prefix = "RESULT "
+    results = [json.loads(line[len(prefix) :]) for line in r.stdout.splitlines() if line.startswith(prefix)]
+    return Run("transactions", r.returncode, r.stdout, r.stderr, results, logs, server)
+
+
+async def _pull_topic(port: int, topic: str) -> list[StoredMessage]:
+    c = await Client().connect(port)
+    try:
+        out = []
+        for q in range(4):
+            r = await c.call(RC.PULL_MESSAGE, pull_ext(f"tx-verify-{RUN}", topic, q, 0))
+            if r.code == R.SUCCESS:
+                out += decode_messages(r.body)
+        return out
+    finally:
+        await c.close()
+
+
+async def _view(port: int, offset: int) -> StoredMessage:
+    c = await Client().connect(port)
+    try:
+        r = await c.call(RC.VIEW_MESSAGE_BY_ID, {"offset": offset})
+        assert r.code == R.SUCCESS, r.remark
+        (m,) = decode_messages(r.body)
+        return m
+    finally:
+        await c.close()
+
+
+def view_message(server: Server, offset: int) -> StoredMessage:
+    return asyncio.run(asyncio.wait_for(_view(server.port, offset), 30))
+
+
+def pull_topic(server: Server, topic: str) -> list[StoredMessage]:
+    return asyncio.run(asyncio.wait_for(_pull_topic(server.port, topic), 30))
+
+
+@pytest.fixture(scope="module")
+def transactions(jar: Path, server: Server) -> tuple[Run, list[StoredMessage]]:
+    topic = f"InteropTx_{RUN}"
+    run = run_transactions(jar, server, topic=topic, group=f"interop-tx-{RUN}", run=RUN, n=N)
+    run.assert_ok()
+    # The last END_TRANSACTION left the client before it exited; give the broker a moment.
+    deadline = time.monotonic() + 10
+    got = pull_topic(server, topic)
+    while len(got) < 2 * N and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = pull_topic(server, topic)
+    time.sleep(1.0)  # and nothing more may come
+    return run, pull_topic(server, topic)
+
+
+def _sent(run: Run) -> dict[str, dict[str, Any]]:
+    return {f"{r['kind']}:{r['idx']}": r for r in run.events("sent")}
+
+
+def _received(got: list[StoredMessage]) -> dict[str, StoredMessage]:
+    out: dict[str, StoredMessage] = {}
+    for m in got:
+        key = f"{m.properties['tx_kind']}:{m.properties['tx_idx']}"
+        assert key not in out, f"{key} was committed twice"
+        out[key] = m
+    return out
+
+
+def test_commit_is_visible_at_once(transactions: tuple[Run, list[StoredMessage]], server: Server) -> None:
+    run, got = transactions
+    sent = _sent(run)
+    received = _received(got)
+    for i in range(N):
+        s, m = sent[f"commit:{i}"], received[f"commit:{i}"]
+        assert (s["status"], s["localState"]) == ("SEND_OK", "COMMIT_MESSAGE")
+        assert m.uniq_key == s["msgId"] == s["uniqId"]
+        assert m.body == f"commit:{i}:{RUN}".encode()
+        assert (m.tags, m.keys) == ("Tx", [f"commit-{i}"])
+        assert m.sys_flag & 0xC == 0x8
+        # The commit refers to the half message the send result described (the Java client took
+        # the commit log offset from its offsetMsgId).
+        half = view_message(server, m.prepared_transaction_offset)
+        assert (half.topic, half.queue_offset, half.uniq_key) == (HALF, s["queueOffset"], s["msgId"])
+        assert m.properties["PGROUP"] == f"interop-tx-{RUN}" and m.properties["REAL_TOPIC"] == m.topic
+    executed = {(e["kind"], str(e["idx"])) for e in run.events("executed")}
+    assert executed == {(k, str(i)) for k in ("commit", "rollback", "check") for i in range(N)}
+
+
+def test_rollback_is_never_visible(transactions: tuple[Run, list[StoredMessage]]) -> None:
+    run, got = transactions
+    sent = _sent(run)
+    assert all(sent[f"rollback:{i}"]["localState"] == "ROLLBACK_MESSAGE" for i in range(N))
+    assert not [m for m in got if m.properties["tx_kind"] == "rollback"]
+
+
+def test_unknown_then_commit_via_check_back(
+    transactions: tuple[Run, list[StoredMessage]], server: Server
+) -> None:
+    run, got = transactions
+    sent = _sent(run)
+    received = _received(got)
+    checks = run.events("checked")
+    assert {c["id"] for c in checks} == {f"check:{i}" for i in range(N)}, "only unknown ones are checked"
+    assert run.summary["checks"] == {f"check:{i}": 2 for i in range(N)}
+    for i in range(N):
+        s, m = sent[f"check:{i}"], received[f"check:{i}"]
+        assert s["localState"] == "UNKNOW"
+        assert m.uniq_key == s["msgId"]
+        mine = sorted((c for c in checks if c["id"] == f"check:{i}"), key=lambda c: c["times"])
+        assert [c["answer"] for c in mine] == ["UNKNOW", "COMMIT_MESSAGE"]
+        for n, c in enumerate(mine, 1):
+            # The client sees the message as sent: real topic, a client msgId, and the broker's
+            # check count; the offsets are those of the copy the check was made for.
+            assert c["topic"] == m.topic and c["transactionId"] == s["msgId"]
+            assert decode_offset_msg_id(c["msgId"]) == ("127.0.0.1", server.port, c["commitLogOffset"])
+            assert c["body"] == f"check:{i}:{RUN}"
+            assert c["properties"]["TRANSACTION_CHECK_TIMES"] == str(n)
+            assert c["properties"]["TRAN_PREPARED_QUEUE_OFFSET"] == str(s["queueOffset"])
+            assert c["queueOffset"] > s["queueOffset"]
+        # The commit refers to the copy of the second check.
+        assert m.prepared_transaction_offset == mine[1]["commitLogOffset"]
+        assert m.properties["TRANSACTION_CHECK_TIMES"] == "2"
