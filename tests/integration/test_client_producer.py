@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from ferromq.client import Message, Producer, SendStatus
-from ferromq.client.blocking import BlockingProducer, LoopThread
+from ferromq.client import (
+    ConsumeStatus,
+    LocalTransactionState,
+    Message,
+    Producer,
+    ReceivedMessage,
+    SendStatus,
+)
+from ferromq.client.blocking import (
+    BlockingProducer,
+    BlockingPullConsumer,
+    BlockingPushConsumer,
+    BlockingTransactionProducer,
+    LoopThread,
+)
 from ferromq.client.fault import LatencyFaultTolerance
 from ferromq.errors import BrokerError
 from ferromq.namesrv import NameServer
@@ -163,7 +177,7 @@ def test_latency_fault_tolerance_backs_off_by_latency() -> None:
     assert not f.available("dead")
 
 
-def test_blocking_producer(tmp_path: Path) -> None:
+def test_blocking_facades(tmp_path: Path) -> None:
     server = LoopThread("test-broker")
     started: dict[str, object] = {}
 
@@ -176,13 +190,52 @@ def test_blocking_producer(tmp_path: Path) -> None:
     try:
         ns = started["ns"]
         assert isinstance(ns, NameServer)
-        with BlockingProducer("PGB", f"127.0.0.1:{ns.port}") as p:
+        namesrv = f"127.0.0.1:{ns.port}"
+        with BlockingProducer("PGB", namesrv) as p:
             r = p.send(Message("Sync", b"one"))
             assert r.status == SendStatus.SEND_OK
             fut = p.send_async(Message("Sync", b"two"))
             assert fut.result(10).status == SendStatus.SEND_OK
             p.send_oneway(Message("Sync", b"three"))
             assert p.send_batch([Message("Sync", b"4"), Message("Sync", b"5")]).status == SendStatus.SEND_OK
+
+        class Commit:
+            def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+                return LocalTransactionState.COMMIT_MESSAGE
+
+            def check_local_transaction(self, msg: ReceivedMessage) -> LocalTransactionState:
+                return LocalTransactionState.COMMIT_MESSAGE
+
+        with BlockingTransactionProducer("PGT", namesrv, Commit()) as tp:
+            assert tp.send_message_in_transaction(Message("Sync", b"tx")).status == SendStatus.SEND_OK
+
+        got: list[bytes] = []
+        seen = threading.Event()
+
+        def on_messages(msgs: list[ReceivedMessage]) -> ConsumeStatus:
+            got.extend(m.body for m in msgs)
+            if len(got) >= 6:
+                seen.set()
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        consumer = BlockingPushConsumer("CGB", namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+        consumer.subscribe("Sync")
+        consumer.register_listener(on_messages)
+        with consumer:
+            assert seen.wait(20)
+        assert sorted(got) == sorted([b"one", b"two", b"three", b"4", b"5", b"tx"])
+
+        with BlockingPullConsumer("CGP", namesrv, auto_commit=False) as pull:
+            pull.assign(pull.fetch_queues("Sync"))
+            for q in pull.assignment():
+                pull.seek_to_begin(q)
+            polled: list[bytes] = []
+            for _ in range(20):
+                polled += [m.body for m in pull.poll(timeout=1.0)]
+                if len(polled) >= 6:
+                    break
+            pull.commit()
+        assert sorted(polled) == sorted(got)
     finally:
         cm = started["cm"]
         server.run(cm.__aexit__(None, None, None), timeout=30)  # type: ignore[attr-defined]
