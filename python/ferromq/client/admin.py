@@ -10,10 +10,10 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from ferromq.client.instance import ClientInstance
+from ferromq.client.lifecycle import AsyncLifecycle
 from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
 from ferromq.client.route import TopicRoute
 from ferromq.errors import BrokerError, QueryNotFoundError, TopicNotExistError
@@ -218,7 +218,7 @@ def parse_consume_stats(body: bytes, group: str) -> tuple[list[QueueProgress], f
     return out, tps
 
 
-class Admin:
+class Admin(AsyncLifecycle):
     """Administration of topics, consumer groups and messages. Use `async with Admin(namesrv)`
     or `await start()` / `await stop()`."""
 
@@ -235,15 +235,6 @@ class Admin:
         """Closes the connections (of an instance this admin created)."""
         if self._own_instance:
             await self.instance.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     # -- name server ---------------------------------------------------------------------------
 

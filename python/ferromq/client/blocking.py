@@ -60,6 +60,21 @@ class _Blocking:
     def _start(self, coro: Coroutine[Any, Any, None]) -> None:
         self._loop.run(coro)
 
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
     def _shutdown(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
             self._loop.run(coro)
@@ -80,15 +95,6 @@ class BlockingProducer(_Blocking):
 
     def shutdown(self) -> None:
         self._shutdown(self._producer.stop())
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     def send(self, msg: Message, *, queue: MessageQueue | None = None) -> SendResult:
         return self._loop.run(self._producer.send(msg, queue=queue))
@@ -124,15 +130,6 @@ class BlockingTransactionProducer(_Blocking):
     def shutdown(self) -> None:
         self._shutdown(self._producer.stop())
 
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
-
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
         return self._loop.run(self._producer.send_message_in_transaction(msg, arg))
 
@@ -161,15 +158,6 @@ class BlockingPushConsumer(_Blocking):
 
     def shutdown(self) -> None:
         self._shutdown(self._consumer.stop())
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
 
 class BlockingPullConsumer(_Blocking):
@@ -211,15 +199,6 @@ class BlockingPullConsumer(_Blocking):
 
     def shutdown(self) -> None:
         self._shutdown(self._consumer.stop())
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
 
 async def _build(factory: Callable[[], T]) -> T:

@@ -9,11 +9,11 @@ import logging
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from ferromq.client.fault import LatencyFaultTolerance
 from ferromq.client.instance import ClientInstance
+from ferromq.client.lifecycle import AsyncLifecycle
 from ferromq.client.message import (
     Message,
     MessageQueue,
@@ -58,7 +58,7 @@ def hash_selector(queues: list[MessageQueue], msg: Message, key: Any) -> Message
     return queues[abs(h) % len(queues)]
 
 
-class Producer:
+class Producer(AsyncLifecycle):
     """Sends messages. Use `async with Producer(...)` or `await start()` / `await stop()`."""
 
     def __init__(
@@ -97,15 +97,6 @@ class Producer:
         else:
             await self.instance.unregister_group(producer_group=self.group)
         self.instance.producers.pop(self.group, None)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     async def check_transaction_state(self, broker_addr: str, cmd: RemotingCommand) -> None:
         """A plain producer has no transactions to check (TransactionProducer overrides this)."""

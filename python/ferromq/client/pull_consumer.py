@@ -15,11 +15,11 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from ferromq.client.admin import check_reply, queue_master_addr, queue_offset_request
 from ferromq.client.instance import ClientInstance
+from ferromq.client.lifecycle import AsyncLifecycle
 from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
 from ferromq.client.rebalance import AllocateMessageQueueAveragely, ConsumeFromWhere
 from ferromq.errors import FerroMQError, TopicNotExistError
@@ -106,7 +106,7 @@ class _Outcome:
 _AVERAGELY = AllocateMessageQueueAveragely()
 
 
-class PullConsumer:
+class PullConsumer(AsyncLifecycle):
     """Reads messages with `await poll()`. Use `async with PullConsumer(...)` or `await start()`
     / `await stop()`; call `subscribe()` or `assign()` before or after starting.
 
@@ -210,15 +210,6 @@ class PullConsumer:
     async def _unregister(self) -> None:
         """Leaves the group on every broker (a shared instance stays connected)."""
         await self.instance.unregister_group(consumer_group=self.group)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     # -- ConsumerMember (what ClientInstance asks) ---------------------------------------------
 

@@ -36,11 +36,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from ferromq import _store
 from ferromq.client.instance import ClientInstance
+from ferromq.client.lifecycle import AsyncLifecycle
 from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
 from ferromq.client.offset_store import (
     NETWORK_ERRORS,
@@ -181,7 +181,7 @@ def _timestamp_ms(value: int | float | str | datetime.datetime | None) -> int:
     return int(value)
 
 
-class PushConsumer:
+class PushConsumer(AsyncLifecycle):
     """Consumes subscribed topics with a listener (RocketMQ's DefaultMQPushConsumer).
 
     Options (timings in seconds unless named `_ms`):
@@ -503,15 +503,6 @@ class PushConsumer:
         if self._clustering:
             self._subscriptions.pop(self._retry_topic, None)
         logger.info("push consumer %s stopped", self.group)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     async def _unregister(self) -> None:
         """Leaves the group on every broker (a shared instance stays connected)."""

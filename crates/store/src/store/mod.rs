@@ -329,20 +329,6 @@ impl MessageStore {
         )
     }
 
-    /// Like `get_messages` with any filter on the tags code.
-    pub fn get_messages_filtered(
-        &self,
-        topic: &str,
-        queue_id: i32,
-        offset: i64,
-        max_count: usize,
-        max_bytes: usize,
-        filter: &dyn Fn(i64) -> bool,
-    ) -> Result<GetResult> {
-        self.check_open()?
-            .get_messages(topic, queue_id, offset, max_count, max_bytes, filter)
-    }
-
     /// Puts the messages of delay level `level` (1-based) that are due at `now_ms` into their real
     /// topics and queues, reading `SCHEDULE_TOPIC_XXXX` from queue offset `from`, at most
     /// `max_count` at a time. DELAY is removed and WAIT=false added, as RocketMQ does.
