@@ -106,8 +106,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> int | None:
         return None
 
 
-def _start(root: Path) -> tuple[subprocess.Popen[bytes], Server]:
-    """`ferromq -v serve` on free ports; tried again on new ports if one was taken meanwhile."""
+def _start(root: Path, conf: Path | None = None) -> tuple[subprocess.Popen[bytes], Server]:
+    """`ferromq -v serve [-c conf]` on free ports; tried again on new ports if one was taken meanwhile."""
     for attempt in range(3):
         ns_port, port = _free_ports(2)
         log = root / f"serve{attempt}.log"
@@ -115,6 +115,7 @@ def _start(root: Path) -> tuple[subprocess.Popen[bytes], Server]:
             *_ferromq_command(),
             "-v",
             "serve",
+            *(["-c", str(conf)] if conf is not None else []),
             "--store",
             str(root / f"store{attempt}"),
             "--namesrv-port",

@@ -25,7 +25,7 @@ from ferromq.protocol.codes import ResponseCode as R
 from tests.integration.brokerkit import Client, pull_ext
 
 from . import test_java_client as java
-from .test_java_client import HAVE_TOOLS, SERVE_READY, Run, Server, decode_offset_msg_id
+from .test_java_client import HAVE_TOOLS, Run, Server, decode_offset_msg_id
 
 pytestmark = [
     pytest.mark.interop,
@@ -48,41 +48,10 @@ transactionCheckMax=15
 
 
 def _start(root: Path) -> tuple[subprocess.Popen[bytes], Server]:
-    """`ferromq -v serve -c broker.conf` on free ports (tried again if a port was taken)."""
+    """`ferromq -v serve -c broker.conf` with fast transaction checks."""
     conf = root / "broker.conf"
     conf.write_text(BROKER_CONF)
-    for attempt in range(3):
-        ns_port, port = java._free_ports(2)
-        log = root / f"serve{attempt}.log"
-        cmd = [
-            *java._ferromq_command(),
-            "-v",
-            "serve",
-            "-c",
-            str(conf),
-            "--store",
-            str(root / f"store{attempt}"),
-            "--namesrv-port",
-            str(ns_port),
-            "-p",
-            str(port),
-        ]
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root
-            )
-        srv = Server(root, f"127.0.0.1:{ns_port}", port, log)
-        deadline = time.monotonic() + 30
-        while SERVE_READY not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        else:
-            return proc, srv
-        rc = java._stop(proc)
-        if "address already in use" not in log.read_text(errors="replace").lower():
-            break
-    pytest.fail(f"ferromq serve did not become ready (exit code {rc}): {' '.join(cmd)}\n{srv.log_tail()}")
+    return java._start(root, conf)
 
 
 @pytest.fixture(scope="module")
