@@ -4,16 +4,13 @@ import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.PrintStream;
 import java.io.UnsupportedEncodingException;
-import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
-import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Collections;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -172,37 +169,10 @@ public final class Generic {
         out.flush();
     }
 
-    static Map<String, Object> map(Object... kv) {
-        Map<String, Object> m = new LinkedHashMap<String, Object>();
-        for (int i = 0; i < kv.length; i += 2) {
-            m.put((String) kv[i], kv[i + 1]);
-        }
-        return m;
-    }
-
-    static String sha256(byte[] data) {
-        try {
-            byte[] d = MessageDigest.getInstance("SHA-256").digest(data);
-            StringBuilder sb = new StringBuilder();
-            for (byte b : d) {
-                sb.append(String.format("%02x", b & 0xff));
-            }
-            return sb.toString();
-        } catch (Exception e) {
-            throw new IllegalStateException(e);
-        }
-    }
-
-    static String pid() {
-        String name = ManagementFactory.getRuntimeMXBean().getName();
-        int at = name.indexOf('@');
-        return at > 0 ? name.substring(0, at) : name;
-    }
-
     private <T extends ClientConfig> T configure(T c, String role) {
         c.setNamesrvAddr(opt("namesrv"));
         c.setVipChannelEnabled(false);
-        c.setInstanceName("generic-" + pid() + "-" + role + "-" + INSTANCES.incrementAndGet());
+        c.setInstanceName("generic-" + Interop.pid() + "-" + role + "-" + INSTANCES.incrementAndGet());
         return c;
     }
 
@@ -233,10 +203,10 @@ public final class Generic {
 
     private static Map<String, Object> sent(JSONObject spec, Message m, String status, String msgId,
                                             String offsetMsgId, Integer queueId, Long queueOffset) {
-        return map("event", "sent", "id", spec.getString("id"), "mode", spec.getString("mode"),
+        return Interop.map("event", "sent", "id", spec.getString("id"), "mode", spec.getString("mode"),
             "uniqKey", MessageClientIDSetter.getUniqID(m), "msgId", msgId, "offsetMsgId", offsetMsgId,
             "status", status, "queueId", queueId, "queueOffset", queueOffset,
-            "bodyLen", m.getBody().length, "bodySha", sha256(m.getBody()));
+            "bodyLen", m.getBody().length, "bodySha", Interop.sha256(m.getBody()));
     }
 
     private int produce() throws Exception {
@@ -264,7 +234,7 @@ public final class Generic {
                     SendResult r = p.send(batch);
                     String[] ids = r.getMsgId() == null ? new String[0] : r.getMsgId().split(",");
                     String[] offs = r.getOffsetMsgId() == null ? new String[0] : r.getOffsetMsgId().split(",");
-                    result(map("event", "batch-result", "status", String.valueOf(r.getSendStatus()),
+                    result(Interop.map("event", "batch-result", "status", String.valueOf(r.getSendStatus()),
                         "msgId", r.getMsgId(), "offsetMsgId", r.getOffsetMsgId(),
                         "queueId", r.getMessageQueue().getQueueId(), "queueOffset", r.getQueueOffset(),
                         "count", batch.size()));
@@ -303,7 +273,7 @@ public final class Generic {
         } finally {
             p.shutdown();
         }
-        result(map("event", "summary", "sent", count, "failures", new ArrayList<String>(FAILURES)));
+        result(Interop.map("event", "summary", "sent", count, "failures", new ArrayList<String>(FAILURES)));
         return 0;
     }
 
@@ -317,7 +287,7 @@ public final class Generic {
         } catch (Exception e) {
             offsetMsgId = null;
         }
-        return map(
+        return Interop.map(
             "event", "received",
             "topic", m.getTopic(),
             "tags", m.getTags(),
@@ -333,7 +303,7 @@ public final class Generic {
             "storeTimestamp", m.getStoreTimestamp(),
             "storeHost", String.valueOf(m.getStoreHost()),
             "bodyLen", body.length,
-            "bodySha", sha256(body),
+            "bodySha", Interop.sha256(body),
             "body", Base64.getEncoder().encodeToString(body),
             "properties", new TreeMap<String, String>(m.getProperties()),
             "thread", Thread.currentThread().getName());
@@ -388,7 +358,7 @@ public final class Generic {
         if (!complete) {
             fail("received " + ids.size() + " distinct message ids of " + expect + " expected");
         }
-        result(map("event", "summary", "distinct", ids.size(), "deliveries", deliveries.get(), "expected", expect,
+        result(Interop.map("event", "summary", "distinct", ids.size(), "deliveries", deliveries.get(), "expected", expect,
             "failures", new ArrayList<String>(FAILURES)));
         return FAILURES.isEmpty() ? 0 : 1;
     }
