@@ -1,0 +1,416 @@
+"""Run the real Apache RocketMQ 4.9.7 name server and broker as child processes, for interop and store
+cross-compatibility tests and benchmarks.
+
+The jars come from Maven Central: `tools/apache-rocketmq/pom.xml` depends on rocketmq-namesrv and
+rocketmq-broker, and `classpath()` resolves their runtime classpath once with `mvn dependency:build-classpath`
+into `tools/apache-rocketmq/target/` (rebuilt only when the pom changes). `start_rocketmq(root)` writes every
+file the two JVMs use (configs, logback files, store, logs, user.home) under `root` and returns once the
+broker is registered with the name server.
+
+    with start_rocketmq(tmp_path, {"mappedFileSizeCommitLog": str(1 << 20)}) as mq:
+        ...  # clients use mq.namesrv
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+ROCKETMQ_VERSION = "4.9.7"
+
+PROJECT_DIR = Path(__file__).resolve().parent / "apache-rocketmq"
+POM = PROJECT_DIR / "pom.xml"
+TARGET = PROJECT_DIR / "target"
+CLASSPATH_FILE = TARGET / "classpath.txt"
+# The pom's hash when classpath.txt was written; a changed pom means a new resolution.
+CLASSPATH_STAMP = TARGET / "classpath.pom.sha256"
+
+NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
+BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+
+# Java 17 closes the JDK internals RocketMQ 4.x reaches by reflection: MappedFile.clean unmaps through
+# DirectByteBuffer.attachment()/cleaner() and jdk.internal.ref.Cleaner.clean(); netty and fastjson look
+# into java.lang / java.nio / sun.nio.ch.
+JAVA17_FLAGS = [
+    f"--add-opens=java.base/{pkg}=ALL-UNNAMED"
+    for pkg in (
+        "java.lang",
+        "java.lang.reflect",
+        "java.io",
+        "java.net",
+        "java.nio",
+        "java.util",
+        "java.util.concurrent",
+        "sun.nio.ch",
+        "jdk.internal.ref",
+        "jdk.internal.misc",
+    )
+] + ["--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED", "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED"]
+
+START_ATTEMPTS = 3
+STOP_TIMEOUT = 60.0
+GET_BROKER_CLUSTER_INFO = 106
+
+# Our own logback configuration (not the distribution's): everything at INFO into one file per process,
+# with the store's and the broker's lines included, so failures can be read from log_tail().
+_LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
+<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{log}</file>
+    <append>true</append>
+    <encoder><pattern>%d{{yyyy-MM-dd HH:mm:ss.SSS}} %-5level [%thread] %logger - %msg%n</pattern></encoder>
+  </appender>
+  <appender name="STATS" class="ch.qos.logback.core.FileAppender">
+    <file>{stats}</file>
+    <append>true</append>
+    <encoder><pattern>%d{{yyyy-MM-dd HH:mm:ss.SSS}} %msg%n</pattern></encoder>
+  </appender>
+  <logger name="RocketmqStats" additivity="false" level="INFO"><appender-ref ref="STATS"/></logger>
+  <logger name="RocketmqCommercial" additivity="false" level="INFO"><appender-ref ref="STATS"/></logger>
+  <logger name="RocketmqLockStats" additivity="false" level="INFO"><appender-ref ref="STATS"/></logger>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
+def have_java() -> bool:
+    """`java` and `mvn` are on PATH (the launcher needs both)."""
+    return shutil.which("java") is not None and shutil.which("mvn") is not None
+
+
+def _pom_hash() -> str:
+    return hashlib.sha256(POM.read_bytes()).hexdigest()
+
+
+def classpath() -> str:
+    """The broker's and name server's runtime classpath; resolved with Maven on first use and whenever
+    pom.xml changed since, then read from tools/apache-rocketmq/target/classpath.txt."""
+    digest = _pom_hash()
+    if (
+        CLASSPATH_FILE.is_file()
+        and CLASSPATH_STAMP.is_file()
+        and CLASSPATH_STAMP.read_text().strip() == digest
+    ):
+        return CLASSPATH_FILE.read_text().strip()
+    TARGET.mkdir(parents=True, exist_ok=True)
+    tmp = TARGET / f"classpath.{os.getpid()}.tmp"
+    cmd = [
+        "mvn",
+        "-q",
+        "-B",
+        "-f",
+        str(POM),
+        "dependency:build-classpath",
+        f"-Dmdep.outputFile={tmp}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0 or not tmp.is_file():
+        raise RuntimeError(
+            f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}"
+        )
+    # Rename last, so concurrent callers see either no file or a whole one.
+    os.replace(tmp, CLASSPATH_FILE)
+    CLASSPATH_STAMP.write_text(digest + "\n")
+    return CLASSPATH_FILE.read_text().strip()
+
+
+def _port_free(port: int) -> bool:
+    if not 1024 < port < 65536:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _broker_port() -> int:
+    """A listen port L with L-2 (the VIP channel) and L+1 (HA) free as well."""
+    for _ in range(200):
+        port = _free_port()
+        if _port_free(port - 2) and _port_free(port + 1):
+            return port
+    raise RuntimeError("no free port triple (L-2, L, L+1) on 127.0.0.1")
+
+
+def _write_properties(path: Path, props: dict[str, str]) -> None:
+    # java.util.Properties reads ISO-8859-1 with backslash escapes; our values are paths and plain words.
+    lines = [f"{k}={str(v).replace(chr(92), chr(92) * 2)}" for k, v in props.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="latin-1")
+
+
+def _request(addr: str, code: int, timeout: float = 3.0) -> bytes:
+    """One JSON-serialized remoting request; returns the response body. Plain sockets so it works with or
+    without a running event loop."""
+    host, port = addr.rsplit(":", 1)
+    header = json.dumps(
+        {"code": code, "flag": 0, "language": "PYTHON", "opaque": 1, "version": 453, "extFields": {}}
+    ).encode()
+    frame = struct.pack(">ii", 4 + len(header), len(header)) + header
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.sendall(frame)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"{addr} closed the connection")
+            buf += chunk
+    length, type_and_len = struct.unpack_from(">ii", buf)
+    header_len = type_and_len & 0xFFFFFF
+    return buf[8 + header_len : 4 + length]
+
+
+def broker_registered(namesrv: str, broker_addr: str) -> bool:
+    """The name server's cluster info lists `broker_addr` (GET_BROKER_CLUSTER_INFO)."""
+    try:
+        body = _request(namesrv, GET_BROKER_CLUSTER_INFO)
+    except OSError:
+        return False
+    return f'"{broker_addr}"'.encode() in body
+
+
+def _tail(path: Path, n: int) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as e:
+        return f"<cannot read {path}: {e}>"
+    return "\n".join(lines[-n:])
+
+
+def _java_command(root: Path, heap: str, main: str, conf: Path, extra: list[str]) -> list[str]:
+    return [
+        "java",
+        "-server",
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
+        "-XX:+UseG1GC",
+        "-XX:MaxDirectMemorySize=1g",
+        *JAVA17_FLAGS,
+        # Everything RocketMQ derives from user.home (client logs, namesrv kv config, default store)
+        # lands under root.
+        f"-Duser.home={root}",
+        f"-Drocketmq.home.dir={root}",
+        f"-Dclient.logRoot={root / 'logs'}",
+        "-Drocketmq.client.logUseSlf4j=true",
+        "-Dfile.encoding=UTF-8",
+        "-cp",
+        classpath(),
+        main,
+        "-c",
+        str(conf),
+        *extra,
+    ]
+
+
+def _terminate(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> int | None:
+    """Signal by PID and wait; SIGKILL if it outlives `timeout`. The exit code, None if it was forced."""
+    if proc.poll() is not None:
+        return proc.returncode
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, sig)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        return None
+
+
+@dataclass
+class ApacheRocketMQ:
+    """One Java name server and one Java broker, both child processes of this one."""
+
+    root: Path
+    namesrv: str
+    broker_addr: str
+    broker_pid: int
+    broker_conf: dict[str, str] = field(default_factory=dict)
+    namesrv_proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    broker_proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    # Exit codes after stop(): None while running or when the process had to be killed.
+    broker_exit: int | None = None
+    namesrv_exit: int | None = None
+
+    @property
+    def store(self) -> Path:
+        return Path(self.broker_conf.get("storePathRootDir", str(self.root / "store")))
+
+    @property
+    def broker_log(self) -> Path:
+        return self.root / "logs" / "broker.log"
+
+    @property
+    def namesrv_log(self) -> Path:
+        return self.root / "logs" / "namesrv.log"
+
+    def stop(self, kill: bool = False) -> None:
+        """SIGTERM the broker and wait for its shutdown hook (checkpoint, consumer/delay offsets, no abort
+        file left), or SIGKILL it (kill -9: a crash); then always SIGTERM the name server."""
+        if self.broker_proc is not None and self.broker_proc.poll() is None:
+            if kill:
+                os.kill(self.broker_proc.pid, signal.SIGKILL)
+                self.broker_proc.wait(timeout=30)
+                self.broker_exit = None
+            else:
+                self.broker_exit = _terminate(self.broker_proc, signal.SIGTERM, STOP_TIMEOUT)
+        if self.namesrv_proc is not None and self.namesrv_proc.poll() is None:
+            self.namesrv_exit = _terminate(self.namesrv_proc, signal.SIGTERM, STOP_TIMEOUT)
+
+    def running(self) -> bool:
+        return self.broker_proc is not None and self.broker_proc.poll() is None
+
+    def log_tail(self, n: int = 80) -> str:
+        parts = []
+        for name in ("broker.log", "broker.out", "namesrv.log", "namesrv.out"):
+            path = self.root / "logs" / name
+            if path.exists():
+                parts.append(f"--- {path} (last {n} lines) ---\n{_tail(path, n)}")
+        return "\n".join(parts)
+
+    def log_errors(self) -> list[str]:
+        """ERROR lines and exception stack heads in the broker's and name server's logs."""
+        found = []
+        for name in ("broker.log", "broker.out", "namesrv.log", "namesrv.out"):
+            path = self.root / "logs" / name
+            if path.exists():
+                for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                    if " ERROR " in line or "Exception" in line:
+                        found.append(f"{name}: {line}")
+        return found
+
+    def __enter__(self) -> ApacheRocketMQ:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _start_once(
+    root: Path, conf: dict[str, str], heap: str, deadline: float
+) -> tuple[ApacheRocketMQ | None, str]:
+    logs = root / "logs"
+    conf_dir = root / "conf"
+    logs.mkdir(parents=True, exist_ok=True)
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("broker", "namesrv"):
+        (conf_dir / f"logback_{name}.xml").write_text(
+            _LOGBACK.format(log=logs / f"{name}.log", stats=logs / f"{name}-stats.log")
+        )
+    ns_port = _free_port()
+    namesrv = f"127.0.0.1:{ns_port}"
+    _write_properties(
+        root / "namesrv.conf",
+        {
+            "listenPort": str(ns_port),
+            "kvConfigPath": str(root / "namesrv" / "kvConfig.json"),
+            "configStorePath": str(root / "namesrv" / "namesrv.properties"),
+        },
+    )
+    port = conf.get("listenPort") or str(_broker_port())
+    conf = {**conf, "listenPort": port, "namesrvAddr": namesrv}
+    _write_properties(root / "broker.conf", conf)
+
+    env = {k: v for k, v in os.environ.items() if k not in ("ROCKETMQ_HOME", "NAMESRV_ADDR")}
+    env["ROCKETMQ_HOME"] = str(root)
+    with open(logs / "namesrv.out", "ab") as ns_out:
+        ns_proc = subprocess.Popen(
+            _java_command(root, "256m", NAMESRV_MAIN, root / "namesrv.conf", []),
+            stdout=ns_out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=root,
+            env=env,
+        )
+    mq = ApacheRocketMQ(root, namesrv, f"127.0.0.1:{port}", -1, conf, ns_proc, None)
+    # The name server answers once it listens; the broker registers at start, so wait for it first.
+    while time.monotonic() < deadline and ns_proc.poll() is None:
+        if not _port_free(ns_port):
+            try:
+                _request(namesrv, GET_BROKER_CLUSTER_INFO, timeout=1.0)
+                break
+            except OSError:
+                pass
+        time.sleep(0.1)
+    if ns_proc.poll() is not None or time.monotonic() >= deadline:
+        mq.stop()
+        return None, "the name server did not start"
+
+    with open(logs / "broker.out", "ab") as br_out:
+        br_proc = subprocess.Popen(
+            _java_command(root, heap, BROKER_MAIN, root / "broker.conf", []),
+            stdout=br_out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=root,
+            env=env,
+        )
+    mq.broker_proc = br_proc
+    mq.broker_pid = br_proc.pid
+    while time.monotonic() < deadline and br_proc.poll() is None:
+        if broker_registered(namesrv, mq.broker_addr):
+            return mq, ""
+        time.sleep(0.2)
+    why = "the broker exited" if br_proc.poll() is not None else "the broker did not register in time"
+    mq.stop(kill=True)
+    return None, why
+
+
+def start_rocketmq(
+    root: Path, broker_conf: dict[str, str] | None = None, *, timeout: float = 120.0, heap: str = "512m"
+) -> ApacheRocketMQ:
+    """Start a Java name server and broker under `root` (store in root/store, logs in root/logs, config in
+    root/broker.conf) on free 127.0.0.1 ports; returns once the broker is registered with the name server.
+    `broker_conf` overrides or adds broker.conf keys (e.g. mappedFileSizeCommitLog, flushDiskType)."""
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    store = root / "store"
+    conf = {
+        "brokerClusterName": "DefaultCluster",
+        "brokerName": "broker-a",
+        "brokerId": "0",
+        "brokerIP1": "127.0.0.1",
+        "brokerIP2": "127.0.0.1",
+        "storePathRootDir": str(store),
+        "storePathCommitLog": str(store / "commitlog"),
+        "autoCreateTopicEnable": "true",
+        "autoCreateSubscriptionGroup": "true",
+        "flushDiskType": "ASYNC_FLUSH",
+        "brokerRole": "ASYNC_MASTER",
+        # Never delete files while a test runs: deleteWhen is an hour, reservation three days.
+        "deleteWhen": "04",
+        "fileReservedTime": "72",
+        "diskMaxUsedSpaceRatio": "95",
+    }
+    if broker_conf:
+        conf.update({k: str(v) for k, v in broker_conf.items()})
+    deadline = time.monotonic() + timeout
+    why = ""
+    for _ in range(START_ATTEMPTS):
+        mq, why = _start_once(root, dict(conf), heap, deadline)
+        if mq is not None:
+            return mq
+        tail = ApacheRocketMQ(root, "", "", -1).log_tail()
+        if "Address already in use" not in tail or time.monotonic() >= deadline:
+            raise RuntimeError(f"Apache RocketMQ did not start under {root}: {why}\n{tail}")
+    raise RuntimeError(f"Apache RocketMQ did not start under {root}: {why}")
