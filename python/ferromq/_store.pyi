@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Sequence
 from os import PathLike
-from typing import final
+from typing import Any, final
 
 __all__ = [
     "GetResult",
@@ -11,6 +11,7 @@ __all__ = [
     "Store",
     "__version__",
     "build_profile",
+    "decode_columns",
     "decode_offset_msg_id",
     "decode_records",
     "java_hash",
@@ -151,6 +152,21 @@ class Store:
         max_bytes: int = 262144,
         tag_codes: list[int] | None = None,
     ) -> GetResult: ...
+    def read_columns(
+        self,
+        topic: str,
+        queue_id: int,
+        from_offset: int,
+        to_offset: int,
+        *,
+        max_rows: int = 65536,
+        max_bytes: int = 67108864,
+        tag_codes: list[int] | None = None,
+        tags: list[str] | None = None,
+        min_store_timestamp: int | None = None,
+        max_store_timestamp: int | None = None,
+        include_properties: bool = True,
+    ) -> dict[str, Any]: ...
     def deliver_due_delayed(
         self, level: int, from_offset: int, now_ms: int, max_count: int
     ) -> tuple[int, int | None, list[tuple[str, int, int, int]], int]: ...
@@ -189,3 +205,11 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int]: ...
 def decode_records(
     buf: bytes, check_crc: bool = False
 ) -> list[tuple[str, int, int, int, int, int, int, int, str, int, str, int, int, str, bytes, str]]: ...
+def decode_columns(
+    buf: bytes,
+    *,
+    tags: list[str] | None = None,
+    min_store_timestamp: int | None = None,
+    max_store_timestamp: int | None = None,
+    include_properties: bool = True,
+) -> dict[str, Any]: ...

@@ -81,6 +81,12 @@ class StoreClosedError(StoreError):
     code = ResponseCode.SERVICE_NOT_AVAILABLE
 
 
+class DataLossError(StoreError):
+    """Offsets a reader planned to read are gone (files deleted, store replaced)."""
+
+    code = ResponseCode.PULL_OFFSET_MOVED
+
+
 class BrokerError(FerroMQError):
     """A request the broker or name server refuses; the reply carries `code` and the message."""
 

@@ -3,6 +3,8 @@
 //! It converts arguments and results and maps `StoreError` to the classes of
 //! `ferromq.errors`; every call that touches files or waits runs with the GIL released.
 
+mod columns;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -533,6 +535,53 @@ impl Store {
         Ok(GetResult { inner, body })
     }
 
+    /// Records of one queue in `[from_offset, to_offset)` decoded into Arrow column buffers
+    /// (see `columns::to_py`), with "next_offset" and "status" of where the walk stopped.
+    #[pyo3(signature = (topic, queue_id, from_offset, to_offset, *, max_rows=65536,
+        max_bytes=67108864, tag_codes=None, tags=None, min_store_timestamp=None,
+        max_store_timestamp=None, include_properties=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn read_columns<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        queue_id: i32,
+        from_offset: i64,
+        to_offset: i64,
+        max_rows: usize,
+        max_bytes: usize,
+        tag_codes: Option<Vec<i32>>,
+        tags: Option<Vec<String>>,
+        min_store_timestamp: Option<i64>,
+        max_store_timestamp: Option<i64>,
+        include_properties: bool,
+    ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let filter = columns::filter(
+            tags,
+            min_store_timestamp,
+            max_store_timestamp,
+            include_properties,
+        );
+        let (batch, scan) = py
+            .detach(|| {
+                self.store.read_columns(
+                    topic,
+                    queue_id,
+                    from_offset,
+                    to_offset,
+                    max_rows,
+                    max_bytes,
+                    tag_codes.as_deref(),
+                    filter,
+                )
+            })
+            .py_err(py)?;
+        let d = columns::to_py(py, &batch, include_properties)?;
+        d.set_item("next_offset", scan.next_begin_offset)?;
+        d.set_item("status", scan.status.name())?;
+        Ok(d)
+    }
+
     /// Puts the due messages of delay level `level` into their real topics (reading the schedule
     /// queue from `from_offset`, at most `max_count`): (next offset, deliver time of the next
     /// message not yet due or None, [(topic, queue_id, queue_offset, tags_code)], skipped).
@@ -781,6 +830,30 @@ fn decode_records<'py>(
     Ok(out)
 }
 
+/// Packed records (a pull body) decoded into Arrow column buffers, as `Store.read_columns`.
+#[pyfunction]
+#[pyo3(signature = (buf, *, tags=None, min_store_timestamp=None, max_store_timestamp=None,
+    include_properties=true))]
+fn decode_columns<'py>(
+    py: Python<'py>,
+    buf: &[u8],
+    tags: Option<Vec<String>>,
+    min_store_timestamp: Option<i64>,
+    max_store_timestamp: Option<i64>,
+    include_properties: bool,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let filter = columns::filter(
+        tags,
+        min_store_timestamp,
+        max_store_timestamp,
+        include_properties,
+    );
+    let batch = py
+        .detach(|| ferromq_store::columnar::decode_columns(buf, filter))
+        .py_err(py)?;
+    columns::to_py(py, &batch, include_properties)
+}
+
 #[pymodule]
 fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let _ = pyo3_log::try_init();
@@ -802,5 +875,6 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(decode_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_columns, m)?)?;
     Ok(())
 }

@@ -18,6 +18,7 @@ pub struct CommitLog {
 impl CommitLog {
     pub fn load(dir: &Path, file_size: usize, writable: bool, preallocate: bool) -> Result<Self> {
         let files = MappedFileQueue::load(dir, file_size, writable, preallocate)?;
+        let file_size = files.file_size();
         // Until recovery finds the real end, every byte of every file may be read.
         for f in files.files() {
             f.set_wrote_position(file_size);

@@ -3,11 +3,13 @@
 //! * [`commitlog`]: every message in one log of fixed-size files.
 //! * [`consume_queue`]: per topic and queue, 20-byte units pointing into the CommitLog.
 //! * [`index`]: the hash index from `topic#key` to CommitLog offsets.
+//! * [`columnar`]: records decoded into Arrow-layout columns for analytics readers.
 //! * [`store`]: [`MessageStore`], which keeps them consistent, flushes and recovers.
 //!
 //! No Python here: the PyO3 binding lives in `crates/store-py`.
 
 pub mod checkpoint;
+pub mod columnar;
 pub mod commitlog;
 pub mod config;
 pub mod consume_queue;

@@ -24,8 +24,17 @@ impl MappedFileQueue {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
             remove_unfinished_files(dir)?;
         }
+        let listed = list_files(dir)?;
+        // A read-only view takes the segment size from the files themselves, so tools need not
+        // know the writer's configuration (Java brokers and tests often use small segments).
+        let file_size = match listed.first() {
+            Some((_, path)) if !writable => {
+                std::fs::metadata(path).map_err(io_err(path))?.len() as usize
+            }
+            _ => file_size,
+        };
         let mut files = Vec::new();
-        for (offset, path) in list_files(dir)? {
+        for (offset, path) in listed {
             files.push(Arc::new(MappedFile::open(
                 &path, offset, file_size, writable,
             )?));

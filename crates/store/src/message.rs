@@ -19,6 +19,8 @@ pub mod sysflag {
     pub const TRANSACTION_ROLLBACK_TYPE: i32 = 0xC;
     pub const BORNHOST_V6: i32 = 0x10;
     pub const STOREHOST_V6: i32 = 0x20;
+    /// 4.9.4+: the codec of a compressed body (0 or 3 zlib, 1 LZ4, 2 zstd).
+    pub const COMPRESSION_TYPE: i32 = 0x700;
 
     pub fn transaction_value(flag: i32) -> i32 {
         flag & 0xC

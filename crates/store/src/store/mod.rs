@@ -18,6 +18,7 @@ mod recovery;
 mod schedule;
 mod services;
 
+use crate::columnar::{ColumnBatch, ColumnBuilder, ColumnFilter};
 use crate::commitlog::CommitLog;
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::consume_queue::{round_file_size, ConsumeQueue, Unit};
@@ -75,6 +76,15 @@ pub struct GetResult {
     pub message_count: usize,
     /// Queue offset of each returned record.
     pub queue_offsets: Vec<i64>,
+}
+
+/// Where a queue walk ended (a [`GetResult`] without the records).
+#[derive(Debug, Clone, Copy)]
+pub struct Scan {
+    pub status: GetStatus,
+    pub next_begin_offset: i64,
+    pub min_offset: i64,
+    pub max_offset: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -327,6 +337,75 @@ impl MessageStore {
             max_bytes,
             &|code: i64| tag_codes.is_none_or(|codes| codes.contains(&(code as i32))),
         )
+    }
+
+    /// Decodes the records of one queue in `[from, to)` into columns (see [`columnar`]), stopping
+    /// after `max_rows` rows or about `max_bytes` of records. `tag_codes` pre-filters on the
+    /// consume queue's tags codes; `filter` decides on the records themselves. The returned
+    /// [`Scan`]'s `next_begin_offset` is where the next call continues.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_columns(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        from: i64,
+        to: i64,
+        max_rows: usize,
+        max_bytes: usize,
+        tag_codes: Option<&[i32]>,
+        filter: ColumnFilter,
+    ) -> Result<(ColumnBatch, Scan)> {
+        let inner = self.check_open()?;
+        let accept = |code: i64| tag_codes.is_none_or(|codes| codes.contains(&(code as i32)));
+        let mut builder = ColumnBuilder::new(filter);
+        let mut failure = None;
+        let mut next = from;
+        let mut read_bytes = 0usize;
+        let mut last = Scan {
+            status: GetStatus::NoMatchedMessage,
+            next_begin_offset: from,
+            min_offset: 0,
+            max_offset: 0,
+        };
+        while next < to && builder.rows() < max_rows && read_bytes < max_bytes {
+            let scan = inner.scan_messages(
+                topic,
+                queue_id,
+                next,
+                to,
+                max_rows - builder.rows(),
+                max_bytes - read_bytes,
+                &accept,
+                &mut |rec, _| {
+                    read_bytes += rec.len();
+                    if failure.is_none() {
+                        if let Err(e) = RecordView::parse(rec, false).and_then(|v| builder.push(&v))
+                        {
+                            failure = Some(e);
+                        }
+                    }
+                },
+            )?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            let progressed = scan.next_begin_offset > next;
+            last = scan;
+            let more = matches!(
+                scan.status,
+                GetStatus::Found
+                    | GetStatus::NoMatchedMessage
+                    | GetStatus::MessageWasRemoving
+                    | GetStatus::OffsetTooSmall
+                    | GetStatus::OffsetFoundNull
+            );
+            if !more || !progressed {
+                break;
+            }
+            next = scan.next_begin_offset;
+        }
+        last.next_begin_offset = last.next_begin_offset.max(from).min(to.max(from));
+        Ok((builder.finish(), last))
     }
 
     /// Puts the messages of delay level `level` (1-based) that are due at `now_ms` into their real
@@ -961,25 +1040,62 @@ impl Inner {
         max_bytes: usize,
         filter: &dyn Fn(i64) -> bool,
     ) -> Result<GetResult> {
-        let mut result = GetResult {
+        let mut body = Vec::new();
+        let mut queue_offsets = Vec::new();
+        let scan = self.scan_messages(
+            topic,
+            queue_id,
+            offset,
+            i64::MAX,
+            max_count,
+            max_bytes,
+            filter,
+            &mut |rec, queue_offset| {
+                body.extend_from_slice(rec);
+                queue_offsets.push(queue_offset);
+            },
+        )?;
+        Ok(GetResult {
+            status: scan.status,
+            next_begin_offset: scan.next_begin_offset,
+            min_offset: scan.min_offset,
+            max_offset: scan.max_offset,
+            body,
+            message_count: queue_offsets.len(),
+            queue_offsets,
+        })
+    }
+
+    /// RocketMQ's `getMessage` walk over one queue from `offset` (and before `end`), handing each
+    /// accepted record, still in the mapped file, to `visit` with its queue offset.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_messages(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        end: i64,
+        max_count: usize,
+        max_bytes: usize,
+        filter: &dyn Fn(i64) -> bool,
+        visit: &mut dyn FnMut(&[u8], i64),
+    ) -> Result<Scan> {
+        let mut scan = Scan {
             status: GetStatus::NoMatchedLogicQueue,
             next_begin_offset: 0,
             min_offset: 0,
             max_offset: 0,
-            body: Vec::new(),
-            message_count: 0,
-            queue_offsets: Vec::new(),
         };
         let Some(cq) = self.queue(topic, queue_id) else {
-            return Ok(result);
+            return Ok(scan);
         };
         if self.config.read_only && offset >= cq.max_offset() {
             cq.refresh()?;
         }
         let min = cq.min_offset();
         let max = self.visible_max(&cq);
-        result.min_offset = min;
-        result.max_offset = max;
+        scan.min_offset = min;
+        scan.max_offset = max;
         let (status, next) = if max == 0 {
             (GetStatus::NoMessageInQueue, 0)
         } else if offset < min {
@@ -992,16 +1108,16 @@ impl Inner {
             self.scan_queue(
                 &cq,
                 offset,
-                max,
+                max.min(end),
                 max_count.max(1),
                 max_bytes,
                 filter,
-                &mut result,
+                visit,
             )
         };
-        result.status = status;
-        result.next_begin_offset = next;
-        Ok(result)
+        scan.status = status;
+        scan.next_begin_offset = next;
+        Ok(scan)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1013,7 +1129,7 @@ impl Inner {
         max_count: usize,
         max_bytes: usize,
         filter: &dyn Fn(i64) -> bool,
-        result: &mut GetResult,
+        visit: &mut dyn FnMut(&[u8], i64),
     ) -> (GetStatus, i64) {
         // RocketMQ scans at most max(16000 bytes, maxMsgNums * 20 bytes) of consume queue.
         let scan_end = max.min(offset + (max_count as i64).max(800));
@@ -1021,9 +1137,10 @@ impl Inner {
         let min_phys = self.commitlog.min_offset() as i64;
         let mut next = offset;
         let mut removed = false;
+        let (mut count, mut bytes) = (0usize, 0usize);
         while next < scan_end {
             let Some(unit) = cq.unit(next) else {
-                if result.message_count == 0 && next == offset {
+                if count == 0 && next == offset {
                     return (GetStatus::OffsetFoundNull, next + 1);
                 }
                 break;
@@ -1038,9 +1155,7 @@ impl Inner {
                 continue;
             }
             let size = unit.size as usize;
-            if result.message_count >= max_count
-                || (result.message_count > 0 && result.body.len() + size > max_bytes)
-            {
+            if count >= max_count || (count > 0 && bytes + size > max_bytes) {
                 break;
             }
             let copied = self
@@ -1051,7 +1166,7 @@ impl Inner {
                     {
                         return false;
                     }
-                    result.body.extend_from_slice(rec);
+                    visit(rec, next);
                     true
                 });
             if copied != Some(true) {
@@ -1063,11 +1178,11 @@ impl Inner {
                 next += 1;
                 continue;
             }
-            result.message_count += 1;
-            result.queue_offsets.push(next);
+            count += 1;
+            bytes += size;
             next += 1;
         }
-        let status = if result.message_count > 0 {
+        let status = if count > 0 {
             GetStatus::Found
         } else if removed {
             GetStatus::MessageWasRemoving

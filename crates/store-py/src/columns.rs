@@ -1,0 +1,82 @@
+//! Hands a [`ColumnBatch`] to Python as Arrow buffers (`bytes`), keyed by column name;
+//! `ferromq.spark.arrow` wraps them into a `pyarrow.RecordBatch` without touching rows.
+
+use ferromq_store::columnar::{ColumnBatch, ColumnFilter, VarColumn};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+pub fn filter(
+    tags: Option<Vec<String>>,
+    min_store_timestamp: Option<i64>,
+    max_store_timestamp: Option<i64>,
+    include_properties: bool,
+) -> ColumnFilter {
+    ColumnFilter {
+        tags,
+        min_store_timestamp,
+        max_store_timestamp,
+        include_properties,
+    }
+}
+
+fn bytes<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyAny> {
+    PyBytes::new(py, b).into_any()
+}
+
+/// (validity or None, null count, offsets, data)
+fn var<'py>(py: Python<'py>, c: &VarColumn) -> PyResult<Bound<'py, PyTuple>> {
+    let validity = if c.null_count == 0 {
+        py.None().into_bound(py)
+    } else {
+        bytes(py, &c.validity)
+    };
+    PyTuple::new(
+        py,
+        [
+            validity,
+            c.null_count.into_pyobject(py)?.into_any(),
+            bytes(py, &c.offsets),
+            bytes(py, &c.data),
+        ],
+    )
+}
+
+/// `{"rows": n, name: buffers, ...}`; "properties" is (entry offsets, keys, values) or None.
+pub fn to_py<'py>(
+    py: Python<'py>,
+    b: &ColumnBatch,
+    include_properties: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("rows", b.rows)?;
+    d.set_item("topic", var(py, &b.topic)?)?;
+    d.set_item("queue_id", bytes(py, &b.queue_id))?;
+    d.set_item("queue_offset", bytes(py, &b.queue_offset))?;
+    d.set_item("commitlog_offset", bytes(py, &b.commitlog_offset))?;
+    d.set_item("msg_id", var(py, &b.msg_id)?)?;
+    d.set_item("uniq_key", var(py, &b.uniq_key)?)?;
+    d.set_item("tags", var(py, &b.tags)?)?;
+    d.set_item("keys", var(py, &b.keys)?)?;
+    if include_properties {
+        let props = PyTuple::new(
+            py,
+            [
+                bytes(py, &b.property_offsets),
+                var(py, &b.property_keys)?.into_any(),
+                var(py, &b.property_values)?.into_any(),
+            ],
+        )?;
+        d.set_item("properties", props)?;
+    } else {
+        d.set_item("properties", py.None())?;
+    }
+    d.set_item("body", var(py, &b.body)?)?;
+    d.set_item("born_timestamp", bytes(py, &b.born_timestamp))?;
+    d.set_item("store_timestamp", bytes(py, &b.store_timestamp))?;
+    d.set_item("born_host", var(py, &b.born_host)?)?;
+    d.set_item("store_host", var(py, &b.store_host)?)?;
+    d.set_item("reconsume_times", bytes(py, &b.reconsume_times))?;
+    d.set_item("sys_flag", bytes(py, &b.sys_flag))?;
+    d.set_item("flag", bytes(py, &b.flag))?;
+    Ok(d)
+}

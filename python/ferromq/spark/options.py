@@ -1,0 +1,246 @@
+"""The options of `spark.read.format("ferromq")`, parsed and checked once on the driver.
+
+Named like Spark's Kafka source where the idea is the same:
+
+- `path` (a store root directory) or `namesrv` (`host:port;host:port`, read through the brokers);
+- `topic` (comma-separated) or `topicPattern` (a regular expression matched against whole names);
+  internal topics (delay schedule, transaction half/op, ...) are left out unless named in `topic`;
+- `queues`: queue ids to read, e.g. `0,2,4-7` (default: all);
+- `startingOffsets` / `endingOffsets`: `earliest`, `latest`, or JSON per topic and queue,
+  `{"Orders": {"0": 120, "1": -2}}` with -2 = earliest and -1 = latest; queues not named take the
+  default (earliest / latest for batch reads, latest for a new streaming query);
+- `startingTimestamp` / `endingTimestamp`: store time in ms, `[start, end)`; they take precedence
+  over the offsets;
+- `tags`: a tag expression, `*` or `TagA || TagB`;
+- `maxRecordsPerPartition`: split a queue range into tasks of at most this many offsets;
+- `maxRecordsPerTrigger` (streaming): at most this many offsets per micro-batch;
+- `includeProperties` (default true): the `properties` map column;
+- `consumerGroup` (remote mode): the group named in pull requests (default `ferromq-spark`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from ferromq.errors import InvalidArgumentError
+
+EARLIEST = -2
+LATEST = -1
+
+# Topics RocketMQ keeps for itself: never part of a pattern or of "all topics".
+INTERNAL_TOPICS = frozenset(
+    {
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "TBW102",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "RMQ_SYS_TRACE_TOPIC",
+    }
+)
+
+_KNOWN = {
+    "path",
+    "namesrv",
+    "topic",
+    "topicpattern",
+    "queues",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
+    "tags",
+    "maxrecordsperpartition",
+    "maxrecordspertrigger",
+    "includeproperties",
+    "consumergroup",
+}
+
+# Per topic, per queue id: an offset, EARLIEST or LATEST.
+OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[int, int]]
+
+
+def is_internal(topic: str) -> bool:
+    return topic in INTERNAL_TOPICS or topic.lower().startswith("rmq_sys_")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    path: str | None
+    namesrv: str | None
+    topics: tuple[str, ...]
+    topic_pattern: str | None
+    queues: frozenset[int] | None
+    starting_offsets: OffsetSpec | None
+    ending_offsets: OffsetSpec | None
+    starting_timestamp: int | None
+    ending_timestamp: int | None
+    tags: tuple[str, ...] | None
+    max_records_per_partition: int | None
+    max_records_per_trigger: int | None
+    include_properties: bool
+    consumer_group: str
+
+    def wants(self, topic: str) -> bool:
+        """Whether a topic of the store or cluster is read."""
+        if self.topics:
+            return topic in self.topics
+        assert self.topic_pattern is not None
+        return not is_internal(topic) and re.fullmatch(self.topic_pattern, topic) is not None
+
+    def wants_queue(self, queue_id: int) -> bool:
+        return self.queues is None or queue_id in self.queues
+
+    def start_of(self, topic: str, queue_id: int, default: int) -> int:
+        return _lookup(self.starting_offsets, topic, queue_id, default)
+
+    def end_of(self, topic: str, queue_id: int) -> int:
+        return _lookup(self.ending_offsets, topic, queue_id, LATEST)
+
+    @property
+    def tag_list(self) -> list[str] | None:
+        return None if self.tags is None else list(self.tags)
+
+
+def _lookup(spec: OffsetSpec | None, topic: str, queue_id: int, default: int) -> int:
+    if spec is None:
+        return default
+    if spec == "earliest":
+        return EARLIEST
+    if spec == "latest":
+        return LATEST
+    assert isinstance(spec, dict)
+    return spec.get(topic, {}).get(queue_id, default)
+
+
+def _bad(msg: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"ferromq data source: {msg}")
+
+
+def _int(options: Mapping[str, str], key: str, *, minimum: int = 0) -> int | None:
+    raw = options.get(key)
+    if raw is None or str(raw).strip() == "":
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise _bad(f"option {key} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise _bad(f"option {key} must be >= {minimum}, not {value}")
+    return value
+
+
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise _bad(f"option {key} must be true or false, not {raw!r}")
+    return text == "true"
+
+
+def _queues(raw: str | None) -> frozenset[int] | None:
+    if raw is None or not raw.strip():
+        return None
+    out: set[int] = set()
+    for part in raw.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if m is None:
+            raise _bad(f"queues must look like 0,2,4-7; {part!r} does not")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise _bad(f"queue range {part!r} is empty")
+        out.update(range(lo, hi + 1))
+    return frozenset(out)
+
+
+def _offsets(key: str, raw: str | None) -> OffsetSpec | None:
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    if text.lower() in ("earliest", "latest"):
+        return "earliest" if text.lower() == "earliest" else "latest"
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise _bad(f'{key} must be earliest, latest or JSON like {{"T": {{"0": 5}}}}: {raw!r}') from None
+    if not isinstance(parsed, dict):
+        raise _bad(f"{key} JSON must be an object of topics")
+    spec: dict[str, dict[int, int]] = {}
+    for topic, queues in parsed.items():
+        if not isinstance(queues, dict):
+            raise _bad(f"{key}: the value of topic {topic!r} must be an object of queue ids")
+        per: dict[int, int] = {}
+        for qid, off in queues.items():
+            if not str(qid).isdigit() or isinstance(off, bool) or not isinstance(off, int) or off < -2:
+                raise _bad(f"{key}: {topic}/{qid} must map a queue id to an offset >= -2, got {off!r}")
+            per[int(qid)] = off
+        spec[str(topic)] = per
+    return spec
+
+
+def _tags(raw: str | None) -> tuple[str, ...] | None:
+    if raw is None or raw.strip() in ("", "*"):
+        return None
+    tags = tuple(t.strip() for t in raw.split("||"))
+    if any(not t or t == "*" for t in tags):
+        raise _bad(f"tags must be * or TagA || TagB, not {raw!r}")
+    return tags
+
+
+def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Checks the options; every problem is an `InvalidArgumentError` naming the option."""
+    opts = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+    unknown = sorted(set(opts) - _KNOWN)
+    if unknown:
+        raise _bad(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}")
+    path, namesrv = opts.get("path"), opts.get("namesrv")
+    if (path is None) == (namesrv is None):
+        raise _bad("give exactly one of path (a store directory) or namesrv (host:port)")
+    topics = tuple(t.strip() for t in opts.get("topic", "").split(",") if t.strip())
+    pattern = opts.get("topicpattern")
+    if bool(topics) == (pattern is not None):
+        raise _bad("give exactly one of topic (comma-separated) or topicPattern")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise _bad(f"topicPattern {pattern!r} is not a regular expression: {e}") from None
+    ending = _offsets("endingOffsets", opts.get("endingoffsets"))
+    if streaming and (ending is not None or "endingtimestamp" in opts):
+        raise _bad("endingOffsets / endingTimestamp apply to batch reads only")
+    if ending == "earliest":
+        raise _bad("endingOffsets cannot be earliest")
+    if isinstance(ending, dict) and any(o == EARLIEST for q in ending.values() for o in q.values()):
+        raise _bad("endingOffsets cannot use -2 (earliest)")
+    starting = _offsets("startingOffsets", opts.get("startingoffsets"))
+    if starting == "latest" and not streaming:
+        raise _bad("startingOffsets cannot be latest for a batch read")
+    start_ts = _int(opts, "startingtimestamp")
+    end_ts = _int(opts, "endingtimestamp")
+    if start_ts is not None and end_ts is not None and end_ts < start_ts:
+        raise _bad("endingTimestamp is before startingTimestamp")
+    return ReadOptions(
+        path=path,
+        namesrv=namesrv,
+        topics=topics,
+        topic_pattern=pattern,
+        queues=_queues(opts.get("queues")),
+        starting_offsets=starting,
+        ending_offsets=ending,
+        starting_timestamp=start_ts,
+        ending_timestamp=end_ts,
+        tags=_tags(opts.get("tags")),
+        max_records_per_partition=_int(opts, "maxrecordsperpartition", minimum=1),
+        max_records_per_trigger=_int(opts, "maxrecordspertrigger", minimum=1),
+        include_properties=_bool(opts, "includeproperties", True),
+        consumer_group=opts.get("consumergroup", "ferromq-spark"),
+    )

@@ -1,0 +1,225 @@
+"""`FerroMQDataSource`: the `ferromq` format for `spark.read` and `spark.readStream`.
+
+Planning (which queues, which offset ranges) runs on the driver from the consume queues (local
+mode) or the brokers (remote mode); each task reads one `QueueRange` and yields Arrow batches
+decoded in Rust. Readers keep only their parsed options, so they pickle and hold no state between
+calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from ferromq.errors import InvalidArgumentError
+from ferromq.spark.local import LocalSource, read_local
+from ferromq.spark.options import EARLIEST, LATEST, ReadOptions, parse_options
+from ferromq.spark.planning import QueueBounds, QueueRange, offsets_json, split
+from ferromq.spark.remote import RemoteSource, read_remote
+from ferromq.spark.schema import arrow_schema, spark_schema
+
+Source = LocalSource | RemoteSource
+
+
+def _source(opts: ReadOptions) -> Source:
+    if opts.path is not None:
+        return LocalSource(opts.path)
+    assert opts.namesrv is not None
+    return RemoteSource(opts.namesrv, opts)
+
+
+def _wanted(opts: ReadOptions, source: Source) -> list[QueueBounds]:
+    return sorted(
+        (b for b in source.queues() if opts.wants(b.topic) and opts.wants_queue(b.queue_id)),
+        key=lambda b: (b.topic, b.queue_id),
+    )
+
+
+def _resolve(offset: int, b: QueueBounds) -> int:
+    if offset == EARLIEST:
+        return b.min_offset
+    if offset == LATEST:
+        return b.max_offset
+    return min(max(offset, b.min_offset), b.max_offset)
+
+
+def _start(opts: ReadOptions, source: Source, b: QueueBounds, default: int) -> int:
+    if opts.starting_timestamp is not None:
+        return _resolve(source.offset_by_time(b, opts.starting_timestamp, end=False), b)
+    return _resolve(opts.start_of(b.topic, b.queue_id, default), b)
+
+
+def _read(opts: ReadOptions, part: QueueRange, *, streaming: bool) -> Iterator[pa.RecordBatch]:
+    schema = arrow_schema(opts.include_properties)
+    read = read_local if opts.path is not None else read_remote
+    # Batch reads keep [startingTimestamp, endingTimestamp) exactly; a stream only starts there.
+    yield from read(opts, part, schema, filter_time=not streaming)
+
+
+class FerroMQDataSource(DataSource):
+    """Reads a ferromq (or Apache RocketMQ 4.x) store: `spark.read.format("ferromq")`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "ferromq"
+
+    def _options(self, *, streaming: bool) -> ReadOptions:
+        return parse_options(self.options, streaming=streaming)
+
+    def schema(self) -> StructType:
+        return spark_schema(_include_properties(self.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = self._options(streaming=False)
+        _check_schema(schema, opts)
+        return FerroMQReader(opts)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        opts = self._options(streaming=True)
+        _check_schema(schema, opts)
+        return FerroMQStreamReader(opts)
+
+
+def _include_properties(options: Any) -> bool:
+    raw = options.get("includeProperties")
+    return raw is None or str(raw).strip().lower() != "false"
+
+
+def _check_schema(schema: StructType, opts: ReadOptions) -> None:
+    expected = spark_schema(opts.include_properties)
+    if schema != expected:
+        raise InvalidArgumentError(
+            f"ferromq data source: the schema is fixed; got {schema.simpleString()}, "
+            f"expected {expected.simpleString()}"
+        )
+
+
+class FerroMQReader(DataSourceReader):
+    """Batch read: every wanted queue from its starting to its ending offset, as planned now."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        opts = self.opts
+        source = _source(opts)
+        try:
+            ranges = []
+            for b in _wanted(opts, source):
+                start = _start(opts, source, b, EARLIEST)
+                end = _resolve(opts.end_of(b.topic, b.queue_id), b)
+                if opts.ending_timestamp is not None:
+                    end = min(end, _resolve(source.offset_by_time(b, opts.ending_timestamp, end=True), b))
+                ranges.append(QueueRange(b.topic, b.queue_id, start, end, b.broker_addr))
+        finally:
+            source.close()
+        parts = split(ranges, opts.max_records_per_partition)
+        # Spark needs at least one partition; an empty range reads nothing.
+        return parts or [QueueRange("", 0, 0, 0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, QueueRange)
+        if partition.end <= partition.start:
+            return iter(())
+        return _read(self.opts, partition, streaming=False)
+
+
+class FerroMQStreamReader(DataSourceStreamReader):
+    """Micro-batches over per-queue offsets `{topic: {"queue id": offset}}`.
+
+    New queues (and, with topicPattern, new topics) join at their earliest offset. A micro-batch
+    reads exactly `[start, end)` of each queue, so a restart from a checkpoint neither skips nor
+    repeats rows.
+    """
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def _bounds(self) -> list[QueueBounds]:
+        source = _source(self.opts)
+        try:
+            return _wanted(self.opts, source)
+        finally:
+            source.close()
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        source = _source(self.opts)
+        try:
+            starts = [
+                (b.topic, b.queue_id, _start(self.opts, source, b, LATEST))
+                for b in _wanted(self.opts, source)
+            ]
+        finally:
+            source.close()
+        return offsets_json(starts)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_records_per_trigger
+        return ReadAllAvailable() if n is None else ReadMaxRows(n)
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]]:
+        return offsets_json((b.topic, b.queue_id, b.max_offset) for b in self._bounds())
+
+    def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        bounds = self._bounds()
+        begin = {
+            (b.topic, b.queue_id): start.get(b.topic, {}).get(str(b.queue_id), b.min_offset) for b in bounds
+        }
+        ends = {(b.topic, b.queue_id): max(b.max_offset, begin[(b.topic, b.queue_id)]) for b in bounds}
+        if isinstance(limit, ReadMaxRows):
+            ends = _cap(begin, ends, limit.max_rows)
+        # Queues that vanished from the store keep their last offset.
+        out = {(t, int(q)): off for t, per in start.items() for q, off in per.items()}
+        out.update(ends)
+        return offsets_json((t, q, off) for (t, q), off in out.items())
+
+    def partitions(
+        self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
+    ) -> Sequence[InputPartition]:
+        addrs = {}
+        if self.opts.namesrv is not None:
+            addrs = {(b.topic, b.queue_id): b.broker_addr for b in self._bounds()}
+        ranges = []
+        for topic, per in end.items():
+            for qid, hi in per.items():
+                lo = start.get(topic, {}).get(qid)
+                if lo is None:
+                    lo = _earliest(self._bounds(), topic, int(qid))
+                ranges.append(QueueRange(topic, int(qid), lo, hi, addrs.get((topic, int(qid)))))
+        return split(ranges, self.opts.max_records_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, QueueRange)
+        return _read(self.opts, partition, streaming=True)
+
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
+        pass
+
+
+def _earliest(bounds: list[QueueBounds], topic: str, queue_id: int) -> int:
+    return next((b.min_offset for b in bounds if b.topic == topic and b.queue_id == queue_id), 0)
+
+
+def _cap(
+    begin: dict[tuple[str, int], int], ends: dict[tuple[str, int], int], budget: int
+) -> dict[tuple[str, int], int]:
+    """Spreads at most `budget` offsets over the queues, fairly: each round gives every queue with
+    data left an equal share, so one busy queue cannot starve the others."""
+    capped = dict(begin)
+    left = {k: ends[k] - begin[k] for k in ends if ends[k] > begin[k]}
+    while budget > 0 and left:
+        share = max(1, budget // len(left))
+        for k in sorted(left):
+            take = min(share, left[k], budget)
+            capped[k] += take
+            left[k] -= take
+            budget -= take
+            if budget == 0:
+                break
+        left = {k: n for k, n in left.items() if n > 0}
+    return {k: capped.get(k, begin[k]) for k in ends}
