@@ -71,8 +71,9 @@ class FerromqServer:
         return log_tail(self.log_path)
 
 
-def start_ferromq(workdir: Path, attempts: int = 3) -> FerromqServer:
-    """Start `ferromq -v serve`; retried on new ports if a port was taken between probe and bind."""
+def start_ferromq(workdir: Path, attempts: int = 3, config: Path | None = None) -> FerromqServer:
+    """Start `ferromq -v serve` (with a broker.conf if given); retried on new ports if a port was
+    taken between probe and bind."""
     last_error = ""
     for attempt in range(attempts):
         ns_port, broker_port = free_port(), free_port()
@@ -90,6 +91,7 @@ def start_ferromq(workdir: Path, attempts: int = 3) -> FerromqServer:
             str(ns_port),
             "-p",
             str(broker_port),
+            *(["-c", str(config)] if config is not None else []),
         ]
         with open(log_path, "wb") as log_file:
             proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
