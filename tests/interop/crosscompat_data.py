@@ -1,0 +1,684 @@
+"""Store cross-compatibility between ferromq and Apache RocketMQ 4.9.7: the data set, how it is produced
+through a running broker (either kind), and how a store or a serving broker is checked against it.
+
+`produce()` sends, with ferromq's Python client, messages of several topics and queues: tags, one or several
+keys, user properties (non-ASCII included), bodies big enough to be zlib-compressed (and incompressible ones
+that are not), batches, delayed messages (some delivered before the broker stops, some still pending), and
+commits a consumer group's offsets. It returns a `Dataset`: every message as sent, where the broker put it
+(queue, offset, ids), the committed offsets and what the broker served back (`served`), so a store written
+by one broker can be compared, record for record, with what the other one reads and serves.
+
+Both brokers use the same `BROKER_CONF` keys (small CommitLog and ConsumeQueue files, small index files, a
+short delay table), so either can open the other's store. `java_written_store()` makes the store a Java broker
+wrote (stopped cleanly or killed), for tests of other readers (the Spark source) to reuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ferromq.client import (
+    Admin,
+    ConsumeFromWhere,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    ReceivedMessage,
+)
+from ferromq.client.admin import decode_offset_msg_id
+from ferromq.client.message import decode_received
+from ferromq.jsonutil import loads_lenient
+from ferromq.message import StoredMessage
+from ferromq.protocol.codes import RequestCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.store import MessageStore
+
+BROKER_NAME = "broker-a"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+# Level 1..3 are delivered before the writer stops, level 4 is still pending then (45 s).
+DELAY_LEVELS = "1s 2s 3s 45s 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+DELAY_MS = {1: 1000, 2: 2000, 3: 3000, 4: 45_000}
+PENDING_LEVEL = 4
+CQ_UNITS_PER_FILE = 100
+COMMITLOG_FILE_SIZE = 1 << 20
+# Index files of 2,500 entries: the data set's ~6,000 keys and ids fill several.
+HASH_SLOTS = 1000
+INDEX_ENTRIES = 2500
+
+# The same keys mean the same thing to both brokers (RocketMQ's names; ferromq reads broker.conf too).
+BROKER_CONF: dict[str, str] = {
+    "brokerName": BROKER_NAME,
+    "brokerClusterName": "DefaultCluster",
+    "mappedFileSizeCommitLog": str(COMMITLOG_FILE_SIZE),
+    "mappedFileSizeConsumeQueue": str(CQ_UNITS_PER_FILE * 20),
+    "maxHashSlotNum": str(HASH_SLOTS),
+    "maxIndexNum": str(INDEX_ENTRIES),
+    "messageDelayLevel": DELAY_LEVELS,
+    # Offsets reach config/*.json within a second, so a kill -9 after they are on disk loses none.
+    "flushConsumerOffsetInterval": "1000",
+    "flushDelayOffsetInterval": "1000",
+    "autoCreateTopicEnable": "true",
+}
+# What MessageStore needs to open such a store itself.
+STORE_OPTIONS: dict[str, object] = {
+    "mapped_file_size_commitlog": COMMITLOG_FILE_SIZE,
+    "mapped_file_size_consume_queue": CQ_UNITS_PER_FILE * 20,
+    "max_hash_slot_num": HASH_SLOTS,
+    "max_index_num": INDEX_ENTRIES,
+    "message_delay_level": DELAY_LEVELS,
+}
+
+TOPICS = {"CC_Plain": 4, "CC_Zip": 2, "CC_Batch": 3, "CC_Delay": 2}
+GROUP = "CC_Group"
+NOTE = "h\u00e9llo \u2192 \u2713 \u4e2d\u6587 \U0001f680"
+N_PLAIN = 1800
+N_ZIP = 40
+N_RANDOM = 10
+N_BATCHES = 30
+BATCH = 10
+N_DELAY_EACH = 12
+# ferromq's client compresses bodies above this many bytes (as the official clients do).
+COMPRESS_OVER = 4096
+COMPRESSED_FLAG = 0x1
+SYSTEM_PROPS = {
+    "TAGS",
+    "KEYS",
+    "UNIQ_KEY",
+    "WAIT",
+    "DELAY",
+    "REAL_TOPIC",
+    "REAL_QID",
+    "MIN_OFFSET",
+    "MAX_OFFSET",
+}
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One message as sent, and where the broker stored it. Delayed messages: `queue_offset` is None until
+    delivery gives them one in their real topic; `offset_msg_id` names the SCHEDULE_TOPIC_XXXX record."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int | None
+    msg_id: str
+    offset_msg_id: str
+    body: bytes
+    tags: str | None
+    keys: tuple[str, ...]
+    user_props: tuple[tuple[str, str], ...]
+    delay_level: int = 0
+
+    @property
+    def compressed(self) -> bool:
+        return self.delay_level == 0 and len(self.body) > COMPRESS_OVER and _compressible(self.body)
+
+
+def _compressible(body: bytes) -> bool:
+    import zlib
+
+    return len(zlib.compress(body, 5)) < len(body)
+
+
+@dataclass
+class Dataset:
+    messages: list[Sent]
+    """Not delayed: at their queue offsets."""
+    delayed_delivered: list[Sent]
+    delayed_pending: list[Sent]
+    committed: dict[tuple[str, int], int]
+    """GROUP's committed offsets (topic, queue) -> next offset."""
+    served: dict[str, ReceivedMessage] = field(default_factory=dict)
+    """What the writing broker served to a fresh group before it stopped, by msg_id (UNIQ_KEY)."""
+
+    def by_position(self) -> dict[tuple[str, int, int], Sent]:
+        return {(m.topic, m.queue_id, m.queue_offset): m for m in self.messages if m.queue_offset is not None}
+
+    def queue_ends(self) -> dict[tuple[str, int], int]:
+        """Every queue of every topic -> its expected max offset (delayed messages included)."""
+        ends = {(t, q): 0 for t, n in TOPICS.items() for q in range(n)}
+        for m in self.messages:
+            assert m.queue_offset is not None
+            ends[(m.topic, m.queue_id)] = max(ends[(m.topic, m.queue_id)], m.queue_offset + 1)
+        for m in self.delayed_delivered:
+            ends[(m.topic, m.queue_id)] += 1
+        return ends
+
+
+# -- producing ---------------------------------------------------------------------------------
+
+
+def _text_body(rng: random.Random, i: int, size: int) -> bytes:
+    words = [f"w{rng.randrange(50)}" for _ in range(size // 3 + 1)]
+    return f"#{i} {NOTE} ".encode() + " ".join(words).encode()[:size]
+
+
+def _noise(rng: random.Random, size: int) -> bytes:
+    return bytes(rng.getrandbits(8) for _ in range(size))
+
+
+async def _send_window(producer: Producer, msgs: list[Message], window: int = 24) -> list[Sent]:
+    out: list[Sent] = []
+    for start in range(0, len(msgs), window):
+        chunk = msgs[start : start + window]
+        results = await asyncio.gather(*(producer.send(m) for m in chunk))
+        for m, r in zip(chunk, results, strict=True):
+            out.append(_sent(m, r.message_queue.queue_id, r.queue_offset, r.msg_id, r.offset_msg_id))
+    return out
+
+
+def _sent(m: Message, queue_id: int, offset: int | None, msg_id: str, offset_msg_id: str) -> Sent:
+    keys = (m.keys,) if isinstance(m.keys, str) else tuple(m.keys or ())
+    return Sent(
+        m.topic,
+        queue_id,
+        offset if m.delay_level == 0 else None,
+        msg_id,
+        offset_msg_id,
+        m.body,
+        m.tags,
+        tuple(k for key in keys for k in key.split(" ") if k),
+        tuple(sorted(m.properties.items())),
+        m.delay_level,
+    )
+
+
+async def _max_offsets(admin: Admin, topic: str) -> dict[int, int]:
+    return {q: await admin.max_offset(MessageQueue(topic, BROKER_NAME, q)) for q in range(TOPICS[topic])}
+
+
+async def _until(what: str, check: object, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        ok = await check()  # type: ignore[operator]
+        if ok:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+async def produce(namesrv: str, store_root: Path, *, seed: int = 7) -> Dataset:
+    """Sends the data set through the broker behind `namesrv` (whose store is `store_root`), commits GROUP's
+    offsets, reads everything back once with a fresh group, and sends the pending delayed messages last.
+    Returns once consumer and delay offsets are in the store's config files (so a kill -9 right after keeps
+    them)."""
+    rng = random.Random(seed)
+    async with Admin(namesrv) as admin:
+        for topic, n in TOPICS.items():
+            await admin.create_topic(topic, n)
+        async with Producer("CC_Producer", namesrv, send_timeout=10.0) as producer:
+            for topic in TOPICS:
+                for _ in range(100):  # the route shows up once the broker re-registered
+                    with contextlib.suppress(Exception):
+                        if len(await producer.publish_queues(topic)) == TOPICS[topic]:
+                            break
+                    await asyncio.sleep(0.1)
+            plain = []
+            for i in range(N_PLAIN):
+                keys: list[str] = [f"plain-{i}"] + ([f"shared-{i % 40}"] if i % 3 == 0 else [])
+                plain.append(
+                    Message(
+                        "CC_Plain",
+                        _text_body(rng, i, rng.randrange(100, 3000)),
+                        tags=("TagA", "TagB", "TagC")[i % 3],
+                        keys=keys,
+                        properties={"u.idx": str(i), "u.note": NOTE, "u.k\u00ebY": f"v{i}\u00e4"},
+                    )
+                )
+            messages = await _send_window(producer, plain)
+            zips = [
+                Message(
+                    "CC_Zip",
+                    _text_body(rng, i, rng.randrange(COMPRESS_OVER + 1, 40_000)),
+                    tags="Zip",
+                    keys=f"zip-{i}",
+                    properties={"u.idx": str(i)},
+                )
+                for i in range(N_ZIP)
+            ]
+            zips += [
+                Message("CC_Zip", _noise(rng, 5000 + i), tags="Noise", keys=f"noise-{i}")
+                for i in range(N_RANDOM)
+            ]
+            zips.append(Message("CC_Zip", b"x" * COMPRESS_OVER, tags="Edge", keys="edge"))
+            messages += await _send_window(producer, zips, window=8)
+            for b in range(N_BATCHES):
+                batch = [
+                    Message(
+                        "CC_Batch",
+                        _text_body(rng, b * BATCH + j, rng.randrange(10, 600)),
+                        tags=f"B{j % 2}",
+                        keys=[f"batch-{b}-{j}", f"batch-{b}"],
+                        properties={"u.batch": str(b), "u.j": str(j), "u.note": NOTE},
+                    )
+                    for j in range(BATCH)
+                ]
+                r = await producer.send_batch(batch)
+                ids, offset_ids = r.msg_id.split(","), r.offset_msg_id.split(",")
+                assert len(ids) == len(offset_ids) == BATCH, r
+                for j, m in enumerate(batch):
+                    messages.append(
+                        _sent(m, r.message_queue.queue_id, r.queue_offset + j, ids[j], offset_ids[j])
+                    )
+            delayed = [
+                Message(
+                    "CC_Delay",
+                    f"delay {lvl}/{i} {NOTE}".encode(),
+                    tags=f"D{lvl}",
+                    keys=f"delay-{lvl}-{i}",
+                    properties={"u.level": str(lvl)},
+                    delay_level=lvl,
+                )
+                for lvl in (1, 2, 3)
+                for i in range(N_DELAY_EACH)
+            ]
+            delivered = await _send_window(producer, delayed, window=6)
+            n_delivered = len(delivered)
+
+            async def all_delivered() -> bool:
+                return sum((await _max_offsets(admin, "CC_Delay")).values()) >= n_delivered
+
+            await _until("the delayed messages of levels 1-3", all_delivered, 60)
+
+            # GROUP consumes part: a real poll from the first offsets, then explicit commits (about half of
+            # CC_Plain and CC_Batch, nothing of CC_Zip).
+            committed: dict[tuple[str, int], int] = {}
+            ends = {t: await _max_offsets(admin, t) for t in ("CC_Plain", "CC_Batch")}
+            for t, per_q in ends.items():
+                for q, end in per_q.items():
+                    committed[(t, q)] = end // 2 + q
+            consumer = PullConsumer(
+                GROUP,
+                namesrv,
+                auto_commit=False,
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            )
+            async with consumer:
+                consumer.assign([MessageQueue(t, BROKER_NAME, q) for (t, q) in committed])
+                seen: dict[tuple[str, int], int] = {}
+                deadline = time.monotonic() + 60
+                while any(seen.get(k, 0) < v for k, v in committed.items()) and time.monotonic() < deadline:
+                    for m in await consumer.poll(timeout=1.0):
+                        k = (m.topic, m.queue.queue_id)
+                        seen[k] = max(seen.get(k, 0), m.queue_offset + 1)
+                assert all(seen.get(k, 0) >= v for k, v in committed.items()), (seen, committed)
+                await consumer.commit({MessageQueue(t, BROKER_NAME, q): o for (t, q), o in committed.items()})
+
+            served = await consume_all(namesrv, "CC_Reader", queue_ends(messages, delivered))
+
+            def offsets_on_disk() -> bool:
+                try:
+                    table = loads_lenient((store_root / "config" / "consumerOffset.json").read_bytes())
+                    delay = loads_lenient((store_root / "config" / "delayOffset.json").read_bytes())
+                except (OSError, ValueError):
+                    return False
+                got = table.get("offsetTable", {})
+                ok = all(
+                    int(got.get(f"{t}@{GROUP}", {}).get(str(q), -1)) == o for (t, q), o in committed.items()
+                )
+                levels = {int(k): int(v) for k, v in delay.get("offsetTable", {}).items()}
+                return ok and all(levels.get(lvl, 0) >= N_DELAY_EACH for lvl in (1, 2, 3))
+
+            async def on_disk() -> bool:
+                return offsets_on_disk()
+
+            await _until("consumer and delay offsets in the store's config files", on_disk, 30)
+
+            pending = [
+                Message(
+                    "CC_Delay",
+                    f"pending {i} {NOTE}".encode(),
+                    tags="DP",
+                    keys=f"pending-{i}",
+                    properties={"u.level": str(PENDING_LEVEL)},
+                    delay_level=PENDING_LEVEL,
+                )
+                for i in range(N_DELAY_EACH)
+            ]
+            pending_sent = await _send_window(producer, pending, window=6)
+    return Dataset(messages, delivered, pending_sent, committed, {m.msg_id: m for m in served.values()})
+
+
+def queue_ends(messages: list[Sent], delivered: list[Sent]) -> dict[tuple[str, int], int]:
+    return Dataset(messages, delivered, [], {}).queue_ends()
+
+
+async def consume_all(
+    namesrv: str,
+    group: str,
+    ends: dict[tuple[str, int], int],
+    *,
+    timeout: float = 120.0,
+    from_committed: bool = False,
+) -> dict[tuple[str, int, int], ReceivedMessage]:
+    """Pulls every queue in `ends` up to its end with `group` (from its first offset, or from the group's
+    committed offset); returns the messages by (topic, queue, offset). Duplicates fail."""
+    got: dict[tuple[str, int, int], ReceivedMessage] = {}
+    consumer = PullConsumer(
+        group,
+        namesrv,
+        auto_commit=False,
+        pull_batch_size=64,
+        poll_timeout=1.0,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        if not from_committed
+        else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+    )
+    async with consumer:
+        consumer.assign([MessageQueue(t, BROKER_NAME, q) for (t, q) in ends])
+        pos: dict[tuple[str, int], int] = {}
+        deadline = time.monotonic() + timeout
+        while any(pos.get(k, -1) + 1 < end for k, end in ends.items() if end > 0):
+            if time.monotonic() > deadline:
+                missing = {
+                    k: (pos.get(k, -1) + 1, end) for k, end in ends.items() if pos.get(k, -1) + 1 < end
+                }
+                raise AssertionError(f"{group}: queues not read to the end in {timeout} s: {missing}")
+            for m in await consumer.poll(timeout=1.0):
+                key = (m.topic, m.queue.queue_id, m.queue_offset)
+                assert key not in got, f"{group}: {key} delivered twice"
+                got[key] = m
+                pos[key[:2]] = max(pos.get(key[:2], -1), m.queue_offset)
+    return got
+
+
+# -- checking ----------------------------------------------------------------------------------
+
+
+def user_props(props: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in props.items() if k.startswith("u.")))
+
+
+def check_message(got: StoredMessage | ReceivedMessage, want: Sent, where: str) -> None:
+    """The stored or received message is the sent one: ids, body, tags, keys, user properties, compression."""
+    if isinstance(got, StoredMessage):
+        body, tags, keys, props = got.payload(), got.tags, got.keys, got.properties
+        msg_id = got.uniq_key
+        compressed = got.compressed
+    else:
+        body, tags, keys, props = got.body, got.tags, got.keys, got.properties
+        msg_id = got.msg_id
+        compressed = bool(got.sys_flag & COMPRESSED_FLAG)
+    assert msg_id == want.msg_id, f"{where}: msg id {msg_id} != {want.msg_id}"
+    assert body == want.body, f"{where}: body differs ({len(body)} vs {len(want.body)} bytes)"
+    assert tags == want.tags, f"{where}: tags {tags!r} != {want.tags!r}"
+    assert tuple(keys) == want.keys, f"{where}: keys {keys} != {want.keys}"
+    assert user_props(props) == want.user_props, f"{where}: {user_props(props)} != {want.user_props}"
+    assert compressed == want.compressed, f"{where}: compressed={compressed}, expected {want.compressed}"
+
+
+def comparable(m: ReceivedMessage) -> tuple[object, ...]:
+    """Everything a consumer sees of a message, for comparing two brokers serving the same store."""
+    return (
+        m.topic,
+        m.queue.queue_id,
+        m.queue_offset,
+        m.commitlog_offset,
+        m.msg_id,
+        m.offset_msg_id,
+        m.body,
+        tuple(sorted(m.properties.items())),
+        m.sys_flag,
+        m.flag,
+        m.born_timestamp,
+        m.store_timestamp,
+        m.born_host,
+        m.store_host,
+        m.reconsume_times,
+    )
+
+
+def check_store(store: MessageStore, ds: Dataset) -> dict[str, int]:
+    """Reads the whole data set from a store: every message at its queue offset, delivered delayed messages
+    in their real queues, pending ones in SCHEDULE_TOPIC_XXXX, lookups by key and by offsetMsgId. Returns
+    counts for the report."""
+    expected = ds.by_position()
+    ends = ds.queue_ends()
+    stats = {"messages": 0, "compressed": 0, "key_queries": 0, "id_lookups": 0}
+    delivered_by_id = {m.msg_id: m for m in ds.delayed_delivered}
+    found_delivered: set[str] = set()
+    for (topic, q), end in sorted(ends.items()):
+        assert store.min_offset(topic, q) == 0, (topic, q)
+        assert store.max_offset(topic, q) == end, (topic, q, store.max_offset(topic, q), end)
+        offset = 0
+        while offset < end:
+            batch = store.get_messages(topic, q, offset, 64)
+            assert batch, f"{topic}/{q}: nothing at offset {offset} of {end}"
+            for m in batch:
+                where = f"{topic}/{q}@{offset}"
+                assert (m.topic, m.queue_id, m.queue_offset) == (topic, q, offset), where
+                if (topic, q, offset) in expected:
+                    check_message(m, expected[(topic, q, offset)], where)
+                    stats["compressed"] += m.compressed
+                else:
+                    want = delivered_by_id.get(m.uniq_key or "")
+                    assert want is not None and want.queue_id == q, f"{where}: unexpected message {m}"
+                    check_message(m, want, where)
+                    assert m.properties.get("REAL_TOPIC") == topic, m.properties
+                    found_delivered.add(want.msg_id)
+                stats["messages"] += 1
+                offset += 1
+    assert found_delivered == set(delivered_by_id), "delivered delayed messages missing"
+    # Pending delayed messages: still in the level's schedule queue, pointing at their real topic.
+    pending_ids = {m.msg_id for m in ds.delayed_pending}
+    sched_q = PENDING_LEVEL - 1
+    sched = store.get_messages(SCHEDULE_TOPIC, sched_q, store.min_offset(SCHEDULE_TOPIC, sched_q), 1000)
+    in_schedule = {m.uniq_key: m for m in sched if m.uniq_key in pending_ids}
+    assert set(in_schedule) == pending_ids
+    for want in ds.delayed_pending:
+        m = in_schedule[want.msg_id]
+        assert m.properties["REAL_TOPIC"] == want.topic and int(m.properties["REAL_QID"]) == want.queue_id
+        assert m.properties["DELAY"] == str(PENDING_LEVEL) and m.payload() == want.body
+    # Lookups: every non-delayed message by its offsetMsgId, keys by the index.
+    for want in ds.messages + ds.delayed_pending:
+        m = store.look_message_by_id(want.offset_msg_id)
+        assert m is not None and m.uniq_key == want.msg_id, want.offset_msg_id
+        stats["id_lookups"] += 1
+    by_key: dict[tuple[str, str], set[str]] = {}
+    for want in ds.messages + ds.delayed_delivered:
+        for k in want.keys:
+            by_key.setdefault((want.topic, k), set()).add(want.msg_id)
+    for (topic, key), ids in sorted(by_key.items()):
+        found = {m.uniq_key for m in store.query(topic, key, max_num=64)}
+        assert found == ids, f"query {topic} {key!r}: {found} != {ids}"
+        stats["key_queries"] += 1
+    return stats
+
+
+def check_served(
+    got: dict[tuple[str, int, int], ReceivedMessage],
+    ds: Dataset,
+    start: dict[tuple[str, int], int] | None = None,
+) -> None:
+    """What a broker served is exactly the data set (every queue from 0, or only the queues in `start`
+    from their offsets there), and each message is identical to what the writing broker served."""
+    expected = ds.by_position()
+    ends = ds.queue_ends()
+    starts = start if start is not None else dict.fromkeys(ends, 0)
+    want_keys = {(t, q, o) for (t, q), first in starts.items() for o in range(first, ends[(t, q)])}
+    assert set(got) == want_keys, (
+        f"missing {sorted(want_keys - set(got))[:10]}, extra {sorted(set(got) - want_keys)[:10]}"
+    )
+    delivered_by_id = {m.msg_id: m for m in ds.delayed_delivered}
+    for key, m in got.items():
+        want = expected.get(key) or delivered_by_id.get(m.msg_id)
+        assert want is not None, f"{key}: unexpected {m.msg_id}"
+        check_message(m, want, str(key))
+        before = ds.served.get(m.msg_id)
+        assert before is not None, f"{key}: {m.msg_id} was not served by the writer"
+        assert comparable(m) == comparable(before), (
+            f"{key}:\n now    {comparable(m)}\n before {comparable(before)}"
+        )
+
+
+# -- brokers -----------------------------------------------------------------------------------
+
+
+def write_conf(path: Path, conf: dict[str, str]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Ferromq:
+    """A `ferromq -v serve` child process (name server + broker)."""
+
+    proc: subprocess.Popen[bytes]
+    namesrv: str
+    broker_addr: str
+    store: Path
+    log: Path
+
+    def log_tail(self, n: int = 80) -> str:
+        return "\n".join(self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-n:])
+
+    def errors(self) -> list[str]:
+        text = self.log.read_text(encoding="utf-8", errors="replace")
+        return [line for line in text.splitlines() if " ERROR " in line or line.startswith("Traceback")]
+
+    def stop(self, kill: bool = False) -> int | None:
+        """SIGTERM and wait (exit code), or SIGKILL (None)."""
+        if self.proc.poll() is not None:
+            return self.proc.returncode
+        os.kill(self.proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+            return None
+        return None if kill else code
+
+
+def start_ferromq(workdir: Path, store: Path, conf: dict[str, str], timeout: float = 60.0) -> Ferromq:
+    exe = Path(sys.executable).with_name("ferromq")
+    cmd0 = [str(exe)] if exe.exists() else [sys.executable, "-m", "ferromq.cli"]
+    last = ""
+    for attempt in range(3):
+        ns_port, port = _free_port(), _free_port()
+        conf_path = write_conf(workdir / f"ferromq{attempt}.conf", conf)
+        log = workdir / f"ferromq{attempt}.log"
+        cmd = [
+            *cmd0,
+            "-v",
+            "serve",
+            "-c",
+            str(conf_path),
+            "--store",
+            str(store),
+            "--namesrv-port",
+            str(ns_port),
+            "-p",
+            str(port),
+        ]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None:
+            if "ferromq serving:" in log.read_text(encoding="utf-8", errors="replace"):
+                return Ferromq(proc, f"127.0.0.1:{ns_port}", f"127.0.0.1:{port}", store, log)
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        last = log.read_text(encoding="utf-8", errors="replace")
+        if "address already in use" not in last.lower():
+            break
+    raise RuntimeError(f"ferromq serve did not start on {store}:\n{last[-5000:]}")
+
+
+async def check_queries(namesrv: str, broker_addr: str, ds: Dataset, samples: int = 60) -> None:
+    """The serving broker finds messages of the data set by key and by msgId (its index) and by the CommitLog
+    offset of their offsetMsgId (VIEW_MESSAGE_BY_ID; the id's host is the writer's, so ask `broker_addr`)."""
+    async with Admin(namesrv) as admin:
+        for want in ds.messages[:: max(1, len(ds.messages) // samples)]:
+            for key in want.keys:
+                found = await admin.query_message_by_key(want.topic, key, max_num=64)
+                assert want.msg_id in {m.msg_id for m in found}, (want.topic, key)
+            m = await admin.query_message_by_msg_id(want.topic, want.msg_id)
+            check_message(m, want, f"query msgId {want.msg_id}")
+            _, offset = decode_offset_msg_id(want.offset_msg_id)
+            cmd = RemotingCommand(code=RequestCode.VIEW_MESSAGE_BY_ID, ext={"offset": str(offset)})
+            reply = await admin.instance.invoke(broker_addr, cmd, 5.0)
+            assert reply.code == 0, reply
+            (m,) = decode_received(reply.body, BROKER_NAME)
+            check_message(m, want, f"view {want.offset_msg_id}")
+            assert (m.queue.queue_id, m.queue_offset) == (want.queue_id, want.queue_offset)
+
+
+def schedule_due_times(store: MessageStore, ds: Dataset) -> dict[str, int]:
+    """Pending delayed message id -> when it is due (ms): its schedule record's store time plus the delay."""
+    due = {}
+    for want in ds.delayed_pending:
+        m = store.look_message_by_id(want.offset_msg_id)
+        assert m is not None and m.topic == SCHEDULE_TOPIC, want
+        due[want.msg_id] = m.store_timestamp + DELAY_MS[PENDING_LEVEL]
+    return due
+
+
+async def receive_pending(namesrv: str, ds: Dataset, due: dict[str, int], timeout: float = 150.0) -> None:
+    """The pending delayed messages arrive in their real queues after the data set, each exactly once and
+    not before it was due."""
+    ends = ds.queue_ends()
+    want = {m.msg_id: m for m in ds.delayed_pending}
+    consumer = PullConsumer("CC_PendingReader", namesrv, auto_commit=False, poll_timeout=1.0)
+    got: dict[str, ReceivedMessage] = {}
+    async with consumer:
+        queues = [MessageQueue("CC_Delay", BROKER_NAME, q) for q in range(TOPICS["CC_Delay"])]
+        consumer.assign(queues)
+        for mq in queues:
+            await consumer.seek(mq, ends[("CC_Delay", mq.queue_id)])
+        deadline = time.monotonic() + timeout
+        while len(got) < len(want) and time.monotonic() < deadline:
+            for m in await consumer.poll(timeout=1.0):
+                assert m.msg_id in want and m.msg_id not in got, f"unexpected or repeated {m}"
+                got[m.msg_id] = m
+    assert set(got) == set(want), f"pending delayed messages not delivered: {sorted(set(want) - set(got))}"
+    for msg_id, m in got.items():
+        check_message(m, want[msg_id], f"pending {msg_id}")
+        assert m.queue.queue_id == want[msg_id].queue_id and m.properties.get("REAL_TOPIC") == "CC_Delay"
+        assert m.store_timestamp >= due[msg_id], (
+            f"{msg_id} delivered at {m.store_timestamp}, due {due[msg_id]}"
+        )
+
+
+def java_written_store(root: Path, *, kill: bool = False) -> tuple[Path, Dataset]:
+    """Apache RocketMQ writes the data set under `root` and is stopped with SIGTERM, or (kill=True,
+    SYNC_FLUSH) SIGKILLed right after the last acknowledged send. Returns (store root, data set)."""
+    from apache_rocketmq import start_rocketmq
+
+    conf = {**BROKER_CONF, "flushDiskType": "SYNC_FLUSH" if kill else "ASYNC_FLUSH"}
+    mq = start_rocketmq(root, conf)
+    try:
+        ds = asyncio.run(produce(mq.namesrv, mq.store))
+    except BaseException:
+        mq.stop(kill=True)
+        raise
+    mq.stop(kill=kill)
+    assert kill or not (mq.store / "abort").exists(), mq.log_tail()
+    return mq.store, ds
+
+
+def copy_store(src: Path, dst: Path) -> Path:
+    """A private copy of a stopped store (the fixture's stays as the writer left it)."""
+    shutil.copytree(src, dst)
+    return dst

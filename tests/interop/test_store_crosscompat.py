@@ -1,0 +1,175 @@
+"""Store cross-compatibility with the real Apache RocketMQ 4.9.7 broker, both ways.
+
+(a) Apache RocketMQ writes (tools/apache_rocketmq.py runs it), is stopped cleanly or killed with kill -9,
+and ferromq opens the same store: `MessageStore` (read-only and read-write) reads every message at its queue
+offset with the same ids, bodies, tags, keys and properties and finds them by key and by offsetMsgId; a
+ferromq broker on that store serves every message exactly as the Java broker served it, resumes the group at
+its committed offsets and delivers the still pending delayed messages when they are due.
+
+(b) ferromq writes, is stopped cleanly or killed with kill -9 (SYNC_FLUSH), and the Java broker recovers the
+store: it serves every message exactly as ferromq served it, resumes the group, delivers the pending delayed
+messages, answers queries by key, and keeps the topics of config/topics.json with their queue counts.
+
+The data set and the checks are in crosscompat_data.py; `java_store` here is the stopped Java-written store
+other tests (e.g. the Spark reader's) can reuse through `crosscompat_data.java_written_store`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import crosscompat_data as cc
+import pytest
+from apache_rocketmq import have_java, start_rocketmq
+
+from ferromq.client import Admin
+from ferromq.jsonutil import loads_lenient
+from ferromq.store import MessageStore
+
+pytestmark = [
+    pytest.mark.interop,
+    pytest.mark.slow,
+    pytest.mark.skipif(not have_java(), reason="the Apache RocketMQ broker needs `java` and `mvn` on PATH"),
+    # Producing takes ~30 s per broker; the pending delayed messages are due 45 s after they were sent.
+    pytest.mark.timeout(600),
+]
+
+
+@dataclass
+class WrittenStore:
+    store: Path
+    ds: cc.Dataset
+
+
+@pytest.fixture(scope="module")
+def java_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WrittenStore]:
+    """The store Apache RocketMQ wrote and left after a clean shutdown; tests copy it before writing."""
+    store, ds = cc.java_written_store(tmp_path_factory.mktemp("java-clean"))
+    yield WrittenStore(store, ds)
+
+
+def _read_only_check(store: Path, ds: cc.Dataset, *, crashed: bool) -> None:
+    with MessageStore.open_read_only(store, **cc.STORE_OPTIONS) as s:
+        stats = cc.check_store(s, ds)
+    assert stats["messages"] == len(ds.messages) + len(ds.delayed_delivered)
+    assert stats["compressed"] == sum(m.compressed for m in ds.messages) > 0
+    assert len(list((store / "commitlog").iterdir())) >= 3, "the data set should span several CommitLog files"
+    assert len(list((store / "index").iterdir())) >= 2, "the data set should span several index files"
+    assert (store / "abort").exists() == crashed
+
+
+def _read_write_check(store: Path, ds: cc.Dataset, *, crashed: bool) -> None:
+    with MessageStore(store, **cc.STORE_OPTIONS) as s:
+        assert s.recovery["abnormal_exit"] == crashed
+        assert s.recovery["truncated_bytes"] == 0 or crashed
+        cc.check_store(s, ds)
+    # ferromq's clean close leaves a store it reopens without recovery, still holding everything.
+    with MessageStore(store, **cc.STORE_OPTIONS) as s:
+        assert s.recovery["abnormal_exit"] is False
+        cc.check_store(s, ds)
+
+
+def _serve_check(workdir: Path, store: Path, ds: cc.Dataset) -> None:
+    """A ferromq broker on the store serves the data set as the writer did, resumes GROUP where it committed
+    and delivers the pending delayed messages on time."""
+    with MessageStore.open_read_only(store, **cc.STORE_OPTIONS) as s:
+        due = cc.schedule_due_times(s, ds)
+    server = cc.start_ferromq(workdir, store, cc.BROKER_CONF)
+    try:
+        got = asyncio.run(cc.consume_all(server.namesrv, "CC_Fresh", ds.queue_ends()))
+        cc.check_served(got, ds)
+        ends = {k: e for k, e in ds.queue_ends().items() if k in ds.committed}
+        resumed = asyncio.run(cc.consume_all(server.namesrv, cc.GROUP, ends, from_committed=True))
+        cc.check_served(resumed, ds, start=ds.committed)
+        asyncio.run(_check_topics(server.namesrv))
+        asyncio.run(cc.check_queries(server.namesrv, server.broker_addr, ds))
+        asyncio.run(cc.receive_pending(server.namesrv, ds, due))
+    except BaseException:
+        print(server.log_tail(200))
+        raise
+    finally:
+        code = server.stop()
+    assert code == 0, server.log_tail()
+    assert not server.errors(), "\n".join(server.errors()[:20])
+
+
+async def _check_topics(namesrv: str) -> None:
+    async with Admin(namesrv) as admin:
+        for topic, n in cc.TOPICS.items():
+            route = await admin.topic_route(topic)
+            assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [
+                (cc.BROKER_NAME, n, n)
+            ], route
+
+
+# -- (a) Apache RocketMQ writes, ferromq reads ---------------------------------------------------
+
+
+def test_ferromq_reads_java_store(java_store: WrittenStore, tmp_path: Path) -> None:
+    _read_only_check(java_store.store, java_store.ds, crashed=False)
+    _read_write_check(cc.copy_store(java_store.store, tmp_path / "store"), java_store.ds, crashed=False)
+
+
+def test_ferromq_serves_java_store(java_store: WrittenStore, tmp_path: Path) -> None:
+    _serve_check(tmp_path, cc.copy_store(java_store.store, tmp_path / "store"), java_store.ds)
+
+
+def test_ferromq_recovers_java_store_after_kill9(tmp_path: Path) -> None:
+    store, ds = cc.java_written_store(tmp_path / "java", kill=True)
+    _read_only_check(store, ds, crashed=True)
+    _read_write_check(cc.copy_store(store, tmp_path / "rw" / "store"), ds, crashed=True)
+    (tmp_path / "serve").mkdir()
+    _serve_check(tmp_path / "serve", cc.copy_store(store, tmp_path / "serve" / "store"), ds)
+
+
+# -- (b) ferromq writes, Apache RocketMQ reads ---------------------------------------------------
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["clean-stop", "kill-9"])
+def test_java_reads_ferromq_store(tmp_path: Path, kill: bool) -> None:
+    root = tmp_path / "java"
+    store = root / "store"
+    conf = {**cc.BROKER_CONF, "flushDiskType": "SYNC_FLUSH" if kill else "ASYNC_FLUSH"}
+    server = cc.start_ferromq(tmp_path, store, conf)
+    try:
+        ds = asyncio.run(cc.produce(server.namesrv, store))
+    except BaseException:
+        server.stop(kill=True)
+        print(server.log_tail(200))
+        raise
+    code = server.stop(kill=kill)
+    if not kill:
+        assert code == 0, server.log_tail()
+        assert not server.errors(), "\n".join(server.errors()[:20])
+    _read_only_check(store, ds, crashed=kill)
+    with MessageStore.open_read_only(store, **cc.STORE_OPTIONS) as s:
+        due = cc.schedule_due_times(s, ds)
+
+    mq = start_rocketmq(root, cc.BROKER_CONF)
+    try:
+        got = asyncio.run(cc.consume_all(mq.namesrv, "CC_Fresh", ds.queue_ends()))
+        cc.check_served(got, ds)
+        ends = {k: e for k, e in ds.queue_ends().items() if k in ds.committed}
+        resumed = asyncio.run(cc.consume_all(mq.namesrv, cc.GROUP, ends, from_committed=True))
+        cc.check_served(resumed, ds, start=ds.committed)
+        asyncio.run(_check_topics(mq.namesrv))
+        asyncio.run(cc.check_queries(mq.namesrv, mq.broker_addr, ds))
+        asyncio.run(cc.receive_pending(mq.namesrv, ds, due))
+    except BaseException:
+        mq.stop()
+        print(mq.log_tail(200))
+        raise
+    mq.stop()
+    assert not (store / "abort").exists(), mq.log_tail()
+    # The Java broker rewrote config/topics.json on shutdown and kept every topic with its queue counts.
+    topics = loads_lenient((store / "config" / "topics.json").read_bytes())["topicConfigTable"]
+    for topic, n in cc.TOPICS.items():
+        assert (topics[topic]["readQueueNums"], topics[topic]["writeQueueNums"]) == (n, n), topics[topic]
+    offsets = loads_lenient((store / "config" / "consumerOffset.json").read_bytes())["offsetTable"]
+    for (topic, q), committed in ds.committed.items():
+        assert int(offsets[f"{topic}@{cc.GROUP}"][str(q)]) == committed
+    problems = [line for line in mq.log_errors() if "RejectedExecutionException" not in line]
+    assert not problems, "\n".join(problems[:30])
