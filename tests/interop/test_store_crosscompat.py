@@ -11,7 +11,7 @@ store: it serves every message exactly as ferromq served it, resumes the group, 
 messages, answers queries by key, and keeps the topics of config/topics.json with their queue counts.
 
 The data set and the checks are in crosscompat_data.py; `java_store` here is the stopped Java-written store
-other tests (e.g. the Spark reader's) can reuse through `crosscompat_data.java_written_store`.
+other tests (e.g. the Spark reader's) can reuse through `tests.interop.crosscompat_data.java_written_store`.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import crosscompat_data as cc
 import pytest
 from apache_rocketmq import have_java, start_rocketmq
 
 from ferromq.client import Admin
 from ferromq.jsonutil import loads_lenient
 from ferromq.store import MessageStore
+
+from . import crosscompat_data as cc
 
 pytestmark = [
     pytest.mark.interop,
