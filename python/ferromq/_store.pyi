@@ -126,6 +126,20 @@ class Store:
         prepared_transaction_offset: int = 0,
         wait: bool = True,
     ) -> PutResult: ...
+    def put_send(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: str,
+        cluster: str,
+        *,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "127.0.0.1:0",
+        reconsume_times: int = 0,
+    ) -> tuple[PutResult, bool, int] | None: ...
     def put_batch(
         self,
         topic: str,

@@ -154,6 +154,36 @@ class MessageStore:
         _check_flushed(result, f"message {result.msg_id}")
         return result
 
+    def put_send(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: str,
+        cluster: str,
+        flag: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: str,
+        reconsume_times: int,
+    ) -> tuple[_store.PutResult, bool, int] | None:
+        """The broker's plain send in one Rust call: the producer's raw properties string loses
+        WAIT and gains CLUSTER, and the message is appended (no disk wait). Returns (result, wait,
+        tags code), or None, storing nothing, when the properties need the general path
+        (a transaction half message, a separator inside a value)."""
+        return self._store.put_send(
+            topic,
+            queue_id,
+            body,
+            properties,
+            cluster,
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            reconsume_times=reconsume_times,
+        )
+
     def put_batch(
         self,
         topic: str,

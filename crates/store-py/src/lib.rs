@@ -374,6 +374,58 @@ impl Store {
         })
     }
 
+    /// The broker's plain send in one call: rewrites the producer's `properties` (drops WAIT,
+    /// sets CLUSTER; see `ferromq_store::send`) and appends without waiting for the disk.
+    /// Returns (result, wait, tags code), where `wait` says whether the producer waits for the
+    /// disk, or None (nothing stored) when the properties need the general path.
+    #[pyo3(signature = (
+        topic, queue_id, body, properties, cluster, *, flag=0, sys_flag=0, born_timestamp=0,
+        born_host="127.0.0.1:0", reconsume_times=0
+    ))]
+    fn put_send(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        body: &[u8],
+        properties: &str,
+        cluster: &str,
+        flag: i32,
+        sys_flag: i32,
+        born_timestamp: i64,
+        born_host: &str,
+        reconsume_times: i32,
+    ) -> PyResult<Option<(PutResult, bool, i64)>> {
+        let Ok(props) = ferromq_store::send::rewrite_send_properties(properties, cluster) else {
+            return Ok(None);
+        };
+        let meta = Self::meta(
+            topic,
+            queue_id,
+            flag,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            reconsume_times,
+            0,
+        )?;
+        let r = py
+            .detach(|| self.store.put_message(&meta, body, &props.properties))
+            .py_err(py)?;
+        let result = PutResult {
+            end_offset: r.end_offset(),
+            msg_id: r.msg_id(),
+            topic: r.topic,
+            queue_id: r.queue_id,
+            queue_offset: r.queue_offset,
+            physical_offset: r.physical_offset,
+            wrote_bytes: r.wrote_bytes,
+            store_timestamp: r.store_timestamp,
+            flush_ok: true,
+        };
+        Ok(Some((result, props.wait, props.tags_code)))
+    }
+
     /// Appends messages of one topic and queue as one unit. `properties` is one string for
     /// all or one per body; `flags` likewise optional per body.
     #[pyo3(signature = (

@@ -20,6 +20,7 @@ pub mod index;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message;
+pub mod send;
 pub mod store;
 
 pub use config::{FlushDiskType, StoreConfig};

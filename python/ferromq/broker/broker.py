@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 import zlib
+from collections.abc import Awaitable
 from pathlib import Path
 
 from ferromq import _store
@@ -15,7 +16,7 @@ from ferromq.broker.config import BrokerConfig
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.offsets import ConsumerOffsetManager
-from ferromq.broker.processors import build_registry
+from ferromq.broker.processors import build_registry, send
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.subscriptions import SubscriptionGroupManager
 from ferromq.broker.topics import SCHEDULE_TOPIC, TopicConfigManager
@@ -43,6 +44,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._namesrv_conns: dict[str, Connection] = {}
         self._register_now = asyncio.Event()
+        self._registry: Dispatcher | None = None
         self.stats_put = 0
         self.stats_get = 0
 
@@ -89,7 +91,9 @@ class Broker:
             self.store, self.offsets, self.topics, self.clients, cfg, self.message_arrived
         )
         await self.transactions.start()
-        self._registry = Dispatcher(build_registry(self), f"broker {cfg.broker_name}")
+        self._registry = Dispatcher(
+            build_registry(self), f"broker {cfg.broker_name}", immediate=send.immediate_handlers(self)
+        )
         self._tasks = [
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
             loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
@@ -105,8 +109,13 @@ class Broker:
             cfg.store_path_root_dir,
         )
 
-    async def _dispatch(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        return await self._registry(conn, cmd)
+    def _dispatch(
+        self, conn: Connection, cmd: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
+        registry = self._registry
+        if registry is None:
+            return cmd.reply(ResponseCode.SYSTEM_BUSY, "the broker is starting")
+        return registry(conn, cmd)
 
     async def stop(self) -> None:
         """Clean shutdown: unregister, stop services, persist offsets and configs, close the store."""

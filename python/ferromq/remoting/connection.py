@@ -1,8 +1,10 @@
 """One TCP connection speaking the remoting protocol, in either direction.
 
-A reader task decodes frames. Replies complete the future waiting under their opaque; requests
-run as tasks of their own (in arrival order), so a held long poll never blocks the socket.
-Closing the connection fails every pending request with `ConnectionClosedError`.
+A reader task decodes frames. Replies complete the future waiting under their opaque. A request
+handler either answers at once (it returns the reply or None: no task, no scheduling) or returns
+an awaitable, which runs as a task of its own (in arrival order), so a held long poll never blocks
+the socket. Frames written while the loop is busy are joined into one socket write per loop
+iteration. Closing the connection fails every pending request with `ConnectionClosedError`.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from ferromq.protocol.command import (
     MalformedFrame,
     RemotingCommand,
     decode_frame,
-    encode,
+    encode_parts,
 )
 
 logger = logging.getLogger(__name__)
 
-RequestHandler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
+# A handler answers at once (a reply, or None for no reply) or returns an awaitable of the answer.
+RequestHandler = Callable[
+    ["Connection", RemotingCommand], Awaitable[RemotingCommand | None] | RemotingCommand | None
+]
 
 # Requests of one connection being handled at once; past this, reading pauses.
 MAX_INFLIGHT_REQUESTS = 4096
@@ -68,6 +73,10 @@ class Connection:
         self._closed = asyncio.Event()
         self._on_close: list[Callable[[Connection], None]] = []
         self._read_task: asyncio.Task[None] | None = None
+        # Frames waiting for the one write of this loop iteration.
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._loop = asyncio.get_running_loop()
 
     def start(self) -> None:
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
@@ -96,13 +105,17 @@ class Connection:
                     break
                 buf += data
                 consumed = 0
-                while True:
-                    decoded = decode_frame(memoryview(buf)[consumed:], self._max_frame)
-                    if decoded is None:
-                        break
-                    cmd, used = decoded
-                    consumed += used
-                    await self._dispatch(cmd)
+                try:
+                    while True:
+                        decoded = decode_frame(memoryview(buf)[consumed:], self._max_frame)
+                        if decoded is None:
+                            break
+                        cmd, used = decoded
+                        consumed += used
+                        await self._dispatch(cmd)
+                finally:
+                    # The answers given at once to this chunk's requests leave in one write.
+                    self._flush()
                 if consumed:
                     del buf[:consumed]
         except MalformedFrame as e:
@@ -127,8 +140,13 @@ class Connection:
         if self._handler is None:
             logger.debug("request code %d from %s ignored (no handler)", cmd.code, self.peer)
             return
+        answer = self._handler(self, cmd)
+        if answer is None or isinstance(answer, RemotingCommand):
+            if answer is not None and not cmd.is_oneway:
+                self.write(answer)
+            return
         await self._inflight.acquire()
-        task = asyncio.get_running_loop().create_task(self._handle(cmd))
+        task = self._loop.create_task(self._handle(cmd, answer))
         self._tasks.add(task)
         task.add_done_callback(self._request_done)
 
@@ -137,18 +155,34 @@ class Connection:
         self._inflight.release()
         _log_crash(task)
 
-    async def _handle(self, cmd: RemotingCommand) -> None:
-        assert self._handler is not None
-        reply = await self._handler(self, cmd)
+    async def _handle(self, cmd: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:
+        reply = await answer
         if reply is not None and not cmd.is_oneway and not self.closed:
             self.write(reply)
 
     def write(self, cmd: RemotingCommand) -> None:
-        """Queues one frame for sending (one write per frame)."""
+        """Queues one frame for sending; the frames queued in one loop iteration go out in one
+        socket write at its end (or when the reader finishes a chunk of requests)."""
         if self.closed:
             return
+        head, body = encode_parts(cmd)
+        self._out.append(head)
+        if body:
+            self._out.append(body)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._out:
+            return
+        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        if self.closed and self._writer.is_closing():
+            return
         try:
-            self._writer.write(encode(cmd))
+            self._writer.write(data)
         except (ConnectionError, RuntimeError) as e:
             logger.debug("write to %s failed: %s", self.peer, e)
 
@@ -161,6 +195,7 @@ class Connection:
         self._pending[cmd.opaque] = fut
         try:
             self.write(cmd)
+            self._flush()
             await self._writer.drain()
             async with asyncio.timeout(timeout):
                 return await fut
@@ -176,6 +211,7 @@ class Connection:
         cmd.opaque = next(self._opaque)
         cmd.flag |= FLAG_ONEWAY
         self.write(cmd)
+        self._flush()
         try:
             await self._writer.drain()
         except ConnectionError as e:
@@ -194,6 +230,7 @@ class Connection:
             if not fut.done():
                 fut.set_exception(err)
         self._pending.clear()
+        self._flush()
         self._writer.close()
         for task in list(self._tasks):
             task.cancel()

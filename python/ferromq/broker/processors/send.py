@@ -3,8 +3,12 @@ CONSUMER_SEND_MSG_BACK."""
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import functools
 import random
 import struct
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,7 +20,13 @@ from ferromq.broker.topics import (
     TopicConfig,
     topic_problem,
 )
-from ferromq.errors import BrokerError, NoPermissionError, SubscriptionGroupNotExistError, TopicNotExistError
+from ferromq.errors import (
+    BrokerError,
+    MissingHeaderFieldError,
+    NoPermissionError,
+    SubscriptionGroupNotExistError,
+    TopicNotExistError,
+)
 from ferromq.message import (
     PROPERTY_SEPARATOR,
     TRANSACTION_PREPARED_TYPE,
@@ -24,13 +34,14 @@ from ferromq.message import (
     encode_properties,
 )
 from ferromq.protocol.codes import RequestCode, ResponseCode
-from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_bool, ext_int, ext_str
+from ferromq.protocol.command import FLAG_RESPONSE, RemotingCommand
+from ferromq.protocol.headers import ext_int, ext_str
 from ferromq.remoting.connection import Connection
-from ferromq.remoting.dispatch import Handler
+from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
+    from ferromq.store import MessageStore
 
 # SendMessageRequestHeaderV2's one-letter names.
 _V2_NAMES = {
@@ -48,13 +59,15 @@ _V2_NAMES = {
     "l": "maxReconsumeTimes",
     "m": "batch",
 }
+_V1_KEYS = {v: v for v in _V2_NAMES.values()}
+_V2_KEYS = {v: k for k, v in _V2_NAMES.items()}
 # Clients from this version on may set maxReconsumeTimes themselves (MQVersion V3_4_9).
 VERSION_WITH_MAX_RECONSUME = 121
 MULTI_TAGS_FLAG = 0x2
 TRANSACTION_TYPE_MASK = 0xC
 
 
-@dataclass
+@dataclass(slots=True)
 class SendHeader:
     producer_group: str
     topic: str
@@ -70,25 +83,48 @@ class SendHeader:
     max_reconsume_times: int | None
 
 
+def _int(ext: dict[str, str], key: str, name: str, default: int | None = None) -> int:
+    """`ext_int` reading a field under its wire key (a V2 letter) and naming it by its long name."""
+    value = ext.get(key)
+    if value is None or value == "":
+        if default is None:
+            raise MissingHeaderFieldError(f"the custom field <{name}> is null")
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise MissingHeaderFieldError(f"the custom field <{name}> is not a number: {value!r}") from None
+
+
 def parse_send_header(cmd: RemotingCommand) -> SendHeader:
-    if "a" in cmd.ext and "producerGroup" not in cmd.ext:
-        cmd.ext = {_V2_NAMES.get(k, k): v for k, v in cmd.ext.items()}
-    max_rt = cmd.ext.get("maxReconsumeTimes")
+    """The header of SEND_MESSAGE (long names) or SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (letters),
+    read in place (no renamed copy of the fields)."""
+    ext = cmd.ext
+    k = _V2_KEYS if "a" in ext and "producerGroup" not in ext else _V1_KEYS
+    group = ext.get(k["producerGroup"])
+    if group is None:
+        raise MissingHeaderFieldError("the custom field <producerGroup> is null")
+    topic = ext.get(k["topic"])
+    if topic is None:
+        raise MissingHeaderFieldError("the custom field <topic> is null")
+    default_topic = ext.get(k["defaultTopic"])
+    max_rt = ext.get(k["maxReconsumeTimes"])
+    batch = ext.get(k["batch"])
     return SendHeader(
-        producer_group=ext_str(cmd, "producerGroup"),
-        topic=ext_str(cmd, "topic"),
-        default_topic=ext_str(cmd, "defaultTopic", "TBW102"),
-        default_topic_queue_nums=ext_int(cmd, "defaultTopicQueueNums", 4),
-        queue_id=ext_int(cmd, "queueId"),
-        sys_flag=ext_int(cmd, "sysFlag", 0),
-        born_timestamp=ext_int(cmd, "bornTimestamp", 0),
-        flag=ext_int(cmd, "flag", 0),
-        properties=cmd.ext.get("properties", ""),
-        reconsume_times=ext_int(cmd, "reconsumeTimes", 0),
+        group,
+        topic,
+        "TBW102" if default_topic is None else default_topic,
+        _int(ext, k["defaultTopicQueueNums"], "defaultTopicQueueNums", 4),
+        _int(ext, k["queueId"], "queueId"),
+        _int(ext, k["sysFlag"], "sysFlag", 0),
+        _int(ext, k["bornTimestamp"], "bornTimestamp", 0),
+        _int(ext, k["flag"], "flag", 0),
+        ext.get(k["properties"], ""),
+        _int(ext, k["reconsumeTimes"], "reconsumeTimes", 0),
         # Java sends "true"; the C++ client "1" (a Java broker would read that as false and store the
         # whole batch as one message; ferromq stores the messages of the batch).
-        batch=ext_bool(cmd, "batch"),
-        max_reconsume_times=int(max_rt) if max_rt and max_rt.lstrip("-").isdigit() else None,
+        batch is not None and (batch == "1" or batch.lower() == "true"),
+        int(max_rt) if max_rt and max_rt.lstrip("-").isdigit() else None,
     )
 
 
@@ -124,18 +160,71 @@ def _join_properties(inner: str, outer: str) -> str:
 
 
 def handlers(broker: Broker) -> dict[int, Handler]:
-    async def send(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return await send_message(broker, conn, cmd)
-
     async def send_back(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return await consumer_send_msg_back(broker, conn, cmd)
+
+    return {RequestCode.CONSUMER_SEND_MSG_BACK: send_back}
+
+
+def immediate_handlers(broker: Broker) -> dict[int, ImmediateHandler]:
+    """The sends, answered without a task: at once in ASYNC_FLUSH mode, through a shared flush
+    wait in SYNC_FLUSH mode."""
+    waiter = FlushWaiter(broker.store)
+
+    def send(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        return send_message(broker, waiter, conn, cmd)
 
     return {
         RequestCode.SEND_MESSAGE: send,
         RequestCode.SEND_MESSAGE_V2: send,
         RequestCode.SEND_BATCH_MESSAGE: send,
-        RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
     }
+
+
+class FlushWaiter:
+    """Sends waiting for the disk (SYNC_FLUSH) share flush callbacks: at most one per loop
+    iteration asks the store for the highest offset waited for, and its answer releases every
+    send at or below that offset. (A callback per send costs a thread-to-loop wakeup per send.)"""
+
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        # (end offset, future) in append order, hence in offset order.
+        self._waiting: collections.deque[tuple[int, asyncio.Future[bool]]] = collections.deque()
+        self._asked = 0
+        self._ask_scheduled = False
+
+    def wait(self, end_offset: int) -> asyncio.Future[bool]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        self._waiting.append((end_offset, fut))
+        if end_offset > self._asked and not self._ask_scheduled:
+            self._ask_scheduled = True
+            loop.call_soon(self._ask)
+        return fut
+
+    def _ask(self) -> None:
+        self._ask_scheduled = False
+        if not self._waiting:
+            return
+        target = self._waiting[-1][0]
+        if target <= self._asked:
+            return
+        self._asked = target
+        self._store.flushed(target).add_done_callback(functools.partial(self._answered, target))
+
+    def _answered(self, target: int, done: asyncio.Future[bool]) -> None:
+        ok = not done.cancelled() and done.exception() is None and done.result()
+        waiting = self._waiting
+        while waiting and waiting[0][0] <= target:
+            _, fut = waiting.popleft()
+            if not fut.done():
+                fut.set_result(ok)
+        if not ok and waiting and self._asked <= target:
+            # Ask again for the sends this timed-out wait did not cover.
+            self._asked = 0
+            if not self._ask_scheduled:
+                self._ask_scheduled = True
+                asyncio.get_running_loop().call_soon(self._ask)
 
 
 def _check_topic_for_send(broker: Broker, h: SendHeader) -> TopicConfig:
@@ -160,7 +249,11 @@ def _check_topic_for_send(broker: Broker, h: SendHeader) -> TopicConfig:
     return tc
 
 
-async def send_message(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+def send_message(
+    broker: Broker, waiter: FlushWaiter, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """Stores the message(s) of a send and answers; in SYNC_FLUSH mode (unless the message says
+    WAIT=false) the answer is an awaitable that completes once the bytes are on disk."""
     h = parse_send_header(cmd)
     tc = _check_topic_for_send(broker, h)
     queue_id = h.queue_id
@@ -171,7 +264,16 @@ async def send_message(broker: Broker, conn: Connection, cmd: RemotingCommand) -
             f"request queueId[{queue_id}] is illegal, {tc.topic_name} Producer: {conn.peer}",
             ResponseCode.SYSTEM_ERROR,
         )
+    # The answer names the queue the producer asked for, as Java's does, even when the message is stored
+    # elsewhere (a delay level's schedule queue, the transaction half queue, a DLQ).
+    requested_queue_id = queue_id
     topic, sys_flag = h.topic, h.sys_flag
+    if tc.topic_filter_type == "MULTI_TAG":
+        sys_flag |= MULTI_TAGS_FLAG
+    if not h.batch and not topic.startswith(RETRY_PREFIX) and "TRAN_MSG" not in h.properties:
+        plain = _send_plain(broker, waiter, conn, cmd, h, tc, queue_id, sys_flag)
+        if plain is not None:
+            return plain
     props = decode_properties(h.properties)
     # 4.9.7 keeps WAIT out of the stored properties; it only says whether to wait for the disk.
     wait = props.pop("WAIT", "true").lower() != "false"
@@ -189,8 +291,6 @@ async def send_message(broker: Broker, conn: Connection, cmd: RemotingCommand) -
             props.pop("DELAY", None)
             broker.registration_changed()
     props["CLUSTER"] = broker.config.broker_cluster_name
-    if tc.topic_filter_type == "MULTI_TAG":
-        sys_flag |= MULTI_TAGS_FLAG
     if props.get("TRAN_MSG", "").lower() == "true" and not h.batch:
         if broker.config.reject_transaction_message:
             raise NoPermissionError(
@@ -237,21 +337,81 @@ async def send_message(broker: Broker, conn: Connection, cmd: RemotingCommand) -
         topic, queue_id = r.topic, r.queue_id
         msg_id, queue_offset, end_offset, count = r.msg_id, r.queue_offset, r.end_offset, 1
         tags_code = broker.tags_code_of(props)
-    code = ResponseCode.SUCCESS
+    reply_ext = {
+        "msgId": msg_id,
+        "queueId": str(requested_queue_id),
+        "queueOffset": str(queue_offset),
+        "MSG_REGION": str(broker.config.region_id),
+        "TRACE_ON": "true" if broker.config.trace_on else "false",
+    }
     if broker.sync_flush and wait:
-        if not await broker.store.flushed(end_offset):
-            code = ResponseCode.FLUSH_DISK_TIMEOUT
+        # Asked now, so the flush callback is requested in this loop iteration.
+        flushed = waiter.wait(end_offset)
+        return _after_flush(
+            broker, flushed, cmd, (topic, queue_id, queue_offset + count, tags_code), reply_ext
+        )
     broker.message_arrived(topic, queue_id, queue_offset + count, tags_code)
-    return cmd.reply(
-        code,
-        ext={
-            "msgId": msg_id,
-            "queueId": queue_id,
-            "queueOffset": queue_offset,
-            "MSG_REGION": broker.config.region_id,
-            "TRACE_ON": broker.config.trace_on,
-        },
+    return _reply(cmd, ResponseCode.SUCCESS, reply_ext)
+
+
+def _send_plain(
+    broker: Broker,
+    waiter: FlushWaiter,
+    conn: Connection,
+    cmd: RemotingCommand,
+    h: SendHeader,
+    tc: TopicConfig,
+    queue_id: int,
+    sys_flag: int,
+) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    """The common send (one message, no retry topic, no transaction) in one store call, which
+    also rewrites the properties; None when the properties need the general path."""
+    if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
+        # A prepared flag without TRAN_MSG is not a transaction ferromq can finish: store it plainly.
+        sys_flag &= ~TRANSACTION_TYPE_MASK
+    done = broker.store.put_send(
+        h.topic,
+        queue_id,
+        cmd.body,
+        h.properties,
+        broker.config.broker_cluster_name,
+        h.flag,
+        sys_flag,
+        h.born_timestamp,
+        conn.peer,
+        h.reconsume_times,
     )
+    if done is None:
+        return None
+    r, wait, tags_code = done
+    reply_ext = {
+        "msgId": r.msg_id,
+        "queueId": str(queue_id),
+        "queueOffset": str(r.queue_offset),
+        "MSG_REGION": str(broker.config.region_id),
+        "TRACE_ON": "true" if broker.config.trace_on else "false",
+    }
+    arrived = (r.topic, r.queue_id, r.queue_offset + 1, tags_code)
+    if broker.sync_flush and wait:
+        return _after_flush(broker, waiter.wait(r.end_offset), cmd, arrived, reply_ext)
+    broker.message_arrived(*arrived)
+    return _reply(cmd, ResponseCode.SUCCESS, reply_ext)
+
+
+def _reply(cmd: RemotingCommand, code: int, ext: dict[str, str]) -> RemotingCommand:
+    return RemotingCommand(code, cmd.opaque, FLAG_RESPONSE, ext=ext, serialize_type=cmd.serialize_type)
+
+
+async def _after_flush(
+    broker: Broker,
+    flushed: asyncio.Future[bool],
+    cmd: RemotingCommand,
+    arrived: tuple[str, int, int, int | None],
+    reply_ext: dict[str, str],
+) -> RemotingCommand:
+    code = ResponseCode.SUCCESS if await flushed else ResponseCode.FLUSH_DISK_TIMEOUT
+    broker.message_arrived(*arrived)
+    return _reply(cmd, code, reply_ext)
 
 
 async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -1,0 +1,534 @@
+"""The broker's hot path under a raw protocol load: send and pull throughput and latency against a
+`ferromq serve` process, optionally profiled with py-spy.
+
+A load generator (this file's `load` subcommand, in a child process so the broker is measured
+alone) speaks the remoting protocol directly: it creates the topic, then per phase
+
+* `send`: C connections x K requests in flight each (closed loop), SEND_MESSAGE_V2 (Java's short
+  header) or SEND_MESSAGE (the C++ client's long header), JSON headers, a fresh UNIQ_KEY and a
+  tag per message, for S seconds after a 1 s warm-up: msg/s and latency percentiles;
+* `rate`: the same sends at a fixed rate (open loop, latency counted from the scheduled time);
+* `pull`: PULL_MESSAGE (32 per request) of everything stored, one puller per queue: msg/s.
+
+With `--profile DIR` py-spy records the broker during each phase (`--native` with
+`--native`) and a text summary (top functions by own and total samples) is written per phase.
+
+    .venv/bin/python benches/hot_path_bench.py [--flush ASYNC_FLUSH,SYNC_FLUSH] [--sizes 1024,128]
+        [--seconds 5] [--connections 4] [--inflight 16] [--rate 5000] [--profile DIR] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import itertools
+import json
+import os
+import platform
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+TOPIC = "HotPathTopic"
+QUEUES = 8
+_PREFIX = struct.Struct(">ii")
+_INT = struct.Struct(">i")
+
+# -- load generator (child process) -----------------------------------------------------------
+
+
+class Conn:
+    """A pipelined client connection: frames out, replies matched by opaque."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.pending: dict[int, asyncio.Future[tuple[int, dict[str, Any], bytes]]] = {}
+        self.task = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                (length,) = _INT.unpack(await self.reader.readexactly(4))
+                frame = await self.reader.readexactly(length)
+                (tl,) = _INT.unpack_from(frame, 0)
+                hl = tl & 0xFFFFFF
+                h = orjson.loads(frame[4 : 4 + hl])
+                fut = self.pending.pop(h["opaque"], None)
+                if fut is not None and not fut.done():
+                    fut.set_result((h["code"], h.get("extFields") or {}, frame[4 + hl :]))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            for fut in self.pending.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError("closed"))
+
+    def send(
+        self, header: bytes, body: bytes, opaque: int
+    ) -> asyncio.Future[tuple[int, dict[str, Any], bytes]]:
+        fut: asyncio.Future[tuple[int, dict[str, Any], bytes]] = asyncio.get_running_loop().create_future()
+        self.pending[opaque] = fut
+        self.writer.write(_PREFIX.pack(4 + len(header) + len(body), len(header)) + header + body)
+        return fut
+
+    async def close(self) -> None:
+        self.writer.close()
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+_opaque = itertools.count(1)
+
+
+def _json_header(code: int, ext: dict[str, Any], opaque: int, lang: str = "JAVA") -> bytes:
+    return orjson.dumps(
+        {"code": code, "extFields": ext, "flag": 0, "language": lang, "opaque": opaque, "version": 399}
+    )
+
+
+class SendTemplate:
+    """Builds SEND_MESSAGE(_V2) JSON headers by splicing the opaque, queue and UNIQ_KEY into
+    pre-rendered bytes (the load generator must stay cheaper than the broker)."""
+
+    def __init__(self, style: str) -> None:
+        props = "TAGS\x01TagA\x02KEYS\x01key-1\x02WAIT\x01true\x02UNIQ_KEY\x01@UNIQ@\x02"
+        if style == "v2":
+            self.code, lang = 310, "JAVA"
+            ext: dict[str, Any] = {
+                "a": "PID_hot",
+                "b": TOPIC,
+                "c": "TBW102",
+                "d": "4",
+                "e": "@QID@",
+                "f": "0",
+                "g": "@BORN@",
+                "h": "0",
+                "i": props,
+                "j": "0",
+                "k": "false",
+                "m": "false",
+            }
+        else:
+            self.code, lang = 10, "CPP"
+            ext = {
+                "batch": "0",
+                "bornTimestamp": "@BORN@",
+                "defaultTopic": "TBW102",
+                "defaultTopicQueueNums": 4,
+                "flag": 0,
+                "producerGroup": "PID_hot",
+                "properties": props,
+                "queueId": "@QID@",
+                "reconsumeTimes": "0",
+                "sysFlag": 0,
+                "topic": TOPIC,
+                "unitMode": "0",
+            }
+        raw = _json_header(self.code, ext, 999_999_999, lang)
+        # Split the rendered header at its markers, in the order they occur.
+        marks = sorted((raw.index(m), m) for m in (b"999999999", b"@QID@", b"@BORN@", b"@UNIQ@"))
+        self.parts: list[bytes] = []
+        self.order: list[bytes] = []
+        at = 0
+        for pos, m in marks:
+            self.parts.append(raw[at:pos])
+            self.order.append(m)
+            at = pos + len(m)
+        self.parts.append(raw[at:])
+        self.born = str(int(time.time() * 1000)).encode()
+        self.pid = os.getpid() & 0xFFFF
+
+    def header(self, opaque: int, queue_id: int) -> bytes:
+        values = {
+            b"999999999": b"%d" % opaque,
+            b"@QID@": b"%d" % queue_id,
+            b"@BORN@": self.born,
+            b"@UNIQ@": b"0A00000%04X%024X" % (self.pid, opaque),
+        }
+        p = self.parts
+        out = [p[0]]
+        for i, m in enumerate(self.order):
+            out += (values[m], p[i + 1])
+        return b"".join(out)
+
+
+async def _connect(port: int, n: int) -> list[Conn]:
+    out = []
+    for _ in range(n):
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        out.append(Conn(r, w))
+    return out
+
+
+async def _create_topic(conn: Conn) -> None:
+    op = next(_opaque)
+    ext = {"topic": TOPIC, "readQueueNums": str(QUEUES), "writeQueueNums": str(QUEUES), "perm": "6"}
+    code, _, _ = await conn.send(_json_header(17, ext, op), b"", op)
+    if code != 0:
+        raise SystemExit(f"UPDATE_AND_CREATE_TOPIC answered {code}")
+
+
+async def _send_closed(conns: list[Conn], args: argparse.Namespace) -> dict[str, Any]:
+    tpl = SendTemplate(args.style)
+    body = b"x" * args.size
+    lat: list[float] = []
+    errors = collections.Counter[int]()
+    state = {"measure": False, "stop": False}
+
+    async def worker(conn: Conn, w: int) -> None:
+        q = w % QUEUES
+        while not state["stop"]:
+            op = next(_opaque)
+            t0 = time.perf_counter()
+            code, _, _ = await conn.send(tpl.header(op, q), body, op)
+            if state["measure"]:
+                if code == 0:
+                    lat.append(time.perf_counter() - t0)
+                else:
+                    errors[code] += 1
+
+    tasks = [
+        asyncio.create_task(worker(c, i * args.inflight + k))
+        for i, c in enumerate(conns)
+        for k in range(args.inflight)
+    ]
+    await asyncio.sleep(args.warmup)
+    state["measure"] = True
+    started = time.perf_counter()
+    await asyncio.sleep(args.seconds)
+    state["measure"] = False
+    elapsed = time.perf_counter() - started
+    state["stop"] = True
+    await asyncio.gather(*tasks)
+    return {"count": len(lat), "elapsed": elapsed, "errors": dict(errors), **_percentiles(lat)}
+
+
+async def _send_rate(conns: list[Conn], args: argparse.Namespace) -> dict[str, Any]:
+    tpl = SendTemplate(args.style)
+    body = b"x" * args.size
+    lat: list[float] = []
+    errors = collections.Counter[int]()
+    pending: set[asyncio.Future[Any]] = set()
+    interval = 1.0 / args.rate
+    total = int(args.rate * (args.seconds + args.warmup))
+    warm = int(args.rate * args.warmup)
+    start = time.perf_counter()
+
+    def done(fut: asyncio.Future[Any], due: float, i: int) -> None:
+        pending.discard(fut)
+        if i < warm or fut.exception() is not None:
+            return
+        code = fut.result()[0]
+        if code == 0:
+            lat.append(time.perf_counter() - due)
+        else:
+            errors[code] += 1
+
+    for i in range(total):
+        due = start + i * interval
+        delay = due - time.perf_counter()
+        if delay > 0.0005:
+            await asyncio.sleep(delay)
+        op = next(_opaque)
+        fut = conns[i % len(conns)].send(tpl.header(op, i % QUEUES), body, op)
+        pending.add(fut)
+        fut.add_done_callback(lambda f, due=due, i=i: done(f, due, i))
+    async with asyncio.timeout(60):
+        while pending:
+            await asyncio.sleep(0.01)
+    elapsed = time.perf_counter() - start - args.warmup
+    return {"count": len(lat), "elapsed": elapsed, "errors": dict(errors), **_percentiles(lat)}
+
+
+async def _pull_all(conns: list[Conn], args: argparse.Namespace) -> dict[str, Any]:
+    lat: list[float] = []
+    counts = [0] * QUEUES
+
+    async def puller(q: int) -> None:
+        conn = conns[q % len(conns)]
+        offset = 0
+        while True:
+            op = next(_opaque)
+            ext = {
+                "consumerGroup": "CID_hot",
+                "topic": TOPIC,
+                "queueId": str(q),
+                "queueOffset": str(offset),
+                "maxMsgNums": "32",
+                "sysFlag": "4",  # subscription in the request, no suspend, no commit
+                "commitOffset": "0",
+                "suspendTimeoutMillis": "0",
+                "subscription": "*",
+                "subVersion": "0",
+                "expressionType": "TAG",
+            }
+            t0 = time.perf_counter()
+            code, ext_out, _ = await conn.send(_json_header(11, ext, op), b"", op)
+            lat.append(time.perf_counter() - t0)
+            if code != 0:
+                return
+            nxt = int(ext_out["nextBeginOffset"])
+            counts[q] += nxt - offset
+            offset = nxt
+
+    started = time.perf_counter()
+    await asyncio.gather(*(puller(q) for q in range(QUEUES)))
+    elapsed = time.perf_counter() - started
+    return {"count": sum(counts), "elapsed": elapsed, "requests": len(lat), **_percentiles(lat)}
+
+
+def _percentiles(lat: list[float]) -> dict[str, float]:
+    if not lat:
+        return {"p50_ms": 0.0, "p99_ms": 0.0, "p999_ms": 0.0}
+    s = sorted(lat)
+
+    def p(q: float) -> float:
+        return s[min(len(s) - 1, int(q * len(s)))] * 1000
+
+    return {"p50_ms": p(0.50), "p99_ms": p(0.99), "p999_ms": p(0.999)}
+
+
+async def _load(args: argparse.Namespace) -> dict[str, Any]:
+    conns = await _connect(args.port, args.connections)
+    try:
+        await _create_topic(conns[0])
+        if args.phase == "send":
+            return await _send_closed(conns, args)
+        if args.phase == "rate":
+            return await _send_rate(conns, args)
+        return await _pull_all(conns, args)
+    finally:
+        for c in conns:
+            await c.close()
+
+
+def load_main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("phase", choices=["send", "rate", "pull"])
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--style", choices=["v2", "v1"], default="v2")
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--warmup", type=float, default=1)
+    ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument("--inflight", type=int, default=16)
+    ap.add_argument("--rate", type=float, default=5000)
+    args = ap.parse_args(argv)
+    try:
+        import uvloop  # the load generator only; optional
+
+        result = uvloop.run(_load(args))
+    except ImportError:
+        result = asyncio.run(_load(args))
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+# -- driver -------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def summarize_profile(raw: Path, out: Path, top: int = 40) -> None:
+    """py-spy's collapsed stacks -> the functions with the most own and total samples."""
+    own: collections.Counter[str] = collections.Counter()
+    total: collections.Counter[str] = collections.Counter()
+    samples = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack:
+            continue
+        k = int(n)
+        samples += k
+        frames = stack.split(";")
+        own[frames[-1]] += k
+        for f in set(frames):
+            total[f] += k
+    lines = [f"{raw.name}: {samples} samples", "", f"top {top} by own samples:"]
+    lines += [f"{n / samples * 100:6.1f}%  {f}" for f, n in own.most_common(top)]
+    lines += ["", f"top {top} by total samples (the function and what it calls):"]
+    lines += [f"{n / samples * 100:6.1f}%  {f}" for f, n in total.most_common(top)]
+    out.write_text("\n".join(lines) + "\n")
+
+
+def run_case(
+    flush: str, size: int, args: argparse.Namespace, work: Path, variant: str, pythonpath: str | None
+) -> list[dict[str, Any]]:
+    ns_port, port = free_port(), free_port()
+    store = work / f"store-{flush}-{size}"
+    conf = work / f"broker-{flush}-{size}.conf"
+    conf.write_text(
+        f"brokerName=hot\nflushDiskType={flush}\nstorePathRootDir={store}\n"
+        f"mappedFileSizeCommitLog={256 * 1024 * 1024}\n"
+    )
+    log = open(work / f"broker-{flush}-{size}.log", "w")
+    serve_args = ["--namesrv-port", str(ns_port), "-p", str(port)]
+    env = dict(os.environ)
+    if pythonpath:
+        # Another checkout's python/ (with a built extension) runs the broker: before/after in one run.
+        env["PYTHONPATH"] = pythonpath
+    broker = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ferromq")), "serve", "-c", str(conf), *serve_args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        start_new_session=True,
+    )
+    results = []
+    try:
+        assert broker.stdout is not None
+        line = broker.stdout.readline()
+        if not line.startswith("ferromq serving"):
+            raise SystemExit(f"broker did not start: {line}")
+        phases = ["send", "pull", "rate"] if args.rate else ["send", "pull"]
+        for phase in phases:
+            cmd = [sys.executable, __file__, "load", phase, "--port", str(port), "--size", str(size)]
+            cmd += ["--style", args.style, "--seconds", str(args.seconds), "--warmup", str(args.warmup)]
+            cmd += ["--connections", str(args.connections), "--inflight", str(args.inflight)]
+            cmd += ["--rate", str(args.rate)]
+            spy = None
+            if args.profile:
+                prof_dir = Path(args.profile)
+                prof_dir.mkdir(parents=True, exist_ok=True)
+                name = f"{args.tag}{variant}-{flush.split('_')[0].lower()}-{size}-{phase}"
+                raw = prof_dir / f"{name}.collapsed"
+                spy_cmd = [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(broker.pid)]
+                spy_cmd += ["--format", "raw", "--rate", "250", "--function", "-o", str(raw), "--nonblocking"]
+                if args.native:
+                    spy_cmd.append("--native")
+                spy = subprocess.Popen(spy_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1.0)
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(timeout=60)
+                if raw.exists():
+                    summarize_profile(raw, raw.with_suffix(".txt"))
+                    if not args.keep_raw:
+                        raw.unlink()
+            res = None
+            for ln in out.stdout.splitlines():
+                if ln.startswith("RESULT "):
+                    res = json.loads(ln[7:])
+            if res is None:
+                raise SystemExit(f"load {phase} failed: {out.stdout[-2000:]}{out.stderr[-2000:]}")
+            res.update(
+                variant=variant, flush=flush, size=size, phase=phase, msgs_per_s=res["count"] / res["elapsed"]
+            )
+            results.append(res)
+            print(_row(res), flush=True)
+    finally:
+        os.killpg(broker.pid, signal.SIGTERM)
+        try:
+            broker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(broker.pid, signal.SIGKILL)
+            broker.wait(timeout=10)
+        log.close()
+    return results
+
+
+HEAD = (
+    f"{'variant':<9}{'flush':<7}{'size':>6}{'phase':>7}{'count':>9}{'msg/s':>10}"
+    f"{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}  errors"
+)
+
+
+def _row(r: dict[str, Any]) -> str:
+    return (
+        f"{r['variant']:<9}{r['flush'].split('_')[0]:<7}{r['size']:>6}{r['phase']:>7}{r['count']:>9}{r['msgs_per_s']:>10.0f}"
+        f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['p999_ms']:>10.2f}  {r.get('errors') or ''}"
+    )
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    return s[len(s) // 2]
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "load":
+        load_main(sys.argv[2:])
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--flush", default="ASYNC_FLUSH,SYNC_FLUSH")
+    ap.add_argument("--sizes", default="1024,128")
+    ap.add_argument("--style", choices=["v2", "v1"], default="v2", help="v2: Java's header; v1: C++'s")
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--warmup", type=float, default=1)
+    ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument("--inflight", type=int, default=16)
+    ap.add_argument("--rate", type=float, default=5000, help="fixed-rate phase (0: skip)")
+    ap.add_argument("--profile", help="directory for py-spy summaries")
+    ap.add_argument("--native", action="store_true", help="py-spy --native")
+    ap.add_argument("--tag", default="", help="prefix of the profile file names")
+    ap.add_argument("--keep-raw", action="store_true", help="keep py-spy's collapsed stacks")
+    ap.add_argument(
+        "--baseline", help="python/ dir of another checkout: each case runs on it too ('base' rows)"
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each case (alternating variants)")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default="bench-results/hot_path_bench.json")
+    args = ap.parse_args()
+    if args.quick:
+        args.seconds, args.warmup = 1.0, 0.5
+    results: list[dict[str, Any]] = []
+    print(f"raw {args.style} load, {args.connections} connections x {args.inflight} in flight")
+    print(HEAD, flush=True)
+    with tempfile.TemporaryDirectory(prefix="ferromq-hot-") as tmp:
+        variants: list[tuple[str, str | None]] = [("new", None)]
+        if args.baseline:
+            variants.insert(0, ("base", args.baseline))
+        for flush in args.flush.split(","):
+            for size in (int(s) for s in args.sizes.split(",")):
+                for _ in range(args.repeat):
+                    for variant, path in variants:
+                        results.extend(run_case(flush, size, args, Path(tmp), variant, path))
+    if args.baseline:
+        print("\nratios new/base (medians of the repeats):")
+        print(f"{'flush':<7}{'size':>6}{'phase':>7}{'msg/s':>8}{'p99':>8}")
+        keys = sorted({(r["flush"], r["size"], r["phase"]) for r in results})
+        for key in keys:
+            by = {
+                v: [r for r in results if (r["flush"], r["size"], r["phase"]) == key and r["variant"] == v]
+                for v in ("base", "new")
+            }
+            if not by["base"] or not by["new"]:
+                continue
+            rate = _median([r["msgs_per_s"] for r in by["new"]]) / _median(
+                [r["msgs_per_s"] for r in by["base"]]
+            )
+            p99 = _median([r["p99_ms"] for r in by["new"]]) / max(
+                _median([r["p99_ms"] for r in by["base"]]), 1e-9
+            )
+            print(f"{key[0].split('_')[0]:<7}{key[1]:>6}{key[2]:>7}{rate:>7.2f}x{p99:>7.2f}x")
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    env = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "commit": commit.stdout.strip(),
+    }
+    out.write_text(json.dumps({"params": vars(args), "env": env, "results": results}, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
