@@ -68,3 +68,29 @@ def test_launcher_roundtrip_and_clean_stop(tmp_path: Path) -> None:
     assert (store / "commitlog" / f"{0:020d}").stat().st_size == 1 << 20
     # Nothing the Java processes wrote is outside the root (logs under root/logs).
     assert (tmp_path / "logs" / "broker.log").stat().st_size > 0
+
+
+def test_java_send_reply_names_the_requested_queue(tmp_path: Path) -> None:
+    """What tests/integration/test_send_reply_queue.py expects of ferromq is what the Java broker does:
+    a delayed or a transaction half message sent to queue 1 is answered with queueId 1."""
+    from ferromq.protocol.codes import RequestCode, ResponseCode
+    from tests.integration.brokerkit import Client
+    from tests.integration.test_send_reply_queue import CASES, send_ext
+
+    async def main(addr: str) -> list[str]:
+        port = addr.rsplit(":", 1)[1]
+        b = await Client().connect(int(port))
+        answers = []
+        for props, _, _ in CASES:
+            sys_flag = 0x4 if "TRAN_MSG" in props else 0
+            r = await b.call(RequestCode.SEND_MESSAGE, send_ext("ReplyQ", 1, props, sysFlag=sys_flag), b"x")
+            if r.code == ResponseCode.TOPIC_NOT_EXIST:  # the first send may race the topic's creation
+                r = await b.call(
+                    RequestCode.SEND_MESSAGE, send_ext("ReplyQ", 1, props, sysFlag=sys_flag), b"x"
+                )
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            answers.append(r.ext["queueId"])
+        return answers
+
+    with start_rocketmq(tmp_path) as mq:
+        assert asyncio.run(asyncio.wait_for(main(mq.broker_addr), 60)) == ["1"] * len(CASES), mq.log_tail()
