@@ -104,7 +104,7 @@ def _run(cmd: list[str]) -> str | None:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=REPO)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return (r.stdout or r.stderr).strip() if r.returncode == 0 else None
+    return (r.stdout or r.stderr).rstrip() if r.returncode == 0 else None
 
 
 def _read(path: str) -> str | None:
@@ -133,6 +133,8 @@ def environment() -> dict[str, Any]:
         "rocketmq_version": apache_rocketmq.ROCKETMQ_VERSION,
         "git_commit": _run(["git", "rev-parse", "HEAD"]),
         "git_dirty": None if status is None else bool(status),
+        # Others may be editing the checkout: which tracked files differed from the commit.
+        "git_dirty_files": None if status is None else [ln[3:] for ln in status.splitlines()],
         "loadavg_at_start": _read("/proc/loadavg"),
     }
 
@@ -567,23 +569,27 @@ def plot(results: list[dict[str, Any]], rates: list[int], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-    cases = sorted({(r["flush"], r["size"]) for r in results}, key=lambda c: (c[0], c[1]))
+    cases = sorted({(r["flush"], r["size"]) for r in results})
     labels = [f"{f.split('_')[0]}\n{s} B" for f, s in cases]
     colors = {"ferromq": "tab:orange", "rocketmq": "tab:blue"}
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
 
-    def bars(ax: Any, value: Any, title: str, unit: str) -> None:
+    def case(broker: str, flush: str, size: int) -> dict[str, Any] | None:
+        return next(
+            (r for r in results if (r["broker"], r["flush"], r["size"]) == (broker, flush, size)), None
+        )
+
+    def bars(ax: Any, value: Any, title: str, unit: str, anon: Any = None) -> None:
         width = 0.38
         for i, broker in enumerate(BROKERS):
-            ys = []
-            for f, s in cases:
-                c = next(
-                    (r for r in results if r["broker"] == broker and r["flush"] == f and r["size"] == s), None
-                )
-                ys.append(value(c) if c else 0)
+            found = [case(broker, f, s) for f, s in cases]
             xs = [k + (i - 0.5) * width for k in range(len(cases))]
-            ax.bar(xs, ys, width, label=broker, color=colors[broker])
+            ax.bar(xs, [value(c) if c else 0 for c in found], width, label=broker, color=colors[broker])
+            if anon is not None:
+                # The anonymous part of the peak drawn over it; the rest is file-backed (mmap'd store files).
+                ax.bar(xs, [anon(c) if c else 0 for c in found], width * 0.5, color="black", alpha=0.55)
         ax.set_xticks(range(len(cases)), labels)
         ax.set_title(title)
         ax.set_ylabel(unit)
@@ -591,30 +597,32 @@ def plot(results: list[dict[str, Any]], rates: list[int], path: Path) -> None:
 
     bars(axes[0][0], lambda c: (c["produce"] or {}).get("msg_per_s") or 0, "produce at saturation", "msg/s")
     bars(axes[0][1], lambda c: (c["consume"] or {}).get("msg_per_s") or 0, "consume from offset 0", "msg/s")
-    bars(axes[1][1], lambda c: c["rss"]["peak_mib"], "broker RSS peak (VmHWM)", "MiB")
+    bars(
+        axes[1][1],
+        lambda c: c["rss"]["peak_mib"],
+        "broker RSS peak (VmHWM); black: anonymous part (peak RssAnon)",
+        "MiB",
+        anon=lambda c: c["rss"]["anon_peak_mib"],
+    )
     ax = axes[1][0]
     styles = ["-", "--", ":", "-."]
     for k, (f, s) in enumerate(cases):
         for broker in BROKERS:
-            c = next(
-                (r for r in results if r["broker"] == broker and r["flush"] == f and r["size"] == s), None
-            )
-            if c is None:
+            c = case(broker, f, s)
+            pts = [lat for lat in (c["latency"] if c else []) if lat["p99_ms"] is not None]
+            if not pts:
                 continue
-            pts = [(lat["target_rate"], lat["p99_ms"]) for lat in c["latency"] if lat["p99_ms"] is not None]
-            if pts:
-                ax.plot(
-                    [p[0] for p in pts],
-                    [p[1] for p in pts],
-                    styles[k % len(styles)],
-                    marker="o",
-                    color=colors[broker],
-                    label=f"{broker} {f.split('_')[0]} {s} B",
-                )
+            xs, ys = [lat["target_rate"] for lat in pts], [lat["p99_ms"] for lat in pts]
+            ax.plot(xs, ys, styles[k % len(styles)], marker="o", color=colors[broker])
+            ax.lines[-1].set_label(f"{broker} {f.split('_')[0]} {s} B")
+            missed = [lat for lat in pts if not lat["sustained"]]
+            ax.plot([m["target_rate"] for m in missed], [m["p99_ms"] for m in missed], "kx", markersize=10)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.set_xticks(rates, [_rate_label(r) for r in rates])
-    ax.set_title("end-to-end p99 latency at a paced rate")
+    ax.set_title("end-to-end p99 latency at a paced rate (x: rate not sustained)")
     ax.set_xlabel("target msg/s")
     ax.set_ylabel("ms")
     ax.legend(fontsize=7)
