@@ -1,0 +1,250 @@
+"""Spark scan rate of the ferromq data source, against Parquet and the Python pull consumer.
+
+One store of N messages (default 1,000,000 x 1 KiB, 8 queues, tags/keys/UNIQ_KEY like a producer
+sets them) is scanned, in the same run and the same local[2] Spark session, by:
+
+- `ferromq`: `spark.read.format("ferromq")` over the store files (all 17 columns);
+- `parquet`: Spark reading the same rows, written once to Parquet (snappy) before timing;
+- `pull`: `ferromq.client.PullConsumer` draining every queue from a `ferromq serve` on the store.
+
+Each Spark scan materializes every column (`write.format("noop")`); each is run --repeat times
+after one warm-up and the best run counts (page cache warm for all). Prints a table, writes JSON
+and a PNG bar chart, and the ratio ferromq / parquet (target >= 0.5).
+
+    .venv/bin/python benches/spark_bench.py [--messages N] [--repeat R] [--out benches/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TOPIC = "SparkBench"
+QUEUES = 8
+BATCH = 256
+
+
+def build_store(root: Path, messages: int, body_size: int) -> int:
+    """Writes the store with put_batch; returns the body bytes written."""
+    from ferromq.store import MessageStore
+
+    rnd = os.urandom(body_size * 64)
+    written = 0
+    with MessageStore(root) as store:
+        n = 0
+        while n < messages:
+            q = (n // BATCH) % QUEUES
+            count = min(BATCH, messages - n)
+            bodies = [
+                rnd[(i % 64) * body_size // 2 :][:body_size].ljust(body_size, b"x")
+                for i in range(n, n + count)
+            ]
+            props = [
+                f"TAGS\x01Tag{i % 4}\x02KEYS\x01order-{i}\x02UNIQ_KEY\x017F0000010000{i:020X}"
+                for i in range(n, n + count)
+            ]
+            store.put_batch(TOPIC, q, bodies, props)
+            written += sum(map(len, bodies))
+            n += count
+        store.flush()
+    return written
+
+
+def spark_session() -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from ferromq.spark import FerroMQDataSource
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("ferromq-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.ui.showConsoleProgress", "false")
+        # Python workers stream Arrow batches to the JVM through this buffer (64 KiB by default);
+        # a larger one helps any Python data source moving bulk data. Parquet does not use it.
+        .config("spark.buffer.size", str(1 << 20))
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(FerroMQDataSource)
+    return spark
+
+
+def timed_scan(df: Any, repeat: int) -> list[float]:
+    df.write.format("noop").mode("overwrite").save()  # warm-up
+    runs = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        df.write.format("noop").mode("overwrite").save()
+        runs.append(time.perf_counter() - t)
+    return runs
+
+
+async def drain_with_pull_consumer(namesrv: str, messages: int, timeout: float) -> float:
+    from ferromq.client import Admin, PullConsumer
+
+    async with Admin(namesrv) as admin:  # the store was written directly: give the broker the topic
+        await admin.create_topic(TOPIC, queue_nums=QUEUES)
+        await asyncio.sleep(1.0)
+    consumer = PullConsumer("spark_bench_pull", namesrv, pull_batch_size=32)
+    await consumer.start()
+    try:
+        queues = await consumer.fetch_queues(TOPIC)
+        consumer.assign(queues)
+        for q in queues:
+            await consumer.seek_to_begin(q)
+        got = 0
+        t = time.perf_counter()
+        deadline = t + timeout
+        while got < messages and time.perf_counter() < deadline:
+            got += len(await consumer.poll(timeout=1.0))
+        elapsed = time.perf_counter() - t
+        if got < messages:
+            raise RuntimeError(f"pull consumer got {got} of {messages} messages in {timeout} s")
+        return elapsed
+    finally:
+        await consumer.stop()
+
+
+def pull_scan(root: Path, messages: int, work: Path) -> float:
+    ferromq = Path(sys.executable).with_name("ferromq")
+    ports = []
+    import socket
+
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    log = open(work / "serve.log", "wb")
+    proc = subprocess.Popen(
+        [str(ferromq), "serve", "--store", str(root), "--namesrv-port", str(ports[0]), "-p", str(ports[1])],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while b"ferromq serving:" not in (work / "serve.log").read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((work / "serve.log").read_text(errors="replace"))
+            time.sleep(0.1)
+        return asyncio.run(drain_with_pull_consumer(f"127.0.0.1:{ports[0]}", messages, timeout=1200))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    names = [r["reader"] for r in results]
+    for ax, key, label in ((axes[0], "rows_per_s", "rows/s"), (axes[1], "mb_per_s", "body MB/s")):
+        ax.bar(names, [r[key] for r in results], color=["#c0392b", "#2980b9", "#7f8c8d"][: len(names)])
+        ax.set_title(label)
+        for i, r in enumerate(results):
+            ax.annotate(f"{r[key]:,.0f}", (i, r[key]), ha="center", va="bottom", fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--body-size", type=int, default=1024)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--skip-pull", action="store_true", help="leave out the pull consumer")
+    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results"))
+    ap.add_argument("--dir", type=Path, default=None, help="scratch directory (default: a temp dir)")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ferromq-spark-bench-", dir=args.dir))
+    try:
+        root = work / "store"
+        t = time.perf_counter()
+        body_bytes = build_store(root, args.messages, args.body_size)
+        print(f"store of {args.messages:,} x {args.body_size} B written in {time.perf_counter() - t:.1f} s")
+        spark = spark_session()
+        ferromq_df = spark.read.format("ferromq").option("path", str(root)).option("topic", TOPIC).load()
+        parquet_dir = work / "parquet"
+        ferromq_df.write.parquet(str(parquet_dir))
+        parquet_df = spark.read.parquet(str(parquet_dir))
+        assert parquet_df.count() == args.messages
+        runs = {
+            "ferromq": timed_scan(ferromq_df, args.repeat),
+            "parquet": timed_scan(parquet_df, args.repeat),
+        }
+        spark.stop()
+        if not args.skip_pull:
+            runs["pull consumer"] = [pull_scan(root, args.messages, work)]
+        results = []
+        for reader, times in runs.items():
+            best = min(times)
+            results.append(
+                {
+                    "reader": reader,
+                    "runs_s": [round(x, 3) for x in times],
+                    "best_s": round(best, 3),
+                    "rows_per_s": args.messages / best,
+                    "mb_per_s": body_bytes / best / 1e6,
+                }
+            )
+        by = {r["reader"]: r for r in results}
+        ratio = by["ferromq"]["rows_per_s"] / by["parquet"]["rows_per_s"]
+        print(f"\n{'reader':<15}{'best s':>9}{'rows/s':>14}{'body MB/s':>11}   runs (s)")
+        for r in results:
+            rate = f"{r['rows_per_s']:>14,.0f}{r['mb_per_s']:>11,.1f}"
+            print(f"{r['reader']:<15}{r['best_s']:>9.2f}{rate}   {r['runs_s']}")
+        print(f"\nferromq / parquet scan rate: {ratio:.2f}x (target >= 0.5)")
+        if "pull consumer" in by:
+            vs_pull = by["ferromq"]["rows_per_s"] / by["pull consumer"]["rows_per_s"]
+            print(f"ferromq / pull consumer:     {vs_pull:.1f}x")
+        args.out.mkdir(parents=True, exist_ok=True)
+        report = {
+            "bench": "spark_scan",
+            "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "machine": {
+                "cpus": os.cpu_count(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+            },
+            "params": {
+                "messages": args.messages,
+                "body_size": args.body_size,
+                "queues": QUEUES,
+                "repeat": args.repeat,
+            },
+            "results": results,
+            "ratio_ferromq_over_parquet": ratio,
+        }
+        (args.out / "spark_bench.json").write_text(json.dumps(report, indent=2))
+        plot(
+            results,
+            args.out / "spark_bench.png",
+            f"Spark scan of {args.messages:,} x {args.body_size} B, local[2]",
+        )
+        print(f"wrote {args.out / 'spark_bench.json'} and {args.out / 'spark_bench.png'}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
