@@ -183,6 +183,7 @@ async def _send_closed(conns: list[Conn], args: argparse.Namespace) -> dict[str,
     lat: list[float] = []
     errors = collections.Counter[int]()
     state = {"measure": False, "stop": False}
+    total = [0]
 
     async def worker(conn: Conn, w: int) -> None:
         q = w % QUEUES
@@ -190,6 +191,7 @@ async def _send_closed(conns: list[Conn], args: argparse.Namespace) -> dict[str,
             op = next(_opaque)
             t0 = time.perf_counter()
             code, _, _ = await conn.send(tpl.header(op, q), body, op)
+            total[0] += 1
             if state["measure"]:
                 if code == 0:
                     lat.append(time.perf_counter() - t0)
@@ -209,7 +211,13 @@ async def _send_closed(conns: list[Conn], args: argparse.Namespace) -> dict[str,
     elapsed = time.perf_counter() - started
     state["stop"] = True
     await asyncio.gather(*tasks)
-    return {"count": len(lat), "elapsed": elapsed, "errors": dict(errors), **_percentiles(lat)}
+    return {
+        "count": len(lat),
+        "total": total[0],
+        "elapsed": elapsed,
+        "errors": dict(errors),
+        **_percentiles(lat),
+    }
 
 
 async def _send_rate(conns: list[Conn], args: argparse.Namespace) -> dict[str, Any]:
@@ -246,17 +254,27 @@ async def _send_rate(conns: list[Conn], args: argparse.Namespace) -> dict[str, A
         while pending:
             await asyncio.sleep(0.01)
     elapsed = time.perf_counter() - start - args.warmup
-    return {"count": len(lat), "elapsed": elapsed, "errors": dict(errors), **_percentiles(lat)}
+    return {
+        "count": len(lat),
+        "total": total,
+        "elapsed": elapsed,
+        "errors": dict(errors),
+        **_percentiles(lat),
+    }
 
 
 async def _pull_all(conns: list[Conn], args: argparse.Namespace) -> dict[str, Any]:
+    """Pullers, one per queue, read their queue from 0 to its end and start over, for the
+    warm-up and then the measured seconds (the stored data is in the page cache)."""
     lat: list[float] = []
     counts = [0] * QUEUES
+    total = [0]
+    state = {"measure": False, "stop": False}
 
     async def puller(q: int) -> None:
         conn = conns[q % len(conns)]
         offset = 0
-        while True:
+        while not state["stop"]:
             op = next(_opaque)
             ext = {
                 "consumerGroup": "CID_hot",
@@ -273,17 +291,32 @@ async def _pull_all(conns: list[Conn], args: argparse.Namespace) -> dict[str, An
             }
             t0 = time.perf_counter()
             code, ext_out, _ = await conn.send(_json_header(11, ext, op), b"", op)
-            lat.append(time.perf_counter() - t0)
             if code != 0:
-                return
+                offset = 0  # the end of the queue: start over
+                continue
             nxt = int(ext_out["nextBeginOffset"])
-            counts[q] += nxt - offset
+            total[0] += nxt - offset
+            if state["measure"]:
+                lat.append(time.perf_counter() - t0)
+                counts[q] += nxt - offset
             offset = nxt
 
+    tasks = [asyncio.create_task(puller(q)) for q in range(QUEUES)]
+    await asyncio.sleep(args.warmup)
+    state["measure"] = True
     started = time.perf_counter()
-    await asyncio.gather(*(puller(q) for q in range(QUEUES)))
+    await asyncio.sleep(args.seconds)
+    state["measure"] = False
     elapsed = time.perf_counter() - started
-    return {"count": sum(counts), "elapsed": elapsed, "requests": len(lat), **_percentiles(lat)}
+    state["stop"] = True
+    await asyncio.gather(*tasks)
+    return {
+        "count": sum(counts),
+        "total": total[0],
+        "elapsed": elapsed,
+        "requests": len(lat),
+        **_percentiles(lat),
+    }
 
 
 def _percentiles(lat: list[float]) -> dict[str, float]:
@@ -363,6 +396,13 @@ def summarize_profile(raw: Path, out: Path, top: int = 40) -> None:
     out.write_text("\n".join(lines) + "\n")
 
 
+# `ferromq` with uvloop's event loop (a trial: the broker does not depend on uvloop).
+_UVLOOP_LAUNCH = (
+    "import asyncio, sys, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
+    "from ferromq.cli import main; sys.exit(main())"
+)
+
+
 def run_case(
     flush: str, size: int, args: argparse.Namespace, work: Path, variant: str, pythonpath: str | None
 ) -> list[dict[str, Any]]:
@@ -379,8 +419,11 @@ def run_case(
     if pythonpath:
         # Another checkout's python/ (with a built extension) runs the broker: before/after in one run.
         env["PYTHONPATH"] = pythonpath
+    launcher = [str(Path(sys.executable).with_name("ferromq"))]
+    if args.broker_uvloop:
+        launcher = [sys.executable, "-c", _UVLOOP_LAUNCH]
     broker = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ferromq")), "serve", "-c", str(conf), *serve_args],
+        [*launcher, "serve", "-c", str(conf), *serve_args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=log,
@@ -406,15 +449,21 @@ def run_case(
                 name = f"{args.tag}{variant}-{flush.split('_')[0].lower()}-{size}-{phase}"
                 raw = prof_dir / f"{name}.collapsed"
                 spy_cmd = [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(broker.pid)]
-                spy_cmd += ["--format", "raw", "--rate", "250", "--function", "-o", str(raw), "--nonblocking"]
-                if args.native:
-                    spy_cmd.append("--native")
-                spy = subprocess.Popen(spy_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                spy_cmd += ["--format", "raw", "--rate", "250", "--function", "-o", str(raw)]
+                # --native pauses the broker for each sample; the plain mode does not.
+                spy_cmd.append("--native" if args.native else "--nonblocking")
+                spy_log = open(work / f"{name}.py-spy.log", "w")
+                spy = subprocess.Popen(spy_cmd, stdout=spy_log, stderr=subprocess.STDOUT)
                 time.sleep(1.0)
+            cpu0 = _cpu_seconds(broker.pid)
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            cpu = _cpu_seconds(broker.pid) - cpu0
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(timeout=60)
+                spy_log.close()
+                if not raw.exists():
+                    print(f"py-spy wrote nothing: {(work / f'{name}.py-spy.log').read_text()[-500:]}")
                 if raw.exists():
                     summarize_profile(raw, raw.with_suffix(".txt"))
                     if not args.keep_raw:
@@ -425,6 +474,9 @@ def run_case(
                     res = json.loads(ln[7:])
             if res is None:
                 raise SystemExit(f"load {phase} failed: {out.stdout[-2000:]}{out.stderr[-2000:]}")
+            # Broker CPU per message (all its threads; warm-up included on both sides): unlike
+            # msg/s it hardly moves when other processes compete for the CPUs.
+            res["cpu_us_per_msg"] = cpu / max(res["total"], 1) * 1e6
             res.update(
                 variant=variant, flush=flush, size=size, phase=phase, msgs_per_s=res["count"] / res["elapsed"]
             )
@@ -443,15 +495,22 @@ def run_case(
 
 HEAD = (
     f"{'variant':<9}{'flush':<7}{'size':>6}{'phase':>7}{'count':>9}{'msg/s':>10}"
-    f"{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}  errors"
+    f"{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'cpu us/msg':>11}  errors"
 )
 
 
 def _row(r: dict[str, Any]) -> str:
     return (
         f"{r['variant']:<9}{r['flush'].split('_')[0]:<7}{r['size']:>6}{r['phase']:>7}{r['count']:>9}{r['msgs_per_s']:>10.0f}"
-        f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['p999_ms']:>10.2f}  {r.get('errors') or ''}"
+        f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['p999_ms']:>10.2f}"
+        f"{r['cpu_us_per_msg']:>11.1f}  {r.get('errors') or ''}"
     )
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _median(values: list[float]) -> float:
@@ -479,6 +538,7 @@ def main() -> None:
     ap.add_argument(
         "--baseline", help="python/ dir of another checkout: each case runs on it too ('base' rows)"
     )
+    ap.add_argument("--broker-uvloop", action="store_true", help="run the broker on uvloop (a trial)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each case (alternating variants)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default="bench-results/hot_path_bench.json")
@@ -499,7 +559,7 @@ def main() -> None:
                         results.extend(run_case(flush, size, args, Path(tmp), variant, path))
     if args.baseline:
         print("\nratios new/base (medians of the repeats):")
-        print(f"{'flush':<7}{'size':>6}{'phase':>7}{'msg/s':>8}{'p99':>8}")
+        print(f"{'flush':<7}{'size':>6}{'phase':>7}{'msg/s':>8}{'p99':>8}{'cpu/msg':>9}")
         keys = sorted({(r["flush"], r["size"], r["phase"]) for r in results})
         for key in keys:
             by = {
@@ -514,7 +574,10 @@ def main() -> None:
             p99 = _median([r["p99_ms"] for r in by["new"]]) / max(
                 _median([r["p99_ms"] for r in by["base"]]), 1e-9
             )
-            print(f"{key[0].split('_')[0]:<7}{key[1]:>6}{key[2]:>7}{rate:>7.2f}x{p99:>7.2f}x")
+            cpu = _median([r["cpu_us_per_msg"] for r in by["new"]]) / _median(
+                [r["cpu_us_per_msg"] for r in by["base"]]
+            )
+            print(f"{key[0].split('_')[0]:<7}{key[1]:>6}{key[2]:>7}{rate:>7.2f}x{p99:>7.2f}x{cpu:>8.2f}x")
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(

@@ -1,15 +1,17 @@
 """One TCP connection speaking the remoting protocol, in either direction.
 
 A reader task decodes frames. Replies complete the future waiting under their opaque. A request
-handler either answers at once (it returns the reply or None: no task, no scheduling) or returns
-an awaitable, which runs as a task of its own (in arrival order), so a held long poll never blocks
-the socket. Frames written while the loop is busy are joined into one socket write per loop
-iteration. Closing the connection fails every pending request with `ConnectionClosedError`.
+handler either answers at once (it returns the reply or None: no task, no scheduling), returns a
+future whose result is the answer, or returns another awaitable, which runs as a task of its own
+(in arrival order), so a held long poll never blocks the socket. Frames written while the loop
+is busy are joined into one socket write per loop iteration. Closing the connection fails every
+pending request with `ConnectionClosedError`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -146,6 +148,10 @@ class Connection:
                 self.write(answer)
             return
         await self._inflight.acquire()
+        if isinstance(answer, asyncio.Future):
+            # A future (a send waiting for the disk) answers from its callback: no task.
+            answer.add_done_callback(functools.partial(self._future_done, cmd))
+            return
         task = self._loop.create_task(self._handle(cmd, answer))
         self._tasks.add(task)
         task.add_done_callback(self._request_done)
@@ -154,6 +160,17 @@ class Connection:
         self._tasks.discard(task)
         self._inflight.release()
         _log_crash(task)
+
+    def _future_done(self, cmd: RemotingCommand, answer: asyncio.Future[RemotingCommand | None]) -> None:
+        self._inflight.release()
+        if answer.cancelled():
+            return
+        if answer.exception() is not None:
+            logger.error("request %d from %s failed", cmd.code, self.peer, exc_info=answer.exception())
+            return
+        reply = answer.result()
+        if reply is not None and not cmd.is_oneway:
+            self.write(reply)
 
     async def _handle(self, cmd: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:
         reply = await answer

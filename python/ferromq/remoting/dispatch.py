@@ -3,6 +3,7 @@ where that happens."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -15,7 +16,9 @@ logger = logging.getLogger(__name__)
 
 Handler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
 # A handler for the hot path: it answers at once when it can (no task is created for it), or
-# returns an awaitable when it must wait (a SYNC_FLUSH send waiting for the disk).
+# returns an awaitable when it must wait (a SYNC_FLUSH send waiting for the disk). An
+# `asyncio.Future` it returns goes to the connection as is, so it must resolve to the answer
+# (an error reply included), never to an exception.
 ImmediateHandler = Callable[
     [Connection, RemotingCommand], RemotingCommand | Awaitable[RemotingCommand | None] | None
 ]
@@ -42,7 +45,7 @@ class Dispatcher:
             answer = fast(conn, cmd)
         except Exception as e:
             return self._refusal(conn, cmd, e)
-        if answer is None or isinstance(answer, RemotingCommand):
+        if answer is None or isinstance(answer, RemotingCommand | asyncio.Future):
             return answer
         return self._run(conn, cmd, answer)
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import logging
 import random
 import struct
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,8 @@ from ferromq.remoting.dispatch import Handler, ImmediateHandler
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
     from ferromq.store import MessageStore
+
+logger = logging.getLogger(__name__)
 
 # SendMessageRequestHeaderV2's one-letter names.
 _V2_NAMES = {
@@ -188,19 +191,16 @@ class FlushWaiter:
 
     def __init__(self, store: MessageStore) -> None:
         self._store = store
-        # (end offset, future) in append order, hence in offset order.
-        self._waiting: collections.deque[tuple[int, asyncio.Future[bool]]] = collections.deque()
+        # (end offset, what to call with "flushed in time") in append order, hence offset order.
+        self._waiting: collections.deque[tuple[int, Callable[[bool], None]]] = collections.deque()
         self._asked = 0
         self._ask_scheduled = False
 
-    def wait(self, end_offset: int) -> asyncio.Future[bool]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
-        self._waiting.append((end_offset, fut))
+    def wait(self, end_offset: int, then: Callable[[bool], None]) -> None:
+        self._waiting.append((end_offset, then))
         if end_offset > self._asked and not self._ask_scheduled:
             self._ask_scheduled = True
-            loop.call_soon(self._ask)
-        return fut
+            asyncio.get_running_loop().call_soon(self._ask)
 
     def _ask(self) -> None:
         self._ask_scheduled = False
@@ -216,9 +216,11 @@ class FlushWaiter:
         ok = not done.cancelled() and done.exception() is None and done.result()
         waiting = self._waiting
         while waiting and waiting[0][0] <= target:
-            _, fut = waiting.popleft()
-            if not fut.done():
-                fut.set_result(ok)
+            _, then = waiting.popleft()
+            try:
+                then(ok)
+            except Exception:
+                logger.exception("answering a send after the flush failed")
         if not ok and waiting and self._asked <= target:
             # Ask again for the sends this timed-out wait did not cover.
             self._asked = 0
@@ -346,9 +348,8 @@ def send_message(
     }
     if broker.sync_flush and wait:
         # Asked now, so the flush callback is requested in this loop iteration.
-        flushed = waiter.wait(end_offset)
         return _after_flush(
-            broker, flushed, cmd, (topic, queue_id, queue_offset + count, tags_code), reply_ext
+            broker, waiter, end_offset, cmd, (topic, queue_id, queue_offset + count, tags_code), reply_ext
         )
     broker.message_arrived(topic, queue_id, queue_offset + count, tags_code)
     return _reply(cmd, ResponseCode.SUCCESS, reply_ext)
@@ -393,7 +394,7 @@ def _send_plain(
     }
     arrived = (r.topic, r.queue_id, r.queue_offset + 1, tags_code)
     if broker.sync_flush and wait:
-        return _after_flush(broker, waiter.wait(r.end_offset), cmd, arrived, reply_ext)
+        return _after_flush(broker, waiter, r.end_offset, cmd, arrived, reply_ext)
     broker.message_arrived(*arrived)
     return _reply(cmd, ResponseCode.SUCCESS, reply_ext)
 
@@ -402,16 +403,25 @@ def _reply(cmd: RemotingCommand, code: int, ext: dict[str, str]) -> RemotingComm
     return RemotingCommand(code, cmd.opaque, FLAG_RESPONSE, ext=ext, serialize_type=cmd.serialize_type)
 
 
-async def _after_flush(
+def _after_flush(
     broker: Broker,
-    flushed: asyncio.Future[bool],
+    waiter: FlushWaiter,
+    end_offset: int,
     cmd: RemotingCommand,
     arrived: tuple[str, int, int, int | None],
     reply_ext: dict[str, str],
-) -> RemotingCommand:
-    code = ResponseCode.SUCCESS if await flushed else ResponseCode.FLUSH_DISK_TIMEOUT
-    broker.message_arrived(*arrived)
-    return _reply(cmd, code, reply_ext)
+) -> asyncio.Future[RemotingCommand]:
+    """The reply, once the message is on disk (or FLUSH_DISK_TIMEOUT): a future, no task."""
+    out: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+
+    def flushed(ok: bool) -> None:
+        broker.message_arrived(*arrived)
+        if not out.done():
+            code = ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_DISK_TIMEOUT
+            out.set_result(_reply(cmd, code, reply_ext))
+
+    waiter.wait(end_offset, flushed)
+    return out
 
 
 async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
