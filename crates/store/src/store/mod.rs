@@ -175,6 +175,8 @@ struct Inner {
     commitlog: CommitLog,
     queues: RwLock<QueueMap>,
     index: Option<IndexService>,
+    /// Why a read-only view has no index (its files do not match the configured sizes).
+    index_error: Option<String>,
     put_lock: Mutex<()>,
     checkpoint: Option<Mutex<Checkpoint>>,
     flush: FlushSignal,
@@ -601,13 +603,23 @@ impl Inner {
         )?;
         let cq_root = root.join("consumequeue");
         let cq_file_size = round_file_size(config.mapped_file_size_consume_queue);
+        let mut index_error = None;
         let index = if config.message_index_enable {
-            Some(IndexService::load(
+            match IndexService::load(
                 &root.join("index"),
                 config.max_hash_slot_num,
                 config.max_index_num,
                 writable,
-            )?)
+            ) {
+                Ok(index) => Some(index),
+                // A read-only view (Spark, tools) reads queues without the index; only queries
+                // need it, so they report the mismatch instead of the view failing to open.
+                Err(e @ StoreError::Corrupt { .. }) if !writable => {
+                    index_error = Some(e.to_string());
+                    None
+                }
+                Err(e) => return Err(e),
+            }
         } else {
             None
         };
@@ -622,6 +634,7 @@ impl Inner {
             commitlog,
             queues: RwLock::new(HashMap::new()),
             index,
+            index_error,
             put_lock: Mutex::new(()),
             checkpoint,
             flush: FlushSignal::new(0),
@@ -1260,7 +1273,12 @@ impl Inner {
         end: i64,
     ) -> Result<Vec<Vec<u8>>> {
         let Some(index) = &self.index else {
-            return Ok(Vec::new());
+            return match &self.index_error {
+                Some(why) => Err(StoreError::InvalidArgument(format!(
+                    "this view has no index: {why}; open it with the writer's maxHashSlotNum and maxIndexNum"
+                ))),
+                None => Ok(Vec::new()),
+            };
         };
         index.refresh()?;
         let mut seen = std::collections::HashSet::new();
