@@ -1,6 +1,7 @@
 """One TCP connection speaking the remoting protocol, in either direction.
 
-A reader task decodes frames. Replies complete the future waiting under their opaque. A request
+The transport hands bytes to the connection (an asyncio protocol), which decodes frames at once.
+Replies complete the future waiting under their opaque. A request
 handler either answers at once (it returns the reply or None: no task, no scheduling), returns a
 future whose result is the answer, or returns another awaitable, which runs as a task of its own
 (in arrival order), so a held long poll never blocks the socket. Frames written while the loop
@@ -46,23 +47,17 @@ class CloseReason(StrEnum):
     SHUTDOWN = "shutdown"
 
 
-class Connection:
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        handler: RequestHandler | None = None,
-        *,
-        max_frame: int = MAX_FRAME_SIZE,
-    ) -> None:
-        self._reader = reader
-        self._writer = writer
+class Connection(asyncio.Protocol):
+    """The protocol object of one socket: the transport hands it bytes (`data_received`), it
+    decodes frames and dispatches them right there (no reader task, no stream buffer)."""
+
+    def __init__(self, handler: RequestHandler | None = None, *, max_frame: int = MAX_FRAME_SIZE) -> None:
         self._handler = handler
         self._max_frame = max_frame
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        self.peer_host: str = _ipv4(str(peer[0]))
-        self.peer_port: int = int(peer[1])
-        self.peer = f"{self.peer_host}:{self.peer_port}"
+        self._transport: asyncio.Transport | None = None
+        self.peer_host = "?"
+        self.peer_port = 0
+        self.peer = "?:0"
         # Set by whoever learns them (the broker, from heartbeats).
         self.client_id: str | None = None
         self.language: str | None = None
@@ -71,18 +66,83 @@ class Connection:
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._opaque = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._inflight = asyncio.Semaphore(MAX_INFLIGHT_REQUESTS)
+        # Requests being handled (tasks and futures); past MAX_INFLIGHT_REQUESTS reading pauses.
+        self._inflight = 0
+        self._reading_paused = False
         self._closed = asyncio.Event()
+        self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._on_close: list[Callable[[Connection], None]] = []
-        self._read_task: asyncio.Task[None] | None = None
+        self._buf = bytearray()
         # Frames waiting for the one write of this loop iteration.
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._loop = asyncio.get_running_loop()
+        # Writers waiting for the transport's buffer to drain (`drain`).
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+
+    # -- asyncio.Protocol -----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.peer_host = _ipv4(str(peer[0]))
+        self.peer_port = int(peer[1])
+        self.peer = f"{self.peer_host}:{self.peer_port}"
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        buf = self._buf
+        buf += data
+        consumed = 0
+        try:
+            while True:
+                decoded = decode_frame(memoryview(buf)[consumed:], self._max_frame)
+                if decoded is None:
+                    break
+                cmd, used = decoded
+                consumed += used
+                self._dispatch(cmd)
+        except MalformedFrame as e:
+            logger.warning("closing connection from %s: %s", self.peer, e)
+            self._shutdown(CloseReason.PARSE_ERROR)
+            return
+        finally:
+            # The answers given at once to this chunk's requests leave in one write.
+            self._flush()
+        if consumed:
+            del buf[:consumed]
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            logger.debug("read error on %s: %s", self.peer, exc)
+        self._shutdown(CloseReason.READ_ERROR if exc is not None else CloseReason.PEER_CLOSED)
+        if not self._lost.done():
+            self._lost.set_result(None)
+        self._wake_drainers()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drainers()
+
+    def _wake_drainers(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    # -- the connection --------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
-        self._read_task.add_done_callback(_log_crash)
+        """Kept for callers of the stream-based version: a protocol reads as soon as it is made."""
 
     @property
     def closed(self) -> bool:
@@ -97,41 +157,7 @@ class Connection:
         else:
             self._on_close.append(callback)
 
-    async def _read_loop(self) -> None:
-        buf = bytearray()
-        reason = CloseReason.PEER_CLOSED
-        try:
-            while True:
-                data = await self._reader.read(256 * 1024)
-                if not data:
-                    break
-                buf += data
-                consumed = 0
-                try:
-                    while True:
-                        decoded = decode_frame(memoryview(buf)[consumed:], self._max_frame)
-                        if decoded is None:
-                            break
-                        cmd, used = decoded
-                        consumed += used
-                        await self._dispatch(cmd)
-                finally:
-                    # The answers given at once to this chunk's requests leave in one write.
-                    self._flush()
-                if consumed:
-                    del buf[:consumed]
-        except MalformedFrame as e:
-            logger.warning("closing connection from %s: %s", self.peer, e)
-            reason = CloseReason.PARSE_ERROR
-        except (ConnectionError, OSError) as e:
-            logger.debug("read error on %s: %s", self.peer, e)
-            reason = CloseReason.READ_ERROR
-        except asyncio.CancelledError:
-            reason = self.close_reason or CloseReason.LOCAL_CLOSE
-        finally:
-            self._shutdown(reason)
-
-    async def _dispatch(self, cmd: RemotingCommand) -> None:
+    def _dispatch(self, cmd: RemotingCommand) -> None:
         if cmd.is_response:
             fut = self._pending.pop(cmd.opaque, None)
             if fut is None:
@@ -147,7 +173,10 @@ class Connection:
             if answer is not None and not cmd.is_oneway:
                 self.write(answer)
             return
-        await self._inflight.acquire()
+        self._inflight += 1
+        if self._inflight >= MAX_INFLIGHT_REQUESTS and not self._reading_paused and self._transport:
+            self._reading_paused = True
+            self._transport.pause_reading()
         if isinstance(answer, asyncio.Future):
             # A future (a send waiting for the disk) answers from its callback: no task.
             answer.add_done_callback(functools.partial(self._future_done, cmd))
@@ -156,13 +185,20 @@ class Connection:
         self._tasks.add(task)
         task.add_done_callback(self._request_done)
 
+    def _one_done(self) -> None:
+        self._inflight -= 1
+        if self._reading_paused and self._inflight <= MAX_INFLIGHT_REQUESTS // 2 and not self.closed:
+            self._reading_paused = False
+            if self._transport is not None:
+                self._transport.resume_reading()
+
     def _request_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        self._inflight.release()
+        self._one_done()
         _log_crash(task)
 
     def _future_done(self, cmd: RemotingCommand, answer: asyncio.Future[RemotingCommand | None]) -> None:
-        self._inflight.release()
+        self._one_done()
         if answer.cancelled():
             return
         if answer.exception() is not None:
@@ -196,10 +232,11 @@ class Connection:
             return
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
-        if self.closed and self._writer.is_closing():
+        transport = self._transport
+        if transport is None or transport.is_closing():
             return
         try:
-            self._writer.write(data)
+            transport.write(data)
         except (ConnectionError, RuntimeError) as e:
             logger.debug("write to %s failed: %s", self.peer, e)
 
@@ -213,7 +250,7 @@ class Connection:
         try:
             self.write(cmd)
             self._flush()
-            await self._writer.drain()
+            await self.drain()
             async with asyncio.timeout(timeout):
                 return await fut
         except TimeoutError:
@@ -229,13 +266,16 @@ class Connection:
         cmd.flag |= FLAG_ONEWAY
         self.write(cmd)
         self._flush()
-        try:
-            await self._writer.drain()
-        except ConnectionError as e:
-            logger.debug("one-way request to %s failed: %s", self.peer, e)
+        await self.drain()
 
     async def drain(self) -> None:
-        await self._writer.drain()
+        """Waits while the socket's send buffer is over its high-water mark."""
+        self._flush()
+        if not self._write_paused or self.closed:
+            return
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
 
     def _shutdown(self, reason: CloseReason) -> None:
         if self.closed:
@@ -248,7 +288,8 @@ class Connection:
                 fut.set_exception(err)
         self._pending.clear()
         self._flush()
-        self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
         for task in list(self._tasks):
             task.cancel()
         for cb in self._on_close:
@@ -259,17 +300,12 @@ class Connection:
 
     async def close(self, reason: CloseReason = CloseReason.LOCAL_CLOSE) -> None:
         self.close_reason = self.close_reason or reason
-        if self._read_task is not None and not self._read_task.done():
-            self._read_task.cancel()
-            await asyncio.gather(self._read_task, return_exceptions=True)
         self._shutdown(reason)
         tasks = list(self._tasks)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        try:
-            await self._writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
+        if self._transport is not None:
+            await self._lost
 
 
 def _ipv4(host: str) -> str:
@@ -285,8 +321,7 @@ def _log_crash(task: asyncio.Task[None]) -> None:
 async def open_connection(
     host: str, port: int, handler: RequestHandler | None = None, timeout: float = 3.0
 ) -> Connection:
+    loop = asyncio.get_running_loop()
     async with asyncio.timeout(timeout):
-        reader, writer = await asyncio.open_connection(host, port)
-    conn = Connection(reader, writer, handler)
-    conn.start()
+        _, conn = await loop.create_connection(lambda: Connection(handler), host, port)
     return conn

@@ -29,13 +29,13 @@ class RemotingServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self._host, self._port, limit=1 << 20)
+        self._server = await asyncio.get_running_loop().create_server(self._accept, self._host, self._port)
 
-    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer, self._handler, max_frame=self._max_frame)
+    def _accept(self) -> Connection:
+        conn = Connection(self._handler, max_frame=self._max_frame)
         self.connections.add(conn)
         conn.on_close(self.connections.discard)
-        conn.start()
+        return conn
 
     async def stop(self) -> None:
         if self._server is None:
