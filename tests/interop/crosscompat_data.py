@@ -40,7 +40,7 @@ from ferromq.client import (
 from ferromq.client.admin import decode_offset_msg_id
 from ferromq.client.message import decode_received
 from ferromq.jsonutil import loads_lenient
-from ferromq.message import StoredMessage
+from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.store import MessageStore
@@ -315,7 +315,10 @@ async def produce(namesrv: str, store_root: Path, *, seed: int = 7) -> Dataset:
                         k = (m.topic, m.queue.queue_id)
                         seen[k] = max(seen.get(k, 0), m.queue_offset + 1)
                 assert all(seen.get(k, 0) >= v for k, v in committed.items()), (seen, committed)
-                await consumer.commit({MessageQueue(t, BROKER_NAME, q): o for (t, q), o in committed.items()})
+                # One at a time: Apache RocketMQ 4.9.7's ConsumerOffsetManager.commitOffset creates a new
+                # topic@group table with get-then-put, so concurrent first commits can lose queues.
+                for (t, q), o in committed.items():
+                    await consumer.commit({MessageQueue(t, BROKER_NAME, q): o})
 
             served = await consume_all(namesrv, "CC_Reader", queue_ends(messages, delivered))
 
@@ -363,9 +366,11 @@ async def consume_all(
     *,
     timeout: float = 120.0,
     from_committed: bool = False,
+    expression: str = "*",
 ) -> dict[tuple[str, int, int], ReceivedMessage]:
     """Pulls every queue in `ends` up to its end with `group` (from its first offset, or from the group's
-    committed offset); returns the messages by (topic, queue, offset). Duplicates fail."""
+    committed offset), subscribed to `expression` (tags, filtered by the broker's consume queue tags codes);
+    returns the messages by (topic, queue, offset). Duplicates fail."""
     got: dict[tuple[str, int, int], ReceivedMessage] = {}
     consumer = PullConsumer(
         group,
@@ -377,21 +382,31 @@ async def consume_all(
         if not from_committed
         else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
     )
+    queues = {MessageQueue(t, BROKER_NAME, q): end for (t, q), end in ends.items()}
+
+    def behind() -> dict[MessageQueue, tuple[int | None, int]]:
+        return {
+            mq: (consumer.position(mq), end)
+            for mq, end in queues.items()
+            if (consumer.position(mq) or 0) < end
+        }
+
     async with consumer:
-        consumer.assign([MessageQueue(t, BROKER_NAME, q) for (t, q) in ends])
-        pos: dict[tuple[str, int], int] = {}
+        consumer.assign(list(queues), expression)
         deadline = time.monotonic() + timeout
-        while any(pos.get(k, -1) + 1 < end for k, end in ends.items() if end > 0):
-            if time.monotonic() > deadline:
-                missing = {
-                    k: (pos.get(k, -1) + 1, end) for k, end in ends.items() if pos.get(k, -1) + 1 < end
-                }
-                raise AssertionError(f"{group}: queues not read to the end in {timeout} s: {missing}")
-            for m in await consumer.poll(timeout=1.0):
+        last_round = False
+        while True:
+            msgs = await consumer.poll(timeout=0.5 if last_round else 1.0)
+            for m in msgs:
                 key = (m.topic, m.queue.queue_id, m.queue_offset)
                 assert key not in got, f"{group}: {key} delivered twice"
                 got[key] = m
-                pos[key[:2]] = max(pos.get(key[:2], -1), m.queue_offset)
+            if last_round and not msgs:
+                break
+            # Every position at its end: one more poll collects what was fetched but not yet returned.
+            last_round = not behind()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{group}: queues not read to the end in {timeout} s: {behind()}")
     return got
 
 
@@ -472,6 +487,19 @@ def check_store(store: MessageStore, ds: Dataset) -> dict[str, int]:
                 stats["messages"] += 1
                 offset += 1
     assert found_delivered == set(delivered_by_id), "delivered delayed messages missing"
+    # The consume queue units' tags codes: a tag-filtered read returns exactly the messages with that tag.
+    tagged: dict[tuple[str, int, str], set[str]] = {}
+    for m in ds.messages + ds.delayed_delivered:
+        tagged.setdefault((m.topic, m.queue_id, m.tags or ""), set()).add(m.msg_id)
+    for (topic, q, tag), ids in sorted(tagged.items()):
+        found, offset = set(), 0
+        while offset < ends[(topic, q)]:
+            r = store.get(topic, q, offset, 64, 1 << 30, tag)
+            found |= {m.uniq_key for m in decode_messages(r.body)}
+            assert r.next_begin_offset > offset, (topic, q, tag, offset)
+            offset = r.next_begin_offset
+        assert found == ids, f"{topic}/{q} tag {tag}: {len(found)} found, {len(ids)} expected"
+        stats["tag_reads"] = stats.get("tag_reads", 0) + 1
     # Pending delayed messages: still in the level's schedule queue, pointing at their real topic.
     pending_ids = {m.msg_id for m in ds.delayed_pending}
     sched_q = PENDING_LEVEL - 1
@@ -625,19 +653,30 @@ async def check_queries(namesrv: str, broker_addr: str, ds: Dataset, samples: in
             assert (m.queue.queue_id, m.queue_offset) == (want.queue_id, want.queue_offset)
 
 
-def schedule_due_times(store: MessageStore, ds: Dataset) -> dict[str, int]:
-    """Pending delayed message id -> when it is due (ms): its schedule record's store time plus the delay."""
-    due = {}
+@dataclass(frozen=True)
+class Scheduled:
+    """A pending delayed message's record in SCHEDULE_TOPIC_XXXX: when it is due, and the record itself."""
+
+    due: int
+    record: StoredMessage
+
+
+def scheduled_records(store: MessageStore, ds: Dataset) -> dict[str, Scheduled]:
+    """Pending delayed message id -> its schedule record and due time (the record's store time + delay)."""
+    out = {}
     for want in ds.delayed_pending:
         m = store.look_message_by_id(want.offset_msg_id)
         assert m is not None and m.topic == SCHEDULE_TOPIC, want
-        due[want.msg_id] = m.store_timestamp + DELAY_MS[PENDING_LEVEL]
-    return due
+        out[want.msg_id] = Scheduled(m.store_timestamp + DELAY_MS[PENDING_LEVEL], m)
+    return out
 
 
-async def receive_pending(namesrv: str, ds: Dataset, due: dict[str, int], timeout: float = 150.0) -> None:
-    """The pending delayed messages arrive in their real queues after the data set, each exactly once and
-    not before it was due."""
+async def receive_pending(
+    namesrv: str, ds: Dataset, scheduled: dict[str, Scheduled], timeout: float = 150.0
+) -> None:
+    """The pending delayed messages arrive in their real queues after the data set, each exactly once, not
+    before they were due, and as Apache RocketMQ 4.9.7 re-stores them: the schedule record's properties
+    string unchanged (DELAY, REAL_TOPIC, REAL_QID included), its body, flags and born data."""
     ends = ds.queue_ends()
     want = {m.msg_id: m for m in ds.delayed_pending}
     consumer = PullConsumer("CC_PendingReader", namesrv, auto_commit=False, poll_timeout=1.0)
@@ -655,9 +694,18 @@ async def receive_pending(namesrv: str, ds: Dataset, due: dict[str, int], timeou
     assert set(got) == set(want), f"pending delayed messages not delivered: {sorted(set(want) - set(got))}"
     for msg_id, m in got.items():
         check_message(m, want[msg_id], f"pending {msg_id}")
-        assert m.queue.queue_id == want[msg_id].queue_id and m.properties.get("REAL_TOPIC") == "CC_Delay"
-        assert m.store_timestamp >= due[msg_id], (
-            f"{msg_id} delivered at {m.store_timestamp}, due {due[msg_id]}"
+        sched = scheduled[msg_id]
+        assert m.queue.queue_id == want[msg_id].queue_id
+        assert m.store_timestamp >= sched.due, f"{msg_id} delivered at {m.store_timestamp}, due {sched.due}"
+        r = sched.record
+        assert m.properties == r.properties, f"{msg_id}: {m.properties} != schedule record's {r.properties}"
+        assert (m.body, m.flag, m.sys_flag, m.born_timestamp, m.born_host, m.reconsume_times) == (
+            r.payload(),
+            r.flag,
+            r.sys_flag,
+            r.born_timestamp,
+            r.born_host,
+            r.reconsume_times,
         )
 
 

@@ -88,7 +88,7 @@ def _serve_check(workdir: Path, store: Path, ds: cc.Dataset) -> None:
     """A ferromq broker on the store serves the data set as the writer did, resumes GROUP where it committed
     and delivers the pending delayed messages on time."""
     with MessageStore.open_read_only(store, **cc.STORE_OPTIONS) as s:
-        due = cc.schedule_due_times(s, ds)
+        scheduled = cc.scheduled_records(s, ds)
     server = cc.start_ferromq(workdir, store, cc.BROKER_CONF)
     try:
         got = asyncio.run(cc.consume_all(server.namesrv, "CC_Fresh", ds.queue_ends()))
@@ -96,9 +96,10 @@ def _serve_check(workdir: Path, store: Path, ds: cc.Dataset) -> None:
         ends = {k: e for k, e in ds.queue_ends().items() if k in ds.committed}
         resumed = asyncio.run(cc.consume_all(server.namesrv, cc.GROUP, ends, from_committed=True))
         cc.check_served(resumed, ds, start=ds.committed)
+        _check_tag_filtered(server.namesrv, ds)
         asyncio.run(_check_topics(server.namesrv))
         asyncio.run(cc.check_queries(server.namesrv, server.broker_addr, ds))
-        asyncio.run(cc.receive_pending(server.namesrv, ds, due))
+        asyncio.run(cc.receive_pending(server.namesrv, ds, scheduled))
     except BaseException:
         print(server.log_tail(200))
         raise
@@ -106,6 +107,19 @@ def _serve_check(workdir: Path, store: Path, ds: cc.Dataset) -> None:
         code = server.stop()
     assert code == 0, server.log_tail()
     assert not server.errors(), "\n".join(server.errors()[:20])
+
+
+def _check_tag_filtered(namesrv: str, ds: cc.Dataset) -> None:
+    """Tag subscriptions, filtered by the broker with the other broker's consume queue tags codes, get
+    exactly the messages with those tags."""
+    for topic, expression in (("CC_Plain", "TagB || TagC"), ("CC_Batch", "B1"), ("CC_Zip", "Noise")):
+        tags = set(expression.split(" || "))
+        ends = {k: e for k, e in ds.queue_ends().items() if k[0] == topic}
+        got = asyncio.run(cc.consume_all(namesrv, f"CC_Tags_{topic}", ends, expression=expression))
+        want = {
+            (m.topic, m.queue_id, m.queue_offset) for m in ds.messages if m.topic == topic and m.tags in tags
+        }
+        assert set(got) == want, f"{topic} {expression}: {len(got)} received, {len(want)} expected"
 
 
 async def _check_topics(namesrv: str) -> None:
@@ -158,7 +172,7 @@ def test_java_reads_ferromq_store(tmp_path: Path, kill: bool) -> None:
         assert not server.errors(), "\n".join(server.errors()[:20])
     _read_only_check(store, ds, crashed=kill)
     with MessageStore.open_read_only(store, **cc.STORE_OPTIONS) as s:
-        due = cc.schedule_due_times(s, ds)
+        scheduled = cc.scheduled_records(s, ds)
 
     mq = start_rocketmq(root, cc.BROKER_CONF)
     try:
@@ -167,9 +181,10 @@ def test_java_reads_ferromq_store(tmp_path: Path, kill: bool) -> None:
         ends = {k: e for k, e in ds.queue_ends().items() if k in ds.committed}
         resumed = asyncio.run(cc.consume_all(mq.namesrv, cc.GROUP, ends, from_committed=True))
         cc.check_served(resumed, ds, start=ds.committed)
+        _check_tag_filtered(mq.namesrv, ds)
         asyncio.run(_check_topics(mq.namesrv))
         asyncio.run(cc.check_queries(mq.namesrv, mq.broker_addr, ds))
-        asyncio.run(cc.receive_pending(mq.namesrv, ds, due))
+        asyncio.run(cc.receive_pending(mq.namesrv, ds, scheduled))
     except BaseException:
         mq.stop()
         print(mq.log_tail(200))

@@ -660,8 +660,9 @@ fn due_delayed_messages_are_delivered_to_their_real_queue() {
     let msgs: Vec<_> = iter_records(&got.body, true).map(|v| v.unwrap()).collect();
     assert_eq!(msgs.len(), 5);
     assert_eq!(msgs[2].body, b"2");
-    assert_eq!(msgs[2].property("DELAY"), None);
-    assert_eq!(msgs[2].property("WAIT"), Some("false"));
+    // As Apache RocketMQ 4.9.7 stores it: the schedule record's properties, DELAY included.
+    assert_eq!(msgs[2].property("DELAY"), Some("2"));
+    assert_eq!(msgs[2].property("WAIT"), None);
     assert_eq!(msgs[2].property("REAL_TOPIC"), Some("Real"));
     assert_eq!(msgs[2].born_timestamp, 1_700_000_000_000);
     assert_eq!(

@@ -412,7 +412,8 @@ impl MessageStore {
 
     /// Puts the messages of delay level `level` (1-based) that are due at `now_ms` into their real
     /// topics and queues, reading `SCHEDULE_TOPIC_XXXX` from queue offset `from`, at most
-    /// `max_count` at a time. DELAY is removed and WAIT=false added, as RocketMQ does.
+    /// `max_count` at a time. The delivered record keeps the schedule record's properties as they
+    /// are (`DELAY`, `REAL_TOPIC`, `REAL_QID` included), as Apache RocketMQ 4.9.7 stores them.
     pub fn deliver_due_delayed(
         &self,
         level: i32,
@@ -857,13 +858,29 @@ impl Inner {
     }
 
     fn put_message(&self, meta: &MessageMeta, body: &[u8], properties: &str) -> Result<PutResult> {
+        self.put_record(meta, body, properties, true)
+    }
+
+    /// `put_message`; with `delay` false a `DELAY` property does not send the message to
+    /// `SCHEDULE_TOPIC_XXXX` (a delivered delayed message keeps it, as in RocketMQ).
+    fn put_record(
+        &self,
+        meta: &MessageMeta,
+        body: &[u8],
+        properties: &str,
+        delay: bool,
+    ) -> Result<PutResult> {
         message::validate(
             meta,
             body.len(),
             properties.len(),
             self.config.max_message_size,
         )?;
-        let rewrite = self.delay_rewrite(meta, properties);
+        let rewrite = if delay {
+            self.delay_rewrite(meta, properties)
+        } else {
+            None
+        };
         let store_host = self.config.store_host;
         let mut meta = self.with_hosts(meta);
         let (props, delay_ms) = match &rewrite {

@@ -3,9 +3,7 @@
 
 use super::{Inner, SCHEDULE_TOPIC};
 use crate::error::Result;
-use crate::message::{
-    encode_properties, get_property, parse_properties, property, MessageMeta, RecordView,
-};
+use crate::message::{get_property, parse_properties, property, MessageMeta, RecordView};
 
 /// A message put back into its real topic.
 #[derive(Debug, Clone)]
@@ -86,10 +84,9 @@ impl Inner {
         let (Some(topic), Some(queue_id)) = (real_topic, real_qid) else {
             return Ok(None);
         };
-        let kept = props
-            .into_iter()
-            .filter(|(k, _)| *k != property::DELAY && *k != "WAIT");
-        let new_props = encode_properties(kept.chain(std::iter::once(("WAIT", "false"))));
+        // Apache RocketMQ 4.9.7 re-stores the schedule record's properties string unchanged: its
+        // delivered messages still carry DELAY (and whatever WAIT the schedule record had), which
+        // consumers see. Keep them too, and do not let DELAY schedule the message again.
         let meta = MessageMeta {
             topic,
             queue_id,
@@ -100,8 +97,8 @@ impl Inner {
             reconsume_times: v.reconsume_times,
             prepared_transaction_offset: v.prepared_transaction_offset,
         };
-        let r = self.put_message(&meta, v.body, &new_props)?;
-        let tags = get_property(&new_props, property::TAGS);
+        let r = self.put_record(&meta, v.body, v.properties, false)?;
+        let tags = get_property(v.properties, property::TAGS);
         Ok(Some(Delivered {
             topic: r.topic,
             queue_id: r.queue_id,
