@@ -330,6 +330,9 @@ class RssSampler:
         self.last: dict[str, int] = {}
         self.cpu_at_start: float | None = None
         self.cpu_at_end: float | None = None
+        self.sched_at_start = self.sched_at_end = (0.0, 0.0)
+        self.loadavg_at_start: str | None = None
+        self.loadavg_at_end: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
 
@@ -353,6 +356,23 @@ class RssSampler:
         # utime and stime are fields 14 and 15 of stat; index 11 and 12 after the ")".
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def schedstat(self) -> tuple[float, float]:
+        """Seconds on a CPU and seconds runnable but waiting for one, summed over the threads alive now;
+        a large wait share means the broker was starved by other processes, not slow itself."""
+        run = wait = 0
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return 0.0, 0.0
+        for tid in tids:
+            try:
+                fields = Path(f"/proc/{self.pid}/task/{tid}/schedstat").read_text().split()
+            except OSError:
+                continue
+            run += int(fields[0])
+            wait += int(fields[1])
+        return run / 1e9, wait / 1e9
+
     def sample(self) -> None:
         s = self.status()
         if s:
@@ -367,6 +387,8 @@ class RssSampler:
     def __enter__(self) -> RssSampler:
         self.sample()
         self.cpu_at_start = self.cpu_seconds()
+        self.sched_at_start = self.schedstat()
+        self.loadavg_at_start = _read("/proc/loadavg")
         self._thread.start()
         return self
 
@@ -375,6 +397,8 @@ class RssSampler:
         self._thread.join(timeout=5)
         self.sample()
         self.cpu_at_end = self.cpu_seconds()
+        self.sched_at_end = self.schedstat()
+        self.loadavg_at_end = _read("/proc/loadavg")
 
     def result(self) -> dict[str, Any]:
         mib = 1 / 1024
@@ -388,6 +412,11 @@ class RssSampler:
             "anon_end_mib": round(self.last.get("RssAnon", 0) * mib, 1),
             "file_end_mib": round(self.last.get("RssFile", 0) * mib, 1),
             "cpu_seconds_during_load": cpu,
+            # Over the threads alive at both ends: on-CPU time and time spent runnable in the run queue.
+            "sched_run_seconds": round(self.sched_at_end[0] - self.sched_at_start[0], 2),
+            "sched_wait_seconds": round(self.sched_at_end[1] - self.sched_at_start[1], 2),
+            "loadavg_at_start": self.loadavg_at_start,
+            "loadavg_at_end": self.loadavg_at_end,
         }
 
 
@@ -523,7 +552,7 @@ def _fmt_ms(v: float | None) -> str:
 def table(results: list[dict[str, Any]], rates: list[int]) -> str:
     head = ["broker", "flush", "size", "produce/s", "consume/s"]
     head += [f"@{_rate_label(r)} p50/p99/p99.9 ms" for r in rates]
-    head += ["RSS peak", "RSS end", "anon peak", "cpu s"]
+    head += ["RSS peak", "RSS end", "anon peak", "cpu s", "run/queued s"]
     rows = [head]
     for c in results:
         row = [
@@ -545,6 +574,7 @@ def table(results: list[dict[str, Any]], rates: list[int]) -> str:
         rss = c["rss"]
         row += [f"{rss['peak_mib']:.0f} MiB", f"{rss['end_mib']:.0f} MiB", f"{rss['anon_peak_mib']:.0f} MiB"]
         row.append(str(rss["cpu_seconds_during_load"]))
+        row.append(f"{rss['sched_run_seconds']:.1f}/{rss['sched_wait_seconds']:.1f}")
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]

@@ -425,6 +425,8 @@ public final class LoadGen {
         final AtomicLong ok = new AtomicLong();
         final AtomicLong errors = new AtomicLong();
         final AtomicReference<String> firstError = new AtomicReference<String>();
+        // Send-to-acknowledgement time per message: tells a slow broker write from a slow delivery.
+        final long[] ackNanos = new long[n];
         int sent = 0;
         boolean stoppedEarly = false;
         boolean all;
@@ -465,9 +467,12 @@ public final class LoadGen {
                     break;
                 }
                 lastSend = System.nanoTime();
+                final int seq = sent;
+                final long sentAt = lastSend;
                 try {
                     producer.send(new Message(topic, "lat", body(sent)), new SendCallback() {
                         public void onSuccess(SendResult r) {
+                            ackNanos[seq] = Math.max(1, System.nanoTime() - sentAt);
                             if (r.getSendStatus() == SendStatus.SEND_OK) {
                                 ok.incrementAndGet();
                             } else {
@@ -507,6 +512,15 @@ public final class LoadGen {
             lat = Arrays.copyOf(lat, k);
         }
         Arrays.sort(lat);
+        long[] acks = new long[Math.max(0, n - warmN)];
+        int a = 0;
+        for (int i = warmN; i < n; i++) {
+            if (ackNanos[i] > 0) {
+                acks[a++] = ackNanos[i];
+            }
+        }
+        acks = Arrays.copyOf(acks, a);
+        Arrays.sort(acks);
         double achieved = seconds > 0 ? sent / seconds : 0.0;
         Map<String, Object> r = new LinkedHashMap<String, Object>();
         r.put("phase", "latency");
@@ -525,6 +539,8 @@ public final class LoadGen {
         r.put("p99_ms", pct(lat, 99.0));
         r.put("p999_ms", pct(lat, 99.9));
         r.put("max_ms", lat.length > 0 ? lat[lat.length - 1] / 1e6 : null);
+        r.put("ack_p50_ms", pct(acks, 50.0));
+        r.put("ack_p99_ms", pct(acks, 99.0));
         result(r);
         if (!all) {
             fail("latency " + rate + ": received " + seen.unique() + " of " + ok.get() + " sent OK");
