@@ -653,6 +653,40 @@ async def check_queries(namesrv: str, broker_addr: str, ds: Dataset, samples: in
             assert (m.queue.queue_id, m.queue_offset) == (want.queue_id, want.queue_offset)
 
 
+def same_records(java_store: Path, ferromq_store: Path) -> int:
+    """The data set as each broker stored it, message by message (matched by topic and first key): the same
+    properties (but UNIQ_KEY, which the producer makes unique), flags, sysFlag, stored body bytes. Includes
+    the schedule records of pending delayed messages and the delivered ones. Returns how many it compared."""
+
+    def records(root: Path) -> dict[tuple[str, str | None], StoredMessage]:
+        out = {}
+        with MessageStore.open_read_only(root, **STORE_OPTIONS) as s:
+            for topic, q, lo, hi in s.queues():
+                if topic not in TOPICS and topic != SCHEDULE_TOPIC:
+                    continue
+                for m in s.get_messages(topic, q, lo, hi - lo):
+                    key = (m.topic, m.keys[0] if m.keys else None)
+                    assert key not in out, f"{root}: two records for {key}"
+                    out[key] = m
+        return out
+
+    def shape(m: StoredMessage) -> tuple[object, ...]:
+        props = {k: v for k, v in m.properties.items() if k != "UNIQ_KEY"}
+        return (props, m.flag, m.sys_flag, m.body, m.reconsume_times, m.prepared_transaction_offset)
+
+    java, ours = records(java_store), records(ferromq_store)
+    assert set(java) == set(ours), (
+        f"only Java: {set(java) - set(ours)}, only ferromq: {set(ours) - set(java)}"
+    )
+    differ = [
+        (k, shape(java[k]), shape(ours[k])) for k in sorted(java, key=str) if shape(java[k]) != shape(ours[k])
+    ]
+    if differ:
+        key, theirs, mine = differ[0]
+        raise AssertionError(f"{len(differ)} records differ, e.g. {key}:\n Java    {theirs}\n ferromq {mine}")
+    return len(java)
+
+
 @dataclass(frozen=True)
 class Scheduled:
     """A pending delayed message's record in SCHEDULE_TOPIC_XXXX: when it is due, and the record itself."""

@@ -94,3 +94,24 @@ def test_java_send_reply_names_the_requested_queue(tmp_path: Path) -> None:
 
     with start_rocketmq(tmp_path) as mq:
         assert asyncio.run(asyncio.wait_for(main(mq.broker_addr), 60)) == ["1"] * len(CASES), mq.log_tail()
+
+
+def test_java_stored_properties(tmp_path: Path) -> None:
+    """The properties the Java broker stores for plain, delayed, half and batch sends are what
+    tests/integration/test_stored_properties.py expects of ferromq (read back from its store with ferromq)."""
+    from ferromq.store import MessageStore
+    from tests.integration.test_stored_properties import SENDS, expected_properties, send_all
+
+    sizes = {"mappedFileSizeCommitLog": str(1 << 20), "mappedFileSizeConsumeQueue": "2000"}
+    sizes |= {"maxHashSlotNum": "1000", "maxIndexNum": "4000"}
+    with start_rocketmq(tmp_path, sizes) as mq:
+        port = int(mq.broker_addr.rsplit(":", 1)[1])
+        sent = asyncio.run(asyncio.wait_for(send_all(port), 60))
+    options = {"mapped_file_size_commitlog": 1 << 20, "mapped_file_size_consume_queue": 2000}
+    with MessageStore.open_read_only(
+        tmp_path / "store", **options, max_hash_slot_num=1000, max_index_num=4000
+    ) as s:
+        for name, props, _, _ in SENDS:
+            queue_id, offsets = sent[name]
+            got = [m.properties if (m := s.read(o)) is not None else None for o in offsets]
+            assert got == expected_properties(name, props, queue_id), name

@@ -155,7 +155,7 @@ def test_ferromq_recovers_java_store_after_kill9(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["clean-stop", "kill-9"])
-def test_java_reads_ferromq_store(tmp_path: Path, kill: bool) -> None:
+def test_java_reads_ferromq_store(java_store: WrittenStore, tmp_path: Path, kill: bool) -> None:
     root = tmp_path / "java"
     store = root / "store"
     conf = {**cc.BROKER_CONF, "flushDiskType": "SYNC_FLUSH" if kill else "ASYNC_FLUSH"}
@@ -171,6 +171,10 @@ def test_java_reads_ferromq_store(tmp_path: Path, kill: bool) -> None:
         assert code == 0, server.log_tail()
         assert not server.errors(), "\n".join(server.errors()[:20])
     _read_only_check(store, ds, crashed=kill)
+    # Byte for byte what Apache RocketMQ stored for the same sends (properties, flags, bodies).
+    assert cc.same_records(java_store.store, store) == len(ds.messages) + 2 * len(ds.delayed_delivered) + len(
+        ds.delayed_pending
+    )
     with MessageStore.open_read_only(store, **cc.STORE_OPTIONS) as s:
         scheduled = cc.scheduled_records(s, ds)
 

@@ -3,7 +3,8 @@
 //! A producer sends properties as `name\x01value` entries joined by `\x02`. Before storing a
 //! plain message the broker reads them the way Java's decoder does (entries without a name or a
 //! value are dropped, a repeated name keeps its first position and its last value), takes `WAIT`
-//! out (it only says whether the producer waits for the disk), sets `CLUSTER`, and joins them
+//! out (it only says whether the producer waits for the disk; a delayed message keeps it, as in
+//! Apache RocketMQ 4.9.7), sets `CLUSTER`, and joins them
 //! again without a trailing separator. The result is byte for byte what the Python path
 //! (`decode_properties` + `encode_properties`) produces.
 
@@ -51,6 +52,10 @@ pub fn rewrite_send_properties(raw: &str, cluster: &str) -> Result<SendPropertie
             None => entries.push((name, value)),
         }
     }
+    // Apache RocketMQ 4.9.7 re-encodes a delayed message's properties with WAIT still in them.
+    let delayed = entries
+        .iter()
+        .any(|(n, v)| *n == "DELAY" && v.trim().parse::<i32>().is_ok_and(|l| l > 0));
     let mut wait = true;
     let mut tags = None;
     let mut out = String::with_capacity(raw.len() + 16 + cluster.len());
@@ -59,7 +64,10 @@ pub fn rewrite_send_properties(raw: &str, cluster: &str) -> Result<SendPropertie
         let value = match name {
             "WAIT" => {
                 wait = !value.eq_ignore_ascii_case("false");
-                continue;
+                if !delayed {
+                    continue;
+                }
+                value
             }
             "TRAN_MSG" if value.eq_ignore_ascii_case("true") => return Err(Unusual::Transaction),
             "CLUSTER" => {
@@ -113,6 +121,18 @@ mod tests {
         );
         assert!(r.wait);
         assert_eq!(r.tags_code, hash::tags_code(Some("TagA")));
+    }
+
+    #[test]
+    fn delayed_messages_keep_wait() {
+        let r = rewrite_send_properties("DELAY\u{1}3\u{2}WAIT\u{1}true", "C").unwrap();
+        assert_eq!(
+            r.properties,
+            "DELAY\u{1}3\u{2}WAIT\u{1}true\u{2}CLUSTER\u{1}C"
+        );
+        assert!(r.wait);
+        let r = rewrite_send_properties("DELAY\u{1}0\u{2}WAIT\u{1}true", "C").unwrap();
+        assert_eq!(r.properties, "DELAY\u{1}0\u{2}CLUSTER\u{1}C");
     }
 
     #[test]

@@ -277,8 +277,10 @@ def send_message(
         if plain is not None:
             return plain
     props = decode_properties(h.properties)
-    # 4.9.7 keeps WAIT out of the stored properties; it only says whether to wait for the disk.
-    wait = props.pop("WAIT", "true").lower() != "false"
+    # WAIT only says whether to wait for the disk; 4.9.7 keeps it out of a plain message's stored
+    # properties, but stores it (re-added below) where it re-encodes them: batches, delayed and half messages.
+    raw_wait = props.pop("WAIT", None)
+    wait = (raw_wait or "true").lower() != "false"
     if topic.startswith(RETRY_PREFIX) and not h.batch:
         group = topic[len(RETRY_PREFIX) :]
         cfg = broker.groups.find_or_create(group)
@@ -306,6 +308,9 @@ def send_message(
     elif sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
         # A prepared flag without TRAN_MSG is not a transaction ferromq can finish: store it plainly.
         sys_flag &= ~TRANSACTION_TYPE_MASK
+
+    if raw_wait is not None and (h.batch or topic == TRANS_HALF_TOPIC or _delay_level(props) > 0):
+        props["WAIT"] = raw_wait
 
     if h.batch:
         items = decode_batch(cmd.body)
@@ -397,6 +402,14 @@ def _send_plain(
         return _after_flush(broker, waiter, r.end_offset, cmd, arrived, reply_ext)
     broker.message_arrived(*arrived)
     return _reply(cmd, ResponseCode.SUCCESS, reply_ext)
+
+
+def _delay_level(props: dict[str, str]) -> int:
+    """The DELAY property as the store reads it (0 when absent or not a number)."""
+    try:
+        return int(props.get("DELAY", "0").strip())
+    except ValueError:
+        return 0
 
 
 def _reply(cmd: RemotingCommand, code: int, ext: dict[str, str]) -> RemotingCommand:
