@@ -462,7 +462,8 @@ async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: Remoting
     if msg.reconsume_times >= max_times or delay_level < 0:
         topic, queue_id = DLQ_PREFIX + group, 0
         broker.topics.create_system_topic(topic, 1)
-        props.pop("DELAY", None)
+        # As Java 4.9.7 (setDelayTimeLevel(0)): the dead letter keeps DELAY=0, which delays nothing.
+        props["DELAY"] = "0"
     else:
         topic = RETRY_PREFIX + group
         broker.topics.create_system_topic(topic, cfg.retry_queue_nums)
