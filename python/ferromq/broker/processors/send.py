@@ -234,7 +234,8 @@ def _check_topic_for_send(broker: Broker, h: SendHeader) -> TopicConfig:
     if problem:
         raise BrokerError(problem, ResponseCode.SYSTEM_ERROR)
     if h.topic in NOT_ALLOWED_SEND:
-        raise BrokerError(f"Sending message to topic[{h.topic}] is forbidden.", ResponseCode.SYSTEM_ERROR)
+        # NO_PERMISSION, as TopicValidator.isNotAllowedSendTopic answers in Java 4.9.7.
+        raise NoPermissionError(f"Sending message to topic[{h.topic}] is forbidden.")
     if not broker.config.broker_permission & 2:
         raise NoPermissionError(f"the broker[{broker.config.broker_ip1}] sending message is forbidden")
     tc = broker.topics.get(h.topic)

@@ -1,6 +1,5 @@
-"""A dead letter carries the properties Apache RocketMQ 4.9.7 gives it: the Java broker sets the delay level
-to 0 when it moves a message to %DLQ%group, so the stored record has DELAY=0 (found by
-tests/interop/test_side_by_side.py, which compares the dead letter both brokers store)."""
+"""Behaviour the side-by-side comparison with Apache RocketMQ 4.9.7 (tests/interop/test_side_by_side.py)
+found ferromq doing differently: each test pins what the Java broker does."""
 
 from __future__ import annotations
 
@@ -14,6 +13,9 @@ from .brokerkit import Client, properties, running, send_ext
 
 
 def test_dead_letter_keeps_delay_0(tmp_path: Path) -> None:
+    """The Java broker sets the delay level to 0 when it moves a message to %DLQ%group, so the stored dead
+    letter has DELAY=0."""
+
     async def main() -> None:
         async with running(tmp_path, message_delay_level="1s 1s 1s 1s") as (_, broker):
             c = await Client().connect(broker.port)
@@ -50,6 +52,31 @@ def test_dead_letter_keeps_delay_0(tmp_path: Path) -> None:
                 assert r.code == R.SUCCESS
                 (dead,) = broker.store.get_messages("%DLQ%V", 0, 0)
                 assert (dead.body, dead.reconsume_times, dead.properties["DELAY"]) == (b"work", 2, "0")
+            finally:
+                await c.close()
+
+    asyncio.run(main())
+
+
+def test_send_to_a_not_allowed_system_topic_is_no_permission(tmp_path: Path) -> None:
+    """TopicValidator.isNotAllowedSendTopic answers NO_PERMISSION (16) in Java 4.9.7, not SYSTEM_ERROR."""
+
+    async def main() -> None:
+        async with running(tmp_path) as (_, broker):
+            c = await Client().connect(broker.port)
+            try:
+                for topic in (
+                    "SCHEDULE_TOPIC_XXXX",
+                    "RMQ_SYS_TRANS_HALF_TOPIC",
+                    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                ):
+                    r = await c.call(RC.SEND_MESSAGE, send_ext(topic, 0), b"x")
+                    assert (r.code, r.remark) == (
+                        R.NO_PERMISSION,
+                        f"Sending message to topic[{topic}] is forbidden.",
+                    ), topic
+                r = await c.call(RC.SEND_MESSAGE, send_ext("bad topic!", 0), b"x")
+                assert r.code == R.SYSTEM_ERROR
             finally:
                 await c.close()
 
