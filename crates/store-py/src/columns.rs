@@ -1,9 +1,10 @@
-//! Hands a [`ColumnBatch`] to Python as Arrow buffers (`bytes`), keyed by column name;
-//! `ferromq.spark.arrow` wraps them into a `pyarrow.RecordBatch` without touching rows.
+//! Hands a [`ColumnBatch`] to Python as Arrow buffers, keyed by column name; `ferromq.spark.schema`
+//! wraps them into a `pyarrow.RecordBatch` without touching rows. The buffers stay the vectors
+//! Rust filled: Python reads them through the buffer protocol, nothing is copied.
 
 use ferromq_store::columnar::{ColumnBatch, ColumnFilter, VarColumn};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyDict, PyTuple};
 
 pub fn filter(
     tags: Option<Vec<String>>,
@@ -19,24 +20,62 @@ pub fn filter(
     }
 }
 
-fn bytes<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyAny> {
-    PyBytes::new(py, b).into_any()
+/// Bytes owned by Rust, lent to Python (e.g. `pyarrow.py_buffer`) through the buffer protocol.
+#[pyclass(frozen)]
+pub struct ColumnBuffer {
+    data: Vec<u8>,
+}
+
+#[pymethods]
+impl ColumnBuffer {
+    /// # Safety
+    /// Called by Python with a valid `Py_buffer`; the data is immutable and lives as long as
+    /// the object, which the view holds a reference to.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::os::raw::c_int,
+    ) -> PyResult<()> {
+        let data = &slf.get().data;
+        let rc = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                data.as_ptr() as *mut std::os::raw::c_void,
+                data.len() as pyo3::ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if rc == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+}
+
+fn bytes(py: Python<'_>, data: Vec<u8>) -> PyResult<Bound<'_, PyAny>> {
+    Ok(Bound::new(py, ColumnBuffer { data })?.into_any())
 }
 
 /// (validity or None, null count, offsets, data)
-fn var<'py>(py: Python<'py>, c: &VarColumn) -> PyResult<Bound<'py, PyTuple>> {
+fn var(py: Python<'_>, c: VarColumn) -> PyResult<Bound<'_, PyTuple>> {
     let validity = if c.null_count == 0 {
         py.None().into_bound(py)
     } else {
-        bytes(py, &c.validity)
+        bytes(py, c.validity)?
     };
     PyTuple::new(
         py,
         [
             validity,
             c.null_count.into_pyobject(py)?.into_any(),
-            bytes(py, &c.offsets),
-            bytes(py, &c.data),
+            bytes(py, c.offsets)?,
+            bytes(py, c.data)?,
         ],
     )
 }
@@ -44,39 +83,39 @@ fn var<'py>(py: Python<'py>, c: &VarColumn) -> PyResult<Bound<'py, PyTuple>> {
 /// `{"rows": n, name: buffers, ...}`; "properties" is (entry offsets, keys, values) or None.
 pub fn to_py<'py>(
     py: Python<'py>,
-    b: &ColumnBatch,
+    b: ColumnBatch,
     include_properties: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("rows", b.rows)?;
-    d.set_item("topic", var(py, &b.topic)?)?;
-    d.set_item("queue_id", bytes(py, &b.queue_id))?;
-    d.set_item("queue_offset", bytes(py, &b.queue_offset))?;
-    d.set_item("commitlog_offset", bytes(py, &b.commitlog_offset))?;
-    d.set_item("msg_id", var(py, &b.msg_id)?)?;
-    d.set_item("uniq_key", var(py, &b.uniq_key)?)?;
-    d.set_item("tags", var(py, &b.tags)?)?;
-    d.set_item("keys", var(py, &b.keys)?)?;
+    d.set_item("topic", var(py, b.topic)?)?;
+    d.set_item("queue_id", bytes(py, b.queue_id)?)?;
+    d.set_item("queue_offset", bytes(py, b.queue_offset)?)?;
+    d.set_item("commitlog_offset", bytes(py, b.commitlog_offset)?)?;
+    d.set_item("msg_id", var(py, b.msg_id)?)?;
+    d.set_item("uniq_key", var(py, b.uniq_key)?)?;
+    d.set_item("tags", var(py, b.tags)?)?;
+    d.set_item("keys", var(py, b.keys)?)?;
     if include_properties {
         let props = PyTuple::new(
             py,
             [
-                bytes(py, &b.property_offsets),
-                var(py, &b.property_keys)?.into_any(),
-                var(py, &b.property_values)?.into_any(),
+                bytes(py, b.property_offsets)?,
+                var(py, b.property_keys)?.into_any(),
+                var(py, b.property_values)?.into_any(),
             ],
         )?;
         d.set_item("properties", props)?;
     } else {
         d.set_item("properties", py.None())?;
     }
-    d.set_item("body", var(py, &b.body)?)?;
-    d.set_item("born_timestamp", bytes(py, &b.born_timestamp))?;
-    d.set_item("store_timestamp", bytes(py, &b.store_timestamp))?;
-    d.set_item("born_host", var(py, &b.born_host)?)?;
-    d.set_item("store_host", var(py, &b.store_host)?)?;
-    d.set_item("reconsume_times", bytes(py, &b.reconsume_times))?;
-    d.set_item("sys_flag", bytes(py, &b.sys_flag))?;
-    d.set_item("flag", bytes(py, &b.flag))?;
+    d.set_item("body", var(py, b.body)?)?;
+    d.set_item("born_timestamp", bytes(py, b.born_timestamp)?)?;
+    d.set_item("store_timestamp", bytes(py, b.store_timestamp)?)?;
+    d.set_item("born_host", var(py, b.born_host)?)?;
+    d.set_item("store_host", var(py, b.store_host)?)?;
+    d.set_item("reconsume_times", bytes(py, b.reconsume_times)?)?;
+    d.set_item("sys_flag", bytes(py, b.sys_flag)?)?;
+    d.set_item("flag", bytes(py, b.flag)?)?;
     Ok(d)
 }

@@ -628,7 +628,7 @@ impl Store {
                 )
             })
             .py_err(py)?;
-        let d = columns::to_py(py, &batch, include_properties)?;
+        let d = columns::to_py(py, batch, include_properties)?;
         d.set_item("next_offset", scan.next_begin_offset)?;
         d.set_item("status", scan.status.name())?;
         Ok(d)
@@ -903,7 +903,7 @@ fn decode_columns<'py>(
     let batch = py
         .detach(|| ferromq_store::columnar::decode_columns(buf, filter))
         .py_err(py)?;
-    columns::to_py(py, &batch, include_properties)
+    columns::to_py(py, batch, include_properties)
 }
 
 #[pymodule]

@@ -5,6 +5,7 @@
 //! Bodies come out decompressed; the properties become a map column (entry offsets, keys, values).
 
 use std::io::{Read, Write};
+use std::net::SocketAddr;
 
 use crate::error::{Result, StoreError};
 use crate::message::{offset_msg_id, parse_properties, sysflag, DispatchProperties, RecordView};
@@ -141,6 +142,27 @@ pub struct ColumnBuilder {
     batch: ColumnBatch,
     property_entries: i32,
     scratch: Vec<u8>,
+    born_host: HostText,
+    store_host: HostText,
+}
+
+/// The text of the last address seen: hosts repeat from record to record, formatting does not
+/// need to.
+#[derive(Default)]
+struct HostText {
+    addr: Option<SocketAddr>,
+    text: Vec<u8>,
+}
+
+impl HostText {
+    fn push(&mut self, col: &mut VarColumn, addr: &SocketAddr) -> Result<()> {
+        if self.addr.as_ref() != Some(addr) {
+            self.text.clear();
+            write!(self.text, "{addr}").expect("writing to a Vec cannot fail");
+            self.addr = Some(*addr);
+        }
+        col.push(&self.text)
+    }
 }
 
 impl ColumnBuilder {
@@ -173,6 +195,8 @@ impl ColumnBuilder {
             },
             property_entries: 0,
             scratch: Vec::new(),
+            born_host: HostText::default(),
+            store_host: HostText::default(),
         }
     }
 
@@ -223,8 +247,8 @@ impl ColumnBuilder {
             .extend_from_slice(&(rec.born_timestamp * 1000).to_le_bytes());
         b.store_timestamp
             .extend_from_slice(&(rec.store_timestamp * 1000).to_le_bytes());
-        push_display(&mut b.born_host, &rec.born_host)?;
-        push_display(&mut b.store_host, &rec.store_host)?;
+        self.born_host.push(&mut b.born_host, &rec.born_host)?;
+        self.store_host.push(&mut b.store_host, &rec.store_host)?;
         b.reconsume_times
             .extend_from_slice(&rec.reconsume_times.to_le_bytes());
         b.sys_flag.extend_from_slice(&rec.sys_flag.to_le_bytes());
@@ -236,11 +260,6 @@ impl ColumnBuilder {
     pub fn finish(self) -> ColumnBatch {
         self.batch
     }
-}
-
-fn push_display(col: &mut VarColumn, value: &impl std::fmt::Display) -> Result<()> {
-    write!(col.data, "{value}").expect("writing to a Vec cannot fail");
-    col.end_value()
 }
 
 /// Decompresses a body with the codec its sysFlag names (bits 8–10: 0 or 3 zlib, 1 LZ4 frame,

@@ -25,7 +25,7 @@ from ferromq.spark.schema import record_batch
 
 PULL_BATCH = 32  # what a Java broker returns per pull by default (maxTransferCountOnMessageInMemory)
 PULL_TIMEOUT = 30.0
-DECODE_BYTES = 16 << 20  # pulled bytes gathered before one decode into a RecordBatch
+DECODE_BYTES = 2 << 20  # pulled bytes gathered before one decode into a RecordBatch
 FLAG_SUBSCRIPTION = 0x4  # PullSysFlag: the request carries its subscription
 
 

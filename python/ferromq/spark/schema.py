@@ -1,8 +1,9 @@
 """The rows a ferromq read produces, and the Arrow batches that carry them.
 
 The Rust store decodes records into Arrow-layout buffers (`_store.Store.read_columns`,
-`_store.decode_columns`); `record_batch` wraps them into a `pyarrow.RecordBatch` of exactly the
-Arrow schema Spark expects for `spark_schema`, without building a Python object per row.
+`_store.decode_columns`; objects with the buffer protocol, still owned by Rust); `record_batch`
+wraps them, without copying, into a `pyarrow.RecordBatch` of exactly the Arrow schema Spark
+expects for `spark_schema`. No Python object is built per row.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def arrow_schema(include_properties: bool = True) -> pa.Schema:
     return to_arrow_schema(spark_schema(include_properties), timezone="UTC")
 
 
-def _var(kind: pa.DataType, rows: int, parts: tuple[bytes | None, int, bytes, bytes]) -> pa.Array:
+def _var(kind: pa.DataType, rows: int, parts: tuple[Any, int, Any, Any]) -> pa.Array:
     validity, nulls, offsets, data = parts
     buffers = [
         None if validity is None else pa.py_buffer(validity),
@@ -62,7 +63,7 @@ def _var(kind: pa.DataType, rows: int, parts: tuple[bytes | None, int, bytes, by
     return pa.Array.from_buffers(kind, rows, buffers, null_count=nulls)
 
 
-def _fixed(kind: pa.DataType, rows: int, data: bytes) -> pa.Array:
+def _fixed(kind: pa.DataType, rows: int, data: Any) -> pa.Array:
     return pa.Array.from_buffers(kind, rows, [None, pa.py_buffer(data)], null_count=0)
 
 
