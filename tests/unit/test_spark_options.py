@@ -1,0 +1,105 @@
+"""The Spark source's option parsing and micro-batch capping (no Spark needed)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from ferromq.errors import InvalidArgumentError
+from ferromq.spark.options import EARLIEST, LATEST, parse_options
+from ferromq.spark.planning import QueueRange, split
+from ferromq.spark.source import FerroMQReader, _cap
+
+
+def test_offsets_queues_tags_and_defaults() -> None:
+    o = parse_options(
+        {
+            "PATH": "/s",
+            "topic": "A, B",
+            "queues": "0,2,4-6",
+            "startingOffsets": '{"A": {"0": 7, "1": -2}}',
+            "endingOffsets": '{"B": {"3": -1}}',
+            "tags": "x || y",
+            "maxRecordsPerPartition": "10",
+        },
+        streaming=False,
+    )
+    assert o.topics == ("A", "B") and o.queues == frozenset({0, 2, 4, 5, 6})
+    assert o.start_of("A", 0, EARLIEST) == 7 and o.start_of("A", 1, LATEST) == EARLIEST
+    assert (
+        o.start_of("B", 0, EARLIEST) == EARLIEST and o.end_of("B", 3) == LATEST and o.end_of("A", 0) == LATEST
+    )
+    assert o.tags == ("x", "y") and o.max_records_per_partition == 10 and o.include_properties
+    assert parse_options({"path": "/s", "topic": "A", "tags": "*"}, streaming=True).tags is None
+
+
+def test_topic_pattern_leaves_internal_topics_out() -> None:
+    o = parse_options({"namesrv": "127.0.0.1:9876", "topicPattern": ".*"}, streaming=True)
+    assert o.wants("Orders") and o.wants("%RETRY%g")
+    assert (
+        not o.wants("SCHEDULE_TOPIC_XXXX")
+        and not o.wants("RMQ_SYS_TRANS_HALF_TOPIC")
+        and not o.wants("TBW102")
+    )
+    named = parse_options({"path": "/s", "topic": "SCHEDULE_TOPIC_XXXX"}, streaming=False)
+    assert named.wants("SCHEDULE_TOPIC_XXXX")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"topic": "A"}, "exactly one of path"),
+        ({"path": "/s", "namesrv": "x:1", "topic": "A"}, "exactly one of path"),
+        ({"path": "/s"}, "exactly one of topic"),
+        ({"path": "/s", "topic": "A", "topicPattern": "A.*"}, "exactly one of topic"),
+        ({"path": "/s", "topicPattern": "("}, "not a regular expression"),
+        ({"path": "/s", "topic": "A", "startingOffset": "earliest"}, "unknown option"),
+        ({"path": "/s", "topic": "A", "startingOffsets": "latest"}, "cannot be latest for a batch"),
+        ({"path": "/s", "topic": "A", "endingOffsets": "earliest"}, "cannot be earliest"),
+        ({"path": "/s", "topic": "A", "endingOffsets": '{"A": {"0": -2}}'}, "cannot use -2"),
+        ({"path": "/s", "topic": "A", "startingOffsets": "{nope"}, "must be earliest, latest or JSON"),
+        ({"path": "/s", "topic": "A", "startingOffsets": '{"A": {"x": 1}}'}, "queue id to an offset"),
+        ({"path": "/s", "topic": "A", "queues": "1-0"}, "is empty"),
+        ({"path": "/s", "topic": "A", "queues": "a"}, "queues must look like"),
+        ({"path": "/s", "topic": "A", "maxRecordsPerPartition": "0"}, "must be >= 1"),
+        ({"path": "/s", "topic": "A", "startingTimestamp": "soon"}, "must be an integer"),
+        (
+            {"path": "/s", "topic": "A", "startingTimestamp": "5", "endingTimestamp": "4"},
+            "before startingTimestamp",
+        ),
+        ({"path": "/s", "topic": "A", "includeProperties": "yes"}, "true or false"),
+        ({"path": "/s", "topic": "A", "tags": "a || *"}, "tags must be"),
+    ],
+)
+def test_bad_options_are_named(options: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=message):
+        parse_options(options, streaming=False)
+
+
+def test_streams_have_no_end() -> None:
+    with pytest.raises(InvalidArgumentError, match="batch reads only"):
+        parse_options({"path": "/s", "topic": "A", "endingTimestamp": "5"}, streaming=True)
+
+
+def test_split_and_pickle() -> None:
+    parts = split([QueueRange("A", 0, 5, 30), QueueRange("A", 1, 3, 3), QueueRange("B", 2, 0, 10, "h:1")], 10)
+    assert [(p.topic, p.queue_id, p.start, p.end) for p in parts] == [
+        ("A", 0, 5, 15),
+        ("A", 0, 15, 25),
+        ("A", 0, 25, 30),
+        ("B", 2, 0, 10),
+    ]
+    assert parts[-1].broker_addr == "h:1"
+    assert pickle.loads(pickle.dumps(parts[0])) == parts[0]
+    reader = FerroMQReader(parse_options({"path": "/s", "topic": "A"}, streaming=False))
+    assert pickle.loads(pickle.dumps(reader)).opts == reader.opts
+
+
+def test_cap_shares_the_budget_fairly() -> None:
+    begin = {("A", 0): 0, ("A", 1): 100, ("A", 2): 5}
+    ends = {("A", 0): 1000, ("A", 1): 103, ("A", 2): 5}
+    capped = _cap(begin, ends, 100)
+    assert capped == {("A", 0): 97, ("A", 1): 103, ("A", 2): 5}
+    assert sum(capped[k] - begin[k] for k in begin) == 100
+    assert _cap(begin, ends, 10_000) == ends
