@@ -1,0 +1,264 @@
+"""Records what the interop tests verified, for the README's "Compatibility" section
+(scripts/compat_report.py renders it).
+
+Two sources: tests call the `compat` fixture (`compat(area=..., item=..., client=..., rocketmq_version=...)`)
+for each item they compared, and TEST_MAP below describes the other interop tests by node id, so their
+files need no edits. Only tests that passed (setup, call and teardown) count. At the end of the session
+the outcomes go to build/compat-results.json: entries of the tests that ran now replace those of the same
+node ids from earlier sessions, so running one interop file updates only its part.
+
+tests/interop/conftest.py imports the hooks and the fixture from here.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(os.environ.get("FERROMQ_COMPAT_RESULTS", ROOT / "build" / "compat-results.json"))
+
+ROCKETMQ_VERSION = "4.9.7"  # tools/apache_rocketmq.py, tests/interop/java/pom.xml
+
+
+def _java_client_version() -> str:
+    pom = ROOT / "tests" / "interop" / "java" / "pom.xml"
+    try:
+        found = re.search(r"<rocketmq.version>([^<]+)</rocketmq.version>", pom.read_text())
+    except OSError:
+        found = None
+    return found.group(1) if found else "?"
+
+
+def _cpp_client_version() -> str:
+    try:
+        return importlib.metadata.version("rocketmq")
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+CPP = f"C++ client (PyPI rocketmq {_cpp_client_version()})"
+JAVA = f"Java client {_java_client_version()}"
+PY = "ferromq Python client"
+APACHE = f"Apache RocketMQ {ROCKETMQ_VERSION} broker"
+
+OFFICIAL = "official clients against ferromq"
+PYINTEROP = "Python client with the official clients"
+STORE = "store files shared with Apache RocketMQ"
+
+# node id without parameters -> [(area, item, client, Apache RocketMQ version or None)]
+TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
+    "tests/interop/test_cpp_client.py::test_send_modes_then_push_consume": [
+        (OFFICIAL, "sync, async and one-way sends, then a push consumer gets every message", CPP, None)
+    ],
+    "tests/interop/test_cpp_client.py::test_orderly_send_and_orderly_consumer": [
+        (OFFICIAL, "orderly sends (queue selector) and an orderly push consumer", CPP, None)
+    ],
+    "tests/interop/test_cpp_client.py::test_batch_send_stores_each_message": [
+        (OFFICIAL, "batch send", CPP, None)
+    ],
+    "tests/interop/test_cpp_client.py::test_large_body_is_compressed_and_restored": [
+        (OFFICIAL, "compressed large bodies", CPP, None)
+    ],
+    "tests/interop/test_cpp_client.py::test_tags_keys_and_properties_round_trip": [
+        (OFFICIAL, "tags, keys and user properties round trip", CPP, None)
+    ],
+    "tests/interop/test_cpp_client.py::test_clustering_two_consumers_share_the_queues": [
+        (OFFICIAL, "clustering: two consumers share the queues (rebalance)", CPP, None)
+    ],
+    "tests/interop/test_cpp_client.py::test_broadcasting_every_consumer_gets_everything": [
+        (OFFICIAL, "broadcasting consumers", CPP, None)
+    ],
+    "tests/interop/test_cpp_client.py::test_pull_consumer_reads_all_queues": [
+        (OFFICIAL, "pull consumer over all queues", CPP, None)
+    ],
+    "tests/interop/test_cpp_client.py::test_restarted_consumer_resumes_from_committed_offset": [
+        (OFFICIAL, "committed offsets: a restarted consumer resumes", CPP, None)
+    ],
+    "tests/interop/test_cpp_client.py::test_failed_message_comes_back_through_retry_topic": [
+        (OFFICIAL, "retry through %RETRY% after a failed delivery", CPP, None)
+    ],
+    "tests/interop/test_java_client.py::test_produce_sync_async_oneway_batch_large": [
+        (OFFICIAL, "sync, async and one-way sends", JAVA, None),
+        (OFFICIAL, "batch send", JAVA, None),
+        (OFFICIAL, "compressed large bodies", JAVA, None),
+    ],
+    "tests/interop/test_java_client.py::test_push_consumer_concurrently": [
+        (OFFICIAL, "concurrent push consumer (ids, offsets, properties, offsetMsgId)", JAVA, None)
+    ],
+    "tests/interop/test_java_client.py::test_push_consumer_tag_filter": [
+        (OFFICIAL, "tag filter (TagA || TagL)", JAVA, None)
+    ],
+    "tests/interop/test_java_client.py::test_orderly_by_sharding_key": [
+        (OFFICIAL, "orderly sends (queue selector) and an orderly push consumer", JAVA, None)
+    ],
+    "tests/interop/test_java_client.py::test_lite_pull_subscribe_poll_commit": [
+        (OFFICIAL, "lite pull consumer: subscribe, poll, commit, read back", JAVA, None)
+    ],
+    "tests/interop/test_java_client.py::test_reconsume_later_comes_back_with_reconsume_times_1": [
+        (OFFICIAL, "retry through %RETRY% after a failed delivery", JAVA, None)
+    ],
+    "tests/interop/test_java_transactions.py::test_commit_is_visible_at_once": [
+        (OFFICIAL, "transactions: commit", JAVA, None)
+    ],
+    "tests/interop/test_java_transactions.py::test_rollback_is_never_visible": [
+        (OFFICIAL, "transactions: rollback", JAVA, None)
+    ],
+    "tests/interop/test_java_transactions.py::test_unknown_then_commit_via_check_back": [
+        (OFFICIAL, "transactions: check-back of an unknown state", JAVA, None)
+    ],
+    "tests/interop/test_python_client_interop.py::test_python_producer_to_cpp_push_consumers": [
+        (PYINTEROP, "ferromq Python producer -> C++ push consumers", CPP, None)
+    ],
+    "tests/interop/test_python_client_interop.py::test_cpp_producer_to_python_push_and_pull_consumers": [
+        (PYINTEROP, "C++ producer -> ferromq Python push and pull consumers", CPP, None)
+    ],
+    "tests/interop/test_python_client_interop.py::test_python_producer_to_java_push_consumer": [
+        (PYINTEROP, "ferromq Python producer -> Java push consumer", JAVA, None)
+    ],
+    "tests/interop/test_python_client_interop.py::test_java_producer_to_python_push_consumer": [
+        (PYINTEROP, "Java producer -> ferromq Python push consumer", JAVA, None)
+    ],
+    "tests/interop/test_python_client_interop.py"
+    "::test_cpp_orderly_producer_to_python_orderly_push_consumer": [
+        (PYINTEROP, "C++ orderly producer -> ferromq Python orderly push consumer", CPP, None)
+    ],
+    "tests/interop/test_store_crosscompat.py::test_ferromq_reads_java_store": [
+        (STORE, "ferromq reads a store written by the Java broker", APACHE, ROCKETMQ_VERSION)
+    ],
+    "tests/interop/test_store_crosscompat.py::test_ferromq_serves_java_store": [
+        (STORE, "ferromq serves a store written by the Java broker to clients", APACHE, ROCKETMQ_VERSION)
+    ],
+    "tests/interop/test_store_crosscompat.py::test_ferromq_recovers_java_store_after_kill9": [
+        (STORE, "ferromq recovers a Java broker's store after kill -9", APACHE, ROCKETMQ_VERSION)
+    ],
+    "tests/interop/test_store_crosscompat.py::test_java_reads_ferromq_store": [
+        (
+            STORE,
+            "the Java broker reads and serves a store ferromq wrote (clean stop and kill -9)",
+            APACHE,
+            ROCKETMQ_VERSION,
+        )
+    ],
+    "tests/interop/test_apache_rocketmq_launcher.py::test_launcher_roundtrip_and_clean_stop": [
+        (
+            PYINTEROP,
+            "ferromq Python client against the Java broker (send, pull, commit)",
+            APACHE,
+            ROCKETMQ_VERSION,
+        )
+    ],
+    "tests/interop/test_apache_rocketmq_launcher.py::test_java_send_reply_names_the_requested_queue": [
+        (
+            "side by side",
+            "send reply names the requested queue (delayed and transaction half messages)",
+            APACHE,
+            ROCKETMQ_VERSION,
+        )
+    ],
+}
+
+_recorded: dict[str, list[dict[str, Any]]] = {}
+_failed: set[str] = set()
+_passed: set[str] = set()
+_ran: set[str] = set()
+
+
+def base_node_id(nodeid: str) -> str:
+    return nodeid.split("[", 1)[0]
+
+
+def record_compat(
+    nodeid: str,
+    *,
+    area: str,
+    item: str,
+    client: str,
+    rocketmq_version: str | None = None,
+    outcome: str = "same",
+    note: str = "",
+) -> None:
+    """One verified item of test `nodeid`; it counts only if that test passes. `outcome` matters for side
+    by side items: "same", or "differs (deliberate)" with a `note` saying how and why."""
+    _recorded.setdefault(nodeid, []).append(
+        {
+            "area": area,
+            "item": item,
+            "client": client,
+            "rocketmq_version": rocketmq_version,
+            "outcome": outcome,
+            "note": note,
+        }
+    )
+
+
+@pytest.fixture
+def compat(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """`compat(area=..., item=..., client=..., rocketmq_version=...)`: record a verified item."""
+
+    def record(**kwargs: Any) -> None:
+        record_compat(request.node.nodeid, **kwargs)
+
+    return record
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _ran.add(report.nodeid)
+    if report.failed or (report.when == "call" and report.skipped):
+        _failed.add(report.nodeid)
+    elif report.when == "call" and report.passed:
+        _passed.add(report.nodeid)
+
+
+def entries_of_session() -> list[dict[str, Any]]:
+    out = []
+    for nodeid in sorted(_passed - _failed):
+        items = list(_recorded.get(nodeid, []))
+        for area, item, client, version in TEST_MAP.get(base_node_id(nodeid), []):
+            items.append(
+                {"area": area, "item": item, "client": client, "rocketmq_version": version, "note": ""}
+            )
+        for e in items:
+            out.append({**e, "test": nodeid})
+    return out
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _ran:
+        return
+    previous: list[dict[str, Any]] = []
+    try:
+        previous = json.loads(RESULTS.read_text())["results"]
+    except (OSError, ValueError, KeyError):
+        previous = []
+    # Entries of tests that ran now (passed or not) are replaced; the rest are kept.
+    kept = [e for e in previous if e.get("test") not in _ran]
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fresh = [{**e, "verified_at": now} for e in entries_of_session()]
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    tmp = RESULTS.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "versions": {
+                    "cpp_client": _cpp_client_version(),
+                    "java_client": _java_client_version(),
+                    "rocketmq_broker": ROCKETMQ_VERSION,
+                },
+                "results": kept + fresh,
+            },
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
+    os.replace(tmp, RESULTS)
