@@ -17,6 +17,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
+from typing import cast
 
 from ferromq.errors import ConnectionClosedError, RequestTimeoutError
 from ferromq.protocol.command import (
@@ -84,8 +85,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses but have the same methods.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer_host = _ipv4(str(peer[0]))
         self.peer_port = int(peer[1])
