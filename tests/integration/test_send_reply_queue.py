@@ -33,5 +33,6 @@ def test_send_reply_names_the_requested_queue(tmp_path: Path) -> None:
                 assert r.ext["queueId"] == "1", (props, r.ext)
                 stored = broker.store.read(int(r.ext["msgId"][16:], 16))
                 assert stored is not None and (stored.topic, stored.queue_id) == (stored_topic, stored_queue)
+            await b.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))

@@ -90,6 +90,7 @@ def test_java_send_reply_names_the_requested_queue(tmp_path: Path) -> None:
                 )
             assert r.code == ResponseCode.SUCCESS, r.remark
             answers.append(r.ext["queueId"])
+        await b.close()
         return answers
 
     with start_rocketmq(tmp_path) as mq:
