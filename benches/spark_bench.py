@@ -7,9 +7,10 @@ sets them) is scanned, in the same run and the same local[2] Spark session, by:
 - `parquet`: Spark reading the same rows, written once to Parquet (snappy) before timing;
 - `pull`: `ferromq.client.PullConsumer` draining every queue from a `ferromq serve` on the store.
 
-Each Spark scan materializes every column (`write.format("noop")`); each is run --repeat times
-after one warm-up and the best run counts (page cache warm for all). Prints a table, writes JSON
-and a PNG bar chart, and the ratio ferromq / parquet (target >= 0.5).
+Two Spark scans, each touching every column: `rows` materializes every row into a sink that drops
+it (`write.format("noop")`), `columns` aggregates every value of every column. Each is run
+--repeat times after a warm-up, readers interleaved, and the best run counts (page cache warm).
+Prints a table, writes JSON and a PNG bar chart, and the ratios ferromq / parquet (target >= 0.5).
 
     .venv/bin/python benches/spark_bench.py [--messages N] [--repeat R] [--out benches/results]
 """
@@ -85,13 +86,44 @@ def spark_session() -> Any:
     return spark
 
 
-def timed_scan(df: Any, repeat: int) -> list[float]:
-    df.write.format("noop").mode("overwrite").save()  # warm-up
-    runs = []
+def every_column(df: Any) -> Any:
+    """An aggregate that reads every value of every column (Parquet cannot skip any)."""
+    exprs = []
+    for f in df.schema.fields:
+        kind = f.dataType.typeName()
+        if kind in ("string", "binary"):
+            exprs.append(f"sum(length({f.name}))")
+        elif kind == "map":
+            exprs.append(f"sum(size({f.name}))")
+        elif kind == "timestamp":
+            exprs.append(f"max({f.name})")
+        else:
+            exprs.append(f"sum({f.name})")
+    return df.selectExpr(*exprs)
+
+
+SCANS = {
+    # Every row materialized and handed to a sink that drops it.
+    "rows": lambda df: df.write.format("noop").mode("overwrite").save(),
+    # Every column aggregated.
+    "columns": lambda df: every_column(df).collect(),
+}
+
+
+def timed_scans(loaders: dict[str, Any], repeat: int) -> dict[tuple[str, str], list[float]]:
+    """Runs each scan of each reader once to warm up, then `repeat` rounds, readers interleaved
+    so that noise from the machine falls on both. A fresh DataFrame each time (Spark would
+    otherwise reuse a finished query's shuffle output)."""
+    runs: dict[tuple[str, str], list[float]] = {}
+    for scan in SCANS.values():
+        for load in loaders.values():
+            scan(load())
     for _ in range(repeat):
-        t = time.perf_counter()
-        df.write.format("noop").mode("overwrite").save()
-        runs.append(time.perf_counter() - t)
+        for scan_name, scan in SCANS.items():
+            for reader, load in loaders.items():
+                t = time.perf_counter()
+                scan(load())
+                runs.setdefault((reader, scan_name), []).append(time.perf_counter() - t)
     return runs
 
 
@@ -155,13 +187,15 @@ def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    names = [r["reader"] for r in results]
+    colors = {"ferromq": "#c0392b", "parquet": "#2980b9", "pull consumer": "#7f8c8d"}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    labels = [f"{r['reader']}\n{r['scan']} scan" for r in results]
     for ax, key, label in ((axes[0], "rows_per_s", "rows/s"), (axes[1], "mb_per_s", "body MB/s")):
-        ax.bar(names, [r[key] for r in results], color=["#c0392b", "#2980b9", "#7f8c8d"][: len(names)])
+        ax.bar(labels, [r[key] for r in results], color=[colors[r["reader"]] for r in results])
         ax.set_title(label)
+        ax.tick_params(axis="x", labelsize=7)
         for i, r in enumerate(results):
-            ax.annotate(f"{r[key]:,.0f}", (i, r[key]), ha="center", va="bottom", fontsize=8)
+            ax.annotate(f"{r[key]:,.0f}", (i, r[key]), ha="center", va="bottom", fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -183,40 +217,45 @@ def main() -> None:
         body_bytes = build_store(root, args.messages, args.body_size)
         print(f"store of {args.messages:,} x {args.body_size} B written in {time.perf_counter() - t:.1f} s")
         spark = spark_session()
-        ferromq_df = spark.read.format("ferromq").option("path", str(root)).option("topic", TOPIC).load()
         parquet_dir = work / "parquet"
-        ferromq_df.write.parquet(str(parquet_dir))
-        parquet_df = spark.read.parquet(str(parquet_dir))
-        assert parquet_df.count() == args.messages
-        runs = {
-            "ferromq": timed_scan(ferromq_df, args.repeat),
-            "parquet": timed_scan(parquet_df, args.repeat),
+        loaders = {
+            "ferromq": lambda: (
+                spark.read.format("ferromq").option("path", str(root)).option("topic", TOPIC).load()
+            ),
+            "parquet": lambda: spark.read.parquet(str(parquet_dir)),
         }
+        loaders["ferromq"]().write.parquet(str(parquet_dir))
+        assert loaders["parquet"]().count() == args.messages
+        runs = timed_scans(loaders, args.repeat)
         spark.stop()
         if not args.skip_pull:
-            runs["pull consumer"] = [pull_scan(root, args.messages, work)]
+            runs[("pull consumer", "rows")] = [pull_scan(root, args.messages, work)]
         results = []
-        for reader, times in runs.items():
+        for (reader, scan), times in runs.items():
             best = min(times)
             results.append(
                 {
                     "reader": reader,
+                    "scan": scan,
                     "runs_s": [round(x, 3) for x in times],
                     "best_s": round(best, 3),
                     "rows_per_s": args.messages / best,
                     "mb_per_s": body_bytes / best / 1e6,
                 }
             )
-        by = {r["reader"]: r for r in results}
-        ratio = by["ferromq"]["rows_per_s"] / by["parquet"]["rows_per_s"]
-        print(f"\n{'reader':<15}{'best s':>9}{'rows/s':>14}{'body MB/s':>11}   runs (s)")
+        by = {(r["reader"], r["scan"]): r for r in results}
+        ratios = {
+            scan: by[("ferromq", scan)]["rows_per_s"] / by[("parquet", scan)]["rows_per_s"] for scan in SCANS
+        }
+        print(f"\n{'reader':<15}{'scan':<9}{'best s':>8}{'rows/s':>13}{'body MB/s':>11}   runs (s)")
         for r in results:
-            rate = f"{r['rows_per_s']:>14,.0f}{r['mb_per_s']:>11,.1f}"
-            print(f"{r['reader']:<15}{r['best_s']:>9.2f}{rate}   {r['runs_s']}")
-        print(f"\nferromq / parquet scan rate: {ratio:.2f}x (target >= 0.5)")
-        if "pull consumer" in by:
-            vs_pull = by["ferromq"]["rows_per_s"] / by["pull consumer"]["rows_per_s"]
-            print(f"ferromq / pull consumer:     {vs_pull:.1f}x")
+            rate = f"{r['rows_per_s']:>13,.0f}{r['mb_per_s']:>11,.1f}"
+            print(f"{r['reader']:<15}{r['scan']:<9}{r['best_s']:>8.2f}{rate}   {r['runs_s']}")
+        for scan, ratio in ratios.items():
+            print(f"ferromq / parquet, {scan} scan: {ratio:.2f}x (target >= 0.5)")
+        if ("pull consumer", "rows") in by:
+            vs_pull = by[("ferromq", "rows")]["rows_per_s"] / by[("pull consumer", "rows")]["rows_per_s"]
+            print(f"ferromq rows scan / pull consumer: {vs_pull:.1f}x")
         args.out.mkdir(parents=True, exist_ok=True)
         report = {
             "bench": "spark_scan",
@@ -233,7 +272,7 @@ def main() -> None:
                 "repeat": args.repeat,
             },
             "results": results,
-            "ratio_ferromq_over_parquet": ratio,
+            "ratio_ferromq_over_parquet": ratios,
         }
         (args.out / "spark_bench.json").write_text(json.dumps(report, indent=2))
         plot(

@@ -97,7 +97,11 @@ def read_remote(
     opts: ReadOptions, part: QueueRange, schema: pa.Schema, *, filter_time: bool
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one partition, pulled from its broker and decoded in Rust."""
-    assert part.broker_addr is not None
+    if part.broker_addr is None:
+        raise BrokerError(
+            f"ferromq data source: no broker master serves {part.topic}/{part.queue_id} any more",
+            ResponseCode.SERVICE_NOT_AVAILABLE,
+        )
     host, _, port = part.broker_addr.rpartition(":")
     loop = asyncio.new_event_loop()
     conn = loop.run_until_complete(open_connection(host, int(port)))

@@ -181,16 +181,18 @@ class FerroMQStreamReader(DataSourceStreamReader):
     def partitions(
         self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
     ) -> Sequence[InputPartition]:
-        addrs = {}
-        if self.opts.namesrv is not None:
-            addrs = {(b.topic, b.queue_id): b.broker_addr for b in self._bounds()}
+        new_queues = any(qid not in start.get(topic, {}) for topic, per in end.items() for qid in per)
+        bounds = {}
+        if self.opts.namesrv is not None or new_queues:
+            bounds = {(b.topic, b.queue_id): b for b in self._bounds()}
         ranges = []
         for topic, per in end.items():
             for qid, hi in per.items():
+                b = bounds.get((topic, int(qid)))
                 lo = start.get(topic, {}).get(qid)
-                if lo is None:
-                    lo = _earliest(self._bounds(), topic, int(qid))
-                ranges.append(QueueRange(topic, int(qid), lo, hi, addrs.get((topic, int(qid)))))
+                if lo is None:  # a queue that appeared after `start`: from its beginning
+                    lo = b.min_offset if b is not None else 0
+                ranges.append(QueueRange(topic, int(qid), lo, hi, b.broker_addr if b is not None else None))
         return split(ranges, self.opts.max_records_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -199,10 +201,6 @@ class FerroMQStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:
         pass
-
-
-def _earliest(bounds: list[QueueBounds], topic: str, queue_id: int) -> int:
-    return next((b.min_offset for b in bounds if b.topic == topic and b.queue_id == queue_id), 0)
 
 
 def _cap(
