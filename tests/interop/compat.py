@@ -48,6 +48,7 @@ def _cpp_client_version() -> str:
 CPP = f"C++ client (PyPI rocketmq {_cpp_client_version()})"
 JAVA = f"Java client {_java_client_version()}"
 PY = "ferromq Python client"
+RAW = "raw protocol requests"
 APACHE = f"Apache RocketMQ {ROCKETMQ_VERSION} broker"
 
 OFFICIAL = "official clients against ferromq"
@@ -159,8 +160,8 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
     "tests/interop/test_apache_rocketmq_launcher.py::test_java_send_reply_names_the_requested_queue": [
         (
             "side by side",
-            "send reply names the requested queue (delayed and transaction half messages)",
-            APACHE,
+            "a send's reply names the requested queue (delayed and transaction half messages)",
+            RAW,
             ROCKETMQ_VERSION,
         )
     ],
@@ -168,7 +169,7 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
 
 _recorded: dict[str, list[dict[str, Any]]] = {}
 _failed: set[str] = set()
-_passed: set[str] = set()
+_passed: dict[str, None] = {}  # in the order the tests ran
 _ran: set[str] = set()
 
 
@@ -215,12 +216,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.failed or (report.when == "call" and report.skipped):
         _failed.add(report.nodeid)
     elif report.when == "call" and report.passed:
-        _passed.add(report.nodeid)
+        _passed[report.nodeid] = None
 
 
 def entries_of_session() -> list[dict[str, Any]]:
     out = []
-    for nodeid in sorted(_passed - _failed):
+    for nodeid in _passed:
+        if nodeid in _failed:
+            continue
         items = list(_recorded.get(nodeid, []))
         for area, item, client, version in TEST_MAP.get(base_node_id(nodeid), []):
             items.append(
