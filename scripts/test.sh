@@ -31,3 +31,11 @@ step "Python: lints, types, stub"
 
 step "Python: tests"
 "$VENV/bin/pytest" "$@"
+
+# Reached only when every test passed (set -e). Renders the README's compatibility section from the
+# interop results into build/compat-section.md and prints it; README.md itself is updated by hand with
+# `.venv/bin/python scripts/compat_report.py --write` after a full green run.
+if [ -f build/compat-results.json ]; then
+    step "Compatibility report (build/compat-section.md)"
+    "$VENV/bin/python" scripts/compat_report.py
+fi
