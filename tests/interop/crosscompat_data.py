@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -743,15 +744,20 @@ async def receive_pending(
         )
 
 
-def java_written_store(root: Path, *, kill: bool = False) -> tuple[Path, Dataset]:
+def java_written_store(
+    root: Path, *, kill: bool = False, while_running: Callable[[Path, Dataset], None] | None = None
+) -> tuple[Path, Dataset]:
     """Apache RocketMQ writes the data set under `root` and is stopped with SIGTERM, or (kill=True,
-    SYNC_FLUSH) SIGKILLed right after the last acknowledged send. Returns (store root, data set)."""
+    SYNC_FLUSH) SIGKILLed right after the last acknowledged send. Returns (store root, data set).
+    `while_running(store, data set)` runs before a clean stop, with the Java broker still up."""
     from apache_rocketmq import start_rocketmq
 
     conf = {**BROKER_CONF, "flushDiskType": "SYNC_FLUSH" if kill else "ASYNC_FLUSH"}
     mq = start_rocketmq(root, conf)
     try:
         ds = asyncio.run(produce(mq.namesrv, mq.store))
+        if while_running is not None and not kill:
+            while_running(mq.store, ds)
     except BaseException:
         mq.stop(kill=True)
         raise

@@ -58,8 +58,18 @@ class WrittenStore:
 
 @pytest.fixture(scope="module")
 def java_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WrittenStore]:
-    """The store Apache RocketMQ wrote and left after a clean shutdown; tests copy it before writing."""
-    store, ds = cc.java_written_store(tmp_path_factory.mktemp("java-clean"))
+    """The store Apache RocketMQ wrote and left after a clean shutdown (read by ferromq once while the
+    Java broker was still running); tests copy it before writing."""
+    live: list[dict[str, int]] = []
+
+    def read_live(store: Path, ds: cc.Dataset) -> None:
+        # A read-only view of the store the Java broker is still writing (what a Spark job would open).
+        assert (store / "abort").exists(), "the Java broker should be running"
+        with MessageStore.open_read_only(store, **cc.STORE_OPTIONS) as s:
+            live.append(cc.check_store(s, ds))
+
+    store, ds = cc.java_written_store(tmp_path_factory.mktemp("java-clean"), while_running=read_live)
+    assert live and live[0]["messages"] == len(ds.messages) + len(ds.delayed_delivered)
     yield WrittenStore(store, ds)
 
 
