@@ -21,7 +21,7 @@ benches/results/vs_rocketmq.json and benches/results/vs_rocketmq.png. The broker
 
     .venv/bin/python benches/vs_rocketmq.py [--quick | --smoke] [--sizes 128,1024] [--flush ASYNC_FLUSH]
 
-Time: full (2 sizes x 2 flush modes x 2 brokers, 8 broker starts) about 14 minutes; --quick (1 KiB,
+Time: full (2 sizes x 2 flush modes x 2 brokers, 8 broker starts) about 13 minutes; --quick (1 KiB,
 both flush modes, short phases) about 3 minutes; --smoke (a few hundred messages per broker, no plot
 needed) about 1 minute; the first run adds the Maven builds (seconds with a warm ~/.m2).
 """
@@ -486,6 +486,41 @@ def run_case(
 # -- report ---------------------------------------------------------------------------------------
 
 
+def best_of(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One result per (broker, flush, size): the highest produce and consume rates and, per target rate,
+    the latency run with the lowest p99, each from whichever repeat had it. Interference from other
+    processes only ever makes a number worse, so on a shared machine the best repeat is the cleanest.
+    RSS and CPU come from the run with the highest peak RSS (the conservative one)."""
+    out: list[dict[str, Any]] = []
+    keys = sorted(
+        {(r["flush"], r["size"], r["broker"]) for r in runs}, key=lambda k: (k[0], k[1], BROKERS.index(k[2]))
+    )
+    for flush, size, broker in keys:
+        same = [r for r in runs if (r["flush"], r["size"], r["broker"]) == (flush, size, broker)]
+        if len(same) == 1:
+            out.append({**same[0], "repeats": 1})
+            continue
+
+        def rate(r: dict[str, Any], phase: str) -> float:
+            return float((r[phase] or {}).get("msg_per_s") or 0.0)
+
+        best = dict(max(same, key=lambda r: r["rss"]["peak_mib"]))
+        best["produce"] = max(same, key=lambda r: rate(r, "produce"))["produce"]
+        best["consume"] = max(same, key=lambda r: rate(r, "consume"))["consume"]
+        latency = []
+        for target in sorted({lat["target_rate"] for r in same for lat in r["latency"]}):
+            found = [lat for r in same for lat in r["latency"] if lat["target_rate"] == target]
+            latency.append(
+                min(found, key=lambda lat: float("inf") if lat["p99_ms"] is None else lat["p99_ms"])
+            )
+        best["latency"] = latency
+        best["loadgen_failures"] = [f for r in same for f in r["loadgen_failures"]]
+        best["broker_log_errors"] = [e for r in same for e in r["broker_log_errors"]]
+        best["repeats"] = len(same)
+        out.append(best)
+    return out
+
+
 def _lat(case: dict[str, Any], rate: int) -> dict[str, Any] | None:
     return next((r for r in case["latency"] if r["target_rate"] == rate), None)
 
@@ -668,7 +703,7 @@ def plot(results: list[dict[str, Any]], rates: list[int], path: Path) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="ferromq vs Apache RocketMQ 4.9.7 on this machine, same broker.conf, same Java load "
-        "generator. Time: full ~14 min; --quick ~3 min; --smoke ~1 min (plus Maven builds on first use).",
+        "generator. Time: full ~13 min; --quick ~3 min; --smoke ~1 min (plus Maven builds on first use).",
     )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="1 KiB only, short phases (~3 min)")
@@ -679,6 +714,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--mode", choices=["async", "sync"], default="async", help="saturation sends (async)")
     p.add_argument("--window", type=int, default=512, help="in-flight bound of async sends (512)")
     p.add_argument("--threads", type=int, default=16, help="sender threads with --mode sync (16)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run every case N times (interleaved) and report the best of N per number (default 1)",
+    )
     p.add_argument("--json", type=Path, default=RESULTS / "vs_rocketmq.json")
     p.add_argument("--png", type=Path, default=RESULTS / "vs_rocketmq.png")
     p.add_argument("--no-plot", action="store_true")
@@ -704,23 +745,25 @@ def main(argv: list[str] | None = None) -> int:
         apache_rocketmq.classpath()
     env = environment()
     scratch = Path(tempfile.mkdtemp(prefix="vs_rocketmq-", dir=args.dir))
-    results: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
     started = time.monotonic()
     try:
         k = 0
-        for flush in preset["flush"]:
-            for size in preset["sizes"]:
-                order = brokers if k % 2 == 0 else list(reversed(brokers))
-                k += 1
-                for broker in order:
-                    work = scratch / f"{broker}-{flush}-{size}"
-                    results.append(run_case(broker, flush, size, preset, args, work))
+        for rep in range(args.repeat):
+            for flush in preset["flush"]:
+                for size in preset["sizes"]:
+                    order = brokers if k % 2 == 0 else list(reversed(brokers))
+                    k += 1
+                    for broker in order:
+                        work = scratch / f"{broker}-{flush}-{size}-{rep}"
+                        runs.append({**run_case(broker, flush, size, preset, args, work), "repeat": rep})
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
     env["loadavg_at_end"] = _read("/proc/loadavg")
     order_key = {b: i for i, b in enumerate(BROKERS)}
-    results.sort(key=lambda r: (r["flush"], r["size"], order_key[r["broker"]]))
+    runs.sort(key=lambda r: (r["flush"], r["size"], order_key[r["broker"]], r["repeat"]))
+    results = best_of(runs)
     rat = ratios(results, preset["rates"])
     report = {
         "benchmark": "vs_rocketmq",
@@ -740,6 +783,7 @@ def main(argv: list[str] | None = None) -> int:
         "env": env,
         "seconds": round(time.monotonic() - started, 1),
         "results": results,
+        "runs": runs if args.repeat > 1 else [],
         "ratios_ferromq_over_rocketmq": rat,
         "targets": targets(rat),
     }
@@ -747,7 +791,8 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print()
     print(
-        f"ferromq vs Apache RocketMQ {apache_rocketmq.ROCKETMQ_VERSION}: {preset_name}, sends {args.mode} "
+        f"ferromq vs Apache RocketMQ {apache_rocketmq.ROCKETMQ_VERSION}: {preset_name}, "
+        f"best of {args.repeat}, sends {args.mode} "
         f"(window {report['params']['window']}), 8 queues, Java client 4.9.7; * = rate not sustained"
     )
     print(table(results, preset["rates"]))
