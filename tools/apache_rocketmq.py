@@ -211,6 +211,10 @@ def _java_command(root: Path, heap: str, main: str, conf: Path, extra: list[str]
         f"-Dclient.logRoot={root / 'logs'}",
         "-Drocketmq.client.logUseSlf4j=true",
         "-Dfile.encoding=UTF-8",
+        # The broker refuses every put once the disk is 90 % used ("disk is full"); test machines
+        # share disks, so only a really full one should stop it.
+        "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98",
+        "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.97",
         "-cp",
         classpath(),
         main,
