@@ -8,13 +8,21 @@ alone) speaks the remoting protocol directly: it creates the topic, then per pha
   header) or SEND_MESSAGE (the C++ client's long header), JSON headers, a fresh UNIQ_KEY and a
   tag per message, for S seconds after a 1 s warm-up: msg/s and latency percentiles;
 * `rate`: the same sends at a fixed rate (open loop, latency counted from the scheduled time);
-* `pull`: PULL_MESSAGE (32 per request) of everything stored, one puller per queue: msg/s.
+* `pull`: PULL_MESSAGE (32 per request), one puller per queue reading it from 0 to its end and
+  over again (page cache), for S seconds after the warm-up: msg/s.
 
-With `--profile DIR` py-spy records the broker during each phase (`--native` with
-`--native`) and a text summary (top functions by own and total samples) is written per phase.
+Each row also gives the broker's CPU time (all threads, from /proc) per message handled: on a
+shared machine msg/s and latencies move with the neighbours' load, CPU per message hardly does.
+`--baseline DIR` runs every case on another checkout's `python/` too (rows `base`, alternating
+with `new` for `--repeat` rounds) and prints the ratios.
+
+With `--profile DIR` py-spy records the broker during each phase (`--native` adds native
+frames but pauses the broker per sample) and a text summary (the functions with the most own
+samples) is written per phase.
 
     .venv/bin/python benches/hot_path_bench.py [--flush ASYNC_FLUSH,SYNC_FLUSH] [--sizes 1024,128]
-        [--seconds 5] [--connections 4] [--inflight 16] [--rate 5000] [--profile DIR] [--quick]
+        [--seconds 5] [--connections 4] [--inflight 16] [--rate 5000] [--profile DIR]
+        [--baseline OTHER_CHECKOUT/python] [--repeat N] [--quick]
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import os
 import platform
 import signal
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -396,6 +405,7 @@ def summarize_profile(raw: Path, out: Path, top: int = 40) -> None:
     out.write_text("\n".join(lines) + "\n")
 
 
+_PLAIN_LAUNCH = "import sys; from ferromq.cli import main; sys.exit(main())"
 # `ferromq` with uvloop's event loop (a trial: the broker does not depend on uvloop).
 _UVLOOP_LAUNCH = (
     "import asyncio, sys, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
@@ -422,6 +432,8 @@ def run_case(
     launcher = [str(Path(sys.executable).with_name("ferromq"))]
     if args.broker_uvloop:
         launcher = [sys.executable, "-c", _UVLOOP_LAUNCH]
+    if args.broker_gc:
+        launcher = [sys.executable, "-c", f"import gc; {args.broker_gc}; {_PLAIN_LAUNCH}"]
     broker = subprocess.Popen(
         [*launcher, "serve", "-c", str(conf), *serve_args],
         env=env,
@@ -514,8 +526,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _median(values: list[float]) -> float:
-    s = sorted(values)
-    return s[len(s) // 2]
+    return float(statistics.median(values))
 
 
 def main() -> None:
@@ -539,6 +550,9 @@ def main() -> None:
         "--baseline", help="python/ dir of another checkout: each case runs on it too ('base' rows)"
     )
     ap.add_argument("--broker-uvloop", action="store_true", help="run the broker on uvloop (a trial)")
+    ap.add_argument(
+        "--broker-gc", help="Python run in the broker before it starts, e.g. 'gc.disable()' (a trial)"
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs of each case (alternating variants)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default="bench-results/hot_path_bench.json")
