@@ -32,11 +32,13 @@ from pathlib import Path
 from ferromq.client import (
     Admin,
     ConsumeFromWhere,
+    LocalTransactionState,
     Message,
     MessageQueue,
     Producer,
     PullConsumer,
     ReceivedMessage,
+    TransactionProducer,
 )
 from ferromq.client.admin import decode_offset_msg_id
 from ferromq.client.message import decode_received
@@ -770,3 +772,134 @@ def copy_store(src: Path, dst: Path) -> Path:
     """A private copy of a stopped store (the fixture's stays as the writer left it)."""
     shutil.copytree(src, dst)
     return dst
+
+
+# -- transactions left pending by one broker, finished by the other -----------------------------
+
+TX_TOPIC = "CC_Tx"
+TX_GROUP = "CC_TxProducer"
+TX_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TX_OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+# What each local transaction ends in; the unknown ones are answered by the reader's check: even -> commit.
+TX_PLAN = ["commit"] * 8 + ["rollback"] * 6 + ["unknown"] * 6
+# The writer never checks (its stop comes first); the reader checks every second.
+TX_WRITER_CONF = {"transactionCheckInterval": "600000", "transactionTimeOut": "600000"}
+TX_READER_CONF = {
+    "transactionCheckInterval": "1000",
+    "transactionTimeOut": "1000",
+    "transactionCheckMax": "15",
+}
+
+
+@dataclass(frozen=True)
+class TxSent:
+    msg_id: str
+    idx: int
+    plan: str
+    body: bytes
+
+    @property
+    def committed_in_the_end(self) -> bool:
+        return self.plan == "commit" or (self.plan == "unknown" and self.idx % 2 == 0)
+
+
+class _TxListener:
+    def __init__(self) -> None:
+        self.checked: list[str] = []
+
+    def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+        plan = msg.properties["u.plan"]
+        if plan == "commit":
+            return LocalTransactionState.COMMIT_MESSAGE
+        if plan == "rollback":
+            return LocalTransactionState.ROLLBACK_MESSAGE
+        return LocalTransactionState.UNKNOW
+
+    def check_local_transaction(self, msg: ReceivedMessage) -> LocalTransactionState:
+        self.checked.append(msg.msg_id)
+        if msg.properties["u.plan"] != "unknown":
+            return LocalTransactionState.UNKNOW  # never asked about settled ones; would show in `checked`
+        if int(msg.properties["u.idx"]) % 2 == 0:
+            return LocalTransactionState.COMMIT_MESSAGE
+        return LocalTransactionState.ROLLBACK_MESSAGE
+
+
+async def _max_offset_at(admin: Admin, broker_addr: str, topic: str, queue_id: int) -> int:
+    cmd = RemotingCommand(code=RequestCode.GET_MAX_OFFSET, ext={"topic": topic, "queueId": str(queue_id)})
+    reply = await admin.instance.invoke(broker_addr, cmd, 5.0)
+    return int(reply.ext.get("offset", "0")) if reply.code == 0 else 0
+
+
+async def produce_transactions(namesrv: str, broker_addr: str) -> list[TxSent]:
+    """Sends TX_PLAN as transactional messages; returns once the broker stored every half message and the
+    op message of every committed or rolled back one (END_TRANSACTION is one-way)."""
+    sent: list[TxSent] = []
+    async with Admin(namesrv) as admin:
+        await admin.create_topic(TX_TOPIC, 2)
+        async with TransactionProducer(TX_GROUP, namesrv, _TxListener(), send_timeout=10.0) as producer:
+            for _ in range(100):
+                with contextlib.suppress(Exception):
+                    if len(await producer.publish_queues(TX_TOPIC)) == 2:
+                        break
+                await asyncio.sleep(0.1)
+            for i, plan in enumerate(TX_PLAN):
+                body = f"tx {i} {plan} {NOTE}".encode()
+                msg = Message(
+                    TX_TOPIC,
+                    body,
+                    tags=f"T{plan}",
+                    keys=f"tx-{i}",
+                    properties={"u.idx": str(i), "u.plan": plan},
+                )
+                r = await producer.send_message_in_transaction(msg)
+                sent.append(TxSent(r.msg_id, i, plan, body))
+        settled = sum(1 for s in sent if s.plan != "unknown")
+
+        async def ops_stored() -> bool:
+            halves = await _max_offset_at(admin, broker_addr, TX_HALF_TOPIC, 0)
+            return halves == len(sent) and await _max_offset_at(admin, broker_addr, TX_OP_TOPIC, 0) == settled
+
+        await _until("the half and op messages of the transactions", ops_stored, 30)
+    return sent
+
+
+async def finish_transactions(namesrv: str, sent: list[TxSent], timeout: float = 120.0) -> list[str]:
+    """A producer of the same group connects to the reading broker, whose checker asks it about the pending
+    transactions; the topic then holds exactly the committed messages, each once. Returns the checked ids."""
+    listener = _TxListener()
+    want = {s.msg_id: s for s in sent if s.committed_in_the_end}
+    ends = {(TX_TOPIC, q): 0 for q in range(2)}
+    got: dict[str, ReceivedMessage] = {}
+    async with TransactionProducer(TX_GROUP, namesrv, listener):
+        consumer = PullConsumer(
+            "CC_TxReader",
+            namesrv,
+            auto_commit=False,
+            poll_timeout=1.0,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        async with consumer:
+            consumer.assign([MessageQueue(t, BROKER_NAME, q) for (t, q) in ends])
+            deadline = time.monotonic() + timeout
+            while len(got) < len(want) and time.monotonic() < deadline:
+                for m in await consumer.poll(timeout=1.0):
+                    assert m.msg_id in want and m.msg_id not in got, (
+                        f"unexpected or repeated {m.msg_id} {m.properties}"
+                    )
+                    got[m.msg_id] = m
+            # Two more check rounds: nothing else may appear (no rolled back or repeated message).
+            settle = time.monotonic() + 2.5
+            while time.monotonic() < settle:
+                for m in await consumer.poll(timeout=0.5):
+                    raise AssertionError(
+                        f"unexpected message after the committed ones: {m.msg_id} {m.properties}"
+                    )
+    assert set(got) == set(want), f"missing {sorted(want.keys() - got.keys())}"
+    for msg_id, m in got.items():
+        s = want[msg_id]
+        assert m.body == s.body and m.keys == [f"tx-{s.idx}"] and m.tags == f"T{s.plan}"
+        assert m.properties["u.idx"] == str(s.idx) and m.properties["TRAN_MSG"] == "true"
+        assert m.sys_flag & 0xC == 0x8, "a committed message has the COMMIT transaction type"
+    unknown = {s.msg_id for s in sent if s.plan == "unknown"}
+    assert set(listener.checked) == unknown, "the checker asks about exactly the pending transactions"
+    return listener.checked

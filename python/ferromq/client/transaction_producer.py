@@ -31,8 +31,8 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from ferromq.client.message import Message, ReceivedMessage, SendResult, SendStatus
-from ferromq.client.producer import Producer
-from ferromq.errors import BrokerError
+from ferromq.client.producer import AUTO_CREATE_TOPIC_KEY, Producer
+from ferromq.errors import BrokerError, FerroMQError
 from ferromq.message import TRANSACTION_PREPARED_TYPE, decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
@@ -129,6 +129,16 @@ class TransactionProducer(Producer):
         self._check_slots = asyncio.Semaphore(check_workers)
         self._checks: set[asyncio.Task[None]] = set()
         self._checking: set[str] = set()
+
+    async def start(self) -> None:
+        """Starts like `Producer`, then learns the brokers from TBW102's route and heartbeats them, as the
+        Java producer does (its route refresh covers TBW102): a producer restarted after a crash gets the
+        checks of its pending transactions before it sends anything."""
+        await super().start()
+        try:
+            await self.instance.route(AUTO_CREATE_TOPIC_KEY, refresh=True)
+        except (FerroMQError, OSError) as e:
+            logger.warning("transaction producer %s: no route of TBW102: %s", self.group, e)
 
     async def stop(self) -> None:
         """Drops checks not answered yet (the broker asks again), then stops like `Producer`."""
