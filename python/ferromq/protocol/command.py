@@ -134,24 +134,29 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
 
 
 def decode_frame(
-    buf: bytes | bytearray | memoryview, max_frame: int = MAX_FRAME_SIZE
+    buf: bytes | bytearray | memoryview, max_frame: int = MAX_FRAME_SIZE, start: int = 0
 ) -> tuple[RemotingCommand, int] | None:
-    """Decodes the frame at the start of `buf`: the command and the bytes it used, or None when
+    """Decodes the frame at `start` of `buf`: the command and the bytes it used, or None when
     more bytes are needed. Raises MalformedFrame for bytes that cannot become a frame."""
-    if len(buf) < 4:
+    if len(buf) - start < 4:
         return None
-    (length,) = _INT.unpack_from(buf, 0)
+    (length,) = _INT.unpack_from(buf, start)
     if length < 4 or length > max_frame:
         raise MalformedFrame(f"frame length {length} outside 4..{max_frame}")
-    if len(buf) < 4 + length:
+    end = start + 4 + length
+    if len(buf) < end:
         return None
-    (type_and_len,) = _INT.unpack_from(buf, 4)
+    (type_and_len,) = _INT.unpack_from(buf, start + 4)
     ser = (type_and_len >> 24) & 0xFF
     header_len = type_and_len & 0xFFFFFF
     if header_len > length - 4:
         raise MalformedFrame(f"header length {header_len} exceeds frame length {length}")
-    header = bytes(buf[8 : 8 + header_len])
-    body = bytes(buf[8 + header_len : 4 + length])
+    at = start + 8 + header_len
+    if type(buf) is bytes:
+        header, body = buf[start + 8 : at], buf[at:end]  # one copy each
+    else:
+        view = memoryview(buf)
+        header, body = bytes(view[start + 8 : at]), bytes(view[at:end])
     if ser == SerializeType.JSON:
         cmd = _decode_json_header(header)
     elif ser == SerializeType.ROCKETMQ:

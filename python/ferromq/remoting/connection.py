@@ -95,12 +95,17 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        buf = self._buf
-        buf += data
+        # Whole frames are decoded straight from the chunk; only a partial frame is kept.
+        buf: bytes | bytearray
+        if self._buf:
+            buf = self._buf
+            buf += data
+        else:
+            buf = data
         consumed = 0
         try:
             while True:
-                decoded = decode_frame(memoryview(buf)[consumed:], self._max_frame)
+                decoded = decode_frame(buf, self._max_frame, consumed)
                 if decoded is None:
                     break
                 cmd, used = decoded
@@ -113,8 +118,11 @@ class Connection(asyncio.Protocol):
         finally:
             # The answers given at once to this chunk's requests leave in one write.
             self._flush()
-        if consumed:
-            del buf[:consumed]
+        if buf is data:
+            if consumed < len(data):
+                self._buf = bytearray(data[consumed:])
+        elif consumed:
+            del self._buf[:consumed]
 
     def eof_received(self) -> bool:
         return False  # the transport closes; connection_lost follows

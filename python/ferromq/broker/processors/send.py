@@ -62,7 +62,6 @@ _V2_NAMES = {
     "l": "maxReconsumeTimes",
     "m": "batch",
 }
-_V1_KEYS = {v: v for v in _V2_NAMES.values()}
 _V2_KEYS = {v: k for k, v in _V2_NAMES.items()}
 # Clients from this version on may set maxReconsumeTimes themselves (MQVersion V3_4_9).
 VERSION_WITH_MAX_RECONSUME = 121
@@ -99,31 +98,60 @@ def _int(ext: dict[str, str], key: str, name: str, default: int | None = None) -
         raise MissingHeaderFieldError(f"the custom field <{name}> is not a number: {value!r}") from None
 
 
+# Wire keys in the order parse_send_header reads them.
+_FIELDS = (
+    "producerGroup",
+    "topic",
+    "defaultTopic",
+    "defaultTopicQueueNums",
+    "queueId",
+    "sysFlag",
+    "bornTimestamp",
+    "flag",
+    "properties",
+    "reconsumeTimes",
+    "batch",
+    "maxReconsumeTimes",
+)
+_V1_ORDER = _FIELDS
+_V2_ORDER = tuple(_V2_KEYS[f] for f in _FIELDS)
+
+
+def _num(ext: dict[str, str], key: str, name: str, default: int | None = None) -> int:
+    """`_int` with the common case (a valid number) first."""
+    try:
+        return int(ext[key])
+    except (KeyError, ValueError):
+        return _int(ext, key, name, default)
+
+
 def parse_send_header(cmd: RemotingCommand) -> SendHeader:
     """The header of SEND_MESSAGE (long names) or SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (letters),
     read in place (no renamed copy of the fields)."""
     ext = cmd.ext
-    k = _V2_KEYS if "a" in ext and "producerGroup" not in ext else _V1_KEYS
-    group = ext.get(k["producerGroup"])
+    kg, kt, kdt, kdq, kq, ksf, kbt, kf, kp, krt, kb, kmr = (
+        _V2_ORDER if "a" in ext and "producerGroup" not in ext else _V1_ORDER
+    )
+    group = ext.get(kg)
     if group is None:
         raise MissingHeaderFieldError("the custom field <producerGroup> is null")
-    topic = ext.get(k["topic"])
+    topic = ext.get(kt)
     if topic is None:
         raise MissingHeaderFieldError("the custom field <topic> is null")
-    default_topic = ext.get(k["defaultTopic"])
-    max_rt = ext.get(k["maxReconsumeTimes"])
-    batch = ext.get(k["batch"])
+    default_topic = ext.get(kdt)
+    max_rt = ext.get(kmr)
+    batch = ext.get(kb)
     return SendHeader(
         group,
         topic,
         "TBW102" if default_topic is None else default_topic,
-        _int(ext, k["defaultTopicQueueNums"], "defaultTopicQueueNums", 4),
-        _int(ext, k["queueId"], "queueId"),
-        _int(ext, k["sysFlag"], "sysFlag", 0),
-        _int(ext, k["bornTimestamp"], "bornTimestamp", 0),
-        _int(ext, k["flag"], "flag", 0),
-        ext.get(k["properties"], ""),
-        _int(ext, k["reconsumeTimes"], "reconsumeTimes", 0),
+        _num(ext, kdq, "defaultTopicQueueNums", 4),
+        _num(ext, kq, "queueId"),
+        _num(ext, ksf, "sysFlag", 0),
+        _num(ext, kbt, "bornTimestamp", 0),
+        _num(ext, kf, "flag", 0),
+        ext.get(kp, ""),
+        _num(ext, krt, "reconsumeTimes", 0),
         # Java sends "true"; the C++ client "1" (a Java broker would read that as false and store the
         # whole batch as one message; ferromq stores the messages of the batch).
         batch is not None and (batch == "1" or batch.lower() == "true"),
@@ -229,8 +257,12 @@ class FlushWaiter:
                 asyncio.get_running_loop().call_soon(self._ask)
 
 
+# topic_problem is pure; producers send to few topics, so its regex runs once per name.
+_topic_problem = functools.lru_cache(maxsize=4096)(topic_problem)
+
+
 def _check_topic_for_send(broker: Broker, h: SendHeader) -> TopicConfig:
-    problem = topic_problem(h.topic)
+    problem = _topic_problem(h.topic)
     if problem:
         raise BrokerError(problem, ResponseCode.SYSTEM_ERROR)
     if h.topic in NOT_ALLOWED_SEND:
