@@ -45,6 +45,7 @@ class Broker:
         self._namesrv_conns: dict[str, Connection] = {}
         self._register_now = asyncio.Event()
         self._registry: Dispatcher | None = None
+        self._offsets_persisting: asyncio.Future[None] | None = None
         self.stats_put = 0
         self.stats_get = 0
 
@@ -123,6 +124,8 @@ class Broker:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self._offsets_persisting is not None:
+            await asyncio.gather(self._offsets_persisting, return_exceptions=True)
         await self._unregister_all()
         if hasattr(self, "transactions"):
             await self.transactions.stop()
@@ -179,10 +182,14 @@ class Broker:
     # -- background services -------------------------------------------------------------------
 
     async def _persist_offsets_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.config.flush_consumer_offset_interval / 1000.0)
+            # On a thread: its fsync takes milliseconds (tens under SYNC_FLUSH load), which on the
+            # event loop would hold every request meanwhile. `stop` waits for it.
+            self._offsets_persisting = loop.run_in_executor(None, self.offsets.persist)
             try:
-                self.offsets.persist()
+                await asyncio.shield(self._offsets_persisting)
             except OSError:
                 logger.exception("persisting consumer offsets failed")
 

@@ -79,9 +79,13 @@ class ScheduleMessageService:
         save_config_file(self._path, {"offsetTable": dict(sorted(self.offsets.items()))})
 
     async def _persist_loop(self) -> None:
+        last = dict(self.offsets)
         while True:
             await asyncio.sleep(self._persist_interval)
-            self.persist()
+            # Unchanged offsets are not rewritten: the file's fsync holds the event loop meanwhile.
+            if self.offsets != last:
+                last = dict(self.offsets)
+                self.persist()
 
     async def _run_level(self, level: int) -> None:
         event = self._wake[level]
