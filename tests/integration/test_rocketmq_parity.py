@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import orjson
+
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 
@@ -77,6 +79,27 @@ def test_send_to_a_not_allowed_system_topic_is_no_permission(tmp_path: Path) -> 
                     ), topic
                 r = await c.call(RC.SEND_MESSAGE, send_ext("bad topic!", 0), b"x")
                 assert r.code == R.SYSTEM_ERROR
+            finally:
+                await c.close()
+
+    asyncio.run(main())
+
+
+def test_heartbeat_without_a_body_is_system_error(tmp_path: Path) -> None:
+    """Java 4.9.7 answers SYSTEM_ERROR to a HEART_BEAT without a body (it cannot decode the HeartbeatData);
+    a heartbeat with a body registers the client as before."""
+
+    async def main() -> None:
+        async with running(tmp_path) as (_, broker):
+            c = await Client().connect(broker.port)
+            try:
+                r = await c.call(RC.HEART_BEAT)
+                assert r.code == R.SYSTEM_ERROR
+                # A producer's heartbeat (a consumer's would make the broker notify this bare client).
+                body = orjson.dumps({"clientID": "C1", "producerDataSet": [{"groupName": "HPG"}]})
+                r = await c.call(RC.HEART_BEAT, body=body)
+                assert r.code == R.SUCCESS
+                assert list(broker.clients.producers["HPG"]) == ["C1"]
             finally:
                 await c.close()
 

@@ -14,7 +14,8 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -114,7 +115,10 @@ def both(endpoints: dict[str, Endpoint], scenario: Callable[[Endpoint], Any]) ->
 # -- raw protocol helpers ----------------------------------------------------------------------------------
 
 
-async def _calls(addr: str, requests: list[tuple[int, dict[str, Any], bytes]], timeout: float) -> list[Any]:
+Request = tuple[int, dict[str, Any], bytes]
+
+
+async def _calls(addr: str, requests: Sequence[Request], timeout: float) -> list[Any]:
     out: list[Any] = []
     for code, ext, body in requests:
         # A connection per request: a request left unanswered must not hold up the next one.
@@ -128,7 +132,7 @@ async def _calls(addr: str, requests: list[tuple[int, dict[str, Any], bytes]], t
     return out
 
 
-def calls(addr: str, requests: list[tuple[int, dict[str, Any], bytes]], timeout: float = 10.0) -> list[Any]:
+def calls(addr: str, requests: Sequence[Request], timeout: float = 10.0) -> list[Any]:
     """Raw requests, one connection each; None where no reply came within `timeout`."""
     return asyncio.run(_calls(addr, requests, timeout))
 
@@ -156,7 +160,7 @@ def max_offsets(ep: Endpoint, topic: str, queues: int) -> list[list[Any]]:
 
 def cpp_send_and_pull(ep: Endpoint) -> dict[str, Any]:
     topic = "SbsCppTopic"
-    common = {"group": "SbsCppPG", "keys": True, "prop": ["p=v{i}"]}
+    common: dict[str, Any] = {"group": "SbsCppPG", "keys": True, "prop": ["p=v{i}"]}
     sync = run_cpp(ep, "produce", topic=topic, mode="sync", count=8, tags="TagA,TagB", prefix="s", **common)
     pulled = run_cpp(
         ep, "pull", topic=topic, group="SbsCppPull", expression="TagA", expect=4, wait=30, props=["p"]
@@ -655,6 +659,25 @@ BROKER_CASES: list[tuple[str, int, dict[str, Any], bytes]] = [
         {"consumerGroup": "SbsNoSuchGroup"},
         b"",
     ),
+    (
+        "send back (CONSUMER_SEND_MSG_BACK) a message at an offset past the end",
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+        {"offset": 1 << 40, "group": "SbsRawCG", "delayLevel": 0},
+        b"",
+    ),
+    (
+        "UPDATE_CONSUMER_OFFSET",
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        {"consumerGroup": "SbsRawCG", "topic": RAW_TOPIC, "queueId": 0, "commitOffset": 1},
+        b"",
+    ),
+    (
+        "QUERY_CONSUMER_OFFSET after UPDATE_CONSUMER_OFFSET",
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        {"consumerGroup": "SbsRawCG", "topic": RAW_TOPIC, "queueId": 0},
+        b"",
+    ),
+    ("HEART_BEAT without a body", RequestCode.HEART_BEAT, {}, b""),
     # Last: the Java broker stores a send without a producerGroup (see DELIBERATE).
     (
         "pull with a missing header field (queueOffset)",
@@ -766,3 +789,60 @@ def code_name(code: int | str) -> str:
 
 def compat_none(**_: Any) -> None:
     """For `same` where the items were recorded already (with their notes)."""
+
+
+# -- raw requests: a delayed message -------------------------------------------------------------------
+
+
+def raw_delay(ep: Endpoint) -> dict[str, Any]:
+    topic = "SbsDelay"
+    props = properties(TAGS="TagD", KEYS="d-1 d-2", DELAY="2", mine="x")
+    (sent,) = calls(ep.broker_addr, [(RequestCode.SEND_MESSAGE, send_ext(topic, 1, props), b"later")])
+    # Level 2 is 1 s in BROKER_CONF; wait (bounded) until the scheduler has delivered it to queue 1.
+    for _ in range(150):
+        if max_offsets_of(ep, topic, [1]) == [[0, "1"]]:
+            break
+        time.sleep(0.2)
+    (pulled,) = calls(ep.broker_addr, [(RequestCode.PULL_MESSAGE, _pull(topic, 1), b"")])
+    messages = [
+        {
+            "topic": m.topic,
+            "queue_id": m.queue_id,
+            "queue_offset": m.queue_offset,
+            "reconsume_times": m.reconsume_times,
+            "sys_flag": m.sys_flag,
+            "flag": m.flag,
+            "body": m.body.decode(),
+            "properties": m.properties,
+        }
+        for m in (decode_messages(pulled.body) if pulled.code == 0 else [])
+    ]
+    return {
+        "send": [sent.code, {k: v for k, v in sent.ext.items() if k in COMPARED_FIELDS}],
+        "pull": [pulled.code, {k: v for k, v in pulled.ext.items() if k in COMPARED_FIELDS}],
+        "messages": messages,
+        "schedule_max_offset": max_offsets_of(ep, "SCHEDULE_TOPIC_XXXX", [1]),
+    }
+
+
+def max_offsets_of(ep: Endpoint, topic: str, queues: list[int]) -> list[list[Any]]:
+    reqs = [(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": q}, b"") for q in queues]
+    return [[r.code, r.ext.get("offset")] for r in calls(ep.broker_addr, reqs)]
+
+
+def test_delayed_message(endpoints: dict[str, Endpoint], compat: Callable[..., None]) -> None:
+    results = both(endpoints, raw_delay)
+    r = results["ferromq"]
+    assert [m["body"] for m in r["messages"]] == ["later"]
+    same(
+        results,
+        compat,
+        endpoints,
+        RAW,
+        [
+            ("send", "delayed message (DELAY=2): the send's reply (queue id, queue offset)"),
+            ("pull", "delayed message: the pull once delivered (status, offsets)"),
+            ("messages", "delayed message as delivered: queue, offset, flags, properties (REAL_TOPIC, ...)"),
+            ("schedule_max_offset", "SCHEDULE_TOPIC_XXXX max offset of the level's queue"),
+        ],
+    )

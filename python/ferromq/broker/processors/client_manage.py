@@ -40,8 +40,11 @@ def _subscriptions(raw: list[dict[str, Any]]) -> list[Subscription]:
 
 def handlers(broker: Broker) -> dict[int, Handler]:
     async def heartbeat(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        if not cmd.body:
+            # As Java 4.9.7, which cannot decode a missing HeartbeatData either.
+            raise BrokerError("heartbeat without a body", ResponseCode.SYSTEM_ERROR)
         try:
-            data = loads_lenient(cmd.body) if cmd.body else {}
+            data = loads_lenient(cmd.body)
         except ValueError as e:
             raise BrokerError(f"heartbeat body is not JSON: {e}", ResponseCode.SYSTEM_ERROR) from None
         client_id = str(data.get("clientID") or conn.peer)
