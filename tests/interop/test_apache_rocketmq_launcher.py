@@ -116,3 +116,41 @@ def test_java_stored_properties(tmp_path: Path) -> None:
             queue_id, offsets = sent[name]
             got = [m.properties if (m := s.read(o)) is not None else None for o in offsets]
             assert got == expected_properties(name, props, queue_id), name
+
+
+UNMAP_JAVA = """
+import java.io.RandomAccessFile;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+
+public class Unmap {
+    public static void main(String[] args) throws Exception {
+        try (RandomAccessFile f = new RandomAccessFile(args[0], "rw")) {
+            f.setLength(4096);
+            MappedByteBuffer m = f.getChannel().map(FileChannel.MapMode.READ_WRITE, 0, 4096);
+            org.apache.rocketmq.store.MappedFile.clean(m);
+        }
+        System.out.println("unmapped");
+    }
+}
+"""
+
+
+def test_java17_flags_let_the_store_unmap_files(tmp_path: Path) -> None:
+    """The broker unmaps CommitLog files (deleting expired ones, shutting down) through JDK internals that
+    Java 17 closes; the launcher's JAVA17_FLAGS open them (without them the same call fails)."""
+    import subprocess
+
+    from apache_rocketmq import JAVA17_FLAGS, classpath
+
+    source = tmp_path / "Unmap.java"
+    source.write_text(UNMAP_JAVA)
+
+    def run(flags: list[str]) -> subprocess.CompletedProcess[str]:
+        cmd = ["java", *flags, "-cp", classpath(), str(source), str(tmp_path / "file")]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    ok = run(JAVA17_FLAGS)
+    assert ok.returncode == 0 and "unmapped" in ok.stdout, ok.stderr
+    closed = run([])
+    assert closed.returncode != 0 and "InaccessibleObjectException" in closed.stderr, closed.stderr
