@@ -40,6 +40,10 @@ BROKER_CONF = {
     "autoCreateSubscriptionGroup": "true",
     "flushDiskType": "ASYNC_FLUSH",
     "messageDelayLevel": " ".join(["1s"] * 18),
+    # Transactions are checked every second once they are a second old.
+    "transactionCheckInterval": "1000",
+    "transactionTimeOut": "1000",
+    "transactionCheckMax": "15",
 }
 
 # Properties whose values are times or depend on when a pull ran; their presence is still compared.
@@ -126,7 +130,7 @@ def run_cpp(ep: Endpoint, scenario: str, timeout: float = 60.0, **opts: Any) -> 
 
 def run_java(ep: Endpoint, main: str, scenario: str, timeout: int = 60, **opts: Any) -> list[Record]:
     """One JVM of the interop jar (`io.ferromq.interop.<main>`); its RESULT lines."""
-    logs = ep.workdir / f"java-{scenario}-{uuid.uuid4().hex[:6]}"
+    logs = ep.workdir / f"java-{scenario or main}-{uuid.uuid4().hex[:6]}"
     logs.mkdir(parents=True)
     cmd = [
         "java",
@@ -137,7 +141,7 @@ def run_java(ep: Endpoint, main: str, scenario: str, timeout: int = 60, **opts: 
         "-cp",
         str(JAR),
         f"io.ferromq.interop.{main}",
-        scenario,
+        *([scenario] if scenario else []),  # Transactions takes options only
         f"namesrv={ep.namesrv}",
         f"timeout={timeout}",
         *(f"{k}={v}" for k, v in opts.items()),
