@@ -903,3 +903,41 @@ async def finish_transactions(namesrv: str, sent: list[TxSent], timeout: float =
     unknown = {s.msg_id for s in sent if s.plan == "unknown"}
     assert set(listener.checked) == unknown, "the checker asks about exactly the pending transactions"
     return listener.checked
+
+
+# A v4 record (IPv4 hosts): the fixed fields before the body length, and where the physical offset is.
+RECORD_HEADER = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8
+PHYSICAL_OFFSET_AT = 28
+
+
+def tear_tail(store: Path) -> int:
+    """Appends a torn record after the CommitLog's last one, as a crash in the middle of an append leaves it:
+    a copy of the last record placed at the end (its physical offset field says so) of which only the
+    header and half the body reached the file, so its body CRC fails. (Cut later, in the properties, neither
+    RocketMQ nor ferromq could tell: 4.x has no checksum over them.) Marks the store as crashed (abort
+    file). Returns the CommitLog end before the torn bytes, where a recovery has to cut."""
+    # The last record is the last consume queue unit's (every record of the data set has one). A read-only
+    # view's max_physical_offset is the end of the last file, not of the data, so it is not used here.
+    with MessageStore.open_read_only(store, **STORE_OPTIONS) as s:
+        last = max(
+            m.physical_offset
+            for topic, q, lo, hi in s.queues()
+            if hi > lo
+            for m in s.get_messages(topic, q, hi - 1, 1)
+        )
+        raw = s.read_raw(last)
+    assert raw is not None
+    end = last + len(raw)
+    body_len = int.from_bytes(raw[RECORD_HEADER : RECORD_HEADER + 4], "big")
+    assert body_len >= 2, "the last record needs a body to tear"
+    torn = bytearray(raw[: RECORD_HEADER + 4 + body_len // 2])
+    torn[PHYSICAL_OFFSET_AT : PHYSICAL_OFFSET_AT + 8] = end.to_bytes(8, "big")
+    start = end - end % COMMITLOG_FILE_SIZE
+    assert end % COMMITLOG_FILE_SIZE + len(torn) <= COMMITLOG_FILE_SIZE
+    with open(store / "commitlog" / f"{start:020d}", "r+b") as f:
+        f.seek(end - start)
+        assert f.read(len(torn)) == bytes(len(torn)), "the CommitLog goes on after the last unit's record"
+        f.seek(end - start)
+        f.write(torn)
+    (store / "abort").touch()
+    return end

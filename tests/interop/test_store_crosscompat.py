@@ -96,10 +96,13 @@ def _read_only_check(store: Path, ds: cc.Dataset, *, crashed: bool) -> None:
     assert (store / "abort").exists() == crashed
 
 
-def _read_write_check(store: Path, ds: cc.Dataset, *, crashed: bool) -> None:
+def _read_write_check(store: Path, ds: cc.Dataset, *, crashed: bool, torn_at: int | None = None) -> None:
     with MessageStore(store, **cc.STORE_OPTIONS) as s:
         assert s.recovery["abnormal_exit"] == crashed
-        assert s.recovery["truncated_bytes"] == 0 or crashed
+        if torn_at is not None:  # the torn record is cut off, nothing before it
+            assert s.recovery["commitlog_end"] == torn_at and s.recovery["truncated_bytes"] > 0, s.recovery
+        else:
+            assert s.recovery["truncated_bytes"] == 0, s.recovery
         cc.check_store(s, ds)
     # ferromq's clean close leaves a store it reopens without recovery, still holding everything.
     with MessageStore(store, **cc.STORE_OPTIONS) as s:
@@ -170,6 +173,9 @@ def test_ferromq_recovers_java_store_after_kill9(tmp_path: Path) -> None:
     store, ds = cc.java_written_store(tmp_path / "java", kill=True)
     _read_only_check(store, ds, crashed=True)
     _read_write_check(cc.copy_store(store, tmp_path / "rw" / "store"), ds, crashed=True)
+    # And with the last append torn by the crash.
+    torn = cc.copy_store(store, tmp_path / "torn" / "store")
+    _read_write_check(torn, ds, crashed=True, torn_at=cc.tear_tail(torn))
     (tmp_path / "serve").mkdir()
     _serve_check(tmp_path / "serve", cc.copy_store(store, tmp_path / "serve" / "store"), ds)
 
@@ -200,6 +206,9 @@ def test_java_reads_ferromq_store(java_store: WrittenStore, tmp_path: Path, kill
     )
     with MessageStore.open_read_only(store, **cc.STORE_OPTIONS) as s:
         scheduled = cc.scheduled_records(s, ds)
+    if kill:
+        # The crash also tore the last append: the Java broker's recovery must cut it and keep the rest.
+        cc.tear_tail(store)
 
     mq = start_rocketmq(root, cc.BROKER_CONF)
     try:
@@ -227,6 +236,7 @@ def test_java_reads_ferromq_store(java_store: WrittenStore, tmp_path: Path, kill
         assert int(offsets[f"{topic}@{cc.GROUP}"][str(q)]) == committed
     log = mq.broker_log.read_text(encoding="utf-8", errors="replace")
     assert f"last shutdown {'abnormally' if kill else 'normally'}" in log
+    assert ("CRC check failed" in log) == kill, "the Java recovery should have rejected the torn record"
     problems = java_problems(mq)
     assert not problems, "\n".join(problems[:30])
 
