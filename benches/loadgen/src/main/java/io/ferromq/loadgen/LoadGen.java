@@ -541,10 +541,33 @@ public final class LoadGen {
         r.put("max_ms", lat.length > 0 ? lat[lat.length - 1] / 1e6 : null);
         r.put("ack_p50_ms", pct(acks, 50.0));
         r.put("ack_p99_ms", pct(acks, 99.0));
+        r.put("slow_windows", slowWindows(seen, warmN, n, rate));
         result(r);
         if (!all) {
             fail("latency " + rate + ": received " + seen.unique() + " of " + ok.get() + " sent OK");
         }
+    }
+
+    /**
+     * The 100 ms windows of the schedule (seconds from the start, by send slot) whose slowest message took
+     * over 20 ms, worst first, at most 10: tells one stall from latency spread over the whole run.
+     */
+    private static List<List<Double>> slowWindows(Seen seen, int from, int n, int rate) {
+        int per = Math.max(1, rate / 10);
+        List<List<Double>> found = new ArrayList<List<Double>>();
+        synchronized (seen) {
+            for (int w = from; w < n; w += per) {
+                long worst = 0;
+                for (int i = w; i < Math.min(n, w + per); i++) {
+                    worst = Math.max(worst, seen.latencyNanos[i]);
+                }
+                if (worst > 20_000_000L) {
+                    found.add(Arrays.asList((double) w / rate, worst / 1e6));
+                }
+            }
+        }
+        found.sort((a, b) -> Double.compare(b.get(1), a.get(1)));
+        return found.subList(0, Math.min(10, found.size()));
     }
 
     private static Double pct(long[] sorted, double p) {
