@@ -7,7 +7,8 @@ alone) speaks the remoting protocol directly: it creates the topic, then per pha
 * `send`: C connections x K requests in flight each (closed loop), SEND_MESSAGE_V2 (Java's short
   header) or SEND_MESSAGE (the C++ client's long header), JSON headers, a fresh UNIQ_KEY and a
   tag per message, for S seconds after a 1 s warm-up: msg/s and latency percentiles;
-* `rate`: the same sends at a fixed rate (open loop, latency counted from the scheduled time);
+* `rate`: the same sends at a fixed rate (open loop, latency counted from the scheduled time),
+  with `--live-consumer` while long-polling pullers commit offsets (a push consumer's traffic);
 * `pull`: PULL_MESSAGE (32 per request), one puller per queue reading it from 0 to its end and
   over again (page cache), for S seconds after the warm-up: msg/s.
 
@@ -93,6 +94,9 @@ class Conn:
         self.writer.close()
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("closed"))
 
 
 _opaque = itertools.count(1)
@@ -250,6 +254,7 @@ async def _send_rate(conns: list[Conn], args: argparse.Namespace) -> dict[str, A
         else:
             errors[code] += 1
 
+    consumers = await _live_consumers(args) if args.live_consumer else None
     for i in range(total):
         due = start + i * interval
         delay = due - time.perf_counter()
@@ -263,13 +268,62 @@ async def _send_rate(conns: list[Conn], args: argparse.Namespace) -> dict[str, A
         while pending:
             await asyncio.sleep(0.01)
     elapsed = time.perf_counter() - start - args.warmup
-    return {
+    out = {
         "count": len(lat),
         "total": total,
         "elapsed": elapsed,
         "errors": dict(errors),
         **_percentiles(lat),
     }
+    if consumers is not None:
+        out["consumed"] = await consumers()
+    return out
+
+
+async def _live_consumers(args: argparse.Namespace) -> Any:
+    """One long-polling puller per queue on its own connection, from the queue's end, committing
+    its offset with every pull (as a push consumer does). Returns a coroutine function that stops
+    them and gives the number of messages they received."""
+    (conn,) = await _connect(args.port, 1)
+    offsets = []
+    for q in range(QUEUES):
+        op = next(_opaque)
+        _, ext, _ = await conn.send(_json_header(30, {"topic": TOPIC, "queueId": str(q)}, op), b"", op)
+        offsets.append(int(ext["offset"]))
+    got = [0]
+
+    async def puller(q: int) -> None:
+        offset = offsets[q]
+        while True:
+            op = next(_opaque)
+            ext = {
+                "consumerGroup": "CID_live",
+                "topic": TOPIC,
+                "queueId": str(q),
+                "queueOffset": str(offset),
+                "maxMsgNums": "32",
+                "sysFlag": "7",  # commit offset, suspend (long polling), subscription in the request
+                "commitOffset": str(offset),
+                "suspendTimeoutMillis": "15000",
+                "subscription": "*",
+                "subVersion": "0",
+                "expressionType": "TAG",
+            }
+            code, ext_out, _ = await conn.send(_json_header(11, ext, op), b"", op)
+            if "nextBeginOffset" in ext_out:
+                nxt = int(ext_out["nextBeginOffset"])
+                if code == 0:
+                    got[0] += nxt - offset
+                offset = nxt
+
+    tasks = [asyncio.create_task(puller(q)) for q in range(QUEUES)]
+
+    async def stop() -> int:
+        await conn.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return got[0]
+
+    return stop
 
 
 async def _pull_all(conns: list[Conn], args: argparse.Namespace) -> dict[str, Any]:
@@ -364,6 +418,7 @@ def load_main(argv: list[str]) -> None:
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--inflight", type=int, default=16)
     ap.add_argument("--rate", type=float, default=5000)
+    ap.add_argument("--live-consumer", action="store_true")
     args = ap.parse_args(argv)
     try:
         import uvloop  # the load generator only; optional
@@ -454,6 +509,8 @@ def run_case(
             cmd += ["--style", args.style, "--seconds", str(args.seconds), "--warmup", str(args.warmup)]
             cmd += ["--connections", str(args.connections), "--inflight", str(args.inflight)]
             cmd += ["--rate", str(args.rate)]
+            if args.live_consumer:
+                cmd.append("--live-consumer")
             spy = None
             if args.profile:
                 prof_dir = Path(args.profile)
@@ -516,6 +573,7 @@ def _row(r: dict[str, Any]) -> str:
         f"{r['variant']:<9}{r['flush'].split('_')[0]:<7}{r['size']:>6}{r['phase']:>7}{r['count']:>9}{r['msgs_per_s']:>10.0f}"
         f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['p999_ms']:>10.2f}"
         f"{r['cpu_us_per_msg']:>11.1f}  {r.get('errors') or ''}"
+        + (f" consumed {r['consumed']}" if "consumed" in r else "")
     )
 
 
@@ -542,6 +600,11 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--inflight", type=int, default=16)
     ap.add_argument("--rate", type=float, default=5000, help="fixed-rate phase (0: skip)")
+    ap.add_argument(
+        "--live-consumer",
+        action="store_true",
+        help="rate phase: long-polling pullers per queue commit offsets meanwhile (a consumer's load)",
+    )
     ap.add_argument("--profile", help="directory for py-spy summaries")
     ap.add_argument("--native", action="store_true", help="py-spy --native")
     ap.add_argument("--tag", default="", help="prefix of the profile file names")
