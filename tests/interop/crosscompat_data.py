@@ -905,6 +905,21 @@ async def finish_transactions(namesrv: str, sent: list[TxSent], timeout: float =
     return listener.checked
 
 
+def last_record(store: Path) -> tuple[int, bytes]:
+    """The CommitLog's last record (offset, bytes): the last consume queue unit's, as every record of the
+    data set has one."""
+    with MessageStore.open_read_only(store, **STORE_OPTIONS) as s:
+        last = max(
+            m.physical_offset
+            for topic, q, lo, hi in s.queues()
+            if hi > lo
+            for m in s.get_messages(topic, q, hi - 1, 1)
+        )
+        raw = s.read_raw(last)
+    assert raw is not None
+    return last, raw
+
+
 # A v4 record (IPv4 hosts): the fixed fields before the body length, and where the physical offset is.
 RECORD_HEADER = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8
 PHYSICAL_OFFSET_AT = 28
@@ -916,17 +931,7 @@ def tear_tail(store: Path) -> int:
     header and half the body reached the file, so its body CRC fails. (Cut later, in the properties, neither
     RocketMQ nor ferromq could tell: 4.x has no checksum over them.) Marks the store as crashed (abort
     file). Returns the CommitLog end before the torn bytes, where a recovery has to cut."""
-    # The last record is the last consume queue unit's (every record of the data set has one). A read-only
-    # view's max_physical_offset is the end of the last file, not of the data, so it is not used here.
-    with MessageStore.open_read_only(store, **STORE_OPTIONS) as s:
-        last = max(
-            m.physical_offset
-            for topic, q, lo, hi in s.queues()
-            if hi > lo
-            for m in s.get_messages(topic, q, hi - 1, 1)
-        )
-        raw = s.read_raw(last)
-    assert raw is not None
+    last, raw = last_record(store)
     end = last + len(raw)
     body_len = int.from_bytes(raw[RECORD_HEADER : RECORD_HEADER + 4], "big")
     assert body_len >= 2, "the last record needs a body to tear"

@@ -172,6 +172,24 @@ impl CommitLog {
         }
     }
 
+    /// Where the records end, found by walking the last file that holds any (without CRC
+    /// checks). For a read-only view, which maps every file whole and so cannot take the end
+    /// from its write position.
+    pub fn data_end(&self) -> u64 {
+        let files = self.files.files();
+        for f in files.iter().rev() {
+            let started = f
+                .slice(0, 8)
+                .is_some_and(|head| head.iter().any(|b| *b != 0));
+            if started {
+                return self
+                    .walk(f.file_from_offset(), false, |_| Ok(()))
+                    .unwrap_or_else(|_| f.file_from_offset());
+            }
+        }
+        files.first().map_or(0, |f| f.file_from_offset())
+    }
+
     pub fn truncate_to(&self, end: u64) -> Result<()> {
         self.files.truncate_to(end)
     }

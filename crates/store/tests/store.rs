@@ -527,7 +527,11 @@ fn read_only_view_sees_a_consistent_prefix_while_writing() {
     ));
     let r = reader.get_messages("R", 0, 0, 1000, 1 << 24, None).unwrap();
     assert_eq!(r.message_count, 50);
+    // The view maps whole files; its CommitLog end is where the records end, also while the
+    // writer preallocated the next file.
+    assert_eq!(reader.max_physical_offset(), writer.max_physical_offset());
     fill(&writer, 300);
+    assert_eq!(reader.max_physical_offset(), writer.max_physical_offset());
     let r = reader
         .get_messages("R", 0, 50, 1000, 1 << 24, None)
         .unwrap();

@@ -521,7 +521,12 @@ impl MessageStore {
         self.inner.commitlog.min_offset() as i64
     }
 
+    /// Offset just past the last record. A read-only view finds it in the files each time (the
+    /// writer may still be appending).
     pub fn max_physical_offset(&self) -> i64 {
+        if self.inner.config.read_only {
+            return self.inner.commitlog.data_end() as i64;
+        }
         self.inner.commitlog.max_offset() as i64
     }
 
