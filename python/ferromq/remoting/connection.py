@@ -74,6 +74,8 @@ class Connection(asyncio.Protocol):
         self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._on_close: list[Callable[[Connection], None]] = []
         self._buf = bytearray()
+        # A request of the current chunk became a task that has not started yet.
+        self._behind_task = False
         # Frames waiting for the one write of this loop iteration.
         self._out: list[bytes] = []
         self._flush_scheduled = False
@@ -95,6 +97,9 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        # Tasks made by the previous chunk have started by now (their first steps were queued
+        # before this read callback).
+        self._behind_task = False
         # Whole frames are decoded straight from the chunk; only a partial frame is kept.
         buf: bytes | bytearray
         if self._buf:
@@ -177,22 +182,43 @@ class Connection(asyncio.Protocol):
         if self._handler is None:
             logger.debug("request code %d from %s ignored (no handler)", cmd.code, self.peer)
             return
+        if self._behind_task:
+            # An earlier request of this chunk runs as a task that has not started yet: this one
+            # waits its turn too, so requests still start in arrival order (a heartbeat before a
+            # pull, a topic creation before a send).
+            self._start(cmd, self._call(cmd))
+            return
         answer = self._handler(self, cmd)
         if answer is None or isinstance(answer, RemotingCommand):
             if answer is not None and not cmd.is_oneway:
                 self.write(answer)
             return
+        if isinstance(answer, asyncio.Future):
+            # A future (a send waiting for the disk; its work is done) answers from its callback.
+            self._count_inflight()
+            answer.add_done_callback(functools.partial(self._future_done, cmd))
+            return
+        self._behind_task = True
+        self._start(cmd, answer)
+
+    async def _call(self, cmd: RemotingCommand) -> RemotingCommand | None:
+        assert self._handler is not None
+        answer = self._handler(self, cmd)
+        if answer is None or isinstance(answer, RemotingCommand):
+            return answer
+        return await answer
+
+    def _start(self, cmd: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:
+        self._count_inflight()
+        task = self._loop.create_task(self._handle(cmd, answer))
+        self._tasks.add(task)
+        task.add_done_callback(self._request_done)
+
+    def _count_inflight(self) -> None:
         self._inflight += 1
         if self._inflight >= MAX_INFLIGHT_REQUESTS and not self._reading_paused and self._transport:
             self._reading_paused = True
             self._transport.pause_reading()
-        if isinstance(answer, asyncio.Future):
-            # A future (a send waiting for the disk) answers from its callback: no task.
-            answer.add_done_callback(functools.partial(self._future_done, cmd))
-            return
-        task = self._loop.create_task(self._handle(cmd, answer))
-        self._tasks.add(task)
-        task.add_done_callback(self._request_done)
 
     def _one_done(self) -> None:
         self._inflight -= 1
