@@ -16,7 +16,7 @@ from ferromq.broker.config import BrokerConfig
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.offsets import ConsumerOffsetManager
-from ferromq.broker.processors import build_registry, send
+from ferromq.broker.processors import build_registry, pull, send
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.subscriptions import SubscriptionGroupManager
 from ferromq.broker.topics import SCHEDULE_TOPIC, TopicConfigManager
@@ -93,7 +93,9 @@ class Broker:
         )
         await self.transactions.start()
         self._registry = Dispatcher(
-            build_registry(self), f"broker {cfg.broker_name}", immediate=send.immediate_handlers(self)
+            build_registry(self),
+            f"broker {cfg.broker_name}",
+            immediate={**send.immediate_handlers(self), **pull.immediate_handlers(self)},
         )
         self._tasks = [
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),

@@ -3,7 +3,7 @@ matching message is stored or its suspend time is up."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ferromq.broker.clients import Subscription, parse_subscription
@@ -14,10 +14,11 @@ from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.headers import ext_int, ext_str
 from ferromq.remoting.connection import Connection
-from ferromq.remoting.dispatch import Handler
+from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
+    from ferromq.store import GetResult
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -46,8 +47,15 @@ def as_int32(code: int) -> int:
 
 
 def handlers(broker: Broker) -> dict[int, Handler]:
-    async def pull(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        return await pull_message(broker, conn, cmd)
+    return {}  # PULL_MESSAGE is an immediate handler (see `immediate_handlers`)
+
+
+def immediate_handlers(broker: Broker) -> dict[int, ImmediateHandler]:
+    """A pull that finds messages (or is not to be held) is answered without a task; one to be
+    held answers with a coroutine that waits in the hold service."""
+
+    def pull(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        return pull_message(broker, conn, cmd)
 
     return {RequestCode.PULL_MESSAGE: pull}
 
@@ -99,7 +107,9 @@ def _filter_records(body: bytes, predicate: Callable[[dict[str, str]], bool]) ->
     return bytes(out), count
 
 
-async def pull_message(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+def pull_message(
+    broker: Broker, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand | Awaitable[RemotingCommand]:
     group = ext_str(cmd, "consumerGroup")
     topic = ext_str(cmd, "topic")
     queue_id = ext_int(cmd, "queueId")
@@ -128,29 +138,43 @@ async def pull_message(broker: Broker, conn: Connection, cmd: RemotingCommand) -
             ResponseCode.SYSTEM_ERROR,
         )
     sub = _subscription(broker, cmd, group, topic, sys_flag)
-    codes = set(sub.codes) if sub.codes is not None else None
     sql = check_sql92(broker, sub.sub_string) if sub.expression_type == "SQL92" else None
+    result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
+    code = _STATUS_CODES[result.status][0 if offset == 0 else 1]
+    # The offset commit happens once, on the first processing.
+    _commit(broker, group, topic, queue_id, sys_flag, commit_offset)
+    if code == ResponseCode.PULL_NOT_FOUND and sys_flag & FLAG_SUSPEND:
+        timeout = suspend_ms if broker.config.long_polling_enable else broker.config.short_polling_time_mills
+        return _pull_after_hold(broker, cmd, topic, queue_id, offset, max_msgs, sub, sql, timeout / 1000.0)
+    return _pull_reply(cmd, result, code, sql)
+
+
+async def _pull_after_hold(
+    broker: Broker,
+    cmd: RemotingCommand,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msgs: int,
+    sub: Subscription,
+    sql: Callable[[dict[str, str]], bool] | None,
+    timeout: float,
+) -> RemotingCommand:
+    """A pull that found nothing new: held until a matching message is stored (or a re-check,
+    or the timeout), then read once more and answered whatever it finds."""
+    codes = set(sub.codes) if sub.codes is not None else None
 
     def matches(tags_code: int) -> bool:
         return codes is None or as_int32(tags_code) in codes
 
-    allow_suspend = True
-    code: int
-    while True:
-        result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
-        code = _STATUS_CODES[result.status][0 if offset == 0 else 1]
-        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND:
-            allow_suspend = False
-            # The offset commit happens once, on the first processing.
-            _commit(broker, group, topic, queue_id, sys_flag, commit_offset)
-            timeout = (
-                suspend_ms if broker.config.long_polling_enable else broker.config.short_polling_time_mills
-            )
-            await broker.hold.hold(topic, queue_id, offset, timeout / 1000.0, matches)
-            continue
-        break
-    if allow_suspend:
-        _commit(broker, group, topic, queue_id, sys_flag, commit_offset)
+    await broker.hold.hold(topic, queue_id, offset, timeout, matches)
+    result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
+    return _pull_reply(cmd, result, _STATUS_CODES[result.status][0 if offset == 0 else 1], sql)
+
+
+def _pull_reply(
+    cmd: RemotingCommand, result: GetResult, code: int, sql: Callable[[dict[str, str]], bool] | None
+) -> RemotingCommand:
     body, status = result.body, result.status
     if sql is not None and code == ResponseCode.SUCCESS:
         body, matched = _filter_records(body, sql)
