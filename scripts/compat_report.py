@@ -95,6 +95,12 @@ def _client_matrix(entries: list[Entry], clients: list[str]) -> list[str]:
 
 def render(versions: dict[str, str], raw: list[Entry]) -> str:
     entries = unique(expand(raw))
+    # Mapped items in the order of compat.TEST_MAP (stable whatever order the tests ran in).
+    order: dict[tuple[str, str], int] = {}
+    for items in compat.TEST_MAP.values():
+        for area, item, _, _ in items:
+            order.setdefault((area, item), len(order))
+    entries.sort(key=lambda e: order.get((e["area"], e["item"]), len(order)))
     by_area: dict[str, list[Entry]] = defaultdict(list)
     for e in entries:
         by_area[e["area"]].append(e)
