@@ -183,8 +183,14 @@ def run_loadgen(namesrv: str, work: Path, opts: dict[str, Any], timeout: int) ->
         try:
             code = proc.wait(timeout=timeout + 60)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            code = proc.wait(timeout=30)
+            code = None
+        finally:
+            # Also on Ctrl-C: the JVM is in its own process group, which only it and its children use.
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        if code is None:
+            code = proc.returncode
     phases: dict[str, Any] = {"latency": []}
     for line in out_path.read_text(errors="replace").splitlines():
         if line.startswith("RESULT "):
