@@ -10,6 +10,9 @@ import pytest
 
 from ferromq.store import MessageStore
 
+# The README compatibility records (hooks and the `compat` fixture): see tests/interop/compat.py.
+from tests.interop.compat import compat, pytest_runtest_logreport, pytest_sessionfinish  # noqa: F401
+
 SMALL = {
     "mapped_file_size_commitlog": 64 * 1024,
     "mapped_file_size_consume_queue": 20 * 100,

@@ -7,7 +7,7 @@ files need no edits. Only tests that passed (setup, call and teardown) count. At
 the outcomes go to build/compat-results.json: entries of the tests that ran now replace those of the same
 node ids from earlier sessions, so running one interop file updates only its part.
 
-tests/interop/conftest.py imports the hooks and the fixture from here.
+tests/conftest.py imports the hooks and the fixture from here (so the Spark tests count too).
 """
 
 from __future__ import annotations
@@ -142,6 +142,14 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
     ],
     "tests/interop/test_store_crosscompat.py::test_ferromq_recovers_java_store_after_kill9": [
         (STORE, "ferromq recovers a Java broker's store after kill -9", APACHE, ROCKETMQ_VERSION)
+    ],
+    "tests/spark/test_spark_java_store.py::test_spark_reads_a_store_apache_rocketmq_wrote": [
+        (
+            STORE,
+            "the Spark source (ferromq.spark) reads a store the Java broker wrote (clean stop and kill -9)",
+            APACHE,
+            ROCKETMQ_VERSION,
+        )
     ],
     "tests/interop/test_store_crosscompat.py::test_java_reads_ferromq_store": [
         (

@@ -21,9 +21,6 @@ from pathlib import Path
 
 import pytest
 
-# The README compatibility records (hooks and the `compat` fixture): see compat.py.
-from tests.interop.compat import compat, pytest_runtest_logreport, pytest_sessionfinish  # noqa: F401
-
 READY_LINE = "ferromq serving:"
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
