@@ -78,6 +78,11 @@ pub struct GetResult {
     pub queue_offsets: Vec<i64>,
 }
 
+/// The consume-queue filter of a read: units whose tags code (low 32 bits) is listed, or all.
+fn accepts_tags(tag_codes: Option<&[i32]>) -> impl Fn(i64) -> bool + '_ {
+    move |code| tag_codes.is_none_or(|codes| codes.contains(&(code as i32)))
+}
+
 /// Where a queue walk ended (a [`GetResult`] without the records).
 #[derive(Debug, Clone, Copy)]
 pub struct Scan {
@@ -337,7 +342,7 @@ impl MessageStore {
             offset,
             max_count,
             max_bytes,
-            &|code: i64| tag_codes.is_none_or(|codes| codes.contains(&(code as i32))),
+            &accepts_tags(tag_codes),
         )
     }
 
@@ -358,7 +363,7 @@ impl MessageStore {
         filter: ColumnFilter,
     ) -> Result<(ColumnBatch, Scan)> {
         let inner = self.check_open()?;
-        let accept = |code: i64| tag_codes.is_none_or(|codes| codes.contains(&(code as i32)));
+        let accept = accepts_tags(tag_codes);
         let mut builder = ColumnBuilder::new(filter);
         let mut failure = None;
         let mut next = from;
