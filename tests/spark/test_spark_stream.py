@@ -81,10 +81,88 @@ def test_available_now_restarts_from_the_checkpoint_without_skipping_or_repeatin
     assert set(got) == written
 
 
+def test_available_now_reads_what_was_there_at_its_start_in_capped_batches_and_stops(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    root, checkpoint = tmp_path / "store", tmp_path / "checkpoint"
+    topic = "AvailNow"
+    with MessageStore(root, mapped_file_size_commitlog=64 * 1024) as store:
+
+        def put(queue_id: int, n: int) -> set[tuple[int, int]]:
+            out = set()
+            for _ in range(n):
+                offset = store.max_offset(topic, queue_id)
+                assert store.put(topic, queue_id, f"{queue_id}/{offset}".encode() * 20).queue_offset == offset
+                out.add((queue_id, offset))
+            return out
+
+        before = put(0, 40) | put(1, 40) | put(2, 40)
+        batches: list[list[tuple[int, int]]] = []
+        late: set[tuple[int, int]] = set()
+
+        def sink(df: DataFrame, batch_id: int) -> None:
+            batches.append([(r.queue_id, r.queue_offset) for r in df.collect()])
+            if not late:  # written after the run fixed its target: left for the next run
+                late.update(put(0, 10) | put(2, 10) | put(5, 10))
+
+        def run() -> StreamingQuery:
+            query = (
+                stream(
+                    spark, path=str(root), topic=topic, startingOffsets="earliest", maxRecordsPerTrigger="25"
+                )
+                .select("queue_id", "queue_offset")
+                .writeStream.foreachBatch(sink)
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True)
+                .start()
+            )
+            finish(query)
+            return query
+
+        query = run()
+        sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+        got = [row for batch in batches for row in batch]
+        assert late, "the first micro-batch did not run"
+        assert len(got) == len(set(got)) and set(got) == before, "not every row exactly once"
+        assert sizes == [len(b) for b in batches if b]
+        assert sum(sizes) == len(before) and max(sizes) <= 25 and len(sizes) >= len(before) // 25
+
+        batches.clear()
+        run()  # the next run reads what came in during the first one, once
+        got = [row for batch in batches for row in batch]
+        assert len(got) == len(set(got)) and set(got) == late
+
+
+def test_available_now_caps_micro_batches_in_remote_mode(
+    spark: SparkSession, produced: Produced, tmp_path: Path
+) -> None:
+    df = stream(
+        spark,
+        namesrv=produced.server.namesrv,
+        topic=TOPIC,
+        startingOffsets="earliest",
+        maxRecordsPerTrigger="250",
+    )
+    query = (
+        df.select("queue_id", "queue_offset")
+        .writeStream.format("memory")
+        .queryName("avail_remote")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    finish(query)
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == len(produced.sent)
+    assert len(sizes) >= len(produced.sent) / 250 and max(sizes) <= 250
+    rows = spark.sql("select * from avail_remote").collect()
+    got = [(r.queue_id, r.queue_offset) for r in rows]
+    assert len(got) == len(set(got)) and set(got) == set(produced.sent)
+
+
 def test_max_records_per_trigger_caps_each_micro_batch(
     spark: SparkSession, produced: Produced, tmp_path: Path
 ) -> None:
-    # (availableNow reads everything in one batch for Python sources: Spark asks for all there is.)
     df = stream(
         spark, path=str(produced.store), topic=TOPIC, startingOffsets="earliest", maxRecordsPerTrigger="250"
     )

@@ -13,7 +13,8 @@ Named like Spark's Kafka source where the idea is the same:
   over the offsets;
 - `tags`: a tag expression, `*` or `TagA || TagB`;
 - `maxRecordsPerPartition`: split a queue range into tasks of at most this many offsets;
-- `maxRecordsPerTrigger` (streaming): at most this many offsets per micro-batch;
+- `maxRecordsPerTrigger` (streaming): at most this many offsets per micro-batch, also under
+  `Trigger.AvailableNow` (which then runs several micro-batches up to the offsets of its start);
 - `includeProperties` (default true): the `properties` map column;
 - `consumerGroup` (remote mode): the group named in pull requests (default `ferromq-spark`).
 """

@@ -2,18 +2,24 @@
 
 Planning (which queues, which offset ranges) runs on the driver from the consume queues (local
 mode) or the brokers (remote mode); each task reads one `QueueRange` and yields Arrow batches
-decoded in Rust. Readers keep only their parsed options, so they pickle and hold no state between
-calls.
+decoded in Rust. Readers keep their parsed options and, for a stream under `Trigger.AvailableNow`,
+the target offsets fixed when the run started; nothing else is kept between calls.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from ferromq.errors import InvalidArgumentError
@@ -129,16 +135,25 @@ class FerroMQReader(DataSourceReader):
         return _read(self.opts, partition, streaming=False)
 
 
-class FerroMQStreamReader(DataSourceStreamReader):
+class FerroMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over per-queue offsets `{topic: {"queue id": offset}}`.
 
     New queues (and, with topicPattern, new topics) join at their earliest offset. A micro-batch
     reads exactly `[start, end)` of each queue, so a restart from a checkpoint neither skips nor
     repeats rows.
+
+    Under `Trigger.AvailableNow`, Spark calls `prepareForTriggerAvailableNow` once per run: the
+    queues' latest offsets at that moment become the run's target. Micro-batches still honour
+    `maxRecordsPerTrigger` but never pass the target, and queues that appear later wait for the
+    next run; once every queue is at its target the run has no new data and the query stops.
     """
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
+        self.target: dict[tuple[str, int], int] | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = {(b.topic, b.queue_id): b.max_offset for b in self._bounds()}
 
     def _bounds(self) -> list[QueueBounds]:
         source = _source(self.opts)
@@ -167,6 +182,13 @@ class FerroMQStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
         bounds = self._bounds()
+        if self.target is not None:  # AvailableNow: nothing past the run's target
+            target = self.target
+            bounds = [
+                dataclasses.replace(b, max_offset=min(b.max_offset, target[(b.topic, b.queue_id)]))
+                for b in bounds
+                if (b.topic, b.queue_id) in target
+            ]
         begin = {
             (b.topic, b.queue_id): start.get(b.topic, {}).get(str(b.queue_id), b.min_offset) for b in bounds
         }
