@@ -13,6 +13,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ferromq.client import Message
 from ferromq.client.blocking import BlockingProducer
+from ferromq.spark.local import LocalSource
 from ferromq.store import MessageStore
 from tests.spark.conftest import TOPIC, Produced
 
@@ -158,6 +159,35 @@ def test_available_now_caps_micro_batches_in_remote_mode(
     rows = spark.sql("select * from avail_remote").collect()
     got = [(r.queue_id, r.queue_offset) for r in rows]
     assert len(got) == len(set(got)) and set(got) == set(produced.sent)
+
+
+def test_a_new_stream_without_starting_offsets_starts_at_latest(
+    spark: SparkSession, produced: Produced, tmp_path: Path
+) -> None:
+    # Like Spark's Kafka source: a new streaming query reads only what arrives after it starts.
+    query = (
+        stream(spark, path=str(produced.store), topic=TOPIC)
+        .select("queue_id", "queue_offset")
+        .writeStream.format("memory")
+        .queryName("from_latest")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    finish(query)
+    assert spark.sql("select * from from_latest").count() == 0
+    assert all(p["numInputRows"] == 0 for p in query.recentProgress)
+    source = LocalSource(str(produced.store))
+    try:
+        latest = {str(b.queue_id): b.max_offset for b in source.queues() if b.topic == TOPIC}
+    finally:
+        source.close()
+    ends = [_offsets(p["sources"][0]["endOffset"]) for p in query.recentProgress]
+    assert ends and all(end == {TOPIC: latest} for end in ends)
+
+
+def _offsets(reported: Any) -> Any:
+    return json.loads(reported) if isinstance(reported, str) else reported
 
 
 def test_max_records_per_trigger_caps_each_micro_batch(
