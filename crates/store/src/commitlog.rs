@@ -16,8 +16,8 @@ pub struct CommitLog {
 }
 
 impl CommitLog {
-    pub fn load(dir: &Path, file_size: usize, writable: bool, preallocate: bool) -> Result<Self> {
-        let files = MappedFileQueue::load(dir, file_size, writable, preallocate)?;
+    pub fn load(dir: &Path, file_size: usize, writable: bool, warm: bool) -> Result<Self> {
+        let files = MappedFileQueue::load(dir, file_size, writable, warm)?;
         let file_size = files.file_size();
         // Until recovery finds the real end, every byte of every file may be read.
         for f in files.files() {
@@ -57,21 +57,25 @@ impl CommitLog {
             None => self.files.roll(0)?,
         };
         let pos = last.wrote_position();
-        if len + END_FILE_MIN_BLANK_LENGTH <= self.file_size - pos {
-            return Ok((last, pos));
-        }
-        if pos < self.file_size {
-            let remaining = (self.file_size - pos) as i32;
-            let mut blank = [0u8; END_FILE_MIN_BLANK_LENGTH];
-            blank[..4].copy_from_slice(&remaining.to_be_bytes());
-            blank[4..].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
-            last.write_at(pos, &blank);
-            last.set_wrote_position(self.file_size);
-        }
-        let next = self
-            .files
-            .roll(last.file_from_offset() + self.file_size as u64)?;
-        Ok((next, 0))
+        let (file, pos) = if len + END_FILE_MIN_BLANK_LENGTH <= self.file_size - pos {
+            (last, pos)
+        } else {
+            if pos < self.file_size {
+                let remaining = (self.file_size - pos) as i32;
+                let mut blank = [0u8; END_FILE_MIN_BLANK_LENGTH];
+                blank[..4].copy_from_slice(&remaining.to_be_bytes());
+                blank[4..].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
+                self.files.prepare_write(&last, pos + blank.len())?;
+                last.write_at(pos, &blank);
+                last.set_wrote_position(self.file_size);
+            }
+            let next = self
+                .files
+                .roll(last.file_from_offset() + self.file_size as u64)?;
+            (next, 0)
+        };
+        self.files.prepare_write(&file, pos + len)?;
+        Ok((file, pos))
     }
 
     /// Calls `f` with the `len` bytes at `offset` if they lie below `limit` within one file.

@@ -200,6 +200,7 @@ impl ConsumeQueue {
             // A queue whose first unit is not at a file start: pad the file's head.
             let f = self.files.roll(target / file_size * file_size)?;
             let head = (target - f.file_from_offset()) as usize;
+            self.files.prepare_write(&f, head)?;
             for pos in (0..head).step_by(CQ_UNIT_SIZE) {
                 f.write_at(pos, &PRE_BLANK.encode());
             }
@@ -226,6 +227,7 @@ impl ConsumeQueue {
         };
         let pos = (at - f.file_from_offset()) as usize;
         debug_assert_eq!(pos, f.wrote_position());
+        self.files.prepare_write(&f, pos + CQ_UNIT_SIZE)?;
         let bytes = unit.encode();
         // Size last: a reader in another process that sees size > 0 sees the whole unit.
         f.write_at(pos, &bytes[..8]);

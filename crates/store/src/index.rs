@@ -72,7 +72,11 @@ impl IndexFile {
     ) -> Result<Self> {
         let size = index_file_size(slot_num, index_num);
         let file = if create {
-            MappedFile::create(path, 0, size)?
+            let file = MappedFile::create(path, 0, size)?;
+            // The hash slots are written anywhere; the entries after them in order, reserved
+            // as they grow (`put_key`).
+            file.reserve(INDEX_HEADER_SIZE + slot_num * SLOT_SIZE)?;
+            file
         } else {
             MappedFile::open(path, 0, size, writable)?
         };
@@ -113,12 +117,13 @@ impl IndexFile {
     }
 
     /// Adds one key (writer only). Returns false when the file is full.
-    fn put_key(&self, key: &str, phy_offset: i64, store_timestamp: i64) -> bool {
+    fn put_key(&self, key: &str, phy_offset: i64, store_timestamp: i64) -> Result<bool> {
         let mut h = self.header.lock().unwrap();
         let count = h.index_count as usize;
         if count >= self.index_num {
-            return false;
+            return Ok(false);
         }
+        self.file.reserve(self.entry_pos(count) + ENTRY_SIZE)?;
         let key_hash = index_key_hash(key);
         let slot_pos = self.slot_pos(key_hash);
         let mut prev = self.read_i32(slot_pos);
@@ -150,7 +155,7 @@ impl IndexFile {
         h.end_phy_offset = phy_offset;
         h.end_timestamp = store_timestamp;
         self.file.write_at(0, &h.encode());
-        true
+        Ok(true)
     }
 
     /// Offsets of entries for `key` stored within `[begin, end]` ms, newest first.
@@ -328,9 +333,9 @@ impl IndexService {
             buf.push_str(topic);
             buf.push('#');
             buf.push_str(key);
-            if !file.put_key(&buf, phy_offset, store_timestamp) {
+            if !file.put_key(&buf, phy_offset, store_timestamp)? {
                 file = self.writable_file()?;
-                file.put_key(&buf, phy_offset, store_timestamp);
+                file.put_key(&buf, phy_offset, store_timestamp)?;
             }
         }
         self.last_indexed.store(phy_offset, Ordering::Release);

@@ -8,12 +8,24 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
 use crate::error::{io_err, Result, StoreError};
 
 pub const OS_PAGE_SIZE: usize = 4096;
+
+/// Disk blocks are reserved in steps of a 64th of the file, between these bounds: a few
+/// `fallocate` calls per file, and a 1 GiB CommitLog holds at most 4 MiB reserved ahead of its
+/// data.
+const MIN_RESERVE_STEP: usize = 64 * 1024;
+const MAX_RESERVE_STEP: usize = 4 * 1024 * 1024;
+
+/// The reservation step of a file of `file_size` bytes (see `MappedFile::reserve`).
+pub fn reserve_step(file_size: usize) -> usize {
+    (file_size / 64).clamp(MIN_RESERVE_STEP, MAX_RESERVE_STEP)
+}
 
 /// Extension of a file being created (see `MappedFile::create`).
 const CREATING_SUFFIX: &str = "creating";
@@ -54,7 +66,13 @@ pub struct MappedFile {
     writable: bool,
     wrote_position: AtomicUsize,
     flushed_position: AtomicUsize,
-    _file: File,
+    /// `[0, reserved)` has its disk blocks allocated (writers only; see `reserve`).
+    reserved: AtomicUsize,
+    /// Serialises `fallocate` between the writer and the background warmer.
+    reserve_lock: Mutex<()>,
+    /// End of the prefix a warmer has been asked to pre-touch (see `MappedFileQueue`).
+    warm_requested: AtomicUsize,
+    file: File,
 }
 
 impl std::fmt::Debug for MappedFile {
@@ -68,8 +86,9 @@ impl std::fmt::Debug for MappedFile {
 }
 
 impl MappedFile {
-    /// Creates (or reuses an all-new) file of `file_size` bytes with its blocks reserved, so a
-    /// full disk fails here with an error instead of a SIGBUS on a later write through the map.
+    /// Creates a sparse file of `file_size` bytes: it takes no disk space until `reserve` allocates
+    /// blocks ahead of the writer (so an idle store is small, and a full disk fails a `reserve`
+    /// with an error instead of a SIGBUS on a later write through the map).
     ///
     /// The file is sized under a temporary name and renamed into place, so a crash never leaves
     /// a short file under a real name (the next open would refuse it).
@@ -83,15 +102,6 @@ impl MappedFile {
             .open(&tmp)
             .map_err(io_err(&tmp))?;
         file.set_len(file_size as u64).map_err(io_err(&tmp))?;
-        // SAFETY: plain libc call on a valid descriptor.
-        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, file_size as libc::off_t) };
-        if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(StoreError::Io {
-                path: path.to_path_buf(),
-                source: std::io::Error::from_raw_os_error(rc),
-            });
-        }
         std::fs::rename(&tmp, path).map_err(io_err(path))?;
         // The new name must survive a power loss as much as the bytes later written to it.
         if let Some(dir) = path.parent() {
@@ -148,7 +158,10 @@ impl MappedFile {
             writable,
             wrote_position: AtomicUsize::new(0),
             flushed_position: AtomicUsize::new(0),
-            _file: file,
+            reserved: AtomicUsize::new(0),
+            reserve_lock: Mutex::new(()),
+            warm_requested: AtomicUsize::new(0),
+            file,
         })
     }
 
@@ -240,17 +253,67 @@ impl MappedFile {
         Ok(self.flushed_position())
     }
 
-    /// Faults every page in for writing, so appends later run at memory speed.
-    pub fn pretouch(&self) {
-        if self.map.advise(Advice::PopulateWrite).is_ok() {
-            return;
+    /// Allocates the disk blocks of `[0, end)` (rounded up to the reservation step) unless that is
+    /// done already. Every write through the map stays below a reserved end, so running out of
+    /// disk is this call's error, never a SIGBUS. Costs one atomic load when nothing is to do.
+    pub fn reserve(&self, end: usize) -> Result<()> {
+        if end <= self.reserved.load(Ordering::Acquire) {
+            return Ok(());
         }
-        // Older kernels: write one zero per page (the file is new, so it is zero already).
-        let ptr = self.map.as_mut_ptr();
-        for off in (0..self.file_size).step_by(OS_PAGE_SIZE) {
-            // SAFETY: in bounds; the file is not yet visible to any reader or writer.
-            unsafe { ptr.add(off).write_volatile(0) };
+        let _guard = self.reserve_lock.lock().unwrap();
+        let from = self.reserved.load(Ordering::Acquire);
+        if end <= from {
+            return Ok(());
         }
+        let step = reserve_step(self.file_size);
+        let to = end.div_ceil(step).saturating_mul(step).min(self.file_size);
+        // SAFETY: plain libc call on a valid descriptor.
+        let rc = unsafe {
+            libc::posix_fallocate(
+                self.file.as_raw_fd(),
+                from as libc::off_t,
+                (to - from) as libc::off_t,
+            )
+        };
+        // File systems without fallocate (tmpfs of old kernels, some FUSE) keep the sparse file.
+        if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+            return Err(StoreError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::from_raw_os_error(rc),
+            });
+        }
+        self.reserved.store(to, Ordering::Release);
+        Ok(())
+    }
+
+    /// End of the prefix whose blocks are reserved.
+    pub fn reserved(&self) -> usize {
+        self.reserved.load(Ordering::Acquire)
+    }
+
+    /// Records that a warmer was asked to pre-touch up to `end`; false if it was asked already.
+    pub fn request_warm(&self, end: usize) -> bool {
+        self.warm_requested.fetch_max(end, Ordering::AcqRel) < end
+    }
+
+    pub fn warm_requested(&self) -> usize {
+        self.warm_requested.load(Ordering::Acquire)
+    }
+
+    /// Reserves `[from, to)` and faults its pages in for writing, so appends there run at memory
+    /// speed. Safe while the writer appends: the kernel only populates page tables, it never
+    /// changes bytes (kernels without MADV_POPULATE_WRITE, before 5.14, skip the pre-touch).
+    pub fn pretouch(&self, from: usize, to: usize) -> Result<()> {
+        let to = to.min(self.file_size);
+        if from >= to {
+            return Ok(());
+        }
+        self.reserve(to)?;
+        let start = from / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        let _ = self
+            .map
+            .advise_range(Advice::PopulateWrite, start, to - start);
+        Ok(())
     }
 
     /// Zeroes `[pos, end)` (writer only; used to wipe a torn tail during recovery).

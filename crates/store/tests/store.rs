@@ -678,3 +678,111 @@ fn due_delayed_messages_are_delivered_to_their_real_queue() {
     );
     assert!(store.deliver_due_delayed(99, 0, 0, 1).is_err());
 }
+
+/// Bytes of disk the files under `dir` take (allocated blocks, not their apparent length).
+fn disk_usage(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let meta = entry.metadata().unwrap();
+        total += if meta.is_dir() {
+            disk_usage(&entry.path())
+        } else {
+            meta.blocks() * 512
+        };
+    }
+    total
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn default_sized_files_take_disk_only_ahead_of_the_writer() {
+    const MIB: u64 = 1024 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(StoreConfig::new(dir.path())).unwrap();
+    for i in 0..1000 {
+        store
+            .put_message(
+                &meta("T", i % 4),
+                &[b'x'; 1024],
+                &props("TagA", &format!("k{i}"), &format!("U{i}")),
+            )
+            .unwrap();
+    }
+    let commitlog = dir.path().join("commitlog");
+    wait_for("the next CommitLog file is preallocated", || {
+        std::fs::read_dir(&commitlog).unwrap().count() == 2
+    });
+    // Files keep RocketMQ's lengths (a Java broker maps them as they are)...
+    for entry in std::fs::read_dir(&commitlog).unwrap().flatten() {
+        assert_eq!(entry.metadata().unwrap().len(), 1 << 30);
+    }
+    // ...but only the warm windows of the two CommitLog files (32 MiB each), the index's hash
+    // slots (20 MB) and reservation steps take disk: 2.6 GB before files were sparse.
+    let used = disk_usage(dir.path());
+    assert!(used < 100 * MIB, "{used} bytes of disk for 1000 messages");
+    assert!(
+        used > 20 * MIB,
+        "{used}: the index's hash slots are reserved"
+    );
+    let r = store.get_messages("T", 3, 0, 1000, 1 << 24, None).unwrap();
+    assert_eq!(r.message_count, 250);
+    assert_eq!(
+        store
+            .query_by_key("T", "k999", 10, 0, i64::MAX)
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn appends_cross_reservation_steps_and_windows() {
+    // 8 MiB CommitLog files reserve in 128 KiB steps and warm 1 MiB ahead; 600 KB consume-queue
+    // files and a 2000-slot index reserve in 64 KiB steps.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StoreConfig::new(dir.path());
+    cfg.mapped_file_size_commitlog = 8 * 1024 * 1024;
+    cfg.mapped_file_size_consume_queue = 30_000 * 20;
+    cfg.max_hash_slot_num = 2000;
+    cfg.max_index_num = 20_000;
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    let body = vec![b'y'; 3000];
+    for i in 0..8000 {
+        store
+            .put_message(&meta("S", 0), &body, &props("T", &format!("k{i}"), ""))
+            .unwrap();
+    }
+    drop(store);
+    let store = MessageStore::open(cfg).unwrap();
+    let mut offset = 0;
+    while offset < 8000 {
+        let r = store
+            .get_messages("S", 0, offset, 1000, 1 << 26, None)
+            .unwrap();
+        assert!(r.message_count > 0, "stuck at {offset}");
+        for b in bodies(&r) {
+            assert_eq!(b, body);
+        }
+        offset += r.message_count as i64;
+    }
+    assert_eq!(offset, 8000);
+    for k in [0, 4321, 7999] {
+        let key = format!("k{k}");
+        assert_eq!(
+            store
+                .query_by_key("S", &key, 10, 0, i64::MAX)
+                .unwrap()
+                .len(),
+            1,
+            "{key}"
+        );
+    }
+}
