@@ -2,8 +2,23 @@
 # Installs everything the tests need (a .venv with the package built from source, the test tools)
 # and runs every check and test: Rust (fmt, clippy, cargo test) and Python (ruff, mypy, stubtest,
 # pytest). Works on a fresh machine with only Python 3.11+, Rust and a C toolchain.
+#
+#   ./scripts/test.sh            everything (CI runs this)
+#   ./scripts/test.sh --quick    the inner loop: no clippy or stub check, and only the unit and
+#                                integration tests that are not marked slow (no Java, C++ or Spark)
+#   ./scripts/test.sh [--quick] [pytest args...]   e.g. -k transactions, or -n 0 for one process
+#
+# pytest runs in FERROMQ_TEST_WORKERS parallel workers (default 3; the tests wait on sockets and
+# child JVMs as much as they compute); a module's tests stay on one worker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+QUICK=0
+if [ "${1:-}" = "--quick" ]; then
+    QUICK=1
+    shift
+fi
+WORKERS=${FERROMQ_TEST_WORKERS:-3}
 
 PYTHON=${PYTHON:-python3}
 VENV=${FERROMQ_VENV:-.venv}
@@ -20,17 +35,25 @@ fi
 
 step "Rust: format, lints, tests"
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
+if [ "$QUICK" = 0 ]; then
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+fi
 cargo test -p ferromq-store --locked
 
 step "Python: lints, types, stub"
 "$VENV/bin/ruff" check python tests benches examples
 "$VENV/bin/ruff" format --check python tests benches examples
 "$VENV/bin/mypy"
-"$VENV/bin/python" -m mypy.stubtest ferromq._store
+if [ "$QUICK" = 0 ]; then
+    "$VENV/bin/python" -m mypy.stubtest ferromq._store
+fi
 
-step "Python: tests"
-"$VENV/bin/pytest" "$@"
+step "Python: tests ($WORKERS workers)"
+if [ "$QUICK" = 1 ]; then
+    "$VENV/bin/pytest" -n "$WORKERS" --dist loadgroup -m "not slow" tests/unit tests/integration "$@"
+    exit 0
+fi
+"$VENV/bin/pytest" -n "$WORKERS" --dist loadgroup "$@"
 
 # Reached only when every test passed (set -e). Renders the README's compatibility section from the
 # interop results into build/compat-section.md and prints it; README.md itself is updated by hand with

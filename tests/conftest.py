@@ -21,6 +21,16 @@ SMALL = {
 }
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`), a module's tests run on one worker, where they share
+    its module-scoped broker, and every Spark test runs on the same worker (one Spark JVM)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture
 def small_options() -> dict[str, int]:
     return dict(SMALL)

@@ -14,6 +14,7 @@ broker is registered with the name server.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -22,7 +23,9 @@ import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -89,6 +92,18 @@ def have_java() -> bool:
     return shutil.which("java") is not None and shutil.which("mvn") is not None
 
 
+@contextlib.contextmanager
+def maven_lock() -> Iterator[None]:
+    """One Maven run at a time on this machine: parallel test workers share ~/.m2 and the build
+    directories (two `mvn package` of one project at once leave a broken jar)."""
+    with open(Path(tempfile.gettempdir()) / "ferromq-tests-maven.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _pom_hash() -> str:
     return hashlib.sha256(POM.read_bytes()).hexdigest()
 
@@ -97,12 +112,17 @@ def classpath() -> str:
     """The broker's and name server's runtime classpath; resolved with Maven on first use and whenever
     pom.xml changed since, then read from tools/apache-rocketmq/target/classpath.txt."""
     digest = _pom_hash()
-    if (
-        CLASSPATH_FILE.is_file()
-        and CLASSPATH_STAMP.is_file()
-        and CLASSPATH_STAMP.read_text().strip() == digest
-    ):
-        return CLASSPATH_FILE.read_text().strip()
+    with maven_lock():
+        if not (
+            CLASSPATH_FILE.is_file()
+            and CLASSPATH_STAMP.is_file()
+            and CLASSPATH_STAMP.read_text().strip() == digest
+        ):
+            _resolve_classpath(digest)
+    return CLASSPATH_FILE.read_text().strip()
+
+
+def _resolve_classpath(digest: str) -> None:
     TARGET.mkdir(parents=True, exist_ok=True)
     tmp = TARGET / f"classpath.{os.getpid()}.tmp"
     cmd = [
@@ -122,7 +142,6 @@ def classpath() -> str:
     # Rename last, so concurrent callers see either no file or a whole one.
     os.replace(tmp, CLASSPATH_FILE)
     CLASSPATH_STAMP.write_text(digest + "\n")
-    return CLASSPATH_FILE.read_text().strip()
 
 
 def _port_free(port: int) -> bool:

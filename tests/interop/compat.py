@@ -178,6 +178,7 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
 }
 
 _recorded: dict[str, list[dict[str, Any]]] = {}
+COMPAT_PROPERTY = "ferromq_compat"
 _failed: set[str] = set()
 _passed: dict[str, None] = {}  # in the order the tests ran
 _ran: set[str] = set()
@@ -216,12 +217,18 @@ def compat(request: pytest.FixtureRequest) -> Callable[..., None]:
     """`compat(area=..., item=..., client=..., rocketmq_version=...)`: record a verified item."""
 
     def record(**kwargs: Any) -> None:
-        record_compat(request.node.nodeid, **kwargs)
+        # Through the report's user properties, so that the items reach the process that writes
+        # the results also when the test ran on a pytest-xdist worker.
+        request.node.user_properties.append((COMPAT_PROPERTY, kwargs))
 
     return record
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        for name, value in report.user_properties:
+            if name == COMPAT_PROPERTY:
+                record_compat(report.nodeid, **value)
     _ran.add(report.nodeid)
     if report.failed or (report.when == "call" and report.skipped):
         _failed.add(report.nodeid)
@@ -245,7 +252,8 @@ def entries_of_session() -> list[dict[str, Any]]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not _ran:
+    # Under pytest-xdist only the controller, which sees every worker's reports, writes.
+    if not _ran or hasattr(session.config, "workerinput"):
         return
     previous: list[dict[str, Any]] = []
     try:

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-JAVA_DIR = Path(__file__).with_name("java")
-JAR = JAVA_DIR / "target" / "ferromq-interop.jar"
+from tests.interop.javabuild import build_interop_jar
+
 HAVE_TOOLS = shutil.which("mvn") is not None and shutil.which("java") is not None
 
 pytestmark = [
@@ -159,17 +159,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def jar() -> Path:
-    r = subprocess.run(
-        ["mvn", "-q", "-B", "-Dstyle.color=never", "package"],
-        cwd=JAVA_DIR,
-        capture_output=True,
-        text=True,
-        timeout=540,
-    )
-    if r.returncode != 0:
-        pytest.fail(f"mvn package failed ({r.returncode}):\n{r.stdout[-5000:]}\n{r.stderr[-5000:]}")
-    assert JAR.is_file(), f"mvn package did not produce {JAR}"
-    return JAR
+    return build_interop_jar()
 
 
 @dataclass
