@@ -545,3 +545,59 @@ def test_immunity_defers_a_transaction_without_holding_back_others(tmp_path: Pat
             await c.close()
 
     run(main())
+
+
+def test_a_producer_is_checked_on_the_connection_it_came_back_on(tmp_path: Path) -> None:
+    """The Java client closes a connection whose call timed out (a heartbeat held up behind a slow
+    store) and sends on a new one, where it heartbeats only 30 s later: the half messages it sends
+    there make the connection its group's, so checks reach it at once."""
+
+    async def main() -> None:
+        async with running(tmp_path, **MANUAL) as (_, broker):
+            hb = orjson.dumps({"clientID": "back@1", "producerDataSet": [{"groupName": "PG"}]})
+            old = await Client().connect(broker.port)
+            assert (await old.call(RC.HEART_BEAT, body=hb)).code == R.SUCCESS
+            await old.close()
+            await until(lambda: "PG" not in broker.clients.producers, what="the old connection to go")
+
+            new = await Client().connect(broker.port)
+            r = await new.call(RC.SEND_MESSAGE, half_ext("Back"), b"tx")
+            assert r.code == R.SUCCESS
+            round_ = await check_round(broker)
+            assert (round_.checked, round_.no_producer) == (1, 0)
+            await until(lambda: len(new.server_requests) == 1, what="the check on the new connection")
+            (req,) = new.server_requests
+            half = broker.store.look_message_by_id(r.ext["msgId"])
+            assert req.code == RC.CHECK_TRANSACTION_STATE and half is not None
+            assert req.ext["msgId"] == half.uniq_key
+            # Its answer over that connection commits it.
+            answer = {
+                "producerGroup": "PG",
+                "tranStateTableOffset": req.ext["tranStateTableOffset"],
+                "commitLogOffset": req.ext["commitLogOffset"],
+                "commitOrRollback": "8",
+                "fromTransactionCheck": "1",
+                "msgId": half.uniq_key,
+            }
+            assert (await new.call(RC.END_TRANSACTION, answer)).code == R.SUCCESS
+            assert [m.body for m in stored(broker, "Back")] == [b"tx"]
+
+            # Its next heartbeat names the connection: one entry, under the client id.
+            assert (await new.call(RC.HEART_BEAT, body=hb)).code == R.SUCCESS
+            assert list(broker.clients.producers["PG"]) == ["back@1"]
+            # A producer that did not send over a connection is not taken for one of the group.
+            other = await Client().connect(broker.port)
+            plain = await other.call(RC.SEND_MESSAGE, send_ext("Back", 0, properties(TAGS="x")), b"p")
+            assert plain.code == R.SUCCESS and list(broker.clients.producers["PG"]) == ["back@1"]
+            await other.close()
+            # UNREGISTER_CLIENT (at shutdown) drops it; so does the connection's close.
+            unreg = {"clientID": "back@1", "producerGroup": "PG"}
+            assert (await new.call(RC.UNREGISTER_CLIENT, unreg)).code == R.SUCCESS
+            assert "PG" not in broker.clients.producers
+            # A half message makes it the group's again, under the client id its connection had.
+            assert (await new.call(RC.SEND_MESSAGE, half_ext("Back"), b"tx2")).code == R.SUCCESS
+            assert list(broker.clients.producers["PG"]) == ["back@1"]
+            await new.close()
+            await until(lambda: "PG" not in broker.clients.producers, what="the new connection to go")
+
+    run(main())

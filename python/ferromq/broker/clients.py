@@ -1,9 +1,14 @@
 """Producers and consumers the broker knows from heartbeats (RocketMQ's ProducerManager and
-ConsumerManager). Entries disappear when their connection closes or goes silent for 120 s."""
+ConsumerManager). Entries disappear when their connection closes or goes silent for 120 s.
+
+A producer is also known by the half messages it sends (RocketMQ knows it by heartbeats only): a
+Java client that closed a connection (it does so when a call times out) carries on over a new one
+and heartbeats there only every 30 s, and the transaction checks must reach it meanwhile."""
 
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,7 +116,32 @@ class ClientManager:
             conn.on_close(self.connection_closed)
 
     def register_producer(self, group: str, channel: ClientChannel) -> None:
-        self.producers.setdefault(group, {})[channel.client_id] = channel
+        channels = self.producers.setdefault(group, {})
+        # The connection may be known by its address (from a half message) until it heartbeats.
+        for cid in [c for c, ch in channels.items() if ch.conn is channel.conn and c != channel.client_id]:
+            del channels[cid]
+        channels[channel.client_id] = channel
+
+    def producer_seen(self, group: str, conn: Connection, language: str, version: int) -> None:
+        """A producer of `group` sent a half message over `conn`. A connection no heartbeat named as
+        the group's is registered under its client id, or its address until a heartbeat comes."""
+        if not group or conn.closed:
+            return
+        now = time.monotonic()
+        channels = self.producers.setdefault(group, {})
+        for ch in channels.values():
+            if ch.conn is conn:
+                ch.last_update = now
+                return
+        self.watch(conn)
+        client_id = conn.client_id or conn.peer
+        channels[client_id] = ClientChannel(client_id, conn, language, version, now)
+        logger.info(
+            "producer %s of group %s known from a half message on %s (no heartbeat on it yet)",
+            client_id,
+            group,
+            conn.peer,
+        )
 
     def register_consumer(
         self,
@@ -148,9 +178,21 @@ class ClientManager:
             self._on_consumers_changed(group, info)
         return member_changed or subs_changed
 
-    def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> None:
+    def unregister(
+        self,
+        client_id: str,
+        producer_group: str | None,
+        consumer_group: str | None,
+        conn: Connection | None = None,
+    ) -> None:
         if producer_group:
-            self.producers.get(producer_group, {}).pop(client_id, None)
+            channels = self.producers.get(producer_group, {})
+            channels.pop(client_id, None)
+            # Also an entry of this connection known by its address only (from a half message).
+            for cid in [c for c, ch in channels.items() if conn is not None and ch.conn is conn]:
+                del channels[cid]
+            if not channels:
+                self.producers.pop(producer_group, None)
         if consumer_group:
             info = self.consumers.get(consumer_group)
             if info is not None and info.channels.pop(client_id, None) is not None:
@@ -193,8 +235,6 @@ class ClientManager:
                 self._after_leave(info)
 
     def producer_channel(self, group: str) -> ClientChannel | None:
-        """One live channel of a producer group (for transaction checks)."""
-        for ch in self.producers.get(group, {}).values():
-            if not ch.conn.closed:
-                return ch
-        return None
+        """One live channel of a producer group (for transaction checks): the one heard from last."""
+        live = [ch for ch in self.producers.get(group, {}).values() if not ch.conn.closed]
+        return max(live, key=lambda ch: ch.last_update, default=None)

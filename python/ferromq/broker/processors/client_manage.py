@@ -71,6 +71,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
             ext_str(cmd, "clientID"),
             cmd.ext.get("producerGroup") or None,
             cmd.ext.get("consumerGroup") or None,
+            conn,
         )
         return cmd.reply(ResponseCode.SUCCESS)
 

@@ -335,6 +335,9 @@ def send_message(
             )
         props["REAL_TOPIC"], props["REAL_QID"] = topic, str(queue_id)
         props.setdefault("PGROUP", h.producer_group)
+        # Checks of this transaction go to a producer of PGROUP: this connection is one, even
+        # before (or without) a heartbeat on it.
+        broker.clients.producer_seen(props["PGROUP"], conn, cmd.language, cmd.version)
         topic, queue_id = TRANS_HALF_TOPIC, 0
         sys_flag &= ~TRANSACTION_TYPE_MASK
         broker.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
