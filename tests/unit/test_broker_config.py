@@ -1,13 +1,23 @@
-"""broker.conf parsing: RocketMQ keys, old spellings, unknown keys, errors with line numbers."""
+"""broker.conf parsing: RocketMQ keys, old spellings, unknown keys, errors with line numbers,
+value ranges, profiles, and a store's file sizes against the configuration."""
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ferromq.broker.config import ConfigError, load_broker_config, parse_properties
+from ferromq.broker.config import (
+    PROFILES,
+    ConfigError,
+    StoreMismatchError,
+    check_store_files,
+    load_broker_config,
+    parse_properties,
+)
 from ferromq.store import FlushDiskType
 
 CONF = """\
@@ -35,7 +45,7 @@ transactionTimeOut=3000
 def test_reads_rocketmq_keys(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "broker.conf"
     path.write_text(CONF)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         cfg = load_broker_config(path)
     assert cfg.broker_cluster_name == "ProdCluster"
     assert cfg.broker_name == "broker-b"
@@ -49,7 +59,8 @@ def test_reads_rocketmq_keys(tmp_path: Path, caplog: pytest.LogCaptureFixture) -
     assert cfg.message_delay_level == "1s 5s 10s"
     assert cfg.long_polling_enable is False
     assert cfg.transaction_time_out == 3000
-    assert "broker.conf:5: unknown key 'deleteWhen' ignored" in caplog.text
+    assert "broker.conf:5: deleteWhen is not used by ferromq; ignored" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     store = cfg.store_config()
     assert (store.root, store.store_host) == ("/data/store", "192.168.1.5:10921")
 
@@ -71,12 +82,275 @@ def test_every_bad_value_is_reported_with_its_line(tmp_path: Path) -> None:
     path.write_text("listenPort=abc\nautoCreateTopicEnable=yes\nflushDiskType=SOMETIMES\n")
     with pytest.raises(ConfigError) as e:
         load_broker_config(path)
-    msg = str(e.value)
-    assert "broker.conf:1: listenPort" in msg
-    assert "broker.conf:2: autoCreateTopicEnable" in msg
-    assert "broker.conf:3: flushDiskType" in msg
+    assert str(e.value) == (
+        f"{path}:1: listenPort must be an integer, not 'abc'; "
+        f"{path}:2: autoCreateTopicEnable must be true or false, not 'yes'; "
+        f"{path}:3: flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not 'SOMETIMES'"
+    )
     with pytest.raises(ConfigError, match="brokerRole"):
         load_broker_config(None, broker_role="BOSS")
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ("maxMessageSize=-1", "conf:1: maxMessageSize must be > 0, not -1"),
+        ("maxMessageSize=0", "conf:1: maxMessageSize must be > 0, not 0"),
+        ("maxMessageSize=4294967296", "conf:1: maxMessageSize must be <= 2147483647, not 4294967296"),
+        ("mappedFileSizeCommitLog=1024", "conf:1: mappedFileSizeCommitLog must be >= 4096, not 1024"),
+        ("mapedFileSizeConsumeQueue=10", "conf:1: mappedFileSizeConsumeQueue must be >= 20, not 10"),
+        ("maxHashSlotNum=0", "conf:1: maxHashSlotNum must be > 0, not 0"),
+        ("maxIndexNum=1", "conf:1: maxIndexNum must be >= 2, not 1"),
+        ("syncFlushTimeout=-5", "conf:1: syncFlushTimeout must be > 0, not -5"),
+        ("listenPort=70000", "conf:1: listenPort must be a port number (0-65535), not 70000"),
+        ("listenPort=-1", "conf:1: listenPort must be a port number (0-65535), not -1"),
+        ("brokerId=-1", "conf:1: brokerId must be >= 0, not -1"),
+        (
+            "brokerPermission=16",
+            "conf:1: brokerPermission must be 0-15 (PermName bits: 4 read, 2 write, 1 inherit), not 16",
+        ),
+        (
+            "brokerIP1=broker.example.com",
+            "conf:1: brokerIP1 must be an IPv4 address, not 'broker.example.com'",
+        ),
+        ("brokerName=", "conf:1: brokerName must be set, not ''"),
+        (
+            "namesrvAddr=localhost",
+            "conf:1: namesrvAddr must be host:port, or several separated by ';', not 'localhost'",
+        ),
+        (
+            "namesrvAddr=a:1;b:99999",
+            "conf:1: namesrvAddr must be host:port, or several separated by ';', not 'a:1;b:99999'",
+        ),
+        ("defaultTopicQueueNums=0", "conf:1: defaultTopicQueueNums must be > 0, not 0"),
+        (
+            "messageDelayLevel=1s 5x 1h",
+            "conf:1: messageDelayLevel must be like '1s 5s 10m 2h 1d' (numbers with s, m, h or d), "
+            "not '1s 5x 1h'",
+        ),
+        (
+            "messageDelayLevel=",
+            "conf:1: messageDelayLevel must be like '1s 5s 10m 2h 1d' (numbers with s, m, h or d), not ''",
+        ),
+        # All problems at once, in the file's order, each with its line.
+        (
+            "maxIndexNum=0\nlistenPort=x\n# comment\nmaxMessageSize=-1",
+            "conf:1: maxIndexNum must be >= 2, not 0; conf:2: listenPort must be an integer, not 'x'; "
+            "conf:4: maxMessageSize must be > 0, not -1",
+        ),
+    ],
+)
+def test_values_out_of_range(tmp_path: Path, conf: str, message: str) -> None:
+    path = tmp_path / "conf"
+    path.write_text(conf + "\n")
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(path)
+    assert str(e.value) == message.replace("conf:", f"{path}:")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"max_message_size": -1}, "maxMessageSize must be > 0, not -1"),
+        ({"listen_port": 65536}, "listenPort must be a port number (0-65535), not 65536"),
+        (
+            {"flush_disk_type": "SOMETIMES"},
+            "flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not 'SOMETIMES'",
+        ),
+        (
+            {"max_hash_slot_num": -1, "transaction_check_interval": 0},
+            "maxHashSlotNum must be > 0, not -1; transactionCheckInterval must be > 0, not 0",
+        ),
+    ],
+)
+def test_overrides_are_validated_too(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(None, **overrides)
+    assert str(e.value) == message
+
+
+def test_an_override_replaces_a_bad_file_value(tmp_path: Path) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_text("listenPort=70000\n")
+    assert load_broker_config(path, listen_port=0).listen_port == 0
+
+
+@pytest.mark.parametrize(
+    ("key", "warning"),
+    [
+        (
+            "autoCreateTopicEnabled",
+            "unknown key 'autoCreateTopicEnabled' ignored; did you mean 'autoCreateTopicEnable'?",
+        ),
+        ("listenport", "unknown key 'listenport' ignored; did you mean 'listenPort'?"),
+        ("brokerNmae", "unknown key 'brokerNmae' ignored; did you mean 'brokerName'?"),
+        ("namesrvAddress", "unknown key 'namesrvAddress' ignored; did you mean 'namesrvAddr'?"),
+        (
+            "mappedFileSizeCommitlog",
+            "unknown key 'mappedFileSizeCommitlog' ignored; did you mean 'mappedFileSizeCommitLog'?",
+        ),
+        ("deleteWhn", "unknown key 'deleteWhn' ignored; did you mean 'deleteWhen'?"),
+        ("colour", "unknown key 'colour' ignored"),
+    ],
+)
+def test_unknown_keys_warn_with_the_closest_known_key(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, key: str, warning: str
+) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_text(f"brokerName=b\n{key}=1\n")
+    with caplog.at_level(logging.WARNING):
+        cfg = load_broker_config(path)
+    assert cfg.broker_name == "b"
+    assert [r.getMessage() for r in caplog.records] == [f"{path}:2: {warning}"]
+
+
+def test_strict_config_lists_every_unknown_key(tmp_path: Path) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_text("autoCreateTopicEnabled=true\ndeleteWhen=04\ncolour=red\nlistenPort=x\n")
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(path, strict=True)
+    assert str(e.value) == (
+        f"{path}:1: unknown key 'autoCreateTopicEnabled' (did you mean 'autoCreateTopicEnable'?); "
+        f"{path}:3: unknown key 'colour'; "
+        f"{path}:4: listenPort must be an integer, not 'x'; "
+        "unknown keys are errors with --strict-config"
+    )
+    # RocketMQ's own keys that ferromq does not use are never errors.
+    path.write_text("deleteWhen=04\nfileReservedTime=72\nbrokerIP2=127.0.0.1\n")
+    assert load_broker_config(path, strict=True).profile == "rocketmq"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: None, "config file {p} does not exist"),
+        (lambda p: p.mkdir(), "config file {p} is a directory"),
+        (
+            lambda p: p.write_bytes(b"brokerName=\xff\n"),
+            "config file {p} is not UTF-8 text (invalid start byte)",
+        ),
+    ],
+)
+def test_unreadable_config_file(tmp_path: Path, make: Any, message: str) -> None:
+    path = tmp_path / "broker.conf"
+    make(path)
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(path)
+    assert str(e.value) == message.format(p=path)
+
+
+SMALL = dict(PROFILES["small"])
+ROCKETMQ_SIZES = {
+    "mapped_file_size_commitlog": 1 << 30,
+    "mapped_file_size_consume_queue": 6_000_000,
+    "max_hash_slot_num": 5_000_000,
+    "max_index_num": 20_000_000,
+}
+
+
+def test_profiles() -> None:
+    assert SMALL == {
+        "mapped_file_size_commitlog": 64 * 1024 * 1024,
+        "mapped_file_size_consume_queue": 600_000,
+        "max_hash_slot_num": 500_000,
+        "max_index_num": 2_000_000,
+    }
+    rocketmq = load_broker_config(None)
+    assert {k: getattr(rocketmq, k) for k in SMALL} == ROCKETMQ_SIZES
+    assert rocketmq.profile == "rocketmq"
+    small = load_broker_config(None, profile="small", max_index_num=40)
+    assert {k: getattr(small, k) for k in SMALL} == {**SMALL, "max_index_num": 40}
+    assert (small.profile, small.max_message_size, small.listen_port) == ("small", 4 * 1024 * 1024, 10911)
+    with pytest.raises(ConfigError, match="profile must be one of small, rocketmq, not 'tiny'"):
+        load_broker_config(None, profile="tiny")
+
+
+def test_profile_is_under_the_file_and_the_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_text("mappedFileSizeCommitLog=1048576\nmaxIndexNum=1000\n")
+    cfg = load_broker_config(path, profile="small", max_index_num=2000)
+    assert (cfg.mapped_file_size_commitlog, cfg.mapped_file_size_consume_queue) == (1048576, 600_000)
+    assert (cfg.max_hash_slot_num, cfg.max_index_num) == (500_000, 2000)
+
+
+def _store_files(root: Path, sizes: dict[str, int]) -> None:
+    """Sparse files where the store keeps its first CommitLog, consume-queue and index files."""
+    files = {
+        "commitlog": root / "commitlog" / "00000000000000000000",
+        "consumequeue": root / "consumequeue" / "T" / "0" / "00000000000000000000",
+        "index": root / "index" / "20250101000000000",
+    }
+    for kind, size in sizes.items():
+        files[kind].parent.mkdir(parents=True, exist_ok=True)
+        with open(files[kind], "wb") as f:
+            os.truncate(f.fileno(), size)
+
+
+ROCKETMQ_FILES = {"commitlog": 1 << 30, "consumequeue": 6_000_000, "index": 420_000_040}
+SMALL_FILES = {"commitlog": 64 << 20, "consumequeue": 600_000, "index": 42_000_040}
+
+
+@pytest.mark.parametrize(
+    ("files", "profile", "message"),
+    [
+        (
+            ROCKETMQ_FILES,
+            "small",
+            "store {root} has files of other sizes than configured (profile small): "
+            "CommitLog files are 1073741824 bytes (mappedFileSizeCommitLog=67108864); "
+            "consume-queue files are 6000000 bytes (mappedFileSizeConsumeQueue=600000); "
+            "index files are 420000040 bytes (maxHashSlotNum=500000, maxIndexNum=2000000 make 42000040); "
+            "use --profile rocketmq, or set mappedFileSizeCommitLog=1073741824, "
+            "mappedFileSizeConsumeQueue=6000000, maxHashSlotNum=5000000, maxIndexNum=20000000 in broker.conf",
+        ),
+        (
+            {"commitlog": 64 << 20},
+            "rocketmq",
+            "store {root} has files of other sizes than configured (profile rocketmq): "
+            "CommitLog files are 67108864 bytes (mappedFileSizeCommitLog=1073741824); "
+            "use --profile small, or set mappedFileSizeCommitLog=67108864 in broker.conf",
+        ),
+        (
+            {"commitlog": 1 << 20, "consumequeue": 20_000},
+            "rocketmq",
+            "store {root} has files of other sizes than configured (profile rocketmq): "
+            "CommitLog files are 1048576 bytes (mappedFileSizeCommitLog=1073741824); "
+            "consume-queue files are 20000 bytes (mappedFileSizeConsumeQueue=6000000); "
+            "set mappedFileSizeCommitLog=1048576, mappedFileSizeConsumeQueue=20000 in broker.conf",
+        ),
+        (
+            {"index": 1000},
+            "small",
+            "store {root} has files of other sizes than configured (profile small): "
+            "index files are 1000 bytes (maxHashSlotNum=500000, maxIndexNum=2000000 make 42000040); "
+            "set maxHashSlotNum and maxIndexNum as written (40 + 4 x slots + 20 x entries = 1000) "
+            "in broker.conf",
+        ),
+        (SMALL_FILES, "small", None),
+        (ROCKETMQ_FILES, "rocketmq", None),
+        ({}, "small", None),  # a new store
+    ],
+)
+def test_store_file_sizes_against_the_config(
+    tmp_path: Path, files: dict[str, int], profile: str, message: str | None
+) -> None:
+    root = tmp_path / "store"
+    _store_files(root, files)
+    cfg = load_broker_config(None, profile=profile, store_path_root_dir=str(root))
+    if message is None:
+        check_store_files(cfg)
+        return
+    with pytest.raises(StoreMismatchError) as e:
+        check_store_files(cfg)
+    assert str(e.value) == message.format(root=root)
+
+
+def test_consume_queue_size_is_rounded_to_whole_units(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    _store_files(root, {"consumequeue": 1000})
+    check_store_files(
+        load_broker_config(None, mapped_file_size_consume_queue=990, store_path_root_dir=str(root))
+    )
 
 
 def test_properties_syntax() -> None:

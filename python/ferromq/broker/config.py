@@ -1,17 +1,25 @@
 """Broker configuration, read from a RocketMQ `broker.conf` (Java properties with RocketMQ's keys).
 
-Fields are snake_case; `_KEYS` maps each to its RocketMQ key (and old spellings). Unknown keys are
-logged once, with their line, and otherwise ignored, so existing broker.conf files keep working.
+Fields are snake_case; `_KEYS` maps each to its RocketMQ key (and old spellings). Keys RocketMQ has
+but ferromq does not use are logged and ignored, so existing broker.conf files keep working; any
+other key is logged as unknown (with the known key it is probably a typo of), or is an error in
+strict mode. Values are layered: defaults, then a profile (`PROFILES`), then the file, then overrides.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import ipaddress
 import logging
+import math
 import os
+import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ferromq.errors import FerroMQError
@@ -22,6 +30,32 @@ logger = logging.getLogger(__name__)
 
 class ConfigError(FerroMQError):
     """broker.conf has problems; the message lists all of them with their lines."""
+
+
+class StoreMismatchError(ConfigError):
+    """The store directory holds files of other sizes than the configuration makes (another
+    profile, or other mappedFileSize* / index settings); the message says which keys to set."""
+
+
+# Field overrides applied under the file's values and the overrides, by name. RocketMQ's defaults
+# ("rocketmq") map a 1 GiB CommitLog file, 6 MB per consume queue and a 420 MB index file, and
+# the broker pre-creates and touches the next CommitLog file: fine for a server, heavy for a
+# laptop or a test. "small" keeps the format and every other default: 64 MiB CommitLog files,
+# 30,000 units per consume-queue file, 42 MB index files. `ferromq serve` without a broker.conf
+# uses "small"; anything else uses "rocketmq" (Java-compatible) unless told otherwise.
+PROFILES: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "small": MappingProxyType(
+            {
+                "mapped_file_size_commitlog": 64 * 1024 * 1024,
+                "mapped_file_size_consume_queue": 30_000 * 20,
+                "max_hash_slot_num": 500_000,
+                "max_index_num": 2_000_000,
+            }
+        ),
+        "rocketmq": MappingProxyType({}),
+    }
+)
 
 
 def _default_broker_name() -> str:
@@ -72,6 +106,8 @@ class BrokerConfig:
     trace_on: bool = True
     channel_expired_timeout: int = 120_000
     max_query_num: int = 64
+    profile: str = "rocketmq"
+    """The entry of `PROFILES` the values were layered on (not a broker.conf key)."""
 
     def store_config(self) -> StoreConfig:
         return StoreConfig(
@@ -105,17 +141,95 @@ class BrokerConfig:
         return dataclasses.replace(self, **changes)
 
     def validate(self) -> None:
-        problems = []
-        if not 0 <= self.listen_port < 65536:  # 0: any free port (tests)
-            problems.append(f"listenPort {self.listen_port} is not a port")
-        if self.broker_id < 0:
-            problems.append("brokerId must be >= 0")
-        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
-            problems.append(f"brokerRole {self.broker_role!r} is not ASYNC_MASTER, SYNC_MASTER or SLAVE")
-        if self.default_topic_queue_nums <= 0:
-            problems.append("defaultTopicQueueNums must be > 0")
+        """Raises `ConfigError` listing every value out of range (RocketMQ's keys in the message)."""
+        problems = [text for _, text in self.problems()]
         if problems:
             raise ConfigError("; ".join(problems))
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Every value out of range, as (field, message naming the RocketMQ key)."""
+        out: list[tuple[str, str]] = []
+
+        def bad(name: str, must: str) -> None:
+            out.append((name, f"{_KEY_OF.get(name, name)} must be {must}, not {getattr(self, name)!r}"))
+
+        if not 0 <= self.listen_port <= 65535:  # 0: any free port (tests)
+            bad("listen_port", "a port number (0-65535)")
+        if self.broker_id < 0:
+            bad("broker_id", ">= 0")
+        for name in ("broker_name", "broker_cluster_name", "store_path_root_dir"):
+            if not str(getattr(self, name)).strip():
+                bad(name, "set")
+        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+            bad("broker_role", "ASYNC_MASTER, SYNC_MASTER or SLAVE")
+        if self.flush_disk_type not in tuple(FlushDiskType):
+            bad("flush_disk_type", "ASYNC_FLUSH or SYNC_FLUSH")
+        if not 0 <= self.broker_permission <= 15:
+            bad("broker_permission", "0-15 (PermName bits: 4 read, 2 write, 1 inherit)")
+        try:
+            ipaddress.IPv4Address(self.broker_ip1)
+        except ValueError:
+            bad("broker_ip1", "an IPv4 address")
+        if not all(_is_host_port(a) for a in self.namesrv_addrs):
+            bad("namesrv_addr", "host:port, or several separated by ';'")
+        for name, least in _AT_LEAST.items():
+            value = getattr(self, name)
+            if value < least:
+                bad(name, f">= {least}" if least != 1 else "> 0")
+            elif value > _MAX_VALUE.get(name, _JAVA_LONG_MAX):
+                bad(name, f"<= {_MAX_VALUE.get(name, _JAVA_LONG_MAX)}")
+        levels = self.message_delay_level.split()
+        if not levels or not all(_DELAY_LEVEL.fullmatch(item) for item in levels):
+            bad("message_delay_level", "like '1s 5s 10m 2h 1d' (numbers with s, m, h or d)")
+        if self.profile not in PROFILES:
+            out.append(("profile", f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}"))
+        return out
+
+
+# The least value of each number field (1: must be > 0); sizes the store needs at least.
+_AT_LEAST: dict[str, int] = {
+    "mapped_file_size_commitlog": 4096,
+    "mapped_file_size_consume_queue": 20,
+    "max_message_size": 1,
+    "max_hash_slot_num": 1,
+    "max_index_num": 2,
+    "sync_flush_timeout": 1,
+    "default_topic_queue_nums": 1,
+    "short_polling_time_mills": 1,
+    "register_name_server_period": 1,
+    "flush_consumer_offset_interval": 1,
+    "flush_delay_offset_interval": 1,
+    "transaction_check_interval": 1,
+    "transaction_time_out": 0,
+    "transaction_check_max": 0,
+    "channel_expired_timeout": 1,
+    "max_query_num": 1,
+}
+_JAVA_INT_MAX = 2**31 - 1
+_JAVA_LONG_MAX = 2**63 - 1
+# Fields that are a Java int in RocketMQ (the rest are longs there).
+_MAX_VALUE: dict[str, int] = {
+    name: _JAVA_INT_MAX
+    for name in (
+        "mapped_file_size_commitlog",
+        "mapped_file_size_consume_queue",
+        "max_message_size",
+        "max_hash_slot_num",
+        "max_index_num",
+        "default_topic_queue_nums",
+        "register_name_server_period",
+        "flush_consumer_offset_interval",
+        "flush_delay_offset_interval",
+        "transaction_check_max",
+        "max_query_num",
+    )
+}
+_DELAY_LEVEL = re.compile(r"[0-9]+[smhd]")
+
+
+def _is_host_port(addr: str) -> bool:
+    host, sep, port = addr.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) <= 65535)
 
 
 def _camel(name: str) -> str:
@@ -124,27 +238,101 @@ def _camel(name: str) -> str:
 
 
 # RocketMQ key -> field: the camelCase of the field name, except where RocketMQ spells it otherwise;
-# the pre-4.5 "maped" spellings are accepted too.
+# the pre-4.5 "maped" spellings are accepted too. `profile` is chosen by the caller, not the file.
 _RENAMED = {"broker_ip1": "brokerIP1", "mapped_file_size_commitlog": "mappedFileSizeCommitLog"}
 _KEYS: dict[str, str] = {
-    _RENAMED.get(f.name, _camel(f.name)): f.name for f in dataclasses.fields(BrokerConfig)
+    _RENAMED.get(f.name, _camel(f.name)): f.name
+    for f in dataclasses.fields(BrokerConfig)
+    if f.name != "profile"
 }
+_KEY_OF: dict[str, str] = {name: key for key, name in _KEYS.items()}
 _KEYS["mapedFileSizeCommitLog"] = "mapped_file_size_commitlog"
 _KEYS["mapedFileSizeConsumeQueue"] = "mapped_file_size_consume_queue"
 
+# Keys of RocketMQ 4.9's BrokerConfig, MessageStoreConfig, NettyServerConfig and NettyClientConfig
+# that ferromq reads past (logged, never an error): a Java broker.conf keeps working as it is.
+_ROCKETMQ_KEYS_NOT_USED = frozenset(
+    """
+    rocketmqHome brokerIP2 messageStorePlugIn msgTraceTopicName traceTopicEnable
+    sendMessageThreadPoolNums putMessageFutureThreadPoolNums pullMessageThreadPoolNums
+    processReplyMessageThreadPoolNums queryMessageThreadPoolNums adminBrokerThreadPoolNums
+    clientManageThreadPoolNums consumerManageThreadPoolNums heartbeatThreadPoolNums
+    endTransactionThreadPoolNums flushConsumerOffsetHistoryInterval fetchNamesrvAddrByAddressServer
+    sendThreadPoolQueueCapacity putThreadPoolQueueCapacity pullThreadPoolQueueCapacity
+    replyThreadPoolQueueCapacity queryThreadPoolQueueCapacity clientManagerThreadPoolQueueCapacity
+    consumerManagerThreadPoolQueueCapacity heartbeatThreadPoolQueueCapacity
+    endTransactionPoolQueueCapacity filterServerNums highSpeedMode commercialEnable
+    commercialTimerCount commercialTransCount commercialBigCount commercialBaseCount transferMsgByHeap
+    maxDelayTime registerBrokerTimeoutMills slaveReadEnable disableConsumeIfConsumerReadSlowly
+    consumerFallbehindThreshold brokerFastFailureEnable waitTimeMillsInSendQueue
+    waitTimeMillsInPullQueue waitTimeMillsInHeartbeatQueue waitTimeMillsInTransactionQueue
+    startAcceptSendRequestTimeStamp enableCalcFilterBitMap expectConsumerNumUseFilter
+    maxErrorRateOfBloomFilter filterDataCleanTimeSpan filterSupportRetry compressedRegister
+    forceRegister aclEnable storeReplyMessageEnable autoDeleteUnusedStats
+    enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt
+    flushIntervalCommitLog commitIntervalCommitLog useReentrantLockWhenPutMessage flushCommitLogTimed
+    flushIntervalConsumeQueue cleanResourceInterval deleteCommitLogFilesInterval
+    deleteConsumeQueueFilesInterval destroyMapedFileIntervalForcibly redeleteHangedFileInterval
+    deleteWhen diskMaxUsedSpaceRatio fileReservedTime putMsgIndexHightWater checkCRCOnRecover
+    flushCommitLogLeastPages commitCommitLogLeastPages flushLeastPagesWhenWarmMapedFile
+    flushConsumeQueueLeastPages flushCommitLogThoroughInterval commitCommitLogThoroughInterval
+    flushConsumeQueueThoroughInterval maxTransferBytesOnMessageInMemory
+    maxTransferCountOnMessageInMemory maxTransferBytesOnMessageInDisk maxTransferCountOnMessageInDisk
+    accessMessageInMemoryMaxRatio maxMsgsNumBatch messageIndexSafe haListenPort
+    haSendHeartbeatInterval haHousekeepingInterval haTransferBatchSize haMasterAddress
+    haSlaveFallbehindMax cleanFileForciblyEnable warmMapedFileEnable offsetCheckInSlave
+    debugLockEnable duplicationEnable diskFallRecorded osPageCacheBusyTimeOutMills defaultQueryMaxNum
+    transientStorePoolEnable transientStorePoolSize fastFailIfNoBufferInStorePool
+    enableDLegerCommitLog dLegerGroup dLegerPeers dLegerSelfId preferredLeaderId isEnableBatchPush
+    enableScheduleMessageStats enableLmq enableMultiDispatch maxLmqConsumeQueueNum
+    enableScheduleAsyncDeliver scheduleAsyncDeliverMaxPendingLimit
+    serverWorkerThreads serverCallbackExecutorThreads serverSelectorThreads serverOnewaySemaphoreValue
+    serverAsyncSemaphoreValue serverChannelMaxIdleTimeSeconds serverSocketSndBufSize
+    serverSocketRcvBufSize serverSocketBacklog writeBufferHighWaterMark writeBufferLowWaterMark
+    serverPooledByteBufAllocatorEnable useEpollNativeSelector
+    clientWorkerThreads clientCallbackExecutorThreads clientOnewaySemaphoreValue
+    clientAsyncSemaphoreValue connectTimeoutMillis channelNotActiveInterval
+    clientChannelMaxIdleTimeSeconds clientSocketSndBufSize clientSocketRcvBufSize
+    clientPooledByteBufAllocatorEnable clientCloseSocketIfTimeout useTLS
+    """.split()
+)
+# Every known key by its lower case (a wrong case is the commonest slip).
+_KNOWN_KEYS = {k.lower(): k for k in sorted(_KEYS.keys() | _ROCKETMQ_KEYS_NOT_USED)}
+
+
+def did_you_mean(key: str) -> str | None:
+    """The known RocketMQ key that `key` is most likely a misspelling of, if one is close."""
+    close = difflib.get_close_matches(key.lower(), _KNOWN_KEYS, n=1, cutoff=0.8)
+    return _KNOWN_KEYS[close[0]] if close else None
+
+
+def _unknown_key(key: str, strict: bool) -> str:
+    guess = did_you_mean(key)
+    if strict:
+        return f"unknown key {key!r}" + (f" (did you mean {guess!r}?)" if guess else "")
+    return f"unknown key {key!r} ignored" + (f"; did you mean {guess!r}?" if guess else "")
+
 
 def _convert(name: str, raw: str) -> Any:
+    """The field's value from its text; ValueError says what the key must be."""
     ftype = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}[name]
+    value = raw.strip()
     if name == "flush_disk_type":
-        return FlushDiskType(raw.strip().upper())
+        try:
+            return FlushDiskType(value.upper())
+        except ValueError:
+            raise ValueError(f"must be ASYNC_FLUSH or SYNC_FLUSH, not {raw!r}") from None
     if "bool" in str(ftype):
-        low = raw.strip().lower()
+        low = value.lower()
         if low not in ("true", "false"):
-            raise ValueError(f"expected true or false, not {raw!r}")
+            raise ValueError(f"must be true or false, not {raw!r}")
         return low == "true"
     if "int" in str(ftype):
-        return int(raw.strip())
-    return raw.strip()
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"must be an integer, not {raw!r}") from None
+    return value
 
 
 def parse_properties(text: str) -> list[tuple[int, str, str]]:
@@ -173,25 +361,157 @@ def parse_properties(text: str) -> list[tuple[int, str, str]]:
     return out
 
 
-def load_broker_config(path: str | os.PathLike[str] | None = None, **overrides: Any) -> BrokerConfig:
-    """Reads broker.conf (if given), then applies overrides (field names). Every problem is reported
-    at once; unknown keys are warnings."""
-    values: dict[str, Any] = {}
-    problems: list[str] = []
+def _read_conf(path: str | os.PathLike[str]) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {os.fspath(path)} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {os.fspath(path)} is a directory") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {os.fspath(path)}: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {os.fspath(path)} is not UTF-8 text ({e.reason})") from e
+
+
+def load_broker_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    profile: str = "rocketmq",
+    strict: bool = False,
+    **overrides: Any,
+) -> BrokerConfig:
+    """Reads broker.conf (if given) over the `profile`'s values, then applies overrides (field
+    names; None means "not given"). Every problem is reported at once, with its line. Keys RocketMQ
+    has but ferromq does not use are logged; other keys are logged as unknown, or, with `strict`,
+    are errors too."""
+    if profile not in PROFILES:
+        raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not {profile!r}")
+    values: dict[str, Any] = dict(PROFILES[profile])
+    lines: dict[str, int] = {}
+    problems: list[tuple[float, str]] = []  # (line, text); problems of overrides come last
+    any_unknown = False
     if path is not None:
-        text = Path(path).read_text(encoding="utf-8")
-        for no, key, raw in parse_properties(text):
+        for no, key, raw in parse_properties(_read_conf(path)):
             name = _KEYS.get(key)
             if name is None:
-                logger.warning("%s:%d: unknown key %r ignored", path, no, key)
+                if key in _ROCKETMQ_KEYS_NOT_USED:
+                    logger.info("%s:%d: %s is not used by ferromq; ignored", path, no, key)
+                elif strict:
+                    problems.append((no, f"{path}:{no}: {_unknown_key(key, strict)}"))
+                    any_unknown = True
+                else:
+                    logger.warning("%s:%d: %s", path, no, _unknown_key(key, strict))
                 continue
             try:
                 values[name] = _convert(name, raw)
+                lines[name] = no
             except ValueError as e:
-                problems.append(f"{path}:{no}: {key}: {e}")
+                problems.append((no, f"{path}:{no}: {key} {e}"))
+    for name, value in overrides.items():
+        if value is not None:
+            values[name] = value
+            lines.pop(name, None)
+    cfg = BrokerConfig(profile=profile, **values)
+    for name, text in cfg.problems():
+        if name in lines:
+            problems.append((lines[name], f"{path}:{lines[name]}: {text}"))
+        else:
+            problems.append((math.inf, text))
+    if any_unknown:
+        problems.append((math.inf, "unknown keys are errors with --strict-config"))
     if problems:
-        raise ConfigError("; ".join(problems))
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    cfg = BrokerConfig(**values)
-    cfg.validate()
+        raise ConfigError("; ".join(text for _, text in sorted(problems, key=lambda p: p[0])))
     return cfg
+
+
+# -- the store directory against the configuration --------------------------------------------
+
+_DATA_FILE = re.compile(r"[0-9]{20}")  # CommitLog and consume-queue files: their first offset
+_INDEX_FILE = re.compile(r"[0-9]{17}")  # index files: their creation time
+_SIZE_KEYS = {
+    "commitlog": ("mapped_file_size_commitlog",),
+    "consumequeue": ("mapped_file_size_consume_queue",),
+    "index": ("max_hash_slot_num", "max_index_num"),
+}
+_FILES_OF = {"commitlog": "CommitLog", "consumequeue": "consume-queue", "index": "index"}
+
+
+def _file_sizes(values: Mapping[str, int]) -> dict[str, int]:
+    """The size of a CommitLog, a consume-queue and an index file under these field values."""
+    return {
+        "commitlog": values["mapped_file_size_commitlog"],
+        # The store rounds it up to whole 20-byte units.
+        "consumequeue": -(-values["mapped_file_size_consume_queue"] // 20) * 20,
+        "index": 40 + 4 * values["max_hash_slot_num"] + 20 * values["max_index_num"],
+    }
+
+
+def _first_file(directory: Path, depth: int, name: re.Pattern[str]) -> Path | None:
+    """The first data file (by name) `depth` directories below `directory`."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return None
+    for entry in entries:
+        if depth == 0 and entry.is_file() and name.fullmatch(entry.name):
+            return Path(entry.path)
+        if depth > 0 and entry.is_dir():
+            found = _first_file(Path(entry.path), depth - 1, name)
+            if found is not None:
+                return found
+    return None
+
+
+def _sizes_on_disk(cfg: BrokerConfig) -> dict[str, int]:
+    root = Path(cfg.store_path_root_dir)
+    files = {
+        "commitlog": _first_file(Path(cfg.store_path_commit_log or root / "commitlog"), 0, _DATA_FILE),
+        "consumequeue": _first_file(root / "consumequeue", 2, _DATA_FILE),
+        "index": _first_file(root / "index", 0, _INDEX_FILE) if cfg.message_index_enable else None,
+    }
+    sizes = {}
+    for kind, file in files.items():
+        try:
+            if file is not None:
+                sizes[kind] = file.stat().st_size
+        except OSError:
+            pass
+    return sizes
+
+
+def check_store_files(cfg: BrokerConfig) -> None:
+    """Raises `StoreMismatchError` if the store directory holds CommitLog, consume-queue or index
+    files of other sizes than `cfg` makes, naming the profile and the keys that match them."""
+    ours = {name: getattr(cfg, name) for names in _SIZE_KEYS.values() for name in names}
+    expected = _file_sizes(ours)
+    wrong = {kind: size for kind, size in _sizes_on_disk(cfg).items() if size != expected[kind]}
+    if not wrong:
+        return
+    defaults = {f.name: f.default for f in dataclasses.fields(BrokerConfig) if f.name in ours}
+    profiles = {name: {**defaults, **values} for name, values in PROFILES.items()}
+    said: list[str] = []
+    keys: list[str] = []
+    for kind, size in wrong.items():
+        fields = _SIZE_KEYS[kind]
+        setting = ", ".join(f"{_KEY_OF[f]}={ours[f]}" for f in fields)
+        if kind == "index":
+            setting += f" make {expected[kind]}"
+        said.append(f"{_FILES_OF[kind]} files are {size} bytes ({setting})")
+        match = [v for v in profiles.values() if _file_sizes(v)[kind] == size]
+        if match:
+            keys.extend(f"{_KEY_OF[f]}={match[0][f]}" for f in fields)
+        elif kind == "index":
+            keys.append(f"maxHashSlotNum and maxIndexNum as written (40 + 4 x slots + 20 x entries = {size})")
+        else:
+            keys.append(f"{_KEY_OF[fields[0]]}={size}")
+    fits = [
+        name
+        for name, values in profiles.items()
+        if name != cfg.profile and all(_file_sizes(values)[kind] == size for kind, size in wrong.items())
+    ]
+    fix = f"use --profile {fits[0]}, or set " if fits else "set "
+    raise StoreMismatchError(
+        f"store {cfg.store_path_root_dir} has files of other sizes than configured (profile {cfg.profile}): "
+        f"{'; '.join(said)}; {fix}{', '.join(keys)} in broker.conf"
+    )
