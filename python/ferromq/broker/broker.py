@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import zlib
 from collections.abc import Awaitable
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from ferromq import _store
 from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
-from ferromq.broker.config import BrokerConfig
+from ferromq.broker.config import BrokerConfig, check_store_files
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.offsets import ConsumerOffsetManager
@@ -21,6 +22,7 @@ from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.subscriptions import SubscriptionGroupManager
 from ferromq.broker.topics import SCHEDULE_TOPIC, TopicConfigManager
 from ferromq.broker.transaction import TransactionalMessageService
+from ferromq.errors import StoreIOError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
@@ -41,11 +43,14 @@ class Broker:
         self._host = host
         self.store: MessageStore
         self.server: RemotingServer | None = None
+        """None until `start` has bound the listening port."""
         self._tasks: list[asyncio.Task[None]] = []
         self._namesrv_conns: dict[str, Connection] = {}
         self._register_now = asyncio.Event()
         self._registry: Dispatcher | None = None
         self._offsets_persisting: asyncio.Future[None] | None = None
+        self._registering = False
+        self._started = False
         self.stats_put = 0
         self.stats_get = 0
 
@@ -58,14 +63,28 @@ class Broker:
         return self.config.listen_port
 
     async def start(self) -> None:
+        """Binds the port, opens the store and starts the services. If a step fails, what the
+        earlier steps started is stopped again before the error propagates: a bind error
+        (`OSError`) leaves `server` None; a store that does not fit the configuration raises
+        `StoreMismatchError`, an unusable store directory `StoreIOError`, a store in use
+        `StoreLockedError`."""
         server = RemotingServer(self._dispatch, self._host, self.config.listen_port)
         await server.start()
         self.server = server
+        try:
+            await self._start_after_bind(server)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start_after_bind(self, server: RemotingServer) -> None:
         if self.config.listen_port == 0:
             self.config = self.config.replace(listen_port=server.port)
         cfg = self.config
         root = Path(cfg.store_path_root_dir)
         loop = asyncio.get_running_loop()
+        _prepare_store_dirs(root, Path(cfg.store_path_commit_log) if cfg.store_path_commit_log else None)
+        check_store_files(cfg)
         # Opening may run crash recovery: keep the loop free meanwhile.
         self.store = await loop.run_in_executor(None, MessageStore, cfg.store_config())
         conf_dir = root / "config"
@@ -102,15 +121,18 @@ class Broker:
             loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
         ]
         if cfg.namesrv_addrs:
+            self._registering = True
             self._tasks.append(loop.create_task(self._register_loop(), name="namesrv-register"))
         logger.info(
-            "broker %s (cluster %s) listening on %s:%d, store %s",
+            "broker %s (cluster %s) listening on %s:%d, store %s (profile %s)",
             cfg.broker_name,
             cfg.broker_cluster_name,
             self._host,
             cfg.listen_port,
             cfg.store_path_root_dir,
+            cfg.profile,
         )
+        self._started = True
 
     def _dispatch(
         self, conn: Connection, cmd: RemotingCommand
@@ -121,29 +143,35 @@ class Broker:
         return registry(conn, cmd)
 
     async def stop(self) -> None:
-        """Clean shutdown: unregister, stop services, persist offsets and configs, close the store."""
+        """Clean shutdown: unregister, stop services, persist offsets and configs, close the store.
+        Undoes only what `start` did (all of it, or the steps before one failed); idempotent."""
+        if self.server is None:
+            return
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         if self._offsets_persisting is not None:
             await asyncio.gather(self._offsets_persisting, return_exceptions=True)
-        await self._unregister_all()
+        if self._registering:
+            self._registering = False
+            await self._unregister_all()
         if hasattr(self, "transactions"):
             await self.transactions.stop()
         if hasattr(self, "schedule"):
             await self.schedule.stop()
         if hasattr(self, "hold"):
             await self.hold.stop()
-        if self.server is not None:
-            await self.server.stop()
+        await self.server.stop()
         if hasattr(self, "offsets"):
             self.offsets.persist(force=True)
             self.topics.persist()
             self.groups.persist()
         if hasattr(self, "store"):
             await asyncio.get_running_loop().run_in_executor(None, self.store.close)
-        logger.info("broker %s stopped", self.config.broker_name)
+        if self._started:
+            self._started = False
+            logger.info("broker %s stopped", self.config.broker_name)
 
     # -- events --------------------------------------------------------------------------------
 
@@ -258,3 +286,18 @@ class Broker:
         for conn in self._namesrv_conns.values():
             await conn.close()
         self._namesrv_conns.clear()
+
+
+def _prepare_store_dirs(*dirs: Path | None) -> None:
+    """Creates the store directories, or raises `StoreIOError` saying why they cannot be used."""
+    for d in dirs:
+        if d is None:
+            continue
+        if d.exists() and not d.is_dir():
+            raise StoreIOError(f"store directory {d} is a file, not a directory")
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreIOError(f"cannot create store directory {d}: {e.strerror}") from e
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise StoreIOError(f"store directory {d} is not writable")
