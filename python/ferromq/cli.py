@@ -1,22 +1,89 @@
-"""The `ferromq` command: name server, broker, both in one process, and store tools."""
+"""The `ferromq` command: name server, broker, both in one process, and store tools.
+
+A startup problem the user can fix (a port in use, a store in use or unusable, a bad or missing
+broker.conf) is one line on stderr, `ferromq: what is wrong; what to do`, and exit code 2; with
+`-v` its traceback is logged too. Anything else keeps its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import signal
+import socket
 import sys
 from typing import Any
 
 from ferromq import __version__
-from ferromq.broker import Broker, load_broker_config
-from ferromq.broker.config import ConfigError
+from ferromq.broker import Broker, BrokerConfig, load_broker_config
+from ferromq.broker.config import PROFILES, ConfigError
+from ferromq.errors import (
+    CorruptStoreError,
+    FerroMQError,
+    NotAStoreError,
+    StoreError,
+    StoreIOError,
+    StoreLockedError,
+)
 from ferromq.namesrv import NameServer
 from ferromq.store import MessageStore
 
 logger = logging.getLogger("ferromq")
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+STORE_OPTION = "--store / storePathRootDir"
+
+
+class StartupError(FerroMQError):
+    """How ferromq was started cannot work (a port taken, an address not on this machine); the
+    message says what to change."""
+
+
+def _user_error(e: BaseException) -> str | None:
+    """The one line for an error the user can fix, or None for one that keeps its traceback."""
+    if isinstance(e, (ConfigError, StartupError)):
+        return str(e)
+    if isinstance(e, StoreLockedError):
+        return f"{e}; stop it, or choose another store with {STORE_OPTION}"
+    if isinstance(e, StoreIOError):
+        return f"{e}; choose another store with {STORE_OPTION}"
+    if isinstance(e, CorruptStoreError | NotAStoreError):
+        return str(e)
+    return None
+
+
+def _listen_error(e: OSError, what: str, host: str, port: int, option: str) -> StartupError:
+    if e.errno == errno.EADDRINUSE:
+        return StartupError(
+            f"port {port} on {host} is in use (another {what}?); choose another with {option}"
+        )
+    if e.errno == errno.EACCES:
+        return StartupError(f"port {port} on {host} needs privileges; choose one above 1023 with {option}")
+    if e.errno == errno.EADDRNOTAVAIL or isinstance(e, socket.gaierror):
+        reason = "it is not an address of this machine" if e.errno == errno.EADDRNOTAVAIL else e.strerror
+        return StartupError(f"cannot listen on {host}: {reason}; choose another with --host")
+    return StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}; choose another with {option}")
+
+
+async def _start_namesrv(ns: NameServer, host: str, port: int, option: str) -> None:
+    try:
+        await ns.start()
+    except OSError as e:  # starting a name server only binds its port
+        raise _listen_error(e, "name server", host, port, option) from e
+
+
+async def _start_broker(broker: Broker, host: str) -> None:
+    port = broker.config.listen_port
+    try:
+        await broker.start()
+    except OSError as e:
+        if broker.server is None and not isinstance(e, FerroMQError):  # the port did not bind
+            raise _listen_error(e, "broker", host, port, "-p / listenPort") from e
+        raise
 
 
 async def _until_signalled() -> None:
@@ -28,20 +95,21 @@ async def _until_signalled() -> None:
     logger.info("shutting down")
 
 
-def _broker_config(args: argparse.Namespace, **extra: Any) -> Any:
-    overrides: dict[str, Any] = dict(extra)
-    if getattr(args, "listen_port", None):
+def _broker_config(args: argparse.Namespace) -> BrokerConfig:
+    overrides: dict[str, Any] = {}
+    if args.listen_port is not None:
         overrides["listen_port"] = args.listen_port
-    if getattr(args, "store", None):
+    if args.store:
         overrides["store_path_root_dir"] = os.path.expanduser(args.store)
     if getattr(args, "namesrv", None):
         overrides["namesrv_addr"] = args.namesrv
-    return load_broker_config(args.config, **overrides)
+    profile = args.profile or ("small" if args.command == "serve" and args.config is None else "rocketmq")
+    return load_broker_config(args.config, profile=profile, strict=args.strict_config, **overrides)
 
 
 async def _run_namesrv(args: argparse.Namespace) -> None:
     ns = NameServer(args.host, args.port)
-    await ns.start()
+    await _start_namesrv(ns, args.host, args.port, "--port")
     print(f"ferromq name server listening on {args.host}:{ns.port}", flush=True)
     try:
         await _until_signalled()
@@ -51,11 +119,14 @@ async def _run_namesrv(args: argparse.Namespace) -> None:
 
 async def _run_broker(args: argparse.Namespace) -> None:
     cfg = _broker_config(args)
+    if not cfg.namesrv_addrs:
+        raise ConfigError("no name server: pass -n host:port or set namesrvAddr")
     broker = Broker(cfg, args.host)
-    await broker.start()
+    await _start_broker(broker, args.host)
+    cfg = broker.config
     print(
-        f"ferromq broker {broker.config.broker_name} listening on {args.host}:{broker.port}, "
-        f"store {broker.config.store_path_root_dir}, name servers {broker.config.namesrv_addr}",
+        f"ferromq broker {cfg.broker_name} listening on {args.host}:{broker.port}, "
+        f"store {cfg.store_path_root_dir} (profile {cfg.profile}), name servers {cfg.namesrv_addr}",
         flush=True,
     )
     try:
@@ -65,26 +136,33 @@ async def _run_broker(args: argparse.Namespace) -> None:
 
 
 async def _run_serve(args: argparse.Namespace) -> None:
+    cfg = _broker_config(args)
     ns = NameServer(args.host, args.namesrv_port)
-    await ns.start()
-    namesrv = f"127.0.0.1:{ns.port}"
-    cfg = _broker_config(args, namesrv_addr=namesrv)
-    broker = Broker(cfg, args.host)
+    await _start_namesrv(ns, args.host, args.namesrv_port, "--namesrv-port")
     try:
-        await broker.start()
-        print(
-            f"ferromq serving: name server {args.host}:{ns.port}, broker {broker.config.broker_name} "
-            f"on {args.host}:{broker.port}, store {broker.config.store_path_root_dir}",
-            flush=True,
-        )
-        await _until_signalled()
+        broker = Broker(cfg.replace(namesrv_addr=f"127.0.0.1:{ns.port}"), args.host)
+        await _start_broker(broker, args.host)
+        try:
+            cfg = broker.config
+            print(
+                f"ferromq serving: name server {args.host}:{ns.port}, broker {cfg.broker_name} "
+                f"on {args.host}:{broker.port}, store {cfg.store_path_root_dir} (profile {cfg.profile})",
+                flush=True,
+            )
+            await _until_signalled()
+        finally:
+            await broker.stop()
     finally:
-        await broker.stop()
         await ns.stop()
 
 
 def _store_info(args: argparse.Namespace) -> int:
-    with MessageStore.open_read_only(args.path) as store:
+    try:
+        store = MessageStore.open_read_only(args.path)
+    except StoreError as e:
+        print(f"ferromq: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    with store:
         print(f"store {args.path}")
         print(f"  commitlog  min={store.min_physical_offset}  max={store.max_physical_offset}")
         queues = store.queues()
@@ -94,11 +172,20 @@ def _store_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_broker_args(p: argparse.ArgumentParser) -> None:
+def _add_broker_args(p: argparse.ArgumentParser, default_profile: str) -> None:
     p.add_argument("-c", "--config", help="broker.conf (Java properties with RocketMQ's keys)")
-    p.add_argument("-p", "--listen-port", type=int, help="overrides listenPort")
+    p.add_argument("-p", "--listen-port", type=int, help="overrides listenPort (0: any free port)")
     p.add_argument("--store", help="overrides storePathRootDir")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--profile",
+        choices=list(PROFILES),
+        help="store file sizes under broker.conf's values: small (64 MiB CommitLog files) or "
+        f"rocketmq (RocketMQ's defaults, 1 GiB); default: {default_profile}",
+    )
+    p.add_argument(
+        "--strict-config", action="store_true", help="broker.conf keys that are not RocketMQ's are errors"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="a name server and a broker in one process")
-    _add_broker_args(p)
+    _add_broker_args(p, "small without -c, rocketmq with -c")
     p.add_argument("--namesrv-port", type=int, default=9876)
     p.set_defaults(run=_run_serve)
 
@@ -118,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(run=_run_namesrv)
 
     p = sub.add_parser("broker", help="a broker registering with name servers")
-    _add_broker_args(p)
+    _add_broker_args(p, "rocketmq")
     p.add_argument("-n", "--namesrv", help="name server addresses, host:port;host:port")
     p.set_defaults(run=_run_broker)
 
@@ -131,13 +218,19 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if hasattr(args, "func"):
-        return int(args.func(args))
     try:
+        if hasattr(args, "func"):
+            return int(args.func(args))
         asyncio.run(args.run(args))
-    except ConfigError as e:
-        print(f"ferromq: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:  # before the signal handlers were installed, or in store-info
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        message = _user_error(e)
+        if message is None:
+            raise
+        logger.debug("%s failed", args.command, exc_info=e)
+        print(f"ferromq: {message}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     return 0
 
 

@@ -3,6 +3,7 @@ value ranges, profiles, and a store's file sizes against the configuration."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ from ferromq.broker.config import (
     load_broker_config,
     parse_properties,
 )
+from ferromq.cli import _broker_config
 from ferromq.store import FlushDiskType
 
 CONF = """\
@@ -271,6 +273,43 @@ def test_profile_is_under_the_file_and_the_overrides(tmp_path: Path) -> None:
     cfg = load_broker_config(path, profile="small", max_index_num=2000)
     assert (cfg.mapped_file_size_commitlog, cfg.mapped_file_size_consume_queue) == (1048576, 600_000)
     assert (cfg.max_hash_slot_num, cfg.max_index_num) == (500_000, 2000)
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "profile"),
+    [
+        ("serve", [], "small"),
+        ("serve", ["-c", "CONF"], "rocketmq"),
+        ("serve", ["--profile", "rocketmq"], "rocketmq"),
+        ("serve", ["-c", "CONF", "--profile", "small"], "small"),
+        ("broker", ["-n", "127.0.0.1:9876"], "rocketmq"),
+        ("broker", ["-n", "127.0.0.1:9876", "--profile", "small"], "small"),
+    ],
+)
+def test_profile_selection_on_the_command_line(
+    tmp_path: Path, command: str, argv: list[str], profile: str
+) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\n")
+    args = argparse.Namespace(
+        command=command,
+        config=None,
+        listen_port=None,
+        store=str(tmp_path / "store"),
+        profile=None,
+        strict_config=False,
+        namesrv=None,
+    )
+    it = iter(argv)
+    for flag in it:
+        value = next(it)
+        setattr(args, {"-c": "config", "--profile": "profile", "-n": "namesrv"}[flag], value)
+    if args.config == "CONF":
+        args.config = str(conf)
+    cfg = _broker_config(args)
+    assert cfg.profile == profile
+    expected = SMALL if profile == "small" else ROCKETMQ_SIZES
+    assert {k: getattr(cfg, k) for k in SMALL} == expected
 
 
 def _store_files(root: Path, sizes: dict[str, int]) -> None:

@@ -1,0 +1,187 @@
+"""The `ferromq` executable on startup problems a user can cause: one line on stderr saying what is
+wrong and what to do, exit code 2, no traceback. Brokers listen on port 0 (any free port) unless a
+test takes a port on purpose."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+FERROMQ = Path(sys.executable).with_name("ferromq")
+TIMEOUT = 60.0  # a bound only: each run takes about a second
+STORE_HINT = "choose another store with --store / storePathRootDir"
+
+
+def ferromq(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(FERROMQ), *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def assert_usage_error(result: subprocess.CompletedProcess[str], message: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.splitlines()[-1] == f"ferromq: {message}", result.stderr
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("argv", "what", "option"),
+    [
+        (["serve", "-p", "{port}", "--namesrv-port", "0"], "broker", "-p / listenPort"),
+        (["serve", "-p", "0", "--namesrv-port", "{port}"], "name server", "--namesrv-port"),
+        (["broker", "-n", "127.0.0.1:9876", "-p", "{port}"], "broker", "-p / listenPort"),
+        (["namesrv", "--port", "{port}"], "name server", "--port"),
+    ],
+)
+def test_port_in_use(tmp_path: Path, taken_port: int, argv: list[str], what: str, option: str) -> None:
+    args = [a.format(port=taken_port) for a in argv]
+    if args[0] != "namesrv":
+        args += ["--store", str(tmp_path / "store")]
+    r = ferromq(*args, cwd=tmp_path)
+    assert_usage_error(
+        r, f"port {taken_port} on 127.0.0.1 is in use (another {what}?); choose another with {option}"
+    )
+    if args[0] == "broker":
+        assert not (tmp_path / "store").exists()  # the port is taken before the store is opened
+
+
+def test_port_in_use_verbose_keeps_the_cause(tmp_path: Path, taken_port: int) -> None:
+    # Launchers that retry on another port look for the OS's words in a `-v` log.
+    r = ferromq("-v", "namesrv", "--port", str(taken_port), cwd=tmp_path)
+    assert r.returncode == 2
+    assert "address already in use" in r.stderr.lower()
+    assert r.stderr.splitlines()[-1].startswith(f"ferromq: port {taken_port} on 127.0.0.1 is in use")
+
+
+def _wait_for_line(proc: subprocess.Popen[str], prefix: str) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + TIMEOUT
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([proc.stdout], [], [], left)
+        if not ready:
+            break
+        line = proc.stdout.readline()
+        if not line:  # it exited
+            break
+        if line.startswith(prefix):
+            return line
+    raise AssertionError(f"no {prefix!r} line (exit code {proc.poll()})")
+
+
+def test_store_locked_by_another_broker(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    serve = ["serve", "-p", "0", "--namesrv-port", "0", "--store", str(store)]
+    with open(tmp_path / "first.log", "w") as log:
+        first = subprocess.Popen(
+            [str(FERROMQ), *serve],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        line = _wait_for_line(first, "ferromq serving:")
+        assert line.rstrip().endswith(f"store {store} (profile small)")
+        r = ferromq(*serve, cwd=tmp_path)
+        assert_usage_error(
+            r,
+            f"store {store} is locked by another process (is a broker running on it?); "
+            f"stop it, or {STORE_HINT}",
+        )
+        # The failed broker undid only its own start: it never registered, so it says nothing
+        # about unregistering or stopping.
+        assert "unregistered" not in r.stderr and "stopped" not in r.stderr
+    finally:
+        if first.poll() is None:
+            os.kill(first.pid, signal.SIGTERM)
+        try:
+            code = first.wait(timeout=TIMEOUT)
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+            assert first.stdout is not None
+            first.stdout.close()
+    assert code == 0, (tmp_path / "first.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("store", "message"),
+    [
+        ("file/store", "cannot create store directory {tmp}/file/store: Not a directory"),
+        ("file", "store directory {tmp}/file is a file, not a directory"),
+    ],
+)
+def test_unusable_store_directory(tmp_path: Path, store: str, message: str) -> None:
+    (tmp_path / "file").write_text("not a directory\n")
+    r = ferromq("serve", "-p", "0", "--namesrv-port", "0", "--store", str(tmp_path / store), cwd=tmp_path)
+    assert_usage_error(r, f"{message.format(tmp=tmp_path)}; {STORE_HINT}")
+
+
+def test_store_written_with_rocketmq_sizes_and_served_with_the_small_profile(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    (store / "commitlog").mkdir(parents=True)
+    with open(store / "commitlog" / "00000000000000000000", "wb") as f:
+        os.truncate(f.fileno(), 1 << 30)  # sparse
+    r = ferromq("serve", "-p", "0", "--namesrv-port", "0", "--store", str(store), cwd=tmp_path)
+    assert_usage_error(
+        r,
+        f"store {store} has files of other sizes than configured (profile small): "
+        "CommitLog files are 1073741824 bytes (mappedFileSizeCommitLog=67108864); "
+        "use --profile rocketmq, or set mappedFileSizeCommitLog=1073741824 in broker.conf",
+    )
+
+
+def test_value_out_of_range_in_the_conf(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\nmaxMessageSize=-1\n")
+    r = ferromq("serve", "-c", str(conf), "-p", "0", "--namesrv-port", "0", cwd=tmp_path)
+    assert_usage_error(r, f"{conf}:2: maxMessageSize must be > 0, not -1")
+
+
+def test_missing_conf_file(tmp_path: Path) -> None:
+    r = ferromq("serve", "-c", "missing.conf", "-p", "0", "--namesrv-port", "0", cwd=tmp_path)
+    assert_usage_error(r, "config file missing.conf does not exist")
+
+
+def test_broker_without_name_server(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\n")
+    r = ferromq("broker", "-c", str(conf), "-p", "0", "--store", str(tmp_path / "store"), cwd=tmp_path)
+    assert_usage_error(r, "no name server: pass -n host:port or set namesrvAddr")
+    assert not (tmp_path / "store").exists()
+
+
+def test_strict_config_with_a_typo(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\nautoCreateTopicEnabled=false\ndeleteWhen=04\n")
+    args = ["-c", str(conf), "-p", "0", "--namesrv-port", "0", "--store", str(tmp_path / "store")]
+    r = ferromq("serve", "--strict-config", *args, cwd=tmp_path)
+    assert_usage_error(
+        r,
+        f"{conf}:2: unknown key 'autoCreateTopicEnabled' (did you mean 'autoCreateTopicEnable'?); "
+        "unknown keys are errors with --strict-config",
+    )
