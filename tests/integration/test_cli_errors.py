@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from ferromq.client.message import MessageQueue, SendResult, SendStatus
+from ferromq.client.push_consumer import ConsumeStatus
+from ferromq.client.transaction_producer import LocalTransactionState, TransactionSendResult
+
 FERROMQ = Path(sys.executable).with_name("ferromq")
 TIMEOUT = 60.0  # a bound only: each run takes about a second
 STORE_HINT = "choose another store with --store / storePathRootDir"
@@ -184,4 +188,24 @@ def test_strict_config_with_a_typo(tmp_path: Path) -> None:
         r,
         f"{conf}:2: unknown key 'autoCreateTopicEnabled' (did you mean 'autoCreateTopicEnable'?); "
         "unknown keys are errors with --strict-config",
+    )
+
+
+def test_send_result_prints_status_names() -> None:
+    queue = MessageQueue("Orders", "broker-a", 0)
+    result = SendResult(SendStatus.SEND_OK, "id", "offset-id", queue, 7)
+    assert (str(result.status), repr(result.status), f"{result.status}") == ("SEND_OK", "SEND_OK", "SEND_OK")
+    assert "status=SEND_OK," in repr(result) and int(result.status) == 0
+    tx = TransactionSendResult(
+        SendStatus.FLUSH_DISK_TIMEOUT,
+        "id",
+        "o",
+        queue,
+        7,
+        local_transaction_state=LocalTransactionState.UNKNOW,
+    )
+    assert "status=FLUSH_DISK_TIMEOUT," in str(tx) and "local_transaction_state=UNKNOW)" in str(tx)
+    assert (str(ConsumeStatus.RECONSUME_LATER), f"{ConsumeStatus.CONSUME_SUCCESS}") == (
+        "RECONSUME_LATER",
+        "CONSUME_SUCCESS",
     )

@@ -56,10 +56,21 @@ class MessageQueue:
 
 
 class SendStatus(IntEnum):
+    """RocketMQ's send statuses, numbered as the Java enum's ordinals; printed by name."""
+
     SEND_OK = 0
     FLUSH_DISK_TIMEOUT = 1
     FLUSH_SLAVE_TIMEOUT = 2
     SLAVE_NOT_AVAILABLE = 3
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,9 @@ class LocalTransactionState(StrEnum):
     UNKNOW = "UNKNOW"
     UNKNOWN = "UNKNOW"
 
+    def __repr__(self) -> str:  # as str(): the name, also inside a printed TransactionSendResult
+        return self.name
+
 
 _END_CODE = {
     LocalTransactionState.COMMIT_MESSAGE: END_TRANSACTION_COMMIT,
