@@ -14,6 +14,9 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--namesrv", default="127.0.0.1:9876")
     args = ap.parse_args()
-    with BlockingProducer("example-blocking", args.namesrv) as producer:
-        result = producer.send(Message("Orders", b"hello from a script", tags="Script"))
-        print(result)
+    try:
+        with BlockingProducer("example-blocking", args.namesrv) as producer:
+            result = producer.send(Message("Orders", b"hello from a script", tags="Script"))
+            print(result)
+    except KeyboardInterrupt:  # Ctrl-C: the producer was closed on the way out
+        raise SystemExit(130) from None

@@ -31,4 +31,7 @@ if __name__ == "__main__":
     ap.add_argument("--topic", default="Orders")
     ap.add_argument("--seconds", type=float, default=30.0)
     args = ap.parse_args()
-    asyncio.run(main(args.namesrv, args.topic, args.seconds))
+    try:
+        asyncio.run(main(args.namesrv, args.topic, args.seconds))
+    except KeyboardInterrupt:  # Ctrl-C: `async with` stopped the client on the way out
+        raise SystemExit(130) from None

@@ -25,4 +25,7 @@ if __name__ == "__main__":
     ap.add_argument("--namesrv", default="127.0.0.1:9876")
     ap.add_argument("--level", type=int, default=2)
     args = ap.parse_args()
-    asyncio.run(main(args.namesrv, args.level))
+    try:
+        asyncio.run(main(args.namesrv, args.level))
+    except KeyboardInterrupt:  # Ctrl-C: `async with` stopped the client on the way out
+        raise SystemExit(130) from None

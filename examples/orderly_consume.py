@@ -33,4 +33,7 @@ if __name__ == "__main__":
     ap.add_argument("--namesrv", default="127.0.0.1:9876")
     ap.add_argument("--seconds", type=float, default=30.0)
     args = ap.parse_args()
-    asyncio.run(main(args.namesrv, args.seconds))
+    try:
+        asyncio.run(main(args.namesrv, args.seconds))
+    except KeyboardInterrupt:  # Ctrl-C: `async with` stopped the client on the way out
+        raise SystemExit(130) from None

@@ -37,4 +37,7 @@ async def main(namesrv: str) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--namesrv", default="127.0.0.1:9876")
-    asyncio.run(main(ap.parse_args().namesrv))
+    try:
+        asyncio.run(main(ap.parse_args().namesrv))
+    except KeyboardInterrupt:  # Ctrl-C: `async with` stopped the client on the way out
+        raise SystemExit(130) from None
