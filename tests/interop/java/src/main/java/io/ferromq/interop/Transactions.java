@@ -32,6 +32,11 @@ import org.apache.rocketmq.common.message.MessageExt;
  * check-back gets UNKNOW the first time and COMMIT the second). Output, like {@link Interop}: one
  * {@code RESULT {json}} line per event ({@code sent}, {@code executed}, {@code checked}) and a final
  * {@code summary}; exit code 0 when every check-back arrived in time and nothing else was checked.
+ *
+ * <p>{@code immunity=S} (optional) gives the commit and rollback transactions the user property
+ * {@code CHECK_IMMUNITY_TIME_IN_SECONDS=S}: the broker does not check them within S seconds, however
+ * long this JVM takes between a send's answer and its END_TRANSACTION (under load that can exceed
+ * the broker's transactionTimeOut, and a check of a commit counts as a failure here).
  */
 public final class Transactions {
     static final String[] KINDS = {"commit", "rollback", "check"};
@@ -103,6 +108,7 @@ public final class Transactions {
         final String topic = get(opts, "topic");
         final String run = get(opts, "run");
         final int n = Integer.parseInt(get(opts, "n", "3"));
+        final String immunity = opts.get("immunity");
         final Map<String, AtomicInteger> checks = new ConcurrentHashMap<String, AtomicInteger>();
         final CountDownLatch committedByCheck = new CountDownLatch(n);
 
@@ -158,6 +164,9 @@ public final class Transactions {
                     m.putUserProperty("tx_kind", kind);
                     m.putUserProperty("tx_idx", String.valueOf(i));
                     m.putUserProperty("tx_run", run);
+                    if (immunity != null && !"check".equals(kind)) {
+                        m.putUserProperty("CHECK_IMMUNITY_TIME_IN_SECONDS", immunity);
+                    }
                     TransactionSendResult r = p.sendMessageInTransaction(m, kind + "-arg");
                     Interop.result(Interop.map("event", "sent", "kind", kind, "idx", i,
                         "status", String.valueOf(r.getSendStatus()),
@@ -176,8 +185,13 @@ public final class Transactions {
             if (!all) {
                 fail("check-backs did not commit every check transaction: " + checks);
             }
-            // END_TRANSACTION after a check is one-way from the check thread: let it leave.
-            Thread.sleep(Math.min(1500, Math.max(0, deadline - System.currentTimeMillis())));
+            // END_TRANSACTION after a check is sent one-way by the check thread after the answer
+            // counted down: wait for those threads to finish (the shutdown below then unregisters
+            // over the same connection, behind it).
+            checkPool.shutdown();
+            if (!checkPool.awaitTermination(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS)) {
+                fail("the check threads did not finish");
+            }
             Map<String, Object> counts = new TreeMap<String, Object>();
             for (Map.Entry<String, AtomicInteger> e : checks.entrySet()) {
                 counts.put(e.getKey(), e.getValue().get());
