@@ -164,7 +164,19 @@ def pull_scan(root: Path, messages: int, work: Path) -> float:
             ports.append(s.getsockname()[1])
     log = open(work / "serve.log", "wb")
     proc = subprocess.Popen(
-        [str(ferromq), "serve", "--store", str(root), "--namesrv-port", str(ports[0]), "-p", str(ports[1])],
+        [
+            str(ferromq),
+            "serve",
+            # The store was written with RocketMQ's file sizes (MessageStore's defaults).
+            "--profile",
+            "rocketmq",
+            "--store",
+            str(root),
+            "--namesrv-port",
+            str(ports[0]),
+            "-p",
+            str(ports[1]),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
     )

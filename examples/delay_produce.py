@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
 
 from ferromq.client import Message, Producer
@@ -22,7 +23,7 @@ async def main(namesrv: str, level: int) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--namesrv", default="127.0.0.1:9876")
+    ap.add_argument("--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"))
     ap.add_argument("--level", type=int, default=2)
     args = ap.parse_args()
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 
 from ferromq.client import ConsumeOrderlyStatus, PushConsumer, ReceivedMessage
 
@@ -30,7 +31,7 @@ async def main(namesrv: str, seconds: float) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--namesrv", default="127.0.0.1:9876")
+    ap.add_argument("--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"))
     ap.add_argument("--seconds", type=float, default=30.0)
     args = ap.parse_args()
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 
 from ferromq.client import Message, Producer
 
@@ -24,7 +25,7 @@ async def main(namesrv: str) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--namesrv", default="127.0.0.1:9876")
+    ap.add_argument("--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"))
     try:
         asyncio.run(main(ap.parse_args().namesrv))
     except KeyboardInterrupt:  # Ctrl-C: `async with` stopped the client on the way out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 
 from ferromq.client import PullConsumer
 
@@ -24,7 +25,7 @@ async def main(namesrv: str, topic: str) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--namesrv", default="127.0.0.1:9876")
+    ap.add_argument("--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"))
     ap.add_argument("--topic", default="Orders")
     args = ap.parse_args()
     try:

@@ -17,7 +17,7 @@ import socket
 import sys
 from typing import Any
 
-from ferromq import __version__
+from ferromq import __version__, admin_cli
 from ferromq.broker import Broker, BrokerConfig, load_broker_config
 from ferromq.broker.config import PROFILES, ConfigError
 from ferromq.errors import (
@@ -208,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     _add_broker_args(p, "rocketmq")
     p.add_argument("-n", "--namesrv", help="name server addresses, host:port;host:port")
     p.set_defaults(run=_run_broker)
+
+    admin_cli.add_parser(sub)
 
     p = sub.add_parser("store-info", help="list the consume queues of a store directory (read-only)")
     p.add_argument("path")
