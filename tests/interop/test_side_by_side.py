@@ -141,14 +141,34 @@ def calls(addr: str, requests: Sequence[Request], timeout: float = 10.0) -> list
     return asyncio.run(_calls(addr, requests, timeout))
 
 
+# How long a consumer's last offsets may take to show after it exited (see committed_offsets).
+COMMIT_TIMEOUT = 30.0
+
+
 def committed_offsets(ep: Endpoint, group: str, topic: str, base: int, queues: int = 4) -> dict[str, Any]:
-    """QUERY_CONSUMER_OFFSET per queue, keyed by the queue relative to `base`: (code, offset or None)."""
+    """QUERY_CONSUMER_OFFSET per queue, keyed by the queue relative to `base`: (code, offset or None).
+
+    For a consumer that took every message and exited: read once every queue that holds messages
+    has its offset committed at its end (GET_MAX_OFFSET), or as it is after COMMIT_TIMEOUT (then the
+    comparison shows the difference). The clients commit their last offsets one-way on shutdown
+    (the Java client also every 5 s), and the Java broker applies them on another thread than the
+    one that answers the UNREGISTER_CLIENT behind them: read at once, they may not be there yet."""
     reqs = [
         (RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": q}, b"")
         for q in range(queues)
     ]
+    deadline = time.monotonic() + COMMIT_TIMEOUT
+    while True:
+        ends = [int(o) if code == ResponseCode.SUCCESS else 0 for code, o in max_offsets(ep, topic, queues)]
+        got = calls(ep.broker_addr, reqs)
+        if time.monotonic() > deadline or all(
+            end == 0 or (r.code == ResponseCode.SUCCESS and int(r.ext.get("offset", -1)) == end)
+            for r, end in zip(got, ends, strict=True)
+        ):
+            break
+        time.sleep(0.2)
     out = {}
-    for q, r in enumerate(calls(ep.broker_addr, reqs)):
+    for q, r in enumerate(got):
         offset = r.ext.get("offset")
         out[str(rel_queue(q, base) if queues > 1 else q)] = [r.code, None if offset is None else int(offset)]
     return out
@@ -891,6 +911,7 @@ def test_java_orderly_send_and_consume(endpoints: dict[str, Endpoint], compat: C
 # -- Java client: transactions (commit, rollback, unknown then commit by check-back) ------------------------
 
 TX_HALF, TX_OP = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TX_GROUP = "CID_RMQ_SYS_TRANS"
 
 
 def pull_all(ep: Endpoint, topic: str, queues: int = 4) -> list[Any]:
@@ -905,21 +926,29 @@ def pull_all(ep: Endpoint, topic: str, queues: int = 4) -> list[Any]:
     return out
 
 
+def checks_passed_half_queue(ep: Endpoint) -> bool:
+    """Whether the transaction check service's progress (CID_RMQ_SYS_TRANS) is at the half queue's end."""
+    query = {"consumerGroup": TX_GROUP, "topic": TX_HALF, "queueId": 0}
+    (done,) = calls(ep.broker_addr, [(RequestCode.QUERY_CONSUMER_OFFSET, query, b"")])
+    ((code, end),) = max_offsets(ep, TX_HALF, 1)
+    return code == done.code == ResponseCode.SUCCESS and int(done.ext["offset"]) == int(end)
+
+
 def java_transactions(ep: Endpoint) -> dict[str, Any]:
     topic, n = "SbsTx", 2
     out = run_java(ep, "Transactions", "", timeout=90, topic=topic, group="SbsTxPG", run="sbs", n=n)
     sent = events(out, "sent")
     base = next(s["queueId"] for s in sent if (s["kind"], s["idx"]) == ("commit", 0))
     labels = labels_for({f"uniq {s['kind']}:{s['idx']}": s["msgId"] for s in sent})
-    # The last END_TRANSACTION is one-way: wait (bounded) for the committed messages, then a moment more.
-    got: list[Any] = []
-    for _ in range(50):
+    # The last END_TRANSACTIONs were one-way. Wait (bounded) until every commit is visible and the check
+    # service has passed the whole half queue (every transaction found resolved): then nothing more can
+    # become visible. Both brokers keep that progress as group CID_RMQ_SYS_TRANS's offset.
+    deadline = time.monotonic() + 30
+    while True:
         got = pull_all(ep, topic)
-        if len(got) >= 2 * n:
+        if (len(got) >= 2 * n and checks_passed_half_queue(ep)) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    time.sleep(1.0)
-    got = pull_all(ep, topic)
     prepared: dict[str, Any] = {}  # TRAN_PREPARED_QUEUE_OFFSET, compared apart (see the test)
 
     def props_of(m: Any, key: str) -> dict[str, str]:
