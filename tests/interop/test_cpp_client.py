@@ -7,6 +7,7 @@ watchdog) because librocketmq runs its own threads and can crash or hang. The br
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -361,6 +362,30 @@ def _send_probes_until(cpp: CppClients, topic: str, consumers: list[Child], time
     pytest.fail(f"not every consumer received a probe message within {timeout} s")
 
 
+def _shares(consumers: list[Child], wanted: set[str]) -> list[list[str]]:
+    return [[r["id"] for r in c.records() if r["id"] in wanted] for c in consumers]
+
+
+def _all_arrived(consumers: list[Child], wanted: set[str]) -> bool:
+    return {i for share in _shares(consumers, wanted) for i in share} == wanted
+
+
+def _probe_until_split(cpp: CppClients, topic: str, consumers: list[Child], timeout: float = 30.0) -> None:
+    """Send probe rounds (one message per queue) until a round is delivered once in all, some of it to
+    each consumer: then both have rebalanced. A consumer that has not yet given up the queues it held
+    before the other joined still pulls them too, and the probes there reach both."""
+    until = time.monotonic() + timeout
+    rounds = 0
+    while time.monotonic() < until:
+        sent = set(ids(cpp.produce(topic, 4, prefix=f"split{rounds}")))
+        rounds += 1
+        wait_until(functools.partial(_all_arrived, consumers, sent), 10.0)
+        shares = _shares(consumers, sent)
+        if sorted(i for share in shares for i in share) == sorted(sent) and all(shares):
+            return
+    pytest.fail(f"the consumers did not split the queues within {timeout} s ({rounds} probe rounds)")
+
+
 def test_clustering_two_consumers_share_the_queues(cpp: CppClients) -> None:
     topic, group = cpp.name("T"), cpp.name("CG")
     cpp.produce(topic, 4, prefix="warmup")  # creates the topic (4 queues) so that consumers find a route
@@ -369,7 +394,7 @@ def test_clustering_two_consumers_share_the_queues(cpp: CppClients) -> None:
         cpp.start("push", topic=topic, group=group, stop_file=stop, wait=80, timeout=95) for _ in range(2)
     ]
     _send_probes_until(cpp, topic, consumers)
-    time.sleep(1.0)  # let a rebalance triggered by the second consumer settle
+    _probe_until_split(cpp, topic, consumers)  # the rebalance the second consumer triggered is done
 
     n = 80
     sent = cpp.produce(topic, n, prefix="main")
