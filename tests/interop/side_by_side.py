@@ -23,11 +23,10 @@ from typing import Any
 from apache_rocketmq import ROCKETMQ_VERSION, start_rocketmq
 
 from tests.interop.conftest import start_ferromq, stop_ferromq
+from tests.interop.javabuild import JAR, build_interop_jar
 
 KINDS = ("ferromq", "rocketmq")
 CPP_SCENARIOS = Path(__file__).with_name("cpp_scenarios.py")
-JAVA_DIR = Path(__file__).with_name("java")
-JAR = JAVA_DIR / "target" / "ferromq-interop.jar"
 QUEUES = 4  # the clients' default queue count for auto-created topics
 
 # The same broker.conf for both brokers: every delay level is 1 s, so retries come back at once.
@@ -86,17 +85,7 @@ def running_broker(kind: str, workdir: Path) -> Iterator[Endpoint]:
 
 
 def build_jar() -> Path:
-    r = subprocess.run(
-        ["mvn", "-q", "-B", "-Dstyle.color=never", "package"],
-        cwd=JAVA_DIR,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        stdin=subprocess.DEVNULL,
-    )
-    if r.returncode != 0 or not JAR.is_file():
-        raise RuntimeError(f"mvn package failed ({r.returncode}):\n{r.stdout[-5000:]}\n{r.stderr[-5000:]}")
-    return JAR
+    return build_interop_jar()
 
 
 # -- the clients ---------------------------------------------------------------------------------------
