@@ -146,20 +146,22 @@ impl MappedFileQueue {
         Ok(file)
     }
 
-    /// Asks the warmer to prepare the file after the last one (or the first), and to warm the
-    /// window past the last file's write position.
-    pub fn preallocate_next(&self) {
-        if let Some(w) = &self.warmer {
-            let last = self.last();
-            w.request_next(
-                last.as_ref()
-                    .map_or(0, |f| f.file_from_offset() + self.file_size as u64),
-            );
-            if let Some(f) = last {
-                let pos = f.wrote_position();
-                self.warm_ahead(&f, pos);
-            }
+    /// For a warmed queue: creates the first file if there is none (sparse, so at once: a first
+    /// append never waits for a warmer), asks the warmer for the file after the last one and to
+    /// warm the window past the last file's write position.
+    pub fn preallocate_next(&self) -> Result<()> {
+        if self.warmer.is_none() {
+            return Ok(());
         }
+        let last = match self.last() {
+            Some(f) => f,
+            None => self.roll(0)?,
+        };
+        if let Some(w) = &self.warmer {
+            w.request_next(last.file_from_offset() + self.file_size as u64);
+        }
+        self.warm_ahead(&last, last.wrote_position());
+        Ok(())
     }
 
     /// Makes `[.., end)` of `file` writable (its blocks reserved; see `MappedFile::reserve`) and,

@@ -232,7 +232,7 @@ impl MessageStore {
             lock: Mutex::new(Some(lock)),
             recovery,
         };
-        inner.commitlog.files().preallocate_next();
+        inner.commitlog.files().preallocate_next()?;
         let mut threads = store.threads.lock().unwrap();
         let i = inner.clone();
         threads.push(spawn("ferromq-flush-commitlog", move || {
