@@ -271,8 +271,15 @@ def test_cpp_sync_batch_send_and_tag_filtered_pull(
 
 
 def cpp_route(ep: Endpoint) -> dict[str, Any]:
-    (r,) = calls(ep.namesrv, [(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "SbsCppTopic"}, b"")])
-    route = loads_lenient(r.body)
+    # A broker registers a topic created by a send with its name server at once but asynchronously
+    # (the Java broker from another thread): wait for the route, bounded.
+    deadline = time.monotonic() + 30
+    while True:
+        (r,) = calls(ep.namesrv, [(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "SbsCppTopic"}, b"")])
+        if r.code == ResponseCode.SUCCESS or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    route = loads_lenient(r.body) if r.body else {}
     return {
         "code": r.code,
         "queueDatas": [
