@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import signal
 import socket
 import subprocess
@@ -25,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchlib import write_results
 
 from ferromq.client import Message, PullConsumer
 from ferromq.client.blocking import BlockingProducer
@@ -186,21 +186,7 @@ def main() -> None:
         loaded = f"{mib(r['loaded_disk_bytes']):>8} {mib(r['loaded_rss_bytes']):>8}"
         print(f"{r['case']:<50} {r['ready_s']:>8.2f} {idle} {loaded}")
     print("idle: just started; disk/RSS: after 1,000 x 1 KiB sent and read back (one put for MessageStore)")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
-    doc = {
-        "bench": "footprint",
-        "env": {
-            "cpus": os.cpu_count(),
-            "kernel": platform.release(),
-            "python": platform.python_version(),
-            "commit": commit.strip(),
-            "loadavg": os.getloadavg(),
-        },
-        "results": results,
-    }
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"results written to {args.json}")
+    write_results(args.json, {"bench": "footprint", "results": results})
 
 
 if __name__ == "__main__":

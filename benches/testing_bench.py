@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchlib import write_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
@@ -110,23 +110,7 @@ def main() -> None:
             f"Java / ferromq: ready {ratios['ready_java_over_ferromq']:.0f}x, "
             f"RSS {ratios['rss_java_over_ferromq']:.1f}x"
         )
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
-    doc = {
-        "bench": "testing",
-        "env": {
-            "cpus": os.cpu_count(),
-            "kernel": platform.release(),
-            "python": platform.python_version(),
-            "commit": commit.strip(),
-            "loadavg": os.getloadavg(),
-        },
-        "ferromq": ferro,
-        "java": java,
-        "ratios": ratios,
-    }
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"results written to {args.json}")
+    write_results(args.json, {"bench": "testing", "ferromq": ferro, "java": java, "ratios": ratios})
 
 
 if __name__ == "__main__":

@@ -143,23 +143,8 @@ def environment() -> dict[str, Any]:
 
 
 def build_loadgen() -> Path:
-    """`mvn package` when the jar is missing or older than the pom or a source file."""
-    sources = [LOADGEN_DIR / "pom.xml", *LOADGEN_DIR.glob("src/**/*.java")]
-    if LOADGEN_JAR.is_file():
-        built = LOADGEN_JAR.stat().st_mtime
-        if all(p.stat().st_mtime <= built for p in sources):
-            return LOADGEN_JAR
-    r = subprocess.run(
-        ["mvn", "-q", "-B", "-Dstyle.color=never", "package"],
-        cwd=LOADGEN_DIR,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
-    if r.returncode != 0 or not LOADGEN_JAR.is_file():
-        raise RuntimeError(f"mvn package in {LOADGEN_DIR} failed ({r.returncode}):\n{r.stdout[-4000:]}")
-    return LOADGEN_JAR
+    """`mvn package` when the jar is missing or was built from other sources."""
+    return apache_rocketmq.maven_package(LOADGEN_DIR, LOADGEN_JAR)
 
 
 def run_loadgen(namesrv: str, work: Path, opts: dict[str, Any], timeout: int) -> dict[str, Any]:

@@ -104,6 +104,38 @@ def maven_lock() -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _sources_digest(project: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted([project / "pom.xml", *(project / "src").rglob("*")]):
+        if path.is_file():
+            h.update(str(path.relative_to(project)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def maven_package(project: Path, artifact: Path, timeout: float = 600) -> Path:
+    """`artifact`, built with `mvn package` in `project` unless it was built from the same pom.xml
+    and sources already (a digest beside it says so); one Maven run at a time (`maven_lock`)."""
+    stamp = artifact.with_name(artifact.name + ".sources.sha256")
+    with maven_lock():
+        digest = _sources_digest(project)
+        if artifact.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
+            return artifact
+        r = subprocess.run(
+            ["mvn", "-q", "-B", "-Dstyle.color=never", "package"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        if r.returncode != 0 or not artifact.is_file():
+            output = f"{r.stdout[-5000:]}\n{r.stderr[-5000:]}"
+            raise RuntimeError(f"mvn package in {project} failed ({r.returncode}):\n{output}")
+        stamp.write_text(digest + "\n")
+    return artifact
+
+
 def _pom_hash() -> str:
     return hashlib.sha256(POM.read_bytes()).hexdigest()
 
