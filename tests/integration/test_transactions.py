@@ -305,6 +305,18 @@ def half_ext(topic: str, queue_id: int = 1, group: str = "PG", **props: str) -> 
     return send_ext(topic, queue_id, p, producerGroup=group, sysFlag=4, bornTimestamp=int(time.time() * 1000))
 
 
+def check_answer_ext(req: Any, msg_id: str | None, kind: str = "8") -> dict[str, Any]:
+    """END_TRANSACTION header answering the check request `req` (commit by default)."""
+    return {
+        "producerGroup": "PG",
+        "tranStateTableOffset": req.ext["tranStateTableOffset"],
+        "commitLogOffset": req.ext["commitLogOffset"],
+        "commitOrRollback": kind,
+        "fromTransactionCheck": "1",
+        "msgId": msg_id,
+    }
+
+
 def end_ext(r: Any, kind: int, group: str = "PG", **extra: Any) -> dict[str, Any]:
     ext = {
         "producerGroup": group,
@@ -441,14 +453,7 @@ def test_check_request_bytes_and_answer_to_the_copy(tmp_path: Path) -> None:
             assert (seen.topic, seen.queue_id, seen.queue_offset) == ("Cart", 2, 1)
 
             # END_TRANSACTION names the copy; the original's offsets still work for a late answer.
-            answer = {
-                "producerGroup": "PG",
-                "tranStateTableOffset": req.ext["tranStateTableOffset"],
-                "commitLogOffset": req.ext["commitLogOffset"],
-                "commitOrRollback": "8",
-                "fromTransactionCheck": "1",
-                "msgId": half.uniq_key,
-            }
+            answer = check_answer_ext(req, half.uniq_key)
             assert (await c.call(RC.END_TRANSACTION, answer)).code == R.SUCCESS
             (committed,) = stored(broker, "Cart")
             assert committed.prepared_transaction_offset == copy.physical_offset
@@ -571,14 +576,7 @@ def test_a_producer_is_checked_on_the_connection_it_came_back_on(tmp_path: Path)
             assert req.code == RC.CHECK_TRANSACTION_STATE and half is not None
             assert req.ext["msgId"] == half.uniq_key
             # Its answer over that connection commits it.
-            answer = {
-                "producerGroup": "PG",
-                "tranStateTableOffset": req.ext["tranStateTableOffset"],
-                "commitLogOffset": req.ext["commitLogOffset"],
-                "commitOrRollback": "8",
-                "fromTransactionCheck": "1",
-                "msgId": half.uniq_key,
-            }
+            answer = check_answer_ext(req, half.uniq_key)
             assert (await new.call(RC.END_TRANSACTION, answer)).code == R.SUCCESS
             assert [m.body for m in stored(broker, "Back")] == [b"tx"]
 
