@@ -38,9 +38,9 @@ class StoreMismatchError(ConfigError):
 
 
 # Field overrides applied under the file's values and the overrides, by name. RocketMQ's defaults
-# ("rocketmq") map a 1 GiB CommitLog file, 6 MB per consume queue and a 420 MB index file, and
-# the broker pre-creates and touches the next CommitLog file: fine for a server, heavy for a
-# laptop or a test. "small" keeps the format and every other default: 64 MiB CommitLog files,
+# ("rocketmq") make 1 GiB CommitLog files, 6 MB per consume queue and 420 MB index files (sparse:
+# they take disk as they fill, but a store of them stays large on a laptop or in a test). "small"
+# keeps the format and every other default: 64 MiB CommitLog files,
 # 30,000 units per consume-queue file, 42 MB index files. `ferromq serve` without a broker.conf
 # uses "small"; anything else uses "rocketmq" (Java-compatible) unless told otherwise.
 PROFILES: Mapping[str, Mapping[str, Any]] = MappingProxyType(
