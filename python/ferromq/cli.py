@@ -19,6 +19,7 @@ from typing import Any
 
 from ferromq import __version__, admin_cli
 from ferromq.broker import Broker, BrokerConfig, load_broker_config
+from ferromq.broker.broker import server_limits
 from ferromq.broker.config import PROFILES, ConfigError
 from ferromq.errors import (
     CorruptStoreError,
@@ -137,7 +138,7 @@ async def _run_broker(args: argparse.Namespace) -> None:
 
 async def _run_serve(args: argparse.Namespace) -> None:
     cfg = _broker_config(args)
-    ns = NameServer(args.host, args.namesrv_port)
+    ns = NameServer(args.host, args.namesrv_port, limits=server_limits(cfg))
     await _start_namesrv(ns, args.host, args.namesrv_port, "--namesrv-port")
     try:
         broker = Broker(cfg.replace(namesrv_addr=f"127.0.0.1:{ns.port}"), args.host)

@@ -28,7 +28,7 @@ from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
 from ferromq.remoting.dispatch import Dispatcher
-from ferromq.remoting.server import RemotingServer
+from ferromq.remoting.server import RemotingServer, ServerLimits
 from ferromq.store import FlushDiskType, MessageStore
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,9 @@ class Broker:
         (`OSError`) leaves `server` None; a store that does not fit the configuration raises
         `StoreMismatchError`, an unusable store directory `StoreIOError`, a store in use
         `StoreLockedError`."""
-        server = RemotingServer(self._dispatch, self._host, self.config.listen_port)
+        server = RemotingServer(
+            self._dispatch, self._host, self.config.listen_port, limits=server_limits(self.config)
+        )
         await server.start()
         self.server = server
         try:
@@ -286,6 +288,17 @@ class Broker:
         for conn in self._namesrv_conns.values():
             await conn.close()
         self._namesrv_conns.clear()
+
+
+def server_limits(cfg: BrokerConfig) -> ServerLimits:
+    """The remoting bounds a broker.conf sets (also used for the name server of `serve`)."""
+    return ServerLimits(
+        idle_timeout=cfg.server_channel_max_idle_time_seconds or None,
+        read_timeout=cfg.server_read_timeout_seconds or None,
+        max_connections=cfg.server_max_connections,
+        request_buffer_bytes=cfg.server_request_buffer_bytes,
+        reply_buffer_bytes=cfg.server_reply_buffer_bytes,
+    )
 
 
 def _prepare_store_dirs(*dirs: Path | None) -> None:

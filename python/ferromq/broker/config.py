@@ -106,6 +106,14 @@ class BrokerConfig:
     trace_on: bool = True
     channel_expired_timeout: int = 120_000
     max_query_num: int = 64
+    # Remoting bounds (0 turns a timeout off): RocketMQ's NettyServerConfig idle time, and
+    # ferromq's own read timeout, connection cap and buffer bounds.
+    server_channel_max_idle_time_seconds: int = 120
+    server_read_timeout_seconds: int = 30
+    server_max_connections: int = 10_000
+    server_request_buffer_bytes: int = 128 * 1024 * 1024
+    server_reply_buffer_bytes: int = 16 * 1024 * 1024
+    max_topic_queue_nums: int = 1024
     profile: str = "rocketmq"
     """The entry of `PROFILES` the values were layered on (not a broker.conf key)."""
 
@@ -204,6 +212,12 @@ _AT_LEAST: dict[str, int] = {
     "transaction_check_max": 0,
     "channel_expired_timeout": 1,
     "max_query_num": 1,
+    "server_channel_max_idle_time_seconds": 0,
+    "server_read_timeout_seconds": 0,
+    "server_max_connections": 1,
+    "server_request_buffer_bytes": 1,
+    "server_reply_buffer_bytes": 1,
+    "max_topic_queue_nums": 1,
 }
 _JAVA_INT_MAX = 2**31 - 1
 _JAVA_LONG_MAX = 2**63 - 1
@@ -287,7 +301,7 @@ _ROCKETMQ_KEYS_NOT_USED = frozenset(
     enableScheduleMessageStats enableLmq enableMultiDispatch maxLmqConsumeQueueNum
     enableScheduleAsyncDeliver scheduleAsyncDeliverMaxPendingLimit
     serverWorkerThreads serverCallbackExecutorThreads serverSelectorThreads serverOnewaySemaphoreValue
-    serverAsyncSemaphoreValue serverChannelMaxIdleTimeSeconds serverSocketSndBufSize
+    serverAsyncSemaphoreValue serverSocketSndBufSize
     serverSocketRcvBufSize serverSocketBacklog writeBufferHighWaterMark writeBufferLowWaterMark
     serverPooledByteBufAllocatorEnable useEpollNativeSelector
     clientWorkerThreads clientCallbackExecutorThreads clientOnewaySemaphoreValue

@@ -13,11 +13,11 @@ from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps, loads_lenient
 from ferromq.namesrv.routeinfo import RouteInfoManager
 from ferromq.protocol.codes import RequestCode, ResponseCode
-from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
 from ferromq.protocol.headers import ext_int, ext_str
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Dispatcher, Handler
-from ferromq.remoting.server import RemotingServer
+from ferromq.remoting.server import RemotingServer, ServerLimits
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,12 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
 class NameServer:
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 9876, *, broker_expire_seconds: float = 120.0
+        self,
+        host: str = "127.0.0.1",
+        port: int = 9876,
+        *,
+        broker_expire_seconds: float = 120.0,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.routes = RouteInfoManager()
         self.kv: dict[str, dict[str, str]] = {}
@@ -46,7 +51,7 @@ class NameServer:
             RequestCode.GET_KVLIST_BY_NAMESPACE: self._kv_list,
             RequestCode.QUERY_DATA_VERSION: self._query_data_version,
         }
-        self.server = RemotingServer(Dispatcher(handlers, "namesrv"), host, port)
+        self.server = RemotingServer(Dispatcher(handlers, "namesrv"), host, port, limits=limits)
         self._scan_task: asyncio.Task[None] | None = None
 
     @property
@@ -163,35 +168,62 @@ class NameServer:
 
 
 def _decode_register_body(body: bytes, compressed: bool) -> dict[str, dict[str, Any]]:
-    """Topic configs of a REGISTER_BROKER body (plain `RegisterBrokerBody` JSON or its compressed form)."""
+    """Topic configs of a REGISTER_BROKER body (plain `RegisterBrokerBody` JSON or its compressed
+    form). A body that inflates past the frame limit is refused (Java inflates without a bound)."""
     if not body:
         return {}
     try:
         if compressed:
-            return _decode_compressed_register_body(zlib.decompress(body))
+            return _decode_compressed_register_body(_inflate(body, MAX_FRAME_SIZE))
         data = loads_lenient(body)
         wrapper = data.get("topicConfigSerializeWrapper", data)
         table = wrapper.get("topicConfigTable") or {}
         return {str(k): v for k, v in table.items() if isinstance(v, dict)}
-    except (ValueError, AttributeError, zlib.error, struct.error) as e:
-        raise BrokerError(f"bad REGISTER_BROKER body: {e}") from None
+    except (ValueError, AttributeError, zlib.error, struct.error, UnicodeDecodeError) as e:
+        raise BrokerError(f"Failed to decode RegisterBrokerBody: {e}") from None
+
+
+def _inflate(body: bytes, limit: int) -> bytes:
+    """The zlib stream inflated, refusing one that would grow past `limit` bytes (a few MB of
+    zeros inflate to gigabytes) before it does."""
+    inflater = zlib.decompressobj()
+    raw = inflater.decompress(body, limit + 1)
+    if len(raw) > limit:
+        raise BrokerError(
+            f"Failed to decode RegisterBrokerBody: it inflates past {limit} bytes (the frame limit); refused"
+        )
+    if not inflater.eof:
+        raise BrokerError("Failed to decode RegisterBrokerBody: the compressed data ends early")
+    return raw
 
 
 def _decode_compressed_register_body(raw: bytes) -> dict[str, dict[str, Any]]:
+    """`RegisterBrokerBody.encode(compress=true)` inflated: int length + DataVersion JSON, int
+    topic count, per topic int length + `TopicConfig.encode()` ("name read write perm filter"),
+    int length + the filter server list JSON."""
     at = 0
 
     def take_int() -> int:
         nonlocal at
         (v,) = struct.unpack_from(">i", raw, at)
         at += 4
+        if v < 0 or v > len(raw) - at:
+            raise ValueError(f"length {v} at byte {at - 4} overruns the body")
         return int(v)
 
-    at += take_int()  # data version JSON
+    def take_bytes() -> bytes:
+        nonlocal at
+        n = take_int()
+        at += n
+        return raw[at - n : at]
+
+    take_bytes()  # the data version JSON
     topics: dict[str, dict[str, Any]] = {}
     for _ in range(take_int()):
-        n = take_int()
-        name, read_q, write_q, perm, filter_type = raw[at : at + n].decode().split(" ")[:5]
-        at += n
+        parts = take_bytes().decode().split(" ")
+        if len(parts) != 5:
+            raise ValueError(f"topic config {' '.join(parts)[:100]!r} is not 5 fields")
+        name, read_q, write_q, perm, filter_type = parts
         topics[name] = {
             "topicName": name,
             "readQueueNums": int(read_q),

@@ -6,7 +6,12 @@ handler either answers at once (it returns the reply or None: no task, no schedu
 future whose result is the answer, or returns another awaitable, which runs as a task of its own
 (in arrival order), so a held long poll never blocks the socket. Frames written while the loop
 is busy are joined into one socket write per loop iteration. Closing the connection fails every
-pending request with `ConnectionClosedError`.
+pending request with `ConnectionClosedError`, and records why it closed (`close_reason`).
+
+Memory stays bounded on a server connection (`ConnectionLimits`): a peer that does not read its
+replies stops being read once `reply_buffer_bytes` wait for it (the requests already read wait
+undecoded until the replies drain), and the bytes of unfinished frames of all connections share
+one `RequestBudget`: a connection that would go over it stops being read until others finish.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import asyncio
 import functools
 import itertools
 import logging
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import cast
 
@@ -40,21 +47,80 @@ RequestHandler = Callable[
 MAX_INFLIGHT_REQUESTS = 4096
 
 
+# Frames answered at once are joined into one write until this many bytes wait.
+_FLUSH_AT = 64 * 1024
+
+
 class CloseReason(StrEnum):
     PEER_CLOSED = "peer closed"
     READ_ERROR = "read error"
     PARSE_ERROR = "malformed frame"
     LOCAL_CLOSE = "closed locally"
     SHUTDOWN = "shutdown"
+    IDLE = "idle timeout"
+    READ_TIMEOUT = "unfinished frame timed out"
+    CONNECTION_LIMIT = "connection limit reached"
+
+
+# Closes that drop unsent replies (the peer stopped reading, or is not wanted) instead of
+# waiting for them to drain.
+_ABORTIVE = frozenset({CloseReason.IDLE, CloseReason.READ_TIMEOUT, CloseReason.CONNECTION_LIMIT})
+
+
+class RequestBudget:
+    """The bytes of unfinished request frames all connections of a server may hold together.
+    Connections over it stop reading (`pause_reading`) and resume in turn as bytes are released."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._waiting: dict[Connection, None] = {}  # insertion-ordered
+
+    @property
+    def exhausted(self) -> bool:
+        return self.used >= self.limit
+
+    def change(self, delta: int) -> None:
+        self.used += delta
+        if delta < 0:
+            self._wake()
+
+    def wait(self, conn: Connection) -> None:
+        self._waiting[conn] = None
+
+    def forget(self, conn: Connection) -> None:
+        self._waiting.pop(conn, None)
+
+    def _wake(self) -> None:
+        while self._waiting and not self.exhausted:
+            conn = next(iter(self._waiting))
+            del self._waiting[conn]
+            conn._budget_available()
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Bounds of one server connection (None: no bound)."""
+
+    reply_buffer_bytes: int | None = None
+    """Reply bytes waiting for the peer to read them, past which its requests are not read."""
+    request_budget: RequestBudget | None = None
 
 
 class Connection(asyncio.Protocol):
     """The protocol object of one socket: the transport hands it bytes (`data_received`), it
     decodes frames and dispatches them right there (no reader task, no stream buffer)."""
 
-    def __init__(self, handler: RequestHandler | None = None, *, max_frame: int = MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self,
+        handler: RequestHandler | None = None,
+        *,
+        max_frame: int = MAX_FRAME_SIZE,
+        limits: ConnectionLimits | None = None,
+    ) -> None:
         self._handler = handler
         self._max_frame = max_frame
+        self._limits = limits or ConnectionLimits()
         self._transport: asyncio.Transport | None = None
         self.peer_host = "?"
         self.peer_port = 0
@@ -69,7 +135,17 @@ class Connection(asyncio.Protocol):
         self._tasks: set[asyncio.Task[None]] = set()
         # Requests being handled (tasks and futures); past MAX_INFLIGHT_REQUESTS reading pauses.
         self._inflight = 0
-        self._reading_paused = False
+        # Why reading is paused: "inflight", "replies" (the peer does not read), "budget".
+        self._pauses: set[str] = set()
+        # Bytes of `_buf` counted in the request budget.
+        self._budgeted = 0
+        # Monotonic times: the last bytes read, the last bytes written, the start of the
+        # unfinished frame at the head of `_buf` (None when there is none).
+        now = time.monotonic()
+        self.last_read = now
+        self.last_write = now
+        self.partial_since: float | None = None
+        self._refuse: CloseReason | None = None
         self._closed = asyncio.Event()
         self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._on_close: list[Callable[[Connection], None]] = []
@@ -78,6 +154,7 @@ class Connection(asyncio.Protocol):
         self._behind_task = False
         # Frames waiting for the one write of this loop iteration.
         self._out: list[bytes] = []
+        self._out_bytes = 0
         self._flush_scheduled = False
         self._loop = asyncio.get_running_loop()
         # Writers waiting for the transport's buffer to drain (`drain`).
@@ -93,29 +170,41 @@ class Connection(asyncio.Protocol):
         self.peer_host = _ipv4(str(peer[0]))
         self.peer_port = int(peer[1])
         self.peer = f"{self.peer_host}:{self.peer_port}"
+        if self._refuse is not None:
+            self._shutdown(self._refuse)
+            return
+        limit = self._limits.reply_buffer_bytes
+        if limit is not None:
+            self._transport.set_write_buffer_limits(high=limit, low=limit // 2)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self.last_read = time.monotonic()
         # Tasks made by the previous chunk have started by now (their first steps were queued
         # before this read callback).
         self._behind_task = False
         # Whole frames are decoded straight from the chunk; only a partial frame is kept.
-        buf: bytes | bytearray
         if self._buf:
-            buf = self._buf
-            buf += data
+            self._buf += data
+            self._decode(self._buf, False)
         else:
-            buf = data
+            self._decode(data, True)
+
+    def _decode(self, buf: bytes | bytearray, fresh: bool) -> None:
+        """Decodes and dispatches the whole frames of `buf` (the read chunk when `fresh`, else
+        `_buf`) until the peer's unread replies pass their bound; keeps the rest in `_buf`."""
         consumed = 0
         try:
-            while True:
+            while not self._write_paused:
                 decoded = decode_frame(buf, self._max_frame, consumed)
                 if decoded is None:
                     break
                 cmd, used = decoded
                 consumed += used
                 self._dispatch(cmd)
+                if self._out_bytes >= _FLUSH_AT:
+                    self._flush()  # may pause writing: the peer reads slower than we answer
         except MalformedFrame as e:
             logger.warning("closing connection from %s: %s", self.peer, e)
             self._shutdown(CloseReason.PARSE_ERROR)
@@ -123,11 +212,53 @@ class Connection(asyncio.Protocol):
         finally:
             # The answers given at once to this chunk's requests leave in one write.
             self._flush()
-        if buf is data:
-            if consumed < len(data):
-                self._buf = bytearray(data[consumed:])
+        if self.closed:
+            return
+        if fresh:
+            if consumed < len(buf):
+                self._buf = bytearray(buf[consumed:])
         elif consumed:
             del self._buf[:consumed]
+        if not self._buf:
+            self.partial_since = None
+        elif consumed or self.partial_since is None:
+            self.partial_since = time.monotonic()
+        if self._write_paused:
+            self._pause("replies")
+        self._account_buffer()
+
+    def _account_buffer(self) -> None:
+        """Counts `_buf` in the request budget; pauses reading while the budget is spent."""
+        budget = self._limits.request_budget
+        if budget is None:
+            return
+        size = len(self._buf)
+        if size != self._budgeted:
+            delta, self._budgeted = size - self._budgeted, size
+            budget.change(delta)
+        if size and budget.exhausted and "budget" not in self._pauses:
+            self._pause("budget")
+            budget.wait(self)
+
+    def _budget_available(self) -> None:
+        self._resume("budget")
+
+    def _pause(self, why: str) -> None:
+        if not self._pauses and self._transport is not None and not self.closed:
+            self._transport.pause_reading()
+        self._pauses.add(why)
+
+    def _resume(self, why: str) -> None:
+        if why not in self._pauses:
+            return
+        self._pauses.discard(why)
+        if not self._pauses and self._transport is not None and not self.closed:
+            self._transport.resume_reading()
+
+    @property
+    def reading_paused_for(self) -> frozenset[str]:
+        """Why the connection is not being read (empty when it is)."""
+        return frozenset(self._pauses)
 
     def eof_received(self) -> bool:
         return False  # the transport closes; connection_lost follows
@@ -145,7 +276,20 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self.last_write = time.monotonic()
         self._wake_drainers()
+        if "replies" in self._pauses and not self.closed:
+            # The requests read before the pause are answered first, then reading resumes.
+            self._loop.call_soon(self._resume_after_replies)
+
+    def _resume_after_replies(self) -> None:
+        if self.closed or self._write_paused:
+            return
+        self._behind_task = False
+        if self._buf:
+            self._decode(self._buf, False)
+        if not self._write_paused:
+            self._resume("replies")
 
     def _wake_drainers(self) -> None:
         waiters, self._drain_waiters = self._drain_waiters, []
@@ -216,16 +360,13 @@ class Connection(asyncio.Protocol):
 
     def _count_inflight(self) -> None:
         self._inflight += 1
-        if self._inflight >= MAX_INFLIGHT_REQUESTS and not self._reading_paused and self._transport:
-            self._reading_paused = True
-            self._transport.pause_reading()
+        if self._inflight >= MAX_INFLIGHT_REQUESTS:
+            self._pause("inflight")
 
     def _one_done(self) -> None:
         self._inflight -= 1
-        if self._reading_paused and self._inflight <= MAX_INFLIGHT_REQUESTS // 2 and not self.closed:
-            self._reading_paused = False
-            if self._transport is not None:
-                self._transport.resume_reading()
+        if self._inflight <= MAX_INFLIGHT_REQUESTS // 2:
+            self._resume("inflight")
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -255,6 +396,7 @@ class Connection(asyncio.Protocol):
             return
         head, body = encode_parts(cmd)
         self._out.append(head)
+        self._out_bytes += len(head) + len(body)
         if body:
             self._out.append(body)
         if not self._flush_scheduled:
@@ -267,6 +409,8 @@ class Connection(asyncio.Protocol):
             return
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
+        self._out_bytes = 0
+        self.last_write = time.monotonic()
         transport = self._transport
         if transport is None or transport.is_closing():
             return
@@ -312,19 +456,40 @@ class Connection(asyncio.Protocol):
         self._drain_waiters.append(waiter)
         await waiter
 
+    def refuse(self, reason: CloseReason) -> None:
+        """Closes the connection as soon as it is made (a server over its connection limit)."""
+        self._refuse = reason
+
+    def abort(self, reason: CloseReason) -> None:
+        """Closes at once, recording `reason`; replies not yet sent are dropped for the reasons
+        that mean the peer is gone or unwanted (idle, read timeout, connection limit)."""
+        self._shutdown(reason)
+
     def _shutdown(self, reason: CloseReason) -> None:
         if self.closed:
             return
         self.close_reason = self.close_reason or reason
         self._closed.set()
+        budget = self._limits.request_budget
+        if budget is not None:
+            budget.forget(self)
+            if self._budgeted:
+                budget.change(-self._budgeted)
+                self._budgeted = 0
+        self._buf = bytearray()
+        logger.debug("connection %s closed: %s", self.peer, self.close_reason)
         err = ConnectionClosedError(f"connection to {self.peer} closed: {self.close_reason}")
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(err)
         self._pending.clear()
-        self._flush()
         if self._transport is not None:
-            self._transport.close()
+            if self.close_reason in _ABORTIVE:
+                self._out.clear()
+                self._transport.abort()
+            else:
+                self._flush()
+                self._transport.close()
         for task in list(self._tasks):
             task.cancel()
         for cb in self._on_close:

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from ferromq.errors import FerroMQError
 from ferromq.protocol.codes import ResponseCode
-from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
 from ferromq.remoting.connection import Connection
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,11 @@ class Dispatcher:
             answer = fast(conn, cmd)
         except Exception as e:
             return self._refusal(conn, cmd, e)
-        if answer is None or isinstance(answer, RemotingCommand | asyncio.Future):
+        if answer is None:
+            return None
+        if isinstance(answer, RemotingCommand):
+            return _bounded(cmd, answer)
+        if isinstance(answer, asyncio.Future):
             return answer
         return self._run(conn, cmd, answer)
 
@@ -54,19 +58,54 @@ class Dispatcher:
     ) -> RemotingCommand | None:
         try:
             if answer is not None:
-                return await answer
-            handler = self._handlers.get(cmd.code)
-            if handler is None:
-                return cmd.reply(
-                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
-                )
-            return await handler(conn, cmd)
+                reply = await answer
+            else:
+                handler = self._handlers.get(cmd.code)
+                if handler is None:
+                    return cmd.reply(
+                        ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
+                    )
+                reply = await handler(conn, cmd)
         except Exception as e:
             return self._refusal(conn, cmd, e)
+        return None if reply is None else _bounded(cmd, reply)
 
     def _refusal(self, conn: Connection, cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+        """A typed error keeps its RocketMQ code and message; anything else is logged with its
+        traceback and answered SYSTEM_ERROR with a generic remark (no Python text leaves)."""
         if isinstance(e, FerroMQError):
             logger.debug("%s: request %d from %s refused: %s", self._name, cmd.code, conn.peer, e)
             return cmd.reply(e.code, str(e))
-        logger.error("%s: request %d from %s failed", self._name, cmd.code, conn.peer, exc_info=e)
-        return cmd.reply(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        logger.error(
+            "%s: request %d (opaque %d) from %s failed",
+            self._name,
+            cmd.code,
+            cmd.opaque,
+            conn.peer,
+            exc_info=e,
+        )
+        return cmd.reply(
+            ResponseCode.SYSTEM_ERROR, f"the server failed to process request code {cmd.code}; see its log"
+        )
+
+
+# Room left in a frame for the reply's header (the body gets the rest).
+_HEADER_ROOM = 64 * 1024
+
+
+def _bounded(cmd: RemotingCommand, reply: RemotingCommand) -> RemotingCommand:
+    """The reply, or a SYSTEM_ERROR refusal when its body would not fit in one frame (a client
+    cannot read a frame over the limit)."""
+    if len(reply.body) <= MAX_FRAME_SIZE - _HEADER_ROOM:
+        return reply
+    logger.warning(
+        "reply to request %d (opaque %d) refused: its body of %d bytes exceeds the frame limit",
+        cmd.code,
+        cmd.opaque,
+        len(reply.body),
+    )
+    return cmd.reply(
+        ResponseCode.SYSTEM_ERROR,
+        f"the reply ({len(reply.body)} bytes) would exceed the frame limit of {MAX_FRAME_SIZE} bytes; "
+        "ask for less (one topic, fewer queues)",
+    )

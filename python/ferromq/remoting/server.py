@@ -1,26 +1,77 @@
-"""A TCP server whose connections hand requests to one handler."""
+"""A TCP server whose connections hand requests to one handler, with the bounds that keep a
+long-running server alive among misbehaving peers: a connection cap, an idle timeout (RocketMQ's
+`serverChannelMaxIdleTimeSeconds`: no byte read or written for that long), a read timeout for
+unfinished frames, a shared budget of buffered request bytes and a per-connection bound of
+unread reply bytes."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import resource
+import time
+from collections import Counter
+from dataclasses import dataclass
 
 from ferromq.protocol.command import MAX_FRAME_SIZE
-from ferromq.remoting.connection import CloseReason, Connection, RequestHandler
+from ferromq.remoting.connection import (
+    CloseReason,
+    Connection,
+    ConnectionLimits,
+    RequestBudget,
+    RequestHandler,
+)
 
 logger = logging.getLogger(__name__)
+
+# File descriptors kept free of connections (store files, name-server links, logs).
+FD_RESERVE = 256
+# At most one log line per this many seconds about refused connections.
+REFUSAL_LOG_INTERVAL = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """Bounds of a remoting server; None or 0 turns a timeout off."""
+
+    idle_timeout: float | None = 120.0
+    """Seconds without a byte read or written before a connection is closed (Java's
+    serverChannelMaxIdleTimeSeconds, 120)."""
+    read_timeout: float | None = 30.0
+    """Seconds an unfinished frame may take to arrive."""
+    max_connections: int = 10_000
+    """Open connections; more are closed as soon as accepted. Kept under the process's file
+    descriptor limit."""
+    request_buffer_bytes: int = 128 * 1024 * 1024
+    """Bytes of unfinished request frames all connections may hold together."""
+    reply_buffer_bytes: int = 16 * 1024 * 1024
+    """Unread reply bytes per connection past which its requests are not read."""
 
 
 class RemotingServer:
     def __init__(
-        self, handler: RequestHandler, host: str = "127.0.0.1", port: int = 0, max_frame: int = MAX_FRAME_SIZE
+        self,
+        handler: RequestHandler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_frame: int = MAX_FRAME_SIZE,
+        limits: ServerLimits | None = None,
     ) -> None:
         self._handler = handler
         self._host = host
         self._port = port
         self._max_frame = max_frame
+        self.limits = limits or ServerLimits()
+        self._budget = RequestBudget(self.limits.request_buffer_bytes)
+        self._conn_limits = ConnectionLimits(self.limits.reply_buffer_bytes, self._budget)
+        self._max_connections = self.limits.max_connections
         self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         self.connections: set[Connection] = set()
+        self.closed_by_reason: Counter[str] = Counter()
+        """How many connections closed for each `CloseReason` (refused ones included)."""
+        self._refused_unlogged = 0
+        self._refusal_logged_at = -REFUSAL_LOG_INTERVAL
 
     @property
     def port(self) -> int:
@@ -28,20 +79,96 @@ class RemotingServer:
         assert self._server is not None, "server not started"
         return int(self._server.sockets[0].getsockname()[1])
 
+    @property
+    def buffered_request_bytes(self) -> int:
+        return self._budget.used
+
     async def start(self) -> None:
+        self._max_connections = _fd_bounded(self.limits.max_connections)
         self._server = await asyncio.get_running_loop().create_server(self._accept, self._host, self._port)
+        timeouts = [t for t in (self.limits.idle_timeout, self.limits.read_timeout) if t]
+        if timeouts:
+            period = min(max(min(timeouts) / 4, 0.05), 5.0)
+            self._sweeper = asyncio.get_running_loop().create_task(
+                self._sweep_loop(period), name=f"remoting-sweeper-{self.port}"
+            )
 
     def _accept(self) -> Connection:
-        conn = Connection(self._handler, max_frame=self._max_frame)
+        conn = Connection(self._handler, max_frame=self._max_frame, limits=self._conn_limits)
+        conn.on_close(self._closed)
+        if len(self.connections) >= self._max_connections:
+            self._refuse(conn)
+            return conn
         self.connections.add(conn)
-        conn.on_close(self.connections.discard)
         return conn
+
+    def _closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        self.closed_by_reason[str(conn.close_reason)] += 1
+
+    def _refuse(self, conn: Connection) -> None:
+        """Closes the connection once its transport is made; logs refusals at most once per
+        REFUSAL_LOG_INTERVAL (a flood of connections writes a line, not a line each)."""
+        conn.refuse(CloseReason.CONNECTION_LIMIT)
+        self._refused_unlogged += 1
+        now = time.monotonic()
+        if now - self._refusal_logged_at >= REFUSAL_LOG_INTERVAL:
+            logger.warning(
+                "port %d: %d connection(s) refused: %d open, the limit (serverMaxConnections)",
+                self.port,
+                self._refused_unlogged,
+                len(self.connections),
+            )
+            self._refused_unlogged = 0
+            self._refusal_logged_at = now
+
+    async def _sweep_loop(self, period: float) -> None:
+        while True:
+            await asyncio.sleep(period)
+            self.sweep(time.monotonic())
+
+    def sweep(self, now: float) -> None:
+        """Closes connections idle past `idle_timeout` and those whose unfinished frame is older
+        than `read_timeout` (not while the server itself holds them back for unread replies)."""
+        idle, read = self.limits.idle_timeout, self.limits.read_timeout
+        for conn in list(self.connections):
+            if idle and now - max(conn.last_read, conn.last_write) > idle:
+                logger.info("closing %s: no traffic for %.0f s", conn.peer, idle)
+                conn.abort(CloseReason.IDLE)
+            elif (
+                read
+                and conn.partial_since is not None
+                and now - conn.partial_since > read
+                and "replies" not in conn.reading_paused_for
+            ):
+                logger.info("closing %s: an unfinished frame waited %.0f s", conn.peer, read)
+                conn.abort(CloseReason.READ_TIMEOUT)
 
     async def stop(self) -> None:
         if self._server is None:
             return
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
         self._server.close()
         for conn in list(self.connections):
             await conn.close(CloseReason.SHUTDOWN)
         await self._server.wait_closed()
         self._server = None
+
+
+def _fd_bounded(max_connections: int) -> int:
+    """`max_connections`, lowered to what the file descriptor limit leaves room for (accepts
+    failing with EMFILE would lock every client out, and log each failure)."""
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return max_connections
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    room = max(16, soft - FD_RESERVE)
+    if room < max_connections:
+        logger.info("connection limit %d lowered to %d (open file limit %d)", max_connections, room, soft)
+        return room
+    return max_connections

@@ -11,7 +11,7 @@ from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps, loads_lenient
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_bool, ext_int, ext_str
+from ferromq.protocol.headers import ext_bool, ext_int, ext_offset, ext_str
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -30,6 +30,16 @@ def _mq_json(topic: str, broker_name: str, queue_id: int) -> dict[str, Any]:
     return {"brokerName": broker_name, "queueId": queue_id, "topic": topic}
 
 
+def offset_table_json(table: dict[str, dict[int, int]]) -> bytes:
+    """`ConsumerOffsetManager.encode()` as Java's fastjson writes it:
+    `{"offsetTable":{"topic@group":{0:5,1:7}}}` (queue ids are bare integer keys)."""
+    groups = []
+    for key, queues in list(table.items()):
+        inner = ",".join(f"{int(q)}:{int(o)}" for q, o in list(queues.items()))
+        groups.append(dumps(key).decode() + ":{" + inner + "}")
+    return ('{"offsetTable":{' + ",".join(groups) + "}}").encode()
+
+
 def handlers(broker: Broker) -> dict[int, Handler]:
     store = broker.store
 
@@ -42,10 +52,19 @@ def handlers(broker: Broker) -> dict[int, Handler]:
             raise BrokerError(
                 f"the topic[{topic}] is conflict with system reserved words", ResponseCode.SYSTEM_ERROR
             )
+        limit = broker.config.max_topic_queue_nums
+        queue_nums = {key: ext_int(cmd, key, 16) for key in ("readQueueNums", "writeQueueNums")}
+        for key, n in queue_nums.items():
+            if not 1 <= n <= limit:
+                raise BrokerError(
+                    f"{key} {n} of topic {topic} is out of range: a topic has 1 to {limit} queues "
+                    "(maxTopicQueueNums in broker.conf)",
+                    ResponseCode.SYSTEM_ERROR,
+                )
         tc = TopicConfig(
             topic_name=topic,
-            read_queue_nums=ext_int(cmd, "readQueueNums", 16),
-            write_queue_nums=ext_int(cmd, "writeQueueNums", 16),
+            read_queue_nums=queue_nums["readQueueNums"],
+            write_queue_nums=queue_nums["writeQueueNums"],
             perm=ext_int(cmd, "perm", 6),
             topic_filter_type=cmd.ext.get("topicFilterType", "SINGLE_TAG"),
             topic_sys_flag=ext_int(cmd, "topicSysFlag", 0),
@@ -69,23 +88,23 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     async def max_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.reply(
             ResponseCode.SUCCESS,
-            ext={"offset": store.max_offset(ext_str(cmd, "topic"), ext_int(cmd, "queueId"))},
+            ext={"offset": store.max_offset(ext_str(cmd, "topic"), ext_offset(cmd, "queueId"))},
         )
 
     async def min_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.reply(
             ResponseCode.SUCCESS,
-            ext={"offset": store.min_offset(ext_str(cmd, "topic"), ext_int(cmd, "queueId"))},
+            ext={"offset": store.min_offset(ext_str(cmd, "topic"), ext_offset(cmd, "queueId"))},
         )
 
     async def offset_by_time(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         offset = store.offset_by_time(
-            ext_str(cmd, "topic"), ext_int(cmd, "queueId"), ext_int(cmd, "timestamp")
+            ext_str(cmd, "topic"), ext_offset(cmd, "queueId"), ext_int(cmd, "timestamp")
         )
         return cmd.reply(ResponseCode.SUCCESS, ext={"offset": offset})
 
     async def earliest_time(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        ts = store.earliest_store_time(ext_str(cmd, "topic"), ext_int(cmd, "queueId"))
+        ts = store.earliest_store_time(ext_str(cmd, "topic"), ext_offset(cmd, "queueId"))
         return cmd.reply(ResponseCode.SUCCESS, ext={"timestamp": -1 if ts is None else ts})
 
     def _mqs(body: dict[str, Any]) -> list[tuple[str, str, int]]:
@@ -156,7 +175,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return cmd.reply(ResponseCode.SUCCESS, body=dumps({"offsetTable": table, "consumeTps": 0.0}))
 
     async def all_consumer_offsets(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"offsetTable": broker.offsets.table}))
+        return cmd.reply(ResponseCode.SUCCESS, body=offset_table_json(broker.offsets.table))
 
     async def runtime_info(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         info = {

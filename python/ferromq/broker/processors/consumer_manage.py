@@ -9,7 +9,7 @@ from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_int, ext_str
+from ferromq.protocol.headers import ext_int, ext_offset, ext_str
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -37,7 +37,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return cmd.reply(ResponseCode.SUCCESS, body=dumps({"consumerIdList": info.client_ids()}))
 
     async def query_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        group, topic, queue_id = ext_str(cmd, "consumerGroup"), ext_str(cmd, "topic"), ext_int(cmd, "queueId")
+        group, topic = ext_str(cmd, "consumerGroup"), ext_str(cmd, "topic")
+        queue_id = ext_offset(cmd, "queueId")
         offset = broker.offsets.query(group, topic, queue_id)
         if offset >= 0:
             return cmd.reply(ResponseCode.SUCCESS, ext={"offset": offset})
@@ -57,7 +58,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         broker.offsets.commit(
             ext_str(cmd, "consumerGroup"),
             ext_str(cmd, "topic"),
-            ext_int(cmd, "queueId"),
+            ext_offset(cmd, "queueId"),
             ext_int(cmd, "commitOffset"),
         )
         return cmd.reply(ResponseCode.SUCCESS)

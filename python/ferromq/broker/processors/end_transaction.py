@@ -13,7 +13,7 @@ from ferromq.errors import BrokerError
 from ferromq.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_bool, ext_int, ext_str
+from ferromq.protocol.headers import ext_bool, ext_int, ext_offset, ext_str
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -38,7 +38,7 @@ def end_transaction(broker: Broker, conn: Connection, cmd: RemotingCommand) -> R
         return cmd.reply(ResponseCode.SLAVE_NOT_AVAILABLE)
     group = ext_str(cmd, "producerGroup")
     queue_offset = ext_int(cmd, "tranStateTableOffset")
-    commit_log_offset = ext_int(cmd, "commitLogOffset")
+    commit_log_offset = ext_offset(cmd, "commitLogOffset")
     kind = ext_int(cmd, "commitOrRollback")
     from_check = ext_bool(cmd, "fromTransactionCheck")
     what = (

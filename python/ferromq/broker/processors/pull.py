@@ -12,7 +12,7 @@ from ferromq.errors import BrokerError, NoPermissionError, SubscriptionGroupNotE
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_int, ext_str
+from ferromq.protocol.headers import ext_int, ext_offset, ext_str
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
@@ -112,8 +112,8 @@ def pull_message(
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
     group = ext_str(cmd, "consumerGroup")
     topic = ext_str(cmd, "topic")
-    queue_id = ext_int(cmd, "queueId")
-    offset = ext_int(cmd, "queueOffset")
+    queue_id = ext_offset(cmd, "queueId")
+    offset = ext_offset(cmd, "queueOffset")
     max_msgs = max(1, ext_int(cmd, "maxMsgNums", 32))
     sys_flag = ext_int(cmd, "sysFlag", 0)
     commit_offset = ext_int(cmd, "commitOffset", -1)

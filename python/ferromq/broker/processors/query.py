@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ferromq.errors import BrokerError, QueryNotFoundError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_bool, ext_int, ext_str
+from ferromq.protocol.headers import ext_bool, ext_int, ext_offset, ext_str
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -40,7 +40,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         )
 
     async def view_message(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        offset = ext_int(cmd, "offset")
+        offset = ext_offset(cmd, "offset")
         raw = broker.store.read_raw(offset)
         if raw is None:
             raise BrokerError(f"can not find message by the offset, {offset}", ResponseCode.SYSTEM_ERROR)

@@ -36,7 +36,7 @@ from ferromq.message import (
 )
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import FLAG_RESPONSE, RemotingCommand
-from ferromq.protocol.headers import ext_int, ext_str
+from ferromq.protocol.headers import ext_int, ext_offset, ext_str, java_number
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
@@ -92,10 +92,7 @@ def _int(ext: dict[str, str], key: str, name: str, default: int | None = None) -
         if default is None:
             raise MissingHeaderFieldError(f"the custom field <{name}> is null")
         return default
-    try:
-        return int(value)
-    except ValueError:
-        raise MissingHeaderFieldError(f"the custom field <{name}> is not a number: {value!r}") from None
+    return java_number(value, name)
 
 
 # Wire keys in the order parse_send_header reads them.
@@ -118,11 +115,14 @@ _V2_ORDER = tuple(_V2_KEYS[f] for f in _FIELDS)
 
 
 def _num(ext: dict[str, str], key: str, name: str, default: int | None = None) -> int:
-    """`_int` with the common case (a valid number) first."""
+    """`_int` with the common case (a valid number within an int) first."""
     try:
-        return int(ext[key])
+        n = int(ext[key])
+        if -0x80000000 <= n <= 0x7FFFFFFF:
+            return n
     except (KeyError, ValueError):
-        return _int(ext, key, name, default)
+        pass
+    return _int(ext, key, name, default)
 
 
 def parse_send_header(cmd: RemotingCommand) -> SendHeader:
@@ -171,6 +171,11 @@ def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
                 raise BrokerError(f"malformed batch message at byte {at}", ResponseCode.MESSAGE_ILLEGAL)
             inner = body[start : start + body_len]
             (props_len,) = struct.unpack_from(">h", body, start + body_len)
+            if props_len < 0:
+                raise BrokerError(
+                    f"malformed batch message at byte {at}: negative properties length {props_len}",
+                    ResponseCode.MESSAGE_ILLEGAL,
+                )
             props_at = start + body_len + 2
             props = body[props_at : props_at + props_len].decode()
             out.append((flag, inner, props))
@@ -477,7 +482,7 @@ async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: Remoting
     """A consumer failed a message: store it again in the group's retry topic (with a delay) or,
     after too many attempts, in its dead-letter topic."""
     group = ext_str(cmd, "group")
-    offset = ext_int(cmd, "offset")
+    offset = ext_offset(cmd, "offset")
     delay_level = ext_int(cmd, "delayLevel", 0)
     cfg = broker.groups.find_or_create(group)
     if cfg is None:

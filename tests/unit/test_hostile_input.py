@@ -1,0 +1,171 @@
+"""Hostile and malformed input at the pure decoders: REGISTER_BROKER bodies (Java's compressed
+form, decompression bombs), header numbers past Java's types, batch records, reply sizes, and the
+dispatcher's error remarks."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import zlib
+
+import pytest
+
+from ferromq.broker.processors.admin import offset_table_json
+from ferromq.broker.processors.send import decode_batch
+from ferromq.errors import BrokerError, MissingHeaderFieldError
+from ferromq.jsonutil import loads_lenient
+from ferromq.namesrv.server import _decode_register_body
+from ferromq.protocol.codes import ResponseCode
+from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
+from ferromq.protocol.headers import ext_int, ext_offset
+from ferromq.remoting.dispatch import Dispatcher
+
+
+def java_compressed_register_body(topics: list[tuple[str, int, int, int, str]]) -> bytes:
+    """The bytes `RegisterBrokerBody.encode(true)` of RocketMQ 4.9.7 writes: a deflate stream
+    (best compression) of int length + DataVersion JSON, int topic count, per topic int length +
+    `TopicConfig.encode()` (space separated), int length + the filter server list JSON."""
+
+    def chunk(b: bytes) -> bytes:
+        return struct.pack(">i", len(b)) + b
+
+    raw = chunk(b'{"counter":3,"timestamp":1700000000000}')
+    raw += struct.pack(">i", len(topics))
+    for name, read_q, write_q, perm, filter_type in topics:
+        raw += chunk(f"{name} {read_q} {write_q} {perm} {filter_type}".encode())
+    raw += chunk(b"[]")
+    return zlib.compress(raw, 9)
+
+
+def test_java_compressed_register_body_is_read_whole() -> None:
+    body = java_compressed_register_body(
+        [
+            ("TopicA", 8, 8, 6, "SINGLE_TAG"),
+            ("TopicB", 4, 2, 4, "MULTI_TAG"),
+            ("%RETRY%g", 1, 1, 6, "SINGLE_TAG"),
+        ]
+    )
+    topics = _decode_register_body(body, compressed=True)
+    assert set(topics) == {"TopicA", "TopicB", "%RETRY%g"}
+    assert topics["TopicB"] == {
+        "topicName": "TopicB",
+        "readQueueNums": 4,
+        "writeQueueNums": 2,
+        "perm": 4,
+        "topicFilterType": "MULTI_TAG",
+    }
+
+
+def test_compressed_register_body_inflating_past_the_frame_limit_is_refused() -> None:
+    bomb = zlib.compress(b"\0" * (MAX_FRAME_SIZE + 1024), 9)
+    assert len(bomb) < 64 * 1024
+    with pytest.raises(BrokerError, match="inflates past 16777216 bytes") as e:
+        _decode_register_body(bomb, compressed=True)
+    assert e.value.code == ResponseCode.SYSTEM_ERROR
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        struct.pack(">i", 1_000_000) + b"{}",  # data version length overruns
+        struct.pack(">i", 2) + b"{}" + struct.pack(">i", 1) + struct.pack(">i", -5),
+        struct.pack(">i", 2) + b"{}" + struct.pack(">i", 1) + struct.pack(">i", 3) + b"a b",
+        b"\x00\x00",
+    ],
+)
+def test_broken_compressed_register_bodies_are_refused(raw: bytes) -> None:
+    with pytest.raises(BrokerError, match="Failed to decode RegisterBrokerBody"):
+        _decode_register_body(zlib.compress(raw), compressed=True)
+    with pytest.raises(BrokerError, match="Failed to decode RegisterBrokerBody"):
+        _decode_register_body(zlib.compress(raw)[:-3], compressed=True)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("queueOffset", str(2**63), "out of the range of a long"),
+        ("queueOffset", str(2**64), "out of the range of a long"),
+        ("queueOffset", str(-(2**63) - 1), "out of the range of a long"),
+        ("queueId", str(2**31), "out of the range of an int"),
+        ("queueOffset", "1e3", "not a number"),
+    ],
+)
+def test_header_numbers_past_java_types_are_refused(key: str, value: str, message: str) -> None:
+    cmd = RemotingCommand(code=11, ext={key: value})
+    with pytest.raises(MissingHeaderFieldError, match=message) as e:
+        ext_int(cmd, key)
+    assert key in str(e.value) and "OverflowError" not in str(e.value)
+
+
+def test_negative_offsets_are_refused() -> None:
+    cmd = RemotingCommand(code=11, ext={"queueOffset": "-1", "queueId": "3"})
+    with pytest.raises(MissingHeaderFieldError, match="queueOffset> must not be negative"):
+        ext_offset(cmd, "queueOffset")
+    assert ext_offset(cmd, "queueId") == 3
+    assert ext_int(cmd, "queueOffset") == -1
+    assert ext_int(RemotingCommand(code=11, ext={"o": str(2**63 - 1)}), "o") == 2**63 - 1
+
+
+def _batch_record(body: bytes, props: bytes, props_len: int) -> bytes:
+    total = 20 + len(body) + 2 + len(props)
+    return struct.pack(">iiiii", total, 0, 0, 0, len(body)) + body + struct.pack(">h", props_len) + props
+
+
+def test_batch_record_with_negative_properties_length_is_refused() -> None:
+    good = _batch_record(b"hello", b"A\x01b", 3)
+    assert decode_batch(good) == [(0, b"hello", "A\x01b")]
+    with pytest.raises(BrokerError, match="negative properties length -3") as e:
+        decode_batch(good + _batch_record(b"x", b"A\x01b", -3))
+    assert e.value.code == ResponseCode.MESSAGE_ILLEGAL
+
+
+def test_all_consumer_offsets_body_is_javas() -> None:
+    body = offset_table_json({"TopicTest@G1": {0: 5, 3: 9}, "%RETRY%G1@G1": {0: 0}})
+    assert body == b'{"offsetTable":{"TopicTest@G1":{0:5,3:9},"%RETRY%G1@G1":{0:0}}}'
+    assert loads_lenient(body) == {
+        "offsetTable": {"TopicTest@G1": {"0": 5, "3": 9}, "%RETRY%G1@G1": {"0": 0}}
+    }
+    assert offset_table_json({}) == b'{"offsetTable":{}}'
+
+
+class _Peer:
+    peer = "127.0.0.1:1"
+
+
+def _dispatch(handler: object, code: int = 17) -> RemotingCommand:
+    async def run() -> RemotingCommand:
+        d = Dispatcher({code: handler}, "test")  # type: ignore[dict-item]
+        answer = d(_Peer(), RemotingCommand(code=code, opaque=7))  # type: ignore[arg-type]
+        assert answer is not None and not isinstance(answer, RemotingCommand)
+        reply = await answer
+        assert reply is not None
+        return reply
+
+    return asyncio.run(run())
+
+
+def test_unexpected_errors_answer_a_generic_remark() -> None:
+    async def broken(conn: object, cmd: RemotingCommand) -> RemotingCommand:
+        raise TypeError("Dict key must be str")
+
+    reply = _dispatch(broken)
+    assert reply.code == ResponseCode.SYSTEM_ERROR and reply.opaque == 7
+    assert reply.remark is not None and "TypeError" not in reply.remark and "Dict key" not in reply.remark
+    assert "request code 17" in reply.remark
+
+
+def test_typed_errors_keep_their_code_and_remark() -> None:
+    async def refused(conn: object, cmd: RemotingCommand) -> RemotingCommand:
+        raise BrokerError("no such thing", ResponseCode.TOPIC_NOT_EXIST)
+
+    reply = _dispatch(refused)
+    assert (reply.code, reply.remark) == (ResponseCode.TOPIC_NOT_EXIST, "no such thing")
+
+
+def test_replies_past_the_frame_limit_are_refused() -> None:
+    async def huge(conn: object, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.reply(ResponseCode.SUCCESS, body=b"x" * MAX_FRAME_SIZE)
+
+    reply = _dispatch(huge)
+    assert reply.code == ResponseCode.SYSTEM_ERROR and not reply.body
+    assert reply.remark is not None and "exceed the frame limit" in reply.remark
