@@ -194,6 +194,42 @@ impl CommitLog {
         files.first().map_or(0, |f| f.file_from_offset())
     }
 
+    /// Read-only views: forgets files the writer deleted and maps new ones whole (a view reads
+    /// up to what the records themselves say).
+    pub fn refresh(&self) -> Result<()> {
+        let known = self.files.last().map(|f| f.file_from_offset());
+        self.files.refresh()?;
+        for f in self.files.files() {
+            if known.is_none_or(|k| f.file_from_offset() > k) {
+                f.set_wrote_position(self.file_size);
+                f.set_flushed_position(self.file_size);
+            }
+        }
+        Ok(())
+    }
+
+    /// RocketMQ's `CommitLog.deleteExpiredFile`: deletes head files last modified more than
+    /// `expired_ms` before `now_ms` (any age with `clean_at_once`), never the file being
+    /// written, at most `max` of them, `interval` apart. Returns the deleted paths.
+    pub fn delete_expired_files(
+        &self,
+        expired_ms: i64,
+        now_ms: i64,
+        interval: std::time::Duration,
+        clean_at_once: bool,
+        max: usize,
+    ) -> Result<Vec<std::path::PathBuf>> {
+        self.files.delete_head_files(max, interval, |f| {
+            if clean_at_once {
+                return true;
+            }
+            match last_modified_ms(f.path()) {
+                Some(modified) => now_ms >= modified.saturating_add(expired_ms),
+                None => false,
+            }
+        })
+    }
+
     pub fn truncate_to(&self, end: u64) -> Result<()> {
         self.files.truncate_to(end)
     }
@@ -201,4 +237,11 @@ impl CommitLog {
     pub fn flush(&self, least_pages: usize) -> Result<u64> {
         self.files.flush(least_pages)
     }
+}
+
+/// A file's last modification time in ms since the epoch (`File.lastModified`).
+pub fn last_modified_ms(path: &Path) -> Option<i64> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(since.as_millis() as i64)
 }

@@ -41,6 +41,30 @@ pub struct StoreConfig {
     /// Create and pre-touch the next CommitLog file in the background.
     pub warm_mapped_file_enable: bool,
     pub read_only: bool,
+    // -- retention (RocketMQ's CleanCommitLogService / CleanConsumeQueueService) --
+    /// `fileReservedTime`: hours a CommitLog file is kept after its last modification.
+    pub file_reserved_time_hours: u64,
+    /// `deleteWhen`: the local hours at which expired files are deleted, `"04"` or `"04;16"`.
+    pub delete_when: String,
+    /// `diskMaxUsedSpaceRatio` (percent; RocketMQ clamps it to 10..=95 when it reads it): above
+    /// it, expired files are deleted at any hour.
+    pub disk_max_used_space_ratio: u32,
+    /// `diskSpaceCleanForciblyRatio` (percent; a JVM system property in RocketMQ, 85): above it,
+    /// with `clean_file_forcibly_enable`, files are deleted whatever their age.
+    pub disk_space_clean_forcibly_ratio: u32,
+    /// `cleanFileForciblyEnable`.
+    pub clean_file_forcibly_enable: bool,
+    /// `deleteCommitLogFilesInterval`: pause between two CommitLog file deletions.
+    pub delete_commitlog_files_interval_ms: u64,
+    /// `deleteConsumeQueueFilesInterval`: pause after a queue that had files deleted.
+    pub delete_consume_queue_files_interval_ms: u64,
+    /// `destroyMapedFileIntervalForcibly`. RocketMQ waits up to this long for readers to release a
+    /// file before unmapping it under them. Here a reader holds an `Arc` of the mapping, so the
+    /// file is unlinked at once and unmapped when the last reader drops it: nothing ever waits
+    /// and no file "hangs". Kept (and validated) so configurations carry over.
+    pub destroy_mapped_file_interval_forcibly_ms: u64,
+    /// `cleanResourceInterval`: how often the clean service runs a round.
+    pub clean_resource_interval_ms: u64,
 }
 
 pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
@@ -70,6 +94,15 @@ impl StoreConfig {
             check_crc_on_recover: true,
             warm_mapped_file_enable: true,
             read_only: false,
+            file_reserved_time_hours: 72,
+            delete_when: "04".to_string(),
+            disk_max_used_space_ratio: 75,
+            disk_space_clean_forcibly_ratio: 85,
+            clean_file_forcibly_enable: true,
+            delete_commitlog_files_interval_ms: 100,
+            delete_consume_queue_files_interval_ms: 100,
+            destroy_mapped_file_interval_forcibly_ms: 120_000,
+            clean_resource_interval_ms: 10_000,
         }
     }
 
@@ -99,12 +132,37 @@ impl StoreConfig {
         if self.max_message_size == 0 {
             problems.push("max_message_size must be > 0".to_string());
         }
+        if let Err(e) = parse_delete_when(&self.delete_when) {
+            problems.push(e);
+        }
+        if self.disk_max_used_space_ratio > 100 {
+            problems.push("disk_max_used_space_ratio must be a percentage (0-100)".to_string());
+        }
+        if self.disk_space_clean_forcibly_ratio > 100 {
+            problems
+                .push("disk_space_clean_forcibly_ratio must be a percentage (0-100)".to_string());
+        }
+        if self.clean_resource_interval_ms == 0 {
+            problems.push("clean_resource_interval_ms must be > 0".to_string());
+        }
         if problems.is_empty() {
             Ok(())
         } else {
             Err(StoreError::InvalidArgument(problems.join("; ")))
         }
     }
+}
+
+/// Parses RocketMQ's `deleteWhen`: hours of the day separated by `;` (`"04"`, `"04;16"`).
+pub fn parse_delete_when(spec: &str) -> std::result::Result<Vec<u32>, String> {
+    spec.split(';')
+        .map(|h| match h.trim().parse::<u32>() {
+            Ok(hour) if hour < 24 => Ok(hour),
+            _ => Err(format!(
+                "delete_when must be hours 0-23 separated by ';' (like \"04\" or \"04;16\"), not {spec:?}"
+            )),
+        })
+        .collect()
 }
 
 /// Parses RocketMQ's `messageDelayLevel` (`1s 5s 10m 2h 1d`) into milliseconds per level.
@@ -142,5 +200,14 @@ mod tests {
         assert_eq!(levels[17], 7_200_000);
         assert!(parse_delay_levels("1s 5x").is_err());
         assert_eq!(parse_delay_levels("1d").unwrap(), vec![86_400_000]);
+    }
+
+    #[test]
+    fn delete_when_lists() {
+        assert_eq!(parse_delete_when("04").unwrap(), vec![4]);
+        assert_eq!(parse_delete_when("04;16").unwrap(), vec![4, 16]);
+        assert!(parse_delete_when("24").is_err());
+        assert!(parse_delete_when("4h").is_err());
+        assert!(parse_delete_when("").is_err());
     }
 }

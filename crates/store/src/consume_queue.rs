@@ -163,6 +163,71 @@ impl ConsumeQueue {
             .store(first.file_from_offset() + pos as u64, Ordering::Release);
     }
 
+    /// RocketMQ's `correctMinOffset`: the first unit of the first file that points at or past
+    /// `phys_min` (the CommitLog's first offset) becomes the queue's min offset. Units before it
+    /// point into deleted CommitLog files. Nothing changes if the first file has no such unit.
+    pub fn correct_min_offset(&self, phys_min: i64) {
+        let Some(first) = self.files.first() else {
+            return;
+        };
+        let start = first.file_from_offset();
+        let current = self.min_logic_offset.load(Ordering::Acquire);
+        let mut pos = 0;
+        while pos + CQ_UNIT_SIZE <= first.wrote_position() {
+            let u = Unit::parse(first.slice(pos, CQ_UNIT_SIZE).unwrap());
+            if !u.is_pre_blank() && u.offset >= phys_min {
+                let at = start + pos as u64;
+                if at != current {
+                    log::info!(
+                        "consume queue {}/{}: min offset {} (CommitLog starts at {phys_min})",
+                        self.topic,
+                        self.queue_id,
+                        at / CQ_UNIT_SIZE as u64
+                    );
+                }
+                self.min_logic_offset.store(at, Ordering::Release);
+                return;
+            }
+            pos += CQ_UNIT_SIZE;
+        }
+        // Never below the first file still there.
+        if current < start {
+            self.min_logic_offset.store(start, Ordering::Release);
+        }
+    }
+
+    /// RocketMQ's `ConsumeQueue.deleteExpiredFile`: deletes head files whose last unit points
+    /// below `phys_min` (never the last file, never one not yet full), then corrects the min
+    /// offset. Returns how many files went.
+    pub fn delete_expired_files(&self, phys_min: i64) -> Result<usize> {
+        let deleted = self
+            .files
+            .delete_head_files(usize::MAX, std::time::Duration::ZERO, |f| {
+                let size = f.file_size();
+                if f.wrote_position() < size {
+                    return false;
+                }
+                let last = Unit::parse(f.slice(size - CQ_UNIT_SIZE, CQ_UNIT_SIZE).unwrap());
+                last.offset < phys_min
+            })?;
+        self.correct_min_offset(phys_min);
+        Ok(deleted.len())
+    }
+
+    /// CommitLog end of the last unit, -1 when the queue has none (RocketMQ's `getLastOffset`).
+    pub fn last_offset(&self) -> i64 {
+        let max = self.max_offset();
+        if max <= self.min_offset() {
+            return -1;
+        }
+        self.unit(max - 1).map_or(-1, |u| u.end())
+    }
+
+    /// The queue's files (for removal of a whole queue).
+    pub fn dir(&self) -> &Path {
+        self.files.dir()
+    }
+
     /// Logical offset of the first unit.
     pub fn min_offset(&self) -> i64 {
         (self.min_logic_offset.load(Ordering::Acquire) / CQ_UNIT_SIZE as u64) as i64

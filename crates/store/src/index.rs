@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::error::{io_err, Result};
+use crate::error::{io_err, Result, StoreError};
 use crate::hash::index_key_hash;
 use crate::mapped_file::{remove_unfinished_files, MappedFile};
 
@@ -232,9 +232,13 @@ impl IndexService {
         paths.sort();
         let mut files = Vec::new();
         for p in paths {
-            files.push(Arc::new(IndexFile::open(
-                &p, slot_num, index_num, writable, false,
-            )?));
+            match IndexFile::open(&p, slot_num, index_num, writable, false) {
+                Ok(f) => files.push(Arc::new(f)),
+                // A read-only view racing the writer's retention: the file is gone.
+                Err(StoreError::Io { source, .. })
+                    if !writable && source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         let last_indexed = files
             .last()
@@ -363,6 +367,45 @@ impl IndexService {
             }
         }
         out
+    }
+
+    /// RocketMQ's `IndexService.deleteExpiredFile`: deletes the index files (never the last)
+    /// whose last entry points below `phys_min`, from the oldest on. Returns how many went.
+    /// A query holding one keeps reading its mapping until it is done (see
+    /// `MappedFileQueue::delete_head_files`).
+    pub fn delete_expired_files(&self, phys_min: i64) -> usize {
+        let doomed: Vec<Arc<IndexFile>> = {
+            let files = self.files.read().unwrap();
+            match files.first() {
+                Some(f) if f.header().end_phy_offset < phys_min => files[..files.len() - 1]
+                    .iter()
+                    .take_while(|f| f.header().end_phy_offset < phys_min)
+                    .cloned()
+                    .collect(),
+                _ => return 0,
+            }
+        };
+        if doomed.is_empty() {
+            return 0;
+        }
+        self.files
+            .write()
+            .unwrap()
+            .retain(|f| !doomed.iter().any(|d| Arc::ptr_eq(d, f)));
+        for f in &doomed {
+            let path = f.file.path();
+            match std::fs::remove_file(path) {
+                Ok(()) => log::info!("retention: deleted index file {}", path.display()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => log::error!("retention: deleting {} failed: {e}", path.display()),
+            }
+        }
+        doomed.len()
+    }
+
+    /// How many index files are mapped.
+    pub fn file_count(&self) -> usize {
+        self.files.read().unwrap().len()
     }
 
     /// Read-only views: pick up index files created since the last look.

@@ -27,6 +27,6 @@ pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Result, StoreError};
 pub use message::{MessageMeta, RecordView};
 pub use store::{
-    BatchItem, GetResult, GetStatus, MessageStore, PutBatchResult, PutResult, QueueInfo,
-    RecoveryReport,
+    BatchItem, CleanInput, CleanReport, GetResult, GetStatus, MessageStore, PutBatchResult,
+    PutResult, QueueInfo, RecoveryReport, RetentionStats,
 };

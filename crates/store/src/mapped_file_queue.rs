@@ -46,9 +46,16 @@ impl MappedFileQueue {
         };
         let mut files = Vec::new();
         for (offset, path) in listed {
-            files.push(Arc::new(MappedFile::open(
-                &path, offset, file_size, writable,
-            )?));
+            match MappedFile::open(&path, offset, file_size, writable) {
+                Ok(f) => files.push(Arc::new(f)),
+                // A read-only view racing the writer's retention: a head file deleted between
+                // the listing and the open is simply no longer part of the log.
+                Err(StoreError::Io { source, .. })
+                    if !writable
+                        && files.is_empty()
+                        && source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         for pair in files.windows(2) {
             if pair[1].file_from_offset() != pair[0].file_from_offset() + file_size as u64 {
@@ -218,16 +225,84 @@ impl MappedFileQueue {
         Ok(())
     }
 
-    /// Read-only queues: maps files that a writer created since the last look.
+    /// Deletes files from the head of the queue while `expired` says so (RocketMQ's
+    /// `deleteExpiredFileByTime` / `deleteExpiredFileByOffset`): never the last file (the one
+    /// being written), at most `max` files, pausing `interval` between two deletions. Stops at
+    /// the first file that is not expired, so no file in the middle goes.
+    ///
+    /// A file still mapped by a reader (an `Arc` in a read in progress, another process's
+    /// view) is unlinked at once: its mapping stays valid until the last holder drops it, then
+    /// the kernel frees the blocks. RocketMQ instead waits for its reference count, up to
+    /// `destroyMapedFileIntervalForcibly`, because it unmaps by hand.
+    pub fn delete_head_files(
+        &self,
+        max: usize,
+        interval: std::time::Duration,
+        mut expired: impl FnMut(&MappedFile) -> bool,
+    ) -> Result<Vec<PathBuf>> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let mut deleted = Vec::new();
+        while deleted.len() < max {
+            let (head, candidates) = {
+                let files = self.files.read().unwrap();
+                if files.len() <= 1 {
+                    break;
+                }
+                (files[0].clone(), files.len() - 1)
+            };
+            if !expired(&head) {
+                break;
+            }
+            {
+                let mut files = self.files.write().unwrap();
+                if !files.first().is_some_and(|f| Arc::ptr_eq(f, &head)) || files.len() <= 1 {
+                    break;
+                }
+                files.remove(0);
+            }
+            let path = head.path().to_path_buf();
+            drop(head);
+            match std::fs::remove_file(&path) {
+                Ok(()) => log::info!("retention: deleted {}", path.display()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => log::error!("retention: deleting {} failed: {e}", path.display()),
+            }
+            deleted.push(path);
+            if !interval.is_zero() && deleted.len() < max && candidates > 1 {
+                std::thread::sleep(interval);
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Read-only queues: forgets head files a writer deleted and maps files it created since
+    /// the last look.
     pub fn refresh(&self) -> Result<()> {
+        let listed = list_files(&self.dir)?;
+        {
+            let mut files = self.files.write().unwrap();
+            let first_listed = listed.first().map(|(o, _)| *o);
+            let gone = files
+                .iter()
+                .take_while(|f| first_listed.is_none_or(|first| f.file_from_offset() < first))
+                .count();
+            if gone > 0 {
+                files.drain(..gone);
+            }
+        }
         let known_end = self.last().map(|f| f.file_from_offset());
         let mut added = Vec::new();
-        for (offset, path) in list_files(&self.dir)? {
+        for (offset, path) in listed {
             if known_end.is_none_or(|end| offset > end) {
                 match MappedFile::open(&path, offset, self.file_size, self.writable) {
                     Ok(f) => added.push(Arc::new(f)),
                     // A file being created right now may not have its full length yet.
                     Err(StoreError::Corrupt { .. }) => break,
+                    // Deleted by the writer's retention since the listing.
+                    Err(StoreError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(e),
                 }
             }

@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::checkpoint::{Checkpoint, StoreLock};
 
 mod recovery;
+mod retention;
 mod schedule;
 mod services;
 
@@ -30,6 +31,10 @@ use crate::message::{
     self, encode_properties, get_property, host_sysflag, normalize_host, offset_msg_id,
     parse_properties, property, record_len, sysflag, DispatchProperties, MessageMeta, Placement,
     RecordView,
+};
+pub use retention::{
+    disk_used_ratio, CleanInput, CleanReport, RetentionStats, DELETE_FILES_BATCH_MAX,
+    MAX_MANUAL_DELETE_FILE_TIMES,
 };
 pub use schedule::{DeliverResult, Delivered};
 
@@ -192,6 +197,7 @@ struct Inner {
     closed: AtomicBool,
     /// Wakes the background services for shutdown.
     stop: (Mutex<bool>, Condvar),
+    retention: retention::Retention,
 }
 
 pub struct MessageStore {
@@ -242,6 +248,8 @@ impl MessageStore {
         threads.push(spawn("ferromq-flush-cq", move || {
             i.run_consume_queue_flush()
         }));
+        let i = inner.clone();
+        threads.push(spawn("ferromq-clean", move || i.run_clean_service()));
         drop(threads);
         Ok(store)
     }
@@ -554,6 +562,60 @@ impl MessageStore {
         }
     }
 
+    /// One retention round now (RocketMQ's `cleanFilesPeriodically`) with the given clock, hour
+    /// and disk usage: expired CommitLog files go, then the consume-queue and index files that
+    /// only point below the new CommitLog start. The service thread runs one every
+    /// `clean_resource_interval_ms` with [`CleanInput::from_system`]. May sleep
+    /// `delete_*_files_interval_ms` between deletions.
+    pub fn clean_expired_files(&self, input: &CleanInput) -> Result<CleanReport> {
+        self.writable()?.clean_round(input)
+    }
+
+    /// The [`CleanInput`] of the system clock, local hour and this store's disks.
+    pub fn system_clean_input(&self) -> CleanInput {
+        CleanInput::from_system(&self.inner.config.commitlog_path(), &self.inner.cq_root)
+    }
+
+    /// RocketMQ's `executeDeleteFilesManually` (DELETE_EXPIRED_COMMITLOG): the next
+    /// [`MAX_MANUAL_DELETE_FILE_TIMES`] rounds delete expired files whatever the hour.
+    pub fn execute_delete_files_manually(&self) -> Result<()> {
+        let inner = self.writable()?;
+        inner
+            .retention
+            .manual_times
+            .store(MAX_MANUAL_DELETE_FILE_TIMES, Ordering::Release);
+        log::info!("executeDeleteFilesManually was invoked");
+        Ok(())
+    }
+
+    /// RocketMQ's `cleanExpiredConsumerQueue` (CLEAN_EXPIRED_CONSUMEQUEUE): drops every queue
+    /// (but the schedule topic's) whose messages are all below the CommitLog start.
+    pub fn clean_expired_consume_queues(&self) -> Result<usize> {
+        self.writable()?.clean_expired_consume_queues()
+    }
+
+    /// Files deleted by retention since the store was opened.
+    pub fn retention_stats(&self) -> RetentionStats {
+        self.inner.retention.stats()
+    }
+
+    /// Read-only views: forgets files the writer deleted and maps the ones it added (CommitLog,
+    /// loaded consume queues, index). A writer's store has nothing to do.
+    pub fn refresh(&self) -> Result<()> {
+        let inner = self.check_open()?;
+        if !inner.config.read_only {
+            return Ok(());
+        }
+        inner.commitlog.refresh()?;
+        for cq in inner.all_queues() {
+            inner.refresh_queue(&cq)?;
+        }
+        if let Some(index) = &inner.index {
+            index.refresh()?;
+        }
+        Ok(())
+    }
+
     /// Flushes CommitLog, consume queues, index and checkpoint to disk now.
     pub fn flush(&self) -> Result<()> {
         let inner = self.writable()?;
@@ -653,6 +715,7 @@ impl Inner {
             flushed_store_ts: AtomicI64::new(0),
             closed: AtomicBool::new(false),
             stop: (Mutex::new(false), Condvar::new()),
+            retention: Default::default(),
             config,
         };
         if writable {
@@ -735,8 +798,19 @@ impl Inner {
         Ok(cq)
     }
 
+    /// Read-only views: a queue's new units and files, its deleted head files dropped and its
+    /// min offset moved past units whose CommitLog files are gone.
+    fn refresh_queue(&self, cq: &ConsumeQueue) -> Result<()> {
+        cq.refresh()?;
+        cq.correct_min_offset(self.commitlog.min_offset() as i64);
+        Ok(())
+    }
+
     fn queue_infos(&self) -> Result<Vec<QueueInfo>> {
         let mut out = Vec::new();
+        if self.config.read_only {
+            self.commitlog.refresh()?;
+        }
         let keys: Vec<(String, i32)> = if self.config.read_only {
             list_queue_dirs(&self.cq_root)?
         } else {
@@ -748,7 +822,7 @@ impl Inner {
         for (topic, queue_id) in keys {
             if let Some(cq) = self.queue(&topic, queue_id) {
                 if self.config.read_only {
-                    cq.refresh()?;
+                    self.refresh_queue(&cq)?;
                 }
                 out.push(QueueInfo {
                     min_offset: cq.min_offset(),
@@ -1129,8 +1203,9 @@ impl Inner {
         let Some(cq) = self.queue(topic, queue_id) else {
             return Ok(scan);
         };
-        if self.config.read_only && offset >= cq.max_offset() {
-            cq.refresh()?;
+        if self.config.read_only && (offset >= cq.max_offset() || offset < cq.min_offset()) {
+            self.commitlog.refresh()?;
+            self.refresh_queue(&cq)?;
         }
         let min = cq.min_offset();
         let max = self.visible_max(&cq);

@@ -69,14 +69,16 @@ impl Inner {
         self.commitlog.truncate_to(end)?;
         report.commitlog_end = end;
 
+        let min_phys = self.commitlog.min_offset();
         for cq in self.all_queues() {
             cq.truncate_dirty(end as i64)?;
+            // Units below a CommitLog start that retention moved (`recoverTopicQueueTable`).
+            cq.correct_min_offset(min_phys as i64);
         }
         // Dispatch again from the oldest point a dispatcher may be missing. Dispatch runs under
         // the put lock right after each append, so after a clean stop (and after a process
         // crash, whose page cache survives) the queues are complete up to their newest unit.
         // After an unclean stop the index and the unflushed part of the queues may lag too.
-        let min_phys = self.commitlog.min_offset();
         let mut from = self
             .all_queues()
             .iter()
