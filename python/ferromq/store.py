@@ -53,6 +53,45 @@ class StoreConfig:
     check_crc_on_recover: bool = True
     warm_mapped_file_enable: bool = True
     read_only: bool = False
+    # Retention (RocketMQ's CleanCommitLogService / CleanConsumeQueueService; see `clean_expired_files`).
+    file_reserved_time_hours: int = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    clean_file_forcibly_enable: bool = True
+    delete_commitlog_files_interval_ms: int = 100
+    delete_consume_queue_files_interval_ms: int = 100
+    destroy_mapped_file_interval_forcibly_ms: int = 120_000
+    clean_resource_interval_ms: int = 10_000
+
+
+@dataclass(frozen=True)
+class CleanReport:
+    """What one retention round did."""
+
+    time_up: bool
+    """It was one of the `delete_when` hours."""
+    space_full: bool
+    """A disk was above `disk_max_used_space_ratio` (or its usage unknown)."""
+    manual: bool
+    """One of the rounds `execute_delete_files_manually` asked for."""
+    clean_at_once: bool
+    """Files went whatever their age (a disk above `disk_space_clean_forcibly_ratio`)."""
+    commitlog_files_deleted: int
+    consume_queue_files_deleted: int
+    index_files_deleted: int
+    min_physical_offset: int
+
+
+@dataclass(frozen=True)
+class RetentionStats:
+    """Retention totals since the store was opened."""
+
+    rounds: int
+    commitlog_files_deleted: int
+    consume_queue_files_deleted: int
+    index_files_deleted: int
+    consume_queues_destroyed: int
 
 
 PutResult = _store.PutResult
@@ -116,6 +155,53 @@ class MessageStore:
     def flush(self) -> None:
         """Writes CommitLog, consume queues, index and checkpoint to disk now."""
         self._store.flush()
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def clean_expired_files(
+        self,
+        *,
+        now_ms: int | None = None,
+        hour: int | None = None,
+        physic_used_ratio: float | None = None,
+        logics_used_ratio: float | None = None,
+    ) -> CleanReport:
+        """One retention round now, as RocketMQ's store runs one every `clean_resource_interval_ms`
+        (the store's own thread does too): CommitLog files last modified more than
+        `file_reserved_time_hours` ago go at a `delete_when` hour or when a disk is above
+        `disk_max_used_space_ratio`; any file but the one being written goes above
+        `disk_space_clean_forcibly_ratio`; then consume-queue and index files that only point below
+        the new CommitLog start. Unset arguments come from the system (clock, local hour, the used
+        fraction 0.0-1.0 of the CommitLog's and consume queues' partitions). Blocks (without the
+        GIL) for the pauses between deletions: from a event loop, run it in a thread."""
+        return CleanReport(
+            *self._store.clean_expired_files(
+                now_ms=now_ms,
+                hour=hour,
+                physic_used_ratio=physic_used_ratio,
+                logics_used_ratio=logics_used_ratio,
+            )
+        )
+
+    def execute_delete_files_manually(self) -> None:
+        """The next 20 rounds delete expired CommitLog files whatever the hour (RocketMQ's
+        DELETE_EXPIRED_COMMITLOG admin request)."""
+        self._store.execute_delete_files_manually()
+
+    def clean_expired_consume_queues(self) -> int:
+        """Drops the consume queues (but the schedule topic's) whose messages all lie below the
+        CommitLog start; a queue written again starts at offset 0 (RocketMQ's
+        CLEAN_EXPIRED_CONSUMEQUEUE). Returns how many went."""
+        return self._store.clean_expired_consume_queues()
+
+    @property
+    def retention_stats(self) -> RetentionStats:
+        return RetentionStats(*self._store.retention_stats)
+
+    def refresh(self) -> None:
+        """Read-only views: forget files the writer deleted (reads of those ranges then find nothing)
+        and map the files it added. Nothing to do for the writer."""
+        self._store.refresh()
 
     # -- writing -------------------------------------------------------------------------------
 

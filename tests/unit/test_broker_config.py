@@ -27,7 +27,7 @@ CONF = """\
 brokerClusterName = ProdCluster
 brokerName=broker-b
 brokerId=0
-deleteWhen=04
+redeleteHangedFileInterval=120000
 listenPort: 10921
 namesrvAddr=10.0.0.1:9876;10.0.0.2:9876
 brokerIP1=192.168.1.5
@@ -61,7 +61,7 @@ def test_reads_rocketmq_keys(tmp_path: Path, caplog: pytest.LogCaptureFixture) -
     assert cfg.message_delay_level == "1s 5s 10s"
     assert cfg.long_polling_enable is False
     assert cfg.transaction_time_out == 3000
-    assert "broker.conf:5: deleteWhen is not used by ferromq; ignored" in caplog.text
+    assert "broker.conf:5: redeleteHangedFileInterval is not used by ferromq; ignored" in caplog.text
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     store = cfg.store_config()
     assert (store.root, store.store_host) == ("/data/store", "192.168.1.5:10921")
@@ -394,3 +394,60 @@ def test_consume_queue_size_is_rounded_to_whole_units(tmp_path: Path) -> None:
 
 def test_properties_syntax() -> None:
     assert parse_properties("a=1\n! comment\n  b : 2 \nc\n") == [(1, "a", "1"), (3, "b", "2"), (4, "c", "")]
+
+
+def test_retention_keys(tmp_path: Path) -> None:
+    defaults = load_broker_config(None, broker_name="b")
+    assert (defaults.file_reserved_time, defaults.delete_when, defaults.disk_max_used_space_ratio) == (
+        72,
+        "04",
+        75,
+    )
+    assert defaults.clean_file_forcibly_enable is True
+    assert (defaults.clean_resource_interval, defaults.destroy_mapped_file_interval_forcibly) == (
+        10_000,
+        120_000,
+    )
+    path = tmp_path / "broker.conf"
+    path.write_text(
+        "fileReservedTime=48\ndeleteWhen=04;16\ndiskMaxUsedSpaceRatio=80\ndiskSpaceCleanForciblyRatio=90\n"
+        "cleanFileForciblyEnable=false\ndeleteCommitLogFilesInterval=0\ndeleteConsumeQueueFilesInterval=5\n"
+        "destroyMapedFileIntervalForcibly=1000\ncleanResourceInterval=2000\noffsetCheckInSlave=true\n"
+    )
+    cfg = load_broker_config(path, strict=True)
+    assert cfg.offset_check_in_slave is True
+    store = cfg.store_config()
+    assert (store.file_reserved_time_hours, store.delete_when) == (48, "04;16")
+    assert (store.disk_max_used_space_ratio, store.disk_space_clean_forcibly_ratio) == (80, 90)
+    assert store.clean_file_forcibly_enable is False
+    assert (store.delete_commitlog_files_interval_ms, store.delete_consume_queue_files_interval_ms) == (0, 5)
+    assert (store.destroy_mapped_file_interval_forcibly_ms, store.clean_resource_interval_ms) == (1000, 2000)
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        (
+            "deleteWhen=4am",
+            "deleteWhen must be hours of the day (0-23) separated by ';', like '04' or '04;16', not '4am'",
+        ),
+        (
+            "deleteWhen=04;24",
+            "deleteWhen must be hours of the day (0-23) separated by ';', like '04' or '04;16', not '04;24'",
+        ),
+        ("diskMaxUsedSpaceRatio=101", "diskMaxUsedSpaceRatio must be a percentage (0-100), not 101"),
+        (
+            "diskSpaceCleanForciblyRatio=-1",
+            "diskSpaceCleanForciblyRatio must be a percentage (0-100), not -1",
+        ),
+        ("fileReservedTime=-1", "fileReservedTime must be >= 0, not -1"),
+        ("cleanResourceInterval=0", "cleanResourceInterval must be > 0, not 0"),
+        ("cleanFileForciblyEnable=yes", "cleanFileForciblyEnable must be true or false, not 'yes'"),
+    ],
+)
+def test_retention_values_out_of_range(tmp_path: Path, conf: str, message: str) -> None:
+    path = tmp_path / "conf"
+    path.write_text(conf + "\n")
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(path)
+    assert str(e.value) == f"{path}:1: {message}"

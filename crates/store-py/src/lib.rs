@@ -19,6 +19,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 
+/// (time_up, space_full, manual, clean_at_once, commitlog, consume-queue and index files
+/// deleted, min physical offset) of a retention round.
+type CleanReportTuple = (bool, bool, bool, bool, usize, usize, usize, i64);
+
 /// The class in `ferromq.errors` for each store error.
 fn error_class_name(e: &StoreError) -> &'static str {
     match e {
@@ -272,7 +276,11 @@ impl Store {
         sync_flush_timeout_ms=5000, max_message_size=4194304, message_index_enable=true,
         max_hash_slot_num=5000000, max_index_num=20000000,
         message_delay_level="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
-        store_host="127.0.0.1:10911", check_crc_on_recover=true, warm_mapped_file_enable=true
+        store_host="127.0.0.1:10911", check_crc_on_recover=true, warm_mapped_file_enable=true,
+        file_reserved_time_hours=72, delete_when="04", disk_max_used_space_ratio=75,
+        disk_space_clean_forcibly_ratio=85, clean_file_forcibly_enable=true,
+        delete_commitlog_files_interval_ms=100, delete_consume_queue_files_interval_ms=100,
+        destroy_mapped_file_interval_forcibly_ms=120000, clean_resource_interval_ms=10000
     ))]
     fn new(
         py: Python<'_>,
@@ -297,6 +305,15 @@ impl Store {
         store_host: &str,
         check_crc_on_recover: bool,
         warm_mapped_file_enable: bool,
+        file_reserved_time_hours: u64,
+        delete_when: &str,
+        disk_max_used_space_ratio: u32,
+        disk_space_clean_forcibly_ratio: u32,
+        clean_file_forcibly_enable: bool,
+        delete_commitlog_files_interval_ms: u64,
+        delete_consume_queue_files_interval_ms: u64,
+        destroy_mapped_file_interval_forcibly_ms: u64,
+        clean_resource_interval_ms: u64,
     ) -> PyResult<Self> {
         let mut c = StoreConfig::new(root);
         c.read_only = read_only;
@@ -320,6 +337,15 @@ impl Store {
         c.store_host = parse_addr(store_host)?;
         c.check_crc_on_recover = check_crc_on_recover;
         c.warm_mapped_file_enable = warm_mapped_file_enable;
+        c.file_reserved_time_hours = file_reserved_time_hours;
+        c.delete_when = delete_when.to_string();
+        c.disk_max_used_space_ratio = disk_max_used_space_ratio;
+        c.disk_space_clean_forcibly_ratio = disk_space_clean_forcibly_ratio;
+        c.clean_file_forcibly_enable = clean_file_forcibly_enable;
+        c.delete_commitlog_files_interval_ms = delete_commitlog_files_interval_ms;
+        c.delete_consume_queue_files_interval_ms = delete_consume_queue_files_interval_ms;
+        c.destroy_mapped_file_interval_forcibly_ms = destroy_mapped_file_interval_forcibly_ms;
+        c.clean_resource_interval_ms = clean_resource_interval_ms;
         let store = py.detach(|| MessageStore::open(c)).py_err(py)?;
         Ok(Store { store })
     }
@@ -800,6 +826,75 @@ impl Store {
     /// Forgets a topic's consume queues (files included); a topic created again starts at 0.
     fn delete_topic(&self, py: Python<'_>, topic: &str) -> PyResult<()> {
         py.detach(|| self.store.delete_topic(topic)).py_err(py)
+    }
+
+    /// One retention round now. Unset arguments come from the system: the clock, the local hour,
+    /// the used fraction of the CommitLog's and the consume queues' partitions. Returns
+    /// (time_up, space_full, manual, clean_at_once, commitlog_files_deleted,
+    /// consume_queue_files_deleted, index_files_deleted, min_physical_offset).
+    #[pyo3(signature = (*, now_ms=None, hour=None, physic_used_ratio=None, logics_used_ratio=None))]
+    fn clean_expired_files(
+        &self,
+        py: Python<'_>,
+        now_ms: Option<i64>,
+        hour: Option<u32>,
+        physic_used_ratio: Option<f64>,
+        logics_used_ratio: Option<f64>,
+    ) -> PyResult<CleanReportTuple> {
+        if hour.is_some_and(|h| h > 23) {
+            return Err(PyValueError::new_err("hour must be 0-23"));
+        }
+        let r = py
+            .detach(|| {
+                let mut input = self.store.system_clean_input();
+                input.now_ms = now_ms.unwrap_or(input.now_ms);
+                input.hour = hour.unwrap_or(input.hour);
+                input.physic_used_ratio = physic_used_ratio.unwrap_or(input.physic_used_ratio);
+                input.logics_used_ratio = logics_used_ratio.unwrap_or(input.logics_used_ratio);
+                self.store.clean_expired_files(&input)
+            })
+            .py_err(py)?;
+        Ok((
+            r.time_up,
+            r.space_full,
+            r.manual,
+            r.clean_at_once,
+            r.commitlog_files_deleted,
+            r.consume_queue_files_deleted,
+            r.index_files_deleted,
+            r.min_physical_offset,
+        ))
+    }
+
+    /// The next 20 rounds delete expired CommitLog files whatever the hour
+    /// (RocketMQ's `executeDeleteFilesManually`).
+    fn execute_delete_files_manually(&self, py: Python<'_>) -> PyResult<()> {
+        self.store.execute_delete_files_manually().py_err(py)
+    }
+
+    /// Drops the queues whose messages are all below the CommitLog start; returns how many.
+    fn clean_expired_consume_queues(&self, py: Python<'_>) -> PyResult<usize> {
+        py.detach(|| self.store.clean_expired_consume_queues())
+            .py_err(py)
+    }
+
+    /// Retention totals since the open: (rounds, commitlog_files_deleted,
+    /// consume_queue_files_deleted, index_files_deleted, consume_queues_destroyed).
+    #[getter]
+    fn retention_stats(&self) -> (u64, u64, u64, u64, u64) {
+        let s = self.store.retention_stats();
+        (
+            s.rounds,
+            s.commitlog_files_deleted,
+            s.consume_queue_files_deleted,
+            s.index_files_deleted,
+            s.consume_queues_destroyed,
+        )
+    }
+
+    /// Read-only views: drops files the writer deleted and maps new ones.
+    fn refresh(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.store.refresh()).py_err(py)
     }
 
     /// Flushes CommitLog, consume queues, index and checkpoint now.

@@ -114,6 +114,20 @@ class BrokerConfig:
     server_request_buffer_bytes: int = 128 * 1024 * 1024
     server_reply_buffer_bytes: int = 16 * 1024 * 1024
     max_topic_queue_nums: int = 1024
+    # Retention, as RocketMQ's MessageStoreConfig: CommitLog files last modified more than
+    # fileReservedTime hours ago go at the deleteWhen hours ("04", "04;16"), or at any hour when the
+    # disk is above diskMaxUsedSpaceRatio percent; above diskSpaceCleanForciblyRatio (a JVM system
+    # property in RocketMQ, a key here) they go whatever their age if cleanFileForciblyEnable.
+    file_reserved_time: int = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    clean_file_forcibly_enable: bool = True
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    destroy_mapped_file_interval_forcibly: int = 120_000
+    clean_resource_interval: int = 10_000
+    offset_check_in_slave: bool = False
     profile: str = "rocketmq"
     """The entry of `PROFILES` the values were layered on (not a broker.conf key)."""
 
@@ -131,6 +145,15 @@ class BrokerConfig:
             max_hash_slot_num=self.max_hash_slot_num,
             max_index_num=self.max_index_num,
             store_host=self.broker_addr,
+            file_reserved_time_hours=self.file_reserved_time,
+            delete_when=self.delete_when,
+            disk_max_used_space_ratio=self.disk_max_used_space_ratio,
+            disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio,
+            clean_file_forcibly_enable=self.clean_file_forcibly_enable,
+            delete_commitlog_files_interval_ms=self.delete_commit_log_files_interval,
+            delete_consume_queue_files_interval_ms=self.delete_consume_queue_files_interval,
+            destroy_mapped_file_interval_forcibly_ms=self.destroy_mapped_file_interval_forcibly,
+            clean_resource_interval_ms=self.clean_resource_interval,
         )
 
     @property
@@ -186,6 +209,11 @@ class BrokerConfig:
                 bad(name, f">= {least}" if least != 1 else "> 0")
             elif value > _MAX_VALUE.get(name, _JAVA_LONG_MAX):
                 bad(name, f"<= {_MAX_VALUE.get(name, _JAVA_LONG_MAX)}")
+        if not _DELETE_WHEN.fullmatch(self.delete_when):
+            bad("delete_when", "hours of the day (0-23) separated by ';', like '04' or '04;16'")
+        for name in ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio"):
+            if not 0 <= getattr(self, name) <= 100:
+                bad(name, "a percentage (0-100)")
         levels = self.message_delay_level.split()
         if not levels or not all(_DELAY_LEVEL.fullmatch(item) for item in levels):
             bad("message_delay_level", "like '1s 5s 10m 2h 1d' (numbers with s, m, h or d)")
@@ -218,6 +246,11 @@ _AT_LEAST: dict[str, int] = {
     "server_request_buffer_bytes": 1,
     "server_reply_buffer_bytes": 1,
     "max_topic_queue_nums": 1,
+    "file_reserved_time": 0,
+    "delete_commit_log_files_interval": 0,
+    "delete_consume_queue_files_interval": 0,
+    "destroy_mapped_file_interval_forcibly": 0,
+    "clean_resource_interval": 1,
 }
 _JAVA_INT_MAX = 2**31 - 1
 _JAVA_LONG_MAX = 2**63 - 1
@@ -236,9 +269,15 @@ _MAX_VALUE: dict[str, int] = {
         "flush_delay_offset_interval",
         "transaction_check_max",
         "max_query_num",
+        "file_reserved_time",
+        "delete_commit_log_files_interval",
+        "delete_consume_queue_files_interval",
+        "destroy_mapped_file_interval_forcibly",
+        "clean_resource_interval",
     )
 }
 _DELAY_LEVEL = re.compile(r"[0-9]+[smhd]")
+_DELETE_WHEN = re.compile(r"(0?[0-9]|1[0-9]|2[0-3])(;(0?[0-9]|1[0-9]|2[0-3]))*")
 
 
 def _is_host_port(addr: str) -> bool:
@@ -253,7 +292,11 @@ def _camel(name: str) -> str:
 
 # RocketMQ key -> field: the camelCase of the field name, except where RocketMQ spells it otherwise;
 # the pre-4.5 "maped" spellings are accepted too. `profile` is chosen by the caller, not the file.
-_RENAMED = {"broker_ip1": "brokerIP1", "mapped_file_size_commitlog": "mappedFileSizeCommitLog"}
+_RENAMED = {
+    "broker_ip1": "brokerIP1",
+    "mapped_file_size_commitlog": "mappedFileSizeCommitLog",
+    "destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly",
+}
 _KEYS: dict[str, str] = {
     _RENAMED.get(f.name, _camel(f.name)): f.name
     for f in dataclasses.fields(BrokerConfig)
@@ -285,16 +328,14 @@ _ROCKETMQ_KEYS_NOT_USED = frozenset(
     forceRegister aclEnable storeReplyMessageEnable autoDeleteUnusedStats
     enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt
     flushIntervalCommitLog commitIntervalCommitLog useReentrantLockWhenPutMessage flushCommitLogTimed
-    flushIntervalConsumeQueue cleanResourceInterval deleteCommitLogFilesInterval
-    deleteConsumeQueueFilesInterval destroyMapedFileIntervalForcibly redeleteHangedFileInterval
-    deleteWhen diskMaxUsedSpaceRatio fileReservedTime putMsgIndexHightWater checkCRCOnRecover
+    flushIntervalConsumeQueue redeleteHangedFileInterval putMsgIndexHightWater checkCRCOnRecover
     flushCommitLogLeastPages commitCommitLogLeastPages flushLeastPagesWhenWarmMapedFile
     flushConsumeQueueLeastPages flushCommitLogThoroughInterval commitCommitLogThoroughInterval
     flushConsumeQueueThoroughInterval maxTransferBytesOnMessageInMemory
     maxTransferCountOnMessageInMemory maxTransferBytesOnMessageInDisk maxTransferCountOnMessageInDisk
     accessMessageInMemoryMaxRatio maxMsgsNumBatch messageIndexSafe haListenPort
     haSendHeartbeatInterval haHousekeepingInterval haTransferBatchSize haMasterAddress
-    haSlaveFallbehindMax cleanFileForciblyEnable warmMapedFileEnable offsetCheckInSlave
+    haSlaveFallbehindMax warmMapedFileEnable
     debugLockEnable duplicationEnable diskFallRecorded osPageCacheBusyTimeOutMills defaultQueryMaxNum
     transientStorePoolEnable transientStorePoolSize fastFailIfNoBufferInStorePool
     enableDLegerCommitLog dLegerGroup dLegerPeers dLegerSelfId preferredLeaderId isEnableBatchPush

@@ -11,6 +11,7 @@ from ferromq.broker.processors import (
     end_transaction,
     pull,
     query,
+    retention,
     send,
 )
 from ferromq.remoting.dispatch import Handler
@@ -21,6 +22,6 @@ if TYPE_CHECKING:
 
 def build_registry(broker: Broker) -> dict[int, Handler]:
     registry: dict[int, Handler] = {}
-    for module in (send, pull, consumer_manage, client_manage, query, admin, end_transaction):
+    for module in (send, pull, consumer_manage, client_manage, query, admin, end_transaction, retention):
         registry.update(module.handlers(broker))
     return registry

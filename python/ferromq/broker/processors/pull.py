@@ -3,12 +3,15 @@ matching message is stored or its suspend time is up."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ferromq.broker.clients import Subscription, parse_subscription
 from ferromq.broker.sql92 import compile_sql92
 from ferromq.errors import BrokerError, NoPermissionError, SubscriptionGroupNotExistError, TopicNotExistError
+from ferromq.jsonutil import dumps
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
@@ -19,6 +22,8 @@ from ferromq.remoting.dispatch import Handler, ImmediateHandler
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
     from ferromq.store import GetResult
+
+logger = logging.getLogger(__name__)
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -39,6 +44,17 @@ _STATUS_CODES = {
     "OFFSET_OVERFLOW_BADLY": (ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_OFFSET_MOVED),
     "OFFSET_TOO_SMALL": (ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_OFFSET_MOVED),
 }
+# Statuses whose next offset the store corrects (to the queue's min or max), except on a slave
+# without offsetCheckInSlave (`DefaultMessageStore.nextOffsetCorrection`).
+_CORRECTED = frozenset(
+    {
+        "NO_MESSAGE_IN_QUEUE",
+        "OFFSET_TOO_SMALL",
+        "OFFSET_OVERFLOW_ONE",
+        "OFFSET_OVERFLOW_BADLY",
+        "OFFSET_FOUND_NULL",
+    }
+)
 
 
 def as_int32(code: int) -> int:
@@ -140,13 +156,59 @@ def pull_message(
     sub = _subscription(broker, cmd, group, topic, sys_flag)
     sql = check_sql92(broker, sub.sub_string) if sub.expression_type == "SQL92" else None
     result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
-    code = _STATUS_CODES[result.status][0 if offset == 0 else 1]
+    code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
     # The offset commit happens once, on the first processing.
     _commit(broker, group, topic, queue_id, sys_flag, commit_offset)
     if code == ResponseCode.PULL_NOT_FOUND and sys_flag & FLAG_SUSPEND:
         timeout = suspend_ms if broker.config.long_polling_enable else broker.config.short_polling_time_mills
         return _pull_after_hold(broker, cmd, topic, queue_id, offset, max_msgs, sub, sql, timeout / 1000.0)
-    return _pull_reply(cmd, result, code, sql)
+    code, next_begin = _offset_moved(broker, group, topic, queue_id, offset, result, code)
+    return _pull_reply(cmd, result, code, sql, next_begin)
+
+
+def _offset_moved(
+    broker: Broker, group: str, topic: str, queue_id: int, offset: int, result: GetResult, code: int
+) -> tuple[int, int]:
+    """PullMessageProcessor's PULL_OFFSET_MOVED: a master (or a slave with offsetCheckInSlave) answers
+    it with the corrected next offset (the queue's min for an offset below it, as after retention) and
+    records an OffsetMovedEvent in OFFSET_MOVED_EVENT; a slave without the check leaves the offset as
+    it is and answers PULL_RETRY_IMMEDIATELY."""
+    cfg = broker.config
+    if cfg.broker_role == "SLAVE" and not cfg.offset_check_in_slave:
+        next_begin = offset if result.status in _CORRECTED else result.next_begin_offset
+        return (
+            ResponseCode.PULL_RETRY_IMMEDIATELY if code == ResponseCode.PULL_OFFSET_MOVED else code
+        ), next_begin
+    if code == ResponseCode.PULL_OFFSET_MOVED:
+        event = {
+            "consumerGroup": group,
+            "messageQueue": {"brokerName": cfg.broker_name, "queueId": queue_id, "topic": topic},
+            "offsetNew": result.next_begin_offset,
+            "offsetRequest": offset,
+        }
+        try:
+            broker.store.put(
+                "OFFSET_MOVED_EVENT",
+                0,
+                dumps(event),
+                tags=group,
+                keys=group,
+                born_timestamp=int(time.time() * 1000),
+                born_host=cfg.broker_addr,
+                wait=False,
+            )
+        except Exception:  # as in RocketMQ, the event is best effort: the answer goes anyway
+            logger.warning("storing the OffsetMovedEvent of %s failed", group, exc_info=True)
+        logger.warning(
+            "PULL_OFFSET_MOVED: correction offset. topic=%s, group=%s, queue=%d, requestOffset=%d, "
+            "newOffset=%d",
+            topic,
+            group,
+            queue_id,
+            offset,
+            result.next_begin_offset,
+        )
+    return code, result.next_begin_offset
 
 
 async def _pull_after_hold(
@@ -169,11 +231,18 @@ async def _pull_after_hold(
 
     await broker.hold.hold(topic, queue_id, offset, timeout, matches)
     result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
-    return _pull_reply(cmd, result, _STATUS_CODES[result.status][0 if offset == 0 else 1], sql)
+    group = ext_str(cmd, "consumerGroup")
+    code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
+    code, next_begin = _offset_moved(broker, group, topic, queue_id, offset, result, code)
+    return _pull_reply(cmd, result, code, sql, next_begin)
 
 
 def _pull_reply(
-    cmd: RemotingCommand, result: GetResult, code: int, sql: Callable[[dict[str, str]], bool] | None
+    cmd: RemotingCommand,
+    result: GetResult,
+    code: int,
+    sql: Callable[[dict[str, str]], bool] | None,
+    next_begin: int | None = None,
 ) -> RemotingCommand:
     body, status = result.body, result.status
     if sql is not None and code == ResponseCode.SUCCESS:
@@ -186,7 +255,7 @@ def _pull_reply(
         remark=status,
         ext={
             "suggestWhichBrokerId": 0,
-            "nextBeginOffset": result.next_begin_offset,
+            "nextBeginOffset": result.next_begin_offset if next_begin is None else next_begin,
             "minOffset": result.min_offset,
             "maxOffset": result.max_offset,
         },
