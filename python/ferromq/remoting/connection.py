@@ -20,6 +20,7 @@ import asyncio
 import functools
 import itertools
 import logging
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from ferromq.protocol.command import (
     encode_parts,
 )
 
+_INT = struct.Struct(">i")
+
 logger = logging.getLogger(__name__)
 
 # A handler answers at once (a reply, or None for no reply) or returns an awaitable of the answer.
@@ -46,6 +49,9 @@ RequestHandler = Callable[
 # Requests of one connection being handled at once; past this, reading pauses.
 MAX_INFLIGHT_REQUESTS = 4096
 
+
+# How long `close` lets a peer take the replies still buffered for it before dropping them.
+CLOSE_LINGER_SECONDS = 2.0
 
 # Frames answered at once are joined into one write until this many bytes wait.
 _FLUSH_AT = 64 * 1024
@@ -69,33 +75,46 @@ _ABORTIVE = frozenset({CloseReason.IDLE, CloseReason.READ_TIMEOUT, CloseReason.C
 
 class RequestBudget:
     """The bytes of unfinished request frames all connections of a server may hold together.
-    Connections over it stop reading (`pause_reading`) and resume in turn as bytes are released."""
+
+    A connection with an unfinished frame reserves the frame's whole length (its header says it).
+    A reservation that does not fit waits, first come first served, with the connection not being
+    read; one that fits, or any when nothing is reserved (a frame larger than the budget), is
+    granted, so every granted frame can complete and no set of waiting connections deadlocks."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
-        self._waiting: dict[Connection, None] = {}  # insertion-ordered
+        self._waiting: dict[Connection, int] = {}  # insertion-ordered: connection -> bytes needed
 
-    @property
-    def exhausted(self) -> bool:
-        return self.used >= self.limit
+    def _fits(self, need: int) -> bool:
+        return self.used == 0 or self.used + need <= self.limit
 
-    def change(self, delta: int) -> None:
-        self.used += delta
-        if delta < 0:
-            self._wake()
+    def reserve(self, conn: Connection, held: int, need: int) -> bool:
+        """Moves `conn`'s reservation from `held` to `need` bytes; False (and `conn` waits, its
+        reservation released) when a larger one does not fit or others wait before it."""
+        self.used -= held
+        if need <= held or (not self._waiting and self._fits(need)):
+            self.used += need
+            if need < held:
+                self._wake()
+            return True
+        self._waiting[conn] = need
+        self._wake()
+        return False
 
-    def wait(self, conn: Connection) -> None:
-        self._waiting[conn] = None
-
-    def forget(self, conn: Connection) -> None:
+    def release(self, conn: Connection, held: int) -> None:
         self._waiting.pop(conn, None)
+        self.used -= held
+        self._wake()
 
     def _wake(self) -> None:
-        while self._waiting and not self.exhausted:
-            conn = next(iter(self._waiting))
+        while self._waiting:
+            conn, need = next(iter(self._waiting.items()))
+            if not self._fits(need):
+                return
             del self._waiting[conn]
-            conn._budget_available()
+            self.used += need
+            conn._budget_granted(need)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,19 +247,24 @@ class Connection(asyncio.Protocol):
         self._account_buffer()
 
     def _account_buffer(self) -> None:
-        """Counts `_buf` in the request budget; pauses reading while the budget is spent."""
+        """Reserves the length of the unfinished frame at the head of `_buf` in the request
+        budget; pauses reading while the reservation waits."""
         budget = self._limits.request_budget
-        if budget is None:
+        if budget is None or "budget" in self._pauses:
             return
-        size = len(self._buf)
-        if size != self._budgeted:
-            delta, self._budgeted = size - self._budgeted, size
-            budget.change(delta)
-        if size and budget.exhausted and "budget" not in self._pauses:
+        need = 0
+        if self._buf:
+            need = 4 + _INT.unpack_from(self._buf)[0] if len(self._buf) >= 4 else len(self._buf)
+        if need == self._budgeted:
+            return
+        held, self._budgeted = self._budgeted, 0
+        if budget.reserve(self, held, need):
+            self._budgeted = need
+        else:
             self._pause("budget")
-            budget.wait(self)
 
-    def _budget_available(self) -> None:
+    def _budget_granted(self, need: int) -> None:
+        self._budgeted = need
         self._resume("budget")
 
     def _pause(self, why: str) -> None:
@@ -472,10 +496,8 @@ class Connection(asyncio.Protocol):
         self._closed.set()
         budget = self._limits.request_budget
         if budget is not None:
-            budget.forget(self)
-            if self._budgeted:
-                budget.change(-self._budgeted)
-                self._budgeted = 0
+            budget.release(self, self._budgeted)
+            self._budgeted = 0
         self._buf = bytearray()
         logger.debug("connection %s closed: %s", self.peer, self.close_reason)
         err = ConnectionClosedError(f"connection to {self.peer} closed: {self.close_reason}")
@@ -505,7 +527,14 @@ class Connection(asyncio.Protocol):
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         if self._transport is not None:
-            await self._lost
+            try:
+                # A peer that reads nothing would hold a graceful close open forever.
+                async with asyncio.timeout(CLOSE_LINGER_SECONDS):
+                    await asyncio.shield(self._lost)
+            except TimeoutError:
+                logger.debug("%s did not take its last replies; connection aborted", self.peer)
+                self._transport.abort()
+                await self._lost
 
 
 def _ipv4(host: str) -> str:

@@ -81,6 +81,7 @@ class RemotingServer:
 
     @property
     def buffered_request_bytes(self) -> int:
+        """Bytes reserved by unfinished request frames (the budget's use)."""
         return self._budget.used
 
     async def start(self) -> None:

@@ -1,0 +1,554 @@
+"""A broker among misbehaving peers (issue 12, bounded memory and hostile input): idle and
+slowloris connections are closed, a connection flood meets a cap (and a log line, not a line per
+refusal), a peer that does not read its replies stops being read, unfinished frames share one
+budget, and refusals are RocketMQ codes with plain remarks. The memory tests run `ferromq serve` in
+a subprocess and assert its anonymous RSS (RssAnon) stays under 256 MiB."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ferromq.broker.topics import TopicConfig
+from ferromq.jsonutil import loads_lenient
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode as R
+from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand, decode_frame, encode
+from ferromq.remoting.connection import CloseReason
+
+from .brokerkit import Client, batch_body, properties, pull_ext, running, send_ext
+
+RSS_CEILING = 256 * 1024 * 1024
+WAIT = 20.0  # seconds any condition below may take on a loaded machine
+
+
+def run(coro: Awaitable[None]) -> None:
+    asyncio.run(asyncio.wait_for(coro, 90))  # type: ignore[arg-type]
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
+    assert condition(), what
+
+
+async def raw_connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def closed_by_server(reader: asyncio.StreamReader) -> bool:
+    """Reads until the server closes the socket (EOF or reset), within WAIT."""
+    async with asyncio.timeout(WAIT):
+        try:
+            while await reader.read(65536):
+                pass
+        except ConnectionError:
+            pass
+    return True
+
+
+# -- timeouts and the connection cap ------------------------------------------------------------
+
+
+def test_idle_connections_are_closed(tmp_path: Path) -> None:
+    """serverChannelMaxIdleTimeSeconds: no byte either way for that long closes the channel."""
+
+    async def main() -> None:
+        async with running(tmp_path, server_channel_max_idle_time_seconds=1) as (_, broker):
+            assert broker.server is not None
+            reader, writer = await raw_connect(broker.port)
+            await until(lambda: len(broker.server.connections) == 1, "accepted")  # type: ignore[union-attr]
+            assert await closed_by_server(reader)
+            await until(lambda: broker.server.closed_by_reason[CloseReason.IDLE] == 1, "idle close")  # type: ignore[union-attr]
+            writer.close()
+            # A client that talks is not idle in the meantime: it is served.
+            c = await Client().connect(broker.port)
+            r = await c.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})
+            assert r.code == R.SUCCESS
+            await c.close()
+
+    run(main())
+
+
+def test_slowloris_unfinished_frame_times_out(tmp_path: Path) -> None:
+    """A frame that never completes is closed after the read timeout, although bytes keep coming
+    (the idle timeout alone would never fire)."""
+
+    async def main() -> None:
+        async with running(
+            tmp_path, server_read_timeout_seconds=1, server_channel_max_idle_time_seconds=600
+        ) as (_, broker):
+            server = broker.server
+            assert server is not None
+            reader, writer = await raw_connect(broker.port)
+            writer.write(struct.pack(">i", 10_000) + b"\x00\x00\x00\x10")
+            drip = 0
+            while server.closed_by_reason[CloseReason.READ_TIMEOUT] == 0:
+                assert drip < WAIT * 20, "the unfinished frame was not timed out"
+                with contextlib.suppress(ConnectionError):
+                    writer.write(b" ")  # one byte at a time, well under the frame's length
+                    await writer.drain()
+                drip += 1
+                await asyncio.sleep(0.05)
+            assert await closed_by_server(reader)
+            assert server.buffered_request_bytes == 0
+            writer.close()
+
+    run(main())
+
+
+def test_connection_cap_refuses_with_one_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        async with running(tmp_path, server_max_connections=4) as (_, broker):
+            server = broker.server
+            assert server is not None
+            clients = [await Client().connect(broker.port) for _ in range(4)]
+            for c in clients:
+                assert (await c.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == R.SUCCESS
+            with caplog.at_level(logging.WARNING, logger="ferromq.remoting.server"):
+                refused = [await raw_connect(broker.port) for _ in range(30)]
+                for reader, _ in refused:
+                    assert await closed_by_server(reader)
+            for _, writer in refused:
+                writer.close()
+            assert server.closed_by_reason[CloseReason.CONNECTION_LIMIT] == 30
+            lines = [r for r in caplog.records if r.name == "ferromq.remoting.server"]
+            assert len(lines) == 1 and "refused" in lines[0].getMessage()
+            # Those served before keep being served; a slot freed is a slot for a new client.
+            assert (await clients[0].call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == 0
+            await clients[3].close()
+            await until(lambda: len(server.connections) == 3, "the closed slot is free")
+            late = await Client().connect(broker.port)
+            assert (await late.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == R.SUCCESS
+            for c in [*clients[:3], late]:
+                await c.close()
+
+    run(main())
+
+
+# -- back-pressure ------------------------------------------------------------------------------
+
+
+def test_peer_not_reading_replies_stops_being_read(tmp_path: Path) -> None:
+    """300 pipelined pulls of a 1 MiB message from a peer that reads nothing: the broker holds at
+    most its reply bound (plus one reply) for it, then stops reading; when the peer reads, every
+    pull is answered."""
+    size, bound, pulls = 1024 * 1024, 2 * 1024 * 1024, 300
+
+    async def main() -> None:
+        async with running(
+            tmp_path, server_reply_buffer_bytes=bound, mapped_file_size_commitlog=8 * 1024 * 1024
+        ) as (_, broker):
+            server = broker.server
+            assert server is not None
+            c = await Client().connect(broker.port)
+            r = await c.call(RC.SEND_MESSAGE, send_ext("Big", 0), b"x" * size)
+            assert r.code == R.SUCCESS, r.remark
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", broker.port))
+            frames = b"".join(
+                encode(RemotingCommand(RC.PULL_MESSAGE, opaque=i + 1, ext=_strs(pull_ext("G", "Big", 0, 0))))
+                for i in range(pulls)
+            )
+            await asyncio.get_running_loop().sock_sendall(sock, frames)
+            port = sock.getsockname()[1]
+            await until(lambda: any(x.peer_port == port for x in server.connections), "accepted")
+            conn = next(x for x in server.connections if x.peer_port == port)
+            await until(lambda: "replies" in conn.reading_paused_for, "reading paused for unread replies")
+            transport = conn._transport
+            assert transport is not None
+            assert transport.get_write_buffer_size() <= bound + size + 64 * 1024
+            # Others are served meanwhile.
+            assert (await c.call(RC.GET_MAX_OFFSET, {"topic": "Big", "queueId": 0})).ext["offset"] == "1"
+            answered = await asyncio.get_running_loop().run_in_executor(None, _read_replies, sock, pulls)
+            assert answered == pulls
+            await until(lambda: not conn.reading_paused_for, "reading resumed")
+            sock.close()
+            await c.close()
+
+    run(main())
+
+
+def _strs(ext: dict[str, object]) -> dict[str, str]:
+    return {k: str(v) for k, v in ext.items()}
+
+
+class FrameReader:
+    """Frames from a blocking socket, each read within a deadline."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+
+    def read(self, deadline: float) -> RemotingCommand:
+        while True:
+            decoded = decode_frame(self.buf, MAX_FRAME_SIZE)
+            if decoded is not None:
+                del self.buf[: decoded[1]]
+                return decoded[0]
+            left = deadline - time.monotonic()
+            assert left > 0, "no reply in time"
+            ready, _, _ = select.select([self.sock], [], [], left)
+            if ready:
+                chunk = self.sock.recv(1 << 20)
+                assert chunk, "the server closed the connection"
+                self.buf += chunk
+
+
+def _read_replies(sock: socket.socket, count: int) -> int:
+    sock.setblocking(True)
+    deadline = time.monotonic() + 60
+    seen = set()
+    reader = FrameReader(sock)
+    for _ in range(count):
+        reply = reader.read(deadline)
+        assert reply.code == R.SUCCESS, reply.remark
+        seen.add(reply.opaque)
+    return len(seen)
+
+
+def test_unfinished_frames_share_one_budget(tmp_path: Path) -> None:
+    """Ten peers each start a 3 MiB frame: each unfinished frame reserves its length in the
+    budget, the peers whose frame does not fit are not read; when the holders finish, the others
+    are read in turn, and everyone is served."""
+    budget, frame_body = 4 * 1024 * 1024, 3 * 1024 * 1024
+
+    async def main() -> None:
+        async with running(
+            tmp_path, server_request_buffer_bytes=budget, mapped_file_size_commitlog=16 * 1024 * 1024
+        ) as (_, broker):
+            server = broker.server
+            assert server is not None
+            frames = [
+                encode(
+                    RemotingCommand(
+                        RC.SEND_MESSAGE, opaque=1, ext=_strs(send_ext("Budget", 0)), body=bytes(frame_body)
+                    )
+                )
+                for _ in range(10)
+            ]
+            peers = [await raw_connect(broker.port) for _ in range(10)]
+            for (_, w), frame in zip(peers, frames, strict=True):
+                w.write(frame[: len(frame) - 10])  # all but the last bytes
+            await until(
+                lambda: sum(1 for x in server.connections if "budget" in x.reading_paused_for) == 9,
+                "all peers but one wait for the budget",
+            )
+            # One frame's reservation fits in the budget at a time (3 MiB of 4 MiB).
+            assert len(frames[0]) == server.buffered_request_bytes <= budget
+            for (_, w), frame in zip(peers, frames, strict=True):
+                w.write(frame[len(frame) - 10 :])
+            for r, _ in peers:
+                reply = await asyncio.wait_for(_read_reply(r), WAIT)
+                assert reply.code == R.SUCCESS, reply.remark
+            assert server.buffered_request_bytes == 0
+            for _, w in peers:
+                w.close()
+
+    run(main())
+
+
+async def _read_reply(reader: asyncio.StreamReader) -> RemotingCommand:
+    head = await reader.readexactly(4)
+    rest = await reader.readexactly(struct.unpack(">i", head)[0])
+    decoded = decode_frame(head + rest)
+    assert decoded is not None
+    return decoded[0]
+
+
+# -- refusals with RocketMQ codes ----------------------------------------------------------------
+
+
+def test_topic_queue_counts_are_bounded(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path, max_topic_queue_nums=64) as (_, broker):
+            c = await Client().connect(broker.port)
+            for n in (0, -5, 65, 2_000_000):
+                r = await c.call(
+                    RC.UPDATE_AND_CREATE_TOPIC,
+                    {"topic": "Q", "readQueueNums": n, "writeQueueNums": 1, "perm": 6},
+                )
+                assert r.code == R.SYSTEM_ERROR
+                assert r.remark is not None and "maxTopicQueueNums" in r.remark and str(n) in r.remark
+                assert broker.topics.get("Q") is None
+            r = await c.call(
+                RC.UPDATE_AND_CREATE_TOPIC,
+                {"topic": "Q", "readQueueNums": 64, "writeQueueNums": 64, "perm": 6},
+            )
+            assert r.code == R.SUCCESS
+            r = await c.call(RC.SEND_MESSAGE, send_ext("Q", 63), b"m")
+            assert r.code == R.SUCCESS, r.remark
+            await c.close()
+
+    run(main())
+
+
+def test_all_consumer_offsets_answers_javas_body(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path) as (_, broker):
+            c = await Client().connect(broker.port)
+            for q, off in ((0, 5), (3, 9)):
+                r = await c.call(
+                    RC.UPDATE_CONSUMER_OFFSET,
+                    {"consumerGroup": "G1", "topic": "TopicTest", "queueId": q, "commitOffset": off},
+                )
+                assert r.code == R.SUCCESS
+            r = await c.call(RC.GET_ALL_CONSUMER_OFFSET)
+            assert r.code == R.SUCCESS, r.remark
+            assert b'"TopicTest@G1":{0:5,3:9}' in r.body
+            assert loads_lenient(r.body)["offsetTable"]["TopicTest@G1"] == {"0": 5, "3": 9}
+            await c.close()
+
+    run(main())
+
+
+def test_out_of_range_numbers_and_bad_batches_are_refused_plainly(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path) as (_, broker):
+            c = await Client().connect(broker.port)
+            assert (await c.call(RC.SEND_MESSAGE, send_ext("T", 0), b"m")).code == R.SUCCESS
+            for offset in (2**63, 2**64, -1, -(2**70)):
+                r = await c.call(RC.PULL_MESSAGE, pull_ext("G", "T", 0, offset))
+                assert r.code == R.SYSTEM_ERROR
+                assert r.remark is not None and "queueOffset" in r.remark
+                assert "Error" not in r.remark
+            for code, ext in (
+                (RC.GET_MAX_OFFSET, {"topic": "T", "queueId": 2**31}),
+                (RC.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": "T", "queueId": 0, "timestamp": 2**64}),
+                (RC.VIEW_MESSAGE_BY_ID, {"offset": 2**63}),
+                (
+                    RC.UPDATE_CONSUMER_OFFSET,
+                    {"consumerGroup": "G", "topic": "T", "queueId": 0, "commitOffset": 2**64},
+                ),
+                (RC.SEND_MESSAGE, send_ext("T", 0, bornTimestamp=2**64)),
+            ):
+                r = await c.call(code, ext, b"m")
+                assert r.code == R.SYSTEM_ERROR, (code, r.remark)
+                assert r.remark is not None and "out of the range" in r.remark, (code, r.remark)
+            props = properties(KEYS="k").encode()
+            bad = (
+                batch_body([(b"a", "")])
+                + struct.pack(">iiiii", 20 + 1 + 2, 0, 0, 0, 1)
+                + b"b"
+                + struct.pack(">h", -len(props))
+            )
+            r = await c.call(RC.SEND_BATCH_MESSAGE, send_ext("T", 0, batch="true"), bad)
+            assert r.code == R.MESSAGE_ILLEGAL and "negative properties length" in (r.remark or "")
+            assert (await c.call(RC.GET_MAX_OFFSET, {"topic": "T", "queueId": 0})).ext["offset"] == "1"
+            await c.close()
+
+    run(main())
+
+
+def test_consume_stats_past_the_frame_limit_is_refused(tmp_path: Path) -> None:
+    """GET_CONSUME_STATS of a group over 130 topics of 1024 queues would be a reply of ~20 MB: it is
+    refused with a remark instead of a frame no client can read."""
+
+    async def main() -> None:
+        async with running(tmp_path) as (_, broker):
+            for t in range(130):
+                topic = f"Stats{t:03d}"
+                broker.topics.update(TopicConfig(topic, 1024, 1024))
+                for q in range(1024):
+                    broker.offsets.commit("G", topic, q, 0)
+            c = await Client().connect(broker.port)
+            r = await c.call(RC.GET_CONSUME_STATS, {"consumerGroup": "G"}, timeout=30)
+            assert r.code == R.SYSTEM_ERROR and not r.body
+            assert r.remark is not None and "exceed the frame limit" in r.remark
+            r = await c.call(RC.GET_CONSUME_STATS, {"consumerGroup": "G", "topic": "Stats007"})
+            assert r.code == R.SUCCESS and len(orjson.loads(r.body)["offsetTable"]) == 1024
+            await c.close()
+
+    run(main())
+
+
+# -- memory of a `ferromq serve` subprocess -----------------------------------------------------
+
+
+def rss_anon(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    m = re.search(r"^RssAnon:\s+(\d+) kB", status, re.M)
+    assert m, status
+    return int(m.group(1)) * 1024
+
+
+class Serve:
+    def __init__(self, proc: subprocess.Popen[bytes], log: Path, ns_port: int, broker_port: int) -> None:
+        self.proc, self.log, self.ns_port, self.broker_port = proc, log, ns_port, broker_port
+        self.peak = 0
+
+    def rss(self) -> int:
+        assert self.proc.poll() is None, self.log.read_text(errors="replace")[-4000:]
+        value = rss_anon(self.proc.pid)
+        self.peak = max(self.peak, value)
+        return value
+
+    def call(self, port: int, code: int, ext: dict[str, object], body: bytes = b"") -> RemotingCommand:
+        with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
+            s.sendall(encode(RemotingCommand(code, opaque=1, ext=_strs(ext), body=body)))
+            return FrameReader(s).read(time.monotonic() + WAIT)
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    home = tmp_path_factory.mktemp("serve")
+    conf = home / "broker.conf"
+    conf.write_text(
+        "brokerName=abuse\n"
+        "mappedFileSizeCommitLog=33554432\n"
+        "serverRequestBufferBytes=33554432\n"
+        "serverReplyBufferBytes=4194304\n"
+        "serverReadTimeoutSeconds=120\n"
+    )
+    log = home / "serve.log"
+    argv = [sys.executable, "-m", "ferromq.cli", "serve", "-c", str(conf), "--profile", "small"]
+    argv += ["--store", str(home / "store"), "-p", "0", "--namesrv-port", "0"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (m := re.search(r"name server [\d.]+:(\d+), broker \S+ on [\d.]+:(\d+)", log.read_text())):
+            assert proc.poll() is None, log.read_text(errors="replace")
+            assert time.monotonic() < deadline, "ferromq serve did not start within 60 s"
+            time.sleep(0.05)
+        yield Serve(proc, log, int(m.group(1)), int(m.group(2)))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def _settle(serve: Serve, seconds: float = 1.0, timeout: float = 8.0) -> None:
+    """Samples RSS until it has not grown for `seconds` (bounded by `timeout`)."""
+    start = last_growth = time.monotonic()
+    high = serve.rss()
+    while time.monotonic() - last_growth < seconds and time.monotonic() - start < timeout:
+        now = serve.rss()
+        if now > high + 1024 * 1024:
+            high, last_growth = now, time.monotonic()
+        time.sleep(0.05)
+
+
+def test_rss_pipelined_pulls_without_reading(serve: Serve) -> None:
+    size = 3 * 1024 * 1024
+    r = serve.call(serve.broker_port, RC.SEND_MESSAGE, send_ext("BigPull", 0), b"y" * size)
+    assert r.code == R.SUCCESS, r.remark
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.connect(("127.0.0.1", serve.broker_port))
+    with sock:
+        sock.sendall(
+            b"".join(
+                encode(
+                    RemotingCommand(RC.PULL_MESSAGE, opaque=i + 1, ext=_strs(pull_ext("G", "BigPull", 0, 0)))
+                )
+                for i in range(300)
+            )
+        )
+        _settle(serve)
+        assert serve.peak < RSS_CEILING, f"RssAnon {serve.peak >> 20} MiB with 300 unread pull replies"
+        deadline = time.monotonic() + 120
+        reader = FrameReader(sock)
+        for i in range(300):
+            assert reader.read(deadline).code == R.SUCCESS
+            if i % 20 == 0:
+                serve.rss()
+    assert serve.peak < RSS_CEILING, f"RssAnon {serve.peak >> 20} MiB while the pulls were read"
+
+
+def test_rss_connections_holding_unfinished_frames(serve: Serve) -> None:
+    """60 connections each send 15 MiB of a 16 MiB frame and stop."""
+    held = 15 * 1024 * 1024
+    chunk = bytes(256 * 1024)
+    socks = []
+    try:
+        for _ in range(60):
+            s = socket.create_connection(("127.0.0.1", serve.broker_port), timeout=WAIT)
+            s.setblocking(False)
+            socks.append([s, struct.pack(">ii", MAX_FRAME_SIZE - 8, 0x10) + b"{" + b" " * 15, 0])
+        # Push round-robin until every peer sent 15 MiB or none can send more (the broker stopped
+        # reading them and their socket buffers are full).
+        stalled_since: float | None = None
+        while True:
+            progress = False
+            for entry in socks:
+                s, head, sent = entry
+                if sent >= held:
+                    continue
+                data = head if sent == 0 else chunk[: held - sent]
+                try:
+                    entry[2] = sent + s.send(data)
+                    progress = True
+                except BlockingIOError:
+                    pass
+            if all(e[2] >= held for e in socks):
+                break
+            if progress:
+                stalled_since = None
+            elif stalled_since is None:
+                stalled_since = time.monotonic()
+            elif time.monotonic() - stalled_since > 1.0:
+                break
+            serve.rss()
+            select.select([], [e[0] for e in socks if e[2] < held], [], 0.1)
+        _settle(serve)
+        assert serve.peak < RSS_CEILING, f"RssAnon {serve.peak >> 20} MiB with 60 unfinished 15 MiB frames"
+        # A normal client is served meanwhile.
+        r = serve.call(serve.broker_port, RC.SEND_MESSAGE, send_ext("Normal", 0), b"still here")
+        assert r.code == R.SUCCESS, r.remark
+    finally:
+        for e in socks:
+            e[0].close()
+
+
+def test_rss_compressed_register_broker_bomb(serve: Serve) -> None:
+    """512 MiB of zeros deflated to ~0.5 MB, sent as a compressed REGISTER_BROKER body."""
+    deflater = zlib.compressobj(1)
+    zeros = bytes(1024 * 1024)
+    bomb = b"".join(deflater.compress(zeros) for _ in range(512)) + deflater.flush()
+    assert len(bomb) < 4 * 1024 * 1024
+    ext = {
+        "brokerName": "evil",
+        "brokerAddr": "127.0.0.1:1",
+        "clusterName": "DefaultCluster",
+        "brokerId": 0,
+        "haServerAddr": "127.0.0.1:2",
+        "compressed": "true",
+        "bodyCrc32": zlib.crc32(bomb) & 0x7FFFFFFF,
+    }
+    r = serve.call(serve.ns_port, RC.REGISTER_BROKER, ext, bomb)
+    assert r.code == R.SYSTEM_ERROR
+    assert r.remark is not None and "inflates past 16777216 bytes" in r.remark
+    _settle(serve, 0.5)
+    assert serve.peak < RSS_CEILING, f"RssAnon {serve.peak >> 20} MiB after a compressed bomb"
+    r = serve.call(serve.ns_port, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+    assert r.code == R.SUCCESS
+    assert b"evil" not in r.body
+
+
+def test_rss_pid_is_the_broker(serve: Serve) -> None:
+    """The process measured is the one serving (not a launcher that forked it)."""
+    assert os.path.exists(f"/proc/{serve.proc.pid}/status")
+    r = serve.call(serve.broker_port, RC.GET_BROKER_RUNTIME_INFO, {})
+    assert r.code == R.SUCCESS
