@@ -210,16 +210,17 @@ impl CommitLog {
 
     /// RocketMQ's `CommitLog.deleteExpiredFile`: deletes head files last modified more than
     /// `expired_ms` before `now_ms` (any age with `clean_at_once`), never the file being
-    /// written, at most `max` of them, `interval` apart. Returns the deleted paths.
+    /// written, at most `max` of them, with `pause` between two (false stops). Returns the
+    /// deleted paths.
     pub fn delete_expired_files(
         &self,
         expired_ms: i64,
         now_ms: i64,
-        interval: std::time::Duration,
+        pause: impl FnMut() -> bool,
         clean_at_once: bool,
         max: usize,
     ) -> Result<Vec<std::path::PathBuf>> {
-        self.files.delete_head_files(max, interval, |f| {
+        self.files.delete_head_files(max, pause, |f| {
             if clean_at_once {
                 return true;
             }

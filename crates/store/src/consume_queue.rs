@@ -200,16 +200,18 @@ impl ConsumeQueue {
     /// below `phys_min` (never the last file, never one not yet full), then corrects the min
     /// offset. Returns how many files went.
     pub fn delete_expired_files(&self, phys_min: i64) -> Result<usize> {
-        let deleted = self
-            .files
-            .delete_head_files(usize::MAX, std::time::Duration::ZERO, |f| {
+        let deleted = self.files.delete_head_files(
+            usize::MAX,
+            || true,
+            |f| {
                 let size = f.file_size();
                 if f.wrote_position() < size {
                     return false;
                 }
                 let last = Unit::parse(f.slice(size - CQ_UNIT_SIZE, CQ_UNIT_SIZE).unwrap());
                 last.offset < phys_min
-            })?;
+            },
+        )?;
         self.correct_min_offset(phys_min);
         Ok(deleted.len())
     }

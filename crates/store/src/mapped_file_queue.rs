@@ -228,7 +228,8 @@ impl MappedFileQueue {
     /// Deletes files from the head of the queue while `expired` says so (RocketMQ's
     /// `deleteExpiredFileByTime` / `deleteExpiredFileByOffset`): never the last file (the one
     /// being written), at most `max` files, pausing `interval` between two deletions. Stops at
-    /// the first file that is not expired, so no file in the middle goes.
+    /// the first file that is not expired, so no file in the middle goes. `pause` runs between
+    /// two deletions (RocketMQ sleeps `deleteCommitLogFilesInterval` there); false stops early.
     ///
     /// A file still mapped by a reader (an `Arc` in a read in progress, another process's
     /// view) is unlinked at once: its mapping stays valid until the last holder drops it, then
@@ -237,7 +238,7 @@ impl MappedFileQueue {
     pub fn delete_head_files(
         &self,
         max: usize,
-        interval: std::time::Duration,
+        mut pause: impl FnMut() -> bool,
         mut expired: impl FnMut(&MappedFile) -> bool,
     ) -> Result<Vec<PathBuf>> {
         if !self.writable {
@@ -270,8 +271,8 @@ impl MappedFileQueue {
                 Err(e) => log::error!("retention: deleting {} failed: {e}", path.display()),
             }
             deleted.push(path);
-            if !interval.is_zero() && deleted.len() < max && candidates > 1 {
-                std::thread::sleep(interval);
+            if deleted.len() < max && candidates > 1 && !pause() {
+                break;
             }
         }
         Ok(deleted)

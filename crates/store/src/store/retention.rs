@@ -182,10 +182,11 @@ impl Inner {
         if report.time_up || space_full || manual {
             report.clean_at_once = cfg.clean_file_forcibly_enable && clean_immediately;
             let reserved_ms = (cfg.file_reserved_time_hours as i64).saturating_mul(3_600_000);
+            let interval = Duration::from_millis(cfg.delete_commitlog_files_interval_ms);
             let deleted = self.commitlog.delete_expired_files(
                 reserved_ms,
                 input.now_ms,
-                Duration::from_millis(cfg.delete_commitlog_files_interval_ms),
+                || self.pause(interval),
                 report.clean_at_once,
                 DELETE_FILES_BATCH_MAX,
             )?;
@@ -211,8 +212,9 @@ impl Inner {
             for cq in self.all_queues() {
                 let n = cq.delete_expired_files(min as i64)?;
                 report.consume_queue_files_deleted += n;
-                if n > 0 && !pause.is_zero() {
-                    std::thread::sleep(pause);
+                if n > 0 && !self.pause(pause) {
+                    // Closing: the next open corrects the min offsets of the queues not done.
+                    break;
                 }
             }
             if let Some(index) = &self.index {
@@ -230,6 +232,17 @@ impl Inner {
         r.index_files_deleted
             .fetch_add(report.index_files_deleted as u64, Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// Waits `d` between two deletions; false (at once) when the store is closing.
+    fn pause(&self, d: Duration) -> bool {
+        let (lock, cv) = &self.stop;
+        let guard = lock.lock().unwrap();
+        if d.is_zero() {
+            return !*guard;
+        }
+        let (stopped, _) = cv.wait_timeout_while(guard, d, |s| !*s).unwrap();
+        !*stopped
     }
 
     /// `CleanCommitLogService.isSpaceToDelete`: (delete expired files now, delete whatever

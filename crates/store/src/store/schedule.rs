@@ -51,6 +51,16 @@ impl Inner {
                 out.next_due = Some(unit.tags_code);
                 break;
             }
+            if unit.offset < self.commitlog.min_offset() as i64 {
+                // Its CommitLog file was deleted by retention: the message is gone for good.
+                log::warn!(
+                    "delayed message at {} was deleted by retention before its time; skipped",
+                    unit.offset
+                );
+                out.skipped += 1;
+                offset += 1;
+                continue;
+            }
             let Some(record) = self.read_record(unit.offset) else {
                 break; // not readable yet (SYNC_FLUSH: not on disk): try again later
             };
