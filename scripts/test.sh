@@ -5,7 +5,8 @@
 #
 #   ./scripts/test.sh            everything (CI runs this)
 #   ./scripts/test.sh --quick    the inner loop: no clippy or stub check, and only the unit and
-#                                integration tests that are not marked slow (no Java, C++ or Spark)
+#                                integration tests not marked slow, interop or spark (no Java, C++
+#                                or Spark)
 #   ./scripts/test.sh [--quick] [pytest args...]   e.g. -k transactions, or -n 0 for one process
 #
 # pytest runs in FERROMQ_TEST_WORKERS parallel workers (default 3; the tests wait on sockets and
@@ -50,7 +51,8 @@ fi
 
 step "Python: tests ($WORKERS workers)"
 if [ "$QUICK" = 1 ]; then
-    "$VENV/bin/pytest" -n "$WORKERS" --dist loadgroup -m "not slow" tests/unit tests/integration "$@"
+    "$VENV/bin/pytest" -n "$WORKERS" --dist loadgroup -m "not slow and not interop and not spark" \
+        tests/unit tests/integration "$@"
     exit 0
 fi
 "$VENV/bin/pytest" -n "$WORKERS" --dist loadgroup "$@"

@@ -31,7 +31,8 @@ BEGIN, END = "<!-- tour:begin -->", "<!-- tour:end -->"
 READY_LINE = "ferromq serving:"
 COMMAND_TIMEOUT = 180.0
 
-pytestmark = pytest.mark.timeout(900)
+# The tour ends with a Spark read (a JVM): not for `scripts/test.sh --quick`.
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 
 @dataclass

@@ -83,6 +83,7 @@ def test_two_brokers_in_one_process_stay_apart() -> None:
         assert b.count("OnlyA") == 0
 
 
+@pytest.mark.interop
 def test_plugin_runs_the_example_project_in_parallel(pytester: pytest.Pytester) -> None:
     pytest.importorskip(
         "rocketmq.client", reason="the official C++ client (PyPI rocketmq) is Linux x86_64 only"
@@ -121,6 +122,7 @@ def test_plugin_fixtures_without_xdist(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=3)
 
 
+@pytest.mark.interop
 def test_java_client_against_the_testing_broker(tmp_path: Path) -> None:
     from tests.interop.javabuild import build_interop_jar
     from tests.interop.test_java_client import HAVE_TOOLS, Server, run_scenario
