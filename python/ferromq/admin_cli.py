@@ -8,6 +8,8 @@ Python client's `Admin` (so it works against ferromq and Apache RocketMQ brokers
     ferromq admin progress GROUP [--topic Orders]
     ferromq admin query-key Orders order-1
     ferromq admin query-id Orders MSG_ID
+    ferromq admin delete-expired-commitlog [-b BROKER_ADDR | -c CLUSTER]
+    ferromq admin clean-expired-cq [-b BROKER_ADDR | -c CLUSTER]
 
 A failed request (no name server there, a topic that does not exist, ...) is one line on stderr
 and exit code 1.
@@ -129,6 +131,33 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("topic")
     c.add_argument("msg_id")
     c.set_defaults(admin=_query_id)
+    for name, what, func in (
+        (
+            "delete-expired-commitlog",
+            "delete expired CommitLog files now, whatever the hour (mqadmin deleteExpiredCommitLog)",
+            _delete_expired_commitlog,
+        ),
+        (
+            "clean-expired-cq",
+            "drop the consume queues whose messages are all deleted (mqadmin cleanExpiredCQ)",
+            _clean_expired_cq,
+        ),
+    ):
+        c = cmds.add_parser(name, help=what)
+        where = c.add_mutually_exclusive_group()
+        where.add_argument("-b", "--broker-addr", help="this broker only (ip:port)")
+        where.add_argument("-c", "--cluster", help="every broker of this cluster (default: all clusters)")
+        c.set_defaults(admin=func)
+
+
+async def _delete_expired_commitlog(admin: Admin, args: argparse.Namespace) -> None:
+    addrs = await admin.delete_expired_commitlog(broker_addr=args.broker_addr, cluster=args.cluster)
+    print(f"expired CommitLog files will be deleted by the next retention rounds of {', '.join(addrs)}")
+
+
+async def _clean_expired_cq(admin: Admin, args: argparse.Namespace) -> None:
+    addrs = await admin.clean_expired_consume_queue(broker_addr=args.broker_addr, cluster=args.cluster)
+    print(f"consume queues with nothing left dropped on {', '.join(addrs)}")
 
 
 async def _run(args: argparse.Namespace) -> None:

@@ -12,8 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from ferromq.cli import main as cli_main
+from ferromq.client.admin import Admin
 from ferromq.client.message import MessageQueue
 from ferromq.client.pull_consumer import PullConsumer
+from ferromq.errors import BrokerError
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
@@ -166,3 +171,33 @@ def test_a_read_only_view_sees_the_deletion_after_refresh(tmp_path: Path) -> Non
             assert [m.queue_offset for m in view.get_messages("V", 0, new_min, 2)] == [new_min, new_min + 1]
         finally:
             view.close()
+
+
+def test_admin_requests_through_the_client_and_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def main() -> None:
+        async with running(tmp_path, **RETENTION) as (ns, broker):
+            addr = f"127.0.0.1:{ns.port}"
+            async with Admin(addr) as admin:
+                told = await admin.delete_expired_commitlog(cluster="DefaultCluster")
+                assert told == [broker.config.broker_addr]
+                assert await admin.clean_expired_consume_queue(broker_addr=broker.config.broker_addr) == told
+                with pytest.raises(BrokerError, match="no cluster 'Nope'"):
+                    await admin.delete_expired_commitlog(cluster="Nope")
+            # The admin request made the next round a manual one.
+            report = await asyncio.to_thread(
+                broker.store.clean_expired_files, hour=12, physic_used_ratio=0.1, logics_used_ratio=0.1
+            )
+            assert report.manual
+            code = await asyncio.to_thread(cli_main, ["admin", "-n", addr, "delete-expired-commitlog"])
+            assert code == 0
+            code = await asyncio.to_thread(
+                cli_main, ["admin", "-n", addr, "clean-expired-cq", "-b", broker.config.broker_addr]
+            )
+            assert code == 0
+
+    run(main())
+    out = capsys.readouterr().out
+    assert "expired CommitLog files will be deleted by the next retention rounds of 127.0.0.1:" in out
+    assert "consume queues with nothing left dropped on 127.0.0.1:" in out

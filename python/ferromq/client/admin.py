@@ -273,6 +273,43 @@ class Admin(AsyncLifecycle):
             raise TopicNotExistError(f"No topic route info in name server for the topic: {topic}")
         return route
 
+    # -- retention -----------------------------------------------------------------------------
+
+    async def _all_broker_addrs(self, cluster: str | None) -> list[str]:
+        info = await self.cluster_info()
+        if cluster is not None and cluster not in info.clusters:
+            raise BrokerError(f"no cluster {cluster!r}", ResponseCode.SERVICE_NOT_AVAILABLE)
+        names = info.clusters[cluster] if cluster is not None else sorted(info.brokers)
+        return [addr for n in names if n in info.brokers for _, addr in sorted(info.brokers[n].addrs.items())]
+
+    async def _broadcast(
+        self, code: int, what: str, broker_addr: str | None, cluster: str | None
+    ) -> list[str]:
+        addrs = [broker_addr] if broker_addr is not None else await self._all_broker_addrs(cluster)
+        for addr in addrs:
+            reply = await self.instance.invoke(addr, RemotingCommand(code=code), self.timeout)
+            check_reply(reply, f"{what} on {addr}")
+        return addrs
+
+    async def delete_expired_commitlog(
+        self, *, broker_addr: str | None = None, cluster: str | None = None
+    ) -> list[str]:
+        """DELETE_EXPIRED_COMMITLOG (mqadmin deleteExpiredCommitLog) to one broker, or to every broker
+        (masters and slaves) of `cluster`, or of all clusters: their next retention rounds delete
+        expired CommitLog files whatever the hour. Returns the addresses told."""
+        return await self._broadcast(
+            RequestCode.DELETE_EXPIRED_COMMITLOG, "DELETE_EXPIRED_COMMITLOG", broker_addr, cluster
+        )
+
+    async def clean_expired_consume_queue(
+        self, *, broker_addr: str | None = None, cluster: str | None = None
+    ) -> list[str]:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (mqadmin cleanExpiredCQ): each broker drops the consume queues
+        whose messages are all deleted. Returns the addresses told."""
+        return await self._broadcast(
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, "CLEAN_EXPIRED_CONSUMEQUEUE", broker_addr, cluster
+        )
+
     # -- topics --------------------------------------------------------------------------------
 
     async def _masters(self, broker_names: list[str] | None) -> dict[str, str]:
