@@ -201,3 +201,30 @@ def test_admin_requests_through_the_client_and_the_cli(
     out = capsys.readouterr().out
     assert "expired CommitLog files will be deleted by the next retention rounds of 127.0.0.1:" in out
     assert "consume queues with nothing left dropped on 127.0.0.1:" in out
+
+
+def test_a_slave_without_offset_check_keeps_the_offset(tmp_path: Path) -> None:
+    """PullMessageProcessor on a slave with offsetCheckInSlave=false: no correction, the pull is to
+    be retried (PULL_RETRY_IMMEDIATELY) with the offset it asked for; with the check, as a master."""
+
+    async def main() -> None:
+        for check, code, next_begin in ((False, R.PULL_RETRY_IMMEDIATELY, 7), (True, R.PULL_OFFSET_MOVED, 2)):
+            root = tmp_path / f"check-{check}"
+            async with running(
+                root, broker_role="SLAVE", broker_id=1, offset_check_in_slave=check, **RETENTION
+            ) as (_, broker):
+                broker.store.put("S", 0, b"x", tags="A")
+                broker.store.put("S", 0, b"y", tags="A")
+                c = await Client().connect(broker.port)
+                await c.call(
+                    RC.UPDATE_AND_CREATE_TOPIC, {"topic": "S", "readQueueNums": 1, "writeQueueNums": 1}
+                )
+                r = await c.call(RC.PULL_MESSAGE, pull_ext("G", "S", 0, 1))
+                assert r.code == R.SUCCESS
+                r = await c.call(RC.PULL_MESSAGE, pull_ext("G", "S", 0, 7))  # past the end: OVERFLOW_BADLY
+                assert r.remark == "OFFSET_OVERFLOW_BADLY"
+                assert r.code == code
+                assert int(r.ext["nextBeginOffset"]) == next_begin
+                await c.close()
+
+    run(main())
