@@ -381,4 +381,6 @@ fn disk_usage_is_a_fraction_or_unknown() {
     let store = MessageStore::open(config(dir.path())).unwrap();
     let input = store.system_clean_input();
     assert!(input.hour < 24 && input.physic_used_ratio > 0.0);
+    // Both directories exist from the open, so a fresh store's disks are never "unknown".
+    assert!(input.logics_used_ratio > 0.0);
 }

@@ -228,6 +228,9 @@ impl MessageStore {
         let abnormal_exit = abort_path.exists();
         std::fs::File::create(&abort_path).map_err(io_err(&abort_path))?;
         std::fs::create_dir_all(root.join("config")).map_err(io_err(&root))?;
+        // As RocketMQ's store does: retention measures the consume queues' partition through it.
+        let cq_root = root.join("consumequeue");
+        std::fs::create_dir_all(&cq_root).map_err(io_err(&cq_root))?;
 
         let inner = Inner::load(config, true)?;
         let recovery = inner.recover(abnormal_exit)?;
