@@ -353,6 +353,10 @@ fn read_only_view_across_a_deletion() {
     // A view opened after the deletion starts at the new minimum.
     let fresh = MessageStore::open(ro).unwrap();
     assert_eq!(fresh.min_physical_offset(), store.min_physical_offset());
+    assert_eq!(
+        fresh.min_offset_in_queue("T", 1).unwrap(),
+        store.min_offset_in_queue("T", 1).unwrap()
+    );
     assert_eq!(fresh.queues().unwrap()[0].min_offset, min0);
     let r = fresh.get_messages("T", 1, 0, 4, 1 << 20, None).unwrap();
     assert_eq!(r.status, GetStatus::OffsetTooSmall);

@@ -771,6 +771,8 @@ impl Inner {
         }
         let cq =
             ConsumeQueue::load(&self.cq_root, topic, queue_id, self.cq_file_size, false).ok()?;
+        // Units whose CommitLog files retention deleted are not part of the queue any more.
+        cq.correct_min_offset(self.commitlog.min_offset() as i64);
         let cq = Arc::new(cq);
         self.queues
             .write()
