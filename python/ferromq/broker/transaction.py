@@ -92,8 +92,6 @@ REMARK_GROUP = "The producer group wrong"
 REMARK_QUEUE_OFFSET = "The transaction state table offset wrong"
 REMARK_COMMIT_LOG_OFFSET = "The commit log offset wrong"
 
-# Half messages older than this are dropped without a check (RocketMQ: fileReservedTime, 72 h).
-FILE_RESERVED_MS = 72 * 3600 * 1000
 # Bounds of one check round (RocketMQ only limits a queue to 60 s per round).
 MAX_MESSAGES_PER_ROUND = 20_000
 MAX_CHECKS_PER_ROUND = 2_000
@@ -534,7 +532,9 @@ class TransactionalMessageService:
             # gets a whole interval to arrive.
             r.stopped_by = "new"
             return "stop"
-        if times >= self._config.transaction_check_max or now - m.born_timestamp > FILE_RESERVED_MS:
+        # Half messages older than fileReservedTime (72 h) are dropped without a check.
+        reserved_ms = self._config.file_reserved_time * 3600 * 1000
+        if times >= self._config.transaction_check_max or now - m.born_timestamp > reserved_ms:
             self._discard(m)
             r.discarded += 1
             return "next"
