@@ -173,7 +173,7 @@ class MessageStore:
         `disk_space_clean_forcibly_ratio`; then consume-queue and index files that only point below
         the new CommitLog start. Unset arguments come from the system (clock, local hour, the used
         fraction 0.0-1.0 of the CommitLog's and consume queues' partitions). Blocks (without the
-        GIL) for the pauses between deletions: from a event loop, run it in a thread."""
+        GIL) for the pauses between deletions: from an event loop, run it in a thread."""
         return CleanReport(
             *self._store.clean_expired_files(
                 now_ms=now_ms,
