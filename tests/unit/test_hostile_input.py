@@ -169,3 +169,26 @@ def test_replies_past_the_frame_limit_are_refused() -> None:
     reply = _dispatch(huge)
     assert reply.code == ResponseCode.SYSTEM_ERROR and not reply.body
     assert reply.remark is not None and "exceed the frame limit" in reply.remark
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[]",
+        b"null",
+        b'{"topicConfigSerializeWrapper": []}',
+        b'{"topicConfigSerializeWrapper": {"topicConfigTable": [1]}}',
+        b'{"topicConfigTable": {"T": {"readQueueNums": "many"}}}',
+        b'{"topicConfigTable": {"T": {"perm": null}}}',
+        b"\xff",
+    ],
+)
+def test_plain_register_bodies_of_the_wrong_shape_are_refused_plainly(body: bytes) -> None:
+    with pytest.raises(BrokerError, match="Failed to decode RegisterBrokerBody") as e:
+        _decode_register_body(body, compressed=False)
+    assert "object has no attribute" not in str(e.value) and "Error" not in str(e.value)
+
+
+def test_plain_register_body_numbers_as_text_are_read() -> None:
+    topics = _decode_register_body(b'{"topicConfigTable": {"T": {"readQueueNums": "4", "perm": 6}}}', False)
+    assert topics["T"]["readQueueNums"] == 4 and topics["T"]["perm"] == 6

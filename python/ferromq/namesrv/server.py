@@ -172,15 +172,44 @@ def _decode_register_body(body: bytes, compressed: bool) -> dict[str, dict[str, 
     form). A body that inflates past the frame limit is refused (Java inflates without a bound)."""
     if not body:
         return {}
-    try:
-        if compressed:
+    if compressed:
+        try:
             return _decode_compressed_register_body(_inflate(body, MAX_FRAME_SIZE))
+        except zlib.error:
+            raise BrokerError("Failed to decode RegisterBrokerBody: not a zlib stream") from None
+        except struct.error:
+            raise BrokerError("Failed to decode RegisterBrokerBody: the body ends early") from None
+        except UnicodeDecodeError:
+            raise BrokerError("Failed to decode RegisterBrokerBody: a topic config is not UTF-8") from None
+        except _BadBody as e:
+            raise BrokerError(f"Failed to decode RegisterBrokerBody: {e}") from None
+    try:
         data = loads_lenient(body)
-        wrapper = data.get("topicConfigSerializeWrapper", data)
-        table = wrapper.get("topicConfigTable") or {}
-        return {str(k): v for k, v in table.items() if isinstance(v, dict)}
-    except (ValueError, AttributeError, zlib.error, struct.error, UnicodeDecodeError) as e:
-        raise BrokerError(f"Failed to decode RegisterBrokerBody: {e}") from None
+    except ValueError:
+        raise BrokerError("Failed to decode RegisterBrokerBody: not JSON") from None
+    wrapper = data.get("topicConfigSerializeWrapper", data) if isinstance(data, dict) else None
+    table = wrapper.get("topicConfigTable") or {} if isinstance(wrapper, dict) else None
+    if not isinstance(table, dict):
+        raise BrokerError("Failed to decode RegisterBrokerBody: no topicConfigTable object")
+    topics = {}
+    for name, cfg in table.items():
+        if not isinstance(cfg, dict):
+            continue
+        for key, default in (("readQueueNums", 16), ("writeQueueNums", 16), ("perm", 6), ("topicSysFlag", 0)):
+            value = cfg.get(key, default)
+            if type(value) is not int:
+                if not (isinstance(value, str) and value.lstrip("-").isdigit()):
+                    raise BrokerError(
+                        f"Failed to decode RegisterBrokerBody: {key} of topic {str(name)[:128]} "
+                        "is not a number"
+                    )
+                cfg[key] = int(value)
+        topics[str(name)] = cfg
+    return topics
+
+
+class _BadBody(ValueError):
+    """A compressed REGISTER_BROKER body that is not what Java writes (the message says how)."""
 
 
 def _inflate(body: bytes, limit: int) -> bytes:
@@ -208,7 +237,7 @@ def _decode_compressed_register_body(raw: bytes) -> dict[str, dict[str, Any]]:
         (v,) = struct.unpack_from(">i", raw, at)
         at += 4
         if v < 0 or v > len(raw) - at:
-            raise ValueError(f"length {v} at byte {at - 4} overruns the body")
+            raise _BadBody(f"length {v} at byte {at - 4} overruns the body")
         return int(v)
 
     def take_bytes() -> bytes:
@@ -222,8 +251,12 @@ def _decode_compressed_register_body(raw: bytes) -> dict[str, dict[str, Any]]:
     for _ in range(take_int()):
         parts = take_bytes().decode().split(" ")
         if len(parts) != 5:
-            raise ValueError(f"topic config {' '.join(parts)[:100]!r} is not 5 fields")
+            raise _BadBody(f"topic config {' '.join(parts)[:100]!r} is not 5 fields")
         name, read_q, write_q, perm, filter_type = parts
+        if not (read_q.isdigit() and write_q.isdigit() and perm.isdigit()):
+            raise _BadBody(
+                f"topic config {' '.join(parts)[:100]!r} has queue counts or perm that are not numbers"
+            )
         topics[name] = {
             "topicName": name,
             "readQueueNums": int(read_q),

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from ferromq.broker.processors.bodies import json_object, shaped
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.broker.topics import TopicConfig, topic_problem
 from ferromq.errors import BrokerError
-from ferromq.jsonutil import dumps, loads_lenient
+from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.headers import ext_bool, ext_int, ext_offset, ext_str
@@ -17,13 +18,6 @@ from ferromq.remoting.dispatch import Handler
 
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
-
-
-def _json_body(cmd: RemotingCommand) -> Any:
-    try:
-        return loads_lenient(cmd.body)
-    except ValueError as e:
-        raise BrokerError(f"request body is not JSON: {e}", ResponseCode.SYSTEM_ERROR) from None
 
 
 def _mq_json(topic: str, broker_name: str, queue_id: int) -> dict[str, Any]:
@@ -114,25 +108,26 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         ]
 
     async def lock_batch(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        body = _json_body(cmd)
+        body = json_object(cmd, "the LOCK_BATCH_MQ body")
+        with shaped("the LOCK_BATCH_MQ body"):
+            mqs = _mqs(body)
         held = broker.locks.try_lock_batch(
-            str(body.get("consumerGroup", "")), _mqs(body), str(body.get("clientId", "")), time.monotonic()
+            str(body.get("consumerGroup", "")), mqs, str(body.get("clientId", "")), time.monotonic()
         )
         return cmd.reply(ResponseCode.SUCCESS, body=dumps({"lockOKMQSet": [_mq_json(*mq) for mq in held]}))
 
     async def unlock_batch(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        body = _json_body(cmd)
-        broker.locks.unlock_batch(
-            str(body.get("consumerGroup", "")), _mqs(body), str(body.get("clientId", ""))
-        )
+        body = json_object(cmd, "the UNLOCK_BATCH_MQ body")
+        with shaped("the UNLOCK_BATCH_MQ body"):
+            mqs = _mqs(body)
+        broker.locks.unlock_batch(str(body.get("consumerGroup", "")), mqs, str(body.get("clientId", "")))
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def update_group(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        body = _json_body(cmd)
-        try:
-            broker.groups.update(SubscriptionGroupConfig.from_json(body))
-        except (KeyError, ValueError, TypeError) as e:
-            raise BrokerError(f"bad subscription group config: {e}", ResponseCode.SYSTEM_ERROR) from None
+        body = json_object(cmd, "the subscription group config")
+        with shaped("the subscription group config"):
+            group = SubscriptionGroupConfig.from_json(body)
+        broker.groups.update(group)
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def all_groups(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -7,10 +7,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ferromq.broker.clients import ClientChannel, Subscription, parse_subscription
+from ferromq.broker.processors.bodies import json_object, shaped
 from ferromq.broker.processors.pull import check_sql92
 from ferromq.broker.topics import RETRY_PREFIX
 from ferromq.errors import BrokerError
-from ferromq.jsonutil import loads_lenient
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.headers import ext_str
@@ -43,27 +43,9 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         if not cmd.body:
             # As Java 4.9.7, which cannot decode a missing HeartbeatData either.
             raise BrokerError("heartbeat without a body", ResponseCode.SYSTEM_ERROR)
-        try:
-            data = loads_lenient(cmd.body)
-        except ValueError as e:
-            raise BrokerError(f"heartbeat body is not JSON: {e}", ResponseCode.SYSTEM_ERROR) from None
-        client_id = str(data.get("clientID") or conn.peer)
-        conn.client_id, conn.language, conn.version = client_id, cmd.language, cmd.version
-        now = time.monotonic()
-        channel = ClientChannel(client_id, conn, cmd.language, cmd.version, now)
-        broker.clients.watch(conn)
-        for consumer in data.get("consumerDataSet") or []:
-            group = str(consumer.get("groupName", ""))
-            cfg = broker.groups.find_or_create(group)
-            if cfg is None:
-                continue
-            if cfg.retry_queue_nums > 0 and broker.topics.get(RETRY_PREFIX + group) is None:
-                broker.topics.create_system_topic(RETRY_PREFIX + group, cfg.retry_queue_nums)
-                broker.registration_changed()
-            subs = _subscriptions(consumer.get("subscriptionDataSet") or [])
-            broker.clients.register_consumer(group, channel, consumer, subs)
-        for producer in data.get("producerDataSet") or []:
-            broker.clients.register_producer(str(producer.get("groupName", "")), channel)
+        data = json_object(cmd, "the heartbeat body")
+        with shaped("the heartbeat body"):
+            _heartbeat(broker, conn, cmd, data)
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def unregister(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -77,13 +59,13 @@ def handlers(broker: Broker) -> dict[int, Handler]:
 
     async def check_client_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Java clients ask before an SQL92 subscription: refuse what pulls would refuse."""
-        try:
-            data = loads_lenient(cmd.body) if cmd.body else {}
-        except ValueError as e:
-            raise BrokerError(f"check body is not JSON: {e}", ResponseCode.SYSTEM_ERROR) from None
-        sub = data.get("subscriptionData") or {}
-        if str(sub.get("expressionType", "TAG")).upper() == "SQL92":
-            check_sql92(broker, str(sub.get("subString", "")))
+        data = json_object(cmd, "the CHECK_CLIENT_CONFIG body", empty_ok=True)
+        with shaped("the CHECK_CLIENT_CONFIG body"):
+            sub = data.get("subscriptionData") or {}
+            sql92 = str(sub.get("expressionType", "TAG")).upper() == "SQL92"
+            expression = str(sub.get("subString", ""))
+        if sql92:
+            check_sql92(broker, expression)
         return cmd.reply(ResponseCode.SUCCESS)
 
     return {
@@ -91,3 +73,23 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         RequestCode.UNREGISTER_CLIENT: unregister,
         RequestCode.CHECK_CLIENT_CONFIG: check_client_config,
     }
+
+
+def _heartbeat(broker: Broker, conn: Connection, cmd: RemotingCommand, data: dict[str, Any]) -> None:
+    client_id = str(data.get("clientID") or conn.peer)
+    conn.client_id, conn.language, conn.version = client_id, cmd.language, cmd.version
+    now = time.monotonic()
+    channel = ClientChannel(client_id, conn, cmd.language, cmd.version, now)
+    broker.clients.watch(conn)
+    for consumer in data.get("consumerDataSet") or []:
+        group = str(consumer.get("groupName", ""))
+        cfg = broker.groups.find_or_create(group)
+        if cfg is None:
+            continue
+        if cfg.retry_queue_nums > 0 and broker.topics.get(RETRY_PREFIX + group) is None:
+            broker.topics.create_system_topic(RETRY_PREFIX + group, cfg.retry_queue_nums)
+            broker.registration_changed()
+        subs = _subscriptions(consumer.get("subscriptionDataSet") or [])
+        broker.clients.register_consumer(group, channel, consumer, subs)
+    for producer in data.get("producerDataSet") or []:
+        broker.clients.register_producer(str(producer.get("groupName", "")), channel)
