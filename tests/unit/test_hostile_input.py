@@ -7,9 +7,13 @@ from __future__ import annotations
 import asyncio
 import struct
 import zlib
+from pathlib import Path
 
 import pytest
 
+from ferromq.broker import load_broker_config
+from ferromq.broker.broker import server_limits
+from ferromq.broker.config import ConfigError
 from ferromq.broker.processors.admin import offset_table_json
 from ferromq.broker.processors.send import decode_batch
 from ferromq.errors import BrokerError, MissingHeaderFieldError
@@ -19,6 +23,7 @@ from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
 from ferromq.protocol.headers import ext_int, ext_offset
 from ferromq.remoting.dispatch import Dispatcher
+from ferromq.remoting.server import ServerLimits
 
 
 def java_compressed_register_body(topics: list[tuple[str, int, int, int, str]]) -> bytes:
@@ -192,3 +197,25 @@ def test_plain_register_bodies_of_the_wrong_shape_are_refused_plainly(body: byte
 def test_plain_register_body_numbers_as_text_are_read() -> None:
     topics = _decode_register_body(b'{"topicConfigTable": {"T": {"readQueueNums": "4", "perm": 6}}}', False)
     assert topics["T"]["readQueueNums"] == 4 and topics["T"]["perm"] == 6
+
+
+def test_remoting_bounds_come_from_broker_conf(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "serverChannelMaxIdleTimeSeconds=7\nserverReadTimeoutSeconds=0\nserverMaxConnections=50\n"
+        "serverRequestBufferBytes=1048576\nserverReplyBufferBytes=65536\nmaxTopicQueueNums=8\n"
+    )
+    cfg = load_broker_config(conf, strict=True)
+    assert server_limits(cfg) == ServerLimits(
+        idle_timeout=7,
+        read_timeout=None,
+        max_connections=50,
+        request_buffer_bytes=1048576,
+        reply_buffer_bytes=65536,
+    )
+    assert cfg.max_topic_queue_nums == 8
+    defaults = server_limits(load_broker_config(None))
+    assert (defaults.idle_timeout, defaults.read_timeout) == (120, 30)  # Java's 120 s idle time
+    conf.write_text("serverMaxConnections=0\nmaxTopicQueueNums=-1\n")
+    with pytest.raises(ConfigError, match=r"serverMaxConnections must be > 0.*maxTopicQueueNums must be > 0"):
+        load_broker_config(conf)

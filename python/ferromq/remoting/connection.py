@@ -215,7 +215,7 @@ class Connection(asyncio.Protocol):
         `_buf`) until the peer's unread replies pass their bound; keeps the rest in `_buf`."""
         consumed = 0
         try:
-            while not self._write_paused:
+            while not self._held_for_replies():
                 decoded = decode_frame(buf, self._max_frame, consumed)
                 if decoded is None:
                     break
@@ -242,9 +242,15 @@ class Connection(asyncio.Protocol):
             self.partial_since = None
         elif consumed or self.partial_since is None:
             self.partial_since = time.monotonic()
-        if self._write_paused:
+        if self._held_for_replies():
             self._pause("replies")
         self._account_buffer()
+
+    def _held_for_replies(self) -> bool:
+        """A server connection whose peer leaves too many replies unread takes no more requests.
+        (Only with a reply bound: a client always reads, or two peers that both stop reading while
+        their writes wait would wait for each other forever.)"""
+        return self._write_paused and self._limits.reply_buffer_bytes is not None
 
     def _account_buffer(self) -> None:
         """Reserves the length of the unfinished frame at the head of `_buf` in the request
