@@ -301,6 +301,23 @@ def test_topic_queue_counts_are_bounded(tmp_path: Path) -> None:
     run(main())
 
 
+def test_retry_queue_counts_are_bounded(tmp_path: Path) -> None:
+    """A subscription group's retryQueueNums makes its %RETRY% topic: bounded the same way."""
+
+    async def main() -> None:
+        async with running(tmp_path, max_topic_queue_nums=16) as (_, broker):
+            c = await Client().connect(broker.port)
+            for n in (17, -1, 2_000_000):
+                body = orjson.dumps({"groupName": "RG", "retryQueueNums": n})
+                r = await c.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
+                assert r.code == R.SYSTEM_ERROR and "maxTopicQueueNums" in (r.remark or "")
+            body = orjson.dumps({"groupName": "RG", "retryQueueNums": 16})
+            assert (await c.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)).code == R.SUCCESS
+            await c.close()
+
+    run(main())
+
+
 def test_all_consumer_offsets_answers_javas_body(tmp_path: Path) -> None:
     async def main() -> None:
         async with running(tmp_path) as (_, broker):

@@ -11,7 +11,7 @@ from ferromq.broker.topics import TopicConfig, topic_problem
 from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
-from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
 from ferromq.protocol.headers import ext_bool, ext_int, ext_offset, ext_str
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
@@ -127,6 +127,13 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         body = json_object(cmd, "the subscription group config")
         with shaped("the subscription group config"):
             group = SubscriptionGroupConfig.from_json(body)
+        limit = broker.config.max_topic_queue_nums
+        if not 0 <= group.retry_queue_nums <= limit:
+            raise BrokerError(
+                f"retryQueueNums {group.retry_queue_nums} of group {group.group_name} is out of range: "
+                f"0 to {limit} (maxTopicQueueNums in broker.conf)",
+                ResponseCode.SYSTEM_ERROR,
+            )
         broker.groups.update(group)
         return cmd.reply(ResponseCode.SUCCESS)
 
@@ -150,10 +157,19 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         info = broker.clients.consumers.get(group)
         topics = set(committed) | (set(info.subscriptions) if info else set())
         table = []
+        # Refused before it is built when the reply cannot fit in a frame (~130 bytes a queue).
+        size = 0
         for topic in sorted(t for t in topics if not only or t == only):
             tc = broker.topics.get(topic)
             if tc is None:
                 continue
+            size += tc.read_queue_nums * (110 + len(topic.encode()) + len(broker.config.broker_name))
+            if size > MAX_FRAME_SIZE:
+                raise BrokerError(
+                    f"the consume stats of group {group} would exceed the frame limit of {MAX_FRAME_SIZE} "
+                    "bytes; ask for one topic at a time",
+                    ResponseCode.SYSTEM_ERROR,
+                )
             for queue_id in range(tc.read_queue_nums):
                 consumer_offset = committed.get(topic, {}).get(queue_id, 0)
                 last = store.store_time(topic, queue_id, consumer_offset - 1) if consumer_offset > 0 else None
