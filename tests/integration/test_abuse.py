@@ -33,6 +33,8 @@ from ferromq.remoting.connection import CloseReason
 
 from .brokerkit import Client, batch_body, properties, pull_ext, running, send_ext
 
+logger = logging.getLogger(__name__)
+
 RSS_CEILING = 256 * 1024 * 1024
 WAIT = 20.0  # seconds any condition below may take on a loaded machine
 
@@ -492,6 +494,7 @@ def test_rss_pipelined_pulls_without_reading(serve: Serve) -> None:
             if i % 20 == 0:
                 serve.rss()
     assert serve.peak < RSS_CEILING, f"RssAnon {serve.peak >> 20} MiB while the pulls were read"
+    logger.info("300 unread pulls of 3 MiB: RssAnon peak %d MiB", serve.peak >> 20)
 
 
 def test_rss_connections_holding_unfinished_frames(serve: Serve) -> None:
@@ -531,6 +534,7 @@ def test_rss_connections_holding_unfinished_frames(serve: Serve) -> None:
             select.select([], [e[0] for e in socks if e[2] < held], [], 0.1)
         _settle(serve)
         assert serve.peak < RSS_CEILING, f"RssAnon {serve.peak >> 20} MiB with 60 unfinished 15 MiB frames"
+        logger.info("60 unfinished 15 MiB frames: RssAnon peak %d MiB", serve.peak >> 20)
         # A normal client is served meanwhile.
         r = serve.call(serve.broker_port, RC.SEND_MESSAGE, send_ext("Normal", 0), b"still here")
         assert r.code == R.SUCCESS, r.remark
@@ -559,6 +563,7 @@ def test_rss_compressed_register_broker_bomb(serve: Serve) -> None:
     assert r.remark is not None and "inflates past 16777216 bytes" in r.remark
     _settle(serve, 0.5)
     assert serve.peak < RSS_CEILING, f"RssAnon {serve.peak >> 20} MiB after a compressed bomb"
+    logger.info("512 MiB REGISTER_BROKER bomb: RssAnon peak %d MiB", serve.peak >> 20)
     r = serve.call(serve.ns_port, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
     assert r.code == R.SUCCESS
     assert b"evil" not in r.body
