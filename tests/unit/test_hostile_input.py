@@ -22,6 +22,7 @@ from ferromq.namesrv.server import _decode_register_body
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
 from ferromq.protocol.headers import ext_int, ext_offset
+from ferromq.remoting.connection import RequestBudget
 from ferromq.remoting.dispatch import Dispatcher
 from ferromq.remoting.server import ServerLimits
 
@@ -219,3 +220,33 @@ def test_remoting_bounds_come_from_broker_conf(tmp_path: Path) -> None:
     conf.write_text("serverMaxConnections=0\nmaxTopicQueueNums=-1\n")
     with pytest.raises(ConfigError, match=r"serverMaxConnections must be > 0.*maxTopicQueueNums must be > 0"):
         load_broker_config(conf)
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self.granted: int | None = None
+
+    def _budget_granted(self, need: int) -> None:
+        self.granted = need
+
+
+def test_request_budget_grants_in_order_and_never_to_a_caller_it_refused() -> None:
+    budget = RequestBudget(100)
+    a, b, c = _Waiter(), _Waiter(), _Waiter()
+    assert budget.reserve(a, 0, 80)  # type: ignore[arg-type]
+    assert not budget.reserve(b, 0, 50)  # type: ignore[arg-type]
+    # c gives back what it held and asks for more while b waits: it queues behind b.
+    assert not budget.reserve(c, 0, 10)  # type: ignore[arg-type]
+    assert budget.used == 80 and b.granted is None and c.granted is None
+    budget.release(a, 80)  # type: ignore[arg-type]
+    assert (b.granted, c.granted, budget.used) == (50, 10, 60)
+    # A frame larger than the whole budget is granted when nothing else is reserved.
+    big = _Waiter()
+    assert not budget.reserve(big, 0, 500)  # type: ignore[arg-type]
+    budget.release(b, 50)  # type: ignore[arg-type]
+    assert big.granted is None
+    budget.release(c, 10)  # type: ignore[arg-type]
+    assert big.granted == 500 and budget.used == 500
+    # Shrinking a reservation always succeeds, and wakes nobody who does not fit.
+    assert budget.reserve(big, 500, 20)  # type: ignore[arg-type]
+    assert budget.used == 20

@@ -93,13 +93,15 @@ class RequestBudget:
         """Moves `conn`'s reservation from `held` to `need` bytes; False (and `conn` waits, its
         reservation released) when a larger one does not fit or others wait before it."""
         self.used -= held
-        if need <= held or (not self._waiting and self._fits(need)):
+        if need <= held:
             self.used += need
-            if need < held:
-                self._wake()
+            self._wake()
+            return True
+        self._wake()  # those waiting before, first (`held` is free now)
+        if not self._waiting and self._fits(need):
+            self.used += need
             return True
         self._waiting[conn] = need
-        self._wake()
         return False
 
     def release(self, conn: Connection, held: int) -> None:
