@@ -130,11 +130,14 @@ class RemotingServer:
 
     def sweep(self, now: float) -> None:
         """Closes connections idle past `idle_timeout` and those whose unfinished frame is older
-        than `read_timeout` (not while the server itself holds them back for unread replies)."""
+        than `read_timeout` (not while the server itself holds them back for unread replies).
+        One log line per reason and sweep, however many connections it closes."""
         idle, read = self.limits.idle_timeout, self.limits.read_timeout
+        idle_peers: list[str] = []
+        slow_peers: list[str] = []
         for conn in list(self.connections):
             if idle and now - max(conn.last_read, conn.last_write) > idle:
-                logger.info("closing %s: no traffic for %.0f s", conn.peer, idle)
+                idle_peers.append(conn.peer)
                 conn.abort(CloseReason.IDLE)
             elif (
                 read
@@ -142,8 +145,24 @@ class RemotingServer:
                 and now - conn.partial_since > read
                 and "replies" not in conn.reading_paused_for
             ):
-                logger.info("closing %s: an unfinished frame waited %.0f s", conn.peer, read)
+                slow_peers.append(conn.peer)
                 conn.abort(CloseReason.READ_TIMEOUT)
+        if idle_peers:
+            logger.info(
+                "port %d: closed %d connection(s) with no traffic for %g s (%s)",
+                self.port,
+                len(idle_peers),
+                idle,
+                _some(idle_peers),
+            )
+        if slow_peers:
+            logger.info(
+                "port %d: closed %d connection(s) whose frame did not arrive within %g s (%s)",
+                self.port,
+                len(slow_peers),
+                read,
+                _some(slow_peers),
+            )
 
     async def stop(self) -> None:
         if self._server is None:
@@ -157,6 +176,10 @@ class RemotingServer:
             await conn.close(CloseReason.SHUTDOWN)
         await self._server.wait_closed()
         self._server = None
+
+
+def _some(peers: list[str], shown: int = 3) -> str:
+    return ", ".join(peers[:shown]) + (f" and {len(peers) - shown} more" if len(peers) > shown else "")
 
 
 def _fd_bounded(max_connections: int) -> int:
