@@ -497,6 +497,75 @@ def test_rss_pipelined_pulls_without_reading(serve: Serve) -> None:
     logger.info("300 unread pulls of 3 MiB: RssAnon peak %d MiB", serve.peak >> 20)
 
 
+def _held_pulls(serve: Serve, topic: str, count: int) -> socket.socket:
+    """A socket that reads nothing, with `count` pulls held on the empty queue 0 of `topic`."""
+    r = serve.call(
+        serve.broker_port,
+        RC.UPDATE_AND_CREATE_TOPIC,
+        {"topic": topic, "readQueueNums": 1, "writeQueueNums": 1, "perm": 6},
+    )
+    assert r.code == R.SUCCESS, r.remark
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.connect(("127.0.0.1", serve.broker_port))
+    ext = _strs(pull_ext("HeldG", topic, 0, 0, sysFlag=6, suspendTimeoutMillis=60_000))
+    sock.sendall(
+        b"".join(encode(RemotingCommand(RC.PULL_MESSAGE, opaque=i + 1, ext=ext)) for i in range(count))
+    )
+    deadline = time.monotonic() + WAIT
+    while True:
+        info = serve.call(serve.broker_port, RC.GET_BROKER_RUNTIME_INFO, {})
+        if int(orjson.loads(info.body)["table"]["pullHeldCount"]) >= count:
+            return sock
+        assert time.monotonic() < deadline, "the pulls were not held"
+        time.sleep(0.05)
+
+
+def test_rss_held_pulls_woken_by_one_large_message(serve: Serve) -> None:
+    """200 pulls held on an empty queue of a peer that reads nothing, then one 3 MiB message
+    wakes them all: each reads it only once the replies before it have left."""
+    size = 3 * 1024 * 1024
+    with _held_pulls(serve, "HeldPull", 200) as sock:
+        r = serve.call(serve.broker_port, RC.SEND_MESSAGE, send_ext("HeldPull", 0), b"h" * size)
+        assert r.code == R.SUCCESS, r.remark
+        _settle(serve)
+        assert serve.peak < RSS_CEILING, f"RssAnon {serve.peak >> 20} MiB with 200 woken pulls unread"
+        reader = FrameReader(sock)
+        deadline = time.monotonic() + 120
+        for _ in range(200):
+            reply = reader.read(deadline)
+            assert reply.code == R.SUCCESS and len(reply.body) > size
+    logger.info("200 held pulls woken by a 3 MiB message: RssAnon peak %d MiB", serve.peak >> 20)
+
+
+def test_rss_pipelined_lookups_without_reading(serve: Serve) -> None:
+    """VIEW_MESSAGE_BY_ID is answered by a task, not at once: 200 pipelined lookups of a 3 MiB
+    message from a peer that reads nothing are read from the store one drained reply at a time."""
+    size = 3 * 1024 * 1024
+    r = serve.call(serve.broker_port, RC.SEND_MESSAGE, send_ext("Lookup", 0), b"v" * size)
+    assert r.code == R.SUCCESS, r.remark
+    # The offsetMsgId ends with the physical offset (16 hex digits).
+    offset = int(r.ext["msgId"][-16:], 16)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.connect(("127.0.0.1", serve.broker_port))
+    with sock:
+        ext = {"offset": str(offset)}
+        sock.sendall(
+            b"".join(
+                encode(RemotingCommand(RC.VIEW_MESSAGE_BY_ID, opaque=i + 1, ext=ext)) for i in range(200)
+            )
+        )
+        _settle(serve)
+        assert serve.peak < RSS_CEILING, f"RssAnon {serve.peak >> 20} MiB with 200 unread lookups"
+        reader = FrameReader(sock)
+        deadline = time.monotonic() + 120
+        for _ in range(200):
+            reply = reader.read(deadline)
+            assert reply.code == R.SUCCESS and len(reply.body) > size, reply.remark
+    logger.info("200 unread lookups of a 3 MiB message: RssAnon peak %d MiB", serve.peak >> 20)
+
+
 def test_rss_connections_holding_unfinished_frames(serve: Serve) -> None:
     """60 connections each send 15 MiB of a 16 MiB frame and stop."""
     held = 15 * 1024 * 1024

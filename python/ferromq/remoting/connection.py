@@ -22,7 +22,7 @@ import itertools
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import cast
@@ -417,6 +417,14 @@ class Connection(asyncio.Protocol):
             self.write(reply)
 
     async def _handle(self, cmd: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:
+        try:
+            # A request handled as a task does its work (a store read, a reply built) only once
+            # the peer takes the replies it was given: pipelined requests do not pile up replies.
+            await self.replies_drained()
+        except BaseException:
+            if isinstance(answer, Coroutine):
+                answer.close()  # never started
+            raise
         reply = await answer
         if reply is not None and not cmd.is_oneway and not self.closed:
             self.write(reply)
@@ -431,7 +439,9 @@ class Connection(asyncio.Protocol):
         self._out_bytes += len(head) + len(body)
         if body:
             self._out.append(body)
-        if not self._flush_scheduled:
+        if self._out_bytes >= _FLUSH_AT:
+            self._flush()  # at once: a peer that reads slowly pauses writing before the next reply
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
@@ -478,6 +488,14 @@ class Connection(asyncio.Protocol):
         self.write(cmd)
         self._flush()
         await self.drain()
+
+    async def replies_drained(self) -> None:
+        """Waits while a server connection's peer leaves more replies unread than its bound (see
+        `ConnectionLimits.reply_buffer_bytes`); at once otherwise, or when the connection closes."""
+        while self._held_for_replies() and not self.closed:
+            waiter: asyncio.Future[None] = self._loop.create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
 
     async def drain(self) -> None:
         """Waits while the socket's send buffer is over its high-water mark."""

@@ -161,7 +161,9 @@ def pull_message(
     _commit(broker, group, topic, queue_id, sys_flag, commit_offset)
     if code == ResponseCode.PULL_NOT_FOUND and sys_flag & FLAG_SUSPEND:
         timeout = suspend_ms if broker.config.long_polling_enable else broker.config.short_polling_time_mills
-        return _pull_after_hold(broker, cmd, topic, queue_id, offset, max_msgs, sub, sql, timeout / 1000.0)
+        return _pull_after_hold(
+            broker, conn, cmd, topic, queue_id, offset, max_msgs, sub, sql, timeout / 1000.0
+        )
     code, next_begin = _offset_moved(broker, group, topic, queue_id, offset, result, code)
     return _pull_reply(cmd, result, code, sql, next_begin)
 
@@ -213,6 +215,7 @@ def _offset_moved(
 
 async def _pull_after_hold(
     broker: Broker,
+    conn: Connection,
     cmd: RemotingCommand,
     topic: str,
     queue_id: int,
@@ -230,6 +233,9 @@ async def _pull_after_hold(
         return codes is None or as_int32(tags_code) in codes
 
     await broker.hold.hold(topic, queue_id, offset, timeout, matches)
+    # Many held pulls woken at once by one large message: each reads it only when the peer has
+    # taken the replies before (a peer that reads nothing does not make the broker hold them all).
+    await conn.replies_drained()
     result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
     group = ext_str(cmd, "consumerGroup")
     code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
