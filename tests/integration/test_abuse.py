@@ -29,7 +29,7 @@ from ferromq.jsonutil import loads_lenient
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand, decode_frame, encode
-from ferromq.remoting.connection import CloseReason
+from ferromq.remoting.connection import CloseReason, Connection
 
 from .brokerkit import Client, batch_body, properties, pull_ext, running, send_ext
 
@@ -274,6 +274,54 @@ async def _read_reply(reader: asyncio.StreamReader) -> RemotingCommand:
     decoded = decode_frame(head + rest)
     assert decoded is not None
     return decoded[0]
+
+
+def test_requests_in_flight_of_all_connections_are_bounded(tmp_path: Path) -> None:
+    """serverMaxInflightRequests: held pulls are cheap to send and each holds memory until it is
+    answered; past the bound, connections that add requests are not read until an eighth of them
+    are done (here: a message wakes the held pulls)."""
+
+    async def main() -> None:
+        async with running(tmp_path, server_max_inflight_requests=50) as (_, broker):
+            server = broker.server
+            assert server is not None
+            c = await Client().connect(broker.port)
+            r = await c.call(
+                RC.UPDATE_AND_CREATE_TOPIC,
+                {"topic": "Busy", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6},
+            )
+            assert r.code == R.SUCCESS
+            reader, writer = await raw_connect(broker.port)
+            ext = _strs(pull_ext("BusyG", "Busy", 0, 0, sysFlag=6, suspendTimeoutMillis=60_000))
+            writer.write(
+                b"".join(encode(RemotingCommand(RC.PULL_MESSAGE, opaque=i + 1, ext=ext)) for i in range(60))
+            )
+            await until(lambda: broker.hold.held_count == 60, "60 pulls held")
+            holder = next(x for x in server.connections if x.reading_paused_for)
+            assert holder.reading_paused_for == {"busy"}
+            # A request of another connection is answered; the connection is then not read either.
+            assert (await c.call(RC.GET_MAX_OFFSET, {"topic": "Busy", "queueId": 0})).code == R.SUCCESS
+            await until(lambda: "busy" in c_conn(server, c).reading_paused_for, "the client waits")
+            pending = asyncio.ensure_future(c.call(RC.GET_MAX_OFFSET, {"topic": "Busy", "queueId": 0}))
+            # A producer's first request still gets in: the message wakes the held pulls.
+            p = await Client().connect(broker.port)
+            assert (await p.call(RC.SEND_MESSAGE, send_ext("Busy", 0), b"wake up")).code == R.SUCCESS
+            for _ in range(60):
+                assert (await asyncio.wait_for(_read_reply(reader), WAIT)).code == R.SUCCESS
+            r = await asyncio.wait_for(pending, WAIT)
+            assert r.code == R.SUCCESS and r.ext["offset"] == "1"
+            await until(lambda: not any(x.reading_paused_for for x in server.connections), "all read again")
+            writer.close()
+            await c.close()
+            await p.close()
+
+    run(main())
+
+
+def c_conn(server: object, client: Client) -> Connection:
+    """The server side of a test client's connection."""
+    port = client.conn._transport.get_extra_info("sockname")[1]  # type: ignore[union-attr]
+    return next(x for x in server.connections if x.peer_port == port)  # type: ignore[attr-defined]
 
 
 # -- refusals with RocketMQ codes ----------------------------------------------------------------

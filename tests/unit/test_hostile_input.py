@@ -205,6 +205,7 @@ def test_remoting_bounds_come_from_broker_conf(tmp_path: Path) -> None:
     conf.write_text(
         "serverChannelMaxIdleTimeSeconds=7\nserverReadTimeoutSeconds=0\nserverMaxConnections=50\n"
         "serverRequestBufferBytes=1048576\nserverReplyBufferBytes=65536\nmaxTopicQueueNums=8\n"
+        "serverMaxInflightRequests=500\n"
     )
     cfg = load_broker_config(conf, strict=True)
     assert server_limits(cfg) == ServerLimits(
@@ -213,6 +214,7 @@ def test_remoting_bounds_come_from_broker_conf(tmp_path: Path) -> None:
         max_connections=50,
         request_buffer_bytes=1048576,
         reply_buffer_bytes=65536,
+        max_inflight_requests=500,
     )
     assert cfg.max_topic_queue_nums == 8
     defaults = server_limits(load_broker_config(None))

@@ -298,6 +298,7 @@ def server_limits(cfg: BrokerConfig) -> ServerLimits:
         max_connections=cfg.server_max_connections,
         request_buffer_bytes=cfg.server_request_buffer_bytes,
         reply_buffer_bytes=cfg.server_reply_buffer_bytes,
+        max_inflight_requests=cfg.server_max_inflight_requests,
     )
 
 

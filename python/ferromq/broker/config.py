@@ -113,6 +113,7 @@ class BrokerConfig:
     server_max_connections: int = 10_000
     server_request_buffer_bytes: int = 128 * 1024 * 1024
     server_reply_buffer_bytes: int = 16 * 1024 * 1024
+    server_max_inflight_requests: int = 100_000
     max_topic_queue_nums: int = 1024
     # Retention, as RocketMQ's MessageStoreConfig: CommitLog files last modified more than
     # fileReservedTime hours ago go at the deleteWhen hours ("04", "04;16"), or at any hour when the
@@ -245,6 +246,7 @@ _AT_LEAST: dict[str, int] = {
     "server_max_connections": 1,
     "server_request_buffer_bytes": 1,
     "server_reply_buffer_bytes": 1,
+    "server_max_inflight_requests": 1,
     "max_topic_queue_nums": 1,
     "file_reserved_time": 0,
     "delete_commit_log_files_interval": 0,

@@ -81,10 +81,30 @@ class RequestBudget:
     read; one that fits, or any when nothing is reserved (a frame larger than the budget), is
     granted, so every granted frame can complete and no set of waiting connections deadlocks."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, max_inflight: int | None = None) -> None:
         self.limit = limit
         self.used = 0
         self._waiting: dict[Connection, int] = {}  # insertion-ordered: connection -> bytes needed
+        # Requests being handled by all connections, and those not read while too many are.
+        self.inflight = 0
+        self.max_inflight = max_inflight
+        self._busy: set[Connection] = set()
+
+    def request_started(self, conn: Connection) -> bool:
+        """Counts a request being handled; True when there are too many (`conn` is then not read
+        until an eighth of them are done)."""
+        self.inflight += 1
+        if self.max_inflight is not None and self.inflight >= self.max_inflight:
+            self._busy.add(conn)
+            return True
+        return False
+
+    def request_done(self) -> None:
+        self.inflight -= 1
+        if self._busy and self.max_inflight is not None and self.inflight <= self.max_inflight * 7 // 8:
+            busy, self._busy = self._busy, set()
+            for conn in busy:
+                conn._resume("busy")
 
     def _fits(self, need: int) -> bool:
         return self.used == 0 or self.used + need <= self.limit
@@ -106,6 +126,7 @@ class RequestBudget:
 
     def release(self, conn: Connection, held: int) -> None:
         self._waiting.pop(conn, None)
+        self._busy.discard(conn)
         self.used -= held
         self._wake()
 
@@ -156,7 +177,8 @@ class Connection(asyncio.Protocol):
         self._tasks: set[asyncio.Task[None]] = set()
         # Requests being handled (tasks and futures); past MAX_INFLIGHT_REQUESTS reading pauses.
         self._inflight = 0
-        # Why reading is paused: "inflight", "replies" (the peer does not read), "budget".
+        # Why reading is paused: "inflight" (this connection's), "busy" (all connections'),
+        # "replies" (the peer does not read), "budget" (unfinished frames).
         self._pauses: set[str] = set()
         # Bytes of `_buf` counted in the request budget.
         self._budgeted = 0
@@ -394,11 +416,16 @@ class Connection(asyncio.Protocol):
         self._inflight += 1
         if self._inflight >= MAX_INFLIGHT_REQUESTS:
             self._pause("inflight")
+        budget = self._limits.request_budget
+        if budget is not None and budget.request_started(self):
+            self._pause("busy")
 
     def _one_done(self) -> None:
         self._inflight -= 1
         if self._inflight <= MAX_INFLIGHT_REQUESTS // 2:
             self._resume("inflight")
+        if self._limits.request_budget is not None:
+            self._limits.request_budget.request_done()
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -46,6 +46,9 @@ class ServerLimits:
     """Bytes of unfinished request frames all connections may hold together."""
     reply_buffer_bytes: int = 16 * 1024 * 1024
     """Unread reply bytes per connection past which its requests are not read."""
+    max_inflight_requests: int = 100_000
+    """Requests being handled (held pulls included) of all connections together, past which no
+    connection that adds one is read until an eighth of them are done."""
 
 
 class RemotingServer:
@@ -62,7 +65,7 @@ class RemotingServer:
         self._port = port
         self._max_frame = max_frame
         self.limits = limits or ServerLimits()
-        self._budget = RequestBudget(self.limits.request_buffer_bytes)
+        self._budget = RequestBudget(self.limits.request_buffer_bytes, self.limits.max_inflight_requests)
         self._conn_limits = ConnectionLimits(self.limits.reply_buffer_bytes, self._budget)
         self._max_connections = self.limits.max_connections
         self._server: asyncio.Server | None = None
