@@ -189,6 +189,41 @@ def test_peer_not_reading_replies_stops_being_read(tmp_path: Path) -> None:
     run(main())
 
 
+def test_broker_stops_while_a_peer_reads_nothing(tmp_path: Path) -> None:
+    """Shutdown lets a peer take its last replies for a moment, then aborts its connection (a
+    graceful close waited for a peer that never reads forever)."""
+
+    async def main() -> None:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.setblocking(False)
+        try:
+            async with running(tmp_path, server_reply_buffer_bytes=1024 * 1024) as (_, broker):
+                server = broker.server
+                assert server is not None
+                c = await Client().connect(broker.port)
+                assert (
+                    await c.call(RC.SEND_MESSAGE, send_ext("Stop", 0), bytes(512 * 1024))
+                ).code == R.SUCCESS
+                await c.close()
+                await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", broker.port))
+                pull = _strs(pull_ext("G", "Stop", 0, 0))
+                frames = b"".join(
+                    encode(RemotingCommand(RC.PULL_MESSAGE, opaque=i + 1, ext=pull)) for i in range(50)
+                )
+                await asyncio.get_running_loop().sock_sendall(sock, frames)
+                port = sock.getsockname()[1]
+                await until(
+                    lambda: any(x.peer_port == port and x.reading_paused_for for x in server.connections),
+                    "the peer is held back",
+                )
+            assert server.closed_by_reason[CloseReason.SHUTDOWN] >= 1
+        finally:
+            sock.close()
+
+    run(main())
+
+
 def _strs(ext: dict[str, object]) -> dict[str, str]:
     return {k: str(v) for k, v in ext.items()}
 

@@ -175,8 +175,8 @@ class RemotingServer:
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
         self._server.close()
-        for conn in list(self.connections):
-            await conn.close(CloseReason.SHUTDOWN)
+        # Together: each may linger a moment for a peer to take its last replies.
+        await asyncio.gather(*(conn.close(CloseReason.SHUTDOWN) for conn in list(self.connections)))
         await self._server.wait_closed()
         self._server = None
 
