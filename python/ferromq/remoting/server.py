@@ -118,10 +118,12 @@ class RemotingServer:
         now = time.monotonic()
         if now - self._refusal_logged_at >= REFUSAL_LOG_INTERVAL:
             logger.warning(
-                "port %d: %d connection(s) refused: %d open, the limit (serverMaxConnections)",
+                "port %d: %d connection(s) refused since the last such line: %d open, the limit "
+                "(serverMaxConnections=%d)",
                 self.port,
                 self._refused_unlogged,
                 len(self.connections),
+                self._max_connections,
             )
             self._refused_unlogged = 0
             self._refusal_logged_at = now
