@@ -35,6 +35,7 @@ from ferromq.store import MessageStore
 logger = logging.getLogger("ferromq")
 
 EXIT_USAGE = 2
+REGISTER_TIMEOUT = 30
 EXIT_INTERRUPTED = 130
 STORE_OPTION = "--store / storePathRootDir"
 
@@ -145,6 +146,9 @@ async def _run_serve(args: argparse.Namespace) -> None:
         await _start_broker(broker, args.host)
         try:
             cfg = broker.config
+            # Serving means clients find the broker: its topics are routed once it registered.
+            if not await ns.wait_registered(cfg.broker_addr, REGISTER_TIMEOUT):
+                logger.warning("the broker did not register with the name server in %d s", REGISTER_TIMEOUT)
             print(
                 f"ferromq serving: name server {args.host}:{ns.port}, broker {cfg.broker_name} "
                 f"on {args.host}:{broker.port}, store {cfg.store_path_root_dir} (profile {cfg.profile})",

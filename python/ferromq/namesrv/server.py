@@ -63,6 +63,15 @@ class NameServer:
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
         logger.info("name server listening on port %d", self.port)
 
+    async def wait_registered(self, broker_addr: str, timeout: float) -> bool:
+        """Waits (bounded) until the broker at `broker_addr` has registered; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while broker_addr not in self.routes.live:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
     async def stop(self) -> None:
         if self._scan_task is not None:
             self._scan_task.cancel()

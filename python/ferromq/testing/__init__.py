@@ -132,11 +132,8 @@ class Broker:
             )
             self._broker = _Broker(cfg, "127.0.0.1")
             await self._broker.start()
-            deadline = time.monotonic() + START_TIMEOUT
-            while self.broker_addr not in self._ns.routes.live:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the broker did not register within {START_TIMEOUT} s")
-                await asyncio.sleep(POLL_INTERVAL)
+            if not await self._ns.wait_registered(self.broker_addr, START_TIMEOUT):
+                raise TimeoutError(f"the broker did not register within {START_TIMEOUT} s")
             self._admin = Admin(self.namesrv)
             await self._admin.start()
         except BaseException:
