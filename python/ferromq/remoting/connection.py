@@ -10,8 +10,10 @@ pending request with `ConnectionClosedError`, and records why it closed (`close_
 
 Memory stays bounded on a server connection (`ConnectionLimits`): a peer that does not read its
 replies stops being read once `reply_buffer_bytes` wait for it (the requests already read wait
-undecoded until the replies drain), and the bytes of unfinished frames of all connections share
-one `RequestBudget`: a connection that would go over it stops being read until others finish.
+undecoded, and requests handled as tasks start their work, only once the replies drain); the
+unfinished frames of all connections share one `RequestBudget` of bytes (each reserves its whole
+length; a connection whose frame does not fit is not read until it does), which also bounds the
+requests being handled by all connections together. A client connection (no limits) always reads.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ _ABORTIVE = frozenset({CloseReason.IDLE, CloseReason.READ_TIMEOUT, CloseReason.C
 
 
 class RequestBudget:
-    """The bytes of unfinished request frames all connections of a server may hold together.
+    """The bytes of unfinished request frames all connections of a server may hold together, and
+    the count of requests they are having handled.
 
     A connection with an unfinished frame reserves the frame's whole length (its header says it).
     A reservation that does not fit waits, first come first served, with the connection not being
