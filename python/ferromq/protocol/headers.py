@@ -47,11 +47,13 @@ def java_number(value: str, key: str) -> int:
         n = int(value)
     except ValueError:
         raise MissingHeaderFieldError(f"the custom field <{key}> is not a number: {value[:64]!r}") from None
-    if key in INT_FIELDS:
-        if not JAVA_INT_MIN <= n <= JAVA_INT_MAX:
-            raise MissingHeaderFieldError(f"the custom field <{key}> is out of the range of an int: {n}")
-    elif not JAVA_LONG_MIN <= n <= JAVA_LONG_MAX:
-        raise MissingHeaderFieldError(f"the custom field <{key}> is out of the range of a long: {value[:64]}")
+    kind, low, high = (
+        ("an int", JAVA_INT_MIN, JAVA_INT_MAX)
+        if key in INT_FIELDS
+        else ("a long", JAVA_LONG_MIN, JAVA_LONG_MAX)
+    )
+    if not low <= n <= high:
+        raise MissingHeaderFieldError(f"the custom field <{key}> is out of the range of {kind}: {value[:64]}")
     return n
 
 
