@@ -36,7 +36,7 @@ from ferromq.message import (
 )
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import FLAG_RESPONSE, RemotingCommand
-from ferromq.protocol.headers import ext_int, ext_offset, ext_str, java_number
+from ferromq.protocol.headers import JAVA_INT_MAX, JAVA_LONG_MAX, ext_int, ext_offset, ext_str, java_number
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
@@ -114,11 +114,13 @@ _V1_ORDER = _FIELDS
 _V2_ORDER = tuple(_V2_KEYS[f] for f in _FIELDS)
 
 
-def _num(ext: dict[str, str], key: str, name: str, default: int | None = None) -> int:
-    """`_int` with the common case (a valid number within an int) first."""
+def _num(
+    ext: dict[str, str], key: str, name: str, default: int | None = None, high: int = JAVA_INT_MAX
+) -> int:
+    """`_int` with the common case (a valid number within Java's int, or long with `high`) first."""
     try:
         n = int(ext[key])
-        if -0x80000000 <= n <= 0x7FFFFFFF:
+        if -high - 1 <= n <= high:
             return n
     except (KeyError, ValueError):
         pass
@@ -148,7 +150,7 @@ def parse_send_header(cmd: RemotingCommand) -> SendHeader:
         _num(ext, kdq, "defaultTopicQueueNums", 4),
         _num(ext, kq, "queueId"),
         _num(ext, ksf, "sysFlag", 0),
-        _num(ext, kbt, "bornTimestamp", 0),
+        _num(ext, kbt, "bornTimestamp", 0, JAVA_LONG_MAX),
         _num(ext, kf, "flag", 0),
         ext.get(kp, ""),
         _num(ext, krt, "reconsumeTimes", 0),
