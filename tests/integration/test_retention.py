@@ -102,6 +102,9 @@ def test_old_files_go_and_pulls_move_to_the_new_minimum(tmp_path: Path) -> None:
             # ... recorded as an OffsetMovedEvent, as Java's broker does.
             events = broker.store.get_messages("OFFSET_MOVED_EVENT", 0, 0)
             assert len(events) == 1 and events[0].tags == "G" and events[0].keys == ["G"]
+            # A negative offset is too small as well (Java 4.9.7 answers the same).
+            r = await c.call(RC.PULL_MESSAGE, pull_ext("G", "RT", 0, -1))
+            assert r.code == R.PULL_OFFSET_MOVED and int(r.ext["nextBeginOffset"]) == new_min
             assert json.loads(events[0].body) == {
                 "consumerGroup": "G",
                 "messageQueue": {"brokerName": "broker-a", "queueId": 0, "topic": "RT"},

@@ -103,7 +103,9 @@ def test_header_numbers_past_java_types_are_refused(key: str, value: str, messag
     assert key in str(e.value) and "OverflowError" not in str(e.value)
 
 
-def test_negative_offsets_are_refused() -> None:
+def test_negative_offsets_are_refused_where_java_refuses_them() -> None:
+    # (A pull's negative queueOffset is not refused: Java answers PULL_OFFSET_MOVED to the min, and
+    # so does ferromq: tests/integration/test_retention.py.)
     cmd = RemotingCommand(code=11, ext={"queueOffset": "-1", "queueId": "3"})
     with pytest.raises(MissingHeaderFieldError, match="queueOffset> must not be negative"):
         ext_offset(cmd, "queueOffset")

@@ -129,7 +129,8 @@ def pull_message(
     group = ext_str(cmd, "consumerGroup")
     topic = ext_str(cmd, "topic")
     queue_id = ext_offset(cmd, "queueId")
-    offset = ext_offset(cmd, "queueOffset")
+    # A negative offset is "too small", as in Java 4.9.7: PULL_OFFSET_MOVED to the queue's min.
+    offset = ext_int(cmd, "queueOffset")
     max_msgs = max(1, ext_int(cmd, "maxMsgNums", 32))
     sys_flag = ext_int(cmd, "sysFlag", 0)
     commit_offset = ext_int(cmd, "commitOffset", -1)
