@@ -5,8 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ferromq_store::message::MessageMeta;
 use ferromq_store::{CleanInput, GetStatus, MessageStore, StoreConfig};
+
+mod common;
+use common::meta;
 
 const CL_SIZE: u64 = 64 * 1024;
 
@@ -21,19 +23,6 @@ fn config(root: &Path) -> StoreConfig {
     // No preallocated next file in the directory listings (one test turns it on).
     c.warm_mapped_file_enable = false;
     c
-}
-
-fn meta(topic: &str, queue_id: i32) -> MessageMeta<'_> {
-    MessageMeta {
-        topic,
-        queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: "127.0.0.1:5555".parse().unwrap(),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-    }
 }
 
 /// `n` messages of about 1 KiB, alternating queues 0 and 1 of `T`, keyed `k{i}`.

@@ -6,9 +6,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use ferromq_store::hash::{java_string_hash, tags_code};
-use ferromq_store::message::{iter_records, sysflag, MessageMeta, RecordView};
+use ferromq_store::message::{iter_records, sysflag, RecordView};
 use ferromq_store::store::SCHEDULE_TOPIC;
 use ferromq_store::{BatchItem, FlushDiskType, GetStatus, MessageStore, StoreConfig, StoreError};
+
+mod common;
+use common::meta;
 
 fn small_config(root: &Path) -> StoreConfig {
     let mut c = StoreConfig::new(root);
@@ -18,19 +21,6 @@ fn small_config(root: &Path) -> StoreConfig {
     c.max_index_num = 4000;
     c.store_host = "127.0.0.1:10911".parse().unwrap();
     c
-}
-
-fn meta(topic: &str, queue_id: i32) -> MessageMeta<'_> {
-    MessageMeta {
-        topic,
-        queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: "127.0.0.1:5555".parse().unwrap(),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-    }
 }
 
 fn props(tag: &str, keys: &str, uniq: &str) -> String {
