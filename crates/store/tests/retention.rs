@@ -36,10 +36,16 @@ fn fill(store: &MessageStore, from: usize, n: usize) {
     }
 }
 
+/// The CommitLog's files (20-digit names: not one the warmer is creating under a temporary name).
 fn commitlog_files(root: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root.join("commitlog"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.len() == 20)
+        })
         .collect();
     v.sort();
     v

@@ -708,7 +708,11 @@ fn default_sized_files_take_disk_only_ahead_of_the_writer() {
     }
     let commitlog = dir.path().join("commitlog");
     wait_for("the next CommitLog file is preallocated", || {
-        std::fs::read_dir(&commitlog).unwrap().count() == 2
+        std::fs::read_dir(&commitlog)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().len() == 20)
+            .count()
+            == 2
     });
     // Files keep RocketMQ's lengths (a Java broker maps them as they are)...
     for entry in std::fs::read_dir(&commitlog).unwrap().flatten() {
