@@ -10,7 +10,8 @@
 #   ./scripts/test.sh [--quick] [pytest args...]   e.g. -k transactions, or -n 0 for one process
 #
 # pytest runs in FERROMQ_TEST_WORKERS parallel workers (default 3; the tests wait on sockets and
-# child JVMs as much as they compute); a module's tests stay on one worker.
+# child JVMs as much as they compute); a module's tests stay on one worker (`--dist loadfile`: they
+# share its module-scoped brokers, and some build on what an earlier one did).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,11 +52,11 @@ fi
 
 step "Python: tests ($WORKERS workers)"
 if [ "$QUICK" = 1 ]; then
-    "$VENV/bin/pytest" -n "$WORKERS" --dist loadgroup -m "not slow and not interop and not spark" \
+    "$VENV/bin/pytest" -n "$WORKERS" --dist loadfile -m "not slow and not interop and not spark" \
         tests/unit tests/integration "$@"
     exit 0
 fi
-"$VENV/bin/pytest" -n "$WORKERS" --dist loadgroup "$@"
+"$VENV/bin/pytest" -n "$WORKERS" --dist loadfile "$@"
 
 # Reached only when every test passed (set -e). Renders the README's compatibility section from the
 # interop results into build/compat-section.md and prints it; README.md itself is updated by hand with

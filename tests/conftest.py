@@ -21,29 +21,6 @@ SMALL = {
 }
 
 
-def _shares_module_state(item: pytest.Item) -> bool:
-    """The test uses a module- or class-scoped fixture (directly or through another fixture)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(
-        d.scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() for d in defs
-    )
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`): every Spark test runs on one worker (one Spark JVM),
-    the tests of a module that share a module-scoped fixture (a broker) run on one worker, and any
-    other test goes wherever a worker is free."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("spark"):
-            item.add_marker(pytest.mark.xdist_group("spark"))
-        elif _shares_module_state(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-
-
 @pytest.fixture
 def small_options() -> dict[str, int]:
     return dict(SMALL)

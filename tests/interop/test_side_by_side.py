@@ -294,6 +294,7 @@ def test_route_of_an_auto_created_topic(
 ) -> None:
     """After test_cpp_sync_batch_send_and_tag_filtered_pull created SbsCppTopic through the C++ producer."""
     results = {k: {"route": v} for k, v in both(endpoints, cpp_route).items()}
+    assert all(r["route"]["code"] == ResponseCode.SUCCESS for r in results.values()), results
     same(results, compat_none, endpoints, RAW, [("route", "route of an auto-created topic")])
     route = results["ferromq"]["route"]
     compat(
