@@ -48,7 +48,13 @@ def test_smoke_run_writes_every_field(tmp_path: Path) -> None:
         assert case["loadgen_exit"] == 0 and case["loadgen_failures"] == [], (where, case["loadgen_failures"])
         produce, consume = case["produce"], case["consume"]
         # The smoke preset caps the produce phase at 300 messages; every one is read back from offset 0.
-        assert produce["sent_ok"] == 300 and produce["errors"] == 0 and produce["msg_per_s"] > 0, where
+        # The Java broker sheds load on a busy machine ("[TIMEOUT_CLEAN_QUEUE]broker busy", code 2, a
+        # refusal before anything is stored: 12 of 300 once on this 2-core machine); those are counted
+        # apart. ferromq must take every send.
+        refused = produce["errors"] + produce["not_ok"]
+        assert produce["sent_ok"] + refused == 300 and produce["msg_per_s"] > 0, (where, produce)
+        if refused:
+            assert case["broker"] == "rocketmq" and "busy" in str(produce["first_error"]), (where, produce)
         assert consume["complete"] and consume["received"] == produce["sent_ok"], (where, consume)
         assert consume["msg_per_s"] > 0, where
         [lat] = case["latency"]
