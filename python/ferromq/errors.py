@@ -69,6 +69,20 @@ class FlushDiskTimeoutError(StoreError):
     code = ResponseCode.FLUSH_DISK_TIMEOUT
 
 
+class DiskFullError(StoreError):
+    """A write was refused before anything was stored: the disk is fuller than
+    `diskSpaceWarningLevelRatio` or has no room left. Writes resume on their own when space returns."""
+
+    code = ResponseCode.SERVICE_NOT_AVAILABLE
+
+
+class DispatchBehindError(StoreError):
+    """Stored messages are not yet in their consume queues (a file there could not be created);
+    writes wait until the store has dispatched them, so that no queue offset is given twice."""
+
+    code = ResponseCode.SERVICE_NOT_AVAILABLE
+
+
 class ReadOnlyStoreError(StoreError):
     """A write was attempted on a store opened read-only."""
 

@@ -58,6 +58,8 @@ class StoreConfig:
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
     disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    """Above this percent of a store partition, writes are refused until space returns."""
     clean_file_forcibly_enable: bool = True
     delete_commitlog_files_interval_ms: int = 100
     delete_consume_queue_files_interval_ms: int = 100
@@ -92,6 +94,18 @@ class RetentionStats:
     consume_queue_files_deleted: int
     index_files_deleted: int
     consume_queues_destroyed: int
+
+
+@dataclass(frozen=True)
+class SpaceStatus:
+    """The store's disks as writes see them."""
+
+    disk_full: bool
+    """Writes are refused (SERVICE_NOT_AVAILABLE) until usage falls under diskSpaceWarningLevelRatio."""
+    used_ratio: float
+    """Used fraction of the fuller store partition (CommitLog or consume queues); -1 unknown."""
+    dispatch_behind: int | None
+    """CommitLog offset from which stored records wait for their consume-queue units, if any."""
 
 
 PutResult = _store.PutResult
@@ -197,6 +211,10 @@ class MessageStore:
     @property
     def retention_stats(self) -> RetentionStats:
         return RetentionStats(*self._store.retention_stats)
+
+    def space_status(self) -> SpaceStatus:
+        """Measures the disks now (see `SpaceStatus`)."""
+        return SpaceStatus(*self._store.space_status())
 
     def refresh(self) -> None:
         """Read-only views: forget files the writer deleted (reads of those ranges then find nothing)

@@ -35,6 +35,8 @@ fn error_class_name(e: &StoreError) -> &'static str {
         StoreError::NotAStore(_) => "NotAStoreError",
         StoreError::Locked(_) => "StoreLockedError",
         StoreError::FlushTimeout { .. } => "FlushDiskTimeoutError",
+        StoreError::DiskFull { .. } => "DiskFullError",
+        StoreError::DispatchBehind { .. } => "DispatchBehindError",
         StoreError::ReadOnly => "ReadOnlyStoreError",
         StoreError::Closed => "StoreClosedError",
     }
@@ -278,7 +280,8 @@ impl Store {
         message_delay_level="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
         store_host="127.0.0.1:10911", check_crc_on_recover=true, warm_mapped_file_enable=true,
         file_reserved_time_hours=72, delete_when="04", disk_max_used_space_ratio=75,
-        disk_space_clean_forcibly_ratio=85, clean_file_forcibly_enable=true,
+        disk_space_clean_forcibly_ratio=85, disk_space_warning_level_ratio=90,
+        clean_file_forcibly_enable=true,
         delete_commitlog_files_interval_ms=100, delete_consume_queue_files_interval_ms=100,
         destroy_mapped_file_interval_forcibly_ms=120000, clean_resource_interval_ms=10000
     ))]
@@ -309,6 +312,7 @@ impl Store {
         delete_when: &str,
         disk_max_used_space_ratio: u32,
         disk_space_clean_forcibly_ratio: u32,
+        disk_space_warning_level_ratio: u32,
         clean_file_forcibly_enable: bool,
         delete_commitlog_files_interval_ms: u64,
         delete_consume_queue_files_interval_ms: u64,
@@ -341,6 +345,7 @@ impl Store {
         c.delete_when = delete_when.to_string();
         c.disk_max_used_space_ratio = disk_max_used_space_ratio;
         c.disk_space_clean_forcibly_ratio = disk_space_clean_forcibly_ratio;
+        c.disk_space_warning_level_ratio = disk_space_warning_level_ratio;
         c.clean_file_forcibly_enable = clean_file_forcibly_enable;
         c.delete_commitlog_files_interval_ms = delete_commitlog_files_interval_ms;
         c.delete_consume_queue_files_interval_ms = delete_consume_queue_files_interval_ms;
@@ -890,6 +895,14 @@ impl Store {
             s.index_files_deleted,
             s.consume_queues_destroyed,
         )
+    }
+
+    /// (disk_full, used_ratio, dispatch_behind): writes refused for a full disk, the used
+    /// fraction of the fuller store partition (-1 unknown), and the CommitLog offset from which
+    /// stored records wait to be dispatched (None when none do). Measures the disks now.
+    fn space_status(&self, py: Python<'_>) -> (bool, f64, Option<u64>) {
+        let s = py.detach(|| self.store.space_status());
+        (s.disk_full, s.used_ratio, s.dispatch_behind)
     }
 
     /// Read-only views: drops files the writer deleted and maps new ones.

@@ -52,6 +52,9 @@ pub struct StoreConfig {
     /// `diskSpaceCleanForciblyRatio` (percent; a JVM system property in RocketMQ, 85): above it,
     /// with `clean_file_forcibly_enable`, files are deleted whatever their age.
     pub disk_space_clean_forcibly_ratio: u32,
+    /// `diskSpaceWarningLevelRatio` (percent; a JVM system property in RocketMQ, 90): above it,
+    /// writes are refused until space returns, and files are deleted whatever their age.
+    pub disk_space_warning_level_ratio: u32,
     /// `cleanFileForciblyEnable`.
     pub clean_file_forcibly_enable: bool,
     /// `deleteCommitLogFilesInterval`: pause between two CommitLog file deletions.
@@ -98,6 +101,7 @@ impl StoreConfig {
             delete_when: "04".to_string(),
             disk_max_used_space_ratio: 75,
             disk_space_clean_forcibly_ratio: 85,
+            disk_space_warning_level_ratio: 90,
             clean_file_forcibly_enable: true,
             delete_commitlog_files_interval_ms: 100,
             delete_consume_queue_files_interval_ms: 100,
@@ -141,6 +145,10 @@ impl StoreConfig {
         if self.disk_space_clean_forcibly_ratio > 100 {
             problems
                 .push("disk_space_clean_forcibly_ratio must be a percentage (0-100)".to_string());
+        }
+        if self.disk_space_warning_level_ratio > 100 {
+            problems
+                .push("disk_space_warning_level_ratio must be a percentage (0-100)".to_string());
         }
         if self.clean_resource_interval_ms == 0 {
             problems.push("clean_resource_interval_ms must be > 0".to_string());

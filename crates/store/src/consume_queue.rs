@@ -2,8 +2,10 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::error::Result;
+use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
 
 pub const CQ_UNIT_SIZE: usize = 20;
@@ -286,15 +288,34 @@ impl ConsumeQueue {
         self.append_unit(target, unit)
     }
 
-    fn append_unit(&self, at: u64, unit: Unit) -> Result<()> {
+    /// Creates the file that will hold unit `first` and reserves the blocks of the `count` units
+    /// from there that it holds, so that they can be written once their records are (writer
+    /// only). Units of a batch that spill into the next file get it when they are written. A
+    /// queue with no file yet is left to `put`, which pads the head of its first file.
+    pub fn prepare(&self, first: i64, count: usize) -> Result<()> {
+        if self.files.is_empty() || first < self.max_offset() {
+            return Ok(());
+        }
+        let (f, pos) = self.writable_at(first as u64 * CQ_UNIT_SIZE as u64)?;
+        let end = (pos + count * CQ_UNIT_SIZE).min(self.files.file_size());
+        self.files.prepare_write(&f, end)
+    }
+
+    /// The file holding byte `at` of the queue, created if needed, with the unit there reserved.
+    fn writable_at(&self, at: u64) -> Result<(Arc<MappedFile>, usize)> {
         let file_size = self.files.file_size() as u64;
         let f = match self.files.last() {
             Some(f) if at < f.file_from_offset() + file_size => f,
             _ => self.files.roll(at / file_size * file_size)?,
         };
         let pos = (at - f.file_from_offset()) as usize;
-        debug_assert_eq!(pos, f.wrote_position());
         self.files.prepare_write(&f, pos + CQ_UNIT_SIZE)?;
+        Ok((f, pos))
+    }
+
+    fn append_unit(&self, at: u64, unit: Unit) -> Result<()> {
+        let (f, pos) = self.writable_at(at)?;
+        debug_assert_eq!(pos, f.wrote_position());
         let bytes = unit.encode();
         // Size last: a reader in another process that sees size > 0 sees the whole unit.
         f.write_at(pos, &bytes[..8]);

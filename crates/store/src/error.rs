@@ -37,6 +37,18 @@ pub enum StoreError {
     #[error("flush did not reach offset {offset} within {timeout_ms} ms")]
     FlushTimeout { offset: u64, timeout_ms: u64 },
 
+    /// A write refused before anything was stored: the disk holding `path` is fuller than
+    /// `diskSpaceWarningLevelRatio`, or a file could not get its blocks (RocketMQ answers
+    /// SERVICE_NOT_AVAILABLE). Writes are admitted again once there is room.
+    #[error("service not available now: the broker's disk is full, nothing was stored ({} {detail})", path.display())]
+    DiskFull { path: PathBuf, detail: String },
+
+    /// Records from CommitLog `offset` on are stored but not yet in their consume queue or the
+    /// index (creating a file there failed). Writes wait until they are, so that no queue
+    /// offset is handed out twice; the store retries on its own.
+    #[error("service not available now: messages from CommitLog offset {offset} are stored but not yet dispatched to their consume queues ({reason}); writes resume once they are")]
+    DispatchBehind { offset: u64, reason: String },
+
     #[error("store was opened read-only")]
     ReadOnly,
 
@@ -45,6 +57,32 @@ pub enum StoreError {
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
+
+impl StoreError {
+    /// True for an I/O error that says the disk (or the user's quota) is full.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, StoreError::Io { source, .. }
+            if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)))
+    }
+
+    /// A write's preparation failed for want of room: nothing was stored, say so.
+    pub(crate) fn into_disk_full(self) -> StoreError {
+        match self {
+            StoreError::Io { path, source }
+                if matches!(
+                    source.raw_os_error(),
+                    Some(libc::ENOSPC) | Some(libc::EDQUOT)
+                ) =>
+            {
+                StoreError::DiskFull {
+                    path,
+                    detail: format!("({source})"),
+                }
+            }
+            other => other,
+        }
+    }
+}
 
 /// Attach a path to an `io::Error`; used as `.map_err(io_err(&path))`.
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(io::Error) -> StoreError + '_ {

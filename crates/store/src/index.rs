@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::error::{io_err, Result, StoreError};
 use crate::hash::index_key_hash;
 use crate::mapped_file::{remove_unfinished_files, MappedFile};
+use crate::message::index_tokens;
 
 pub const INDEX_HEADER_SIZE: usize = 40;
 const SLOT_SIZE: usize = 4;
@@ -104,6 +105,12 @@ impl IndexFile {
         self.header().index_count as usize >= self.index_num
     }
 
+    /// How many more entries the file takes.
+    fn room(&self) -> usize {
+        self.index_num
+            .saturating_sub(self.header().index_count as usize)
+    }
+
     fn slot_pos(&self, key_hash: i32) -> usize {
         INDEX_HEADER_SIZE + (key_hash as usize % self.slot_num) * SLOT_SIZE
     }
@@ -114,6 +121,13 @@ impl IndexFile {
 
     fn read_i32(&self, pos: usize) -> i32 {
         i32::from_be_bytes(self.file.slice(pos, 4).unwrap().try_into().unwrap())
+    }
+
+    /// Reserves the blocks of the next `keys` entries (as many as the file has room for).
+    fn reserve_entries(&self, keys: usize) -> Result<()> {
+        let count = self.header.lock().unwrap().index_count as usize;
+        let end = (count + keys).min(self.index_num);
+        self.file.reserve(self.entry_pos(end))
     }
 
     /// Adds one key (writer only). Returns false when the file is full.
@@ -269,9 +283,13 @@ impl IndexService {
             .map_or(0, |f| f.header().end_timestamp)
     }
 
-    fn writable_file(&self) -> Result<Arc<IndexFile>> {
+    /// The file that takes a record's `keys` entries: the last one while they all fit, else a
+    /// new one. A record's entries stay in one file (unless they exceed a whole file), so that
+    /// `prepare` can reserve all of them before the record is written.
+    fn writable_file(&self, keys: usize) -> Result<Arc<IndexFile>> {
+        let fits = keys.clamp(1, self.index_num.saturating_sub(1).max(1));
         if let Some(last) = self.files.read().unwrap().last() {
-            if !last.is_full() {
+            if last.room() >= fits {
                 return Ok(last.clone());
             }
         }
@@ -310,6 +328,15 @@ impl IndexService {
         Ok(file)
     }
 
+    /// Makes room for `keys` more entries before the record they index is written (writer
+    /// only): the current file (or a new one when it is full) gets their blocks.
+    pub fn prepare(&self, keys: usize) -> Result<()> {
+        if keys == 0 {
+            return Ok(());
+        }
+        self.writable_file(keys)?.reserve_entries(keys)
+    }
+
     /// Indexes one dispatched record (writer only): `topic#UNIQ_KEY` and `topic#key` per KEYS
     /// token. Records at or below the last indexed offset are skipped (recovery dispatches some
     /// records again).
@@ -328,17 +355,14 @@ impl IndexService {
             return Ok(());
         }
         let mut buf = self.key_buf.lock().unwrap();
-        let mut file = self.writable_file()?;
-        let tokens = uniq_key
-            .into_iter()
-            .chain(keys.into_iter().flat_map(|k| k.split(' ')));
-        for key in tokens.filter(|k| !k.is_empty()) {
+        let mut file = self.writable_file(index_tokens(uniq_key, keys).count())?;
+        for key in index_tokens(uniq_key, keys) {
             buf.clear();
             buf.push_str(topic);
             buf.push('#');
             buf.push_str(key);
             if !file.put_key(&buf, phy_offset, store_timestamp)? {
-                file = self.writable_file()?;
+                file = self.writable_file(1)?;
                 file.put_key(&buf, phy_offset, store_timestamp)?;
             }
         }

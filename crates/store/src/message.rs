@@ -456,6 +456,23 @@ impl<'a> DispatchProperties<'a> {
         }
         out
     }
+
+    /// How many index entries the record makes (see [`index_tokens`]).
+    pub fn key_count(&self) -> usize {
+        index_tokens(self.uniq_key, self.keys).count()
+    }
+}
+
+/// The index keys of a record, without the `topic#` prefix: UNIQ_KEY, then each
+/// space-separated KEYS token.
+pub fn index_tokens<'a>(
+    uniq_key: Option<&'a str>,
+    keys: Option<&'a str>,
+) -> impl Iterator<Item = &'a str> {
+    uniq_key
+        .into_iter()
+        .chain(keys.into_iter().flat_map(|k| k.split(' ')))
+        .filter(|k| !k.is_empty())
 }
 
 /// All properties in order, as Java's decoder keeps them.

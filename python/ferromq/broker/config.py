@@ -65,6 +65,13 @@ def _default_broker_name() -> str:
         return "broker-a"
 
 
+_PERCENT_KEYS = (
+    "disk_max_used_space_ratio",
+    "disk_space_clean_forcibly_ratio",
+    "disk_space_warning_level_ratio",
+)
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     broker_cluster_name: str = "DefaultCluster"
@@ -123,6 +130,9 @@ class BrokerConfig:
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
     disk_space_clean_forcibly_ratio: int = 85
+    # Above diskSpaceWarningLevelRatio percent (a JVM system property in RocketMQ, a key here),
+    # writes are refused with SERVICE_NOT_AVAILABLE until space returns.
+    disk_space_warning_level_ratio: int = 90
     clean_file_forcibly_enable: bool = True
     delete_commit_log_files_interval: int = 100
     delete_consume_queue_files_interval: int = 100
@@ -150,6 +160,7 @@ class BrokerConfig:
             delete_when=self.delete_when,
             disk_max_used_space_ratio=self.disk_max_used_space_ratio,
             disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio,
+            disk_space_warning_level_ratio=self.disk_space_warning_level_ratio,
             clean_file_forcibly_enable=self.clean_file_forcibly_enable,
             delete_commitlog_files_interval_ms=self.delete_commit_log_files_interval,
             delete_consume_queue_files_interval_ms=self.delete_consume_queue_files_interval,
@@ -212,7 +223,7 @@ class BrokerConfig:
                 bad(name, f"<= {_MAX_VALUE.get(name, _JAVA_LONG_MAX)}")
         if not _DELETE_WHEN.fullmatch(self.delete_when):
             bad("delete_when", "hours of the day (0-23) separated by ';', like '04' or '04;16'")
-        for name in ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio"):
+        for name in _PERCENT_KEYS:
             if not 0 <= getattr(self, name) <= 100:
                 bad(name, "a percentage (0-100)")
         levels = self.message_delay_level.split()

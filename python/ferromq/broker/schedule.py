@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ferromq.broker.config_file import load_config_file, save_config_file
 from ferromq.broker.topics import SCHEDULE_TOPIC
-from ferromq.errors import StoreClosedError
+from ferromq.errors import DiskFullError, DispatchBehindError, StoreClosedError
 from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
@@ -95,6 +95,10 @@ class ScheduleMessageService:
                 wait = self._deliver_due(level)
             except StoreClosedError:
                 return
+            except (DiskFullError, DispatchBehindError) as e:
+                # The store logs the state change once; due messages wait in the schedule queue.
+                logger.debug("delay level %d: delivery waits for space: %s", level, e)
+                wait = RETRY_AFTER_FAILURE_SECONDS
             except Exception:
                 logger.exception("delay level %d: delivery failed; retrying", level)
                 wait = RETRY_AFTER_FAILURE_SECONDS

@@ -18,6 +18,7 @@ mod recovery;
 mod retention;
 mod schedule;
 mod services;
+mod space;
 
 use crate::columnar::{ColumnBatch, ColumnBuilder, ColumnFilter};
 use crate::commitlog::CommitLog;
@@ -37,6 +38,7 @@ pub use retention::{
     MAX_MANUAL_DELETE_FILE_TIMES,
 };
 pub use schedule::{DeliverResult, Delivered};
+pub use space::{SpaceStatus, SPACE_CHECK_INTERVAL_MS};
 
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 
@@ -198,6 +200,7 @@ struct Inner {
     /// Wakes the background services for shutdown.
     stop: (Mutex<bool>, Condvar),
     retention: retention::Retention,
+    space: space::DiskSpace,
 }
 
 pub struct MessageStore {
@@ -598,6 +601,15 @@ impl MessageStore {
     }
 
     /// Files deleted by retention since the store was opened.
+    /// Whether writes are being refused for a full disk, how full it is, and whether stored
+    /// records wait to be dispatched. Measures the disks now.
+    pub fn space_status(&self) -> SpaceStatus {
+        if !self.inner.config.read_only {
+            self.inner.check_space(true);
+        }
+        self.inner.space_status()
+    }
+
     pub fn retention_stats(&self) -> RetentionStats {
         self.inner.retention.stats()
     }
@@ -719,6 +731,7 @@ impl Inner {
             closed: AtomicBool::new(false),
             stop: (Mutex::new(false), Condvar::new()),
             retention: Default::default(),
+            space: Default::default(),
             config,
         };
         if writable {
@@ -992,14 +1005,30 @@ impl Inner {
         let dp = DispatchProperties::parse(props);
 
         let _guard = self.put_lock.lock().unwrap();
+        self.admit_write()?;
+        // Everything the record needs is created and its blocks reserved before it is written:
+        // running out of room refuses the message instead of storing half of it.
         let cq = if dispatched {
-            Some(self.queue_or_create(meta.topic, meta.queue_id)?)
+            Some(
+                self.queue_or_create(meta.topic, meta.queue_id)
+                    .map_err(StoreError::into_disk_full)?,
+            )
         } else {
             None
         };
         let queue_offset = cq.as_ref().map_or(0, |cq| cq.max_offset());
+        let indexed = tx != sysflag::TRANSACTION_ROLLBACK_TYPE;
+        let prepared = match &cq {
+            Some(cq) => cq.prepare(queue_offset, 1),
+            None => Ok(()),
+        }
+        .and_then(|()| match &self.index {
+            Some(index) if indexed => index.prepare(dp.key_count()),
+            _ => Ok(()),
+        })
+        .and_then(|()| self.commitlog.reserve(len));
+        let (file, pos) = prepared.map_err(StoreError::into_disk_full)?;
         let store_timestamp = self.next_store_timestamp();
-        let (file, pos) = self.commitlog.reserve(len)?;
         let physical_offset = (file.file_from_offset() + pos as u64) as i64;
         let place = Placement {
             queue_offset,
@@ -1011,30 +1040,35 @@ impl Inner {
         let out = unsafe { file.slice_mut(pos, len) };
         message::encode_record(out, &meta, body, crc, props.as_bytes(), &place);
         file.set_wrote_position(pos + len);
-        if let Some(cq) = &cq {
-            let code = match delay_ms {
-                Some(d) => store_timestamp + d,
-                None => tags_code(dp.tags),
-            };
-            cq.put(
-                queue_offset,
-                Unit {
-                    offset: physical_offset,
-                    size: len as i32,
-                    tags_code: code,
-                },
-            )?;
-        }
-        if tx != sysflag::TRANSACTION_ROLLBACK_TYPE {
-            if let Some(index) = &self.index {
-                index.build_index(
+        // The message is stored from here on: a dispatch failure is not the sender's error.
+        let dispatched = cq
+            .as_ref()
+            .map_or(Ok(()), |cq| {
+                let code = match delay_ms {
+                    Some(d) => store_timestamp + d,
+                    None => tags_code(dp.tags),
+                };
+                cq.put(
+                    queue_offset,
+                    Unit {
+                        offset: physical_offset,
+                        size: len as i32,
+                        tags_code: code,
+                    },
+                )
+            })
+            .and_then(|()| match &self.index {
+                Some(index) if indexed => index.build_index(
                     meta.topic,
                     dp.uniq_key,
                     dp.keys,
                     physical_offset,
                     store_timestamp,
-                )?;
-            }
+                ),
+                _ => Ok(()),
+            });
+        if let Err(e) = dispatched {
+            self.dispatch_failed(physical_offset as u64, &e);
         }
         self.last_store_ts.store(store_timestamp, Ordering::Release);
         drop(_guard);
@@ -1083,11 +1117,26 @@ impl Inner {
             total += len;
         }
 
+        let dps: Vec<DispatchProperties> = items
+            .iter()
+            .map(|item| DispatchProperties::parse(item.properties))
+            .collect();
+
         let _guard = self.put_lock.lock().unwrap();
-        let cq = self.queue_or_create(meta.topic, meta.queue_id)?;
+        self.admit_write()?;
+        let cq = self
+            .queue_or_create(meta.topic, meta.queue_id)
+            .map_err(StoreError::into_disk_full)?;
         let first_queue_offset = cq.max_offset();
+        let prepared = cq
+            .prepare(first_queue_offset, items.len())
+            .and_then(|()| match &self.index {
+                Some(index) => index.prepare(dps.iter().map(|dp| dp.key_count()).sum()),
+                None => Ok(()),
+            })
+            .and_then(|()| self.commitlog.reserve(total));
+        let (file, start) = prepared.map_err(StoreError::into_disk_full)?;
         let store_timestamp = self.next_store_timestamp();
-        let (file, start) = self.commitlog.reserve(total)?;
         let base = file.file_from_offset() as i64;
         let mut pos = start;
         let mut physical_offsets = Vec::with_capacity(items.len());
@@ -1116,24 +1165,30 @@ impl Inner {
             pos += len;
         }
         file.set_wrote_position(pos);
-        for (i, item) in items.iter().enumerate() {
-            let dp = DispatchProperties::parse(item.properties);
-            cq.put(
-                first_queue_offset + i as i64,
-                Unit {
-                    offset: physical_offsets[i],
-                    size: lens[i] as i32,
-                    tags_code: tags_code(dp.tags),
-                },
-            )?;
-            if let Some(index) = &self.index {
-                index.build_index(
-                    meta.topic,
-                    dp.uniq_key,
-                    dp.keys,
-                    physical_offsets[i],
-                    store_timestamp,
-                )?;
+        // Stored from here on (see `put_record`).
+        for (i, dp) in dps.iter().enumerate() {
+            let dispatched = cq
+                .put(
+                    first_queue_offset + i as i64,
+                    Unit {
+                        offset: physical_offsets[i],
+                        size: lens[i] as i32,
+                        tags_code: tags_code(dp.tags),
+                    },
+                )
+                .and_then(|()| match &self.index {
+                    Some(index) => index.build_index(
+                        meta.topic,
+                        dp.uniq_key,
+                        dp.keys,
+                        physical_offsets[i],
+                        store_timestamp,
+                    ),
+                    None => Ok(()),
+                });
+            if let Err(e) = dispatched {
+                self.dispatch_failed(physical_offsets[i] as u64, &e);
+                break;
             }
         }
         self.last_store_ts.store(store_timestamp, Ordering::Release);

@@ -141,7 +141,7 @@ impl Inner {
     }
 
     /// Builds the consume-queue unit and index entries of a record found in the CommitLog.
-    fn dispatch(&self, v: &RecordView) -> Result<()> {
+    pub(super) fn dispatch(&self, v: &RecordView) -> Result<()> {
         let tx = sysflag::transaction_value(v.sys_flag);
         if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
             let cq = self.queue_or_create(v.topic, v.queue_id)?;

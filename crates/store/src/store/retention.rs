@@ -22,9 +22,6 @@ use crate::error::{io_err, Result, StoreError};
 pub const MAX_MANUAL_DELETE_FILE_TIMES: u64 = 20;
 /// At most this many CommitLog files go in one round (`MappedFileQueue.DELETE_FILES_BATCH_MAX`).
 pub const DELETE_FILES_BATCH_MAX: usize = 10;
-/// Above this used fraction of the disk, files are deleted at once too
-/// (`rocketmq.broker.diskSpaceWarningLevelRatio`; the disk-full refusal is not done here).
-pub const DISK_SPACE_WARNING_LEVEL_RATIO: f64 = 0.90;
 /// RocketMQ runs the first round a minute after the start.
 pub const FIRST_ROUND_DELAY: Duration = Duration::from_secs(60);
 
@@ -110,27 +107,29 @@ impl Retention {
 /// holding `path`, rounded up to a whole percent, as seen by an unprivileged user (reserved
 /// blocks count as neither used nor usable); -1 when it cannot be measured.
 pub fn disk_used_ratio(path: &Path) -> f64 {
+    match partition_usage(path) {
+        Some((used, entire)) => {
+            let round = u128::from(!(used * 100).is_multiple_of(entire));
+            (used * 100 / entire + round) as f64 / 100.0
+        }
+        None => -1.0,
+    }
+}
+
+/// (used, used + available to an unprivileged user) bytes of the partition holding `path`.
+pub(super) fn partition_usage(path: &Path) -> Option<(u128, u128)> {
     use std::os::unix::ffi::OsStrExt;
-    let Ok(cpath) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return -1.0;
-    };
+    let cpath = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: a valid C string and a zeroed out-parameter.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statvfs(cpath.as_ptr(), &mut st) } != 0 {
-        return -1.0;
+        return None;
     }
     let frsize = st.f_frsize as u128;
     let total = st.f_blocks as u128 * frsize;
-    if total == 0 {
-        return -1.0;
-    }
-    let used = total - st.f_bfree as u128 * frsize;
+    let used = total.checked_sub(st.f_bfree as u128 * frsize)?;
     let entire = used + st.f_bavail as u128 * frsize;
-    if entire == 0 {
-        return -1.0;
-    }
-    let round = u128::from(!(used * 100).is_multiple_of(entire));
-    (used * 100 / entire + round) as f64 / 100.0
+    (entire > 0).then_some((used, entire))
 }
 
 impl Inner {
@@ -150,6 +149,7 @@ impl Inner {
                 }
             }
             wait = Duration::from_millis(self.config.clean_resource_interval_ms.max(1));
+            self.retry_dispatch();
             let input =
                 CleanInput::from_system(&self.config.commitlog_path(), self.cq_root.as_path());
             if let Err(e) = self.clean_round(&input) {
@@ -250,9 +250,11 @@ impl Inner {
     fn is_space_to_delete(&self, input: &CleanInput) -> (bool, bool) {
         let ratio = self.config.disk_max_used_space_ratio.clamp(10, 95) as f64 / 100.0;
         let forcibly = self.config.disk_space_clean_forcibly_ratio as f64 / 100.0;
+        // Above the warning level writes are refused (see `space`) and files go at once too.
+        let warning = self.config.disk_space_warning_level_ratio as f64 / 100.0;
         let mut clean_immediately = false;
         for used in [input.physic_used_ratio, input.logics_used_ratio] {
-            if used > DISK_SPACE_WARNING_LEVEL_RATIO || used > forcibly {
+            if used > warning || used > forcibly {
                 clean_immediately = true;
             }
             if used < 0.0 || used > ratio {
