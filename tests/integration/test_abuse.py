@@ -303,6 +303,49 @@ def test_unfinished_frames_share_one_budget(tmp_path: Path) -> None:
     run(main())
 
 
+def test_read_timeout_spares_frames_waiting_for_the_budget(tmp_path: Path) -> None:
+    """A peer held back for the request budget is not the slow one: when the stalled holder of
+    the budget is timed out, the waiting peer gets the budget, a fresh read timeout, and its reply."""
+    budget, frame_body = 4 * 1024 * 1024, 3 * 1024 * 1024
+
+    async def main() -> None:
+        async with running(
+            tmp_path,
+            server_request_buffer_bytes=budget,
+            server_read_timeout_seconds=1,
+            mapped_file_size_commitlog=16 * 1024 * 1024,
+        ) as (_, broker):
+            server = broker.server
+            assert server is not None
+            frame = encode(
+                RemotingCommand(
+                    RC.SEND_MESSAGE, opaque=1, ext=_strs(send_ext("Budget", 0)), body=bytes(frame_body)
+                )
+            )
+            _, stalled = await raw_connect(broker.port)
+            stalled.write(frame[: len(frame) // 2])  # holds 3 MiB of the budget, then stops
+            await until(
+                lambda: server.buffered_request_bytes == len(frame), "the first frame holds the budget"
+            )
+            reader, waiting = await raw_connect(broker.port)
+            waiting.write(frame[:100])
+            await until(
+                lambda: any("budget" in c.reading_paused_for for c in server.connections),
+                "the second peer waits for the budget",
+            )
+            await until(
+                lambda: server.closed_by_reason[CloseReason.READ_TIMEOUT] >= 1, "the stalled peer times out"
+            )
+            waiting.write(frame[100:])
+            reply = await asyncio.wait_for(_read_reply(reader), WAIT)
+            assert reply.code == R.SUCCESS, reply.remark
+            assert server.closed_by_reason[CloseReason.READ_TIMEOUT] == 1
+            stalled.close()
+            waiting.close()
+
+    run(main())
+
+
 async def _read_reply(reader: asyncio.StreamReader) -> RemotingCommand:
     head = await reader.readexactly(4)
     rest = await reader.readexactly(struct.unpack(">i", head)[0])

@@ -311,6 +311,9 @@ class Connection(asyncio.Protocol):
         self._pauses.discard(why)
         if not self._pauses and self._transport is not None and not self.closed:
             self._transport.resume_reading()
+            if self.partial_since is not None:
+                # The read timeout measures the peer, not the time the server held it back.
+                self.partial_since = time.monotonic()
 
     @property
     def reading_paused_for(self) -> frozenset[str]:

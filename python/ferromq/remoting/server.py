@@ -135,7 +135,8 @@ class RemotingServer:
 
     def sweep(self, now: float) -> None:
         """Closes connections idle past `idle_timeout` and those whose unfinished frame is older
-        than `read_timeout` (not while the server itself holds them back for unread replies).
+        than `read_timeout` (not while the server itself holds them back: unread replies, the
+        request budget, requests in flight; the timeout starts again when they are read again).
         One log line per reason and sweep, however many connections it closes."""
         idle, read = self.limits.idle_timeout, self.limits.read_timeout
         idle_peers: list[str] = []
@@ -148,7 +149,7 @@ class RemotingServer:
                 read
                 and conn.partial_since is not None
                 and now - conn.partial_since > read
-                and "replies" not in conn.reading_paused_for
+                and not conn.reading_paused_for
             ):
                 slow_peers.append(conn.peer)
                 conn.abort(CloseReason.READ_TIMEOUT)
