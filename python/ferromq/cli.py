@@ -30,6 +30,7 @@ from ferromq.errors import (
     StoreLockedError,
 )
 from ferromq.namesrv import NameServer
+from ferromq.remoting.tls import DEFAULT_CONFIG_FILE, TlsSettings, read_properties_file
 from ferromq.store import MessageStore
 
 logger = logging.getLogger("ferromq")
@@ -110,7 +111,10 @@ def _broker_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 async def _run_namesrv(args: argparse.Namespace) -> None:
-    ns = NameServer(args.host, args.port)
+    # Java's name server reads TLS from system properties and tls.config.file; ferromq from the file.
+    ns = NameServer(
+        args.host, args.port, tls=TlsSettings.from_properties(read_properties_file(DEFAULT_CONFIG_FILE))
+    )
     await _start_namesrv(ns, args.host, args.port, "--port")
     print(f"ferromq name server listening on {args.host}:{ns.port}", flush=True)
     try:
@@ -139,7 +143,7 @@ async def _run_broker(args: argparse.Namespace) -> None:
 
 async def _run_serve(args: argparse.Namespace) -> None:
     cfg = _broker_config(args)
-    ns = NameServer(args.host, args.namesrv_port, limits=server_limits(cfg))
+    ns = NameServer(args.host, args.namesrv_port, limits=server_limits(cfg), tls=cfg.tls_settings())
     await _start_namesrv(ns, args.host, args.namesrv_port, "--namesrv-port")
     try:
         broker = Broker(cfg.replace(namesrv_addr=f"127.0.0.1:{ns.port}"), args.host)

@@ -75,7 +75,7 @@ def test_idle_connections_are_closed(tmp_path: Path) -> None:
         async with running(tmp_path, server_channel_max_idle_time_seconds=1) as (_, broker):
             assert broker.server is not None
             reader, writer = await raw_connect(broker.port)
-            await until(lambda: len(broker.server.connections) == 1, "accepted")  # type: ignore[union-attr]
+            await until(lambda: broker.server.open_connections == 1, "accepted")  # type: ignore[union-attr]
             assert await closed_by_server(reader)
             await until(lambda: broker.server.closed_by_reason[CloseReason.IDLE] == 1, "idle close")  # type: ignore[union-attr]
             writer.close()

@@ -69,7 +69,11 @@ class Broker:
         `StoreMismatchError`, an unusable store directory `StoreIOError`, a store in use
         `StoreLockedError`."""
         server = RemotingServer(
-            self._dispatch, self._host, self.config.listen_port, limits=server_limits(self.config)
+            self._dispatch,
+            self._host,
+            self.config.listen_port,
+            limits=server_limits(self.config),
+            tls=self.config.tls_settings(),
         )
         await server.start()
         self.server = server

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ferromq.errors import FerroMQError
+from ferromq.remoting.tls import TlsConfigError, TlsSettings, read_properties_file
 from ferromq.store import DEFAULT_MESSAGE_DELAY_LEVEL, FlushDiskType, StoreConfig
 
 logger = logging.getLogger(__name__)
@@ -122,6 +123,17 @@ class BrokerConfig:
     server_reply_buffer_bytes: int = 16 * 1024 * 1024
     server_max_inflight_requests: int = 100_000
     max_topic_queue_nums: int = 1024
+    # TLS, with the names and defaults of Java's system properties (TlsSystemConfig; see
+    # ferromq.remoting.tls): plain and TLS clients on one port unless tls.server.mode says otherwise.
+    tls_server_mode: str = "permissive"
+    tls_test_mode_enable: bool = True
+    tls_server_need_client_auth: str = "none"
+    tls_server_key_path: str | None = None
+    tls_server_key_password: str | None = None
+    tls_server_cert_path: str | None = None
+    tls_server_auth_client: bool = False
+    tls_server_trust_cert_path: str | None = None
+    tls_config_file: str = "/etc/rocketmq/tls.properties"
     # Retention, as RocketMQ's MessageStoreConfig: CommitLog files last modified more than
     # fileReservedTime hours ago go at the deleteWhen hours ("04", "04;16"), or at any hour when the
     # disk is above diskMaxUsedSpaceRatio percent; above diskSpaceCleanForciblyRatio (a JVM system
@@ -189,6 +201,17 @@ class BrokerConfig:
         if problems:
             raise ConfigError("; ".join(problems))
 
+    def tls_settings(self) -> TlsSettings:
+        """The TLS settings of these keys, with those of the `tls.config.file` over them (as Java
+        reads that file over its system properties). Raises `TlsConfigError` for a bad mode."""
+        props = {
+            _KEY_OF[f.name]: str(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name.startswith("tls_") and f.name != "tls_config_file" and getattr(self, f.name) is not None
+        }
+        props.update(read_properties_file(self.tls_config_file))
+        return TlsSettings.from_properties(props)
+
     def problems(self) -> list[tuple[str, str]]:
         """Every value out of range, as (field, message naming the RocketMQ key)."""
         out: list[tuple[str, str]] = []
@@ -229,6 +252,13 @@ class BrokerConfig:
         levels = self.message_delay_level.split()
         if not levels or not all(_DELAY_LEVEL.fullmatch(item) for item in levels):
             bad("message_delay_level", "like '1s 5s 10m 2h 1d' (numbers with s, m, h or d)")
+        try:
+            tls_problems = self.tls_settings().problems()
+        except TlsConfigError as e:
+            tls_problems = [("tls.server.mode", str(e))]
+        key_field = {key: name for name, key in _KEY_OF.items()}
+        for key, text in tls_problems:
+            out.append((key_field.get(key, "tls_config_file"), f"{key} {text}"))
         if self.profile not in PROFILES:
             out.append(("profile", f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}"))
         return out
@@ -309,6 +339,15 @@ _RENAMED = {
     "broker_ip1": "brokerIP1",
     "mapped_file_size_commitlog": "mappedFileSizeCommitLog",
     "destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly",
+    "tls_server_mode": "tls.server.mode",
+    "tls_test_mode_enable": "tls.test.mode.enable",
+    "tls_server_need_client_auth": "tls.server.need.client.auth",
+    "tls_server_key_path": "tls.server.keyPath",
+    "tls_server_key_password": "tls.server.keyPassword",
+    "tls_server_cert_path": "tls.server.certPath",
+    "tls_server_auth_client": "tls.server.authClient",
+    "tls_server_trust_cert_path": "tls.server.trustCertPath",
+    "tls_config_file": "tls.config.file",
 }
 _KEYS: dict[str, str] = {
     _RENAMED.get(f.name, _camel(f.name)): f.name

@@ -9,6 +9,7 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -19,6 +20,7 @@ from ferromq.errors import BrokerError, ConnectionClosedError, RequestTimeoutErr
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
+from ferromq.remoting.tls import client_context
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +68,12 @@ class ClientInstance:
         timeout: float = DEFAULT_TIMEOUT,
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         route_interval: float = ROUTE_INTERVAL,
+        tls: bool | ssl.SSLContext = False,
     ) -> None:
+        """`tls`: connect to name servers and brokers over TLS, as a Java client with
+        `-Dtls.enable=true`: True does not check the server's certificate (Java's default), an
+        `ssl.SSLContext` (see `ferromq.remoting.tls.client_context`) decides itself."""
+        self._ssl = client_context() if tls is True else tls or None
         self.namesrv_addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise ValueError("no name server address")
@@ -146,7 +153,9 @@ class ClientInstance:
             conn = self._conns.get(addr)
             if conn is None or conn.closed:
                 host, _, port = addr.rpartition(":")
-                conn = await open_connection(host, int(port), self._on_server_request, timeout=self.timeout)
+                conn = await open_connection(
+                    host, int(port), self._on_server_request, timeout=self.timeout, ssl=self._ssl
+                )
                 self._conns[addr] = conn
         return conn
 

@@ -18,6 +18,7 @@ from ferromq.protocol.headers import ext_int, ext_str
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Dispatcher, Handler
 from ferromq.remoting.server import RemotingServer, ServerLimits
+from ferromq.remoting.tls import TlsSettings
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class NameServer:
         *,
         broker_expire_seconds: float = 120.0,
         limits: ServerLimits | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         self.routes = RouteInfoManager()
         self.kv: dict[str, dict[str, str]] = {}
@@ -51,7 +53,7 @@ class NameServer:
             RequestCode.GET_KVLIST_BY_NAMESPACE: self._kv_list,
             RequestCode.QUERY_DATA_VERSION: self._query_data_version,
         }
-        self.server = RemotingServer(Dispatcher(handlers, "namesrv"), host, port, limits=limits)
+        self.server = RemotingServer(Dispatcher(handlers, "namesrv"), host, port, limits=limits, tls=tls)
         self._scan_task: asyncio.Task[None] | None = None
 
     @property

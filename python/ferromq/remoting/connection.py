@@ -22,6 +22,7 @@ import asyncio
 import functools
 import itertools
 import logging
+import ssl as ssl_module
 import struct
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -68,6 +69,8 @@ class CloseReason(StrEnum):
     IDLE = "idle timeout"
     READ_TIMEOUT = "unfinished frame timed out"
     CONNECTION_LIMIT = "connection limit reached"
+    TLS_REQUIRED = "plain connection in TLS enforcing mode"
+    TLS_HANDSHAKE = "TLS handshake failed"
 
 
 # Closes that drop unsent replies (the peer stopped reading, or is not wanted) instead of
@@ -607,9 +610,18 @@ def _log_crash(task: asyncio.Task[None]) -> None:
 
 
 async def open_connection(
-    host: str, port: int, handler: RequestHandler | None = None, timeout: float = 3.0
+    host: str,
+    port: int,
+    handler: RequestHandler | None = None,
+    timeout: float = 3.0,
+    ssl: ssl_module.SSLContext | None = None,
 ) -> Connection:
+    """A client connection (over TLS with an `ssl` context; the host name is not checked unless
+    the context does)."""
     loop = asyncio.get_running_loop()
+    server_hostname = host if ssl is not None and ssl.check_hostname else None
     async with asyncio.timeout(timeout):
-        _, conn = await loop.create_connection(lambda: Connection(handler), host, port)
+        _, conn = await loop.create_connection(
+            lambda: Connection(handler), host, port, ssl=ssl, server_hostname=server_hostname
+        )
     return conn

@@ -2,13 +2,15 @@
 long-running server alive among misbehaving peers: a connection cap, an idle timeout (RocketMQ's
 `serverChannelMaxIdleTimeSeconds`: no byte read or written for that long), a read timeout for
 unfinished frames, a shared budget of buffered request bytes and a per-connection bound of
-unread reply bytes."""
+unread reply bytes; and TLS as RocketMQ's remoting serves it (see `ferromq.remoting.tls`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import resource
+import socket
+import ssl
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from ferromq.remoting.connection import (
     RequestBudget,
     RequestHandler,
 )
+from ferromq.remoting.tls import HANDSHAKE_FIRST_BYTE, TlsConfigError, TlsMode, TlsSettings
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +62,14 @@ class RemotingServer:
         port: int = 0,
         max_frame: int = MAX_FRAME_SIZE,
         limits: ServerLimits | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         self._handler = handler
+        self.tls = tls or TlsSettings(mode=TlsMode.DISABLED)
+        self._tls_context: ssl.SSLContext | None = None
+        self._listener: socket.socket | None = None
+        self._acceptor: asyncio.Task[None] | None = None
+        self._sniffing: set[asyncio.Task[None]] = set()
         self._host = host
         self._port = port
         self._max_frame = max_frame
@@ -75,12 +84,21 @@ class RemotingServer:
         """How many connections closed for each `CloseReason` (refused ones included)."""
         self._refused_unlogged = 0
         self._refusal_logged_at = -REFUSAL_LOG_INTERVAL
+        # Per kind of refusal line: (refusals since the last line, when that line was written).
+        self._refusal_lines: dict[str, tuple[int, float]] = {}
 
     @property
     def port(self) -> int:
         """The bound port (useful with port 0)."""
+        if self._listener is not None:
+            return int(self._listener.getsockname()[1])
         assert self._server is not None, "server not started"
         return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def open_connections(self) -> int:
+        """Connections served, and (TLS-capable servers) accepted ones whose first byte is awaited."""
+        return len(self.connections) + len(self._sniffing)
 
     @property
     def buffered_request_bytes(self) -> int:
@@ -89,13 +107,89 @@ class RemotingServer:
 
     async def start(self) -> None:
         self._max_connections = _fd_bounded(self.limits.max_connections)
-        self._server = await asyncio.get_running_loop().create_server(self._accept, self._host, self._port)
+        loop = asyncio.get_running_loop()
+        if self.tls.mode == TlsMode.DISABLED:
+            # A TLS client's first bytes read as an oversized frame: it is closed, as in Java.
+            self._server = await loop.create_server(self._accept, self._host, self._port)
+        else:
+            self._listener = socket.create_server((self._host, self._port), backlog=1024)
+            self._listener.setblocking(False)
+            self._acceptor = loop.create_task(
+                self._accept_loop(self._listener), name=f"remoting-accept-{self.port}"
+            )
         timeouts = [t for t in (self.limits.idle_timeout, self.limits.read_timeout) if t]
         if timeouts:
             period = min(max(min(timeouts) / 4, 0.05), 5.0)
             self._sweeper = asyncio.get_running_loop().create_task(
                 self._sweep_loop(period), name=f"remoting-sweeper-{self.port}"
             )
+
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        """Accepts connections for a TLS-capable server: each is looked at before it is served."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(listener)
+            except OSError as e:
+                # Out of file descriptors and the like: wait instead of spinning on the error.
+                self._log_refusal("accept failed", str(e))
+                await asyncio.sleep(0.1)
+                continue
+            if self.open_connections >= self._max_connections:
+                sock.close()
+                self.closed_by_reason[str(CloseReason.CONNECTION_LIMIT)] += 1
+                self._note_refused()
+                continue
+            task = loop.create_task(self._sniff(sock))
+            self._sniffing.add(task)
+            task.add_done_callback(self._sniffing.discard)
+
+    async def _sniff(self, sock: socket.socket) -> None:
+        """Java's handshake sniffer: a first byte of 0x16 starts TLS, anything else is plain TCP
+        (closed in enforcing mode). Waits for that byte no longer than the idle timeout."""
+        loop = asyncio.get_running_loop()
+        sock.setblocking(False)
+        try:
+            async with asyncio.timeout(self.limits.idle_timeout or None):
+                first = await _peek(loop, sock)
+        except TimeoutError:
+            self.closed_by_reason[str(CloseReason.IDLE)] += 1
+            first = b""
+        except OSError:
+            first = b""
+        if not first:
+            sock.close()
+            return
+        context = None
+        if first[0] == HANDSHAKE_FIRST_BYTE:
+            context = self._server_tls_context()
+            if context is None:
+                sock.close()
+                return
+        elif self.tls.mode == TlsMode.ENFORCING:
+            self.closed_by_reason[str(CloseReason.TLS_REQUIRED)] += 1
+            self._log_refusal("plain connection(s) closed: tls.server.mode is enforcing")
+            sock.close()
+            return
+        handshake_timeout = (self.limits.read_timeout or None) if context is not None else None
+        try:
+            await loop.connect_accepted_socket(
+                self._accept, sock, ssl=context, ssl_handshake_timeout=handshake_timeout
+            )
+        except (OSError, ssl.SSLError, TimeoutError) as e:
+            logger.info("port %d: TLS handshake failed: %s", self.port, e)
+            self.closed_by_reason[str(CloseReason.TLS_HANDSHAKE)] += 1
+            sock.close()
+
+    def _server_tls_context(self) -> ssl.SSLContext | None:
+        """Made at the first TLS client (test mode's certificate costs a key generation)."""
+        if self._tls_context is None:
+            try:
+                self._tls_context = self.tls.server_context()
+            except TlsConfigError as e:
+                self._log_refusal("TLS connection(s) closed", str(e))
+                return None
+        return self._tls_context
 
     def _accept(self) -> Connection:
         conn = Connection(self._handler, max_frame=self._max_frame, limits=self._conn_limits)
@@ -114,6 +208,9 @@ class RemotingServer:
         """Closes the connection once its transport is made; logs refusals at most once per
         REFUSAL_LOG_INTERVAL (a flood of connections writes a line, not a line each)."""
         conn.refuse(CloseReason.CONNECTION_LIMIT)
+        self._note_refused()
+
+    def _note_refused(self) -> None:
         self._refused_unlogged += 1
         now = time.monotonic()
         if now - self._refusal_logged_at >= REFUSAL_LOG_INTERVAL:
@@ -127,6 +224,23 @@ class RemotingServer:
             )
             self._refused_unlogged = 0
             self._refusal_logged_at = now
+
+    def _log_refusal(self, kind: str, detail: str = "") -> None:
+        """One warning per kind at most every REFUSAL_LOG_INTERVAL, with the count since the last."""
+        now = time.monotonic()
+        count, last = self._refusal_lines.get(kind, (0, -REFUSAL_LOG_INTERVAL))
+        count += 1
+        if now - last >= REFUSAL_LOG_INTERVAL:
+            logger.warning(
+                "port %d: %s (%d since the last such line)%s",
+                self.port,
+                kind,
+                count,
+                f": {detail}" * bool(detail),
+            )
+            self._refusal_lines[kind] = (0, now)
+        else:
+            self._refusal_lines[kind] = (count, last)
 
     async def _sweep_loop(self, period: float) -> None:
         while True:
@@ -171,17 +285,42 @@ class RemotingServer:
             )
 
     async def stop(self) -> None:
-        if self._server is None:
+        if self._server is None and self._listener is None:
             return
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
-        self._server.close()
+        tasks = [t for t in (self._acceptor, *self._sniffing) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._acceptor = None
+        if self._listener is not None:
+            self._listener.close()
+        if self._server is not None:
+            self._server.close()
         # Together: each may linger a moment for a peer to take its last replies.
         await asyncio.gather(*(conn.close(CloseReason.SHUTDOWN) for conn in list(self.connections)))
-        await self._server.wait_closed()
+        if self._server is not None:
+            await self._server.wait_closed()
         self._server = None
+        self._listener = None
+
+
+async def _peek(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
+    """The first byte the peer sent, left in the socket (b"" when it closed without a byte)."""
+    while True:
+        try:
+            return sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            pass
+        readable = loop.create_future()
+        loop.add_reader(sock.fileno(), readable.set_result, None)
+        try:
+            await readable
+        finally:
+            loop.remove_reader(sock.fileno())
 
 
 def _some(peers: list[str], shown: int = 3) -> str:

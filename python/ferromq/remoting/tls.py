@@ -1,0 +1,215 @@
+"""TLS as RocketMQ 4.x's remoting has it (`TlsSystemConfig`, `TlsHelper`, the server's handshake
+sniffer): a server in mode `disabled` speaks plain TCP only, `permissive` (Java's default) takes plain
+and TLS clients on one port, telling them apart by the first byte (0x16 starts a TLS handshake),
+and `enforcing` closes plain clients. In test mode (`tls.test.mode.enable`, Java's default) a server
+without a certificate of its own makes a self-signed one, and clients do not check the server's
+certificate unless `tls.client.authServer` is set — Java's behaviour, convenient and not secure.
+
+The keys are Java's system properties (`tls.server.mode`, `tls.server.certPath`, ...); ferromq
+reads them from broker.conf, and from the properties file `tls.config.file` names
+(/etc/rocketmq/tls.properties by default, read when it exists), which wins as in Java."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import os
+import ssl
+import tempfile
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from ferromq.errors import FerroMQError
+
+logger = logging.getLogger(__name__)
+
+HANDSHAKE_FIRST_BYTE = 0x16
+"""A TLS record of type handshake: what a ClientHello starts with."""
+
+DEFAULT_CONFIG_FILE = "/etc/rocketmq/tls.properties"
+
+
+class TlsConfigError(FerroMQError):
+    """The TLS settings cannot make a context (bad mode, missing or unreadable files)."""
+
+
+class TlsMode(StrEnum):
+    DISABLED = "disabled"
+    PERMISSIVE = "permissive"
+    ENFORCING = "enforcing"
+
+
+# Java's property name of each field (TlsSystemConfig).
+PROPERTY_OF = {
+    "mode": "tls.server.mode",
+    "test_mode_enable": "tls.test.mode.enable",
+    "need_client_auth": "tls.server.need.client.auth",
+    "key_path": "tls.server.keyPath",
+    "key_password": "tls.server.keyPassword",
+    "cert_path": "tls.server.certPath",
+    "auth_client": "tls.server.authClient",
+    "trust_cert_path": "tls.server.trustCertPath",
+}
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require": ssl.CERT_REQUIRED}
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    """A server's TLS settings, with Java's defaults."""
+
+    mode: TlsMode = TlsMode.PERMISSIVE
+    test_mode_enable: bool = True
+    need_client_auth: str = "none"
+    """Ask clients for a certificate: none, optional or require (checked against trust_cert_path)."""
+    key_path: str | None = None
+    key_password: str | None = None
+    cert_path: str | None = None
+    auth_client: bool = False
+    trust_cert_path: str | None = None
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], base: TlsSettings | None = None) -> TlsSettings:
+        """`base` with the values of Java's property names found in `props`."""
+        values = dataclasses.asdict(base or cls())
+        for field, key in PROPERTY_OF.items():
+            if key not in props:
+                continue
+            raw = props[key].strip()
+            if field == "mode":
+                values[field] = parse_mode(raw)
+            elif field in ("test_mode_enable", "auth_client"):
+                values[field] = raw.lower() == "true"  # Java's Boolean.parseBoolean
+            else:
+                values[field] = raw or None
+        return cls(**values)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(property, problem) for each setting that cannot work."""
+        out = []
+        if self.need_client_auth.lower() not in _CLIENT_AUTH:
+            out.append((PROPERTY_OF["need_client_auth"], "must be none, optional or require"))
+        elif (
+            self.need_client_auth.lower() != "none" and not self.trust_cert_path and not self.test_mode_enable
+        ):
+            out.append(
+                (PROPERTY_OF["trust_cert_path"], "is needed to check the certificates clients are asked for")
+            )
+        if (self.cert_path is None) != (self.key_path is None):
+            out.append((PROPERTY_OF["cert_path"], "and tls.server.keyPath go together"))
+        for field in ("key_path", "cert_path", "trust_cert_path"):
+            path = getattr(self, field)
+            if path is not None and not os.path.isfile(path):
+                out.append((PROPERTY_OF[field], f"names no readable file: {path}"))
+        return out
+
+    def server_context(self) -> ssl.SSLContext:
+        """The context TLS clients are served with. Raises `TlsConfigError` saying why not."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        if self.cert_path and self.key_path:
+            try:
+                ctx.load_cert_chain(self.cert_path, self.key_path, self.key_password)
+            except (OSError, ssl.SSLError) as e:
+                raise TlsConfigError(f"cannot load {self.cert_path} / {self.key_path}: {e}") from e
+        elif self.test_mode_enable:
+            cert, key = _self_signed()
+            # ssl loads a chain from files only: they live as long as this call.
+            with tempfile.TemporaryDirectory(prefix="ferromq-tls-") as folder:
+                cert_file, key_file = Path(folder, "cert.pem"), Path(folder, "key.pem")
+                cert_file.write_bytes(cert)
+                key_file.write_bytes(key)
+                ctx.load_cert_chain(cert_file, key_file)
+        else:
+            raise TlsConfigError(
+                "TLS needs tls.server.certPath and tls.server.keyPath (or tls.test.mode.enable=true)"
+            )
+        auth = self.need_client_auth.lower()
+        if auth != "none" and self.trust_cert_path:
+            ctx.load_verify_locations(self.trust_cert_path)
+            ctx.verify_mode = _CLIENT_AUTH[auth]
+        return ctx
+
+
+def parse_mode(raw: str) -> TlsMode:
+    try:
+        return TlsMode(raw.strip().lower())
+    except ValueError:
+        raise TlsConfigError(
+            f"tls.server.mode must be disabled, permissive or enforcing, not {raw!r}"
+        ) from None
+
+
+def read_properties_file(path: str) -> dict[str, str]:
+    """The key=value lines of a Java properties file (comments and blank lines skipped); {} when
+    the file does not exist."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise TlsConfigError(f"cannot read tls.config.file {path}: {e}") from e
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            key, _, value = line.partition(":")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def client_context(verify: bool = False, trust_cert_path: str | None = None) -> ssl.SSLContext:
+    """A client context as Java's `tls.enable=true` client makes by default: the server's
+    certificate is not checked unless `verify` (then against `trust_cert_path` or the system's)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if verify:
+        if trust_cert_path:
+            ctx.load_verify_locations(trust_cert_path)
+        else:
+            ctx.load_default_certs()
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+_SELF_SIGNED: tuple[bytes, bytes] | None = None
+
+
+def _self_signed() -> tuple[bytes, bytes]:
+    """(cert, key) PEM of a self-signed certificate made once per process (test mode)."""
+    global _SELF_SIGNED
+    if _SELF_SIGNED is not None:
+        return _SELF_SIGNED
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        raise TlsConfigError(
+            "TLS test mode makes a self-signed certificate with the `cryptography` package: "
+            "pip install 'ferromq[tls]', or set tls.server.certPath and tls.server.keyPath"
+        ) from None
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ferromq test mode")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .sign(key, hashes.SHA256())
+    )
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    logger.warning("TLS test mode: serving TLS clients with a self-signed certificate (not secure)")
+    _SELF_SIGNED = (cert.public_bytes(serialization.Encoding.PEM), pem_key)
+    return _SELF_SIGNED
