@@ -30,7 +30,7 @@ from ferromq.errors import (
     StoreLockedError,
 )
 from ferromq.namesrv import NameServer
-from ferromq.remoting.tls import DEFAULT_CONFIG_FILE, TlsSettings, read_properties_file
+from ferromq.remoting.tls import DEFAULT_CONFIG_FILE, TlsMode, TlsSettings, read_properties_file
 from ferromq.store import MessageStore
 
 logger = logging.getLogger("ferromq")
@@ -146,7 +146,10 @@ async def _run_serve(args: argparse.Namespace) -> None:
     ns = NameServer(args.host, args.namesrv_port, limits=server_limits(cfg), tls=cfg.tls_settings())
     await _start_namesrv(ns, args.host, args.namesrv_port, "--namesrv-port")
     try:
-        broker = Broker(cfg.replace(namesrv_addr=f"127.0.0.1:{ns.port}"), args.host)
+        # The broker reaches its own name server over TLS when that one takes nothing else.
+        enforcing = ns.server.tls.mode == TlsMode.ENFORCING
+        broker_cfg = cfg.replace(namesrv_addr=f"127.0.0.1:{ns.port}", tls_enable=cfg.tls_enable or enforcing)
+        broker = Broker(broker_cfg, args.host)
         await _start_broker(broker, args.host)
         try:
             cfg = broker.config

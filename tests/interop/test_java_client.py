@@ -202,7 +202,10 @@ class Run:
         assert self.returncode == 0, self.diagnostics()
 
 
-def run_scenario(jar: Path, server: Server, scenario: str, timeout: int = 60, **opts: object) -> Run:
+def run_scenario(
+    jar: Path, server: Server, scenario: str, timeout: int = 60, jvm: tuple[str, ...] = (), **opts: object
+) -> Run:
+    """Runs one scenario of the interop jar; `jvm` adds JVM options (system properties)."""
     logs = server.root / "client-logs" / f"{scenario}-{uuid.uuid4().hex[:6]}"
     logs.mkdir(parents=True)
     cmd = [
@@ -211,6 +214,7 @@ def run_scenario(jar: Path, server: Server, scenario: str, timeout: int = 60, **
         "-Xmx256m",
         "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1",
+        *jvm,
         "-jar",
         str(jar),
         scenario,

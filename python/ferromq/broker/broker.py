@@ -29,6 +29,7 @@ from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
 from ferromq.remoting.dispatch import Dispatcher
 from ferromq.remoting.server import RemotingServer, ServerLimits
+from ferromq.remoting.tls import client_context
 from ferromq.store import FlushDiskType, MessageStore
 
 logger = logging.getLogger(__name__)
@@ -249,7 +250,9 @@ class Broker:
         conn = self._namesrv_conns.get(addr)
         if conn is None or conn.closed:
             host, _, port = addr.rpartition(":")
-            conn = await open_connection(host, int(port), timeout=NAMESRV_TIMEOUT)
+            # tls.enable: the broker's own connections use TLS, as Java's BrokerOuterAPI does.
+            ssl = client_context() if self.config.tls_enable else None
+            conn = await open_connection(host, int(port), timeout=NAMESRV_TIMEOUT, ssl=ssl)
             self._namesrv_conns[addr] = conn
         return conn
 

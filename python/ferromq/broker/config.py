@@ -134,6 +134,8 @@ class BrokerConfig:
     tls_server_auth_client: bool = False
     tls_server_trust_cert_path: str | None = None
     tls_config_file: str = "/etc/rocketmq/tls.properties"
+    # The broker's own connections (to name servers) over TLS, as Java's -Dtls.enable=true.
+    tls_enable: bool = False
     # Retention, as RocketMQ's MessageStoreConfig: CommitLog files last modified more than
     # fileReservedTime hours ago go at the deleteWhen hours ("04", "04;16"), or at any hour when the
     # disk is above diskMaxUsedSpaceRatio percent; above diskSpaceCleanForciblyRatio (a JVM system
@@ -207,7 +209,8 @@ class BrokerConfig:
         props = {
             _KEY_OF[f.name]: str(getattr(self, f.name))
             for f in dataclasses.fields(self)
-            if f.name.startswith("tls_") and f.name != "tls_config_file" and getattr(self, f.name) is not None
+            if f.name.startswith("tls_server_") or f.name == "tls_test_mode_enable"
+            if getattr(self, f.name) is not None
         }
         props.update(read_properties_file(self.tls_config_file))
         return TlsSettings.from_properties(props)
@@ -348,6 +351,7 @@ _RENAMED = {
     "tls_server_auth_client": "tls.server.authClient",
     "tls_server_trust_cert_path": "tls.server.trustCertPath",
     "tls_config_file": "tls.config.file",
+    "tls_enable": "tls.enable",
 }
 _KEYS: dict[str, str] = {
     _RENAMED.get(f.name, _camel(f.name)): f.name
