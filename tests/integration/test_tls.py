@@ -6,18 +6,12 @@ asks to. The name server of `serve` follows the same settings."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import re
 import ssl
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from ferromq.broker import load_broker_config
 from ferromq.broker.config import ConfigError
@@ -29,7 +23,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import CloseReason, open_connection
-from ferromq.remoting.tls import TlsSettings, client_context
+from ferromq.remoting.tls import TlsSettings, client_context, self_signed_pem
 
 from .brokerkit import running
 
@@ -110,30 +104,10 @@ def test_disabled_closes_tls_clients(tmp_path: Path) -> None:
 
 def make_certificate(folder: Path) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 (its own CA) and its key, as PEM files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ferromq test broker")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
+    cert, key = self_signed_pem("ferromq test broker", ["127.0.0.1"], days=2)
     cert_file, key_file = folder / "broker.pem", folder / "broker.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
+    cert_file.write_bytes(cert)
+    key_file.write_bytes(key)
     return cert_file, key_file
 
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import ipaddress
 import logging
 import os
 import ssl
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -182,8 +184,17 @@ _SELF_SIGNED: tuple[bytes, bytes] | None = None
 def _self_signed() -> tuple[bytes, bytes]:
     """(cert, key) PEM of a self-signed certificate made once per process (test mode)."""
     global _SELF_SIGNED
-    if _SELF_SIGNED is not None:
-        return _SELF_SIGNED
+    if _SELF_SIGNED is None:
+        _SELF_SIGNED = self_signed_pem("ferromq test mode", days=365)
+        logger.warning("TLS test mode: serving TLS clients with a self-signed certificate (not secure)")
+    return _SELF_SIGNED
+
+
+def self_signed_pem(
+    common_name: str, ip_addresses: Sequence[str] = (), days: int = 365
+) -> tuple[bytes, bytes]:
+    """(certificate, PKCS#8 key) PEM of a self-signed P-256 certificate that is its own CA, valid
+    for `ip_addresses` (subject alternative names) for `days`. Needs the `cryptography` package."""
     try:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
@@ -195,21 +206,23 @@ def _self_signed() -> tuple[bytes, bytes]:
             "pip install 'ferromq[tls]', or set tls.server.certPath and tls.server.keyPath"
         ) from None
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ferromq test mode")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .sign(key, hashes.SHA256())
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
     )
+    if ip_addresses:
+        sans = [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.sign(key, hashes.SHA256())
     pem_key = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    logger.warning("TLS test mode: serving TLS clients with a self-signed certificate (not secure)")
-    _SELF_SIGNED = (cert.public_bytes(serialization.Encoding.PEM), pem_key)
-    return _SELF_SIGNED
+    return cert.public_bytes(serialization.Encoding.PEM), pem_key
