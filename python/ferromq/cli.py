@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from ferromq import __version__, admin_cli
+from ferromq.acl.errors import AclError
 from ferromq.broker import Broker, BrokerConfig, load_broker_config
 from ferromq.broker.broker import server_limits
 from ferromq.broker.config import PROFILES, ConfigError
@@ -48,7 +49,7 @@ class StartupError(FerroMQError):
 
 def _user_error(e: BaseException) -> str | None:
     """The one line for an error the user can fix, or None for one that keeps its traceback."""
-    if isinstance(e, (ConfigError, StartupError)):
+    if isinstance(e, (ConfigError, StartupError, AclError)):
         return str(e)
     if isinstance(e, StoreLockedError):
         return f"{e}; stop it, or choose another store with {STORE_OPTION}"

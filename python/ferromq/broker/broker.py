@@ -12,6 +12,9 @@ from collections.abc import Awaitable
 from pathlib import Path
 
 from ferromq import _store
+from ferromq.acl.guard import AclGuard
+from ferromq.acl.plain import PlainAcl
+from ferromq.acl.watch import AclFileWatcher
 from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
 from ferromq.broker.config import BrokerConfig, check_store_files
 from ferromq.broker.locks import RebalanceLockManager
@@ -54,6 +57,9 @@ class Broker:
         self._started = False
         self.stats_put = 0
         self.stats_get = 0
+        self.acl: PlainAcl | None = None
+        """The plain ACL when aclEnable=true."""
+        self.acl_watcher: AclFileWatcher | None = None
 
     @property
     def sync_flush(self) -> bool:
@@ -90,6 +96,7 @@ class Broker:
         cfg = self.config
         root = Path(cfg.store_path_root_dir)
         loop = asyncio.get_running_loop()
+        guard = await self._start_acl() if cfg.acl_enable else None
         _prepare_store_dirs(root, Path(cfg.store_path_commit_log) if cfg.store_path_commit_log else None)
         check_store_files(cfg)
         # Opening may run crash recovery: keep the loop free meanwhile.
@@ -122,6 +129,7 @@ class Broker:
             build_registry(self),
             f"broker {cfg.broker_name}",
             immediate={**send.immediate_handlers(self), **pull.immediate_handlers(self)},
+            guard=guard,
         )
         self._tasks = [
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
@@ -140,6 +148,17 @@ class Broker:
             cfg.profile,
         )
         self._started = True
+
+    async def _start_acl(self) -> AclGuard:
+        """Loads the ACL files (an unusable file stops the start with `AclError`) and watches them."""
+        cfg = self.config
+        acl = PlainAcl.locate(cfg.rocketmq_home or os.environ.get("ROCKETMQ_HOME"), cfg.acl_plain_file)
+        acl.load()
+        self.acl = acl
+        self.acl_watcher = AclFileWatcher(acl)
+        await self.acl_watcher.start()
+        logger.info("ACL enabled: %s", acl.default_file)
+        return AclGuard(acl)
 
     def _dispatch(
         self, conn: Connection, cmd: RemotingCommand
@@ -163,6 +182,8 @@ class Broker:
         if self._registering:
             self._registering = False
             await self._unregister_all()
+        if self.acl_watcher is not None:
+            await self.acl_watcher.stop()
         if hasattr(self, "transactions"):
             await self.transactions.stop()
         if hasattr(self, "schedule"):

@@ -153,6 +153,13 @@ class BrokerConfig:
     destroy_mapped_file_interval_forcibly: int = 120_000
     clean_resource_interval: int = 10_000
     offset_check_in_slave: bool = False
+    # Plain ACL as RocketMQ 4.9.7 (ferromq.acl). Java finds plain_acl.yml under the JVM's
+    # rocketmq.home.dir / the ROCKETMQ_HOME environment variable (not under broker.conf's
+    # rocketmqHome) at -Drocketmq.acl.plain.file (default conf/plain_acl.yml). ferromq: rocketmqHome
+    # if set, else ROCKETMQ_HOME; aclPlainFile (a ferromq key) relative to it unless absolute.
+    acl_enable: bool = False
+    rocketmq_home: str | None = None
+    acl_plain_file: str = "conf/plain_acl.yml"
     profile: str = "rocketmq"
     """The entry of `PROFILES` the values were layered on (not a broker.conf key)."""
 
@@ -366,7 +373,7 @@ _KEYS["mapedFileSizeConsumeQueue"] = "mapped_file_size_consume_queue"
 # that ferromq reads past (logged, never an error): a Java broker.conf keeps working as it is.
 _ROCKETMQ_KEYS_NOT_USED = frozenset(
     """
-    rocketmqHome brokerIP2 messageStorePlugIn msgTraceTopicName traceTopicEnable
+    brokerIP2 messageStorePlugIn msgTraceTopicName traceTopicEnable
     sendMessageThreadPoolNums putMessageFutureThreadPoolNums pullMessageThreadPoolNums
     processReplyMessageThreadPoolNums queryMessageThreadPoolNums adminBrokerThreadPoolNums
     clientManageThreadPoolNums consumerManageThreadPoolNums heartbeatThreadPoolNums
@@ -381,7 +388,7 @@ _ROCKETMQ_KEYS_NOT_USED = frozenset(
     waitTimeMillsInPullQueue waitTimeMillsInHeartbeatQueue waitTimeMillsInTransactionQueue
     startAcceptSendRequestTimeStamp enableCalcFilterBitMap expectConsumerNumUseFilter
     maxErrorRateOfBloomFilter filterDataCleanTimeSpan filterSupportRetry compressedRegister
-    forceRegister aclEnable storeReplyMessageEnable autoDeleteUnusedStats
+    forceRegister storeReplyMessageEnable autoDeleteUnusedStats
     enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt
     flushIntervalCommitLog commitIntervalCommitLog useReentrantLockWhenPutMessage flushCommitLogTimed
     flushIntervalConsumeQueue redeleteHangedFileInterval putMsgIndexHightWater checkCRCOnRecover

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ferromq.acl.signing import credentials_of
 from ferromq.client.instance import ClientInstance
 from ferromq.client.lifecycle import AsyncLifecycle
 from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
@@ -222,9 +223,19 @@ class Admin(AsyncLifecycle):
     """Administration of topics, consumer groups and messages. Use `async with Admin(namesrv)`
     or `await start()` / `await stop()`."""
 
-    def __init__(self, namesrv: str, *, instance: ClientInstance | None = None, timeout: float = 3.0) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        *,
+        instance: ClientInstance | None = None,
+        timeout: float = 3.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+    ) -> None:
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv, timeout=timeout)
+        self.instance = instance or ClientInstance(
+            namesrv, timeout=timeout, credentials=credentials_of(access_key, secret_key)
+        )
         self.timeout = timeout
 
     async def start(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from ferromq.acl.signing import Credentials
 from ferromq.client.route import TopicRoute
 from ferromq.errors import BrokerError, ConnectionClosedError, RequestTimeoutError
 from ferromq.protocol.codes import RequestCode, ResponseCode
@@ -69,11 +70,14 @@ class ClientInstance:
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         route_interval: float = ROUTE_INTERVAL,
         tls: bool | ssl.SSLContext = False,
+        credentials: Credentials | None = None,
     ) -> None:
         """`tls`: connect to name servers and brokers over TLS, as a Java client with
         `-Dtls.enable=true`: True does not check the server's certificate (Java's default), an
-        `ssl.SSLContext` (see `ferromq.remoting.tls.client_context`) decides itself."""
+        `ssl.SSLContext` (see `ferromq.remoting.tls.client_context`) decides itself.
+        `credentials`: sign every request (brokers with aclEnable=true check it)."""
         self._ssl = client_context() if tls is True else tls or None
+        self.credentials = credentials
         self.namesrv_addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise ValueError("no name server address")
@@ -161,6 +165,8 @@ class ClientInstance:
 
     def _command(self, cmd: RemotingCommand) -> RemotingCommand:
         cmd.language, cmd.version = CLIENT_LANGUAGE, CLIENT_VERSION
+        if self.credentials is not None:
+            self.credentials.apply(cmd.ext, cmd.body)
         return cmd
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:

@@ -11,6 +11,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ferromq.acl.signing import credentials_of
 from ferromq.client.fault import LatencyFaultTolerance
 from ferromq.client.instance import ClientInstance
 from ferromq.client.lifecycle import AsyncLifecycle
@@ -72,10 +73,17 @@ class Producer(AsyncLifecycle):
         retries: int = 2,
         max_message_size: int = MAX_MESSAGE_SIZE,
         latency_fault_tolerance: bool = True,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.group = group
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv, instance_name=instance_name, timeout=send_timeout)
+        self.instance = instance or ClientInstance(
+            namesrv,
+            instance_name=instance_name,
+            timeout=send_timeout,
+            credentials=credentials_of(access_key, secret_key),
+        )
         self.send_timeout = send_timeout
         self.retries = retries
         self.max_message_size = max_message_size

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ferromq.acl.signing import credentials_of
 from ferromq.client.admin import check_reply, queue_master_addr, queue_offset_request
 from ferromq.client.instance import ClientInstance
 from ferromq.client.lifecycle import AsyncLifecycle
@@ -129,6 +130,8 @@ class PullConsumer(AsyncLifecycle):
         poll_timeout: float = 5.0,
         consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp: int | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         if consume_from_where not in CONSUME_FROM_WHERE:
             raise ValueError(f"consume_from_where must be one of {', '.join(CONSUME_FROM_WHERE)}")
@@ -137,7 +140,11 @@ class PullConsumer(AsyncLifecycle):
         self.group = group
         self._own_instance = instance is None
         # Consumers of one group in one process need distinct client ids to share queues.
-        self.instance = instance or ClientInstance(namesrv, instance_name=f"{os.getpid()}#{id(self):x}")
+        self.instance = instance or ClientInstance(
+            namesrv,
+            instance_name=f"{os.getpid()}#{id(self):x}",
+            credentials=credentials_of(access_key, secret_key),
+        )
         self.auto_commit = auto_commit
         self.auto_commit_interval = auto_commit_interval
         self.pull_batch_size = pull_batch_size

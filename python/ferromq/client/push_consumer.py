@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ferromq import _store
+from ferromq.acl.signing import credentials_of
 from ferromq.client.instance import ClientInstance
 from ferromq.client.lifecycle import AsyncLifecycle
 from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
@@ -230,6 +231,8 @@ class PushConsumer(AsyncLifecycle):
         consume_concurrently_max_span: int = 2000,
         shutdown_timeout: float = 10.0,
         offset_store_dir: str | Path | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         if not group:
             raise ValueError("consumer group is empty")
@@ -237,7 +240,9 @@ class PushConsumer(AsyncLifecycle):
             raise ValueError("batch sizes and max_concurrency must be at least 1")
         self.group = group
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv, instance_name=instance_name)
+        self.instance = instance or ClientInstance(
+            namesrv, instance_name=instance_name, credentials=credentials_of(access_key, secret_key)
+        )
         self.message_model = MessageModel(str(message_model).upper())
         self.consume_from_where = ConsumeFromWhere(str(consume_from_where).upper())
         self.consume_timestamp_ms = _timestamp_ms(consume_timestamp)

@@ -22,6 +22,8 @@ Handler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | No
 ImmediateHandler = Callable[
     [Connection, RemotingCommand], RemotingCommand | Awaitable[RemotingCommand | None] | None
 ]
+# Runs before any handler (the broker's ACL): raises a `FerroMQError` to refuse the request.
+Guard = Callable[[Connection, RemotingCommand], None]
 
 
 class Dispatcher:
@@ -30,14 +32,21 @@ class Dispatcher:
         handlers: dict[int, Handler],
         name: str,
         immediate: dict[int, ImmediateHandler] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self._handlers = dict(handlers)
         self._immediate = dict(immediate or {})
         self._name = name
+        self._guard = guard
 
     def __call__(
         self, conn: Connection, cmd: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
+        if self._guard is not None:
+            try:
+                self._guard(conn, cmd)
+            except Exception as e:
+                return self._refusal(conn, cmd, e)
         fast = self._immediate.get(cmd.code)
         if fast is None:
             return self._run(conn, cmd, None)

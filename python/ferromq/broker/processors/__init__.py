@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ferromq.broker.processors import (
+    acl,
     admin,
     client_manage,
     consumer_manage,
@@ -22,6 +23,16 @@ if TYPE_CHECKING:
 
 def build_registry(broker: Broker) -> dict[int, Handler]:
     registry: dict[int, Handler] = {}
-    for module in (send, pull, consumer_manage, client_manage, query, admin, end_transaction, retention):
+    for module in (
+        send,
+        pull,
+        consumer_manage,
+        client_manage,
+        query,
+        admin,
+        end_transaction,
+        retention,
+        acl,
+    ):
         registry.update(module.handlers(broker))
     return registry

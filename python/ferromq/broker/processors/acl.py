@@ -1,0 +1,116 @@
+"""The ACL admin requests, as RocketMQ 4.9.7's AdminBrokerProcessor answers them:
+UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO,
+UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, GET_BROKER_CLUSTER_ACL_CONFIG.
+
+Changes are written to the ACL files (with a new dataVersion) and take effect at once. With
+`aclEnable=false` they are refused with a remark saying so (Java fails them without one, or
+does not answer the two GET requests at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from ferromq.acl.errors import AclError
+from ferromq.acl.plain import PlainAcl
+from ferromq.errors import BrokerError
+from ferromq.jsonutil import dumps
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import ext_bool, ext_str
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.dispatch import Handler
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+T = TypeVar("T")
+
+DISABLED = "ACL is not enabled on this broker (aclEnable=false in broker.conf)"
+
+
+def _applied(failed: ResponseCode, action: Callable[[], T]) -> T:
+    """`action`'s result; an ACL change that cannot be made is refused with `failed` and Java's
+    message (the exception's own, without the class name)."""
+    try:
+        return action()
+    except (AclError, OSError) as e:
+        raise BrokerError(str(e), failed) from None
+
+
+def _split(value: str | None) -> list[str] | None:
+    """Java's UtilAll.split(value, ","): None stays None."""
+    return None if value is None else value.split(",")
+
+
+def handlers(broker: Broker) -> dict[int, Handler]:
+    def acl(code: ResponseCode) -> PlainAcl:
+        if broker.acl is None:
+            raise BrokerError(DISABLED, code)
+        return broker.acl
+
+    async def update(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+        plain = acl(failed)
+        ext = cmd.ext
+        config = {
+            "accessKey": ext_str(cmd, "accessKey"),
+            "secretKey": ext.get("secretKey"),
+            "whiteRemoteAddress": ext.get("whiteRemoteAddress"),
+            "defaultTopicPerm": ext.get("defaultTopicPerm"),
+            "defaultGroupPerm": ext.get("defaultGroupPerm"),
+            "topicPerms": _split(ext.get("topicPerms")),
+            "groupPerms": _split(ext.get("groupPerms")),
+            "admin": ext_bool(cmd, "admin"),
+        }
+        _applied(failed, lambda: plain.update_account(config))
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def delete(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        failed = ResponseCode.DELETE_ACL_CONFIG_FAILED
+        plain = acl(failed)
+        access_key = ext_str(cmd, "accessKey")
+        deleted = _applied(failed, lambda: plain.delete_account(access_key))
+        if not deleted:
+            raise BrokerError(
+                f"The accesskey[{access_key}] corresponding to accessConfig has been deleted failed.", failed
+            )
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def update_global_white(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
+        plain = acl(failed)
+        addresses = ext_str(cmd, "globalWhiteAddrs")
+        file = cmd.ext.get("aclFileFullPath")
+        done = _applied(failed, lambda: plain.update_global_white(addresses.split(","), file))
+        if not done:
+            raise BrokerError(f"The globalWhiteAddresses[{addresses}] has been updated failed.", failed)
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def versions(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        plain = acl(ResponseCode.SYSTEM_ERROR)
+        cfg = broker.config
+        return cmd.reply(
+            ResponseCode.SUCCESS,
+            ext={
+                "version": dumps(plain.default_version().as_json()).decode(),
+                "allAclFileVersion": dumps(plain.versions()).decode(),
+                "brokerName": cfg.broker_name,
+                "brokerAddr": cfg.broker_addr,
+                "clusterName": cfg.broker_cluster_name,
+            },
+        )
+
+    async def all_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        plain = acl(ResponseCode.SYSTEM_ERROR)
+        body = _applied(ResponseCode.SYSTEM_ERROR, plain.all_config)
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps(body))
+
+    return {
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: update,
+        RequestCode.DELETE_ACL_CONFIG: delete,
+        RequestCode.GET_BROKER_CLUSTER_ACL_INFO: versions,
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: update_global_white,
+        RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: all_config,
+    }

@@ -1,0 +1,348 @@
+"""The plain ACL on a real broker (127.0.0.1, port 0, plain_acl.yml under a tmp home): the Python
+client with credentials, raw frames refused with Java's code and remark, the ACL admin requests
+and a reload when the file changes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ferromq.acl.errors import AclError
+from ferromq.acl.signing import Credentials
+from ferromq.broker import Broker, load_broker_config
+from ferromq.client.admin import Admin
+from ferromq.client.message import Message
+from ferromq.client.producer import Producer
+from ferromq.client.pull_consumer import PullConsumer
+from ferromq.errors import BrokerError
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode
+from ferromq.protocol.command import RemotingCommand
+
+from .brokerkit import SMALL_STORE, Client, pull_ext, running
+
+PLAIN_ACL = """
+globalWhiteRemoteAddresses:
+  - 10.10.103.*
+accounts:
+  - accessKey: producerAK
+    secretKey: producerSecret
+    defaultTopicPerm: DENY
+    topicPerms:
+      - AclTopic=PUB
+  - accessKey: consumerAK
+    secretKey: consumerSecret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms:
+      - AclTopic=SUB
+    groupPerms:
+      - AclGroup=SUB
+  - accessKey: adminAK1
+    secretKey: adminSecret
+    admin: true
+"""
+PRODUCER = ("producerAK", "producerSecret")
+CONSUMER = ("consumerAK", "consumerSecret")
+ADMIN = ("adminAK1", "adminSecret")
+
+
+def run(coro: Coroutine[Any, Any, None]) -> None:
+    asyncio.run(asyncio.wait_for(coro, 90))
+
+
+def home(tmp_path: Path, text: str = PLAIN_ACL) -> Path:
+    conf = tmp_path / "home" / "conf"
+    conf.mkdir(parents=True)
+    (conf / "plain_acl.yml").write_text(text)
+    return tmp_path / "home"
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+async def signed_call(
+    client: Client, code: int, ext: dict[str, Any], keys: tuple[str, str] | None, body: bytes = b""
+) -> RemotingCommand:
+    cmd = RemotingCommand(code=code, ext={k: str(v) for k, v in ext.items()}, body=body)
+    if keys is not None:
+        Credentials(*keys).apply(cmd.ext, cmd.body)
+    return await client.conn.request(cmd, 10.0)
+
+
+def java_remark(message: str, where: str) -> str:
+    method, line = where.split(":")
+    return (
+        f"org.apache.rocketmq.acl.common.AclException: {message}, "
+        f"org.apache.rocketmq.acl.plain.PlainPermissionManager.{method}(PlainPermissionManager.java:{line})"
+    )
+
+
+def test_python_clients_with_credentials(tmp_path: Path) -> None:
+    async def main() -> None:
+        root = home(tmp_path)
+        async with running(tmp_path, acl_enable=True, rocketmq_home=str(root)) as (ns, _broker):
+            addr = f"127.0.0.1:{ns.port}"
+            async with Admin(addr, access_key=ADMIN[0], secret_key=ADMIN[1]) as admin:
+                await admin.create_topic("AclTopic", 2)
+            async with Admin(addr, access_key=PRODUCER[0], secret_key=PRODUCER[1]) as weak:
+                with pytest.raises(BrokerError, match="Need admin permission for request code=17"):
+                    await weak.create_topic("Nope", 2)
+            async with Producer("AclPG", addr, access_key=PRODUCER[0], secret_key=PRODUCER[1]) as p:
+                r = await p.send(Message("AclTopic", b"allowed"))
+                assert r.queue_offset == 0
+                with pytest.raises(BrokerError, match="No default permission for topic:Other") as info:
+                    await p.send(Message("Other", b"denied"))
+                assert info.value.code == ResponseCode.SYSTEM_ERROR
+            async with Producer("AclPG2", addr) as anonymous:
+                with pytest.raises(BrokerError, match="No accessKey is configured"):
+                    await anonymous.send(Message("AclTopic", b"denied"))
+            async with PullConsumer(
+                "AclGroup", addr, access_key=CONSUMER[0], secret_key=CONSUMER[1], auto_commit=False
+            ) as consumer:
+                queues = await consumer.fetch_queues("AclTopic")
+                consumer.assign(queues)
+                got: list[bytes] = []
+                deadline = time.monotonic() + 10
+                while not got and time.monotonic() < deadline:
+                    got += [m.body for m in await consumer.poll(1.0)]
+                assert got == [b"allowed"]
+                await consumer.commit()
+
+    run(main())
+
+
+def test_raw_frames_get_javas_codes_and_remarks(tmp_path: Path) -> None:
+    async def main() -> None:
+        root = home(tmp_path)
+        async with running(tmp_path, acl_enable=True, rocketmq_home=str(root)) as (_ns, broker):
+            c = await Client().connect(broker.port)
+            topic = {"topic": "AclTopic", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}
+            r = await signed_call(c, RC.UPDATE_AND_CREATE_TOPIC, topic, ADMIN)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            send = {
+                "a": "PG",
+                "b": "AclTopic",
+                "c": "TBW102",
+                "d": 4,
+                "e": 0,
+                "f": 0,
+                "g": 0,
+                "h": 0,
+                "i": "",
+            }
+            cases: list[tuple[str, int, dict[str, Any], tuple[str, str] | None, int, str | None]] = [
+                ("allowed send", RC.SEND_MESSAGE_V2, send, PRODUCER, 0, None),
+                (
+                    "no key",
+                    RC.SEND_MESSAGE_V2,
+                    send,
+                    None,
+                    1,
+                    java_remark("No accessKey is configured", "validate:663"),
+                ),
+                (
+                    "unknown key",
+                    RC.SEND_MESSAGE_V2,
+                    send,
+                    ("strangerKey", "strangerSecret"),
+                    1,
+                    java_remark("No acl config for strangerKey", "validate:667"),
+                ),
+                (
+                    "bad signature",
+                    RC.SEND_MESSAGE_V2,
+                    send,
+                    (PRODUCER[0], "wrongSecret"),
+                    1,
+                    java_remark("Check signature failed for accessKey=producerAK", "validate:683"),
+                ),
+                (
+                    "topic denied",
+                    RC.SEND_MESSAGE_V2,
+                    {**send, "b": "Other"},
+                    PRODUCER,
+                    1,
+                    java_remark("No default permission for topic:Other", "checkPerm:605"),
+                ),
+                (
+                    "pull by the producer",
+                    RC.PULL_MESSAGE,
+                    pull_ext("AclGroup", "AclTopic", 0, 0),
+                    PRODUCER,
+                    1,
+                    java_remark("No default permission for topic:AclTopic", "checkPerm:610"),
+                ),
+                (
+                    "group denied",
+                    RC.PULL_MESSAGE,
+                    pull_ext("OtherGroup", "AclTopic", 0, 0),
+                    CONSUMER,
+                    1,
+                    java_remark("No default permission for group:OtherGroup", "checkPerm:605"),
+                ),
+                ("allowed pull", RC.PULL_MESSAGE, pull_ext("AclGroup", "AclTopic", 0, 0), CONSUMER, 0, None),
+                (
+                    "admin request",
+                    RC.DELETE_TOPIC_IN_BROKER,
+                    {"topic": "AclTopic"},
+                    CONSUMER,
+                    1,
+                    java_remark(
+                        "Need admin permission for request code=215, but accessKey=consumerAK is not",
+                        "checkPerm:580",
+                    ),
+                ),
+                (
+                    "ACL admin request (stricter than Java)",
+                    RC.GET_BROKER_CLUSTER_ACL_CONFIG,
+                    {},
+                    CONSUMER,
+                    1,
+                    java_remark(
+                        "Need admin permission for request code=54, but accessKey=consumerAK is not",
+                        "checkPerm:580",
+                    ),
+                ),
+            ]
+            for what, code, ext, keys, want, remark in cases:
+                r = await signed_call(c, code, ext, keys, b"body" if code == RC.SEND_MESSAGE_V2 else b"")
+                assert r.code == want, f"{what}: {r.code} {r.remark}"
+                if remark is not None:
+                    assert r.remark == remark, what
+            await c.close()
+
+    run(main())
+
+
+def test_acl_admin_requests_and_reload(tmp_path: Path) -> None:
+    async def main() -> None:
+        root = home(tmp_path)
+        acl_file = root / "conf" / "plain_acl.yml"
+        async with running(tmp_path, acl_enable=True, rocketmq_home=str(root)) as (_ns, broker):
+            c = await Client().connect(broker.port)
+            ping = {"topic": "AclTopic"}  # GET_MAX_OFFSET needs only a good signature
+            newbie = ("newbieKey1", "newbieSecret")
+            r = await signed_call(c, RC.GET_MAX_OFFSET, {**ping, "queueId": 0}, newbie)
+            assert r.code == 1 and "No acl config for newbieKey1" in (r.remark or "")
+
+            update = {
+                "accessKey": newbie[0],
+                "secretKey": newbie[1],
+                "topicPerms": "t1=PUB,t2=SUB",
+                "admin": "false",
+            }
+            r = await signed_call(c, RC.UPDATE_AND_CREATE_ACL_CONFIG, update, ADMIN)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await signed_call(c, RC.GET_MAX_OFFSET, {**ping, "queueId": 0}, newbie)
+            assert "No acl config" not in (r.remark or "")
+            r = await signed_call(c, RC.UPDATE_AND_CREATE_ACL_CONFIG, {**update, "secretKey": "short"}, ADMIN)
+            assert r.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+            assert r.remark == (
+                "The accessKey=newbieKey1 and secretKey=short cannot be null and length should longer than 6"
+            )
+
+            r = await signed_call(c, RC.GET_BROKER_CLUSTER_ACL_CONFIG, {}, ADMIN)
+            body = orjson.loads(r.body)
+            assert body["globalWhiteAddrs"] == ["10.10.103.*"]
+            newbie_config = [a for a in body["plainAccessConfigs"] if a["accessKey"] == newbie[0]]
+            assert newbie_config == [
+                {
+                    "accessKey": newbie[0],
+                    "admin": False,
+                    "secretKey": newbie[1],
+                    "topicPerms": ["t1=PUB", "t2=SUB"],
+                }
+            ]
+            r = await signed_call(c, RC.GET_BROKER_CLUSTER_ACL_INFO, {}, ADMIN)
+            assert r.code == 0
+            assert orjson.loads(r.ext["version"])["counter"] == 1
+            assert orjson.loads(r.ext["allAclFileVersion"])[str(acl_file)]["counter"] == 1
+            assert r.ext["brokerName"] == "broker-a" and r.ext["brokerAddr"] == broker.config.broker_addr
+
+            r = await signed_call(
+                c,
+                RC.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                {"globalWhiteAddrs": "127.0.0.1", "aclFileFullPath": str(acl_file)},
+                ADMIN,
+            )
+            assert r.code == 0, r.remark
+            r = await signed_call(c, RC.DELETE_TOPIC_IN_BROKER, {"topic": "Whatever"}, None)
+            assert r.code == 0, "127.0.0.1 is globally white now"
+            r = await signed_call(
+                c,
+                RC.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+                {"globalWhiteAddrs": "", "aclFileFullPath": str(acl_file)},
+                ADMIN,
+            )
+            assert r.code == 0, r.remark
+
+            r = await signed_call(c, RC.DELETE_ACL_CONFIG, {"accessKey": newbie[0]}, ADMIN)
+            assert r.code == 0
+            r = await signed_call(c, RC.DELETE_ACL_CONFIG, {"accessKey": newbie[0]}, ADMIN)
+            assert r.code == ResponseCode.DELETE_ACL_CONFIG_FAILED
+            assert (
+                r.remark == "The accesskey[newbieKey1] corresponding to accessConfig has been deleted failed."
+            )
+
+            # Hot reload: an account written into the file by hand works within the watch interval.
+            acl_file.write_text(
+                PLAIN_ACL
+                + "  - accessKey: handWritten1\n    secretKey: handSecret1\n    defaultTopicPerm: PUB\n"
+            )
+
+            async def reloaded() -> bool:
+                r = await signed_call(
+                    c, RC.GET_MAX_OFFSET, {**ping, "queueId": 0}, ("handWritten1", "handSecret1")
+                )
+                return "No acl config" not in (r.remark or "")
+
+            await until(reloaded, 20.0, "the ACL file to be reloaded")
+            # A broken file keeps the ACL as it was.
+            acl_file.write_text("accounts: [\n")
+            assert broker.acl_watcher is not None and not broker.acl_watcher.poll()
+            assert await reloaded()
+            await c.close()
+
+    run(main())
+
+
+def test_acl_needs_a_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROCKETMQ_HOME", raising=False)
+
+    async def main() -> None:
+        config = load_broker_config(
+            None, listen_port=0, store_path_root_dir=str(tmp_path / "store"), acl_enable=True, **SMALL_STORE
+        )
+        broker = Broker(config, "127.0.0.1")
+        with pytest.raises(AclError, match="needs the broker's home"):
+            await broker.start()
+
+    run(main())
+
+
+def test_acl_admin_requests_without_acl(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path) as (_ns, broker):
+            c = await Client().connect(broker.port)
+            r = await c.call(
+                RC.UPDATE_AND_CREATE_ACL_CONFIG, {"accessKey": "someKey12", "secretKey": "someSecret"}
+            )
+            assert r.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+            assert "aclEnable=false" in (r.remark or "")
+            r = await c.call(RC.GET_BROKER_CLUSTER_ACL_CONFIG)
+            assert r.code == ResponseCode.SYSTEM_ERROR and "aclEnable=false" in (r.remark or "")
+            await c.close()
+
+    run(main())
