@@ -145,7 +145,7 @@ def acl(tmp_path: Path) -> PlainAcl:
 
 
 def _check(acl: PlainAcl, host: str, cmd: RemotingCommand) -> None:
-    acl.check(host, cmd.code, cmd.ext, cmd.body, lambda: needed_resources(cmd), lambda a: a.white(host))
+    acl.check(cmd, needed_resources, lambda a: a.white(host))
 
 
 def _signed(

@@ -38,11 +38,18 @@ _MAX_PEERS = 4096
 class _Peer:
     """What the ACL decided about one peer address (valid until the ACL reloads)."""
 
-    __slots__ = ("globally_white", "white_for")
+    __slots__ = ("globally_white", "host", "white")
 
-    def __init__(self, globally_white: bool) -> None:
+    def __init__(self, host: str, globally_white: bool) -> None:
+        self.host = host
         self.globally_white = globally_white
-        self.white_for: dict[str, bool] = {}
+        self.white: dict[str, bool] = {}
+
+    def white_for(self, account: Account) -> bool:
+        known = self.white.get(account.access_key)
+        if known is None:
+            known = self.white[account.access_key] = account.white(self.host)
+        return known
 
 
 class AclGuard:
@@ -59,17 +66,9 @@ class AclGuard:
         if peer is None:
             if len(self._peers) >= _MAX_PEERS:
                 self._peers.clear()
-            peer = self._peers[host] = _Peer(self.acl.globally_white(host))
-        if peer.globally_white:
-            return
-
-        def white_for(account: Account) -> bool:
-            known = peer.white_for.get(account.access_key)
-            if known is None:
-                known = peer.white_for[account.access_key] = account.white(host)
-            return known
-
-        self.acl.check(host, cmd.code, cmd.ext, cmd.body, lambda: needed_resources(cmd), white_for)
+            peer = self._peers[host] = _Peer(host, self.acl.globally_white(host))
+        if not peer.globally_white:
+            self.acl.check(cmd, needed_resources, peer.white_for)
 
 
 def _add(out: dict[str, int], resource: str | None, bits: int) -> None:

@@ -28,6 +28,7 @@ from ferromq.acl import permission as perm
 from ferromq.acl.addresses import Matcher, matcher
 from ferromq.acl.errors import AclError, refusal
 from ferromq.acl.signing import ACCESS_KEY, SIGNATURE, Signer
+from ferromq.protocol.command import RemotingCommand
 
 logger = logging.getLogger(__name__)
 
@@ -258,17 +259,15 @@ class PlainAcl:
 
     def check(
         self,
-        host: str,
-        code: int,
-        ext: dict[str, str],
-        body: bytes,
-        needed: Callable[[], dict[str, int] | None],
+        cmd: RemotingCommand,
+        needed: Callable[[RemotingCommand], dict[str, int] | None],
         white_for: Callable[[Account], bool],
     ) -> None:
         """Java's `PlainPermissionManager.validate` for a peer that is not globally white:
         raises the refusal Java gives, or returns. `needed` gives the resources the request
         touches (computed only when the signature is good); `white_for` says whether the peer
         is in an account's white addresses (the caller caches it)."""
+        ext = cmd.ext
         access_key = ext.get(ACCESS_KEY)
         if access_key is None:
             raise refusal("No accessKey is configured", "validate:663")
@@ -277,12 +276,12 @@ class PlainAcl:
             raise refusal(f"No acl config for {access_key}", "validate:667")
         if white_for(account):
             return
-        if account.signer.server_signature(ext, body) != ext.get(SIGNATURE):
+        if account.signer.server_signature(ext, cmd.body) != ext.get(SIGNATURE):
             raise refusal(f"Check signature failed for accessKey={access_key}", "validate:683")
-        resources = needed()
+        resources = needed(cmd)
         if resources is not None and resources.get(perm.TRACE_TOPIC) == perm.PUB:
             return
-        check_perm(code, resources, account)
+        check_perm(cmd.code, resources, account)
 
     # -- the ACL admin requests ----------------------------------------------------------------
 

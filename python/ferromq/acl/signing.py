@@ -8,9 +8,11 @@ client both use it.
 
 from __future__ import annotations
 
-import base64
+import binascii
+import functools
 import hashlib
-import hmac
+import operator
+from collections.abc import Callable
 
 ACCESS_KEY = "AccessKey"
 SIGNATURE = "Signature"
@@ -19,26 +21,47 @@ SECURITY_TOKEN = "SecurityToken"
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 
 _SERVER_SKIPPED = frozenset((SIGNATURE, UNIQUE_MSG_QUERY_FLAG))
+_BLOCK = 64  # SHA-1's block size
 
 
 def field_text(ext: dict[str, str], skipped: frozenset[str] = frozenset((SIGNATURE,))) -> bytes:
     """The ext values in key order, without the `skipped` keys, as UTF-8."""
-    return "".join([v for k, v in sorted(ext.items()) if k not in skipped]).encode("utf-8")
+    return "".join(_in_key_order(tuple(ext), skipped)(ext)).encode("utf-8")
+
+
+@functools.lru_cache(maxsize=1024)
+def _in_key_order(
+    keys: tuple[str, ...], skipped: frozenset[str]
+) -> Callable[[dict[str, str]], tuple[str, ...]]:
+    """A getter of the values in key order, per set of keys (a client sends the same header
+    fields in the same order every time: the sort is done once)."""
+    ordered = sorted(k for k in keys if k not in skipped)
+    if len(ordered) > 1:
+        return operator.itemgetter(*ordered)
+    return lambda ext: tuple(ext[k] for k in ordered)
 
 
 class Signer:
-    """HmacSHA1 keyed with one secret; the keyed state is built once and copied per request."""
+    """HmacSHA1 keyed with one secret. The inner and outer hash states of the key are computed
+    once; a signature copies them (RFC 2104), which is cheaper than `hmac.new` per request."""
 
-    __slots__ = ("_mac",)
+    __slots__ = ("_inner", "_outer")
 
     def __init__(self, secret_key: str) -> None:
-        self._mac = hmac.new(secret_key.encode("utf-8"), digestmod=hashlib.sha1)
+        key = secret_key.encode("utf-8")
+        if len(key) > _BLOCK:
+            key = hashlib.sha1(key).digest()
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha1(bytes(b ^ 0x36 for b in key))
+        self._outer = hashlib.sha1(bytes(b ^ 0x5C for b in key))
 
     def sign(self, *parts: bytes) -> str:
-        mac = self._mac.copy()
+        inner = self._inner.copy()
         for part in parts:
-            mac.update(part)
-        return base64.b64encode(mac.digest()).decode("ascii")
+            inner.update(part)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return binascii.b2a_base64(outer.digest(), newline=False).decode("ascii")
 
     def server_signature(self, ext: dict[str, str], body: bytes) -> str:
         """The signature a broker expects for a request (Signature and the unique-key query flag
