@@ -12,6 +12,7 @@ import pytest
 
 from ferromq.broker.processors import consumer_manage
 from ferromq.client.admin import Admin, decode_offset_msg_id, parse_consume_stats
+from ferromq.client.admin_results import GroupConfig
 from ferromq.client.message import Message, MessageQueue, ReceivedMessage
 from ferromq.client.producer import Producer
 from ferromq.client.pull_consumer import PullConsumer
@@ -475,5 +476,69 @@ def test_admin_queries_and_offsets(tmp_path: Path) -> None:
                 assert (await admin.min_offset(qs[0]), await admin.max_offset(qs[0])) == (0, 2)
                 assert await admin.search_offset(qs[0], before - 60_000) == 0
                 assert await admin.search_offset(qs[0], m.store_timestamp + 60_000) == 2
+
+    run(main())
+
+
+def test_admin_groups(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path) as (ns, _):
+            addr = f"127.0.0.1:{ns.port}"
+            async with Admin(addr) as admin:
+                assert await admin.create_group("G-plain") == ["broker-a"]
+                custom = GroupConfig("G-custom", consume_broadcast_enable=False, retry_max_times=3)
+                assert await admin.create_group(custom) == ["broker-a"]
+                groups = await admin.list_groups()
+                assert groups["G-plain"] == GroupConfig("G-plain")
+                assert groups["G-custom"] == custom
+                # Its retry topic exists once a consumer sent a message back; delete takes it too.
+                qs = await create_topic(admin, "%RETRY%G-custom", queue_nums=1)
+                assert qs
+                assert await admin.delete_group("G-custom") == ["broker-a"]
+                assert "G-custom" not in await admin.list_groups()
+
+                async def retry_topic_gone() -> bool:
+                    return "%RETRY%G-custom" not in await admin.list_topics()
+
+                await until(retry_topic_gone, what="the group's retry topic to go")
+                with pytest.raises(ValueError):
+                    await admin.create_group("")
+
+    run(main())
+
+
+def test_admin_message_at_and_offline_offset_reset(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path) as (ns, _):
+            addr = f"127.0.0.1:{ns.port}"
+            async with Admin(addr) as admin, Producer("PG", addr) as producer:
+                qs = await create_topic(admin, "ResetT", queue_nums=2)
+                first = await send(producer, "ResetT", 3, qs[0])
+                await send(producer, "ResetT", 2, qs[1])
+                m = await admin.message_at(qs[0], 1)
+                assert (m.body.decode(), m.queue, m.queue_offset) == (first[1], qs[0], 1)
+                with pytest.raises(QueryNotFoundError):
+                    await admin.message_at(qs[0], 3)
+
+                # No consumer online: the committed offsets are written directly.
+                done = await admin.reset_offset_by_time("G-reset", "ResetT", -1)
+                assert not done.clients_notified
+                assert [(r.queue, r.offset) for r in done.queues] == [(qs[0], 3), (qs[1], 2)]
+                progress = await admin.consumer_progress("G-reset", "ResetT")
+                assert [(p.queue, p.consumer_offset, p.lag) for p in progress.queues] == [
+                    (qs[0], 3, 0),
+                    (qs[1], 2, 0),
+                ]
+                # Back to before the first message: everything is to be consumed again.
+                back = await admin.reset_offset_by_time("G-reset", "ResetT", m.store_timestamp - 60_000)
+                assert [(r.queue, r.previous, r.offset) for r in back.queues] == [
+                    (qs[0], 3, 0),
+                    (qs[1], 2, 0),
+                ]
+                assert (await admin.consumer_progress("G-reset", "ResetT")).total_lag == 5
+                # Not forced: offsets only move back, never forward.
+                kept = await admin.reset_offset_by_time("G-reset", "ResetT", -1, force=False)
+                assert [r.offset for r in kept.queues] == [0, 0]
+                assert (await admin.consumer_progress("G-reset", "ResetT")).total_lag == 5
 
     run(main())

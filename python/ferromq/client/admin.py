@@ -7,18 +7,37 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from ferromq.acl.signing import credentials_of
+from ferromq.client.admin_results import (
+    BrokerRuntimeInfo,
+    BrokerStats,
+    ConsumerConnections,
+    GroupConfig,
+    OffsetResetResult,
+    ProducerConnections,
+    QueueReset,
+    TopicQueueStats,
+    mq_map,
+    parse_broker_stats,
+    parse_consumer_connections,
+    parse_group_table,
+    parse_kv_table,
+    parse_producer_connections,
+    parse_properties,
+    parse_reset_offsets,
+    parse_topic_stats,
+    properties_text,
+)
 from ferromq.client.instance import ClientInstance
 from ferromq.client.lifecycle import AsyncLifecycle
 from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
 from ferromq.client.route import TopicRoute
 from ferromq.errors import BrokerError, QueryNotFoundError, TopicNotExistError
-from ferromq.jsonutil import loads_lenient
+from ferromq.jsonutil import dumps, loads_lenient, loads_object_keys
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 
@@ -27,10 +46,11 @@ logger = logging.getLogger(__name__)
 AUTO_CREATE_TOPIC_KEY = "TBW102"
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 DEFAULT_QUERY_MAX_NUM = 32
+# The group mqadmin reads single messages as (MixAll.TOOLS_CONSUMER_GROUP).
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+PULL_FLAG_SUBSCRIPTION = 0x4
 # QUERY_MESSAGE reads index files: give it more time than a plain request (Java: timeout * 3).
 QUERY_TIMEOUT_FACTOR = 3
-# fastjson writes Map<MessageQueue, OffsetWrapper> with object keys; this finds one entry.
-_FASTJSON_MQ_ENTRY = re.compile(rb"\{(\"brokerName\"[^{}]*)\}\s*:\s*\{([^{}]*)\}")
 
 
 @dataclass(frozen=True)
@@ -156,7 +176,7 @@ def check_reply(reply: RemotingCommand, what: str) -> RemotingCommand:
     if reply.code != ResponseCode.SUCCESS:
         if reply.code == ResponseCode.TOPIC_NOT_EXIST:
             raise TopicNotExistError(reply.remark or f"{what}: topic not exist")
-        raise BrokerError(f"{what} failed: {reply.remark or reply.code}", _code(reply.code))
+        raise BrokerError(f"{what} failed: {(reply.remark or '').strip() or reply.code}", _code(reply.code))
     return reply
 
 
@@ -184,32 +204,21 @@ async def queue_offset_request(
 
 
 def parse_consume_stats(body: bytes, group: str) -> tuple[list[QueueProgress], float]:
-    """A GET_CONSUME_STATS body: ferromq's list form (`offsetTable: [{messageQueue,
-    offsetWrapper}]`) or the Java broker's fastjson map with MessageQueue object keys."""
+    """A GET_CONSUME_STATS body: the Java broker's fastjson map with MessageQueue object keys, or
+    the list form older ferromq brokers wrote (`offsetTable: [{messageQueue, offsetWrapper}]`)."""
     try:
-        data = loads_lenient(body)
+        data = loads_object_keys(body) if body else {}
     except ValueError:
-        data = None
-    entries: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    tps = 0.0
-    if isinstance(data, dict):
-        tps = float(data.get("consumeTps") or 0.0)
-        table = data.get("offsetTable") or []
-        if isinstance(table, list):
-            entries = [(e["messageQueue"], e["offsetWrapper"]) for e in table]
-    else:
-        for mq_raw, wrapper_raw in _FASTJSON_MQ_ENTRY.findall(body):
-            entries.append((loads_lenient(b"{" + mq_raw + b"}"), loads_lenient(b"{" + wrapper_raw + b"}")))
-        found = re.search(rb'"consumeTps"\s*:\s*([0-9.eE+-]+)', body)
-        if found:
-            tps = float(found.group(1))
+        data = {}
+    tps = float(data.get("consumeTps") or 0.0) if isinstance(data, dict) else 0.0
     out = []
-    for mq, w in entries:
+    for mq, w in mq_map(body):
+        w = w if isinstance(w, dict) else {}
         broker_offset = int(w.get("brokerOffset", 0))
         consumer_offset = int(w.get("consumerOffset", 0))
         out.append(
             QueueProgress(
-                queue=MessageQueue(str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"])),
+                queue=mq,
                 broker_offset=broker_offset,
                 consumer_offset=consumer_offset,
                 lag=max(0, broker_offset - consumer_offset),
@@ -293,13 +302,25 @@ class Admin(AsyncLifecycle):
         names = info.clusters[cluster] if cluster is not None else sorted(info.brokers)
         return [addr for n in names if n in info.brokers for _, addr in sorted(info.brokers[n].addrs.items())]
 
+    async def _call(
+        self,
+        addr: str,
+        code: RequestCode,
+        what: str,
+        ext: dict[str, str] | None = None,
+        body: bytes = b"",
+        timeout: float | None = None,
+    ) -> RemotingCommand:
+        """One request to `addr`; the reply when it succeeded, else BrokerError with its code."""
+        cmd = RemotingCommand(code=code, ext=dict(ext or {}), body=body)
+        return check_reply(await self.instance.invoke(addr, cmd, timeout or self.timeout), what)
+
     async def _broadcast(
-        self, code: int, what: str, broker_addr: str | None, cluster: str | None
+        self, code: RequestCode, what: str, broker_addr: str | None, cluster: str | None
     ) -> list[str]:
         addrs = [broker_addr] if broker_addr is not None else await self._all_broker_addrs(cluster)
         for addr in addrs:
-            reply = await self.instance.invoke(addr, RemotingCommand(code=code), self.timeout)
-            check_reply(reply, f"{what} on {addr}")
+            await self._call(addr, code, f"{what} on {addr}")
         return addrs
 
     async def delete_expired_commitlog(
@@ -614,3 +635,290 @@ class Admin(AsyncLifecycle):
         return await queue_offset_request(
             self.instance, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, timestamp=str(timestamp)
         )
+
+    # -- brokers -------------------------------------------------------------------------------
+
+    async def broker_runtime_info(self, broker_addr: str) -> BrokerRuntimeInfo:
+        """GET_BROKER_RUNTIME_INFO of one broker (mqadmin brokerStatus)."""
+        reply = await self._call(
+            broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO, f"runtime info of {broker_addr}"
+        )
+        return BrokerRuntimeInfo(broker_addr, parse_kv_table(reply.body))
+
+    async def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: the broker's configuration, key -> value (mqadmin getBrokerConfig)."""
+        reply = await self._call(broker_addr, RequestCode.GET_BROKER_CONFIG, f"config of {broker_addr}")
+        return parse_properties(reply.body)
+
+    async def update_broker_config(
+        self, props: dict[str, str], *, broker_addr: str | None = None, cluster: str | None = None
+    ) -> list[str]:
+        """UPDATE_BROKER_CONFIG with `props` to one broker, or to every master of `cluster` (or of
+        all clusters); the broker applies the keys it can change while running and persists them.
+        Returns the addresses updated."""
+        if not props:
+            raise ValueError("no broker config key to update")
+        if broker_addr is not None:
+            addrs = [broker_addr]
+        else:
+            info = await self.cluster_info()
+            if cluster is not None and cluster not in info.clusters:
+                raise BrokerError(f"no cluster {cluster!r}", ResponseCode.SERVICE_NOT_AVAILABLE)
+            addrs = list(info.master_addrs(cluster).values())
+        body = properties_text(props)
+        for addr in addrs:
+            await self._call(
+                addr, RequestCode.UPDATE_BROKER_CONFIG, f"UPDATE_BROKER_CONFIG on {addr}", body=body
+            )
+        return addrs
+
+    async def broker_stats(self, broker_addr: str, stats_name: str, stats_key: str) -> BrokerStats:
+        """VIEW_BROKER_STATS_DATA: one stats item of a broker (`TOPIC_PUT_NUMS` with a topic,
+        `GROUP_GET_NUMS` with `topic@group`, ...) over the last minute, hour and day."""
+        reply = await self._call(
+            broker_addr,
+            RequestCode.VIEW_BROKER_STATS_DATA,
+            f"{stats_name} {stats_key} on {broker_addr}",
+            {"statsName": stats_name, "statsKey": stats_key},
+        )
+        return parse_broker_stats(stats_name, stats_key, reply.body)
+
+    # -- topic status --------------------------------------------------------------------------
+
+    async def _route_masters(self, topic: str) -> dict[str, str]:
+        route = await self.topic_route(topic)
+        masters = {name: route.master(name) for name in sorted(route.broker_addrs)}
+        return {n: a for n, a in masters.items() if a}
+
+    async def topic_stats(self, topic: str) -> list[TopicQueueStats]:
+        """Every queue of the topic on every broker: min and max offset, last store time
+        (GET_TOPIC_STATS_INFO; mqadmin topicStatus)."""
+        out: list[TopicQueueStats] = []
+        for name, addr in (await self._route_masters(topic)).items():
+            reply = await self._call(
+                addr, RequestCode.GET_TOPIC_STATS_INFO, f"stats of {topic} on {name}", {"topic": topic}
+            )
+            out += parse_topic_stats(reply.body)
+        return sorted(out, key=lambda q: q.queue)
+
+    async def topic_consumer_groups(self, topic: str) -> list[str]:
+        """The groups consuming the topic, online or with offsets (QUERY_TOPIC_CONSUME_BY_WHO)."""
+        groups: set[str] = set()
+        for name, addr in (await self._route_masters(topic)).items():
+            reply = await self._call(
+                addr,
+                RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                f"consumers of {topic} on {name}",
+                {"topic": topic},
+            )
+            data = loads_lenient(reply.body) if reply.body else {}
+            groups.update(str(g) for g in data.get("groupList") or [])
+        return sorted(groups)
+
+    async def topics_by_cluster(self, cluster: str) -> list[str]:
+        """The topics of one cluster's brokers (GET_TOPICS_BY_CLUSTER at the name server)."""
+        reply = check_reply(
+            await self.instance.namesrv_invoke(
+                RemotingCommand(code=RequestCode.GET_TOPICS_BY_CLUSTER, ext={"cluster": cluster})
+            ),
+            f"topics of cluster {cluster}",
+        )
+        data = loads_lenient(reply.body) if reply.body else {}
+        return sorted(str(t) for t in data.get("topicList") or [])
+
+    # -- subscription groups -------------------------------------------------------------------
+
+    async def list_groups(self) -> dict[str, GroupConfig]:
+        """Every subscription group of every broker master, by name (system groups included)."""
+        out: dict[str, GroupConfig] = {}
+        for name, addr in (await self._masters(None)).items():
+            reply = await self._call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, f"groups of {name}")
+            for group, cfg in parse_group_table(reply.body).items():
+                out.setdefault(group, cfg)
+        return dict(sorted(out.items()))
+
+    async def create_group(
+        self, config: GroupConfig | str, *, broker_names: list[str] | None = None
+    ) -> list[str]:
+        """Creates or updates a subscription group on every broker master (or `broker_names`);
+        a bare name gets Java's defaults (mqadmin updateSubGroup). Returns the broker names."""
+        cfg = GroupConfig(config) if isinstance(config, str) else config
+        if not cfg.group_name:
+            raise ValueError("a subscription group needs a name")
+        masters = await self._masters(broker_names)
+        body = dumps(cfg.to_json())
+        for name, addr in masters.items():
+            await self._call(
+                addr,
+                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP {cfg.group_name} on {name}",
+                body=body,
+            )
+        return list(masters)
+
+    async def delete_group(
+        self, group: str, *, remove_offsets: bool = True, broker_names: list[str] | None = None
+    ) -> list[str]:
+        """Deletes the subscription group on every broker master (or `broker_names`), with its
+        committed offsets unless told not to, then its %RETRY% and %DLQ% topics where they exist
+        (as mqadmin deleteSubGroup does). Returns the broker names."""
+        masters = await self._masters(broker_names)
+        ext = {"groupName": group, "removeOffset": "true" if remove_offsets else "false"}
+        for name, addr in masters.items():
+            await self._call(
+                addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, f"DELETE_SUBSCRIPTIONGROUP {group} on {name}", ext
+            )
+        existing = set(await self.list_topics())
+        for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
+            if topic in existing:
+                await self.delete_topic(topic)
+        return list(masters)
+
+    async def _group_brokers(self, group: str) -> dict[str, str]:
+        """The masters that know a group's consumers: those routing its retry topic, else all."""
+        try:
+            return await self._route_masters(f"%RETRY%{group}")
+        except TopicNotExistError:
+            return await self._masters(None)
+
+    async def consumer_connections(self, group: str) -> ConsumerConnections:
+        """The group's online consumers and their subscriptions (GET_CONSUMER_CONNECTION_LIST;
+        mqadmin consumerConnection). Raises BrokerError CONSUMER_NOT_ONLINE when none is."""
+        found: ConsumerConnections | None = None
+        for name, addr in (await self._group_brokers(group)).items():
+            cmd = RemotingCommand(code=RequestCode.GET_CONSUMER_CONNECTION_LIST, ext={"consumerGroup": group})
+            reply = await self.instance.invoke(addr, cmd, self.timeout)
+            if reply.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                continue
+            check_reply(reply, f"consumer connections of {group} on {name}")
+            got = parse_consumer_connections(group, reply.body)
+            if found is None:
+                found = got
+            else:
+                conns = sorted(
+                    set(found.connections) | set(got.connections), key=lambda c: (c.client_id, c.client_addr)
+                )
+                found = ConsumerConnections(
+                    group,
+                    conns,
+                    {**got.subscriptions, **found.subscriptions},
+                    found.consume_type,
+                    found.message_model,
+                    found.consume_from_where,
+                )
+        if found is None:
+            raise BrokerError(f"the consumer group {group} is not online", ResponseCode.CONSUMER_NOT_ONLINE)
+        return found
+
+    async def producer_connections(self, group: str, topic: str) -> ProducerConnections:
+        """The group's online producers, asked of the brokers of `topic` (GET_PRODUCER_CONNECTION_LIST;
+        mqadmin producerConnection)."""
+        conns: set[Any] = set()
+        for name, addr in (await self._route_masters(topic)).items():
+            reply = await self._call(
+                addr,
+                RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                f"producer connections of {group} on {name}",
+                {"producerGroup": group},
+            )
+            conns.update(parse_producer_connections(group, reply.body).connections)
+        return ProducerConnections(group, sorted(conns, key=lambda c: (c.client_id, c.client_addr)))
+
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp: int, *, force: bool = True
+    ) -> OffsetResetResult:
+        """Moves the group's offsets on `topic` to the first message stored at or after
+        `timestamp` (ms; -1: the queues' ends). `force=False` only moves offsets back.
+
+        As mqadmin resetOffsetByTime: the brokers tell the group's online consumers to reset
+        (INVOKE_BROKER_TO_RESET_OFFSET); when no consumer is online (CONSUMER_NOT_ONLINE), or
+        the broker does not know the request, the committed offsets are written directly, which
+        consumers read when they start."""
+        masters = await self._route_masters(topic)
+        ext = {
+            "topic": topic,
+            "group": group,
+            "timestamp": str(timestamp),
+            "isForce": "true" if force else "false",
+        }
+        resets: list[QueueReset] = []
+        for name, addr in masters.items():
+            cmd = RemotingCommand(code=RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext=dict(ext))
+            reply = await self.instance.invoke(addr, cmd, self.timeout)
+            if reply.code in (ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.REQUEST_CODE_NOT_SUPPORTED):
+                return await self._reset_committed(group, topic, timestamp, force, masters)
+            check_reply(reply, f"INVOKE_BROKER_TO_RESET_OFFSET {group} {topic} on {name}")
+            resets += [QueueReset(mq, offset) for mq, offset in parse_reset_offsets(reply.body)]
+        return OffsetResetResult(group, topic, timestamp, True, sorted(resets, key=lambda r: r.queue))
+
+    async def _reset_committed(
+        self, group: str, topic: str, timestamp: int, force: bool, masters: dict[str, str]
+    ) -> OffsetResetResult:
+        """The offline reset (Java's resetOffsetByTimestampOld): per queue, the offset at
+        `timestamp` is committed with UPDATE_CONSUMER_OFFSET (when forced or when it is earlier)."""
+        route = await self.topic_route(topic)
+        progress = {q.queue: q for q in (await self.consumer_progress(group, topic)).queues}
+        resets: list[QueueReset] = []
+        for name, addr in masters.items():
+            queue_nums = max(
+                (q.read_queue_nums for q in route.queue_datas if q.broker_name == name), default=0
+            )
+            for queue_id in range(queue_nums):
+                mq = MessageQueue(topic, name, queue_id)
+                known = progress.get(mq)
+                current = known.consumer_offset if known is not None else await self.min_offset(mq)
+                if timestamp == -1:
+                    target = await self.max_offset(mq)
+                else:
+                    target = await self.search_offset(mq, timestamp)
+                if force or target <= current:
+                    await self._call(
+                        addr,
+                        RequestCode.UPDATE_CONSUMER_OFFSET,
+                        f"UPDATE_CONSUMER_OFFSET {group} {mq}",
+                        {
+                            "consumerGroup": group,
+                            "topic": topic,
+                            "queueId": str(queue_id),
+                            "commitOffset": str(target),
+                        },
+                    )
+                else:
+                    target = current
+                resets.append(QueueReset(mq, target, current))
+        return OffsetResetResult(group, topic, timestamp, False, resets)
+
+    # -- messages by position --------------------------------------------------------------------
+
+    async def message_at(self, queue: MessageQueue, offset: int) -> ReceivedMessage:
+        """The message at `offset` of a queue (a PULL_MESSAGE of one message as the group
+        TOOLS_CONSUMER; mqadmin queryMsgByOffset). Raises QueryNotFoundError when there is none."""
+        addr = await queue_master_addr(self.instance, queue)
+        ext = {
+            "consumerGroup": TOOLS_CONSUMER_GROUP,
+            "topic": queue.topic,
+            "queueId": str(queue.queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": "1",
+            "sysFlag": str(PULL_FLAG_SUBSCRIPTION),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subscription": "*",
+            "subVersion": "0",
+            "expressionType": "TAG",
+        }
+        reply = await self.instance.invoke(
+            addr, RemotingCommand(code=RequestCode.PULL_MESSAGE, ext=ext), self.timeout
+        )
+        where = f"offset {offset} of {queue.topic} queue {queue.queue_id} on {queue.broker_name}"
+        if reply.code in (
+            ResponseCode.PULL_NOT_FOUND,
+            ResponseCode.PULL_OFFSET_MOVED,
+            ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ):
+            raise QueryNotFoundError(f"no message at {where}: {reply.remark or _code(reply.code).name}")
+        check_reply(reply, f"PULL_MESSAGE at {where}")
+        for m in decode_received(reply.body, queue.broker_name):
+            if m.queue_offset == offset:
+                return m
+        raise QueryNotFoundError(f"no message at {where}")
