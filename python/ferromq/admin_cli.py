@@ -1,102 +1,641 @@
-"""`ferromq admin`: the everyday cluster questions, answered through the name server with the
-Python client's `Admin` (so it works against ferromq and Apache RocketMQ brokers alike).
+"""`ferromq admin`: the everyday operator tasks, through the name server with the Python client's
+`Admin` (so it works against ferromq and Apache RocketMQ brokers alike). Every command prints a
+readable table, or JSON with `--json`.
 
-    ferromq admin [-n 127.0.0.1:9876] topics
-    ferromq admin cluster
-    ferromq admin create-topic Orders [--queues 8] [--order]
-    ferromq admin route Orders
-    ferromq admin progress GROUP [--topic Orders]
-    ferromq admin query-key Orders order-1
-    ferromq admin query-id Orders MSG_ID
-    ferromq admin delete-expired-commitlog [-b BROKER_ADDR | -c CLUSTER]
-    ferromq admin clean-expired-cq [-b BROKER_ADDR | -c CLUSTER]
-
-A failed request (no name server there, a topic that does not exist, ...) is one line on stderr
-and exit code 1.
+Exit codes (also in `ferromq admin --help`):
+    0  done
+    1  a broker or name server refused the request (the error line names RocketMQ's response code)
+    2  bad usage: unknown command, a missing or malformed argument
+    3  not found: no such topic, message, or no consumer of the group online
+    4  unreachable: no name server or broker answered in time
+An error is one line on stderr: `ferromq admin COMMAND: what went wrong [CODE] (name server ADDR)`;
+with `--json`, stdout also gets `{"error": {"message", "code", "codeName", "exitCode"}}`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import dataclasses
 import os
 import sys
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 from ferromq.client import Admin
-from ferromq.client.message import ReceivedMessage
-from ferromq.errors import FerroMQError
+from ferromq.client.admin_results import GroupConfig
+from ferromq.client.message import MessageQueue, ReceivedMessage
+from ferromq.errors import (
+    BrokerError,
+    ConnectionClosedError,
+    FerroMQError,
+    QueryNotFoundError,
+    RequestTimeoutError,
+    TopicNotExistError,
+)
+from ferromq.protocol.codes import ResponseCode
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
-Command = Callable[[Admin, argparse.Namespace], Awaitable[None]]
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_UNREACHABLE = 4
+
+EXIT_CODES_HELP = """exit codes:
+  0  done
+  1  a broker or name server refused the request (the error names RocketMQ's response code)
+  2  bad usage: unknown command, a missing or malformed argument
+  3  not found: no such topic or message, or no consumer of the group online
+  4  unreachable: no name server or broker answered in time
+
+An error is one line on stderr: 'ferromq admin COMMAND: reason [CODE] (name server ADDR)'.
+With --json, stdout also gets {"error": {"message", "code", "codeName", "exitCode"}}."""
+
+NOT_FOUND_CODES = {
+    ResponseCode.TOPIC_NOT_EXIST,
+    ResponseCode.QUERY_NOT_FOUND,
+    ResponseCode.CONSUMER_NOT_ONLINE,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+}
+# Java's perm bits (PermName): 2 write, 4 read, 6 both.
+PERM_NAMES = {0: "-", 2: "W", 4: "R", 6: "RW"}
+BODY_PREVIEW = 60
+
+Command = Callable[[Admin, argparse.Namespace], Awaitable[Any]]
 
 
-async def _topics(admin: Admin, args: argparse.Namespace) -> None:
-    for topic in sorted(await admin.list_topics()):
-        print(topic)
+class UsageError(ValueError):
+    """An argument the command cannot use (exit code 2)."""
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def _console() -> Console:
+    # Piped output keeps whole rows (no wrapping at 80 columns); a terminal uses its width.
+    return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+
+
+def _table(*columns: str, title: str | None = None, right: Sequence[str] = ()) -> Table:
+    t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, show_edge=False)
+    for c in columns:
+        t.add_column(c, justify="right" if c in right else "left", overflow="fold")
+    return t
+
+
+def _ms(ts: int) -> str:
+    """A store time (ms) as local time; `-` for 0."""
+    if ts <= 0:
+        return "-"
+    return datetime.fromtimestamp(ts / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _body_json(body: bytes) -> dict[str, str]:
+    try:
+        return {"body": body.decode("utf-8"), "bodyEncoding": "utf-8"}
+    except UnicodeDecodeError:
+        return {"body": base64.b64encode(body).decode(), "bodyEncoding": "base64"}
+
+
+def _jsonable(obj: Any) -> Any:
+    """Results as JSON-ready data: dataclasses by field (camelCase keys), bytes as text."""
+    if isinstance(obj, ReceivedMessage):
+        out = {
+            _camel(f.name): _jsonable(getattr(obj, f.name))
+            for f in dataclasses.fields(obj)
+            if f.name != "body"
+        }
+        return {**out, **_body_json(obj.body)}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {_camel(f.name): _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, bytes):
+        return _body_json(obj)["body"]
+    return obj
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(orjson.dumps(_jsonable(data), option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+class Output:
+    """Where a command's result goes: a rich table for people, JSON for scripts."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.console = _console()
+
+    def result(self, data: Any, *renderables: Any) -> None:
+        if self.as_json:
+            _print_json(data)
+        else:
+            for r in renderables:
+                self.console.print(r)
+
+    def names(self, names: list[str]) -> None:
+        """A plain list: one name a line (easy to pipe), or a JSON array."""
+        if self.as_json:
+            _print_json(names)
+        else:
+            sys.stdout.write("".join(f"{n}\n" for n in names))
+
+
+# -- cluster and brokers -----------------------------------------------------------------------
 
 
 async def _cluster(admin: Admin, args: argparse.Namespace) -> None:
     info = await admin.cluster_info()
-    print(f"{'cluster':<20} {'broker':<24} {'id':>3}  address")
+    rows: list[dict[str, Any]] = []
     for cluster, names in sorted(info.clusters.items()):
         for name in sorted(names):
             for broker_id, addr in sorted(info.brokers[name].addrs.items()):
-                print(f"{cluster:<20} {name:<24} {broker_id:>3}  {addr}")
+                try:
+                    rt = await admin.broker_runtime_info(addr)
+                except (FerroMQError, OSError) as e:
+                    rows.append(
+                        {
+                            "cluster": cluster,
+                            "brokerName": name,
+                            "brokerId": broker_id,
+                            "addr": addr,
+                            "error": str(e),
+                        }
+                    )
+                    continue
+                rows.append(
+                    {
+                        "cluster": cluster,
+                        "brokerName": name,
+                        "brokerId": broker_id,
+                        "addr": addr,
+                        "version": rt.version,
+                        "putTps": rt.put_tps,
+                        "getTps": rt.get_tps,
+                        "putToday": rt.put_today,
+                        "getToday": rt.get_today,
+                        "commitLogDiskRatio": rt.commitlog_disk_ratio,
+                    }
+                )
+    t = _table(
+        "cluster",
+        "broker",
+        "id",
+        "address",
+        "version",
+        "in TPS",
+        "out TPS",
+        "put today",
+        "get today",
+        "disk",
+        right=("id", "in TPS", "out TPS", "put today", "get today", "disk"),
+    )
+    for r in rows:
+        if "error" in r:
+            t.add_row(
+                r["cluster"],
+                r["brokerName"],
+                str(r["brokerId"]),
+                r["addr"],
+                f"[red]{r['error']}[/red]",
+                "",
+                "",
+                "",
+                "",
+                "",
+            )
+        else:
+            t.add_row(
+                r["cluster"],
+                r["brokerName"],
+                str(r["brokerId"]),
+                r["addr"],
+                r["version"],
+                f"{r['putTps']:.2f}",
+                f"{r['getTps']:.2f}",
+                str(r["putToday"]),
+                str(r["getToday"]),
+                f"{r['commitLogDiskRatio']:.0%}",
+            )
+    args.out.result(rows, t)
+
+
+async def _broker_addrs(admin: Admin, broker_addr: str | None) -> list[str]:
+    if broker_addr:
+        return [broker_addr]
+    info = await admin.cluster_info()
+    return [a for b in sorted(info.brokers) for _, a in sorted(info.brokers[b].addrs.items())]
+
+
+async def _broker_status(admin: Admin, args: argparse.Namespace) -> None:
+    out = {}
+    tables = []
+    for addr in await _broker_addrs(admin, args.broker_addr):
+        rt = await admin.broker_runtime_info(addr)
+        out[addr] = rt.table
+        t = _table("key", "value", title=f"broker {addr}")
+        for k, v in sorted(rt.table.items()):
+            t.add_row(k, v)
+        tables.append(t)
+    args.out.result(out, *tables)
+
+
+async def _broker_config(admin: Admin, args: argparse.Namespace) -> None:
+    out = {}
+    tables = []
+    for addr in await _broker_addrs(admin, args.broker_addr):
+        cfg = await admin.broker_config(addr)
+        out[addr] = cfg
+        t = _table("key", "value", title=f"broker {addr}")
+        for k, v in sorted(cfg.items()):
+            t.add_row(k, v)
+        tables.append(t)
+    args.out.result(out, *tables)
+
+
+def _key_values(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"expected KEY=VALUE, got {p!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+async def _update_broker_config(admin: Admin, args: argparse.Namespace) -> None:
+    props = _key_values(args.pairs)
+    addrs = await admin.update_broker_config(props, broker_addr=args.broker_addr, cluster=args.cluster)
+    args.out.result(
+        {"updated": addrs, "config": props},
+        f"updated {', '.join(f'{k}={v}' for k, v in props.items())} on {', '.join(addrs)}",
+    )
+
+
+# -- topics ------------------------------------------------------------------------------------
+
+
+async def _topics(admin: Admin, args: argparse.Namespace) -> None:
+    topics = await admin.topics_by_cluster(args.cluster) if args.cluster else await admin.list_topics()
+    args.out.names(sorted(topics))
 
 
 async def _create_topic(admin: Admin, args: argparse.Namespace) -> None:
-    brokers = await admin.create_topic(args.topic, queue_nums=args.queues, order=args.order)
-    print(f"topic {args.topic}: {args.queues} queues on {', '.join(brokers)}")
+    brokers = await admin.create_topic(
+        args.topic, queue_nums=args.queues, perm=args.perm, order=args.order, broker_names=args.broker or None
+    )
+    args.out.result(
+        {
+            "topic": args.topic,
+            "queues": args.queues,
+            "perm": args.perm,
+            "order": args.order,
+            "brokers": brokers,
+        },
+        f"topic {args.topic}: {args.queues} queues on {', '.join(brokers)}",
+    )
+
+
+async def _update_topic(admin: Admin, args: argparse.Namespace) -> None:
+    if args.read_queues is None and args.write_queues is None and args.perm is None and args.order is None:
+        raise UsageError("nothing to change: give --read-queues, --write-queues, --perm or --order")
+    brokers = await admin.update_topic(
+        args.topic,
+        read_queue_nums=args.read_queues,
+        write_queue_nums=args.write_queues,
+        perm=args.perm,
+        order=args.order,
+        broker_names=args.broker or None,
+    )
+    configs = await admin.topic_config(args.topic)
+    t = _table("broker", "read", "write", "perm", "order", right=("read", "write"))
+    for name, c in sorted(configs.items()):
+        t.add_row(
+            name,
+            str(c.read_queue_nums),
+            str(c.write_queue_nums),
+            PERM_NAMES.get(c.perm, str(c.perm)),
+            str(c.order).lower(),
+        )
+    args.out.result(
+        {"topic": args.topic, "brokers": brokers, "configs": configs}, f"topic {args.topic} updated", t
+    )
+
+
+async def _delete_topic(admin: Admin, args: argparse.Namespace) -> None:
+    await admin.delete_topic(args.topic)
+    args.out.result({"deleted": args.topic}, f"topic {args.topic} deleted")
 
 
 async def _route(admin: Admin, args: argparse.Namespace) -> None:
     route = await admin.topic_route(args.topic)
-    print(f"{'broker':<24} {'read':>5} {'write':>5} {'perm':>4}  master")
+    t = _table("broker", "read", "write", "perm", "master", right=("read", "write"))
     for q in route.queue_datas:
-        print(
-            f"{q.broker_name:<24} {q.read_queue_nums:>5} {q.write_queue_nums:>5} {q.perm:>4}  "
-            f"{route.master(q.broker_name) or '-'}"
+        t.add_row(
+            q.broker_name,
+            str(q.read_queue_nums),
+            str(q.write_queue_nums),
+            PERM_NAMES.get(q.perm, str(q.perm)),
+            route.master(q.broker_name) or "-",
         )
+    data = {
+        "topic": route.topic,
+        "queueDatas": route.queue_datas,
+        "brokerAddrs": route.broker_addrs,
+        "orderTopicConf": route.order_topic_conf,
+    }
+    args.out.result(data, t)
+
+
+async def _topic_status(admin: Admin, args: argparse.Namespace) -> None:
+    stats = await admin.topic_stats(args.topic)
+    t = _table(
+        "broker",
+        "queue",
+        "min offset",
+        "max offset",
+        "messages",
+        "last stored",
+        right=("queue", "min offset", "max offset", "messages"),
+    )
+    for s in stats:
+        t.add_row(
+            s.queue.broker_name,
+            str(s.queue.queue_id),
+            str(s.min_offset),
+            str(s.max_offset),
+            str(s.messages),
+            _ms(s.last_update_timestamp),
+        )
+    data = [{**_jsonable(s), "messages": s.messages} for s in stats]
+    args.out.result(data, t, f"{sum(s.messages for s in stats)} message(s) in {len(stats)} queue(s)")
+
+
+async def _topic_groups(admin: Admin, args: argparse.Namespace) -> None:
+    args.out.names(await admin.topic_consumer_groups(args.topic))
+
+
+# -- groups ------------------------------------------------------------------------------------
+
+
+async def _groups(admin: Admin, args: argparse.Namespace) -> None:
+    groups = await admin.list_groups()
+    t = _table(
+        "group",
+        "consume",
+        "broadcast",
+        "from min",
+        "retry queues",
+        "max retries",
+        right=("retry queues", "max retries"),
+    )
+    for name, g in groups.items():
+        t.add_row(
+            name,
+            _yes(g.consume_enable),
+            _yes(g.consume_broadcast_enable),
+            _yes(g.consume_from_min_enable),
+            str(g.retry_queue_nums),
+            str(g.retry_max_times),
+        )
+    args.out.result(list(groups.values()), t)
+
+
+def _yes(b: bool) -> str:
+    return "yes" if b else "no"
+
+
+async def _create_group(admin: Admin, args: argparse.Namespace) -> None:
+    cfg = GroupConfig(
+        args.group,
+        consume_enable=not args.disable_consume,
+        consume_from_min_enable=not args.no_consume_from_min,
+        consume_broadcast_enable=not args.no_broadcast,
+        retry_queue_nums=args.retry_queues,
+        retry_max_times=args.retry_max_times,
+    )
+    brokers = await admin.create_group(cfg, broker_names=args.broker or None)
+    args.out.result(
+        {"group": cfg, "brokers": brokers}, f"group {args.group} created or updated on {', '.join(brokers)}"
+    )
+
+
+async def _delete_group(admin: Admin, args: argparse.Namespace) -> None:
+    brokers = await admin.delete_group(
+        args.group, remove_offsets=not args.keep_offsets, broker_names=args.broker or None
+    )
+    args.out.result(
+        {"deleted": args.group, "brokers": brokers}, f"group {args.group} deleted on {', '.join(brokers)}"
+    )
 
 
 async def _progress(admin: Admin, args: argparse.Namespace) -> None:
     progress = await admin.consumer_progress(args.group, args.topic)
-    print(
-        f"{'topic':<32} {'broker':<20} {'queue':>5} {'broker offset':>14} {'consumer offset':>16} {'lag':>8}"
+    t = _table(
+        "topic",
+        "broker",
+        "queue",
+        "broker offset",
+        "consumer offset",
+        "lag",
+        "last consumed",
+        right=("queue", "broker offset", "consumer offset", "lag"),
     )
     for q in progress.queues:
         mq = q.queue
-        print(
-            f"{mq.topic:<32} {mq.broker_name:<20} {mq.queue_id:>5} {q.broker_offset:>14} "
-            f"{q.consumer_offset:>16} {q.lag:>8}"
+        t.add_row(
+            mq.topic,
+            mq.broker_name,
+            str(mq.queue_id),
+            str(q.broker_offset),
+            str(q.consumer_offset),
+            str(q.lag),
+            _ms(q.last_timestamp),
         )
-    print(f"total lag {progress.total_lag}")
+    data = {
+        "group": progress.group,
+        "consumeTps": progress.consume_tps,
+        "totalLag": progress.total_lag,
+        "queues": progress.queues,
+    }
+    args.out.result(data, t, f"total lag {progress.total_lag}, consume TPS {progress.consume_tps:.2f}")
 
 
-def _print_message(m: ReceivedMessage) -> None:
-    body = m.body.decode("utf-8", errors="replace")
-    print(
-        f"{m.msg_id}  {m.topic} queue {m.queue.queue_id} offset {m.queue_offset}  tags={m.tags or ''} "
-        f"keys={' '.join(m.keys)}  body={body[:60]!r}"
+async def _connections(admin: Admin, args: argparse.Namespace) -> None:
+    cc = await admin.consumer_connections(args.group)
+    t = _table("client id", "address", "language", "version", right=("version",))
+    for c in cc.connections:
+        t.add_row(c.client_id, c.client_addr, c.language, str(c.version))
+    subs = _table("topic", "expression", "type")
+    for s in cc.subscriptions.values():
+        subs.add_row(s.topic, s.expression, s.expression_type)
+    args.out.result(
+        cc,
+        t,
+        subs,
+        f"consume type {cc.consume_type or '-'}, message model {cc.message_model or '-'}, "
+        f"consume from {cc.consume_from_where or '-'}",
     )
 
 
+async def _producers(admin: Admin, args: argparse.Namespace) -> None:
+    pc = await admin.producer_connections(args.group, args.topic)
+    t = _table("client id", "address", "language", "version", right=("version",))
+    for c in pc.connections:
+        t.add_row(c.client_id, c.client_addr, c.language, str(c.version))
+    args.out.result(pc, t)
+
+
+def parse_time(text: str) -> int:
+    """A point in time for reset-offset: `now` (-1: the queues' ends), milliseconds since the
+    epoch, an ISO date and time (local time unless it names a zone) or Java's
+    `yyyy-MM-dd#HH:mm:ss:SSS`."""
+    text = text.strip()
+    if text == "now":
+        return -1
+    if text.lstrip("-").isdigit():
+        return int(text)
+    for fmt in ("%Y-%m-%d#%H:%M:%S:%f",):
+        try:
+            return int(datetime.strptime(text, fmt).timestamp() * 1000)
+        except ValueError:
+            pass
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        raise UsageError(
+            f"not a time: {text!r} (use now, milliseconds, 2024-05-01T12:00:00 or 2024-05-01#12:00:00:000)"
+        ) from None
+
+
+async def _reset_offset(admin: Admin, args: argparse.Namespace) -> None:
+    ts = parse_time(args.time)
+    r = await admin.reset_offset_by_time(args.group, args.topic, ts, force=not args.no_force)
+    t = _table(
+        "broker", "queue", "previous offset", "new offset", right=("queue", "previous offset", "new offset")
+    )
+    for q in r.queues:
+        t.add_row(
+            q.queue.broker_name,
+            str(q.queue.queue_id),
+            "-" if q.previous is None else str(q.previous),
+            str(q.offset),
+        )
+    how = (
+        "the online consumers were told to reset"
+        if r.clients_notified
+        else "no consumer online: committed offsets written (consumers read them when they start)"
+    )
+    args.out.result(
+        r, f"group {args.group} on {args.topic} reset to {'the end' if ts == -1 else _ms(ts)}; {how}", t
+    )
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+
+def _message_table(m: ReceivedMessage, full_body: bool) -> Table:
+    t = _table("field", "value")
+    body = m.body.decode("utf-8", errors="replace")
+    if not full_body and len(body) > BODY_PREVIEW:
+        body = body[:BODY_PREVIEW] + f"... ({len(m.body)} bytes; --body for all)"
+    for k, v in (
+        ("msgId", m.msg_id),
+        ("offsetMsgId", m.offset_msg_id),
+        ("topic", m.topic),
+        ("tags", m.tags or ""),
+        ("keys", " ".join(m.keys)),
+        ("queue", f"{m.queue.broker_name} {m.queue.queue_id}"),
+        ("queue offset", str(m.queue_offset)),
+        ("commitlog offset", str(m.commitlog_offset)),
+        ("born", f"{_ms(m.born_timestamp)} from {m.born_host}"),
+        ("stored", f"{_ms(m.store_timestamp)} on {m.store_host}"),
+        ("reconsume times", str(m.reconsume_times)),
+        ("properties", " ".join(f"{k}={v}" for k, v in sorted(m.properties.items()))),
+        ("body", body),
+    ):
+        t.add_row(k, v)
+    return t
+
+
+def _show_messages(args: argparse.Namespace, msgs: list[ReceivedMessage]) -> None:
+    if args.body_file is not None:
+        if len(msgs) != 1:
+            raise UsageError(f"--body-file needs exactly one message, found {len(msgs)}")
+        Path(args.body_file).write_bytes(msgs[0].body)
+    args.out.result(msgs, *(_message_table(m, args.body) for m in msgs), f"{len(msgs)} message(s)")
+
+
 async def _query_key(admin: Admin, args: argparse.Namespace) -> None:
-    msgs = await admin.query_message_by_key(args.topic, args.key)
-    for m in msgs:
-        _print_message(m)
-    print(f"{len(msgs)} message(s)")
+    msgs = await admin.query_message_by_key(args.topic, args.key, max_num=args.max)
+    if not msgs:
+        raise QueryNotFoundError(f"no message of {args.topic} with key {args.key!r}")
+    _show_messages(args, msgs)
 
 
 async def _query_id(admin: Admin, args: argparse.Namespace) -> None:
-    _print_message(await admin.query_message_by_msg_id(args.topic, args.msg_id))
+    _show_messages(args, [await admin.query_message_by_msg_id(args.topic, args.msg_id)])
+
+
+async def _view_message(admin: Admin, args: argparse.Namespace) -> None:
+    try:
+        msg = await admin.query_message_by_offset_msg_id(args.offset_msg_id)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    _show_messages(args, [msg])
+
+
+async def _query_offset(admin: Admin, args: argparse.Namespace) -> None:
+    queue = MessageQueue(args.topic, args.broker_name, args.queue)
+    _show_messages(args, [await admin.message_at(queue, args.offset)])
+
+
+# -- retention ---------------------------------------------------------------------------------
+
+
+async def _delete_expired_commitlog(admin: Admin, args: argparse.Namespace) -> None:
+    addrs = await admin.delete_expired_commitlog(broker_addr=args.broker_addr, cluster=args.cluster)
+    args.out.result(
+        {"told": addrs},
+        f"expired CommitLog files will be deleted by the next retention rounds of {', '.join(addrs)}",
+    )
+
+
+async def _clean_expired_cq(admin: Admin, args: argparse.Namespace) -> None:
+    addrs = await admin.clean_expired_consume_queue(broker_addr=args.broker_addr, cluster=args.cluster)
+    args.out.result({"told": addrs}, f"consume queues with nothing left dropped on {', '.join(addrs)}")
+
+
+# -- the parser --------------------------------------------------------------------------------
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds `admin` and its subcommands to the `ferromq` parser."""
-    p = sub.add_parser("admin", help="topics, cluster, consumer progress and message queries")
+    p = sub.add_parser(
+        "admin",
+        help="cluster, brokers, topics, groups, offsets and messages (as mqadmin)",
+        description="The everyday operator tasks, against ferromq or Apache RocketMQ brokers.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "-n",
         "--namesrv",
@@ -104,33 +643,128 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"name server address (default $NAMESRV_ADDR or {DEFAULT_NAMESRV})",
     )
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per request (default 5)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=run)
-    cmds = p.add_subparsers(dest="admin_command", required=True)
+    # --json after the subcommand too (`ferromq admin topics --json`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON instead of tables"
+    )
+    cmds = p.add_subparsers(dest="admin_command", required=True, metavar="COMMAND")
 
-    c = cmds.add_parser("topics", help="list the topics the name server knows")
-    c.set_defaults(admin=_topics)
-    c = cmds.add_parser("cluster", help="list clusters, brokers and their addresses")
-    c.set_defaults(admin=_cluster)
-    c = cmds.add_parser("create-topic", help="create or update a topic on every broker master")
+    def cmd(name: str, func: Command, what: str) -> argparse.ArgumentParser:
+        c = cmds.add_parser(
+            name,
+            help=what,
+            description=what,
+            parents=[common],
+            epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        c.set_defaults(admin=func)
+        return c
+
+    def broker_choice(c: argparse.ArgumentParser, cluster_help: str = "every master of this cluster") -> None:
+        where = c.add_mutually_exclusive_group()
+        where.add_argument("-b", "--broker-addr", help="this broker only (ip:port)")
+        where.add_argument("-c", "--cluster", help=cluster_help)
+
+    def message_options(c: argparse.ArgumentParser) -> None:
+        c.add_argument("--body", action="store_true", help="print the whole body (default: its start)")
+        c.add_argument("--body-file", metavar="PATH", help="write the message's raw body to PATH")
+
+    # cluster and brokers
+    cmd("cluster", _cluster, "clusters and brokers: address, version, in/out TPS, messages today, disk use")
+    c = cmd("broker-status", _broker_status, "a broker's runtime info (every broker without -b)")
+    c.add_argument("-b", "--broker-addr", help="this broker only (ip:port)")
+    c = cmd("broker-config", _broker_config, "a broker's configuration (every broker without -b)")
+    c.add_argument("-b", "--broker-addr", help="this broker only (ip:port)")
+    c = cmd(
+        "update-broker-config", _update_broker_config, "change broker config keys at run time (KEY=VALUE ...)"
+    )
+    broker_choice(c, "every master of this cluster (default: of all clusters)")
+    c.add_argument("pairs", nargs="+", metavar="KEY=VALUE")
+
+    # topics
+    c = cmd("topics", _topics, "list the topics the name server knows")
+    c.add_argument("-c", "--cluster", help="only the topics of this cluster")
+    c = cmd("create-topic", _create_topic, "create (or overwrite) a topic on every broker master")
     c.add_argument("topic")
     c.add_argument("--queues", type=int, default=4, help="read and write queues (default 4)")
+    c.add_argument("--perm", type=int, choices=(2, 4, 6), default=6, help="2 write, 4 read, 6 both (default)")
     c.add_argument("--order", action="store_true", help="an ordered topic")
-    c.set_defaults(admin=_create_topic)
-    c = cmds.add_parser("route", help="a topic's route: brokers, queue counts, permissions")
+    c.add_argument("-b", "--broker", action="append", help="only on this broker name (repeatable)")
+    c = cmd(
+        "update-topic", _update_topic, "change a topic's queue counts, permission or order, keeping the rest"
+    )
     c.add_argument("topic")
-    c.set_defaults(admin=_route)
-    c = cmds.add_parser("progress", help="a consumer group's offsets and lag per queue")
+    c.add_argument("--read-queues", type=int)
+    c.add_argument("--write-queues", type=int)
+    c.add_argument("--perm", type=int, choices=(2, 4, 6), help="2 write, 4 read, 6 both")
+    c.add_argument("--order", type=_bool, metavar="true|false")
+    c.add_argument("-b", "--broker", action="append", help="only on this broker name (repeatable)")
+    c = cmd("delete-topic", _delete_topic, "delete a topic on every broker and name server")
+    c.add_argument("topic")
+    c = cmd("route", _route, "a topic's route: brokers, queue counts, permissions")
+    c.add_argument("topic")
+    c = cmd("topic-status", _topic_status, "a topic's queues: min and max offset, messages, last store time")
+    c.add_argument("topic")
+    c = cmd("topic-groups", _topic_groups, "the consumer groups of a topic")
+    c.add_argument("topic")
+
+    # groups
+    cmd("groups", _groups, "list the subscription groups of every broker master")
+    c = cmd("create-group", _create_group, "create or update a subscription group on every broker master")
+    c.add_argument("group")
+    c.add_argument("--retry-queues", type=int, default=1, help="retry queues (default 1)")
+    c.add_argument("--retry-max-times", type=int, default=16, help="deliveries before the DLQ (default 16)")
+    c.add_argument("--disable-consume", action="store_true", help="the group may not consume")
+    c.add_argument("--no-broadcast", action="store_true", help="no broadcasting consumption")
+    c.add_argument("--no-consume-from-min", action="store_true", help="consumeFromMinEnable=false")
+    c.add_argument("-b", "--broker", action="append", help="only on this broker name (repeatable)")
+    c = cmd(
+        "delete-group", _delete_group, "delete a subscription group, its offsets and its retry/DLQ topics"
+    )
+    c.add_argument("group")
+    c.add_argument("--keep-offsets", action="store_true", help="keep the group's committed offsets")
+    c.add_argument("-b", "--broker", action="append", help="only on this broker name (repeatable)")
+    c = cmd("progress", _progress, "a consumer group's offsets and lag per queue")
     c.add_argument("group")
     c.add_argument("--topic", help="only this topic")
-    c.set_defaults(admin=_progress)
-    c = cmds.add_parser("query-key", help="messages of a topic by key (through the index)")
+    c = cmd("connections", _connections, "a consumer group's online clients and subscriptions")
+    c.add_argument("group")
+    c = cmd("producers", _producers, "a producer group's online clients (asked of a topic's brokers)")
+    c.add_argument("group")
+    c.add_argument("topic")
+    c = cmd("reset-offset", _reset_offset, "move a group's offsets on a topic to a point in time")
+    c.add_argument("group")
+    c.add_argument("topic")
+    c.add_argument(
+        "--time", required=True, help="now | ms since epoch | 2024-05-01T12:00:00 | 2024-05-01#12:00:00:000"
+    )
+    c.add_argument("--no-force", action="store_true", help="only move offsets back, never forward")
+
+    # messages
+    c = cmd("query-key", _query_key, "messages of a topic by key (through the index)")
     c.add_argument("topic")
     c.add_argument("key")
-    c.set_defaults(admin=_query_key)
-    c = cmds.add_parser("query-id", help="a message by the msgId its producer was given")
+    c.add_argument("--max", type=int, default=32, help="at most this many per broker (default 32)")
+    message_options(c)
+    c = cmd("query-id", _query_id, "a message by the msgId its producer was given (unique key)")
     c.add_argument("topic")
     c.add_argument("msg_id")
-    c.set_defaults(admin=_query_id)
+    message_options(c)
+    c = cmd("view-message", _view_message, "a message by its offsetMsgId (store host and CommitLog offset)")
+    c.add_argument("offset_msg_id")
+    message_options(c)
+    c = cmd("query-offset", _query_offset, "the message at an offset of a queue")
+    c.add_argument("topic")
+    c.add_argument("--broker-name", "-b", required=True, help="the queue's broker name")
+    c.add_argument("--queue", "-q", type=int, required=True, help="queue id")
+    c.add_argument("--offset", "-o", type=int, required=True, help="queue offset")
+    message_options(c)
+
+    # retention
     for name, what, func in (
         (
             "delete-expired-commitlog",
@@ -143,21 +777,40 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             _clean_expired_cq,
         ),
     ):
-        c = cmds.add_parser(name, help=what)
-        where = c.add_mutually_exclusive_group()
-        where.add_argument("-b", "--broker-addr", help="this broker only (ip:port)")
-        where.add_argument("-c", "--cluster", help="every broker of this cluster (default: all clusters)")
-        c.set_defaults(admin=func)
+        c = cmd(name, func, what)
+        broker_choice(c, "every broker of this cluster (default: all clusters)")
 
 
-async def _delete_expired_commitlog(admin: Admin, args: argparse.Namespace) -> None:
-    addrs = await admin.delete_expired_commitlog(broker_addr=args.broker_addr, cluster=args.cluster)
-    print(f"expired CommitLog files will be deleted by the next retention rounds of {', '.join(addrs)}")
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "yes", "1"):
+        return True
+    if text.lower() in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-async def _clean_expired_cq(admin: Admin, args: argparse.Namespace) -> None:
-    addrs = await admin.clean_expired_consume_queue(broker_addr=args.broker_addr, cluster=args.cluster)
-    print(f"consume queues with nothing left dropped on {', '.join(addrs)}")
+# -- running -----------------------------------------------------------------------------------
+
+
+def _exit_code(e: BaseException) -> int:
+    if isinstance(e, UsageError) or (isinstance(e, ValueError) and not isinstance(e, FerroMQError)):
+        return EXIT_USAGE
+    if isinstance(e, TopicNotExistError | QueryNotFoundError):
+        return EXIT_NOT_FOUND
+    if isinstance(e, ConnectionClosedError | RequestTimeoutError | OSError | TimeoutError):
+        return EXIT_UNREACHABLE
+    if isinstance(e, BrokerError) and e.code in NOT_FOUND_CODES:
+        return EXIT_NOT_FOUND
+    return EXIT_REFUSED
+
+
+def _reason(e: BaseException) -> str:
+    reason = str(e) or type(e).__name__
+    if isinstance(e, BrokerError):
+        reason += f" [{e.code.name}]"
+    elif isinstance(e, ConnectionRefusedError):
+        reason = f"connection refused: {reason}"
+    return reason
 
 
 async def _run(args: argparse.Namespace) -> None:
@@ -167,10 +820,27 @@ async def _run(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.out = Output(bool(getattr(args, "json", False)))
+    started = time.monotonic()
     try:
         asyncio.run(_run(args))
-    except (FerroMQError, OSError, TimeoutError) as e:
-        reason = str(e) or type(e).__name__
+    except (FerroMQError, OSError, TimeoutError, ValueError) as e:
+        code = _exit_code(e)
+        reason = _reason(e)
+        if isinstance(e, TimeoutError) and not str(e):
+            reason = f"no answer in {time.monotonic() - started:.1f} s"
+        if args.out.as_json:
+            broker_code = e.code if isinstance(e, BrokerError) else None
+            _print_json(
+                {
+                    "error": {
+                        "message": reason,
+                        "code": None if broker_code is None else int(broker_code),
+                        "codeName": None if broker_code is None else broker_code.name,
+                        "exitCode": code,
+                    }
+                }
+            )
         print(f"ferromq admin {args.admin_command}: {reason} (name server {args.namesrv})", file=sys.stderr)
-        return 1
-    return 0
+        return code
+    return EXIT_OK

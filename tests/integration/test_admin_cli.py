@@ -1,0 +1,268 @@
+"""`ferromq admin` end to end: the real `ferromq` command against a `ferromq serve` process
+(module-scoped, free ports): tables, `--json`, exit codes and the one-line errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferromq.client import Message, Producer, SendResult
+from tests.interop.conftest import FerromqServer, start_ferromq, stop_ferromq
+
+FERROMQ = Path(sys.executable).with_name("ferromq")
+TIMEOUT = 60.0  # a bound only: a command takes well under a second
+WAIT = 10.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FerromqServer]:
+    s = start_ferromq(tmp_path_factory.mktemp("admin-cli"))
+    yield s
+    stop_ferromq(s)
+
+
+def admin(server: FerromqServer | str, *args: str) -> subprocess.CompletedProcess[str]:
+    namesrv = server if isinstance(server, str) else server.namesrv
+    return subprocess.run(
+        [str(FERROMQ), "admin", "-n", namesrv, "--timeout", "5", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def ok(server: FerromqServer, *args: str) -> str:
+    r = admin(server, *args)
+    assert r.returncode == 0, f"ferromq admin {' '.join(args)}: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert r.stderr == "", r.stderr
+    return r.stdout
+
+
+def js(server: FerromqServer, *args: str) -> Any:
+    return json.loads(ok(server, *args, "--json"))
+
+
+def failed(server: FerromqServer | str, code: int, *args: str) -> str:
+    """Runs a command that must fail with exit `code`: one line on stderr, no traceback."""
+    r = admin(server, *args)
+    assert r.returncode == code, f"exit {r.returncode}, wanted {code}\n{r.stdout}\n{r.stderr}"
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def until(check: Any, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def unique(kind: str) -> str:
+    return f"{kind}{uuid.uuid4().hex[:8]}"
+
+
+def send(namesrv: str, topic: str, messages: list[tuple[str, str]]) -> list[SendResult]:
+    """(key, body) messages sent with the Python client, round robin over the queues."""
+
+    async def main() -> list[SendResult]:
+        async with Producer(unique("PG"), namesrv) as p:
+            return [
+                await p.send(Message(topic, body.encode(), tags="T", keys=[key])) for key, body in messages
+            ]
+
+    return asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+
+
+def created(server: FerromqServer, topic: str, queues: int) -> None:
+    ok(server, "create-topic", topic, "--queues", str(queues))
+    until(lambda: admin(server, "route", topic).returncode == 0, f"the route of {topic}")
+
+
+def test_help_documents_exit_codes() -> None:
+    r = subprocess.run([str(FERROMQ), "admin", "--help"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0
+    for line in (
+        "0  done",
+        "1  a broker or name server refused",
+        "2  bad usage",
+        "3  not found",
+        "4  unreachable",
+    ):
+        assert line in r.stdout, r.stdout
+    r = subprocess.run(
+        [str(FERROMQ), "admin", "topic-status", "--help"], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert "--json" in r.stdout and "exit codes" in r.stdout
+
+
+def test_cluster_and_broker_status(server: FerromqServer) -> None:
+    text = ok(server, "cluster")
+    assert "DefaultCluster" in text and server.broker_addr in text
+    rows = js(server, "cluster")
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["cluster"], row["brokerId"], row["addr"]) == ("DefaultCluster", 0, server.broker_addr)
+    assert "error" not in row and row["version"]
+    status = js(server, "broker-status", "-b", server.broker_addr)
+    assert "msgPutTotalTodayNow" in status[server.broker_addr]
+    assert server.broker_addr in ok(server, "broker-status")
+
+
+def test_topic_lifecycle(server: FerromqServer) -> None:
+    topic = unique("CliT")
+    out = ok(server, "create-topic", topic, "--queues", "3")
+    assert out.startswith(f"topic {topic}: 3 queues on ")
+    until(lambda: topic in js(server, "topics"), f"{topic} in the topic list")
+    assert topic in ok(server, "topics").splitlines()
+    route = js(server, "route", topic)
+    assert [(q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in route["queueDatas"]] == [(3, 3, 6)]
+    assert server.broker_addr in ok(server, "route", topic)
+
+    out = ok(server, "update-topic", topic, "--write-queues", "2", "--perm", "4")
+    assert f"topic {topic} updated" in out
+
+    def updated() -> bool:
+        q = js(server, "route", topic)["queueDatas"][0]
+        return (q["readQueueNums"], q["writeQueueNums"], q["perm"]) == (3, 2, 4)
+
+    until(updated, "the updated route")
+    assert failed(server, 2, "update-topic", topic).endswith(
+        "nothing to change: give --read-queues, --write-queues, --perm or --order"
+        f" (name server {server.namesrv})"
+    )
+
+    assert ok(server, "delete-topic", topic).strip() == f"topic {topic} deleted"
+    until(lambda: admin(server, "route", topic).returncode == 3, f"{topic} to go")
+    line = failed(server, 3, "route", topic)
+    assert line.startswith(f"ferromq admin route: No topic route info in name server for the topic: {topic}")
+    assert "[TOPIC_NOT_EXIST]" in line
+    r = admin(server, "route", topic, "--json")
+    assert json.loads(r.stdout)["error"] == {
+        "message": f"No topic route info in name server for the topic: {topic} [TOPIC_NOT_EXIST]",
+        "code": 17,
+        "codeName": "TOPIC_NOT_EXIST",
+        "exitCode": 3,
+    }
+
+
+def test_groups(server: FerromqServer) -> None:
+    group = unique("CliG")
+    ok(server, "create-group", group, "--retry-max-times", "3", "--no-broadcast")
+    groups = {g["groupName"]: g for g in js(server, "groups")}
+    assert groups[group]["retryMaxTimes"] == 3
+    assert groups[group]["consumeBroadcastEnable"] is False and groups[group]["consumeEnable"] is True
+    assert group in ok(server, "groups")
+    assert ok(server, "delete-group", group).startswith(f"group {group} deleted on ")
+    assert group not in {g["groupName"] for g in js(server, "groups")}
+
+
+def test_messages(server: FerromqServer, tmp_path: Path) -> None:
+    topic = unique("CliM")
+    created(server, topic, 2)
+    body = "é" * 100
+    results = send(server.namesrv, topic, [("k-a", "first"), ("k-b", body), ("k-a", "third")])
+
+    until(lambda: admin(server, "query-key", topic, "k-a").returncode == 0, "the index")
+    got = js(server, "query-key", topic, "k-a")
+    assert [m["body"] for m in got] == ["first", "third"] and got[0]["keys"] == ["k-a"]
+    table = ok(server, "query-key", topic, "k-a")
+    assert "first" in table and "third" in table and table.rstrip().endswith("2 message(s)")
+
+    r = results[1]
+    m = js(server, "query-id", topic, r.msg_id)[0]
+    assert (m["msgId"], m["offsetMsgId"], m["body"], m["bodyEncoding"]) == (
+        r.msg_id,
+        r.offset_msg_id,
+        body,
+        "utf-8",
+    )
+    assert (m["queue"]["queueId"], m["queueOffset"]) == (r.message_queue.queue_id, r.queue_offset)
+    preview = ok(server, "query-id", topic, r.msg_id)
+    assert "(200 bytes; --body for all)" in preview and body not in preview
+    assert body in ok(server, "query-id", topic, r.msg_id, "--body")
+
+    assert js(server, "view-message", r.offset_msg_id)[0]["msgId"] == r.msg_id
+    out = tmp_path / "body.bin"
+    mq = r.message_queue
+    ok(
+        server,
+        "query-offset",
+        topic,
+        "-b",
+        mq.broker_name,
+        "-q",
+        str(mq.queue_id),
+        "-o",
+        str(r.queue_offset),
+        "--body-file",
+        str(out),
+    )
+    assert out.read_bytes() == body.encode()
+
+    assert "[QUERY_NOT_FOUND]" in failed(server, 3, "query-key", topic, "nope")
+    assert "[QUERY_NOT_FOUND]" in failed(server, 3, "query-id", topic, "00" * 16)
+    assert "[QUERY_NOT_FOUND]" in failed(
+        server, 3, "query-offset", topic, "-b", mq.broker_name, "-q", "0", "-o", "99"
+    )
+    assert "not an offsetMsgId" in failed(server, 2, "view-message", "xyz")
+
+
+def test_progress_and_reset_offset(server: FerromqServer) -> None:
+    topic, group = unique("CliR"), unique("CliRG")
+    created(server, topic, 2)
+    results = send(server.namesrv, topic, [(f"k{i}", f"m{i}") for i in range(5)])
+    per_queue: dict[int, int] = {}
+    for r in results:
+        per_queue[r.message_queue.queue_id] = per_queue.get(r.message_queue.queue_id, 0) + 1
+
+    # No consumer of the group is online: the committed offsets are written directly.
+    done = js(server, "reset-offset", group, topic, "--time", "now")
+    assert done["clientsNotified"] is False
+    assert {q["queue"]["queueId"]: q["offset"] for q in done["queues"]} == per_queue
+    progress = js(server, "progress", group, "--topic", topic)
+    assert progress["totalLag"] == 0
+    assert {q["queue"]["queueId"]: q["consumerOffset"] for q in progress["queues"]} == per_queue
+
+    out = ok(server, "reset-offset", group, topic, "--time", "2000-01-01T00:00:00")
+    assert "no consumer online" in out
+    progress = js(server, "progress", group, "--topic", topic)
+    assert progress["totalLag"] == 5
+    assert {q["queue"]["queueId"]: q["lag"] for q in progress["queues"]} == per_queue
+    assert "total lag 5" in ok(server, "progress", group)
+    assert "not a time: 'yesterday'" in failed(server, 2, "reset-offset", group, topic, "--time", "yesterday")
+
+
+def test_usage_and_unreachable_errors(server: FerromqServer) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    line = failed(dead, 4, "topics")
+    assert line.startswith("ferromq admin topics: no name server answered") and line.endswith(
+        f"(name server {dead})"
+    )
+    r = admin(dead, "cluster", "--json")
+    assert r.returncode == 4 and json.loads(r.stdout)["error"]["exitCode"] == 4
+
+    assert "expected KEY=VALUE, got 'x'" in failed(
+        server, 2, "update-broker-config", "-b", server.broker_addr, "x"
+    )
+    r = admin(server, "no-such-command")
+    assert r.returncode == 2 and "invalid choice" in r.stderr
+    # A topic name the broker refuses: the broker's own code and words.
+    line = failed(server, 1, "create-topic", "bad topic!")
+    assert line.startswith("ferromq admin create-topic: ") and line.endswith(
+        f"(name server {server.namesrv})"
+    )
+    assert "[" in line
