@@ -193,4 +193,12 @@ def test_connections_consumer_groups_and_reset_with_consumers_online(java: Apach
                 assert reset.clients_notified
                 assert sorted((r.queue.queue_id, r.offset) for r in reset.queues) == [(0, 0), (1, 0)]
 
+                # The Python consumer took the reset (RESET_CONSUMER_CLIENT_OFFSET): it consumes
+                # the six messages again.
+                async def consumed_again() -> bool:
+                    return len(got) >= 12
+
+                await until(consumed_again, "the messages consumed again after the reset")
+                assert sorted(m.body for m in got[6:]) == sorted(m.body for m in got[:6])
+
     run(main())

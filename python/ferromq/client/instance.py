@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import orjson
 
 from ferromq.acl.signing import Credentials
+from ferromq.client.admin_results import parse_reset_offsets
 from ferromq.client.route import TopicRoute
 from ferromq.errors import BrokerError, ConnectionClosedError, RequestTimeoutError
 from ferromq.protocol.codes import RequestCode, ResponseCode
@@ -271,9 +272,27 @@ class ClientInstance:
             if producer is not None:
                 await producer.check_transaction_state(conn.peer, cmd)
             return None
+        if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            await self._reset_offsets(cmd)
+            return cmd.reply(ResponseCode.SUCCESS)
         if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
             return cmd.reply(ResponseCode.SUCCESS, body=orjson.dumps({"properties": {"language": "PYTHON"}}))
         return cmd.reply(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported")
+
+    async def _reset_offsets(self, cmd: RemotingCommand) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: a broker relays an offset reset to a push consumer of the
+        group (as Java's client, other consumers ignore it)."""
+        group = cmd.ext.get("group", "")
+        reset = getattr(self.consumers.get(group), "reset_offsets", None)
+        if reset is None:
+            logger.info("offset reset for group %s ignored: no push consumer of it here", group)
+            return
+        try:
+            offsets = dict(parse_reset_offsets(cmd.body))
+        except (ValueError, KeyError, TypeError) as e:
+            logger.warning("offset reset for group %s: bad body: %s", group, e)
+            return
+        await reset(cmd.ext.get("topic", ""), offsets)
 
 
 def _producer_group_of(record: bytes) -> str | None:

@@ -531,6 +531,18 @@ class PushConsumer(AsyncLifecycle):
         task.add_done_callback(self._side_tasks.discard)
         task.add_done_callback(_log_crash)
 
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Moves this consumer's offsets on `topic` (a broker relays an operator's reset: mqadmin
+        resetOffsetByTime, `ferromq admin reset-offset`). Held queues are dropped and committed at
+        the new offsets; a rebalance round takes them again from there."""
+        rb = self._rebalancer
+        if rb is None or not self._started:
+            return
+        wanted = {mq: off for mq, off in offsets.items() if mq.topic == topic}
+        done = await rb.reset_offsets(wanted)
+        logger.info("group %s: %d queue(s) of %s reset by an operator", self.group, len(done), topic)
+        self._wakeup.set()
+
     # -- background loops ----------------------------------------------------------------------
 
     async def rebalance(self) -> None:

@@ -18,7 +18,7 @@ import random
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import Any, Protocol, cast
 
@@ -530,6 +530,30 @@ class Rebalancer:
             await self.unlock_batch(list(self.process_queues))
 
     # -- stop --------------------------------------------------------------------------------
+
+    async def reset_offsets(self, offsets: Mapping[MessageQueue, int]) -> list[MessageQueue]:
+        """An operator's offset reset (RESET_CONSUMER_CLIENT_OFFSET): each held queue named in
+        `offsets` is dropped (its cached and in-flight messages are not committed), its offset set
+        to the new one and persisted, and it is given up; the next rebalance takes it again from
+        there. Returns the queues reset."""
+        done = []
+        for mq, offset in offsets.items():
+            pq = self.process_queues.pop(mq, None)
+            if pq is None:
+                continue
+            pq.dropped = True
+            pq.has_waiting.set()
+            pq.has_space.set()
+            await self.host.queue_removed(pq)
+            self.offsets.update(mq, offset)
+            await self.offsets.persist([mq], wait=True)
+            if self.message_model == MessageModel.CLUSTERING:
+                self.offsets.remove(mq)
+            if self.needs_locks:
+                await self.unlock_batch([mq])
+            logger.info("group %s: offset of %s reset to %d", self.group, mq, offset)
+            done.append(mq)
+        return done
 
     def drop_all(self) -> list[ProcessQueue]:
         """Marks every queue dropped and empties the table (the consumer is stopping)."""
