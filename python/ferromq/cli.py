@@ -30,6 +30,7 @@ from ferromq.errors import (
     StoreIOError,
     StoreLockedError,
 )
+from ferromq.logfiles import close_log_files, open_log_files
 from ferromq.namesrv import NameServer
 from ferromq.remoting.tls import DEFAULT_CONFIG_FILE, TlsMode, TlsSettings, read_properties_file
 from ferromq.store import MessageStore
@@ -90,11 +91,14 @@ async def _start_broker(broker: Broker, host: str) -> None:
         raise
 
 
-async def _until_signalled() -> None:
+async def _until_signalled(ready_line: str) -> None:
+    """Prints the ready line, then waits for SIGTERM or SIGINT (handled from before the line, so
+    a launcher that signals as soon as it reads it gets a clean stop)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    print(ready_line, flush=True)
     await stop.wait()
     logger.info("shutting down")
 
@@ -107,8 +111,25 @@ def _broker_config(args: argparse.Namespace) -> BrokerConfig:
         overrides["store_path_root_dir"] = os.path.expanduser(args.store)
     if getattr(args, "namesrv", None):
         overrides["namesrv_addr"] = args.namesrv
+    if getattr(args, "log_dir", None):
+        overrides["log_dir"] = args.log_dir
     profile = args.profile or ("small" if args.command == "serve" and args.config is None else "rocketmq")
     return load_broker_config(args.config, profile=profile, strict=args.strict_config, **overrides)
+
+
+def _open_logs(cfg: BrokerConfig) -> None:
+    """broker.log and stats.log in the configured directory, besides stderr. A logDir that cannot
+    be written stops the start; the default place (beside the store) only warns, so a store
+    problem is reported as itself."""
+    try:
+        paths = open_log_files(cfg.log_path, cfg.log_max_file_size, cfg.log_max_files)
+    except OSError as e:
+        reason = f"cannot write log files in {cfg.log_path}: {e.strerror or e}"
+        if cfg.log_dir:
+            raise StartupError(f"{reason}; choose another with --log-dir / logDir") from e
+        logger.warning("%s; logging to stderr only (set --log-dir / logDir)", reason)
+        return
+    logger.info("logging to %s (stats lines: %s)", paths[0], paths[1])
 
 
 async def _run_namesrv(args: argparse.Namespace) -> None:
@@ -117,9 +138,8 @@ async def _run_namesrv(args: argparse.Namespace) -> None:
         args.host, args.port, tls=TlsSettings.from_properties(read_properties_file(DEFAULT_CONFIG_FILE))
     )
     await _start_namesrv(ns, args.host, args.port, "--port")
-    print(f"ferromq name server listening on {args.host}:{ns.port}", flush=True)
     try:
-        await _until_signalled()
+        await _until_signalled(f"ferromq name server listening on {args.host}:{ns.port}")
     finally:
         await ns.stop()
 
@@ -128,22 +148,22 @@ async def _run_broker(args: argparse.Namespace) -> None:
     cfg = _broker_config(args)
     if not cfg.namesrv_addrs:
         raise ConfigError("no name server: pass -n host:port or set namesrvAddr")
+    _open_logs(cfg)
     broker = Broker(cfg, args.host)
     await _start_broker(broker, args.host)
     cfg = broker.config
-    print(
-        f"ferromq broker {cfg.broker_name} listening on {args.host}:{broker.port}, "
-        f"store {cfg.store_path_root_dir} (profile {cfg.profile}), name servers {cfg.namesrv_addr}",
-        flush=True,
-    )
     try:
-        await _until_signalled()
+        await _until_signalled(
+            f"ferromq broker {cfg.broker_name} listening on {args.host}:{broker.port}, "
+            f"store {cfg.store_path_root_dir} (profile {cfg.profile}), name servers {cfg.namesrv_addr}"
+        )
     finally:
         await broker.stop()
 
 
 async def _run_serve(args: argparse.Namespace) -> None:
     cfg = _broker_config(args)
+    _open_logs(cfg)
     ns = NameServer(args.host, args.namesrv_port, limits=server_limits(cfg), tls=cfg.tls_settings())
     await _start_namesrv(ns, args.host, args.namesrv_port, "--namesrv-port")
     try:
@@ -157,12 +177,10 @@ async def _run_serve(args: argparse.Namespace) -> None:
             # Serving means clients find the broker: its topics are routed once it registered.
             if not await ns.wait_registered(cfg.broker_addr, REGISTER_TIMEOUT):
                 logger.warning("the broker did not register with the name server in %d s", REGISTER_TIMEOUT)
-            print(
+            await _until_signalled(
                 f"ferromq serving: name server {args.host}:{ns.port}, broker {cfg.broker_name} "
-                f"on {args.host}:{broker.port}, store {cfg.store_path_root_dir} (profile {cfg.profile})",
-                flush=True,
+                f"on {args.host}:{broker.port}, store {cfg.store_path_root_dir} (profile {cfg.profile})"
             )
-            await _until_signalled()
         finally:
             await broker.stop()
     finally:
@@ -189,6 +207,9 @@ def _add_broker_args(p: argparse.ArgumentParser, default_profile: str) -> None:
     p.add_argument("-c", "--config", help="broker.conf (Java properties with RocketMQ's keys)")
     p.add_argument("-p", "--listen-port", type=int, help="overrides listenPort (0: any free port)")
     p.add_argument("--store", help="overrides storePathRootDir")
+    p.add_argument(
+        "--log-dir", help="overrides logDir (default: logs/ferromqlogs beside the store directory)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument(
         "--profile",
@@ -236,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if hasattr(args, "func"):
             return int(args.func(args))
-        asyncio.run(args.run(args))
+        try:
+            asyncio.run(args.run(args))
+        finally:
+            close_log_files()
     except KeyboardInterrupt:  # before the signal handlers were installed, or in store-info
         return EXIT_INTERRUPTED
     except Exception as e:

@@ -114,6 +114,14 @@ class BrokerConfig:
     trace_on: bool = True
     channel_expired_timeout: int = 120_000
     max_query_num: int = 64
+    # ferromq's log files (Java keeps ~/logs/rocketmqlogs by its logback config): broker.log and
+    # stats.log in logDir (default: logs/ferromqlogs beside the store directory, so ~/store logs
+    # to ~/logs/ferromqlogs), rolled at logMaxFileSize bytes keeping logMaxFiles (>= 1) old files; the
+    # per-topic and per-group stats lines every statsLogInterval ms (Java: a minute).
+    log_dir: str | None = None
+    log_max_file_size: int = 128 * 1024 * 1024
+    log_max_files: int = 10
+    stats_log_interval: int = 60_000
     # Remoting bounds (0 turns a timeout off): RocketMQ's NettyServerConfig idle time, and
     # ferromq's own read timeout, connection cap and buffer bounds.
     server_channel_max_idle_time_seconds: int = 120
@@ -188,6 +196,14 @@ class BrokerConfig:
             destroy_mapped_file_interval_forcibly_ms=self.destroy_mapped_file_interval_forcibly,
             clean_resource_interval_ms=self.clean_resource_interval,
         )
+
+    @property
+    def log_path(self) -> str:
+        """Where the log files go: logDir, else logs/ferromqlogs beside the store directory."""
+        if self.log_dir:
+            return os.path.expanduser(self.log_dir)
+        root = os.path.abspath(os.path.expanduser(self.store_path_root_dir))
+        return os.path.join(os.path.dirname(root), "logs", "ferromqlogs")
 
     @property
     def broker_addr(self) -> str:
@@ -292,6 +308,9 @@ _AT_LEAST: dict[str, int] = {
     "transaction_check_max": 0,
     "channel_expired_timeout": 1,
     "max_query_num": 1,
+    "log_max_file_size": 1024,
+    "log_max_files": 1,
+    "stats_log_interval": 1,
     "server_channel_max_idle_time_seconds": 0,
     "server_read_timeout_seconds": 0,
     "server_max_connections": 1,
