@@ -6,6 +6,8 @@ from typing import Any, final
 
 __all__ = [
     "GetResult",
+    "HaMaster",
+    "HaSlave",
     "PutBatchResult",
     "PutResult",
     "Store",
@@ -234,6 +236,47 @@ class Store:
     def refresh(self) -> None: ...
     def delete_topic(self, topic: str) -> None: ...
     def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+@final
+class HaMaster:
+    """A master's HA service: streams the CommitLog to slaves on `port`."""
+
+    def __new__(
+        cls,
+        store: Store,
+        bind: str,
+        *,
+        heartbeat_interval_ms: int = 5000,
+        housekeeping_interval_ms: int = 20000,
+        transfer_batch_size: int = 32768,
+        slave_fallbehind_max: int = 268435456,
+    ) -> HaMaster: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def connections(self) -> int: ...
+    @property
+    def acked_offset(self) -> int: ...
+    def is_slave_ok(self, end_offset: int) -> bool: ...
+    def notify_appended(self) -> None: ...
+    def on_replicated(self, offset: int, callback: Callable[[bool], object], timeout_ms: int) -> None: ...
+    def close(self) -> None: ...
+
+@final
+class HaSlave:
+    """A slave's replication from its master's HA address."""
+
+    def __new__(
+        cls,
+        store: Store,
+        master_addr: str | None = None,
+        *,
+        heartbeat_interval_ms: int = 5000,
+        housekeeping_interval_ms: int = 20000,
+    ) -> HaSlave: ...
+    def update_master_address(self, addr: str) -> None: ...
+    def status(self) -> tuple[str | None, bool, int, str | None]: ...
     def close(self) -> None: ...
 
 def java_hash(s: str) -> int: ...

@@ -4,6 +4,7 @@
 //! `ferromq.errors`; every call that touches files or waits runs with the GIL released.
 
 mod columns;
+mod ha;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -1030,6 +1031,8 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PutResult>()?;
     m.add_class::<PutBatchResult>()?;
     m.add_class::<GetResult>()?;
+    m.add_class::<ha::HaMaster>()?;
+    m.add_class::<ha::HaSlave>()?;
     m.add_function(wrap_pyfunction!(java_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(offset_msg_id, m)?)?;

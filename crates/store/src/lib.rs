@@ -15,6 +15,7 @@ pub mod config;
 pub mod consume_queue;
 pub mod error;
 pub mod flush;
+pub mod ha;
 pub mod hash;
 pub mod index;
 pub mod mapped_file;

@@ -153,6 +153,34 @@ impl MappedFileQueue {
         Ok(file)
     }
 
+    /// Replication: a slave whose log holds no byte yet starts it at `start` (a file boundary),
+    /// where the master's stream begins: its empty files (and a preallocated one) go, and the
+    /// first file is created at `start`, so the file names match the master's.
+    pub fn restart_at(&self, start: u64) -> Result<Arc<MappedFile>> {
+        if !start.is_multiple_of(self.file_size as u64) {
+            return Err(StoreError::InvalidArgument(format!(
+                "a log can only start at a file boundary, not at {start}"
+            )));
+        }
+        {
+            let mut files = self.files.write().unwrap();
+            if files.iter().any(|f| f.wrote_position() > 0) {
+                return Err(StoreError::InvalidArgument(format!(
+                    "cannot restart a log that holds data at {start}"
+                )));
+            }
+            if let Some(w) = &self.warmer {
+                w.discard();
+            }
+            for f in files.drain(..) {
+                let path = f.path().to_path_buf();
+                drop(f);
+                std::fs::remove_file(&path).map_err(io_err(&path))?;
+            }
+        }
+        self.roll(start)
+    }
+
     /// For a warmed queue: creates the first file if there is none (sparse, so at once: a first
     /// append never waits for a warmer), asks the warmer for the file after the last one and to
     /// warm the window past the last file's write position.
@@ -482,6 +510,20 @@ impl Warmer {
     fn request_warm(&self, file: Arc<MappedFile>) {
         let (lock, cv) = &*self.shared;
         lock.lock().unwrap().warm = Some(file);
+        cv.notify_all();
+    }
+
+    /// Forgets the file asked for and removes a preallocated one (a file being made now is
+    /// removed by the warmer itself, since nobody wants it any more).
+    fn discard(&self) {
+        let (lock, cv) = &*self.shared;
+        let mut st = lock.lock().unwrap();
+        st.wanted = None;
+        if let Some(f) = st.ready.take() {
+            let path = f.path().to_path_buf();
+            drop(f);
+            let _ = std::fs::remove_file(path);
+        }
         cv.notify_all();
     }
 

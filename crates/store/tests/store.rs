@@ -11,17 +11,7 @@ use ferromq_store::store::SCHEDULE_TOPIC;
 use ferromq_store::{BatchItem, FlushDiskType, GetStatus, MessageStore, StoreConfig, StoreError};
 
 mod common;
-use common::meta;
-
-fn small_config(root: &Path) -> StoreConfig {
-    let mut c = StoreConfig::new(root);
-    c.mapped_file_size_commitlog = 64 * 1024;
-    c.mapped_file_size_consume_queue = 20 * 100;
-    c.max_hash_slot_num = 1000;
-    c.max_index_num = 4000;
-    c.store_host = "127.0.0.1:10911".parse().unwrap();
-    c
-}
+use common::{meta, small_config};
 
 fn props(tag: &str, keys: &str, uniq: &str) -> String {
     format!("TAGS\u{1}{tag}\u{2}KEYS\u{1}{keys}\u{2}UNIQ_KEY\u{1}{uniq}")

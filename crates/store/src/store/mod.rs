@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::checkpoint::{Checkpoint, StoreLock};
 
 mod recovery;
+mod replica;
 mod retention;
 mod schedule;
 mod services;
@@ -33,6 +34,7 @@ use crate::message::{
     parse_properties, property, record_len, sysflag, DispatchProperties, MessageMeta, Placement,
     RecordView,
 };
+pub use replica::ReplicaLog;
 pub use retention::{
     disk_used_ratio, CleanInput, CleanReport, RetentionStats, DELETE_FILES_BATCH_MAX,
     MAX_MANUAL_DELETE_FILE_TIMES,

@@ -1,0 +1,159 @@
+//! Replication classes: `HaMaster` (the HA port of a master) and `HaSlave` (a slave's link to
+//! its master). The byte path runs on Rust threads; Python decides roles and addresses.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ferromq_store::ha::{self, HaConfig};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::{IntoPy, Store};
+
+fn ha_config(
+    heartbeat_interval_ms: u64,
+    housekeeping_interval_ms: u64,
+    transfer_batch_size: usize,
+    slave_fallbehind_max: u64,
+) -> PyResult<HaConfig> {
+    if heartbeat_interval_ms == 0 || housekeeping_interval_ms == 0 || transfer_batch_size == 0 {
+        return Err(PyValueError::new_err(
+            "haSendHeartbeatInterval, haHousekeepingInterval and haTransferBatchSize must be > 0",
+        ));
+    }
+    Ok(HaConfig {
+        heartbeat_interval: Duration::from_millis(heartbeat_interval_ms),
+        housekeeping_interval: Duration::from_millis(housekeeping_interval_ms),
+        transfer_batch_size,
+        slave_fallbehind_max,
+    })
+}
+
+/// A master's HA service: streams the CommitLog to slaves and tells when they have an offset.
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct HaMaster {
+    inner: ha::HaMaster,
+}
+
+#[pymethods]
+impl HaMaster {
+    #[new]
+    #[pyo3(signature = (
+        store, bind, *, heartbeat_interval_ms=5000, housekeeping_interval_ms=20000,
+        transfer_batch_size=32768, slave_fallbehind_max=268435456
+    ))]
+    fn new(
+        py: Python<'_>,
+        store: &Store,
+        bind: &str,
+        heartbeat_interval_ms: u64,
+        housekeeping_interval_ms: u64,
+        transfer_batch_size: usize,
+        slave_fallbehind_max: u64,
+    ) -> PyResult<Self> {
+        let cfg = ha_config(
+            heartbeat_interval_ms,
+            housekeeping_interval_ms,
+            transfer_batch_size,
+            slave_fallbehind_max,
+        )?;
+        let bind: SocketAddr = bind
+            .parse()
+            .map_err(|e| PyValueError::new_err(format!("bad HA listen address {bind:?}: {e}")))?;
+        let log = store.store.replica_log().py_err(py)?;
+        let inner = py
+            .detach(|| ha::HaMaster::start(log, bind, cfg))
+            .map_err(|e| PyOSError::new_err(format!("cannot listen for slaves on {bind}: {e}")))?;
+        Ok(HaMaster { inner })
+    }
+
+    /// The port slaves connect to.
+    #[getter]
+    fn port(&self) -> u16 {
+        self.inner.local_addr().port()
+    }
+
+    /// Slaves connected now.
+    #[getter]
+    fn connections(&self) -> usize {
+        self.inner.connections()
+    }
+
+    /// The highest CommitLog offset a slave reported.
+    #[getter]
+    fn acked_offset(&self) -> u64 {
+        self.inner.acked_offset()
+    }
+
+    /// A slave is connected and less than haSlaveFallbehindMax behind `end_offset`.
+    fn is_slave_ok(&self, end_offset: u64) -> bool {
+        self.inner.is_slave_ok(end_offset)
+    }
+
+    /// Wakes the streams waiting for data (call after appends).
+    fn notify_appended(&self) {
+        self.inner.notify_appended();
+    }
+
+    /// Calls `callback(ok: bool)` once a slave reported `offset` (ok) or after `timeout_ms`
+    /// (not ok), from a replication thread. Use `loop.call_soon_threadsafe` inside it.
+    fn on_replicated(&self, offset: u64, callback: Py<PyAny>, timeout_ms: u64) {
+        self.inner.notify_replicated(
+            offset,
+            Duration::from_millis(timeout_ms),
+            Box::new(move |ok| {
+                Python::attach(|py| {
+                    if let Err(e) = callback.call1(py, (ok,)) {
+                        e.write_unraisable(py, None);
+                    }
+                })
+            }),
+        );
+    }
+
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.inner.close());
+    }
+}
+
+/// A slave's replication from its master's HA address.
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct HaSlave {
+    inner: ha::HaSlave,
+}
+
+#[pymethods]
+impl HaSlave {
+    #[new]
+    #[pyo3(signature = (
+        store, master_addr=None, *, heartbeat_interval_ms=5000, housekeeping_interval_ms=20000
+    ))]
+    fn new(
+        py: Python<'_>,
+        store: &Store,
+        master_addr: Option<String>,
+        heartbeat_interval_ms: u64,
+        housekeeping_interval_ms: u64,
+    ) -> PyResult<Self> {
+        let cfg = ha_config(heartbeat_interval_ms, housekeeping_interval_ms, 1, 0)?;
+        let log = store.store.replica_log().py_err(py)?;
+        Ok(HaSlave {
+            inner: ha::HaSlave::start(log, master_addr, cfg),
+        })
+    }
+
+    /// A new master HA address ("host:port"), used from the next connection on.
+    fn update_master_address(&self, addr: &str) {
+        self.inner.update_master_address(addr);
+    }
+
+    /// (master address, connected, offset last reported, error that stopped replication).
+    fn status(&self) -> (Option<String>, bool, u64, Option<String>) {
+        let st = self.inner.status();
+        (st.master_addr, st.connected, st.reported_offset, st.error)
+    }
+
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.inner.close());
+    }
+}
