@@ -146,6 +146,11 @@ class MessageStore:
         kwargs["flush_disk_type"] = str(config.flush_disk_type)
         self._store = _store.Store(root, **kwargs)
 
+    @property
+    def raw(self) -> _store.Store:
+        """The extension's store object (what `_store.HaMaster` / `_store.HaSlave` replicate)."""
+        return self._store
+
     @classmethod
     def open_read_only(cls, root: str | os.PathLike[str], **overrides: object) -> MessageStore:
         """A view of a store another process may be writing; it reads a consistent prefix."""

@@ -21,6 +21,7 @@ from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.processors import build_registry, pull, send
+from ferromq.broker.replication import ReplicationService
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.subscriptions import SubscriptionGroupManager
 from ferromq.broker.topics import SCHEDULE_TOPIC, TopicConfigManager
@@ -120,11 +121,17 @@ class Broker:
             cfg.flush_delay_offset_interval / 1000.0,
             self._delivered,
         )
-        await self.schedule.start()
         self.transactions = TransactionalMessageService(
             self.store, self.offsets, self.topics, self.clients, cfg, self.message_arrived
         )
-        await self.transactions.start()
+        # A slave writes nothing of its own: delayed delivery and transaction checks run on the master.
+        if not cfg.is_slave:
+            await self.schedule.start()
+            await self.transactions.start()
+        self.replication = ReplicationService(self, self._host)
+        await self.replication.start()
+        if cfg.ha_listen_port == 0 and self.replication.ha_port is not None:
+            self.config = cfg = cfg.replace(ha_listen_port=self.replication.ha_port)
         self._registry = Dispatcher(
             build_registry(self),
             f"broker {cfg.broker_name}",
@@ -184,6 +191,8 @@ class Broker:
             await self._unregister_all()
         if self.acl_watcher is not None:
             await self.acl_watcher.stop()
+        if hasattr(self, "replication"):
+            await self.replication.stop()
         if hasattr(self, "transactions"):
             await self.transactions.stop()
         if hasattr(self, "schedule"):
@@ -209,12 +218,14 @@ class Broker:
     def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:
         """A message is in the store (and on disk, in SYNC_FLUSH): wake who waits for it."""
         self.stats_put += 1
+        self.replication.notify_appended()
         if topic == SCHEDULE_TOPIC:
             self.schedule.wake(queue_id + 1)
             return
         self.hold.notify(topic, queue_id, next_offset, tags_code)
 
     def _delivered(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:
+        self.replication.notify_appended()
         self.hold.notify(topic, queue_id, next_offset, tags_code)
 
     def _consumers_changed(self, group: str, info: ConsumerGroupInfo) -> None:
@@ -301,6 +312,8 @@ class Broker:
                 reply = await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
                 if reply.code != ResponseCode.SUCCESS:
                     logger.warning("name server %s refused registration: %s", addr, reply.remark)
+                else:
+                    self.replication.registered(reply.ext)
             except (OSError, TimeoutError) as e:
                 logger.warning("registering with name server %s failed: %s", addr, e)
             except Exception as e:

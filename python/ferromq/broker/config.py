@@ -168,6 +168,17 @@ class BrokerConfig:
     acl_enable: bool = False
     rocketmq_home: str | None = None
     acl_plain_file: str = "conf/plain_acl.yml"
+    # Replication (RocketMQ's MessageStoreConfig HA keys). haListenPort unset: listenPort + 1, as
+    # BrokerStartup sets it; 0: any free port (tests).
+    ha_listen_port: int | None = None
+    ha_master_address: str | None = None
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    slave_timeout: int = 3000
+    slave_read_enable: bool = False
+    access_message_in_memory_max_ratio: int = 40
     profile: str = "rocketmq"
     """The entry of `PROFILES` the values were layered on (not a broker.conf key)."""
 
@@ -210,8 +221,16 @@ class BrokerConfig:
         return f"{self.broker_ip1}:{self.listen_port}"
 
     @property
+    def ha_port(self) -> int:
+        return self.listen_port + 1 if self.ha_listen_port is None else self.ha_listen_port
+
+    @property
     def ha_server_addr(self) -> str:
-        return f"{self.broker_ip1}:{self.listen_port + 1}"
+        return f"{self.broker_ip1}:{self.ha_port}"
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -254,6 +273,12 @@ class BrokerConfig:
                 bad(name, "set")
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
             bad("broker_role", "ASYNC_MASTER, SYNC_MASTER or SLAVE")
+        elif self.broker_role == "SLAVE" and self.broker_id <= 0:
+            out.append(("broker_id", f"a SLAVE's brokerId must be > 0, not {self.broker_id}"))
+        if self.ha_listen_port is not None and not 0 <= self.ha_listen_port <= 65535:
+            bad("ha_listen_port", "a port number (0-65535)")
+        if self.ha_master_address and not _is_host_port(self.ha_master_address):
+            bad("ha_master_address", "host:port")
         if self.flush_disk_type not in tuple(FlushDiskType):
             bad("flush_disk_type", "ASYNC_FLUSH or SYNC_FLUSH")
         if not 0 <= self.broker_permission <= 15:
@@ -323,6 +348,12 @@ _AT_LEAST: dict[str, int] = {
     "delete_consume_queue_files_interval": 0,
     "destroy_mapped_file_interval_forcibly": 0,
     "clean_resource_interval": 1,
+    "ha_send_heartbeat_interval": 1,
+    "ha_housekeeping_interval": 1,
+    "ha_transfer_batch_size": 1,
+    "ha_slave_fallbehind_max": 0,
+    "slave_timeout": 1,
+    "access_message_in_memory_max_ratio": 0,
 }
 _JAVA_INT_MAX = 2**31 - 1
 _JAVA_LONG_MAX = 2**63 - 1
@@ -402,7 +433,7 @@ _ROCKETMQ_KEYS_NOT_USED = frozenset(
     consumerManagerThreadPoolQueueCapacity heartbeatThreadPoolQueueCapacity
     endTransactionPoolQueueCapacity filterServerNums highSpeedMode commercialEnable
     commercialTimerCount commercialTransCount commercialBigCount commercialBaseCount transferMsgByHeap
-    maxDelayTime registerBrokerTimeoutMills slaveReadEnable disableConsumeIfConsumerReadSlowly
+    maxDelayTime registerBrokerTimeoutMills disableConsumeIfConsumerReadSlowly
     consumerFallbehindThreshold brokerFastFailureEnable waitTimeMillsInSendQueue
     waitTimeMillsInPullQueue waitTimeMillsInHeartbeatQueue waitTimeMillsInTransactionQueue
     startAcceptSendRequestTimeStamp enableCalcFilterBitMap expectConsumerNumUseFilter
@@ -415,9 +446,7 @@ _ROCKETMQ_KEYS_NOT_USED = frozenset(
     flushConsumeQueueLeastPages flushCommitLogThoroughInterval commitCommitLogThoroughInterval
     flushConsumeQueueThoroughInterval maxTransferBytesOnMessageInMemory
     maxTransferCountOnMessageInMemory maxTransferBytesOnMessageInDisk maxTransferCountOnMessageInDisk
-    accessMessageInMemoryMaxRatio maxMsgsNumBatch messageIndexSafe haListenPort
-    haSendHeartbeatInterval haHousekeepingInterval haTransferBatchSize haMasterAddress
-    haSlaveFallbehindMax warmMapedFileEnable
+    maxMsgsNumBatch messageIndexSafe warmMapedFileEnable
     debugLockEnable duplicationEnable diskFallRecorded osPageCacheBusyTimeOutMills defaultQueryMaxNum
     transientStorePoolEnable transientStorePoolSize fastFailIfNoBufferInStorePool
     enableDLegerCommitLog dLegerGroup dLegerPeers dLegerSelfId preferredLeaderId isEnableBatchPush

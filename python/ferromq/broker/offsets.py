@@ -33,6 +33,12 @@ class ConsumerOffsetManager:
             queues[queue_id] = offset
             self._dirty = True
 
+    def put_all(self, key: str, queues: dict[int, int]) -> None:
+        """A slave takes its master's offsets of one `topic@group` (SlaveSynchronize)."""
+        with self._lock:
+            self.table[key] = dict(queues)
+            self._dirty = True
+
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1."""
         return self.table.get(f"{topic}@{group}", {}).get(queue_id, -1)

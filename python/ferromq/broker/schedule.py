@@ -75,6 +75,16 @@ class ScheduleMessageService:
         if event is not None:
             event.set()
 
+    def replace_offsets(self, offsets: dict[int, int]) -> None:
+        """A slave takes its master's delivery progress (SlaveSynchronize) and keeps it on disk."""
+        self.offsets = dict(offsets)
+        self.persist()
+
+    def encode(self) -> bytes:
+        """`delayOffset.json` as the master serves it to slaves (GET_ALL_DELAY_OFFSET)."""
+        inner = ",".join(f"{int(k)}:{int(v)}" for k, v in sorted(self.offsets.items()))
+        return ('{"offsetTable":{' + inner + "}}").encode()
+
     def persist(self) -> None:
         save_config_file(self._path, {"offsetTable": dict(sorted(self.offsets.items()))})
 

@@ -86,6 +86,13 @@ class SubscriptionGroupManager:
             }
         self.persist()
 
+    def replace_all(self, groups: dict[str, SubscriptionGroupConfig], data_version: dict[str, int]) -> None:
+        """A slave takes its master's groups and version as they are (SlaveSynchronize)."""
+        with self._lock:
+            self.groups = dict(groups)
+            self.data_version = dict(data_version)
+        self.persist()
+
     def delete(self, group: str) -> None:
         with self._lock:
             self.groups.pop(group, None)

@@ -152,6 +152,12 @@ class TopicConfigManager:
             "timestamp": int(time.time() * 1000),
         }
 
+    def replace_all(self, topics: dict[str, TopicConfig], data_version: dict[str, int]) -> None:
+        """A slave takes its master's table and version as they are (SlaveSynchronize)."""
+        with self._lock:
+            self.topics = dict(topics)
+            self.data_version = dict(data_version)
+
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
 

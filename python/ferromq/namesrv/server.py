@@ -105,9 +105,11 @@ class NameServer:
             connection_key=conn,
         )
         conn.on_close(self.routes.connection_closed)
-        ext = {"haServerAddr": ha_addr}
-        if master:
-            ext["masterAddr"] = master
+        # A slave learns where its master is and the master's HA address (RouteInfoManager).
+        ext = {}
+        live = self.routes.live.get(master) if master else None
+        if master and live is not None:
+            ext = {"haServerAddr": live.ha_server_addr, "masterAddr": master}
         order = self.kv.get(ORDER_TOPIC_CONFIG)
         return cmd.reply(ResponseCode.SUCCESS, ext=ext, body=dumps({"table": order}) if order else b"")
 

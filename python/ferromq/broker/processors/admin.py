@@ -188,6 +188,9 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     async def all_consumer_offsets(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.reply(ResponseCode.SUCCESS, body=offset_table_json(broker.offsets.table))
 
+    async def all_delay_offsets(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.reply(ResponseCode.SUCCESS, body=broker.schedule.encode())
+
     async def runtime_info(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         info = {
             "brokerVersion": "407",
@@ -215,5 +218,6 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
         RequestCode.GET_CONSUME_STATS: consume_stats,
         RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
+        RequestCode.GET_ALL_DELAY_OFFSET: all_delay_offsets,
         RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
     }

@@ -4,6 +4,7 @@ matching message is stored or its suspend time is up."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -166,7 +167,7 @@ def pull_message(
             broker, conn, cmd, topic, queue_id, offset, max_msgs, sub, sql, timeout / 1000.0
         )
     code, next_begin = _offset_moved(broker, group, topic, queue_id, offset, result, code)
-    return _pull_reply(cmd, result, code, sql, next_begin)
+    return _pull_reply(cmd, result, code, sql, next_begin, suggest_broker_id(broker, group, result))
 
 
 def _offset_moved(
@@ -241,7 +242,7 @@ async def _pull_after_hold(
     group = ext_str(cmd, "consumerGroup")
     code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
     code, next_begin = _offset_moved(broker, group, topic, queue_id, offset, result, code)
-    return _pull_reply(cmd, result, code, sql, next_begin)
+    return _pull_reply(cmd, result, code, sql, next_begin, suggest_broker_id(broker, group, result))
 
 
 def _pull_reply(
@@ -250,6 +251,7 @@ def _pull_reply(
     code: int,
     sql: Callable[[dict[str, str]], bool] | None,
     next_begin: int | None = None,
+    suggest: int = 0,
 ) -> RemotingCommand:
     body, status = result.body, result.status
     if sql is not None and code == ResponseCode.SUCCESS:
@@ -261,13 +263,48 @@ def _pull_reply(
         code,
         remark=status,
         ext={
-            "suggestWhichBrokerId": 0,
+            "suggestWhichBrokerId": suggest,
             "nextBeginOffset": result.next_begin_offset if next_begin is None else next_begin,
             "minOffset": result.min_offset,
             "maxOffset": result.max_offset,
         },
         body=body if code == ResponseCode.SUCCESS else b"",
     )
+
+
+def total_physical_memory() -> int:
+    """RocketMQ's `StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE`."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def suggest_broker_id(broker: Broker, group: str, result: GetResult) -> int:
+    """PullMessageProcessor's `suggestWhichBrokerId`: the master (0) unless slaveReadEnable; then
+    the group's `whichBrokerWhenConsumeSlowly` when the consumer reads further behind the CommitLog
+    end than accessMessageInMemoryMaxRatio percent of the memory (its data is no longer in the page
+    cache: let a slave serve it), else the group's `brokerId`."""
+    cfg = broker.config
+    if not cfg.slave_read_enable:
+        return 0
+    group_cfg = broker.groups.groups.get(group)
+    if group_cfg is None:
+        return 0
+    last = _last_physical_offset(result.body)
+    if last is not None:
+        behind = broker.store.max_physical_offset - last
+        if behind > total_physical_memory() * cfg.access_message_in_memory_max_ratio / 100:
+            return group_cfg.which_broker_when_consume_slowly
+    return group_cfg.broker_id
+
+
+def _last_physical_offset(body: bytes) -> int | None:
+    """The CommitLog offset of the last record in a pull body (records are size-prefixed)."""
+    at, last = 0, None
+    while at + 36 <= len(body):
+        last = at
+        at += int.from_bytes(body[at : at + 4], "big")
+    if last is None:
+        return None
+    return int.from_bytes(body[last + 28 : last + 36], "big")
 
 
 def _commit(broker: Broker, group: str, topic: str, queue_id: int, sys_flag: int, commit_offset: int) -> None:

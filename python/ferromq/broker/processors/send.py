@@ -42,7 +42,6 @@ from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
-    from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
 
@@ -206,8 +205,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
 
 def immediate_handlers(broker: Broker) -> dict[int, ImmediateHandler]:
     """The sends, answered without a task: at once in ASYNC_FLUSH mode, through a shared flush
-    wait in SYNC_FLUSH mode."""
-    waiter = FlushWaiter(broker.store)
+    wait in SYNC_FLUSH mode and a shared slave wait in SYNC_MASTER mode."""
+    waiter = StoreWaits(OffsetWaiter(broker.store.flushed), OffsetWaiter(broker.replication.replicated))
 
     def send(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         return send_message(broker, waiter, conn, cmd)
@@ -219,13 +218,14 @@ def immediate_handlers(broker: Broker) -> dict[int, ImmediateHandler]:
     }
 
 
-class FlushWaiter:
-    """Sends waiting for the disk (SYNC_FLUSH) share flush callbacks: at most one per loop
-    iteration asks the store for the highest offset waited for, and its answer releases every
-    send at or below that offset. (A callback per send costs a thread-to-loop wakeup per send.)"""
+class OffsetWaiter:
+    """Sends waiting for an offset (on disk in SYNC_FLUSH, on a slave in SYNC_MASTER) share
+    callbacks: at most one per loop iteration asks `ask` for the highest offset waited for, and
+    its answer releases every send at or below that offset. (A callback per send costs a
+    thread-to-loop wakeup per send.)"""
 
-    def __init__(self, store: MessageStore) -> None:
-        self._store = store
+    def __init__(self, ask: Callable[[int], asyncio.Future[bool]]) -> None:
+        self._ask_for = ask
         # (end offset, what to call with "flushed in time") in append order, hence offset order.
         self._waiting: collections.deque[tuple[int, Callable[[bool], None]]] = collections.deque()
         self._asked = 0
@@ -245,7 +245,7 @@ class FlushWaiter:
         if target <= self._asked:
             return
         self._asked = target
-        self._store.flushed(target).add_done_callback(functools.partial(self._answered, target))
+        self._ask_for(target).add_done_callback(functools.partial(self._answered, target))
 
     def _answered(self, target: int, done: asyncio.Future[bool]) -> None:
         ok = not done.cancelled() and done.exception() is None and done.result()
@@ -262,6 +262,25 @@ class FlushWaiter:
             if not self._ask_scheduled:
                 self._ask_scheduled = True
                 asyncio.get_running_loop().call_soon(self._ask)
+
+
+@dataclass(slots=True)
+class StoreWaits:
+    flush: OffsetWaiter
+    replica: OffsetWaiter
+
+
+# Java 4.9.7's remark for a put the store refuses (a slave among the reasons it gives).
+SERVICE_NOT_AVAILABLE_REMARK = (
+    "service not available now. It may be caused by one of the following reasons: the broker's disk "
+    "is full, messages are put to the slave, message store has been shut down, etc."
+)
+
+
+def refuse_on_slave(broker: Broker) -> None:
+    """A slave stores only what its master streams (DefaultMessageStore.checkStoreStatus)."""
+    if broker.config.is_slave:
+        raise BrokerError(SERVICE_NOT_AVAILABLE_REMARK, ResponseCode.SERVICE_NOT_AVAILABLE)
 
 
 # topic_problem is pure; producers send to few topics, so its regex runs once per name.
@@ -292,10 +311,12 @@ def _check_topic_for_send(broker: Broker, h: SendHeader) -> TopicConfig:
 
 
 def send_message(
-    broker: Broker, waiter: FlushWaiter, conn: Connection, cmd: RemotingCommand
+    broker: Broker, waiter: StoreWaits, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
-    """Stores the message(s) of a send and answers; in SYNC_FLUSH mode (unless the message says
-    WAIT=false) the answer is an awaitable that completes once the bytes are on disk."""
+    """Stores the message(s) of a send and answers; in SYNC_FLUSH or SYNC_MASTER mode (unless
+    the message says WAIT=false) the answer is an awaitable that completes once the bytes are on
+    disk and on a slave."""
+    refuse_on_slave(broker)
     h = parse_send_header(cmd)
     tc = _check_topic_for_send(broker, h)
     queue_id = h.queue_id
@@ -394,18 +415,14 @@ def send_message(
         "MSG_REGION": str(broker.config.region_id),
         "TRACE_ON": "true" if broker.config.trace_on else "false",
     }
-    if broker.sync_flush and wait:
-        # Asked now, so the flush callback is requested in this loop iteration.
-        return _after_flush(
-            broker, waiter, end_offset, cmd, (topic, queue_id, queue_offset + count, tags_code), reply_ext
-        )
-    broker.message_arrived(topic, queue_id, queue_offset + count, tags_code)
-    return _reply(cmd, ResponseCode.SUCCESS, reply_ext)
+    return _answer(
+        broker, waiter, wait, end_offset, cmd, (topic, queue_id, queue_offset + count, tags_code), reply_ext
+    )
 
 
 def _send_plain(
     broker: Broker,
-    waiter: FlushWaiter,
+    waiter: StoreWaits,
     conn: Connection,
     cmd: RemotingCommand,
     h: SendHeader,
@@ -441,10 +458,7 @@ def _send_plain(
         "TRACE_ON": "true" if broker.config.trace_on else "false",
     }
     arrived = (r.topic, r.queue_id, r.queue_offset + 1, tags_code)
-    if broker.sync_flush and wait:
-        return _after_flush(broker, waiter, r.end_offset, cmd, arrived, reply_ext)
-    broker.message_arrived(*arrived)
-    return _reply(cmd, ResponseCode.SUCCESS, reply_ext)
+    return _answer(broker, waiter, wait, r.end_offset, cmd, arrived, reply_ext)
 
 
 def _delay_level(props: dict[str, str]) -> int:
@@ -459,30 +473,58 @@ def _reply(cmd: RemotingCommand, code: int, ext: dict[str, str]) -> RemotingComm
     return RemotingCommand(code, cmd.opaque, FLAG_RESPONSE, ext=ext, serialize_type=cmd.serialize_type)
 
 
-def _after_flush(
+def _answer(
     broker: Broker,
-    waiter: FlushWaiter,
+    waiter: StoreWaits,
+    wait: bool,
     end_offset: int,
     cmd: RemotingCommand,
     arrived: tuple[str, int, int, int | None],
     reply_ext: dict[str, str],
-) -> asyncio.Future[RemotingCommand]:
-    """The reply, once the message is on disk (or FLUSH_DISK_TIMEOUT): a future, no task."""
-    out: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-
-    def flushed(ok: bool) -> None:
+) -> RemotingCommand | asyncio.Future[RemotingCommand]:
+    """The reply: at once, or (WAIT) a future completed once the message is on disk in SYNC_FLUSH
+    and on a slave in SYNC_MASTER, without a task. As CommitLog.asyncPutMessage combines them, a
+    flush failure answers FLUSH_DISK_TIMEOUT and a replication failure, which takes precedence,
+    SLAVE_NOT_AVAILABLE (no slave within haSlaveFallbehindMax, decided at once) or
+    FLUSH_SLAVE_TIMEOUT (not reported within slaveTimeout)."""
+    flush = wait and broker.sync_flush
+    replica = wait and broker.config.broker_role == "SYNC_MASTER"
+    replica_code = ResponseCode.SUCCESS
+    if replica and not broker.replication.slave_ok(end_offset):
+        replica, replica_code = False, ResponseCode.SLAVE_NOT_AVAILABLE
+    if not flush:
         broker.message_arrived(*arrived)
-        if not out.done():
-            code = ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_DISK_TIMEOUT
+        if not replica:
+            return _reply(cmd, replica_code, reply_ext)
+    out: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+    codes = {"flush": ResponseCode.SUCCESS, "replica": replica_code}
+    pending = {"flush"} if flush else set()
+    if replica:
+        pending.add("replica")
+
+    def done(kind: str, ok: bool) -> None:
+        if kind == "flush":
+            broker.message_arrived(*arrived)
+            codes[kind] = ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_DISK_TIMEOUT
+        else:
+            codes[kind] = ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
+        pending.discard(kind)
+        if not pending and not out.done():
+            code = codes["replica"] if codes["replica"] != ResponseCode.SUCCESS else codes["flush"]
             out.set_result(_reply(cmd, code, reply_ext))
 
-    waiter.wait(end_offset, flushed)
+    # Asked now, so the callbacks are requested in this loop iteration.
+    if flush:
+        waiter.flush.wait(end_offset, functools.partial(done, "flush"))
+    if replica:
+        waiter.replica.wait(end_offset, functools.partial(done, "replica"))
     return out
 
 
 async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     """A consumer failed a message: store it again in the group's retry topic (with a delay) or,
     after too many attempts, in its dead-letter topic."""
+    refuse_on_slave(broker)
     group = ext_str(cmd, "group")
     offset = ext_offset(cmd, "offset")
     delay_level = ext_int(cmd, "delayLevel", 0)

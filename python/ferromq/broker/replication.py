@@ -1,0 +1,264 @@
+"""Master-slave replication, as RocketMQ 4.x brokers do it.
+
+The CommitLog bytes travel on the HA port, in Rust (`_store.HaMaster` / `_store.HaSlave`); this
+module decides roles and addresses: a master listens on `haListenPort`; a slave follows the
+master's HA address (`haMasterAddress`, or the name server's REGISTER_BROKER reply) and, every
+10 s as RocketMQ 4.9.7's `SlaveSynchronize` does, copies topics, consumer offsets, delay offsets
+and subscription groups from the master through the ordinary request port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ferromq import _store
+from ferromq.broker.subscriptions import SubscriptionGroupConfig
+from ferromq.broker.topics import TopicConfig
+from ferromq.errors import FerroMQError
+from ferromq.jsonutil import loads_lenient
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.remoting.connection import Connection, open_connection
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+# SlaveSynchronize runs 3 s after start, then every 10 s (BrokerController.handleSlaveSynchronize).
+SYNC_FIRST_DELAY = 3.0
+SYNC_INTERVAL = 10.0
+SYNC_TIMEOUT = 3.0
+
+
+class ReplicationService:
+    """The broker's side of replication: the HA port of a master, or a slave's link to its master
+    and its metadata synchronisation. `start`/`stop` like every broker service."""
+
+    def __init__(self, broker: Broker, host: str) -> None:
+        self._broker = broker
+        self._host = host
+        self.master: _store.HaMaster | None = None
+        self.slave: _store.HaSlave | None = None
+        self.master_addr: str | None = None
+        """A slave's master (request port), from the name server's reply."""
+        self._follow_namesrv = False
+        self._sync_now = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._conn: Connection | None = None
+        self.syncs = 0
+
+    @property
+    def ha_port(self) -> int | None:
+        return self.master.port if self.master is not None else None
+
+    async def start(self) -> None:
+        cfg = self._broker.config
+        raw = self._broker.store.raw
+        if cfg.is_slave:
+            self._follow_namesrv = not cfg.ha_master_address
+            self.slave = _store.HaSlave(
+                raw,
+                cfg.ha_master_address,
+                heartbeat_interval_ms=cfg.ha_send_heartbeat_interval,
+                housekeeping_interval_ms=cfg.ha_housekeeping_interval,
+            )
+            self._task = asyncio.get_running_loop().create_task(self._sync_loop(), name="slave-sync")
+            self._task.add_done_callback(_log_death)
+            return
+        bind = f"{self._host}:{cfg.ha_port}"
+        self.master = await asyncio.get_running_loop().run_in_executor(
+            None,
+            lambda: _store.HaMaster(
+                raw,
+                bind,
+                heartbeat_interval_ms=cfg.ha_send_heartbeat_interval,
+                housekeeping_interval_ms=cfg.ha_housekeeping_interval,
+                transfer_batch_size=cfg.ha_transfer_batch_size,
+                slave_fallbehind_max=cfg.ha_slave_fallbehind_max,
+            ),
+        )
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+        loop = asyncio.get_running_loop()
+        if self.slave is not None:
+            await loop.run_in_executor(None, self.slave.close)
+        if self.master is not None:
+            await loop.run_in_executor(None, self.master.close)
+
+    # -- master ------------------------------------------------------------------------------------
+
+    def notify_appended(self) -> None:
+        """New CommitLog data: wake the streams to slaves."""
+        if self.master is not None:
+            self.master.notify_appended()
+
+    def slave_ok(self, end_offset: int) -> bool:
+        """RocketMQ's `isSlaveOK`: a slave is connected and within haSlaveFallbehindMax."""
+        return self.master is not None and self.master.is_slave_ok(end_offset)
+
+    def replicated(self, offset: int) -> asyncio.Future[bool]:
+        """Completes True once a slave reported `offset`, False after slaveTimeout."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        if self.master is None:
+            fut.set_result(False)
+            return fut
+
+        def done(ok: bool) -> None:
+            loop.call_soon_threadsafe(_resolve, fut, ok)
+
+        self.master.on_replicated(offset, done, self._broker.config.slave_timeout)
+        return fut
+
+    # -- slave -------------------------------------------------------------------------------------
+
+    def registered(self, reply_ext: dict[str, str]) -> None:
+        """A name server's REGISTER_BROKER reply: a slave learns its master's addresses there."""
+        if self.slave is None:
+            return
+        ha_addr = reply_ext.get("haServerAddr")
+        if self._follow_namesrv and ha_addr:
+            self.slave.update_master_address(ha_addr)
+        master = reply_ext.get("masterAddr") or None
+        if master != self.master_addr:
+            logger.info("slave %s: master is %s", self._broker.config.broker_addr, master or "unknown")
+            self.master_addr = master
+            self._sync_now.set()
+
+    def status(self) -> dict[str, Any]:
+        if self.slave is not None:
+            addr, connected, reported, error = self.slave.status()
+            return {
+                "role": "SLAVE",
+                "masterHaAddr": addr,
+                "connected": connected,
+                "reportedOffset": reported,
+                "error": error,
+            }
+        assert self.master is not None
+        return {
+            "role": "MASTER",
+            "haPort": self.master.port,
+            "slaves": self.master.connections,
+            "ackedOffset": self.master.acked_offset,
+        }
+
+    async def _sync_loop(self) -> None:
+        try:
+            async with asyncio.timeout(SYNC_FIRST_DELAY):
+                await self._sync_now.wait()
+        except TimeoutError:
+            pass
+        while True:
+            self._sync_now.clear()
+            await self.sync_all()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SYNC_INTERVAL):
+                    await self._sync_now.wait()
+
+    async def sync_all(self) -> None:
+        """RocketMQ's `SlaveSynchronize.syncAll`: each part on its own, a failure logged."""
+        master = self.master_addr
+        if master is None or master == self._broker.config.broker_addr:
+            return
+        for part, step in (
+            ("topic config", self._sync_topics),
+            ("consumer offsets", self._sync_offsets),
+            ("delay offsets", self._sync_delay_offsets),
+            ("subscription groups", self._sync_groups),
+        ):
+            try:
+                await step(master)
+            except (OSError, TimeoutError, FerroMQError, ValueError, TypeError, KeyError) as e:
+                logger.warning("slave: syncing %s from master %s failed: %s", part, master, e)
+        self.syncs += 1
+
+    async def _ask(self, master: str, code: RequestCode) -> bytes:
+        conn = self._conn
+        if conn is None or conn.closed or conn.peer != master:
+            if conn is not None:
+                await conn.close()
+            host, _, port = master.rpartition(":")
+            conn = self._conn = await open_connection(host, int(port), timeout=SYNC_TIMEOUT)
+        reply = await conn.request(RemotingCommand(code=code), SYNC_TIMEOUT)
+        if reply.code != ResponseCode.SUCCESS:
+            raise FerroMQError(f"{code.name} answered {reply.code}: {reply.remark}")
+        return reply.body or b""
+
+    async def _sync_topics(self, master: str) -> None:
+        data = _object(await self._ask(master, RequestCode.GET_ALL_TOPIC_CONFIG))
+        topics = self._broker.topics
+        version = _version(data.get("dataVersion"))
+        if version == topics.data_version:
+            return
+        table = {str(n): TopicConfig.from_json(t) for n, t in (data.get("topicConfigTable") or {}).items()}
+        topics.replace_all(table, version)
+        topics.persist()
+        logger.info("slave: topic config updated from master %s (%d topics)", master, len(table))
+
+    async def _sync_offsets(self, master: str) -> None:
+        data = _object(await self._ask(master, RequestCode.GET_ALL_CONSUMER_OFFSET))
+        offsets = self._broker.offsets
+        for key, queues in (data.get("offsetTable") or {}).items():
+            if isinstance(queues, dict):
+                offsets.put_all(str(key), {int(q): int(o) for q, o in queues.items()})
+        offsets.persist(force=True)
+
+    async def _sync_delay_offsets(self, master: str) -> None:
+        body = await self._ask(master, RequestCode.GET_ALL_DELAY_OFFSET)
+        if not body.strip():
+            return
+        data = _object(body)
+        self._broker.schedule.replace_offsets(
+            {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
+        )
+
+    async def _sync_groups(self, master: str) -> None:
+        data = _object(await self._ask(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+        groups = self._broker.groups
+        version = _version(data.get("dataVersion"))
+        if version == groups.data_version:
+            return
+        table = {
+            str(n): SubscriptionGroupConfig.from_json(g)
+            for n, g in (data.get("subscriptionGroupTable") or {}).items()
+        }
+        groups.replace_all(table, version)
+        logger.info("slave: subscription groups updated from master %s (%d groups)", master, len(table))
+
+
+def _object(body: bytes) -> dict[str, Any]:
+    data = loads_lenient(body)
+    if not isinstance(data, dict):
+        raise ValueError("the master's answer is not a JSON object")
+    return data
+
+
+def _version(raw: Any) -> dict[str, int]:
+    """A DataVersion as ferromq keeps it (the counter and timestamp that make it equal)."""
+    raw = raw if isinstance(raw, dict) else {}
+    counter = raw.get("counter", 0)
+    if isinstance(counter, dict):  # Java's AtomicLong may come as {"value": n} from other writers
+        counter = counter.get("value", 0)
+    return {"counter": int(counter or 0), "timestamp": int(raw.get("timestamp", 0) or 0)}
+
+
+def _resolve(fut: asyncio.Future[bool], ok: bool) -> None:
+    if not fut.done():
+        fut.set_result(ok)
+
+
+def _log_death(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("slave synchronisation died", exc_info=task.exception())

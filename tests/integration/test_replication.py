@@ -1,0 +1,283 @@
+"""Master-slave replication between two in-process brokers on real sockets: the slave's CommitLog
+files end up byte-identical to the master's, its queues equal; SYNC_MASTER answers only once the
+slave has a message (SLAVE_NOT_AVAILABLE without a slave, FLUSH_SLAVE_TIMEOUT when it does not
+report in time); the slave refuses sends, serves pulls, copies topics, offsets and groups from the
+master, and learns the master's addresses from the name server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ferromq.broker import Broker
+from ferromq.namesrv import NameServer
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode as R
+from tests.integration.brokerkit import Client, properties, pull_ext, running, send_ext
+
+HA_FAST = {"ha_send_heartbeat_interval": 200, "ha_listen_port": 0}
+
+
+def sync_test(fn: Callable[[Path], Coroutine[Any, Any, None]]) -> Callable[[Path], None]:
+    """Runs an async test body on its own loop, bounded in time."""
+
+    @functools.wraps(fn)
+    def run(tmp_path: Path) -> None:
+        asyncio.run(asyncio.wait_for(fn(tmp_path), 90))
+
+    return run
+
+
+async def wait_for(what: str, cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def pair(
+    tmp_path: Path, master_role: str = "ASYNC_MASTER", **master_overrides: Any
+) -> AsyncIterator[tuple[NameServer, Broker, Broker]]:
+    async with running(tmp_path / "m", broker_role=master_role, **HA_FAST, **master_overrides) as (
+        ns,
+        master,
+    ):
+        async with running(tmp_path / "s", namesrv=ns, broker_role="SLAVE", broker_id=1, **HA_FAST) as (
+            _,
+            slave,
+        ):
+            yield ns, master, slave
+
+
+def commitlog_files(broker: Broker) -> dict[str, bytes]:
+    d = Path(broker.config.store_path_root_dir) / "commitlog"
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if len(p.name) == 20}
+
+
+async def send(client: Client, topic: str, i: int, wait: bool = True) -> Any:
+    props = properties(TAGS="A", KEYS=f"k{i}", WAIT="true" if wait else "false")
+    return await client.call(
+        RC.SEND_MESSAGE, send_ext(topic, i % 4, props), f"body-{i}".encode() * (i % 50 + 1)
+    )
+
+
+@sync_test
+async def test_slave_copies_master_byte_for_byte(tmp_path: Path) -> None:
+    async with pair(tmp_path) as (ns, master, slave):
+        client = await Client().connect(master.port)
+        try:
+            for i in range(400):
+                r = await send(client, "ReplT", i)
+                assert r.code == R.SUCCESS
+        finally:
+            await client.close()
+        end = master.store.max_physical_offset
+        await wait_for("the slave to catch up", lambda: slave.store.max_physical_offset == end)
+        await wait_for(
+            "the master to see the report",
+            lambda: master.replication.master is not None and master.replication.master.acked_offset == end,
+        )
+        master.store.flush()
+        slave.store.flush()
+        assert commitlog_files(master) == commitlog_files(slave)
+        for q in range(4):
+            m = master.store.get("ReplT", q, 0, 1000, 1 << 30)
+            s = slave.store.get("ReplT", q, 0, 1000, 1 << 30)
+            assert m.message_count == s.message_count == 100
+            assert m.body == s.body
+        # Index queries answer the same on both.
+        assert master.store.query_raw("ReplT", "k7", 10) == slave.store.query_raw("ReplT", "k7", 10)
+        # The name server routes the slave under the same broker name with id 1.
+        await wait_for("the slave's registration", lambda: slave.config.broker_addr in ns.routes.live)
+        assert ns.routes.brokers["broker-a"].addrs == {
+            0: master.config.broker_addr,
+            1: slave.config.broker_addr,
+        }
+        assert slave.replication.master_addr == master.config.broker_addr
+
+
+@sync_test
+async def test_slave_refuses_sends_and_serves_pulls(tmp_path: Path) -> None:
+    async with pair(tmp_path) as (_, master, slave):
+        mc = await Client().connect(master.port)
+        sc = await Client().connect(slave.port)
+        try:
+            for i in range(8):
+                assert (await send(mc, "ReplPull", i)).code == R.SUCCESS
+            r = await send(sc, "ReplPull", 0)
+            assert r.code == R.SERVICE_NOT_AVAILABLE
+            assert r.remark is not None and "put to the slave" in r.remark
+            end = master.store.max_physical_offset
+            await wait_for("the slave to catch up", lambda: slave.store.max_physical_offset == end)
+            await wait_for("topic sync", lambda: slave.topics.get("ReplPull") is not None, timeout=30)
+            r = await sc.call(RC.PULL_MESSAGE, pull_ext("G1", "ReplPull", 0, 0))
+            assert r.code == R.SUCCESS
+            assert r.ext["suggestWhichBrokerId"] == "0"
+            # A commit carried by a pull is not stored on a slave (RocketMQ's storeOffsetEnable).
+            r = await sc.call(RC.PULL_MESSAGE, pull_ext("G1", "ReplPull", 0, 2, commitOffset=1, sysFlag=5))
+            assert slave.offsets.query("G1", "ReplPull", 0) == -1
+        finally:
+            await mc.close()
+            await sc.close()
+
+
+@sync_test
+async def test_slave_synchronises_metadata(tmp_path: Path) -> None:
+    async with pair(tmp_path) as (_, master, slave):
+        mc = await Client().connect(master.port)
+        try:
+            assert (await send(mc, "ReplMeta", 0)).code == R.SUCCESS
+            r = await mc.call(
+                RC.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": "GM", "topic": "ReplMeta", "queueId": 0, "commitOffset": 1},
+            )
+            assert r.code == R.SUCCESS
+            r = await mc.call(
+                RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                body=orjson.dumps({"groupName": "GM", "retryMaxTimes": 7}),
+            )
+            assert r.code == R.SUCCESS
+            master.schedule.offsets[3] = 42
+            # What a Java slave asks the master for.
+            r = await mc.call(RC.GET_ALL_DELAY_OFFSET)
+            assert r.code == R.SUCCESS and b"3:42" in r.body
+        finally:
+            await mc.close()
+        master.offsets.persist(force=True)
+        slave.replication._sync_now.set()
+        await wait_for("offsets", lambda: slave.offsets.query("GM", "ReplMeta", 0) == 1, timeout=30)
+        await wait_for("delay offsets", lambda: slave.schedule.offsets.get(3) == 42, timeout=30)
+        await wait_for("groups", lambda: "GM" in slave.groups.groups, timeout=30)
+        assert slave.groups.groups["GM"].retry_max_times == 7
+        assert slave.topics.get("ReplMeta") is not None
+        assert slave.topics.data_version == master.topics.data_version
+
+
+@sync_test
+async def test_sync_master_waits_for_the_slave(tmp_path: Path) -> None:
+    async with pair(tmp_path, master_role="SYNC_MASTER") as (_, master, slave):
+        assert master.replication.master is not None
+        await wait_for("the slave to connect", lambda: master.replication.master.connections == 1)  # type: ignore[union-attr]
+        client = await Client().connect(master.port)
+        try:
+            codes = await asyncio.gather(*(send(client, "ReplSync", i) for i in range(200)))
+            assert {c.code for c in codes} == {R.SUCCESS}
+            # Every acknowledged message is on the slave the moment it is acknowledged.
+            acked = master.replication.master.acked_offset  # type: ignore[union-attr]
+            assert acked >= master.store.max_physical_offset
+            assert slave.store.max_physical_offset >= master.store.max_physical_offset
+            # WAIT=false does not wait.
+            assert (await send(client, "ReplSync", 999, wait=False)).code == R.SUCCESS
+        finally:
+            await client.close()
+
+
+@sync_test
+async def test_sync_master_without_slave_answers_slave_not_available(tmp_path: Path) -> None:
+    async with running(tmp_path, broker_role="SYNC_MASTER", **HA_FAST) as (_, master):
+        client = await Client().connect(master.port)
+        try:
+            r = await send(client, "ReplNoSlave", 1)
+            assert r.code == R.SLAVE_NOT_AVAILABLE
+            # The message is stored all the same (Java's sendOK), and the answer says where.
+            assert r.ext["queueOffset"] == "0"
+            assert master.store.max_offset("ReplNoSlave", 1) == 1
+        finally:
+            await client.close()
+
+
+@sync_test
+async def test_sync_master_after_the_slave_left(tmp_path: Path) -> None:
+    async with running(tmp_path / "m", broker_role="SYNC_MASTER", slave_timeout=300, **HA_FAST) as (
+        ns,
+        master,
+    ):
+        async with running(tmp_path / "s", namesrv=ns, broker_role="SLAVE", broker_id=1, **HA_FAST) as (
+            _,
+            slave,
+        ):
+            ha = master.replication.master
+            assert ha is not None
+            await wait_for("the slave to connect", lambda: ha.connections == 1)
+            client = await Client().connect(master.port)
+            try:
+                assert (await send(client, "ReplTimeout", 1)).code == R.SUCCESS
+                # The slave leaves: no slave within haSlaveFallbehindMax any more.
+                assert slave.replication.slave is not None
+                await asyncio.get_running_loop().run_in_executor(None, slave.replication.slave.close)
+                slave.replication.slave = None
+                await wait_for("the master to drop the slave", lambda: ha.connections == 0)
+                r = await send(client, "ReplTimeout", 2)
+                assert r.code == R.SLAVE_NOT_AVAILABLE
+            finally:
+                await client.close()
+
+
+@sync_test
+async def test_sync_master_flush_slave_timeout(tmp_path: Path) -> None:
+    """A slave that is connected but never reports past its first offset."""
+    async with running(tmp_path, broker_role="SYNC_MASTER", slave_timeout=300, **HA_FAST) as (_, master):
+        ha = master.replication.master
+        assert ha is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", ha.port)
+        try:
+            writer.write((0).to_bytes(8, "big"))
+            await writer.drain()
+            await wait_for("the fake slave", lambda: ha.connections == 1)
+            client = await Client().connect(master.port)
+            try:
+                r = await send(client, "ReplSilent", 1)
+                assert r.code == R.FLUSH_SLAVE_TIMEOUT
+                assert r.ext["queueOffset"] == "0"
+            finally:
+                await client.close()
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            del reader
+
+
+@sync_test
+async def test_slave_with_haMasterAddress_and_divergence(tmp_path: Path) -> None:
+    """haMasterAddress set: no name server needed. A slave store longer than the master's is
+    refused by the master and replicates nothing."""
+    async with running(tmp_path / "m", **HA_FAST) as (_, master):
+        client = await Client().connect(master.port)
+        try:
+            for i in range(5):
+                assert (await send(client, "ReplDiv", i)).code == R.SUCCESS
+        finally:
+            await client.close()
+        ha_addr = f"127.0.0.1:{master.config.ha_port}"
+        # A store of another broker, longer than the master's log.
+        async with running(tmp_path / "other", **HA_FAST) as (_, other):
+            oc = await Client().connect(other.port)
+            try:
+                for i in range(50):
+                    assert (await send(oc, "Other", i)).code == R.SUCCESS
+            finally:
+                await oc.close()
+        other_end = None
+        async with running(
+            tmp_path / "other",
+            namesrv_addr=None,
+            broker_role="SLAVE",
+            broker_id=1,
+            ha_master_address=ha_addr,
+            **HA_FAST,
+        ) as (_, slave):
+            other_end = slave.store.max_physical_offset
+            assert slave.replication.slave is not None
+            await wait_for("the report", lambda: slave.replication.slave.status()[2] > 0)  # type: ignore[union-attr]
+            await asyncio.sleep(0.3)
+            assert slave.store.max_physical_offset == other_end
+            assert master.replication.master is not None and master.replication.master.acked_offset == 0
