@@ -49,6 +49,8 @@ class Broker:
         self.store: MessageStore
         self.server: RemotingServer | None = None
         """None until `start` has bound the listening port."""
+        self.vip_server: RemotingServer | None = None
+        """RocketMQ's "VIP channel" on listenPort - 2, the port a Java slave syncs metadata through."""
         self._tasks: list[asyncio.Task[None]] = []
         self._namesrv_conns: dict[str, Connection] = {}
         self._register_now = asyncio.Event()
@@ -86,14 +88,31 @@ class Broker:
         await server.start()
         self.server = server
         try:
+            await self._start_vip_channel()
             await self._start_after_bind(server)
         except BaseException:
             await self.stop()
             raise
 
+    async def _start_vip_channel(self) -> None:
+        """Java brokers also serve on listenPort - 2 and Java brokers ask each other there
+        (SlaveSynchronize): served when listenPort is set, skipped with a warning if taken."""
+        port = self.config.listen_port - 2
+        if port <= 0:
+            return
+        vip = RemotingServer(self._dispatch, self._host, port, limits=server_limits(self.config))
+        try:
+            await vip.start()
+        except OSError as e:
+            logger.warning("the VIP channel (listenPort - 2 = %d) is not served: %s", port, e)
+            return
+        self.vip_server = vip
+
     async def _start_after_bind(self, server: RemotingServer) -> None:
         if self.config.listen_port == 0:
-            self.config = self.config.replace(listen_port=server.port)
+            # Any free port for the HA service too, unless haListenPort says which.
+            ha_port = 0 if self.config.ha_listen_port is None else self.config.ha_listen_port
+            self.config = self.config.replace(listen_port=server.port, ha_listen_port=ha_port)
         cfg = self.config
         root = Path(cfg.store_path_root_dir)
         loop = asyncio.get_running_loop()
@@ -130,7 +149,7 @@ class Broker:
             await self.transactions.start()
         self.replication = ReplicationService(self, self._host)
         await self.replication.start()
-        if cfg.ha_listen_port == 0 and self.replication.ha_port is not None:
+        if self.replication.ha_port not in (None, cfg.ha_port):
             self.config = cfg = cfg.replace(ha_listen_port=self.replication.ha_port)
         self._registry = Dispatcher(
             build_registry(self),
@@ -199,6 +218,9 @@ class Broker:
             await self.schedule.stop()
         if hasattr(self, "hold"):
             await self.hold.stop()
+        if self.vip_server is not None:
+            await self.vip_server.stop()
+            self.vip_server = None
         await self.server.stop()
         if hasattr(self, "offsets"):
             self.offsets.persist(force=True)

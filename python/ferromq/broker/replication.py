@@ -69,18 +69,30 @@ class ReplicationService:
             self._task = asyncio.get_running_loop().create_task(self._sync_loop(), name="slave-sync")
             self._task.add_done_callback(_log_death)
             return
-        bind = f"{self._host}:{cfg.ha_port}"
-        self.master = await asyncio.get_running_loop().run_in_executor(
-            None,
-            lambda: _store.HaMaster(
+        loop = asyncio.get_running_loop()
+
+        def listen(port: int) -> _store.HaMaster:
+            return _store.HaMaster(
                 raw,
-                bind,
+                f"{self._host}:{port}",
                 heartbeat_interval_ms=cfg.ha_send_heartbeat_interval,
                 housekeeping_interval_ms=cfg.ha_housekeeping_interval,
                 transfer_batch_size=cfg.ha_transfer_batch_size,
                 slave_fallbehind_max=cfg.ha_slave_fallbehind_max,
-            ),
-        )
+            )
+
+        try:
+            self.master = await loop.run_in_executor(None, listen, cfg.ha_port)
+        except OSError as e:
+            if cfg.ha_listen_port is not None:
+                raise
+            # listenPort + 1 was only a default: take any port; the name server tells slaves.
+            self.master = await loop.run_in_executor(None, listen, 0)
+            logger.warning(
+                "%s; slaves find this master's HA port %d through the name server (or set haListenPort)",
+                e,
+                self.master.port,
+            )
 
     async def stop(self) -> None:
         task, self._task = self._task, None
