@@ -1,0 +1,161 @@
+"""Helpers of the replication interop tests: ferromq name server and broker processes started from
+broker.conf files on free 127.0.0.1 ports, killed with SIGKILL when a test says so, and comparisons of
+two stores' files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.interop.conftest import ferromq_executable, free_port, log_tail
+
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 15.0
+# Small CommitLog files, so a few hundred messages cross file boundaries; the same for every broker.
+STORE_CONF = {
+    "mappedFileSizeCommitLog": str(256 * 1024),
+    "mappedFileSizeConsumeQueue": str(20 * 1000),
+    "maxHashSlotNum": "10000",
+    "maxIndexNum": "40000",
+    "flushDiskType": "ASYNC_FLUSH",
+    "brokerClusterName": "DefaultCluster",
+    "brokerName": "broker-r",
+    "brokerIP1": "127.0.0.1",
+    "autoCreateTopicEnable": "true",
+    "autoCreateSubscriptionGroup": "true",
+}
+
+
+def wait_until(
+    what: str, cond: Callable[[], bool], timeout: float = 60.0, why: Callable[[], str] = str
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{why()}")
+        time.sleep(0.1)
+
+
+@dataclass
+class Process:
+    """A ferromq child process and its log."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    addr: str
+
+    def log(self) -> str:
+        return log_tail(self.log_path)
+
+    def logged(self, text: str) -> bool:
+        return text in self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown at all, as a machine that dies."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=STOP_TIMEOUT)
+
+    def stop(self) -> int | None:
+        """SIGTERM and a bounded wait; the exit code (None when it had to be killed)."""
+        if self.proc.poll() is not None:
+            return self.proc.returncode
+        os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+
+def _spawn(name: str, argv: list[str], log_path: Path, ready: str, addr: str) -> Process:
+    with open(log_path, "ab") as log_file:
+        proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    p = Process(name, proc, log_path, addr)
+    try:
+        wait_until(
+            f"{name} to start", lambda: p.logged(ready) or proc.poll() is not None, START_TIMEOUT, p.log
+        )
+    except AssertionError:
+        p.kill()
+        raise
+    if proc.poll() is not None:
+        raise AssertionError(f"{name} exited with {proc.returncode}: {' '.join(argv)}\n{p.log()}")
+    return p
+
+
+def start_namesrv(workdir: Path) -> Process:
+    port = free_port()
+    argv = [ferromq_executable(), "-v", "namesrv", "--port", str(port)]
+    return _spawn(
+        "name server", argv, workdir / "namesrv.log", "ferromq name server listening", f"127.0.0.1:{port}"
+    )
+
+
+def write_conf(path: Path, conf: dict[str, str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    return path
+
+
+def start_broker(workdir: Path, name: str, namesrv: str, conf: dict[str, str]) -> Process:
+    """`ferromq broker -c broker.conf` with the store under `workdir/name`; `conf` should set listenPort."""
+    root = workdir / name
+    full = {**STORE_CONF, "storePathRootDir": str(root / "store"), "namesrvAddr": namesrv, **conf}
+    conf_path = write_conf(root / "broker.conf", full)
+    argv = [ferromq_executable(), "-v", "broker", "-c", str(conf_path), "--host", "127.0.0.1"]
+    return _spawn(name, argv, root / "broker.log", "ferromq broker", f"127.0.0.1:{full['listenPort']}")
+
+
+def master_conf(role: str) -> dict[str, str]:
+    return {
+        "brokerRole": role,
+        "brokerId": "0",
+        "listenPort": str(free_port()),
+        "haListenPort": str(free_port()),
+    }
+
+
+def slave_conf(**extra: str) -> dict[str, str]:
+    return {"brokerRole": "SLAVE", "brokerId": "1", "listenPort": str(free_port()), **extra}
+
+
+def store_files(root: Path, sub: str) -> dict[str, bytes]:
+    """Every file under `root/sub` by relative path (20-digit data files only: no temporaries)."""
+    base = root / sub
+    if not base.is_dir():
+        return {}
+    return {
+        str(p.relative_to(base)): p.read_bytes()
+        for p in sorted(base.rglob("*"))
+        if p.is_file() and len(p.name) == 20 and p.name.isdigit()
+    }
+
+
+def differences(master: dict[str, bytes], slave: dict[str, bytes]) -> list[str]:
+    """What differs between the slave's files and the master's (the slave may start later: a new slave
+    starts at the master's last CommitLog file)."""
+    # A preallocated file nothing was written to yet may exist on one side only.
+    out = [
+        f"{name}: missing on the slave"
+        for name, data in master.items()
+        if name not in slave and _after_first(name, slave) and data.count(0) != len(data)
+    ]
+    for name, data in slave.items():
+        if name not in master:
+            if data.count(0) != len(data):
+                out.append(f"{name}: only on the slave")
+        elif master[name] != data:
+            out.append(f"{name}: bytes differ")
+    return out
+
+
+def _after_first(name: str, slave: dict[str, bytes]) -> bool:
+    same_dir = [n for n in slave if os.path.dirname(n) == os.path.dirname(name)]
+    return bool(same_dir) and name > min(same_dir)
