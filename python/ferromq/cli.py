@@ -161,6 +161,21 @@ async def _run_broker(args: argparse.Namespace) -> None:
         await broker.stop()
 
 
+def _slave_config(master: BrokerConfig, port: int | None) -> BrokerConfig:
+    """`serve --slave`: the master's configuration as its slave's (brokerId 1, its own store and port)."""
+    if master.is_slave:
+        raise ConfigError("--slave needs a master: brokerRole is SLAVE in the configuration")
+    return master.replace(
+        broker_role="SLAVE",
+        broker_id=1,
+        listen_port=master.listen_port + 10 if port is None else port,
+        ha_listen_port=None,
+        ha_master_address=None,
+        store_path_root_dir=master.store_path_root_dir.rstrip("/\\") + "-slave",
+        store_path_commit_log=None,
+    )
+
+
 async def _run_serve(args: argparse.Namespace) -> None:
     cfg = _broker_config(args)
     _open_logs(cfg)
@@ -172,16 +187,32 @@ async def _run_serve(args: argparse.Namespace) -> None:
         broker_cfg = cfg.replace(namesrv_addr=f"127.0.0.1:{ns.port}", tls_enable=cfg.tls_enable or enforcing)
         broker = Broker(broker_cfg, args.host)
         await _start_broker(broker, args.host)
+        slave: Broker | None = None
         try:
             cfg = broker.config
             # Serving means clients find the broker: its topics are routed once it registered.
             if not await ns.wait_registered(cfg.broker_addr, REGISTER_TIMEOUT):
                 logger.warning("the broker did not register with the name server in %d s", REGISTER_TIMEOUT)
+            served = f"broker {cfg.broker_name} on {args.host}:{broker.port}"
+            if args.slave:
+                slave_port = 0 if args.slave_port is None and args.listen_port == 0 else args.slave_port
+                slave = Broker(_slave_config(cfg, slave_port), args.host)
+                await _start_broker(slave, args.host)
+                if not await ns.wait_registered(slave.config.broker_addr, REGISTER_TIMEOUT):
+                    logger.warning(
+                        "the slave did not register with the name server in %d s", REGISTER_TIMEOUT
+                    )
+                served += (
+                    f" ({cfg.broker_role}, HA port {cfg.ha_port}), its slave on {args.host}:{slave.port} "
+                    f"(store {slave.config.store_path_root_dir})"
+                )
             await _until_signalled(
-                f"ferromq serving: name server {args.host}:{ns.port}, broker {cfg.broker_name} "
-                f"on {args.host}:{broker.port}, store {cfg.store_path_root_dir} (profile {cfg.profile})"
+                f"ferromq serving: name server {args.host}:{ns.port}, {served}, "
+                f"store {cfg.store_path_root_dir} (profile {cfg.profile})"
             )
         finally:
+            if slave is not None:
+                await slave.stop()
             await broker.stop()
     finally:
         await ns.stop()
@@ -231,6 +262,14 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("serve", help="a name server and a broker in one process")
     _add_broker_args(p, "small without -c, rocketmq with -c")
     p.add_argument("--namesrv-port", type=int, default=9876)
+    p.add_argument(
+        "--slave",
+        action="store_true",
+        help="also a slave of the broker (brokerId 1, store '<store>-slave', HA replication)",
+    )
+    p.add_argument(
+        "--slave-port", type=int, help="the slave's listenPort (default: the broker's + 10; 0: any)"
+    )
     p.set_defaults(run=_run_serve)
 
     p = sub.add_parser("namesrv", help="a name server")
