@@ -49,12 +49,16 @@ class Process:
     proc: subprocess.Popen[bytes]
     log_path: Path
     addr: str
+    log_start: int = 0
+    """Where this run's part of the log starts (a restarted broker appends to its log)."""
 
     def log(self) -> str:
-        return log_tail(self.log_path)
+        return log_tail(self.log_path, start=self.log_start)
 
     def logged(self, text: str) -> bool:
-        return text in self.log_path.read_text(encoding="utf-8", errors="replace")
+        with open(self.log_path, "rb") as f:
+            f.seek(self.log_start)
+            return text in f.read().decode("utf-8", errors="replace")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown at all, as a machine that dies."""
@@ -75,9 +79,10 @@ class Process:
 
 
 def _spawn(name: str, argv: list[str], log_path: Path, ready: str, addr: str) -> Process:
+    start = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as log_file:
         proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    p = Process(name, proc, log_path, addr)
+    p = Process(name, proc, log_path, addr, start)
     try:
         wait_until(
             f"{name} to start", lambda: p.logged(ready) or proc.poll() is not None, START_TIMEOUT, p.log
