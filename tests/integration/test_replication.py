@@ -277,7 +277,8 @@ async def test_slave_with_haMasterAddress_and_divergence(tmp_path: Path) -> None
         ) as (_, slave):
             other_end = slave.store.max_physical_offset
             assert slave.replication.slave is not None
-            await wait_for("the report", lambda: slave.replication.slave.status()[2] > 0)  # type: ignore[union-attr]
-            await asyncio.sleep(0.3)
+            ha = slave.replication.slave
+            # The master closes the connection after the report: the client is then between attempts.
+            await wait_for("the master's refusal", lambda: ha.status()[2] > 0 and not ha.status()[1])
             assert slave.store.max_physical_offset == other_end
             assert master.replication.master is not None and master.replication.master.acked_offset == 0
