@@ -170,7 +170,7 @@ impl MappedFileQueue {
                 )));
             }
             if let Some(w) = &self.warmer {
-                w.discard();
+                w.prepare_for(start);
             }
             for f in files.drain(..) {
                 let path = f.path().to_path_buf();
@@ -513,17 +513,24 @@ impl Warmer {
         cv.notify_all();
     }
 
-    /// Forgets the file asked for and removes a preallocated one (a file being made now is
-    /// removed by the warmer itself, since nobody wants it any more).
-    fn discard(&self) {
+    /// The next file is the one at `start`: a preallocated file for another offset is removed
+    /// (one being made now is removed by the warmer itself, as nobody wants it any more), and
+    /// `take(start)` then waits for the warmer's file rather than racing it for the same name.
+    fn prepare_for(&self, start: u64) {
         let (lock, cv) = &*self.shared;
         let mut st = lock.lock().unwrap();
-        st.wanted = None;
-        if let Some(f) = st.ready.take() {
-            let path = f.path().to_path_buf();
-            drop(f);
-            let _ = std::fs::remove_file(path);
+        if st
+            .ready
+            .as_ref()
+            .is_some_and(|f| f.file_from_offset() != start)
+        {
+            if let Some(f) = st.ready.take() {
+                let path = f.path().to_path_buf();
+                drop(f);
+                let _ = std::fs::remove_file(path);
+            }
         }
+        st.wanted = Some(start);
         cv.notify_all();
     }
 

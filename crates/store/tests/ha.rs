@@ -142,7 +142,10 @@ fn slave_copies_the_master_byte_for_byte_and_resumes() {
         let r = master
             .get_messages("Repl", q, mo, 100_000, 1 << 30, None)
             .unwrap();
-        assert_eq!(su.concat(), r.body);
+        assert!(
+            su.concat() == r.body,
+            "queue {q} from {mo} differs between slave and master"
+        );
         assert_eq!(
             slave_store.max_offset_in_queue("Repl", q).unwrap(),
             master.max_offset_in_queue("Repl", q).unwrap()
