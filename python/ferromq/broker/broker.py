@@ -100,7 +100,13 @@ class Broker:
         port = self.config.listen_port - 2
         if port <= 0:
             return
-        vip = RemotingServer(self._dispatch, self._host, port, limits=server_limits(self.config))
+        vip = RemotingServer(
+            self._dispatch,
+            self._host,
+            port,
+            limits=server_limits(self.config),
+            tls=self.config.tls_settings(),
+        )
         try:
             await vip.start()
         except OSError as e:
