@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from benchlib import write_results  # noqa: E402
-from hot_path_bench import Conn, _percentiles, free_port  # noqa: E402
+from hot_path_bench import Conn, _cpu_seconds, _percentiles, free_port  # noqa: E402
 
 from ferromq.acl.signing import Credentials  # noqa: E402
 from ferromq.protocol.command import RemotingCommand, encode  # noqa: E402
@@ -119,6 +119,7 @@ async def load(port: int, frames: list[Frame], args: argparse.Namespace) -> dict
     errors: dict[int, int] = {}
     state = {"measure": False, "stop": False}
     next_frame = itertools.cycle(frames)
+    total = [0]
 
     async def worker(conn: Conn) -> None:
         while not state["stop"]:
@@ -126,6 +127,7 @@ async def load(port: int, frames: list[Frame], args: argparse.Namespace) -> dict
             op = next(opaque)
             t0 = time.perf_counter()
             code, _, _ = await conn.send(frame.header(op), frame.body, op)
+            total[0] += 1
             if state["measure"]:
                 if code == 0:
                     lat.append(time.perf_counter() - t0)
@@ -143,7 +145,13 @@ async def load(port: int, frames: list[Frame], args: argparse.Namespace) -> dict
     await asyncio.gather(*tasks)
     for c in conns:
         await c.close()
-    return {"count": len(lat), "msgs_per_s": len(lat) / elapsed, "errors": errors, **_percentiles(lat)}
+    return {
+        "count": len(lat),
+        "total": total[0],
+        "msgs_per_s": len(lat) / elapsed,
+        "errors": errors,
+        **_percentiles(lat),
+    }
 
 
 def run_round(acl: bool, frames: list[Frame], args: argparse.Namespace, work: Path, n: int) -> dict[str, Any]:
@@ -172,7 +180,11 @@ def run_round(acl: bool, frames: list[Frame], args: argparse.Namespace, work: Pa
         line = broker.stdout.readline()
         if not line.startswith("ferromq serving"):
             raise SystemExit(f"broker did not start: {line}{(home / 'broker.log').read_text()[-2000:]}")
+        cpu0 = _cpu_seconds(broker.pid)
         result = asyncio.run(load(port, frames, args))
+        # The broker's CPU time per request (warm-up included): unlike msg/s it hardly moves when
+        # other processes compete for the CPUs.
+        result["cpu_us_per_msg"] = (_cpu_seconds(broker.pid) - cpu0) / max(result["total"], 1) * 1e6
     finally:
         broker.terminate()
         try:
@@ -209,19 +221,28 @@ def main() -> None:
                 rows.append(r)
                 print(
                     f"{'on' if acl else 'off':<5}{n:>6}{r['count']:>9}{r['msgs_per_s']:>10.0f}"
-                    f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['p999_ms']:>10.2f}  {r['errors'] or ''}",
+                    f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['p999_ms']:>10.2f}"
+                    f"{r['cpu_us_per_msg']:>11.1f}  {r['errors'] or ''}",
                     flush=True,
                 )
 
-    def median(acl: bool, key: str) -> float:
-        return statistics.median(r[key] for r in rows if r["acl"] is acl)
+    def paired(key: str) -> float:
+        """The median over rounds of (ACL on / ACL off) within each round: the two runs of a
+        round are seconds apart, so they share the machine's load."""
+        on = [r[key] for r in rows if r["acl"]]
+        off = [r[key] for r in rows if not r["acl"]]
+        return statistics.median(a / b for a, b in zip(on, off, strict=True))
 
     ratios = {
-        "throughput_on_over_off": median(True, "msgs_per_s") / median(False, "msgs_per_s"),
-        "p99_on_over_off": median(True, "p99_ms") / median(False, "p99_ms"),
+        "throughput_on_over_off": paired("msgs_per_s"),
+        "p99_on_over_off": paired("p99_ms"),
+        "cpu_per_msg_on_over_off": paired("cpu_us_per_msg"),
     }
-    throughput, p99 = ratios["throughput_on_over_off"], ratios["p99_on_over_off"]
-    print(f"ACL on / off: throughput x{throughput:.3f}, p99 x{p99:.3f}")
+    print(
+        "ACL on / off (median of per-round ratios): "
+        f"throughput x{ratios['throughput_on_over_off']:.3f}, p99 x{ratios['p99_on_over_off']:.3f}, "
+        f"broker CPU per message x{ratios['cpu_per_msg_on_over_off']:.3f}"
+    )
     params = {k: getattr(args, k) for k in ("seconds", "warmup", "rounds", "size", "connections", "inflight")}
     write_results(args.out, {"bench": "acl", "params": params, "rows": rows, "ratios": ratios})
 

@@ -12,7 +12,7 @@ from ferromq.acl import permission as perm
 from ferromq.acl.addresses import matcher
 from ferromq.acl.errors import AclError
 from ferromq.acl.guard import needed_resources
-from ferromq.acl.plain import PlainAcl, check_perm
+from ferromq.acl.plain import PlainAcl, authorize, check_perm
 from ferromq.acl.signing import Credentials, Signer, credentials_of, field_text
 from ferromq.protocol.codes import RequestCode
 from ferromq.protocol.command import RemotingCommand
@@ -145,7 +145,9 @@ def acl(tmp_path: Path) -> PlainAcl:
 
 
 def _check(acl: PlainAcl, host: str, cmd: RemotingCommand) -> None:
-    acl.check(cmd, needed_resources, lambda a: a.white(host))
+    account = acl.authenticate(cmd, lambda a: a.white(host))
+    if account is not None:
+        authorize(cmd.code, needed_resources(cmd), account)
 
 
 def _signed(

@@ -12,8 +12,9 @@ is checked like SEND_MESSAGE_V2 (Java checks no topic for it, so a batch reaches
 may not publish to), and the ACL admin requests (codes 50-54) need an admin account.
 
 Cheap on the send path: what depends only on the peer's address (is it globally white, is it in
-an account's white addresses) is cached by address until the ACL reloads; each account keeps its
-HMAC key state; the signature is the only per-request work.
+an account's white addresses) is cached by address, and an allowed (account, send or pull, topic,
+group) is remembered, until the ACL reloads; each account keeps its HMAC key state; the signature
+is the only per-request work left.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from ferromq.acl import permission as perm
 from ferromq.acl.errors import AclError
-from ferromq.acl.plain import Account, PlainAcl
+from ferromq.acl.plain import Account, PlainAcl, authorize
 from ferromq.jsonutil import loads_lenient
 from ferromq.protocol.codes import RequestCode
 from ferromq.protocol.command import RemotingCommand
@@ -52,13 +53,29 @@ class _Peer:
         return known
 
 
+# The fields that decide what a hot request touches (sends and pulls): an allowed combination is
+# remembered, so the next request with it needs only its signature checked.
+_DECIDING_FIELDS: dict[int, tuple[str, str]] = {
+    RequestCode.SEND_MESSAGE_V2: ("b", "a"),
+    RequestCode.SEND_BATCH_MESSAGE: ("b", "a"),
+    RequestCode.SEND_MESSAGE: ("topic", "group"),
+    RequestCode.PULL_MESSAGE: ("topic", "consumerGroup"),
+}
+_MAX_DECISIONS = 65536
+
+
 class AclGuard:
     """Raises `AclError` (Java's refusal) for a request the ACL does not allow."""
 
     def __init__(self, acl: PlainAcl) -> None:
         self.acl = acl
         self._peers: dict[str, _Peer] = {}
-        acl.on_change(self._peers.clear)
+        self._allowed: set[tuple[str, int, str | None, str | None]] = set()
+        acl.on_change(self._forget)
+
+    def _forget(self) -> None:
+        self._peers.clear()
+        self._allowed.clear()
 
     def __call__(self, conn: Connection, cmd: RemotingCommand) -> None:
         host = conn.peer_host
@@ -67,8 +84,23 @@ class AclGuard:
             if len(self._peers) >= _MAX_PEERS:
                 self._peers.clear()
             peer = self._peers[host] = _Peer(host, self.acl.globally_white(host))
-        if not peer.globally_white:
-            self.acl.check(cmd, needed_resources, peer.white_for)
+        if peer.globally_white:
+            return
+        account = self.acl.authenticate(cmd, peer.white_for)
+        if account is None:
+            return
+        fields = _DECIDING_FIELDS.get(cmd.code)
+        if fields is None:
+            authorize(cmd.code, needed_resources(cmd), account)
+            return
+        ext = cmd.ext
+        key = (account.access_key, cmd.code, ext.get(fields[0]), ext.get(fields[1]))
+        if key in self._allowed:
+            return
+        authorize(cmd.code, needed_resources(cmd), account)
+        if len(self._allowed) >= _MAX_DECISIONS:
+            self._allowed.clear()
+        self._allowed.add(key)
 
 
 def _add(out: dict[str, int], resource: str | None, bits: int) -> None:

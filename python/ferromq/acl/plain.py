@@ -257,16 +257,11 @@ class PlainAcl:
     def globally_white(self, host: str) -> bool:
         return any(m(host) for m in self.snapshot.global_white)
 
-    def check(
-        self,
-        cmd: RemotingCommand,
-        needed: Callable[[RemotingCommand], dict[str, int] | None],
-        white_for: Callable[[Account], bool],
-    ) -> None:
-        """Java's `PlainPermissionManager.validate` for a peer that is not globally white:
-        raises the refusal Java gives, or returns. `needed` gives the resources the request
-        touches (computed only when the signature is good); `white_for` says whether the peer
-        is in an account's white addresses (the caller caches it)."""
+    def authenticate(self, cmd: RemotingCommand, white_for: Callable[[Account], bool]) -> Account | None:
+        """The first half of Java's `PlainPermissionManager.validate` for a peer that is not
+        globally white: the account that signed the request, or None when the peer is in the
+        account's white addresses (Java checks nothing more then). Raises Java's refusal.
+        `white_for` says whether the peer is in an account's white addresses (the caller caches it)."""
         ext = cmd.ext
         access_key = ext.get(ACCESS_KEY)
         if access_key is None:
@@ -275,13 +270,10 @@ class PlainAcl:
         if account is None:
             raise refusal(f"No acl config for {access_key}", "validate:667")
         if white_for(account):
-            return
+            return None
         if account.signer.server_signature(ext, cmd.body) != ext.get(SIGNATURE):
             raise refusal(f"Check signature failed for accessKey={access_key}", "validate:683")
-        resources = needed(cmd)
-        if resources is not None and resources.get(perm.TRACE_TOPIC) == perm.PUB:
-            return
-        check_perm(cmd.code, resources, account)
+        return account
 
     # -- the ACL admin requests ----------------------------------------------------------------
 
@@ -419,3 +411,11 @@ def check_perm(code: int, needed: Mapping[str, int] | None, account: Account) ->
 
 def _printed(resource: str, is_group: bool) -> str:
     return f"group:{resource[len(perm.RETRY_PREFIX) :]}" if is_group else f"topic:{resource}"
+
+
+def authorize(code: int, resources: Mapping[str, int] | None, account: Account) -> None:
+    """The second half of `validate`: what the request touches against what the account may do
+    (a send to the trace topic needs only the signature)."""
+    if resources is not None and resources.get(perm.TRACE_TOPIC) == perm.PUB:
+        return
+    check_perm(code, resources, account)
