@@ -312,6 +312,7 @@ def test_acl_admin_requests_and_reload(tmp_path: Path) -> None:
             # A broken file keeps the ACL as it was.
             acl_file.write_text("accounts: [\n")
             assert broker.acl_watcher is not None and not broker.acl_watcher.poll()
+            assert not broker.acl_watcher.poll()  # the same broken files: nothing to do (logged once)
             assert await reloaded()
             await c.close()
 

@@ -246,11 +246,13 @@ class PlainAcl:
         for callback in self._listeners:
             callback()
 
+    def file_times(self) -> dict[Path, int]:
+        """The ACL files now and their modification times."""
+        return {p: _mtime(p) for p in self.acl_files()}
+
     def changed(self) -> bool:
         """Whether a file was added, removed or modified since the last load."""
-        files = self.acl_files()
-        old = self.snapshot.mtimes
-        return set(files) != set(old) or any(_mtime(p) != old[p] for p in files)
+        return self.file_times() != dict(self.snapshot.mtimes)
 
     # -- checking ------------------------------------------------------------------------------
 

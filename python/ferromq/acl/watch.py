@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 
 from ferromq.acl.errors import AclError
 from ferromq.acl.plain import PlainAcl
@@ -20,6 +21,8 @@ class AclFileWatcher:
         self._acl = acl
         self._interval = interval
         self._task: asyncio.Task[None] | None = None
+        # The files as they were when they could not be used: that error is logged once.
+        self._failed: dict[Path, int] | None = None
 
     async def start(self) -> None:
         if self._task is None:
@@ -40,15 +43,15 @@ class AclFileWatcher:
     def poll(self) -> bool:
         """Reloads if a file changed; True when it did. A file that cannot be used keeps the ACL
         as it was (logged)."""
+        times = self._acl.file_times()
+        if times == dict(self._acl.snapshot.mtimes) or times == self._failed:
+            return False
         try:
-            if not self._acl.changed():
-                return False
             self._acl.load()
-        except AclError as e:
-            logger.error("ACL files changed but cannot be used, the previous ACL stays: %s", e)
+        except (AclError, OSError) as e:
+            self._failed = times
+            logger.error("the ACL files changed but cannot be used, the previous ACL stays: %s", e)
             return False
-        except OSError as e:
-            logger.error("ACL files changed but cannot be read, the previous ACL stays: %s", e)
-            return False
+        self._failed = None
         logger.info("ACL reloaded")
         return True
