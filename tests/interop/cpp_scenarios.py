@@ -152,10 +152,17 @@ def make_message(args: argparse.Namespace, i: int) -> tuple[Message, dict[str, A
     return m, rec
 
 
+def credentials(client: Any, args: argparse.Namespace) -> None:
+    """ACL: the client signs its requests with these keys (channel as the C++ client's default)."""
+    if args.access_key:
+        client.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
+
+
 def scenario_produce(args: argparse.Namespace) -> dict[str, Any]:
     producer = Producer(args.group, timeout=args.send_timeout_ms)
     set_log_level("producer", producer._handle)
     producer.set_namesrv_addr(args.namesrv)
+    credentials(producer, args)
     producer.start()
     sent: list[dict[str, Any]] = _state["sent"]
     errors: list[str] = _state["errors"]
@@ -202,7 +209,13 @@ def scenario_produce(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(args.count):
                 m, rec = make_message(args, i)
                 if args.mode == "sync":
-                    r = producer.send_sync(m)
+                    try:
+                        r = producer.send_sync(m)
+                    except Exception as e:
+                        if not args.keep_going:
+                            raise
+                        errors.append(f"{rec['id']}: {e}")
+                        continue
                     rec.update(status=int(r.status), msg_id=r.msg_id, offset=r.offset)
                 elif args.mode == "oneway":
                     producer.send_oneway(m)
@@ -264,6 +277,7 @@ def scenario_push(args: argparse.Namespace) -> dict[str, Any]:
     consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
     set_log_level("push", consumer._handle)
     consumer.set_namesrv_addr(args.namesrv)
+    credentials(consumer, args)
     if args.threads:
         consumer.set_thread_count(args.threads)
     received: list[dict[str, Any]] = _state["received"]
@@ -400,6 +414,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--sleep-ms", type=int, default=0)
     p.add_argument("--max-num", type=int, default=32)
+    p.add_argument("--access-key", help="ACL: sign requests with this access key (and --secret-key)")
+    p.add_argument("--secret-key")
+    p.add_argument("--keep-going", action="store_true", help="produce sync: record a failed send and go on")
     args = p.parse_args()
 
     _state["scenario"] = args.scenario
