@@ -46,3 +46,8 @@ def object_key(key: str) -> dict[str, Any]:
 
 def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
+
+
+def dumps_sorted(obj: Any) -> bytes:
+    """JSON with object keys sorted, as fastjson writes Java beans (fields by name)."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)

@@ -16,13 +16,14 @@ from ferromq.acl.guard import AclGuard
 from ferromq.acl.plain import PlainAcl
 from ferromq.acl.watch import AclFileWatcher
 from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
-from ferromq.broker.config import BrokerConfig, check_store_files
+from ferromq.broker.config import BrokerConfig, check_store_files, runtime_changes
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.processors import build_registry, pull, send
 from ferromq.broker.replication import ReplicationService
 from ferromq.broker.schedule import ScheduleMessageService
+from ferromq.broker.stats import BrokerStats
 from ferromq.broker.subscriptions import SubscriptionGroupManager
 from ferromq.broker.topics import SCHEDULE_TOPIC, TopicConfigManager
 from ferromq.broker.transaction import TransactionalMessageService
@@ -58,11 +59,12 @@ class Broker:
         self._offsets_persisting: asyncio.Future[None] | None = None
         self._registering = False
         self._started = False
-        self.stats_put = 0
-        self.stats_get = 0
         self.acl: PlainAcl | None = None
         """The plain ACL when aclEnable=true."""
         self.acl_watcher: AclFileWatcher | None = None
+        # GET_BROKER_CONFIG's dataVersion: bumped by each UPDATE_BROKER_CONFIG.
+        self.config_version = 0
+        self.config_timestamp = int(time.time() * 1000)
 
     @property
     def sync_flush(self) -> bool:
@@ -136,6 +138,8 @@ class Broker:
         self.offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json")
         self.clients = ClientManager(self._consumers_changed)
         self.locks = RebalanceLockManager()
+        self.stats = BrokerStats(cfg.broker_cluster_name)
+        await self.stats.start()
         interval = 5.0 if cfg.long_polling_enable else cfg.short_polling_time_mills / 1000.0
         self.hold = PullRequestHoldService(self.store.max_offset, interval)
         await self.hold.start()
@@ -227,6 +231,8 @@ class Broker:
         if self.vip_server is not None:
             await self.vip_server.stop()
             self.vip_server = None
+        if hasattr(self, "stats"):
+            await self.stats.stop()
         await self.server.stop()
         if hasattr(self, "offsets"):
             self.offsets.persist(force=True)
@@ -245,7 +251,6 @@ class Broker:
 
     def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:
         """A message is in the store (and on disk, in SYNC_FLUSH): wake who waits for it."""
-        self.stats_put += 1
         self.replication.notify_appended()
         if topic == SCHEDULE_TOPIC:
             self.schedule.wake(queue_id + 1)
@@ -271,6 +276,20 @@ class Broker:
     def _forget(self, task: asyncio.Task[None]) -> None:
         if task in self._tasks:
             self._tasks.remove(task)
+
+    def update_config(self, text: str) -> list[str]:
+        """Applies an UPDATE_BROKER_CONFIG body (only keys the broker reads at run time; see
+        `runtime_changes`); the fields changed. Raises `ConfigError` and changes nothing on a problem."""
+        changes = runtime_changes(text)
+        updated = self.config.replace(**changes)
+        updated.validate()
+        changed = [n for n, v in changes.items() if getattr(self.config, n) != v]
+        self.config = updated
+        self.config_version += 1
+        self.config_timestamp = int(time.time() * 1000)
+        if "broker_permission" in changed:
+            self.registration_changed()
+        return changed
 
     def registration_changed(self) -> None:
         """Topics changed: register with the name servers right away."""

@@ -681,3 +681,71 @@ def check_store_files(cfg: BrokerConfig) -> None:
         f"store {cfg.store_path_root_dir} has files of other sizes than configured (profile {cfg.profile}): "
         f"{'; '.join(said)}; {fix}{', '.join(keys)} in broker.conf"
     )
+
+
+# -- UPDATE_BROKER_CONFIG / GET_BROKER_CONFIG ------------------------------------------------------
+
+# RocketMQ key -> field, one key per field (no old spellings): what GET_BROKER_CONFIG lists.
+BROKER_CONFIG_KEYS: Mapping[str, str] = MappingProxyType(dict(sorted((k, n) for n, k in _KEY_OF.items())))
+
+# Fields the broker reads from its config on every request, so UPDATE_BROKER_CONFIG can change
+# them while it runs; the others are taken once at start (store, ports, paths, services).
+RUNTIME_FIELDS = frozenset(
+    {
+        "broker_permission",
+        "trace_on",
+        "region_id",
+        "max_topic_queue_nums",
+        "short_polling_time_mills",
+        "long_polling_enable",
+        "reject_transaction_message",
+        "max_query_num",
+        "enable_property_filter",
+        "offset_check_in_slave",
+        "notify_consumer_ids_changed_enable",
+    }
+)
+RUNTIME_KEYS = frozenset(_KEY_OF[n] for n in RUNTIME_FIELDS)
+
+
+def java_config_value(value: Any) -> str | None:
+    """A field's value as Java's Properties text holds it (None: no value, not listed)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, FlushDiskType):
+        return value.value
+    return str(value)
+
+
+def runtime_changes(text: str) -> dict[str, Any]:
+    """The field changes an UPDATE_BROKER_CONFIG body (Java properties) asks for. Keys of RocketMQ's
+    that ferromq has no use for are logged and skipped, as in broker.conf; a key that can only be set
+    at start, an unknown key or a bad value raises `ConfigError` naming every problem."""
+    changes: dict[str, Any] = {}
+    problems: list[str] = []
+    for _line, key, raw in parse_properties(text):
+        name = _KEYS.get(key)
+        if name is None:
+            if key in _ROCKETMQ_KEYS_NOT_USED:
+                logger.warning(
+                    "UPDATE_BROKER_CONFIG: %s is a RocketMQ key ferromq does not use; ignored", key
+                )
+                continue
+            hint = did_you_mean(key)
+            problems.append(f"unknown key {key}" + (f" (did you mean {hint}?)" if hint else ""))
+            continue
+        if name not in RUNTIME_FIELDS:
+            problems.append(
+                f"{key} cannot change while the broker runs (set it in broker.conf and restart); "
+                f"keys that can: {', '.join(sorted(RUNTIME_KEYS))}"
+            )
+            continue
+        try:
+            changes[name] = _convert(name, raw)
+        except ValueError as e:
+            problems.append(f"{key} {e}")
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return changes

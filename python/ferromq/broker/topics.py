@@ -23,6 +23,21 @@ TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
+# TopicValidator's system topics (GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists those the broker has, with
+# its cluster and broker names).
+SYSTEM_TOPICS = frozenset(
+    {
+        AUTO_CREATE_TOPIC_KEY,
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        "SELF_TEST_TOPIC",
+        "BenchmarkTest",
+        "OFFSET_MOVED_EVENT",
+        "RMQ_SYS_TRACE_TOPIC",
+    }
+)
 # Topics clients may not send to directly (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 NOT_ALLOWED_SEND = frozenset(
     {

@@ -53,6 +53,7 @@ from ferromq import _store
 from ferromq.broker.clients import ClientManager
 from ferromq.broker.config import BrokerConfig
 from ferromq.broker.offsets import ConsumerOffsetManager
+from ferromq.broker.service import TaskService
 from ferromq.broker.topics import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
@@ -235,8 +236,10 @@ class _OpScan:
         return op_offset
 
 
-class TransactionalMessageService:
+class TransactionalMessageService(TaskService):
     """Half and op message bookkeeping for END_TRANSACTION, and the transaction check rounds."""
+
+    service_name = "transaction-check"
 
     def __init__(
         self,
@@ -264,22 +267,11 @@ class TransactionalMessageService:
         # origin offset -> COMMIT or ROLLBACK type, oldest first.
         self._resolved: OrderedDict[int, int] = OrderedDict()
         self._late_learned_to = 0
-        self._task: asyncio.Task[None] | None = None
+        super().__init__()
         self._round_lock = asyncio.Lock()
         self.rounds = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
-
-    async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="transaction-check")
-            self._task.add_done_callback(_log_death)
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
 
     async def _run(self) -> None:
         interval = max(self._config.transaction_check_interval, 10) / 1000.0
@@ -607,8 +599,3 @@ class TransactionalMessageService:
         r = self._store.put_copy(m, TRANS_CHECK_MAX_TIME_TOPIC, 0, m.properties)
         if self._arrived is not None:
             self._arrived(r.topic, r.queue_id, r.queue_offset + 1, _store.tags_code(m.tags))
-
-
-def _log_death(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("transaction check service died", exc_info=task.exception())

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ferromq.broker.processors import (
     acl,
     admin,
+    admin_status,
     client_manage,
     consumer_manage,
     end_transaction,
@@ -30,6 +31,7 @@ def build_registry(broker: Broker) -> dict[int, Handler]:
         client_manage,
         query,
         admin,
+        admin_status,
         end_transaction,
         retention,
         acl,

@@ -11,7 +11,7 @@ from ferromq.broker.topics import TopicConfig, topic_problem
 from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
-from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
+from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.headers import ext_bool, ext_int, ext_offset, ext_str
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
@@ -148,60 +148,11 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         broker.groups.delete(ext_str(cmd, "groupName"))
         return cmd.reply(ResponseCode.SUCCESS)
 
-    async def consume_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """Per readable queue of the group's topics (those it committed offsets for or subscribes
-        to): broker max offset, the group's offset (0 when none), last store time."""
-        group = ext_str(cmd, "consumerGroup")
-        only = cmd.ext.get("topic")
-        committed = broker.offsets.offsets_of_group(group)
-        info = broker.clients.consumers.get(group)
-        topics = set(committed) | (set(info.subscriptions) if info else set())
-        table = []
-        # Refused before it is built when the reply cannot fit in a frame (~130 bytes a queue).
-        size = 0
-        for topic in sorted(t for t in topics if not only or t == only):
-            tc = broker.topics.get(topic)
-            if tc is None:
-                continue
-            size += tc.read_queue_nums * (110 + len(topic.encode()) + len(broker.config.broker_name))
-            if size > MAX_FRAME_SIZE:
-                raise BrokerError(
-                    f"the consume stats of group {group} would exceed the frame limit of {MAX_FRAME_SIZE} "
-                    "bytes; ask for one topic at a time",
-                    ResponseCode.SYSTEM_ERROR,
-                )
-            for queue_id in range(tc.read_queue_nums):
-                consumer_offset = committed.get(topic, {}).get(queue_id, 0)
-                last = store.store_time(topic, queue_id, consumer_offset - 1) if consumer_offset > 0 else None
-                table.append(
-                    {
-                        "messageQueue": _mq_json(topic, broker.config.broker_name, queue_id),
-                        "offsetWrapper": {
-                            "brokerOffset": store.max_offset(topic, queue_id),
-                            "consumerOffset": consumer_offset,
-                            "lastTimestamp": last or 0,
-                        },
-                    }
-                )
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"offsetTable": table, "consumeTps": 0.0}))
-
     async def all_consumer_offsets(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.reply(ResponseCode.SUCCESS, body=offset_table_json(broker.offsets.table))
 
     async def all_delay_offsets(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.reply(ResponseCode.SUCCESS, body=broker.schedule.encode())
-
-    async def runtime_info(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        info = {
-            "brokerVersion": "407",
-            "brokerVersionDesc": "ferromq (V4_9_7 protocol)",
-            "commitLogMinOffset": str(store.min_physical_offset),
-            "commitLogMaxOffset": str(store.max_physical_offset),
-            "msgPutTotalTodayNow": str(broker.stats_put),
-            "msgGetTotalTodayNow": str(broker.stats_get),
-            "pullHeldCount": str(broker.hold.held_count),
-        }
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"table": info}))
 
     return {
         RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic,
@@ -216,8 +167,6 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: update_group,
         RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
         RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
-        RequestCode.GET_CONSUME_STATS: consume_stats,
         RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
         RequestCode.GET_ALL_DELAY_OFFSET: all_delay_offsets,
-        RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
     }

@@ -392,6 +392,7 @@ def send_message(
         msg_id = ",".join(result.msg_ids)
         queue_offset, end_offset, count = result.first_queue_offset, result.end_offset, len(result)
         tags_code = None
+        broker.stats.put(result.topic, count, result.wrote_bytes)
     else:
         r = broker.store.put(
             topic,
@@ -407,6 +408,7 @@ def send_message(
         )
         topic, queue_id = r.topic, r.queue_id
         msg_id, queue_offset, end_offset, count = r.msg_id, r.queue_offset, r.end_offset, 1
+        broker.stats.put(topic, 1, r.wrote_bytes)
         tags_code = broker.tags_code_of(props)
     reply_ext = {
         "msgId": msg_id,
@@ -450,6 +452,7 @@ def _send_plain(
     if done is None:
         return None
     r, wait, tags_code = done
+    broker.stats.put(r.topic, 1, r.wrote_bytes)
     reply_ext = {
         "msgId": r.msg_id,
         "queueId": str(queue_id),
@@ -557,5 +560,7 @@ async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: Remoting
     props["ORIGIN_MESSAGE_ID"] = props.get("ORIGIN_MESSAGE_ID") or msg.msg_id
     broker.registration_changed()
     r = broker.store.put_copy(msg, topic, queue_id, props, reconsume_times=msg.reconsume_times + 1)
+    broker.stats.put(r.topic, 1, r.wrote_bytes)
+    broker.stats.sent_back(group, msg.topic, topic.startswith(DLQ_PREFIX))
     broker.message_arrived(r.topic, r.queue_id, r.queue_offset + 1, broker.tags_code_of(props))
     return cmd.reply(ResponseCode.SUCCESS)

@@ -1,0 +1,470 @@
+"""Admin requests that report the broker's state or steer its consumers, as `mqadmin` (rocketmq-tools
+4.9.7) sends them: runtime info, topic and consume stats, connections, broker config, offset resets,
+consumer running info, stats items. Bodies are written as Java's fastjson writes them: fields sorted
+by name, maps keyed by MessageQueue objects (`{{"brokerName":..}:{..}}`)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ferromq.broker.clients import ClientChannel, Subscription
+from ferromq.broker.config import BROKER_CONFIG_KEYS, ConfigError, java_config_value
+from ferromq.broker.stats import TPS_WINDOWS, java_double, tps_columns, tps_over
+from ferromq.broker.topics import SYSTEM_TOPICS
+from ferromq.errors import BrokerError, ConnectionClosedError
+from ferromq.jsonutil import dumps_sorted
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
+from ferromq.protocol.headers import ext_bool, ext_int, ext_str
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.dispatch import Handler
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+BROKER_VERSION = 407  # MQVersion.Version.V4_9_7.ordinal()
+BROKER_VERSION_DESC = "V4_9_7"
+CONSUMER_CALL_TIMEOUT = 5.0
+# Java's thread pool capacities, reported as is (ferromq has no such queues: their sizes are 0).
+QUEUE_CAPACITIES = {
+    "sendThreadPoolQueueCapacity": 10000,
+    "pullThreadPoolQueueCapacity": 100000,
+    "queryThreadPoolQueueCapacity": 20000,
+    "EndTransactionThreadPoolQueueCapacity": 100000,
+}
+PUT_TIME_BUCKETS = (
+    "[<=0ms]",
+    "[0~10ms]",
+    "[10~50ms]",
+    "[50~100ms]",
+    "[100~200ms]",
+    "[200~500ms]",
+    "[500ms~1s]",
+    "[1~2s]",
+    "[2~3s]",
+    "[3~4s]",
+    "[4~5s]",
+    "[5~10s]",
+    "[10s~]",
+)
+
+
+def mq_key(topic: str, broker_name: str, queue_id: int) -> dict[str, Any]:
+    return {"brokerName": broker_name, "queueId": queue_id, "topic": topic}
+
+
+def mq_keyed_map(entries: Iterable[tuple[dict[str, Any], Any]]) -> bytes:
+    """A fastjson map whose keys are MessageQueue objects: `{{"brokerName":"b","queueId":0,
+    "topic":"T"}:{...},...}`; not JSON, but what Java's clients and tools parse."""
+    return b"{" + b",".join(dumps_sorted(k) + b":" + dumps_sorted(v) for k, v in entries) + b"}"
+
+
+def human_bytes(n: int) -> str:
+    """MixAll.humanReadableByteCount(n, false): `0 B`, `1.5 KiB`, `43.1 GiB`."""
+    if n < 1024:
+        return f"{n} B"
+    exp = min(int(math.log(n) / math.log(1024)), 6)
+    return f"{n / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"
+
+
+def disk_used_ratio(path: str) -> float:
+    """UtilAll.getDiskPartitionSpaceUsedPercent: used / total of the partition, -1 if unreadable."""
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return -1.0
+    if usage.total <= 0:
+        return -1.0
+    return (usage.total - usage.free) / usage.total
+
+
+def format_runtime(ms: int) -> str:
+    seconds = ms // 1000
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
+
+
+def subscription_json(sub: Subscription) -> dict[str, Any]:
+    return {
+        "classFilterMode": False,
+        "codeSet": sorted(sub.codes or ()),
+        "expressionType": sub.expression_type,
+        "subString": sub.sub_string,
+        "subVersion": sub.sub_version,
+        "tagsSet": sorted(sub.tags),
+        "topic": sub.topic,
+    }
+
+
+def connection_json(ch: ClientChannel) -> dict[str, Any]:
+    return {
+        "clientAddr": ch.conn.peer,
+        "clientId": ch.client_id,
+        "language": ch.language,
+        "version": ch.version,
+    }
+
+
+def runtime_table(broker: Broker) -> dict[str, str]:
+    """GET_BROKER_RUNTIME_INFO's table: the keys Java 4.9.7 fills, from ferromq's counters. Values
+    with no counterpart (thread pool queues: ferromq has none) are what an idle Java broker reports."""
+    store, stats, cfg = broker.store, broker.stats, broker.config
+    counters = stats.store
+    now = int(time.time() * 1000)
+    puts = counters.put_times or 1
+    root = cfg.store_path_root_dir
+    commitlog = cfg.store_path_commit_log or os.path.join(root, "commitlog")
+    ratio = disk_used_ratio(commitlog)
+    earliest = earliest_message_time(broker)
+    table = {
+        "bootTimestamp": str(counters.boot_ms),
+        "runtime": format_runtime(now - counters.boot_ms),
+        "putMessageEntireTimeMax": str(counters.put_entire_time_max_ms),
+        "putMessageTimesTotal": str(puts),
+        "putMessageFailedTimes": str(counters.put_failed),
+        "putMessageSizeTotal": str(counters.put_size),
+        "putMessageDistributeTime": "null",
+        "putMessageAverageSize": java_double(counters.put_size / puts),
+        "dispatchMaxBuffer": "0",
+        "getMessageEntireTimeMax": str(counters.get_entire_time_max_ms),
+        "putTps": tps_columns(counters.put_snaps),
+        "getFoundTps": tps_columns(counters.found_snaps),
+        "getMissTps": tps_columns(counters.miss_snaps),
+        # Java sums found and missed per window, an unfilled window counting 0.
+        "getTotalTps": " ".join(
+            java_double(sum(tps_over(s, w) or 0.0 for s in (counters.found_snaps, counters.miss_snaps)))
+            for w in TPS_WINDOWS
+        ),
+        "getTransferedTps": tps_columns(counters.transferred_snaps),
+        "putLatency99": "0.00",
+        "putLatency999": "0.00",
+        f"commitLogDiskRatio_{commitlog}": java_double(ratio),
+        "commitLogDiskRatio": java_double(ratio),
+        "consumeQueueDiskRatio": java_double(disk_used_ratio(os.path.join(root, "consumequeue"))),
+        "commitLogMinOffset": str(store.min_physical_offset if store.max_physical_offset else -1),
+        "commitLogMaxOffset": str(store.max_physical_offset),
+        "brokerVersionDesc": BROKER_VERSION_DESC,
+        "brokerVersion": str(BROKER_VERSION),
+        "msgPutTotalYesterdayMorning": str(stats.put_yesterday_morning),
+        "msgPutTotalTodayMorning": str(stats.put_today_morning),
+        "msgPutTotalTodayNow": str(counters.put_times),
+        "msgGetTotalYesterdayMorning": str(stats.get_yesterday_morning),
+        "msgGetTotalTodayMorning": str(stats.get_today_morning),
+        "msgGetTotalTodayNow": str(counters.get_transferred),
+        "sendThreadPoolQueueSize": "0",
+        "pullThreadPoolQueueSize": "0",
+        "queryThreadPoolQueueSize": "0",
+        "EndTransactionQueueSize": "0",
+        **{k: str(v) for k, v in QUEUE_CAPACITIES.items()},
+        # Dispatch (ConsumeQueue and index) happens inside the append: nothing is ever behind.
+        "dispatchBehindBytes": "0",
+        # The event loop does one put at a time and never holds a lock across an await.
+        "pageCacheLockTimeMills": "0",
+        "sendThreadPoolQueueHeadWaitTimeMills": "0",
+        "pullThreadPoolQueueHeadWaitTimeMills": "0",
+        "queryThreadPoolQueueHeadWaitTimeMills": "0",
+        "earliestMessageTimeStamp": str(-1 if earliest is None else earliest),
+        "startAcceptSendRequestTimeStamp": "0",
+        "remainTransientStoreBufferNumbs": str(2**31 - 1),
+        "remainHowManyDataToFlush": human_bytes(
+            max(0, store.max_physical_offset - store.flushed_physical_offset)
+        ),
+        "pullHeldCount": str(broker.hold.held_count),
+    }
+    try:
+        usage = shutil.disk_usage(root)
+        table["commitLogDirCapacity"] = (
+            f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
+        )
+    except OSError:
+        pass
+    return table
+
+
+def earliest_message_time(broker: Broker) -> int | None:
+    """The store time of the first message in the CommitLog (None when it is empty)."""
+    store = broker.store
+    if store.max_physical_offset <= store.min_physical_offset:
+        return None
+    msg = store.read(store.min_physical_offset)
+    return None if msg is None else msg.store_timestamp
+
+
+def handlers(broker: Broker) -> dict[int, Handler]:
+    def name() -> str:
+        return broker.config.broker_name
+
+    async def runtime_info(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"table": runtime_table(broker)}))
+
+    async def topic_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = ext_str(cmd, "topic")
+        tc = broker.topics.get(topic)
+        if tc is None:
+            raise BrokerError(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
+        store = broker.store
+        entries = []
+        for queue_id in range(tc.write_queue_nums):
+            low = max(0, store.min_offset(topic, queue_id))
+            high = max(0, store.max_offset(topic, queue_id))
+            last = store.store_time(topic, queue_id, high - 1) if high > 0 else None
+            offsets = {"lastUpdateTimestamp": last or 0, "maxOffset": high, "minOffset": low}
+            entries.append((mq_key(topic, name(), queue_id), offsets))
+        return cmd.reply(ResponseCode.SUCCESS, body=b'{"offsetTable":' + mq_keyed_map(entries) + b"}")
+
+    async def consumer_connections(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        group = ext_str(cmd, "consumerGroup")
+        info = broker.clients.consumers.get(group)
+        if info is None:
+            raise BrokerError(f"the consumer group[{group}] not online", ResponseCode.CONSUMER_NOT_ONLINE)
+        body = {
+            "connectionSet": [connection_json(ch) for ch in info.channels.values()],
+            "consumeFromWhere": info.consume_from_where,
+            "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "subscriptionTable": {t: subscription_json(s) for t, s in info.subscriptions.items()},
+        }
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
+
+    async def producer_connections(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        group = ext_str(cmd, "producerGroup")
+        channels = broker.clients.producers.get(group)
+        if not channels:
+            raise BrokerError(f"the producer group[{group}] not exist", ResponseCode.SYSTEM_ERROR)
+        body = {"connectionSet": [connection_json(ch) for ch in channels.values()]}
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
+
+    async def consume_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """ConsumeStats: per readable queue of the topics the group committed offsets for (or the
+        one asked), the broker's max offset, the group's offset and the store time before it."""
+        group = ext_str(cmd, "consumerGroup")
+        only = cmd.ext.get("topic")
+        topics = [only] if only else sorted(broker.offsets.offsets_of_group(group))
+        info = broker.clients.consumers.get(group)
+        store = broker.store
+        entries = []
+        tps = 0.0
+        # Refused before it is built when the reply cannot fit in a frame (~130 bytes a queue).
+        size = 0
+        for topic in topics:
+            tc = broker.topics.get(topic)
+            if tc is None:
+                continue
+            size += tc.read_queue_nums * (110 + len(topic.encode()) + len(name()))
+            if size > MAX_FRAME_SIZE:
+                raise BrokerError(
+                    f"the consume stats of group {group} would exceed the frame limit of {MAX_FRAME_SIZE} "
+                    "bytes; ask for one topic at a time",
+                    ResponseCode.SYSTEM_ERROR,
+                )
+            # A group online without this topic in its subscriptions does not consume it any more.
+            if info is not None and info.subscriptions and topic not in info.subscriptions:
+                continue
+            for queue_id in range(tc.read_queue_nums):
+                broker_offset = max(0, store.max_offset(topic, queue_id))
+                consumer_offset = max(0, broker.offsets.query(group, topic, queue_id))
+                wrapper: dict[str, int] = {
+                    "brokerOffset": broker_offset,
+                    "consumerOffset": consumer_offset,
+                    "lastTimestamp": 0,
+                }
+                if consumer_offset > 0:
+                    wrapper["lastTimestamp"] = store.store_time(topic, queue_id, consumer_offset - 1) or 0
+                entries.append((mq_key(topic, name(), queue_id), wrapper))
+            tps += broker.stats.group_get_tps(group, topic)
+        body = (
+            b'{"consumeTps":' + java_double(tps).encode() + b',"offsetTable":' + mq_keyed_map(entries) + b"}"
+        )
+        return cmd.reply(ResponseCode.SUCCESS, body=body)
+
+    async def get_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        cfg = broker.config
+        lines = []
+        for key, field_name in BROKER_CONFIG_KEYS.items():
+            value = java_config_value(getattr(cfg, field_name))
+            if value is not None:
+                lines.append(f"{key}={value}\n")
+        version = dumps_sorted({"counter": broker.config_version, "timestamp": broker.config_timestamp})
+        return cmd.reply(
+            ResponseCode.SUCCESS, body="".join(lines).encode(), ext={"version": version.decode()}
+        )
+
+    async def update_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        text = (cmd.body or b"").decode("utf-8", "replace")
+        try:
+            changed = broker.update_config(text)
+        except ConfigError as e:
+            raise BrokerError(str(e), ResponseCode.SYSTEM_ERROR) from None
+        logger.info("broker config updated by %s: %s", conn.peer, ", ".join(sorted(changed)) or "no change")
+        return cmd.reply(ResponseCode.SUCCESS)
+
+    async def reset_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET: the offsets at `timestamp` (-1: the queues' ends) are sent to
+        every consumer of the group (RESET_CONSUMER_CLIENT_OFFSET), which moves to them and commits
+        them; the broker answers the table it sent. Offsets only move back unless `isForce`."""
+        topic, group = ext_str(cmd, "topic"), ext_str(cmd, "group")
+        timestamp = ext_int(cmd, "timestamp")
+        force = ext_bool(cmd, "isForce")
+        tc = broker.topics.get(topic)
+        if tc is None:
+            raise BrokerError(
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}",
+                ResponseCode.SYSTEM_ERROR,
+            )
+        store = broker.store
+        table: list[tuple[int, int]] = []
+        for queue_id in range(tc.write_queue_nums):
+            committed = broker.offsets.query(group, topic, queue_id)
+            if committed == -1:
+                raise BrokerError(f"THe consumer group <{group}> not exist", ResponseCode.SYSTEM_ERROR)
+            if timestamp == -1:
+                target = store.max_offset(topic, queue_id)
+            else:
+                target = store.offset_by_time(topic, queue_id, timestamp)
+            target = max(0, target)
+            table.append((queue_id, target if force or target < committed else committed))
+        info = broker.clients.consumers.get(group)
+        if info is None or not info.channels:
+            raise BrokerError(
+                f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
+                f"Timestamp: {timestamp}",
+                ResponseCode.CONSUMER_NOT_ONLINE,
+            )
+        java_body = b'{"offsetTable":' + mq_keyed_map((mq_key(topic, name(), q), o) for q, o in table) + b"}"
+        for ch in list(info.channels.values()):
+            if ch.language == "CPP":
+                entries = [{**mq_key(topic, name(), q), "offset": o} for q, o in table]
+                body = dumps_sorted({"offsetTable": entries})
+            else:
+                body = java_body
+            request = RemotingCommand(
+                code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                ext={"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": "false"},
+                body=body,
+            )
+            try:
+                await ch.conn.oneway(request)
+                logger.info("[reset-offset] sent to %s: topic=%s group=%s", ch.client_id, topic, group)
+            except Exception as e:
+                logger.warning("[reset-offset] to %s failed: %s", ch.client_id, e)
+        return cmd.reply(ResponseCode.SUCCESS, body=java_body)
+
+    async def consumer_running_info(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO: asked of the named client, its answer passed back as is."""
+        group, client_id = ext_str(cmd, "consumerGroup"), ext_str(cmd, "clientId")
+        info = broker.clients.consumers.get(group)
+        ch = info.channels.get(client_id) if info is not None else None
+        if ch is None or ch.conn.closed:
+            raise BrokerError(f"The Consumer <{group}> <{client_id}> not online", ResponseCode.SYSTEM_ERROR)
+        forward = RemotingCommand(code=cmd.code, ext=dict(cmd.ext), body=cmd.body)
+        try:
+            answer = await ch.conn.request(forward, CONSUMER_CALL_TIMEOUT)
+        except (TimeoutError, OSError, ConnectionClosedError) as e:
+            raise BrokerError(
+                f"invoke consumer <{group}> <{client_id}> Exception: {type(e).__name__} {e}",
+                ResponseCode.SYSTEM_ERROR,
+            ) from None
+        return cmd.reply(answer.code, remark=answer.remark, ext=dict(answer.ext), body=answer.body)
+
+    async def consume_by_who(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = ext_str(cmd, "topic")
+        groups = {g for g, info in broker.clients.consumers.items() if topic in info.subscriptions}
+        groups |= {key.split("@", 1)[1] for key in broker.offsets.table if key.split("@", 1)[0] == topic}
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"groupList": sorted(groups)}))
+
+    async def consume_time_span(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic, group = ext_str(cmd, "topic"), ext_str(cmd, "group")
+        tc = broker.topics.get(topic)
+        if tc is None:
+            raise BrokerError(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
+        store = broker.store
+        spans = []
+        now = int(time.time() * 1000)
+        for queue_id in range(tc.write_queue_nums):
+            min_time = store.earliest_store_time(topic, queue_id) or -1
+            high = store.max_offset(topic, queue_id)
+            max_time = (store.store_time(topic, queue_id, high - 1) if high > 0 else None) or -1
+            committed = broker.offsets.query(group, topic, queue_id)
+            if committed > 0:
+                consume_time = store.store_time(topic, queue_id, committed - 1) or -1
+            else:
+                consume_time = min_time
+            delay = 0
+            if committed < high:
+                next_time = store.store_time(topic, queue_id, max(0, committed))
+                delay = now - (next_time or -1)
+            spans.append(
+                {
+                    "consumeTimeStamp": consume_time,
+                    "consumeTimeStampStr": time_str(consume_time),
+                    "delayTime": delay,
+                    "maxTimeStamp": max_time,
+                    "maxTimeStampStr": time_str(max_time),
+                    "messageQueue": mq_key(topic, name(), queue_id),
+                    "minTimeStamp": min_time,
+                    "minTimeStampStr": time_str(min_time),
+                }
+            )
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"consumeTimeSpanSet": spans}))
+
+    async def system_topics(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        cfg = broker.config
+        # As Java: every topic name reserved for the system, whether created yet or not.
+        names = SYSTEM_TOPICS | {
+            cfg.broker_cluster_name,
+            cfg.broker_name,
+            f"{cfg.broker_cluster_name}_REPLY_TOPIC",
+        }
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"topicList": sorted(names)}))
+
+    async def stats_data(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        stats_name, key = ext_str(cmd, "statsName"), ext_str(cmd, "statsKey")
+        item = broker.stats.item(stats_name, key)
+        if item is None:
+            raise BrokerError(f"The stats <{stats_name}> <{key}> not exist", ResponseCode.SYSTEM_ERROR)
+        parts = []
+        for field_name, data in (
+            ("statsDay", item.in_day()),
+            ("statsHour", item.in_hour()),
+            ("statsMinute", item.in_minute()),
+        ):
+            parts.append(
+                f'"{field_name}":{{"avgpt":{java_double(data.avgpt)},"sum":{data.sum},'
+                f'"tps":{java_double(data.tps)}}}'
+            )
+        return cmd.reply(ResponseCode.SUCCESS, body=("{" + ",".join(parts) + "}").encode())
+
+    return {
+        RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
+        RequestCode.GET_TOPIC_STATS_INFO: topic_stats,
+        RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
+        RequestCode.GET_PRODUCER_CONNECTION_LIST: producer_connections,
+        RequestCode.GET_CONSUME_STATS: consume_stats,
+        RequestCode.GET_BROKER_CONFIG: get_config,
+        RequestCode.UPDATE_BROKER_CONFIG: update_config,
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset,
+        RequestCode.GET_CONSUMER_RUNNING_INFO: consumer_running_info,
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: consume_by_who,
+        RequestCode.QUERY_CONSUME_TIME_SPAN: consume_time_span,
+        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: system_topics,
+        RequestCode.VIEW_BROKER_STATS_DATA: stats_data,
+    }
+
+
+def time_str(ms: int) -> str:
+    """UtilAll.timeMillisToHumanString2-like `2026-11-23#14:40:44:956` (local time), as
+    QueueTimeSpan writes its *Str fields."""
+    if ms < 0:
+        ms = 0
+    t = time.localtime(ms / 1000)
+    return time.strftime("%Y-%m-%d#%H:%M:%S", t) + f":{ms % 1000:03d}"

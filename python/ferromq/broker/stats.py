@@ -1,0 +1,316 @@
+"""Broker statistics as RocketMQ 4.9.7 keeps them (BrokerStatsManager / StatsItemSet and the store's
+StoreStatsService): plain counters bumped on the send and pull paths, sampled by one background task.
+
+The broker runs on one asyncio thread, so a counter update is a plain int add (no lock). Sampling
+follows Java: every stats item keeps a snapshot every 10 s (the last 7: one minute), every 10 min
+(the last 7: one hour) and every hour (the last 25: one day); the store-wide counters keep one a
+second for the last 600 s, from which `putTps` and friends are computed over 10, 60 and 600 s."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+from decimal import Decimal
+
+from ferromq.broker.service import TaskService
+
+logger = logging.getLogger(__name__)
+stats_logger = logging.getLogger("ferromq.stats")
+
+# Java's stats item names (org.apache.rocketmq.common.stats.Stats), as VIEW_BROKER_STATS_DATA names them.
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+GROUP_GET_SIZE = "GROUP_GET_SIZE"
+SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
+BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
+BROKER_GET_NUMS = "BROKER_GET_NUMS"
+GROUP_GET_LATENCY = "GROUP_GET_LATENCY"
+ITEM_NAMES = (
+    TOPIC_PUT_NUMS,
+    TOPIC_PUT_SIZE,
+    GROUP_GET_NUMS,
+    GROUP_GET_SIZE,
+    SNDBCK_PUT_NUMS,
+    BROKER_PUT_NUMS,
+    BROKER_GET_NUMS,
+    GROUP_GET_LATENCY,
+)
+
+MINUTE_SAMPLE_S = 10
+HOUR_SAMPLE_S = 600
+DAY_SAMPLE_S = 3600
+STORE_SAMPLE_S = 1
+STORE_SAMPLES = 600  # Java's MAX_RECORDS_OF_SAMPLING: ten minutes of one-second samples
+TPS_WINDOWS = (10, 60, 600)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def java_double(x: float) -> str:
+    """`Double.toString`: the shortest round-trip digits with at least one decimal, in scientific
+    notation (`1.0E7`) from 10^7 up and below 10^-3."""
+    if math.isnan(x) or math.isinf(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    if x == 0:
+        return "0.0"
+    if 1e-3 <= abs(x) < 1e7:
+        text = repr(float(x))
+        return text if "." in text else text + ".0"
+    sign, digits, exponent = Decimal(repr(float(x))).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits))
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{exponent + len(text) - 1}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A sampled counter: when, how many calls, what total value."""
+
+    at_ms: int
+    times: int
+    value: int
+
+
+@dataclass(frozen=True)
+class StatsData:
+    """One window of a stats item (Java's StatsSnapshot): value added, calls, value per second,
+    value per call."""
+
+    sum: int
+    times: int
+    tps: float
+    avgpt: float
+
+
+def _window(snaps: deque[Snapshot]) -> StatsData:
+    if not snaps:
+        return StatsData(0, 0, 0.0, 0.0)
+    first, last = snaps[0], snaps[-1]
+    total = last.value - first.value
+    span = last.at_ms - first.at_ms
+    times = last.times - first.times
+    tps = total * 1000.0 / span if span else 0.0
+    return StatsData(total, times, tps, total / times if times > 0 else 0.0)
+
+
+class StatsItem:
+    """A counter (value and number of calls) with its minute/hour/day snapshots."""
+
+    __slots__ = ("day", "hour", "key", "minute", "name", "times", "value")
+
+    def __init__(self, name: str, key: str, at_ms: int) -> None:
+        self.name = name
+        self.key = key
+        self.value = 0
+        self.times = 0
+        # Java seeds each list with a zero snapshot one period back, so a new item has a rate at once.
+        self.minute: deque[Snapshot] = deque([Snapshot(at_ms - MINUTE_SAMPLE_S * 1000, 0, 0)], maxlen=7)
+        self.hour: deque[Snapshot] = deque([Snapshot(at_ms - HOUR_SAMPLE_S * 1000, 0, 0)], maxlen=7)
+        self.day: deque[Snapshot] = deque([Snapshot(at_ms - DAY_SAMPLE_S * 1000, 0, 0)], maxlen=25)
+
+    def snapshot(self, at_ms: int) -> Snapshot:
+        return Snapshot(at_ms, self.times, self.value)
+
+    def in_minute(self) -> StatsData:
+        return _window(self.minute)
+
+    def in_hour(self) -> StatsData:
+        return _window(self.hour)
+
+    def in_day(self) -> StatsData:
+        return _window(self.day)
+
+
+class StatsItemSet:
+    """The items of one stats name, by key (a topic, `topic@group`, the cluster name)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.items: dict[str, StatsItem] = {}
+
+    def add(self, key: str, value: int, times: int = 1) -> None:
+        item = self.items.get(key)
+        if item is None:
+            item = self.items[key] = StatsItem(self.name, key, now_ms())
+        item.value += value
+        item.times += times
+
+    def get(self, key: str) -> StatsItem | None:
+        return self.items.get(key)
+
+    def remove_where(self, predicate: str) -> None:
+        """Drops the items whose key is `predicate` or starts with `predicate@` (a deleted topic)."""
+        for key in [k for k in self.items if k == predicate or k.startswith(predicate + "@")]:
+            del self.items[key]
+
+
+class StoreCounters:
+    """StoreStatsService's counters: puts (times, bytes, failures, slowest), gets found / missed /
+    messages transferred, and one snapshot a second of the last ten minutes for the TPS columns."""
+
+    def __init__(self) -> None:
+        self.boot_ms = now_ms()
+        self.put_times = 0
+        self.put_size = 0
+        self.put_failed = 0
+        self.get_found = 0
+        self.get_miss = 0
+        self.get_transferred = 0
+        self.put_entire_time_max_ms = 0
+        self.get_entire_time_max_ms = 0
+        at = self.boot_ms
+        self.put_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
+        self.found_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
+        self.miss_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
+        self.transferred_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
+
+    def sample(self, at_ms: int) -> None:
+        self.put_snaps.append((at_ms, self.put_times))
+        self.found_snaps.append((at_ms, self.get_found))
+        self.miss_snaps.append((at_ms, self.get_miss))
+        self.transferred_snaps.append((at_ms, self.get_transferred))
+
+
+def tps_over(snaps: deque[tuple[int, int]], seconds: int) -> float | None:
+    """Calls per second over the last `seconds` samples; None until that many were taken."""
+    if len(snaps) <= seconds:
+        return None
+    begin, end = snaps[-(seconds + 1)], snaps[-1]
+    span = end[0] - begin[0]
+    return (end[1] - begin[1]) * 1000.0 / span if span else 0.0
+
+
+def tps_columns(snaps: deque[tuple[int, int]]) -> str:
+    """Java's `putTps` text: the 10 s, 60 s and 600 s rates separated by spaces, a window without
+    enough samples yet left empty (`0.0  ` after half a minute)."""
+    return " ".join("" if (t := tps_over(snaps, w)) is None else java_double(t) for w in TPS_WINDOWS)
+
+
+class BrokerStats(TaskService):
+    """Everything the admin requests and the metrics read; updated inline by the send and pull
+    processors, sampled by `start()`'s task."""
+
+    service_name = "broker-stats"
+
+    def __init__(self, cluster_name: str) -> None:
+        self.cluster_name = cluster_name
+        self.sets = {name: StatsItemSet(name) for name in ITEM_NAMES}
+        self.store = StoreCounters()
+        # BrokerStats' day boundaries (msgPutTotalTodayMorning, ...): taken at local midnight.
+        self.put_yesterday_morning = 0
+        self.put_today_morning = 0
+        self.get_yesterday_morning = 0
+        self.get_today_morning = 0
+        self.send_to_dlq = 0
+        super().__init__()
+
+    # -- the hot path: plain adds -----------------------------------------------------------------
+
+    def put(self, topic: str, count: int, size: int) -> None:
+        """`count` messages of `size` bytes in all stored into `topic` by a producer's send."""
+        sets = self.sets
+        sets[TOPIC_PUT_NUMS].add(topic, count)
+        sets[TOPIC_PUT_SIZE].add(topic, size)
+        sets[BROKER_PUT_NUMS].add(self.cluster_name, count)
+        store = self.store
+        store.put_times += count
+        store.put_size += size
+
+    def put_failed(self) -> None:
+        self.store.put_failed += 1
+
+    def sent_back(self, group: str, topic: str, to_dlq: bool) -> None:
+        self.sets[SNDBCK_PUT_NUMS].add(f"{topic}@{group}", 1)
+        if to_dlq:
+            self.send_to_dlq += 1
+
+    def got(self, group: str, topic: str, count: int, size: int) -> None:
+        """A pull of `group` found `count` messages (`size` bytes); `count` 0 is a miss."""
+        store = self.store
+        if count <= 0:
+            store.get_miss += 1
+            return
+        store.get_found += 1
+        store.get_transferred += count
+        sets = self.sets
+        key = f"{topic}@{group}"
+        sets[GROUP_GET_NUMS].add(key, count)
+        sets[GROUP_GET_SIZE].add(key, size)
+        sets[BROKER_GET_NUMS].add(self.cluster_name, count)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def item(self, name: str, key: str) -> StatsItem | None:
+        items = self.sets.get(name)
+        return None if items is None else items.get(key)
+
+    def group_get_tps(self, group: str, topic: str) -> float:
+        item = self.item(GROUP_GET_NUMS, f"{topic}@{group}")
+        return 0.0 if item is None else item.in_minute().tps
+
+    def topic_removed(self, topic: str) -> None:
+        for items in self.sets.values():
+            items.remove_where(topic)
+
+    # -- sampling ---------------------------------------------------------------------------------
+
+    def sample_store(self, at_ms: int) -> None:
+        self.store.sample(at_ms)
+
+    def sample_items(self, period: str, at_ms: int) -> None:
+        for items in self.sets.values():
+            for item in items.items.values():
+                getattr(item, period).append(item.snapshot(at_ms))
+
+    def roll_day(self) -> None:
+        self.put_yesterday_morning = self.put_today_morning
+        self.get_yesterday_morning = self.get_today_morning
+        self.put_today_morning = self.store.put_times
+        self.get_today_morning = self.store.get_transferred
+
+    def log_minute(self) -> None:
+        """Java's once-a-minute stats lines (`[TOPIC_PUT_NUMS] [topic] Stats In One Minute, ...`)."""
+        if not stats_logger.isEnabledFor(logging.INFO):
+            return
+        for name in (TOPIC_PUT_NUMS, GROUP_GET_NUMS):
+            for item in list(self.sets[name].items.values()):
+                d = item.in_minute()
+                if d.sum:
+                    stats_logger.info(
+                        "[%s] [%s] Stats In One Minute, SUM: %d TPS: %.2f AVGPT: %.2f",
+                        name,
+                        item.key,
+                        d.sum,
+                        d.tps,
+                        d.avgpt,
+                    )
+
+    async def _run(self) -> None:
+        start = time.monotonic()
+        tick = 0
+        day = time.localtime().tm_yday
+        while True:
+            tick += 1
+            # Paced on the monotonic clock from the start, so sampling does not drift.
+            await asyncio.sleep(max(0.0, start + tick * STORE_SAMPLE_S - time.monotonic()))
+            at = now_ms()
+            self.sample_store(at)
+            if tick % MINUTE_SAMPLE_S == 0:
+                self.sample_items("minute", at)
+            if tick % HOUR_SAMPLE_S == 0:
+                self.sample_items("hour", at)
+            if tick % DAY_SAMPLE_S == 0:
+                self.sample_items("day", at)
+            if tick % 60 == 0:
+                self.log_minute()
+            today = time.localtime().tm_yday
+            if today != day:
+                day = today
+                self.roll_day()
