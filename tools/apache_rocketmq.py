@@ -1,8 +1,8 @@
 """Run the real Apache RocketMQ 4.9.7 name server and broker as child processes, for interop and store
 cross-compatibility tests and benchmarks.
 
-The jars come from Maven Central: `tools/apache-rocketmq/pom.xml` depends on rocketmq-namesrv and
-rocketmq-broker, and `classpath()` resolves their runtime classpath once with `mvn dependency:build-classpath`
+The jars come from Maven Central: `tools/apache-rocketmq/pom.xml` depends on rocketmq-namesrv,
+rocketmq-broker and rocketmq-tools (mqadmin), and `classpath()` resolves their runtime classpath once with `mvn dependency:build-classpath`
 into `tools/apache-rocketmq/target/` (rebuilt only when the pom changes). `start_rocketmq(root)` writes every
 file the two JVMs use (configs, logback files, store, logs, user.home) under `root` and returns once the
 broker is registered with the name server.

@@ -9,6 +9,7 @@ second for the last 600 s, from which `putTps` and friends are computed over 10,
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import math
 import time
@@ -40,6 +41,39 @@ ITEM_NAMES = (
     BROKER_GET_NUMS,
     GROUP_GET_LATENCY,
 )
+
+# StoreStatsService's put-time distribution (ms): the bucket a put falls in is the first bound it
+# is below ("<=0ms" for 0); the last bucket is 10 s and more.
+PUT_DISTRIBUTE_BOUNDS = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
+PUT_DISTRIBUTE_NAMES = (
+    "[<=0ms]",
+    "[0~10ms]",
+    "[10~50ms]",
+    "[50~100ms]",
+    "[100~200ms]",
+    "[200~500ms]",
+    "[500ms~1s]",
+    "[1~2s]",
+    "[2~3s]",
+    "[3~4s]",
+    "[4~5s]",
+    "[5~10s]",
+    "[10s~]",
+)
+
+
+def _latency_bounds() -> tuple[int, ...]:
+    """The finer buckets of putLatency99 (ms upper bounds): 1 ms steps to 20, 2 to 50, 5 to 100, 10
+    to 200, 50 to 500, 100 to 1000, 1000 to 10000, then everything above."""
+    bounds, at = [], 0
+    for step, count in ((1, 20), (2, 15), (5, 10), (10, 10), (50, 6), (100, 5), (1000, 9)):
+        for _ in range(count):
+            at += step
+            bounds.append(at)
+    return (*bounds, 2**63 - 1)
+
+
+PUT_LATENCY_BOUNDS = _latency_bounds()
 
 MINUTE_SAMPLE_S = 10
 HOUR_SAMPLE_S = 600
@@ -110,10 +144,11 @@ class StatsItem:
         self.key = key
         self.value = 0
         self.times = 0
-        # Java seeds each list with a zero snapshot one period back, so a new item has a rate at once.
-        self.minute: deque[Snapshot] = deque([Snapshot(at_ms - MINUTE_SAMPLE_S * 1000, 0, 0)], maxlen=7)
-        self.hour: deque[Snapshot] = deque([Snapshot(at_ms - HOUR_SAMPLE_S * 1000, 0, 0)], maxlen=7)
-        self.day: deque[Snapshot] = deque([Snapshot(at_ms - DAY_SAMPLE_S * 1000, 0, 0)], maxlen=25)
+        # Java samples a new item at once: a zero snapshot one period back, then its (zero) value now.
+        now = Snapshot(at_ms, 0, 0)
+        self.minute: deque[Snapshot] = deque([Snapshot(at_ms - MINUTE_SAMPLE_S * 1000, 0, 0), now], maxlen=7)
+        self.hour: deque[Snapshot] = deque([Snapshot(at_ms - HOUR_SAMPLE_S * 1000, 0, 0), now], maxlen=7)
+        self.day: deque[Snapshot] = deque([Snapshot(at_ms - DAY_SAMPLE_S * 1000, 0, 0), now], maxlen=25)
 
     def snapshot(self, at_ms: int) -> Snapshot:
         return Snapshot(at_ms, self.times, self.value)
@@ -164,12 +199,54 @@ class StoreCounters:
         self.get_miss = 0
         self.get_transferred = 0
         self.put_entire_time_max_ms = 0
+        # This minute's put-time counts and the last full minute's (what the tables report).
+        self.put_distribution = [0] * len(PUT_DISTRIBUTE_NAMES)
+        self.last_put_distribution: list[int] | None = None
+        self.put_latency = [0] * len(PUT_LATENCY_BOUNDS)
+        self.last_put_latency = [0] * len(PUT_LATENCY_BOUNDS)
         self.get_entire_time_max_ms = 0
         at = self.boot_ms
         self.put_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
         self.found_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
         self.miss_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
         self.transferred_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
+
+    def put_took(self, ms: int) -> None:
+        if ms > self.put_entire_time_max_ms:
+            self.put_entire_time_max_ms = ms
+        self.put_distribution[bisect.bisect_right(PUT_DISTRIBUTE_BOUNDS, ms) if ms > 0 else 0] += 1
+        self.put_latency[bisect.bisect_left(PUT_LATENCY_BOUNDS, ms)] += 1
+
+    def roll_minute(self) -> None:
+        self.last_put_distribution, self.put_distribution = (
+            self.put_distribution,
+            [0] * len(PUT_DISTRIBUTE_NAMES),
+        )
+        self.last_put_latency, self.put_latency = self.put_latency, [0] * len(PUT_LATENCY_BOUNDS)
+
+    def distribution_text(self) -> str:
+        """Java's putMessageDistributeTime: `null` until a minute has passed, then
+        `[<=0ms]:n [0~10ms]:n ... ` over the last full minute."""
+        last = self.last_put_distribution
+        if last is None:
+            return "null"
+        return "".join(f"{name}:{n} " for name, n in zip(PUT_DISTRIBUTE_NAMES, last, strict=True))
+
+    def latency_percentile(self, px: float) -> float:
+        """StoreStatsService.findPutMessageEntireTimePX over the last full minute: the ms at
+        which `px` of the puts were done, interpolated inside its bucket."""
+        counts = self.last_put_latency
+        target = int(sum(counts) * px)
+        passed = 0
+        for i, n in enumerate(counts):
+            if target <= passed + n:
+                rel = target - passed
+                if i == 0:
+                    return PUT_LATENCY_BOUNDS[0] * rel / n if n else 0.0
+                low = PUT_LATENCY_BOUNDS[i - 1]
+                return low + ((PUT_LATENCY_BOUNDS[i] - low) * rel / n if n else 0.0)
+            passed += n
+        return 0.0
 
     def sample(self, at_ms: int) -> None:
         self.put_snaps.append((at_ms, self.put_times))
@@ -213,8 +290,9 @@ class BrokerStats(TaskService):
 
     # -- the hot path: plain adds -----------------------------------------------------------------
 
-    def put(self, topic: str, count: int, size: int) -> None:
-        """`count` messages of `size` bytes in all stored into `topic` by a producer's send."""
+    def put(self, topic: str, count: int, size: int, started_ns: int) -> None:
+        """`count` messages of `size` bytes in all stored into `topic` by a send whose store call
+        began at `started_ns` (`time.perf_counter_ns()`)."""
         sets = self.sets
         sets[TOPIC_PUT_NUMS].add(topic, count)
         sets[TOPIC_PUT_SIZE].add(topic, size)
@@ -222,6 +300,7 @@ class BrokerStats(TaskService):
         store = self.store
         store.put_times += count
         store.put_size += size
+        store.put_took((time.perf_counter_ns() - started_ns) // 1_000_000)
 
     def put_failed(self) -> None:
         self.store.put_failed += 1
@@ -309,6 +388,7 @@ class BrokerStats(TaskService):
             if tick % DAY_SAMPLE_S == 0:
                 self.sample_items("day", at)
             if tick % 60 == 0:
+                self.store.roll_minute()
                 self.log_minute()
             today = time.localtime().tm_yday
             if today != day:

@@ -124,6 +124,8 @@ class TopicConfigManager:
             TopicConfig(c.broker_name, 1, 1, PERM_INHERIT | (6 if c.broker_topic_enable else 0)),
             TopicConfig("OFFSET_MOVED_EVENT", 1, 1),
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
+            # Request-reply messages (4.9's RMQ_SYS_REPLY): created at start, as Java does.
+            TopicConfig(f"{c.broker_cluster_name}_REPLY_TOPIC", 1, 1),
         ]
         if c.auto_create_topic_enable:
             builtin.append(

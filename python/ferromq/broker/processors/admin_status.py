@@ -40,21 +40,6 @@ QUEUE_CAPACITIES = {
     "queryThreadPoolQueueCapacity": 20000,
     "EndTransactionThreadPoolQueueCapacity": 100000,
 }
-PUT_TIME_BUCKETS = (
-    "[<=0ms]",
-    "[0~10ms]",
-    "[10~50ms]",
-    "[50~100ms]",
-    "[100~200ms]",
-    "[200~500ms]",
-    "[500ms~1s]",
-    "[1~2s]",
-    "[2~3s]",
-    "[3~4s]",
-    "[4~5s]",
-    "[5~10s]",
-    "[10s~]",
-)
 
 
 def mq_key(topic: str, broker_name: str, queue_id: int) -> dict[str, Any]:
@@ -133,7 +118,7 @@ def runtime_table(broker: Broker) -> dict[str, str]:
         "putMessageTimesTotal": str(puts),
         "putMessageFailedTimes": str(counters.put_failed),
         "putMessageSizeTotal": str(counters.put_size),
-        "putMessageDistributeTime": "null",
+        "putMessageDistributeTime": counters.distribution_text(),
         "putMessageAverageSize": java_double(counters.put_size / puts),
         "dispatchMaxBuffer": "0",
         "getMessageEntireTimeMax": str(counters.get_entire_time_max_ms),
@@ -146,8 +131,8 @@ def runtime_table(broker: Broker) -> dict[str, str]:
             for w in TPS_WINDOWS
         ),
         "getTransferedTps": tps_columns(counters.transferred_snaps),
-        "putLatency99": "0.00",
-        "putLatency999": "0.00",
+        "putLatency99": f"{counters.latency_percentile(0.99):.2f}",
+        "putLatency999": f"{counters.latency_percentile(0.999):.2f}",
         f"commitLogDiskRatio_{commitlog}": java_double(ratio),
         "commitLogDiskRatio": java_double(ratio),
         "consumeQueueDiskRatio": java_double(disk_used_ratio(os.path.join(root, "consumequeue"))),
@@ -179,7 +164,6 @@ def runtime_table(broker: Broker) -> dict[str, str]:
         "remainHowManyDataToFlush": human_bytes(
             max(0, store.max_physical_offset - store.flushed_physical_offset)
         ),
-        "pullHeldCount": str(broker.hold.held_count),
     }
     try:
         usage = shutil.disk_usage(root)

@@ -9,6 +9,7 @@ import functools
 import logging
 import random
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -376,6 +377,7 @@ def send_message(
     if raw_wait is not None and (h.batch or topic == TRANS_HALF_TOPIC or _delay_level(props) > 0):
         props["WAIT"] = raw_wait
 
+    started = time.perf_counter_ns()
     if h.batch:
         items = decode_batch(cmd.body)
         outer = encode_properties(props)
@@ -392,7 +394,7 @@ def send_message(
         msg_id = ",".join(result.msg_ids)
         queue_offset, end_offset, count = result.first_queue_offset, result.end_offset, len(result)
         tags_code = None
-        broker.stats.put(result.topic, count, result.wrote_bytes)
+        broker.stats.put(result.topic, count, result.wrote_bytes, started)
     else:
         r = broker.store.put(
             topic,
@@ -408,7 +410,7 @@ def send_message(
         )
         topic, queue_id = r.topic, r.queue_id
         msg_id, queue_offset, end_offset, count = r.msg_id, r.queue_offset, r.end_offset, 1
-        broker.stats.put(topic, 1, r.wrote_bytes)
+        broker.stats.put(topic, 1, r.wrote_bytes, started)
         tags_code = broker.tags_code_of(props)
     reply_ext = {
         "msgId": msg_id,
@@ -437,6 +439,7 @@ def _send_plain(
     if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
         # A prepared flag without TRAN_MSG is not a transaction ferromq can finish: store it plainly.
         sys_flag &= ~TRANSACTION_TYPE_MASK
+    started = time.perf_counter_ns()
     done = broker.store.put_send(
         h.topic,
         queue_id,
@@ -452,7 +455,7 @@ def _send_plain(
     if done is None:
         return None
     r, wait, tags_code = done
-    broker.stats.put(r.topic, 1, r.wrote_bytes)
+    broker.stats.put(r.topic, 1, r.wrote_bytes, started)
     reply_ext = {
         "msgId": r.msg_id,
         "queueId": str(queue_id),
@@ -559,8 +562,9 @@ async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: Remoting
         props["DELAY"] = str(delay_level if delay_level > 0 else 3 + msg.reconsume_times)
     props["ORIGIN_MESSAGE_ID"] = props.get("ORIGIN_MESSAGE_ID") or msg.msg_id
     broker.registration_changed()
+    started = time.perf_counter_ns()
     r = broker.store.put_copy(msg, topic, queue_id, props, reconsume_times=msg.reconsume_times + 1)
-    broker.stats.put(r.topic, 1, r.wrote_bytes)
+    broker.stats.put(r.topic, 1, r.wrote_bytes, started)
     broker.stats.sent_back(group, msg.topic, topic.startswith(DLQ_PREFIX))
     broker.message_arrived(r.topic, r.queue_id, r.queue_offset + 1, broker.tags_code_of(props))
     return cmd.reply(ResponseCode.SUCCESS)
