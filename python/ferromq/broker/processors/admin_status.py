@@ -161,6 +161,8 @@ def runtime_table(broker: Broker) -> dict[str, str]:
         "earliestMessageTimeStamp": str(-1 if earliest is None else earliest),
         "startAcceptSendRequestTimeStamp": "0",
         "remainTransientStoreBufferNumbs": str(2**31 - 1),
+        # ferromq's own: pulls held by long polling now.
+        "pullHeldCount": str(broker.hold.held_count),
         "remainHowManyDataToFlush": human_bytes(
             max(0, store.max_physical_offset - store.flushed_physical_offset)
         ),
