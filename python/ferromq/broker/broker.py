@@ -19,6 +19,7 @@ from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
 from ferromq.broker.config import BrokerConfig, check_store_files, runtime_changes
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
+from ferromq.broker.metrics import MetricsExporter
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.processors import build_registry, pull, send
 from ferromq.broker.replication import ReplicationService
@@ -62,6 +63,8 @@ class Broker:
         self.acl: PlainAcl | None = None
         """The plain ACL when aclEnable=true."""
         self.acl_watcher: AclFileWatcher | None = None
+        self.metrics: MetricsExporter | None = None
+        """The /metrics endpoint when metricsExporterType=PROM."""
         # GET_BROKER_CONFIG's dataVersion: bumped by each UPDATE_BROKER_CONFIG.
         self.config_version = 0
         self.config_timestamp = int(time.time() * 1000)
@@ -166,7 +169,13 @@ class Broker:
             f"broker {cfg.broker_name}",
             immediate={**send.immediate_handlers(self), **pull.immediate_handlers(self)},
             guard=guard,
+            on_reply=self.stats.rpc_done,
         )
+        if cfg.metrics_exporter_type == "PROM":
+            self.metrics = MetricsExporter(
+                self, cfg.metrics_prom_exporter_host, cfg.metrics_prom_exporter_port
+            )
+            await self.metrics.start()
         self._tasks = [
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
             loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
@@ -222,6 +231,8 @@ class Broker:
             await self.acl_watcher.stop()
         if hasattr(self, "replication"):
             await self.replication.stop()
+        if self.metrics is not None:
+            await self.metrics.stop()
         if hasattr(self, "transactions"):
             await self.transactions.stop()
         if hasattr(self, "schedule"):

@@ -179,6 +179,11 @@ class BrokerConfig:
     slave_timeout: int = 3000
     slave_read_enable: bool = False
     access_message_in_memory_max_ratio: int = 40
+    # Metrics as RocketMQ 5.x exports them: PROM serves Prometheus text at
+    # http://metricsPromExporterHost:metricsPromExporterPort/metrics (host "": every interface).
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
     profile: str = "rocketmq"
     """The entry of `PROFILES` the values were layered on (not a broker.conf key)."""
 
@@ -310,10 +315,19 @@ class BrokerConfig:
         key_field = {key: name for name, key in _KEY_OF.items()}
         for key, text in tls_problems:
             out.append((key_field.get(key, "tls_config_file"), f"{key} {text}"))
+        if self.metrics_exporter_type not in METRICS_EXPORTER_TYPES:
+            bad(
+                "metrics_exporter_type",
+                " or ".join(METRICS_EXPORTER_TYPES) + " (ferromq exports Prometheus only)",
+            )
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:  # 0: any free port (tests)
+            bad("metrics_prom_exporter_port", "a port number (0-65535)")
         if self.profile not in PROFILES:
             out.append(("profile", f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}"))
         return out
 
+
+METRICS_EXPORTER_TYPES = ("DISABLE", "PROM")
 
 # The least value of each number field (1: must be > 0); sizes the store needs at least.
 _AT_LEAST: dict[str, int] = {

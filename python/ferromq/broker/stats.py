@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from ferromq.broker.service import TaskService
@@ -74,6 +74,18 @@ def _latency_bounds() -> tuple[int, ...]:
 
 
 PUT_LATENCY_BOUNDS = _latency_bounds()
+
+# rocketmq_rpc_latency's bucket bounds (ms), as RocketMQ 5.x's remoting metrics.
+RPC_LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
+
+
+@dataclass
+class RpcLatency:
+    """Counts per bucket of RPC_LATENCY_BUCKETS_MS (the last one: above them all) and the sum."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(RPC_LATENCY_BUCKETS_MS) + 1))
+    sum_ms: float = 0.0
+
 
 MINUTE_SAMPLE_S = 10
 HOUR_SAMPLE_S = 600
@@ -285,7 +297,13 @@ class BrokerStats(TaskService):
         self.put_today_morning = 0
         self.get_yesterday_morning = 0
         self.get_today_morning = 0
-        self.send_to_dlq = 0
+        # Messages sent to a dead-letter topic, by (group, original topic).
+        self.send_to_dlq: dict[tuple[str, str], int] = {}
+        # Where each group's pulls of each queue reached (the next offset a pull answered): what
+        # was pulled but is not committed yet is in flight.
+        self.pulled: dict[tuple[str, str, int], int] = {}
+        # Request latency (ms) by (request code, response code): bucket counts and the sum.
+        self.rpc: dict[tuple[int, int], RpcLatency] = {}
         super().__init__()
 
     # -- the hot path: plain adds -----------------------------------------------------------------
@@ -308,11 +326,24 @@ class BrokerStats(TaskService):
     def sent_back(self, group: str, topic: str, to_dlq: bool) -> None:
         self.sets[SNDBCK_PUT_NUMS].add(f"{topic}@{group}", 1)
         if to_dlq:
-            self.send_to_dlq += 1
+            key = (group, topic)
+            self.send_to_dlq[key] = self.send_to_dlq.get(key, 0) + 1
 
-    def got(self, group: str, topic: str, count: int, size: int) -> None:
-        """A pull of `group` found `count` messages (`size` bytes); `count` 0 is a miss."""
+    def rpc_done(self, request_code: int, response_code: int, elapsed_ns: int) -> None:
+        """A request answered `elapsed_ns` after it arrived."""
+        key = (request_code, response_code)
+        hist = self.rpc.get(key)
+        if hist is None:
+            hist = self.rpc[key] = RpcLatency()
+        ms = elapsed_ns / 1e6
+        hist.counts[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, ms)] += 1
+        hist.sum_ms += ms
+
+    def got(self, group: str, topic: str, queue_id: int, next_offset: int, count: int, size: int) -> None:
+        """A pull of `group` found `count` messages (`size` bytes) and answered `next_offset`;
+        `count` 0 is a miss."""
         store = self.store
+        self.pulled[(group, topic, queue_id)] = next_offset
         if count <= 0:
             store.get_miss += 1
             return
@@ -337,6 +368,8 @@ class BrokerStats(TaskService):
     def topic_removed(self, topic: str) -> None:
         for items in self.sets.values():
             items.remove_where(topic)
+        for key in [k for k in self.pulled if k[1] == topic]:
+            del self.pulled[key]
 
     # -- sampling ---------------------------------------------------------------------------------
 

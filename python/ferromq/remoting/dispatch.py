@@ -4,7 +4,9 @@ where that happens."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from ferromq.errors import FerroMQError
@@ -26,6 +28,10 @@ ImmediateHandler = Callable[
 Guard = Callable[[Connection, RemotingCommand], None]
 
 
+# Told of each answered request: (request code, response code, nanoseconds since it arrived).
+ReplyObserver = Callable[[int, int, int], None]
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -33,13 +39,43 @@ class Dispatcher:
         name: str,
         immediate: dict[int, ImmediateHandler] | None = None,
         guard: Guard | None = None,
+        on_reply: ReplyObserver | None = None,
     ) -> None:
         self._handlers = dict(handlers)
         self._immediate = dict(immediate or {})
         self._name = name
         self._guard = guard
+        self._on_reply = on_reply
 
     def __call__(
+        self, conn: Connection, cmd: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
+        if self._on_reply is None:
+            return self._dispatch(conn, cmd)
+        started = time.perf_counter_ns()
+        answer = self._dispatch(conn, cmd)
+        if isinstance(answer, RemotingCommand):
+            self._on_reply(cmd.code, answer.code, time.perf_counter_ns() - started)
+        elif isinstance(answer, asyncio.Future):
+            answer.add_done_callback(functools.partial(self._observe, cmd.code, started))
+        elif answer is not None:
+            return self._timed(cmd.code, started, answer)
+        return answer
+
+    def _observe(self, code: int, started: int, done: asyncio.Future[RemotingCommand | None]) -> None:
+        reply = None if done.cancelled() or done.exception() is not None else done.result()
+        if reply is not None and self._on_reply is not None:
+            self._on_reply(code, reply.code, time.perf_counter_ns() - started)
+
+    async def _timed(
+        self, code: int, started: int, answer: Awaitable[RemotingCommand | None]
+    ) -> RemotingCommand | None:
+        reply = await answer
+        if reply is not None and self._on_reply is not None:
+            self._on_reply(code, reply.code, time.perf_counter_ns() - started)
+        return reply
+
+    def _dispatch(
         self, conn: Connection, cmd: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         if self._guard is not None:

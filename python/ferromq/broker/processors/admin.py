@@ -72,6 +72,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         topic = ext_str(cmd, "topic")
         broker.topics.delete(topic)
         broker.offsets.remove_topic(topic)
+        broker.stats.topic_removed(topic)
         broker.store.delete_topic(topic)
         broker.registration_changed()
         return cmd.reply(ResponseCode.SUCCESS)

@@ -160,7 +160,9 @@ def pull_message(
     result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
     code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
     if code != ResponseCode.PULL_NOT_FOUND or not sys_flag & FLAG_SUSPEND:
-        broker.stats.got(group, topic, result.message_count, len(result.body))
+        broker.stats.got(
+            group, topic, queue_id, result.next_begin_offset, result.message_count, len(result.body)
+        )
     # The offset commit happens once, on the first processing.
     _commit(broker, group, topic, queue_id, sys_flag, commit_offset)
     if code == ResponseCode.PULL_NOT_FOUND and sys_flag & FLAG_SUSPEND:
@@ -242,7 +244,7 @@ async def _pull_after_hold(
     await conn.replies_drained()
     result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
     group = ext_str(cmd, "consumerGroup")
-    broker.stats.got(group, topic, result.message_count, len(result.body))
+    broker.stats.got(group, topic, queue_id, result.next_begin_offset, result.message_count, len(result.body))
     code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
     code, next_begin = _offset_moved(broker, group, topic, queue_id, offset, result, code)
     return _pull_reply(cmd, result, code, sql, next_begin, suggest_broker_id(broker, group, result))

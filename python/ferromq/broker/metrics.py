@@ -1,0 +1,320 @@
+"""Prometheus metrics with RocketMQ 5.x's names and labels (`metricsExporterType=PROM`), served at
+http://metricsPromExporterHost:metricsPromExporterPort/metrics.
+
+Nothing is added to the send and pull paths for this: a `prometheus_client` collector reads the
+broker's stats (broker/stats.py), offsets and store when Prometheus scrapes. The HTTP endpoint is an
+asyncio server on the broker's loop, so the collector reads that state on the thread that changes it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+
+from ferromq.broker.stats import (
+    GROUP_GET_NUMS,
+    GROUP_GET_SIZE,
+    RPC_LATENCY_BUCKETS_MS,
+    TOPIC_PUT_NUMS,
+    TOPIC_PUT_SIZE,
+)
+from ferromq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, SYSTEM_TOPICS, TRANS_HALF_TOPIC
+from ferromq.broker.transaction import TRANS_SYS_GROUP
+from ferromq.protocol.codes import RequestCode, ResponseCode
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT = 10.0
+MAX_REQUEST_HEAD = 16 * 1024
+
+
+def _lower_name(enum: type[RequestCode] | type[ResponseCode], code: int) -> str:
+    """5.x labels codes by their lower-case names (`send_message`, `success`); unknown ones by number."""
+    try:
+        return enum(code).name.lower()
+    except ValueError:
+        return str(code)
+
+
+def _is_system(topic: str, group: str = "") -> str:
+    system = (
+        topic in SYSTEM_TOPICS
+        or topic.startswith(("rmq_sys_", "RMQ_SYS_"))
+        or group.startswith("CID_RMQ_SYS_")
+    )
+    return "true" if system else "false"
+
+
+def _message_type(topic: str) -> str:
+    """The stored topic says what a message was: delayed ones go to SCHEDULE_TOPIC_XXXX first,
+    transaction halves to the half topic."""
+    if topic == SCHEDULE_TOPIC:
+        return "Delay"
+    if topic == TRANS_HALF_TOPIC:
+        return "Transaction"
+    return "Normal"
+
+
+class BrokerCollector(Collector):
+    """Reads one broker's state at scrape time."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        broker = self.broker
+        cfg = broker.config
+        common = {"cluster": cfg.broker_cluster_name, "node_type": "broker", "node_id": cfg.broker_name}
+        names = list(common)
+        values = list(common.values())
+        stats = broker.stats
+
+        messages_in = CounterMetricFamily(
+            "rocketmq_messages_in",
+            "Messages stored by producers' sends",
+            labels=[*names, "topic", "message_type", "is_system"],
+        )
+        bytes_in = CounterMetricFamily(
+            "rocketmq_throughput_in",
+            "Bytes stored by producers' sends",
+            labels=[*names, "topic", "message_type", "is_system"],
+        )
+        for name, family in ((TOPIC_PUT_NUMS, messages_in), (TOPIC_PUT_SIZE, bytes_in)):
+            for topic, item in list(stats.sets[name].items.items()):
+                family.add_metric([*values, topic, _message_type(topic), _is_system(topic)], item.value)
+        yield messages_in
+        yield bytes_in
+
+        out_labels = [*names, "topic", "consumer_group", "is_retry", "is_system"]
+        messages_out = CounterMetricFamily(
+            "rocketmq_messages_out", "Messages pulled by consumers", labels=out_labels
+        )
+        bytes_out = CounterMetricFamily(
+            "rocketmq_throughput_out", "Bytes pulled by consumers", labels=out_labels
+        )
+        for name, family in ((GROUP_GET_NUMS, messages_out), (GROUP_GET_SIZE, bytes_out)):
+            for key, item in list(stats.sets[name].items.items()):
+                topic, _, group = key.rpartition("@")
+                retry = "true" if topic.startswith(RETRY_PREFIX) else "false"
+                family.add_metric([*values, topic, group, retry, _is_system(topic, group)], item.value)
+        yield messages_out
+        yield bytes_out
+
+        yield from self._consumer_gauges(names, values)
+
+        dlq = CounterMetricFamily(
+            "rocketmq_send_to_dlq_messages",
+            "Messages moved to a dead-letter topic",
+            labels=[*names, "topic", "consumer_group", "is_system"],
+        )
+        for (group, topic), n in list(stats.send_to_dlq.items()):
+            dlq.add_metric([*values, topic, group, _is_system(topic, group)], n)
+        yield dlq
+
+        rpc = HistogramMetricFamily(
+            "rocketmq_rpc_latency",
+            "Time from a request's arrival to its answer (ms)",
+            labels=[*names, "protocol_type", "request_code", "response_code"],
+            unit="",
+        )
+        for (request, response), hist in list(stats.rpc.items()):
+            cumulative, buckets = 0, []
+            for bound, n in zip((*RPC_LATENCY_BUCKETS_MS, float("inf")), hist.counts, strict=True):
+                cumulative += n
+                buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
+            rpc.add_metric(
+                [*values, "remoting", _lower_name(RequestCode, request), _lower_name(ResponseCode, response)],
+                buckets,
+                hist.sum_ms,
+            )
+        yield rpc
+
+        yield from self._storage_gauges(names, values)
+
+    def _consumer_gauges(self, names: list[str], values: list[str]) -> Iterator[Metric]:
+        broker = self.broker
+        store = broker.store
+        labels = [*names, "topic", "consumer_group", "is_retry", "is_system"]
+        lag = GaugeMetricFamily("rocketmq_consumer_lag_messages", "Messages not consumed yet", labels=labels)
+        latency = GaugeMetricFamily(
+            "rocketmq_consumer_lag_latency",
+            "Age of the oldest message not consumed yet (ms)",
+            labels=labels,
+        )
+        inflight = GaugeMetricFamily(
+            "rocketmq_consumer_inflight_messages", "Messages pulled but not committed", labels=labels
+        )
+        ready = GaugeMetricFamily(
+            "rocketmq_consumer_ready_messages", "Messages not pulled yet", labels=labels
+        )
+        now = int(time.time() * 1000)
+        pulled = broker.stats.pulled
+        for key, queues in list(broker.offsets.table.items()):
+            topic, _, group = key.partition("@")
+            if topic.startswith(DLQ_PREFIX) or broker.topics.get(topic) is None:
+                continue
+            total_lag = total_inflight = 0
+            oldest: int | None = None
+            for queue_id, committed in list(queues.items()):
+                high = store.max_offset(topic, queue_id)
+                behind = max(0, high - committed)
+                total_lag += behind
+                total_inflight += max(
+                    0, min(high, pulled.get((group, topic, queue_id), committed)) - committed
+                )
+                if behind:
+                    stored = store.store_time(topic, queue_id, committed)
+                    if stored is not None and (oldest is None or stored < oldest):
+                        oldest = stored
+            label_values = [
+                *values,
+                topic,
+                group,
+                "true" if topic.startswith(RETRY_PREFIX) else "false",
+                _is_system(topic, group),
+            ]
+            lag.add_metric(label_values, total_lag)
+            latency.add_metric(label_values, 0 if oldest is None else max(0, now - oldest))
+            inflight.add_metric(label_values, total_inflight)
+            ready.add_metric(label_values, total_lag - total_inflight)
+        yield lag
+        yield latency
+        yield inflight
+        yield ready
+
+        clients = broker.clients
+        producers = GaugeMetricFamily(
+            "rocketmq_producer_connections", "Producer connections", labels=[*names, "group"]
+        )
+        for group, channels in list(clients.producers.items()):
+            producers.add_metric([*values, group], len(channels))
+        yield producers
+        consumers = GaugeMetricFamily(
+            "rocketmq_consumer_connections", "Consumer connections", labels=[*names, "consumer_group"]
+        )
+        for group, info in list(clients.consumers.items()):
+            consumers.add_metric([*values, group], len(info.channels))
+        yield consumers
+
+    def _storage_gauges(self, names: list[str], values: list[str]) -> Iterator[Metric]:
+        broker = self.broker
+        store = broker.store
+        yield _gauge(
+            "rocketmq_storage_flush_behind_bytes",
+            "CommitLog bytes written but not flushed yet",
+            names,
+            values,
+            max(0, store.max_physical_offset - store.flushed_physical_offset),
+        )
+        # The ConsumeQueue and index entries are written with the record: nothing waits.
+        yield _gauge(
+            "rocketmq_storage_dispatch_behind_bytes", "CommitLog bytes not dispatched yet", names, values, 0
+        )
+        earliest = None
+        if store.max_physical_offset > store.min_physical_offset:
+            msg = store.read(store.min_physical_offset)
+            earliest = None if msg is None else msg.store_timestamp
+        reserve = 0 if earliest is None else max(0, int(time.time() * 1000) - earliest)
+        yield _gauge(
+            "rocketmq_storage_message_reserve_time",
+            "Age of the oldest message kept (ms)",
+            names,
+            values,
+            reserve,
+        )
+        yield _gauge(
+            "rocketmq_storage_size",
+            "CommitLog bytes kept",
+            names,
+            values,
+            max(0, store.max_physical_offset - store.min_physical_offset),
+        )
+        committed = broker.offsets.query(TRANS_SYS_GROUP, TRANS_HALF_TOPIC, 0)
+        half = 0
+        if broker.topics.get(TRANS_HALF_TOPIC) is not None:
+            half = max(0, store.max_offset(TRANS_HALF_TOPIC, 0) - max(0, committed))
+        yield _gauge(
+            "rocketmq_half_messages", "Transaction half messages not checked past yet", names, values, half
+        )
+        yield _gauge(
+            "rocketmq_broker_permission",
+            "The broker's permission bits",
+            names,
+            values,
+            broker.config.broker_permission,
+        )
+        yield _gauge("rocketmq_topic_number", "Topics", names, values, len(broker.topics.topics))
+        yield _gauge(
+            "rocketmq_consumer_group_number", "Subscription groups", names, values, len(broker.groups.groups)
+        )
+
+
+def _gauge(name: str, doc: str, names: list[str], values: list[str], value: float) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=names)
+    family.add_metric(values, value)
+    return family
+
+
+class MetricsExporter:
+    """The /metrics endpoint: an asyncio HTTP/1.1 server answering GET /metrics (one request a
+    connection) with the registry's text."""
+
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BrokerCollector(broker))
+        self._host = host or None
+        self._port = port
+        self._server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self._host, self._port, limit=MAX_REQUEST_HEAD)
+        logger.info("metrics at http://%s:%d/metrics", self._host or "0.0.0.0", self.port)
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT):
+                head = await reader.readuntil(b"\r\n\r\n")
+            method, path, *_ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+            if method not in ("GET", "HEAD"):
+                status, ctype, body = "405 Method Not Allowed", "text/plain", b"only GET\n"
+            elif path.split("?", 1)[0] != "/metrics":
+                status, ctype, body = "404 Not Found", "text/plain", b"metrics are at /metrics\n"
+            else:
+                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode()
+                + (body if method != "HEAD" else b"")
+            )
+            await writer.drain()
+        except (
+            TimeoutError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+            ValueError,
+        ):
+            pass
+        finally:
+            writer.close()
