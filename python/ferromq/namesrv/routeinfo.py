@@ -11,6 +11,7 @@ logger = logging.getLogger(__name__)
 
 BROKER_EXPIRE_SECONDS = 120.0
 MASTER_ID = 0
+PERM_WRITE = 2
 
 
 @dataclass
@@ -169,6 +170,27 @@ class RouteInfoManager:
             "brokerAddrTable": {name: d.to_json() for name, d in sorted(self.brokers.items())},
             "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.clusters.items())},
         }
+
+    def set_write_perm(self, broker_name: str, writable: bool) -> int:
+        """Turns the write permission of every topic on `broker_name` off or on (mqadmin
+        wipeWritePerm / addWritePerm); the number of topics. The broker's next registration sets
+        its own permissions again, as in RocketMQ."""
+        count = 0
+        for queues in self.topic_queues.values():
+            q = queues.get(broker_name)
+            if q is not None:
+                q.perm = q.perm | PERM_WRITE if writable else q.perm & ~PERM_WRITE
+                count += 1
+        return count
+
+    def system_topics(self) -> tuple[list[str], str | None]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS: the cluster and broker names (each is a topic), and one
+        broker address to ask for the rest."""
+        names: list[str] = []
+        for cluster, brokers in sorted(self.clusters.items()):
+            names += [cluster, *sorted(brokers)]
+        addr = next((a for d in self.brokers.values() for _, a in sorted(d.addrs.items())), None)
+        return names, addr
 
     def delete_topic(self, topic: str) -> None:
         self.topic_queues.pop(topic, None)

@@ -52,6 +52,9 @@ class NameServer:
             RequestCode.DELETE_KV_CONFIG: self._delete_kv,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self._kv_list,
             RequestCode.QUERY_DATA_VERSION: self._query_data_version,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._system_topics,
         }
         self.server = RemotingServer(Dispatcher(handlers, "namesrv"), host, port, limits=limits, tls=tls)
         self._scan_task: asyncio.Task[None] | None = None
@@ -144,6 +147,21 @@ class NameServer:
     async def _topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topics = self.routes.topics_of_cluster(ext_str(cmd, "cluster"))
         return cmd.reply(ResponseCode.SUCCESS, body=dumps({"topicList": topics}))
+
+    async def _wipe_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        count = self.routes.set_write_perm(ext_str(cmd, "brokerName"), False)
+        return cmd.reply(ResponseCode.SUCCESS, ext={"wipeTopicCount": str(count)})
+
+    async def _add_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        count = self.routes.set_write_perm(ext_str(cmd, "brokerName"), True)
+        return cmd.reply(ResponseCode.SUCCESS, ext={"addTopicCount": str(count)})
+
+    async def _system_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        names, addr = self.routes.system_topics()
+        body: dict[str, Any] = {"topicList": names}
+        if addr is not None:
+            body["brokerAddr"] = addr
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps(body))
 
     async def _delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         self.routes.delete_topic(ext_str(cmd, "topic"))

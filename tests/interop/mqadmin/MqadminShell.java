@@ -18,6 +18,9 @@ public class MqadminShell {
     public static void main(String[] args) throws Exception {
         PrintStream realOut = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, "UTF-8");
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        java.lang.reflect.Field field = MQAdminStartup.class.getDeclaredField("subCommandList");
+        field.setAccessible(true);
+        java.util.List<?> subCommands = (java.util.List<?>) field.get(null);
         realOut.println("\u0001READY");
         String line;
         while ((line = in.readLine()) != null) {
@@ -33,6 +36,10 @@ public class MqadminShell {
             System.setErr(capture);
             long start = System.currentTimeMillis();
             try {
+                // main0 registers fresh subcommand objects on each call but finds the first ones
+                // registered; some keep their (shut down) admin client in a field. Start clean, as a
+                // new mqadmin process would.
+                subCommands.clear();
                 MQAdminStartup.main0(argv, null);
             } catch (Throwable t) {
                 t.printStackTrace(capture);

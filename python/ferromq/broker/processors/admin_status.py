@@ -186,6 +186,37 @@ def earliest_message_time(broker: Broker) -> int | None:
     return None if msg is None else msg.store_timestamp
 
 
+def group_topic_progress(
+    broker: Broker, group: str, topic: str, *, write_queues: bool
+) -> tuple[list[tuple[dict[str, Any], dict[str, int]]], float] | None:
+    """One topic's part of a group's ConsumeStats (per queue: the broker's max offset, the group's
+    offset, the store time of the last consumed message) and the group's pull TPS on it; None when
+    the topic is gone, or the group is online and no longer subscribes to it."""
+    tc = broker.topics.get(topic)
+    if tc is None:
+        return None
+    info = broker.clients.consumers.get(group)
+    if info is not None and info.subscriptions and topic not in info.subscriptions:
+        return None
+    store = broker.store
+    entries = []
+    for queue_id in range(tc.write_queue_nums if write_queues else tc.read_queue_nums):
+        consumer_offset = max(0, broker.offsets.query(group, topic, queue_id))
+        wrapper = {
+            "brokerOffset": max(0, store.max_offset(topic, queue_id)),
+            "consumerOffset": consumer_offset,
+            "lastTimestamp": 0,
+        }
+        if consumer_offset > 0:
+            wrapper["lastTimestamp"] = store.store_time(topic, queue_id, consumer_offset - 1) or 0
+        entries.append((mq_key(topic, broker.config.broker_name, queue_id), wrapper))
+    return entries, broker.stats.group_get_tps(group, topic)
+
+
+def consume_stats_json(entries: list[tuple[dict[str, Any], dict[str, int]]], tps: float) -> bytes:
+    return b'{"consumeTps":' + java_double(tps).encode() + b',"offsetTable":' + mq_keyed_map(entries) + b"}"
+
+
 def handlers(broker: Broker) -> dict[int, Handler]:
     def name() -> str:
         return broker.config.broker_name
@@ -236,42 +267,70 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         group = ext_str(cmd, "consumerGroup")
         only = cmd.ext.get("topic")
         topics = [only] if only else sorted(broker.offsets.offsets_of_group(group))
-        info = broker.clients.consumers.get(group)
-        store = broker.store
-        entries = []
-        tps = 0.0
         # Refused before it is built when the reply cannot fit in a frame (~130 bytes a queue).
         size = 0
         for topic in topics:
             tc = broker.topics.get(topic)
-            if tc is None:
-                continue
-            size += tc.read_queue_nums * (110 + len(topic.encode()) + len(name()))
+            size += 0 if tc is None else tc.read_queue_nums * (110 + len(topic.encode()) + len(name()))
             if size > MAX_FRAME_SIZE:
                 raise BrokerError(
                     f"the consume stats of group {group} would exceed the frame limit of {MAX_FRAME_SIZE} "
                     "bytes; ask for one topic at a time",
                     ResponseCode.SYSTEM_ERROR,
                 )
-            # A group online without this topic in its subscriptions does not consume it any more.
-            if info is not None and info.subscriptions and topic not in info.subscriptions:
-                continue
-            for queue_id in range(tc.read_queue_nums):
-                broker_offset = max(0, store.max_offset(topic, queue_id))
-                consumer_offset = max(0, broker.offsets.query(group, topic, queue_id))
-                wrapper: dict[str, int] = {
-                    "brokerOffset": broker_offset,
-                    "consumerOffset": consumer_offset,
-                    "lastTimestamp": 0,
-                }
-                if consumer_offset > 0:
-                    wrapper["lastTimestamp"] = store.store_time(topic, queue_id, consumer_offset - 1) or 0
-                entries.append((mq_key(topic, name(), queue_id), wrapper))
-            tps += broker.stats.group_get_tps(group, topic)
+        entries: list[tuple[dict[str, Any], dict[str, int]]] = []
+        tps = 0.0
+        for topic in topics:
+            found = group_topic_progress(broker, group, topic, write_queues=False)
+            if found is not None:
+                entries += found[0]
+                tps += found[1]
+        return cmd.reply(ResponseCode.SUCCESS, body=consume_stats_json(entries, tps))
+
+    async def broker_consume_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): the consume stats of every
+        subscription group, topic by topic (only ordered topics with isOrder)."""
+        order_only = ext_bool(cmd, "isOrder")
+        groups, total_diff = [], 0
+        for group in sorted(broker.groups.groups):
+            stats = []
+            for topic in sorted(broker.offsets.offsets_of_group(group)):
+                tc = broker.topics.get(topic)
+                if tc is None or (order_only and not tc.order):
+                    continue
+                found = group_topic_progress(broker, group, topic, write_queues=True)
+                if found is None:
+                    continue
+                entries, tps = found
+                total_diff += sum(w["brokerOffset"] - w["consumerOffset"] for _, w in entries)
+                stats.append(consume_stats_json(entries, tps))
+            groups.append(b"{" + dumps_sorted(group) + b":[" + b",".join(stats) + b"]}")
         body = (
-            b'{"consumeTps":' + java_double(tps).encode() + b',"offsetTable":' + mq_keyed_map(entries) + b"}"
+            b'{"brokerAddr":'
+            + dumps_sorted(broker.config.broker_addr)
+            + b',"consumeStatsList":['
+            + b",".join(groups)
+            + b'],"totalDiff":'
+            + str(total_diff).encode()
+            + b"}"
         )
         return cmd.reply(ResponseCode.SUCCESS, body=body)
+
+    async def clone_group_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """CLONE_GROUP_OFFSET (mqadmin cloneGroupOffset): the source group's committed offsets of the
+        topic (or of all its topics) become the destination group's."""
+        src, dest = ext_str(cmd, "srcGroup"), ext_str(cmd, "destGroup")
+        only = cmd.ext.get("topic")
+        offline = ext_bool(cmd, "offline")
+        info = broker.clients.consumers.get(src)
+        for topic in [only] if only else sorted(broker.offsets.offsets_of_group(src)):
+            if broker.topics.get(topic) is None:
+                continue
+            if not offline and info is not None and info.subscriptions and topic not in info.subscriptions:
+                continue
+            for queue_id, offset in sorted(broker.offsets.offsets_of_group(src).get(topic, {}).items()):
+                broker.offsets.commit(dest, topic, queue_id, offset)
+        return cmd.reply(ResponseCode.SUCCESS)
 
     async def get_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         cfg = broker.config
@@ -436,6 +495,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
         RequestCode.GET_PRODUCER_CONNECTION_LIST: producer_connections,
         RequestCode.GET_CONSUME_STATS: consume_stats,
+        RequestCode.GET_BROKER_CONSUME_STATS: broker_consume_stats,
+        RequestCode.CLONE_GROUP_OFFSET: clone_group_offset,
         RequestCode.GET_BROKER_CONFIG: get_config,
         RequestCode.UPDATE_BROKER_CONFIG: update_config,
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset,
