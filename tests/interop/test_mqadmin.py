@@ -44,6 +44,7 @@ SAMPLE_WAIT = 40.0
 # Keys of ferromq's broker config that Java's has not (the disk space ratios are JVM system
 # properties there).
 FERROMQ_ONLY_KEYS = {
+    "aclPlainFile",
     "channelExpiredTimeout",
     "diskSpaceCleanForciblyRatio",
     "diskSpaceWarningLevelRatio",
@@ -340,7 +341,8 @@ def test_get_broker_config(sides: dict[str, Side]) -> None:
     # Java lists every field of its four config classes; ferromq lists the keys it has, each of
     # which Java has too (but the remoting bounds of ferromq's own) and with the same value where
     # the broker.conf or a default decides it.
-    own = {k for k in ours if k.startswith("server") and k not in java} | FERROMQ_ONLY_KEYS
+    # tls.* are JVM system properties in Java.
+    own = {k for k in ours if k.startswith(("server", "tls.")) and k not in java} | FERROMQ_ONLY_KEYS
     assert set(ours) - own <= set(java), sorted(set(ours) - own - set(java))
     for key in BROKER_CONF_KEYS:
         assert ours[key] == java[key], (key, ours[key], java[key])
