@@ -366,6 +366,16 @@ def handlers(broker: Broker) -> dict[int, Handler]:
                 f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}",
                 ResponseCode.SYSTEM_ERROR,
             )
+        # Java checks the group's offsets first; asked first here, "not online" sends tools (mqadmin,
+        # ferromq's Admin) to their fallback, which writes the offsets of an offline group directly,
+        # also of one that never committed any.
+        info = broker.clients.consumers.get(group)
+        if info is None or not info.channels:
+            raise BrokerError(
+                f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
+                f"Timestamp: {timestamp}",
+                ResponseCode.CONSUMER_NOT_ONLINE,
+            )
         store = broker.store
         table: list[tuple[int, int]] = []
         for queue_id in range(tc.write_queue_nums):
@@ -378,13 +388,6 @@ def handlers(broker: Broker) -> dict[int, Handler]:
                 target = store.offset_by_time(topic, queue_id, timestamp)
             target = max(0, target)
             table.append((queue_id, target if force or target < committed else committed))
-        info = broker.clients.consumers.get(group)
-        if info is None or not info.channels:
-            raise BrokerError(
-                f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
-                f"Timestamp: {timestamp}",
-                ResponseCode.CONSUMER_NOT_ONLINE,
-            )
         java_body = b'{"offsetTable":' + mq_keyed_map((mq_key(topic, name(), q), o) for q, o in table) + b"}"
         for ch in list(info.channels.values()):
             if ch.language == "CPP":
