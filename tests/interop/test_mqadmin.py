@@ -41,20 +41,31 @@ CLUSTER = "DefaultCluster"
 BROKER = "broker-a"
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 SAMPLE_WAIT = 40.0
-# Keys of ferromq's broker config that Java's has not (the disk space ratios are JVM system
-# properties there).
-FERROMQ_ONLY_KEYS = {
-    "aclPlainFile",
-    "channelExpiredTimeout",
-    "diskSpaceCleanForciblyRatio",
-    "diskSpaceWarningLevelRatio",
-    "maxQueryNum",
-    "maxTopicQueueNums",
-    # RocketMQ 5.x's metrics keys
-    "metricsExporterType",
-    "metricsPromExporterHost",
-    "metricsPromExporterPort",
-}
+# Keys both brokers have, with the same default values.
+SHARED_CONFIG_KEYS = (
+    "brokerPermission",
+    "defaultTopicQueueNums",
+    "longPollingEnable",
+    "maxMessageSize",
+    "mappedFileSizeCommitLog",
+    "mappedFileSizeConsumeQueue",
+    "maxHashSlotNum",
+    "maxIndexNum",
+    "messageIndexEnable",
+    "fileReservedTime",
+    "deleteWhen",
+    "flushConsumerOffsetInterval",
+    "registerNameServerPeriod",
+    "transactionCheckMax",
+    "rejectTransactionMessage",
+    "traceOn",
+    "regionId",
+    "clusterTopicEnable",
+    "brokerTopicEnable",
+    "notifyConsumerIdsChangedEnable",
+    "syncFlushTimeout",
+    "enablePropertyFilter",
+)
 # broker.conf keys whose values both brokers must report alike.
 BROKER_CONF_KEYS = [
     k for k in BROKER_CONF if k not in ("brokerIP1", "messageDelayLevel")
@@ -338,15 +349,11 @@ def test_get_broker_config(sides: dict[str, Side]) -> None:
     outs = both(sides, "getBrokerConfig", "-b", "{broker}")
     configs = {k: key_values(v, "=") for k, v in outs.items()}
     ours, java = configs["ferromq"], configs["rocketmq"]
-    # Java lists every field of its four config classes; ferromq lists the keys it has, each of
-    # which Java has too (but the remoting bounds of ferromq's own) and with the same value where
-    # the broker.conf or a default decides it.
-    # tls.* are JVM system properties in Java.
-    own = {k for k in ours if k.startswith(("server", "tls.")) and k not in java} | FERROMQ_ONLY_KEYS
-    assert set(ours) - own <= set(java), sorted(set(ours) - own - set(java))
-    for key in BROKER_CONF_KEYS:
-        assert ours[key] == java[key], (key, ours[key], java[key])
-    for key in ("brokerPermission", "defaultTopicQueueNums", "longPollingEnable", "maxMessageSize"):
+    # Java lists every field of its four config classes, ferromq the keys it has (some of them its
+    # own, where Java has JVM properties or nothing): the keys both have must say the same where
+    # the broker.conf or a default decides them.
+    assert set(SHARED_CONFIG_KEYS) <= set(ours) & set(java), sorted(set(SHARED_CONFIG_KEYS) - set(ours))
+    for key in (*BROKER_CONF_KEYS, *SHARED_CONFIG_KEYS):
         assert ours[key] == java[key], (key, ours[key], java[key])
 
 
