@@ -643,6 +643,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"name server address (default $NAMESRV_ADDR or {DEFAULT_NAMESRV})",
     )
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per request (default 5)")
+    p.add_argument(
+        "--access-key",
+        default=os.environ.get("FERROMQ_ACCESS_KEY"),
+        help="sign requests for brokers with aclEnable=true (default $FERROMQ_ACCESS_KEY)",
+    )
+    p.add_argument(
+        "--secret-key",
+        default=os.environ.get("FERROMQ_SECRET_KEY"),
+        help="the access key's secret (default $FERROMQ_SECRET_KEY; the environment keeps it out of ps)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=run)
     # --json after the subcommand too (`ferromq admin topics --json`).
@@ -815,7 +825,11 @@ def _reason(e: BaseException) -> str:
 
 async def _run(args: argparse.Namespace) -> None:
     command: Command = args.admin
-    async with Admin(args.namesrv, timeout=args.timeout) as admin:
+    if bool(args.access_key) != bool(args.secret_key):
+        raise UsageError("--access-key and --secret-key go together")
+    async with Admin(
+        args.namesrv, timeout=args.timeout, access_key=args.access_key, secret_key=args.secret_key
+    ) as admin:
         await command(admin, args)
 
 

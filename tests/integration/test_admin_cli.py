@@ -266,3 +266,28 @@ def test_usage_and_unreachable_errors(server: FerromqServer) -> None:
         f"(name server {server.namesrv})"
     )
     assert "[" in line
+
+
+def test_signed_requests_for_an_acl_broker(tmp_path: Path) -> None:
+    conf_dir = tmp_path / "home" / "conf"
+    conf_dir.mkdir(parents=True)
+    (conf_dir / "plain_acl.yml").write_text(
+        "accounts:\n  - accessKey: opsAccess\n    secretKey: opsSecret1\n    admin: true\n"
+    )
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"aclEnable=true\nrocketmqHome={tmp_path / 'home'}\n")
+    acl_server = start_ferromq(tmp_path, config=conf)
+    try:
+        topic = unique("AclT")
+        line = failed(acl_server, 1, "create-topic", topic)
+        assert "AclException" in line and "[SYSTEM_ERROR]" in line
+        signed = ("--access-key", "opsAccess", "--secret-key", "opsSecret1")
+        r = admin(acl_server, *signed, "create-topic", topic)
+        assert r.returncode == 0, r.stderr
+        r = admin(acl_server, "--access-key", "opsAccess", "--secret-key", "wrong", "create-topic", topic)
+        assert r.returncode == 1 and "AclException" in r.stderr
+        assert "--access-key and --secret-key go together" in failed(
+            acl_server, 2, "--access-key", "x", "topics"
+        )
+    finally:
+        stop_ferromq(acl_server)

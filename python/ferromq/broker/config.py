@@ -116,12 +116,10 @@ class BrokerConfig:
     max_query_num: int = 64
     # ferromq's log files (Java keeps ~/logs/rocketmqlogs by its logback config): broker.log and
     # stats.log in logDir (default: logs/ferromqlogs beside the store directory, so ~/store logs
-    # to ~/logs/ferromqlogs), rolled at logMaxFileSize bytes keeping logMaxFiles (>= 1) old files; the
-    # per-topic and per-group stats lines every statsLogInterval ms (Java: a minute).
+    # to ~/logs/ferromqlogs), rolled at logMaxFileSize bytes keeping logMaxFiles (>= 1) old files.
     log_dir: str | None = None
     log_max_file_size: int = 128 * 1024 * 1024
     log_max_files: int = 10
-    stats_log_interval: int = 60_000
     # Remoting bounds (0 turns a timeout off): RocketMQ's NettyServerConfig idle time, and
     # ferromq's own read timeout, connection cap and buffer bounds.
     server_channel_max_idle_time_seconds: int = 120
@@ -349,7 +347,6 @@ _AT_LEAST: dict[str, int] = {
     "max_query_num": 1,
     "log_max_file_size": 1024,
     "log_max_files": 1,
-    "stats_log_interval": 1,
     "server_channel_max_idle_time_seconds": 0,
     "server_read_timeout_seconds": 0,
     "server_max_connections": 1,
