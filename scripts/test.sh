@@ -35,6 +35,19 @@ fi
 # Builds the Rust extension (release) through maturin and installs the test tools.
 "$VENV/bin/python" -m pip install -q -e '.[test]'
 
+if [ "$QUICK" = 0 ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+    # tests/integration/test_console.py drives the console in headless Chromium (Debian's package).
+    step "Headless Chromium for the console's browser test"
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO="sudo -n"; fi
+    if command -v apt-get >/dev/null && $SUDO apt-get update -qq \
+        && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; then
+        echo "installed $(command -v chromium)"
+    else
+        echo "could not install chromium with apt-get: the console's browser test will be skipped"
+    fi
+fi
+
 step "Rust: format, lints, tests"
 cargo fmt --all -- --check
 if [ "$QUICK" = 0 ]; then

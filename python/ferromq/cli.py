@@ -218,6 +218,23 @@ async def _run_serve(args: argparse.Namespace) -> None:
         await ns.stop()
 
 
+async def _run_console(args: argparse.Namespace) -> None:
+    try:
+        from ferromq.console import start_console
+    except ImportError as e:
+        raise StartupError(
+            f"ferromq console needs the console extra: pip install 'ferromq[console]' ({e})"
+        ) from e
+    try:
+        runner, url = await start_console(args.namesrv, args.host, args.port)
+    except OSError as e:
+        raise _listen_error(e, "console", args.host, args.port, "--port") from e
+    try:
+        await _until_signalled(f"ferromq console on {url} (name server {args.namesrv}, read-only)")
+    finally:
+        await runner.cleanup()
+
+
 def _store_info(args: argparse.Namespace) -> int:
     try:
         store = MessageStore.open_read_only(args.path)
@@ -283,6 +300,17 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(run=_run_broker)
 
     admin_cli.add_parser(sub)
+
+    p = sub.add_parser("console", help="a read-only web console: cluster, topics, groups, messages")
+    p.add_argument(
+        "-n",
+        "--namesrv",
+        default=os.environ.get("NAMESRV_ADDR", admin_cli.DEFAULT_NAMESRV),
+        help=f"name server address (default $NAMESRV_ADDR or {admin_cli.DEFAULT_NAMESRV})",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free port)")
+    p.set_defaults(run=_run_console)
 
     p = sub.add_parser("store-info", help="list the consume queues of a store directory (read-only)")
     p.add_argument("path")
