@@ -181,6 +181,24 @@ async def test_sync_master_waits_for_the_slave(tmp_path: Path) -> None:
 
 
 @sync_test
+async def test_sync_master_with_sync_flush(tmp_path: Path) -> None:
+    """Both waits at once: on disk and on the slave."""
+    async with pair(tmp_path, master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH") as (_, master, slave):
+        ha = master.replication.master
+        assert ha is not None
+        await wait_for("the slave to connect", lambda: ha.connections == 1)
+        client = await Client().connect(master.port)
+        try:
+            codes = await asyncio.gather(*(send(client, "ReplSyncFlush", i) for i in range(100)))
+            assert {c.code for c in codes} == {R.SUCCESS}
+            assert ha.acked_offset >= master.store.max_physical_offset
+            assert master.store.flushed_physical_offset >= master.store.max_physical_offset
+            assert slave.store.max_physical_offset >= master.store.max_physical_offset
+        finally:
+            await client.close()
+
+
+@sync_test
 async def test_sync_master_without_slave_answers_slave_not_available(tmp_path: Path) -> None:
     async with running(tmp_path, broker_role="SYNC_MASTER", **HA_FAST) as (_, master):
         client = await Client().connect(master.port)
