@@ -132,6 +132,8 @@ class Broker:
         check_store_files(cfg)
         # Opening may run crash recovery: keep the loop free meanwhile.
         self.store = await loop.run_in_executor(None, MessageStore, cfg.store_config())
+        # Before any service that stores messages: each append wakes the streams to slaves.
+        self.replication = ReplicationService(self, self._host)
         conf_dir = root / "config"
         self.topics = TopicConfigManager(cfg, conf_dir / "topics.json")
         self.topics.persist()
@@ -160,7 +162,6 @@ class Broker:
         if not cfg.is_slave:
             await self.schedule.start()
             await self.transactions.start()
-        self.replication = ReplicationService(self, self._host)
         await self.replication.start()
         if self.replication.ha_port not in (None, cfg.ha_port):
             self.config = cfg = cfg.replace(ha_listen_port=self.replication.ha_port)
