@@ -19,8 +19,9 @@ from typing import Any
 
 from ferromq import __version__, admin_cli
 from ferromq.acl.errors import AclError
+from ferromq.acl.plain import DEFAULT_ACL_FILE, PlainAcl
 from ferromq.broker import Broker, BrokerConfig, load_broker_config
-from ferromq.broker.broker import server_limits
+from ferromq.broker.broker import plain_acl_of, server_limits
 from ferromq.broker.config import PROFILES, ConfigError
 from ferromq.errors import (
     CorruptStoreError,
@@ -132,10 +133,29 @@ def _open_logs(cfg: BrokerConfig) -> None:
     logger.info("logging to %s (stats lines: %s)", paths[0], paths[1])
 
 
+def _namesrv_acl(config: str | None) -> PlainAcl | None:
+    """The name server's ACL from its namesrv.conf: aclEnable (ferromq's: RocketMQ 4.9.7's name
+    server has no ACL), rocketmqHome (else ROCKETMQ_HOME) and aclPlainFile as for a broker."""
+    if config is None:
+        return None
+    props = read_properties_file(config)
+    if props.get("aclEnable", "false").strip().lower() != "true":
+        return None
+    acl = PlainAcl.locate(
+        props.get("rocketmqHome") or os.environ.get("ROCKETMQ_HOME"),
+        props.get("aclPlainFile", DEFAULT_ACL_FILE),
+    )
+    acl.load()
+    return acl
+
+
 async def _run_namesrv(args: argparse.Namespace) -> None:
     # Java's name server reads TLS from system properties and tls.config.file; ferromq from the file.
     ns = NameServer(
-        args.host, args.port, tls=TlsSettings.from_properties(read_properties_file(DEFAULT_CONFIG_FILE))
+        args.host,
+        args.port,
+        tls=TlsSettings.from_properties(read_properties_file(DEFAULT_CONFIG_FILE)),
+        acl=_namesrv_acl(args.config),
     )
     await _start_namesrv(ns, args.host, args.port, "--port")
     try:
@@ -179,7 +199,12 @@ def _slave_config(master: BrokerConfig, port: int | None) -> BrokerConfig:
 async def _run_serve(args: argparse.Namespace) -> None:
     cfg = _broker_config(args)
     _open_logs(cfg)
-    ns = NameServer(args.host, args.namesrv_port, limits=server_limits(cfg), tls=cfg.tls_settings())
+    ns_acl = plain_acl_of(cfg) if cfg.namesrv_acl_enable else None
+    if ns_acl is not None:
+        ns_acl.load()
+    ns = NameServer(
+        args.host, args.namesrv_port, limits=server_limits(cfg), tls=cfg.tls_settings(), acl=ns_acl
+    )
     await _start_namesrv(ns, args.host, args.namesrv_port, "--namesrv-port")
     try:
         # The broker reaches its own name server over TLS when that one takes nothing else.
@@ -291,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("namesrv", help="a name server")
     p.add_argument("--port", type=int, default=9876)
+    p.add_argument(
+        "-c", "--config", help="namesrv.conf (aclEnable, rocketmqHome, aclPlainFile: the name server's ACL)"
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(run=_run_namesrv)
 

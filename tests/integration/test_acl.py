@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from ferromq.acl.errors import AclError
+from ferromq.acl.plain import PlainAcl
 from ferromq.acl.signing import Credentials
 from ferromq.broker import Broker, load_broker_config
 from ferromq.client.admin import Admin
@@ -21,6 +22,7 @@ from ferromq.client.message import Message
 from ferromq.client.producer import Producer
 from ferromq.client.pull_consumer import PullConsumer
 from ferromq.errors import BrokerError
+from ferromq.namesrv import NameServer
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
@@ -75,6 +77,7 @@ async def until(check: Callable[[], Awaitable[bool]], timeout: float, what: str)
 async def signed_call(
     client: Client, code: int, ext: dict[str, Any], keys: tuple[str, str] | None, body: bytes = b""
 ) -> RemotingCommand:
+    """A raw request signed with `keys` (None: unsigned)."""
     cmd = RemotingCommand(code=code, ext={k: str(v) for k, v in ext.items()}, body=body)
     if keys is not None:
         Credentials(*keys).apply(cmd.ext, cmd.body)
@@ -345,5 +348,72 @@ def test_acl_admin_requests_without_acl(tmp_path: Path) -> None:
             r = await c.call(RC.GET_BROKER_CLUSTER_ACL_CONFIG)
             assert r.code == ResponseCode.SYSTEM_ERROR and "aclEnable=false" in (r.remark or "")
             await c.close()
+
+    run(main())
+
+
+NAMESRV_ACL = """
+accounts:
+  - accessKey: brokerAdmin1
+    secretKey: brokerSecret1
+    admin: true
+  - accessKey: plainUser1
+    secretKey: plainSecret1
+"""
+
+
+def test_name_server_takes_writes_only_from_trusted_brokers(tmp_path: Path) -> None:
+    """ferromq's own: RocketMQ 4.9.7's name server takes REGISTER_BROKER from anyone."""
+
+    async def main() -> None:
+        root = home(tmp_path, NAMESRV_ACL)
+        acl = PlainAcl.locate(str(root), "conf/plain_acl.yml")
+        acl.load()
+        ns = NameServer("127.0.0.1", 0, acl=acl)
+        await ns.start()
+        try:
+            trusted = {"namesrv_access_key": "brokerAdmin1", "namesrv_secret_key": "brokerSecret1"}
+            async with running(tmp_path, namesrv=ns, **trusted) as (_ns, broker):
+                assert await ns.wait_registered(broker.config.broker_addr, 10.0)
+                c = await Client().connect(ns.port)
+                fake = {
+                    "brokerName": "broker-a",
+                    "brokerAddr": "127.0.0.1:1",
+                    "clusterName": "DefaultCluster",
+                    "brokerId": 0,
+                    "haServerAddr": "127.0.0.1:2",
+                }
+                body = b'{"topicConfigSerializeWrapper": {"topicConfigTable": {}}, "filterServerList": []}'
+                r = await signed_call(c, RC.REGISTER_BROKER, fake, None, body)
+                assert r.code == ResponseCode.SYSTEM_ERROR and "No accessKey is configured" in (
+                    r.remark or ""
+                )
+                r = await signed_call(c, RC.REGISTER_BROKER, fake, ("plainUser1", "plainSecret1"), body)
+                assert r.code == ResponseCode.SYSTEM_ERROR and "needs an admin account" in (r.remark or "")
+                r = await signed_call(c, RC.REGISTER_BROKER, fake, ("brokerAdmin1", "wrongSecret"), body)
+                assert "Check signature failed" in (r.remark or "")
+                # Even a trusted account cannot take a live broker's name over from another address.
+                r = await signed_call(c, RC.REGISTER_BROKER, fake, ("brokerAdmin1", "brokerSecret1"), body)
+                assert r.code == ResponseCode.NO_PERMISSION
+                assert f"registered from {broker.config.broker_addr}" in (r.remark or "")
+                for code, ext in (
+                    (RC.UNREGISTER_BROKER, {k: fake[k] for k in ("brokerName", "clusterName", "brokerId")}),
+                    (
+                        RC.PUT_KV_CONFIG,
+                        {"namespace": "ORDER_TOPIC_CONFIG", "key": "T", "value": "broker-a:1"},
+                    ),
+                    (RC.DELETE_TOPIC_IN_NAMESRV, {"topic": "TBW102"}),
+                ):
+                    r = await signed_call(c, code, {**ext, "brokerAddr": broker.config.broker_addr}, None)
+                    assert r.code == ResponseCode.SYSTEM_ERROR, (code, r.remark)
+                assert broker.config.broker_addr in ns.routes.live
+                # Reads stay open to unsigned clients.
+                r = await signed_call(c, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}, None)
+                assert r.code == ResponseCode.SUCCESS
+                await c.close()
+            # The broker's signed UNREGISTER_BROKER at stop was taken.
+            assert broker.config.broker_addr not in ns.routes.live
+        finally:
+            await ns.stop()
 
     run(main())

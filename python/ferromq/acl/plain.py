@@ -264,18 +264,27 @@ class PlainAcl:
         globally white: the account that signed the request, or None when the peer is in the
         account's white addresses (Java checks nothing more then). Raises Java's refusal.
         `white_for` says whether the peer is in an account's white addresses (the caller caches it)."""
-        ext = cmd.ext
-        access_key = ext.get(ACCESS_KEY)
+        account = self.account_of(cmd)
+        if white_for(account):
+            return None
+        self.verify(cmd, account)
+        return account
+
+    def account_of(self, cmd: RemotingCommand) -> Account:
+        """The account the request names (AccessKey); Java's refusal when none or unknown."""
+        access_key = cmd.ext.get(ACCESS_KEY)
         if access_key is None:
             raise refusal("No accessKey is configured", "validate:663")
         account = self.snapshot.accounts.get(access_key)
         if account is None:
             raise refusal(f"No acl config for {access_key}", "validate:667")
-        if white_for(account):
-            return None
-        if account.signer.server_signature(ext, cmd.body) != ext.get(SIGNATURE):
-            raise refusal(f"Check signature failed for accessKey={access_key}", "validate:683")
         return account
+
+    @staticmethod
+    def verify(cmd: RemotingCommand, account: Account) -> None:
+        """Java's refusal unless the request's Signature is the account's."""
+        if account.signer.server_signature(cmd.ext, cmd.body) != cmd.ext.get(SIGNATURE):
+            raise refusal(f"Check signature failed for accessKey={account.access_key}", "validate:683")
 
     # -- the ACL admin requests ----------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from ferromq import _store
 from ferromq.acl.guard import AclGuard
 from ferromq.acl.plain import PlainAcl
+from ferromq.acl.signing import credentials_of
 from ferromq.acl.watch import AclFileWatcher
 from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
 from ferromq.broker.config import BrokerConfig, check_store_files, runtime_changes
@@ -198,7 +199,7 @@ class Broker:
     async def _start_acl(self) -> AclGuard:
         """Loads the ACL files (an unusable file stops the start with `AclError`) and watches them."""
         cfg = self.config
-        acl = PlainAcl.locate(cfg.rocketmq_home or os.environ.get("ROCKETMQ_HOME"), cfg.acl_plain_file)
+        acl = plain_acl_of(cfg)
         acl.load()
         self.acl = acl
         self.acl_watcher = AclFileWatcher(acl)
@@ -347,6 +348,15 @@ class Broker:
             self._namesrv_conns[addr] = conn
         return conn
 
+    def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
+        """A name-server request, signed with namesrvAccessKey/namesrvSecretKey when set (a name
+        server with aclEnable=true takes writes only from its admin accounts)."""
+        cfg = self.config
+        credentials = credentials_of(cfg.namesrv_access_key, cfg.namesrv_secret_key)
+        if credentials is not None:
+            credentials.apply(cmd.ext, cmd.body)
+        return cmd
+
     def _broker_ext(self) -> dict[str, str]:
         cfg = self.config
         return {
@@ -366,7 +376,7 @@ class Broker:
                 "compressed": "false",
                 "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
             }
-            cmd = RemotingCommand(code=RequestCode.REGISTER_BROKER, ext=ext, body=body)
+            cmd = self._signed(RemotingCommand(code=RequestCode.REGISTER_BROKER, ext=ext, body=body))
             try:
                 reply = await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
                 if reply.code != ResponseCode.SUCCESS:
@@ -380,7 +390,7 @@ class Broker:
 
     async def _unregister_all(self) -> None:
         for addr in self.config.namesrv_addrs:
-            cmd = RemotingCommand(code=RequestCode.UNREGISTER_BROKER, ext=self._broker_ext())
+            cmd = self._signed(RemotingCommand(code=RequestCode.UNREGISTER_BROKER, ext=self._broker_ext()))
             try:
                 await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
             except Exception as e:
@@ -388,6 +398,12 @@ class Broker:
         for conn in self._namesrv_conns.values():
             await conn.close()
         self._namesrv_conns.clear()
+
+
+def plain_acl_of(cfg: BrokerConfig) -> PlainAcl:
+    """The ACL files of this configuration (rocketmqHome, else ROCKETMQ_HOME; aclPlainFile), not
+    loaded yet."""
+    return PlainAcl.locate(cfg.rocketmq_home or os.environ.get("ROCKETMQ_HOME"), cfg.acl_plain_file)
 
 
 def server_limits(cfg: BrokerConfig) -> ServerLimits:

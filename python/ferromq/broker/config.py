@@ -166,6 +166,12 @@ class BrokerConfig:
     acl_enable: bool = False
     rocketmq_home: str | None = None
     acl_plain_file: str = "conf/plain_acl.yml"
+    # ferromq's name-server ACL (RocketMQ 4.9.7's name server has none): the name server of
+    # `ferromq serve` takes REGISTER_BROKER and other writes only from an admin account of the same
+    # ACL files; the broker signs its name-server requests with namesrvAccessKey/namesrvSecretKey.
+    namesrv_acl_enable: bool = False
+    namesrv_access_key: str | None = None
+    namesrv_secret_key: str | None = None
     # Replication (RocketMQ's MessageStoreConfig HA keys). haListenPort unset: listenPort + 1, as
     # BrokerStartup sets it; 0: any free port (tests).
     ha_listen_port: int | None = None
@@ -320,6 +326,8 @@ class BrokerConfig:
             )
         if not 0 <= self.metrics_prom_exporter_port <= 65535:  # 0: any free port (tests)
             bad("metrics_prom_exporter_port", "a port number (0-65535)")
+        if (self.namesrv_access_key is None) != (self.namesrv_secret_key is None):
+            bad("namesrv_access_key", "set together with namesrvSecretKey (both or neither)")
         if self.profile not in PROFILES:
             out.append(("profile", f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}"))
         return out

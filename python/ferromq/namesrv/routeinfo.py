@@ -92,6 +92,12 @@ class RouteInfoManager:
             return data.addrs.get(MASTER_ID)
         return None
 
+    def live_addr(self, broker_name: str, broker_id: int) -> str | None:
+        """The address `broker_name`/`broker_id` is registered from, while it is live."""
+        data = self.brokers.get(broker_name)
+        addr = data.addrs.get(broker_id) if data is not None else None
+        return addr if addr is not None and addr in self.live else None
+
     def _update_queues(self, broker_name: str, topic_configs: dict[str, dict[str, Any]]) -> None:
         for topic, cfg in topic_configs.items():
             self.topic_queues.setdefault(topic, {})[broker_name] = QueueData(

@@ -9,6 +9,9 @@ import time
 import zlib
 from typing import Any
 
+from ferromq.acl.namesrv import NamesrvGuard
+from ferromq.acl.plain import PlainAcl
+from ferromq.acl.watch import AclFileWatcher
 from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps, loads_lenient
 from ferromq.namesrv.routeinfo import RouteInfoManager
@@ -35,7 +38,11 @@ class NameServer:
         broker_expire_seconds: float = 120.0,
         limits: ServerLimits | None = None,
         tls: TlsSettings | None = None,
+        acl: PlainAcl | None = None,
     ) -> None:
+        self.acl = acl
+        """With an ACL (aclEnable=true), writes need a trusted account and a broker name is never
+        taken over from another live address (ferromq.acl.namesrv)."""
         self.routes = RouteInfoManager()
         self.kv: dict[str, dict[str, str]] = {}
         self._expire_after = broker_expire_seconds
@@ -56,8 +63,12 @@ class NameServer:
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._system_topics,
         }
-        self.server = RemotingServer(Dispatcher(handlers, "namesrv"), host, port, limits=limits, tls=tls)
+        guard = NamesrvGuard(acl) if acl is not None else None
+        self.server = RemotingServer(
+            Dispatcher(handlers, "namesrv", guard=guard), host, port, limits=limits, tls=tls
+        )
         self._scan_task: asyncio.Task[None] | None = None
+        self._acl_watcher = AclFileWatcher(acl) if acl is not None else None
 
     @property
     def port(self) -> int:
@@ -66,6 +77,8 @@ class NameServer:
     async def start(self) -> None:
         await self.server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
+        if self._acl_watcher is not None:
+            await self._acl_watcher.start()
         logger.info("name server listening on port %d", self.port)
 
     async def wait_registered(self, broker_addr: str, timeout: float) -> bool:
@@ -82,6 +95,8 @@ class NameServer:
             self._scan_task.cancel()
             await asyncio.gather(self._scan_task, return_exceptions=True)
             self._scan_task = None
+        if self._acl_watcher is not None:
+            await self._acl_watcher.stop()
         await self.server.stop()
 
     async def _scan_loop(self) -> None:
@@ -97,6 +112,15 @@ class NameServer:
         topics = _decode_register_body(cmd.body, compressed)
         broker_addr = ext_str(cmd, "brokerAddr")
         ha_addr = cmd.ext.get("haServerAddr", "")
+        if self.acl is not None:
+            name, broker_id = ext_str(cmd, "brokerName"), ext_int(cmd, "brokerId")
+            holder = self.routes.live_addr(name, broker_id)
+            if holder is not None and holder != broker_addr:
+                return cmd.reply(
+                    ResponseCode.NO_PERMISSION,
+                    f"broker {name} (id {broker_id}) is registered from {holder}; another address cannot "
+                    "take it over while that one is live (it must unregister, or expire)",
+                )
         master = self.routes.register_broker(
             cluster=ext_str(cmd, "clusterName"),
             broker_addr=broker_addr,

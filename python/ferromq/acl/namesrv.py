@@ -1,0 +1,51 @@
+"""The name server's ACL (ferromq's own: RocketMQ 4.9.7's name server checks nothing).
+
+With `aclEnable=true` in the name server's configuration, the requests that change what clients are
+told (REGISTER_BROKER, UNREGISTER_BROKER, the KV-config writes, DELETE_TOPIC_IN_NAMESRV and the write
+permission of a broker) are taken only from an admin account of the name server's plain_acl.yml,
+signed as the broker ACL wants it (or from a peer in `globalWhiteRemoteAddresses`, or in that admin
+account's `whiteRemoteAddress`). Reads (routes, cluster info, KV reads) stay open, as clients
+send them unsigned.
+"""
+
+from __future__ import annotations
+
+from ferromq.acl.errors import AclError
+from ferromq.acl.plain import Account, PlainAcl
+from ferromq.protocol.codes import RequestCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.remoting.connection import Connection
+
+NAMESRV_WRITES = frozenset(
+    (
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.PUT_KV_CONFIG,
+        RequestCode.DELETE_KV_CONFIG,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
+    )
+)
+
+
+class NamesrvGuard:
+    """Raises `AclError` for a name-server write that no trusted (admin) account signed."""
+
+    def __init__(self, acl: PlainAcl) -> None:
+        self.acl = acl
+
+    def __call__(self, conn: Connection, cmd: RemotingCommand) -> None:
+        if cmd.code not in NAMESRV_WRITES:
+            return
+        host = conn.peer_host
+        if self.acl.globally_white(host):
+            return
+        account: Account = self.acl.account_of(cmd)
+        if not account.admin:
+            raise AclError(
+                f"request code {cmd.code} changes the name server's routes or configuration: it needs an "
+                f"admin account of the name server's ACL, and accessKey={account.access_key} is not one"
+            )
+        if not account.white(host):
+            self.acl.verify(cmd, account)
