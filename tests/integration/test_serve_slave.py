@@ -4,26 +4,19 @@ master reaches the slave's store byte for byte, and SIGTERM stops all three clea
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from tests.integration.brokerkit import Client, properties, send_ext
 from tests.interop.conftest import free_port
-from tests.interop.replication_kit import differences, store_files, wait_until
-
-READY = "ferromq serving:"
+from tests.interop.replication_kit import differences, spawn, store_files, wait_until
 
 
 def test_serve_with_a_slave(tmp_path: Path) -> None:
     ns_port, port, slave_port = free_port(), free_port(), free_port()
     store = tmp_path / "store"
-    log = tmp_path / "serve.log"
     exe = Path(sys.executable).with_name("ferromq")
     argv = [
         str(exe),
@@ -37,14 +30,9 @@ def test_serve_with_a_slave(tmp_path: Path) -> None:
         str(port),
     ]
     argv += ["--slave-port", str(slave_port)]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    serve = spawn("serve", argv, tmp_path / "serve.log", "ferromq serving:", f"127.0.0.1:{port}")
     try:
-        wait_until(
-            "serve to start", lambda: READY in log.read_text() or proc.poll() is not None, 30, log.read_text
-        )
-        assert proc.poll() is None, log.read_text()
-        assert f"its slave on 127.0.0.1:{slave_port}" in log.read_text()
+        assert serve.logged(f"its slave on 127.0.0.1:{slave_port}"), serve.log()
 
         async def send() -> None:
             client = await Client().connect(port)
@@ -68,12 +56,6 @@ def test_serve_with_a_slave(tmp_path: Path) -> None:
             30,
         )
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.wait(timeout=5) == 0, log.read_text()
-    assert " ERROR " not in log.read_text(), log.read_text()
+        code = serve.stop()
+    assert code == 0, serve.log()
+    assert not serve.logged(" ERROR "), serve.log()

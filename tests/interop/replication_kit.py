@@ -78,7 +78,7 @@ class Process:
             return None
 
 
-def _spawn(name: str, argv: list[str], log_path: Path, ready: str, addr: str) -> Process:
+def spawn(name: str, argv: list[str], log_path: Path, ready: str, addr: str) -> Process:
     start = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as log_file:
         proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -98,7 +98,7 @@ def _spawn(name: str, argv: list[str], log_path: Path, ready: str, addr: str) ->
 def start_namesrv(workdir: Path) -> Process:
     port = free_port()
     argv = [ferromq_executable(), "-v", "namesrv", "--port", str(port)]
-    return _spawn(
+    return spawn(
         "name server", argv, workdir / "namesrv.log", "ferromq name server listening", f"127.0.0.1:{port}"
     )
 
@@ -115,7 +115,7 @@ def start_broker(workdir: Path, name: str, namesrv: str, conf: dict[str, str]) -
     full = {**STORE_CONF, "storePathRootDir": str(root / "store"), "namesrvAddr": namesrv, **conf}
     conf_path = write_conf(root / "broker.conf", full)
     argv = [ferromq_executable(), "-v", "broker", "-c", str(conf_path), "--host", "127.0.0.1"]
-    return _spawn(name, argv, root / "broker.log", "ferromq broker", f"127.0.0.1:{full['listenPort']}")
+    return spawn(name, argv, root / "broker.log", "ferromq broker", f"127.0.0.1:{full['listenPort']}")
 
 
 def master_conf(role: str) -> dict[str, str]:
