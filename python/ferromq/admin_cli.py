@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ferromq.client import Admin
+from ferromq.client.admin import is_system_topic
 from ferromq.client.admin_results import GroupConfig
 from ferromq.client.message import MessageQueue, ReceivedMessage
 from ferromq.errors import (
@@ -393,6 +394,40 @@ async def _topic_groups(admin: Admin, args: argparse.Namespace) -> None:
     args.out.names(await admin.topic_consumer_groups(args.topic))
 
 
+async def _stats(admin: Admin, args: argparse.Namespace) -> None:
+    if args.topic:
+        topics = [args.topic]
+    else:
+        info = await admin.cluster_info()
+        hidden = set(info.clusters) | set(info.brokers)
+        topics = [t for t in await admin.list_topics() if args.all or not is_system_topic(t, hidden)]
+    rows = [await admin.topic_traffic(t) for t in topics]
+    t = _table(
+        "topic",
+        "consumer group",
+        "lag",
+        "in TPS",
+        "out TPS",
+        "in 24h",
+        "out 24h",
+        right=("lag", "in TPS", "out TPS", "in 24h", "out 24h"),
+    )
+    for r in rows:
+        if not r.groups:  # no consumer group: the topic's own row
+            t.add_row(r.topic, "", "", f"{r.in_tps:.2f}", "", str(r.in_today), "")
+        for g in r.groups:
+            t.add_row(
+                r.topic,
+                g.group,
+                str(g.lag),
+                f"{r.in_tps:.2f}",
+                f"{g.out_tps:.2f}",
+                str(r.in_today),
+                str(g.out_today),
+            )
+    args.out.result(rows, t)
+
+
 # -- groups ------------------------------------------------------------------------------------
 
 
@@ -721,6 +756,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("topic")
     c = cmd("topic-groups", _topic_groups, "the consumer groups of a topic")
     c.add_argument("topic")
+    c = cmd("stats", _stats, "per topic and consumer group: lag, in/out TPS, messages in 24 h (statsAll)")
+    c.add_argument("--topic", help="only this topic")
+    c.add_argument("--all", action="store_true", help="system, retry and dead-letter topics too")
 
     # groups
     cmd("groups", _groups, "list the subscription groups of every broker master")

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from ferromq.client import Message, Producer, SendResult
+from ferromq.client import ConsumeStatus, Message, Producer, PushConsumer, ReceivedMessage, SendResult
 from tests.interop.conftest import FerromqServer, start_ferromq, stop_ferromq
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
 TIMEOUT = 60.0  # a bound only: a command takes well under a second
-WAIT = 10.0
+WAIT = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -291,3 +291,98 @@ def test_signed_requests_for_an_acl_broker(tmp_path: Path) -> None:
         )
     finally:
         stop_ferromq(acl_server)
+
+
+def test_topic_status_and_broker_config(server: FerromqServer) -> None:
+    topic = unique("CliS")
+    created(server, topic, 2)
+    send(server.namesrv, topic, [(f"k{i}", f"m{i}") for i in range(4)])
+    rows = js(server, "topic-status", topic)
+    assert sorted(r["queue"]["queueId"] for r in rows) == [0, 1]
+    assert sum(r["messages"] for r in rows) == 4 and all(r["lastUpdateTimestamp"] > 0 for r in rows)
+    assert "4 message(s) in 2 queue(s)" in ok(server, "topic-status", topic)
+
+    addr = server.broker_addr
+    assert js(server, "broker-config", "-b", addr)[addr]["brokerClusterName"] == "DefaultCluster"
+    out = ok(server, "update-broker-config", "-c", "DefaultCluster", "maxQueryNum=48")
+    assert out.strip() == f"updated maxQueryNum=48 on {addr}"
+    assert js(server, "broker-config", "-b", addr)[addr]["maxQueryNum"] == "48"
+    # A key the broker cannot change while running: refused with its reason, nothing changed.
+    line = failed(server, 1, "update-broker-config", "-b", addr, "listenPort=1")
+    assert "listenPort" in line and "[SYSTEM_ERROR]" in line
+
+
+async def _cli(namesrv: str, *args: str) -> Any:
+    """`ferromq admin ... --json` from async code (a consumer of the test runs meanwhile)."""
+    proc = await asyncio.create_subprocess_exec(
+        str(FERROMQ),
+        *("admin", "-n", namesrv, *args, "--json"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    assert proc.returncode == 0, f"ferromq admin {' '.join(args)}: exit {proc.returncode}\n{out!r}\n{err!r}"
+    return json.loads(out)
+
+
+def test_online_group_connections_and_reset(server: FerromqServer) -> None:
+    """A live Python consumer and producer: connections, producers, topic-groups, and a reset the
+    broker relays to the consumer (which consumes everything again)."""
+    topic, group, pgroup = unique("CliO"), unique("CliOG"), unique("CliOP")
+    created(server, topic, 2)
+
+    async def main() -> None:
+        got: list[ReceivedMessage] = []
+
+        async def on_messages(msgs: list[ReceivedMessage]) -> ConsumeStatus:
+            got.extend(msgs)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        async def until_async(check: Any, what: str) -> None:
+            deadline = time.monotonic() + WAIT
+            while not check():
+                assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                await asyncio.sleep(0.05)
+
+        consumer = PushConsumer(group, server.namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+        consumer.subscribe(topic, "*")
+        consumer.register_listener(on_messages)
+        async with Producer(pgroup, server.namesrv) as producer, consumer:
+            for i in range(4):
+                await producer.send(Message(topic, f"o{i}".encode()))
+            await until_async(lambda: len(got) >= 4, "the 4 messages")
+            await consumer.persist_offsets(wait=True)
+
+            cc = await _cli(server.namesrv, "connections", group)
+            assert [c["clientId"] for c in cc["connections"]] == [consumer.client_id]
+            assert cc["connections"][0]["language"] == "PYTHON"
+            assert cc["subscriptions"][topic]["expression"] == "*"
+            assert cc["messageModel"] == "CLUSTERING"
+            pc = await _cli(server.namesrv, "producers", pgroup, topic)
+            assert [c["language"] for c in pc["connections"]] == ["PYTHON"]
+            assert group in await _cli(server.namesrv, "topic-groups", topic)
+
+            reset = await _cli(server.namesrv, "reset-offset", group, topic, "--time", "0")
+            assert reset["clientsNotified"] is True
+            assert sorted(q["offset"] for q in reset["queues"]) == [0, 0]
+            await until_async(lambda: len(got) >= 8, "the messages consumed again after the reset")
+            assert sorted(m.body for m in got[4:]) == sorted(m.body for m in got[:4])
+
+    asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+
+
+def test_stats_per_topic_and_group(server: FerromqServer) -> None:
+    topic, group = unique("CliT"), unique("CliTG")
+    created(server, topic, 2)
+    send(server.namesrv, topic, [(f"k{i}", f"m{i}") for i in range(3)])
+    ok(server, "reset-offset", group, topic, "--time", "0")  # the group's offsets at 0: lag 3
+
+    # The broker samples its counters every 10 s (as Java); the stored count shows from then on.
+    until(lambda: js(server, "stats", "--topic", topic)[0]["inToday"] == 3, "3 stored messages in the stats")
+    row = js(server, "stats", "--topic", topic)[0]
+    assert row["topic"] == topic and row["inTps"] >= 0.0
+    assert [(g["group"], g["lag"], g["outToday"]) for g in row["groups"]] == [(group, 3, 0)]
+    table = ok(server, "stats")
+    assert topic in table and group in table and "TBW102" not in table
+    assert "TBW102" in ok(server, "stats", "--all")

@@ -108,16 +108,21 @@ def test_pages(cluster: Cluster) -> None:
     c = cluster
     text = page(c, "/")
     assert c.server.broker_addr in text and "DefaultCluster" in text and 'id="chart"' in text
-    assert f">{c.topic}</a>" in page(c, "/topics")
+    topics = page(c, "/topics")
+    row = topics[topics.index(f">{c.topic}</a>") :].split("</tr>")[0]
+    assert row.rstrip().endswith('<td class="n">3</td>'), row  # lag 3 over the topic's groups
     assert "TBW102" not in page(c, "/topics") and "TBW102" in page(c, "/topics?system=1")
     topic = page(c, f"/topics/{c.topic}")
     assert f"Topic {c.topic}" in topic and c.server.broker_addr in topic
+    queues = topic[topic.index('id="queues"') : topic.index("</table>", topic.index('id="queues"'))]
+    assert queues.count("<tr>") == 3  # the header and the two queues
+    assert f">{c.group}</a>" in topic  # consumes it (it has offsets there)
 
     groups = page(c, "/groups")
     row = groups[groups.index(f">{c.group}</a>") :]
     assert '<td class="n">3</td>' in row.split("</tr>")[0]  # lag 3: nothing consumed
     group = page(c, f"/groups/{c.group}")
-    assert "total lag 3" in group
+    assert "total lag 3" in group and f"no consumer of {c.group} is online" in group
 
     by_key = page(c, "/message?" + urllib.parse.urlencode({"topic": c.topic, "key": "order-1"}))
     assert "order 1" in by_key and c.sent[1].msg_id in by_key

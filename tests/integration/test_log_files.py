@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ferromq.broker.config import ConfigError, load_broker_config
+from ferromq.client import Message, Producer
 from ferromq.logfiles import STATS_LOGGER, close_log_files, open_log_files
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
@@ -123,3 +125,29 @@ def test_log_keys_are_checked() -> None:
     with pytest.raises(ConfigError, match="logMaxFileSize must be >= 1024"):
         load_broker_config(None, log_max_file_size=10)
     assert load_broker_config(None, store_path_root_dir="/data/store").log_path == "/data/logs/ferromqlogs"
+
+
+@pytest.mark.slow  # the broker writes its stats lines once a minute, as Java's broker does
+def test_stats_lines_once_a_minute(tmp_path: Path) -> None:
+    proc, line = serve("--store", str(tmp_path / "store"), cwd=tmp_path)
+    try:
+        namesrv = line.split()[4].rstrip(",")
+
+        async def produce() -> None:
+            async with Producer("StatsPG", namesrv) as p:
+                for i in range(3):
+                    await p.send(Message("StatsTopic", f"s{i}".encode()))
+
+        asyncio.run(asyncio.wait_for(produce(), TIMEOUT))
+        stats = tmp_path / "logs" / "ferromqlogs" / "stats.log"
+        deadline = time.monotonic() + 150
+        while "[TOPIC_PUT_NUMS] [StatsTopic]" not in (stats.read_text() if stats.exists() else ""):
+            assert time.monotonic() < deadline, "no stats line for StatsTopic within 150 s"
+            time.sleep(0.5)
+        text = stats.read_text()
+        assert "[TOPIC_PUT_NUMS] [StatsTopic] Stats In One Minute, SUM: 3 TPS: " in text, text
+        broker_log = (tmp_path / "logs" / "ferromqlogs" / "broker.log").read_text()
+        assert "TOPIC_PUT_NUMS" not in broker_log  # stats lines have their own file
+    finally:
+        err = stop(proc)
+    assert "TOPIC_PUT_NUMS" not in err  # and stay off stderr

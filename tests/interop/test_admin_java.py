@@ -132,6 +132,8 @@ def test_runtime_info_topic_stats_and_broker_config(java: ApacheRocketMQ) -> Non
             assert cli(java.namesrv, "broker-config", "-b", java.broker_addr)[java.broker_addr][
                 "brokerName"
             ] == ("broker-a")
+            traffic = cli(java.namesrv, "stats", "--topic", topic)
+            assert [r["topic"] for r in traffic] == [topic] and traffic[0]["inTps"] >= 0.0
             cluster = cli(java.namesrv, "cluster")
             assert cluster[0]["version"] == "V4_9_7" and cluster[0]["putToday"] >= 5
 

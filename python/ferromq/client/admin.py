@@ -17,10 +17,12 @@ from ferromq.client.admin_results import (
     BrokerStats,
     ConsumerConnections,
     GroupConfig,
+    GroupTraffic,
     OffsetResetResult,
     ProducerConnections,
     QueueReset,
     TopicQueueStats,
+    TopicTraffic,
     mq_map,
     parse_broker_stats,
     parse_consumer_connections,
@@ -136,6 +138,32 @@ class ConsumerProgress:
             if q.queue == queue:
                 return q
         return None
+
+
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "OFFSET_MOVED_EVENT",
+        "SELF_TEST_TOPIC",
+        "BenchmarkTest",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    }
+)
+SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_")
+
+
+def is_system_topic(topic: str, cluster_and_broker_names: set[str] | frozenset[str] = frozenset()) -> bool:
+    """RocketMQ's own topics, retry and dead-letter topics, and the cluster and broker names the
+    name server lists as topics."""
+    return (
+        topic in SYSTEM_TOPICS
+        or topic in cluster_and_broker_names
+        or topic.startswith(SYSTEM_TOPIC_PREFIXES)
+        or topic.endswith("_REPLY_TOPIC")  # a cluster's request-reply topic (`<cluster>_REPLY_TOPIC`)
+    )
 
 
 def decode_offset_msg_id(offset_msg_id: str) -> tuple[str, int]:
@@ -682,6 +710,38 @@ class Admin(AsyncLifecycle):
             {"statsName": stats_name, "statsKey": stats_key},
         )
         return parse_broker_stats(stats_name, stats_key, reply.body)
+
+    async def _stats_or_zero(self, addr: str, name: str, key: str) -> BrokerStats | None:
+        """A stats item, or None when the broker has none for the key (Java answers an error)."""
+        try:
+            return await self.broker_stats(addr, name, key)
+        except BrokerError as e:
+            if e.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                raise
+            return None
+
+    async def topic_traffic(self, topic: str) -> TopicTraffic:
+        """The topic's in and out rates from the brokers' stats items (mqadmin statsAll): stored
+        per second over the last minute and over the last day, and per consumer group the same for
+        consumed messages (GROUP_GET_NUMS, `topic@group`) with its lag."""
+        masters = await self._route_masters(topic)
+        in_tps, in_today = 0.0, 0
+        for addr in masters.values():
+            put = await self._stats_or_zero(addr, "TOPIC_PUT_NUMS", topic)
+            if put is not None:
+                in_tps += put.minute.tps
+                in_today += put.last_day_sum
+        groups = []
+        for group in await self.topic_consumer_groups(topic):
+            out_tps, out_today = 0.0, 0
+            for addr in masters.values():
+                got = await self._stats_or_zero(addr, "GROUP_GET_NUMS", f"{topic}@{group}")
+                if got is not None:
+                    out_tps += got.minute.tps
+                    out_today += got.last_day_sum
+            lag = (await self.consumer_progress(group, topic)).total_lag
+            groups.append(GroupTraffic(group, out_tps, out_today, lag))
+        return TopicTraffic(topic, in_tps, in_today, groups)
 
     # -- topic status --------------------------------------------------------------------------
 

@@ -308,6 +308,15 @@ class BrokerStats:
     hour: StatsItem
     day: StatsItem
 
+    @property
+    def last_day_sum(self) -> int:
+        """The day's total as mqadmin statsAll counts it: the day window, else the hour's, else
+        the minute's (a young broker has no day snapshots yet)."""
+        for window in (self.day, self.hour, self.minute):
+            if window.sum:
+                return window.sum
+        return 0
+
 
 def parse_broker_stats(name: str, key: str, body: bytes) -> BrokerStats:
     data = loads_lenient(body) if body else {}
@@ -317,6 +326,29 @@ def parse_broker_stats(name: str, key: str, body: bytes) -> BrokerStats:
         return StatsItem(int(v.get("sum", 0)), float(v.get("tps", 0.0)), float(v.get("avgpt", 0.0)))
 
     return BrokerStats(name, key, item("statsMinute"), item("statsHour"), item("statsDay"))
+
+
+@dataclass(frozen=True)
+class GroupTraffic:
+    """A consumer group on a topic (a row of mqadmin statsAll)."""
+
+    group: str
+    out_tps: float
+    """Messages consumed per second over the last minute (GROUP_GET_NUMS)."""
+    out_today: int
+    """Messages consumed over the last day."""
+    lag: int
+
+
+@dataclass(frozen=True)
+class TopicTraffic:
+    """A topic's traffic over its brokers (mqadmin statsAll): stored per second over the last
+    minute and in the last day (TOPIC_PUT_NUMS), and each consumer group's share."""
+
+    topic: str
+    in_tps: float
+    in_today: int
+    groups: list[GroupTraffic]
 
 
 def properties_text(props: dict[str, str]) -> bytes:

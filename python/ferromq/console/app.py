@@ -16,7 +16,8 @@ import jinja2
 from aiohttp import web
 
 from ferromq.client import Admin
-from ferromq.client.admin_results import ConsumerConnections, TopicQueueStats
+from ferromq.client.admin import is_system_topic
+from ferromq.client.admin_results import ConsumerConnections, TopicQueueStats, TopicTraffic
 from ferromq.client.message import MessageQueue, ReceivedMessage
 from ferromq.errors import BrokerError, FerroMQError
 from ferromq.protocol.codes import ResponseCode
@@ -27,15 +28,6 @@ HERE = Path(__file__).parent
 ADMIN_KEY = web.AppKey("admin", Admin)
 TEMPLATES_KEY = web.AppKey("templates", jinja2.Environment)
 NAMESRV_KEY = web.AppKey("namesrv", str)
-SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_")
-SYSTEM_TOPICS = {
-    "TBW102",
-    "SCHEDULE_TOPIC_XXXX",
-    "OFFSET_MOVED_EVENT",
-    "SELF_TEST_TOPIC",
-    "BenchmarkTest",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-}
 BODY_PREVIEW = 2000
 
 
@@ -43,11 +35,6 @@ def _ms(ts: int) -> str:
     if ts <= 0:
         return "-"
     return datetime.fromtimestamp(ts / 1000).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def is_system_topic(topic: str, cluster_and_brokers: set[str]) -> bool:
-    """RocketMQ's own topics (and the cluster and broker names the name server lists as topics)."""
-    return topic in SYSTEM_TOPICS or topic in cluster_and_brokers or topic.startswith(SYSTEM_TOPIC_PREFIXES)
 
 
 @dataclass
@@ -125,8 +112,11 @@ async def topics_page(request: web.Request) -> web.Response:
         if isinstance(route, Unavailable):
             rows.append({"topic": topic, "error": route.reason})
             continue
+        traffic = await _try(admin.topic_traffic(topic))
+        rates = {} if isinstance(traffic, Unavailable) else _rates(traffic)
         rows.append(
             {
+                **rates,
                 "topic": topic,
                 "brokers": ", ".join(q.broker_name for q in route.queue_datas),
                 "read": sum(q.read_queue_nums for q in route.queue_datas),
@@ -135,6 +125,15 @@ async def topics_page(request: web.Request) -> web.Response:
             }
         )
     return await _render(request, "topics.html", topics=rows, show_system=show_system)
+
+
+def _rates(t: TopicTraffic) -> dict[str, Any]:
+    return {
+        "in_tps": t.in_tps,
+        "out_tps": sum(g.out_tps for g in t.groups),
+        "in_today": t.in_today,
+        "lag": sum(g.lag for g in t.groups),
+    }
 
 
 async def topic_page(request: web.Request) -> web.Response:
