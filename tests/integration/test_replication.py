@@ -300,3 +300,26 @@ async def test_slave_with_haMasterAddress_and_divergence(tmp_path: Path) -> None
             await wait_for("the master's refusal", lambda: ha.status()[2] > 0 and not ha.status()[1])
             assert slave.store.max_physical_offset == other_end
             assert master.replication.master is not None and master.replication.master.acked_offset == 0
+
+
+@sync_test
+async def test_slave_read_enable_suggests_the_slave_to_a_consumer_far_behind(tmp_path: Path) -> None:
+    """slaveReadEnable: a pull reading further behind the CommitLog end than
+    accessMessageInMemoryMaxRatio percent of the memory is told to go to whichBrokerWhenConsumeSlowly
+    (1); one that is not, to the group's brokerId (0); without slaveReadEnable always the master."""
+    cases = [
+        ({"slave_read_enable": True, "access_message_in_memory_max_ratio": 0}, "1"),
+        ({"slave_read_enable": True, "access_message_in_memory_max_ratio": 100}, "0"),
+        ({"access_message_in_memory_max_ratio": 0}, "0"),
+    ]
+    for i, (overrides, suggested) in enumerate(cases):
+        async with running(tmp_path / str(i), **overrides) as (_, master):
+            client = await Client().connect(master.port)
+            try:
+                for n in range(3):
+                    assert (await send(client, "ReplSuggest", n * 4)).code == R.SUCCESS
+                r = await client.call(RC.PULL_MESSAGE, pull_ext("GS", "ReplSuggest", 0, 0, maxMsgNums=1))
+                assert r.code == R.SUCCESS
+                assert r.ext["suggestWhichBrokerId"] == suggested, overrides
+            finally:
+                await client.close()

@@ -177,6 +177,7 @@ def test_ferromq_master_and_java_slave(tmp_path: Path) -> None:
         wait_until("topic sync", lambda: topics.exists() and topic in topics.read_text(), 60)
         master.kill()
         assert cpp_consume_all(ep, topic, len(sent)) >= sent
+        assert java_consume_all(ep, topic, len(sent)) >= sent
     finally:
         if master is not None:
             master.stop()
