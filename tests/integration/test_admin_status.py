@@ -14,9 +14,11 @@ from ferromq.broker.stats import java_double, now_ms, tps_columns
 from ferromq.broker.topics import TopicConfig
 from ferromq.client.admin import parse_consume_stats
 from ferromq.jsonutil import loads_lenient
+from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
+from ferromq.remoting.connection import Connection, open_connection
 from tests.integration.brokerkit import Client, heartbeat_body, properties, pull_ext, running, send_ext
 
 TOPIC = "AdminT"
@@ -209,5 +211,45 @@ def test_broker_config_lists_keys_and_updates_run_time_ones(tmp_path: Path) -> N
             assert "brokerPermission=4\n" in r.body.decode()
             assert loads_lenient(r.ext["version"])["counter"] == 1
             await c.close()
+
+    run(main())
+
+
+def test_running_info_and_direct_consume_go_through_to_the_consumer(tmp_path: Path) -> None:
+    """GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY are passed to the named consumer
+    (the latter with the stored message as body) and its answers come back as they are."""
+
+    async def main() -> None:
+        async with running(tmp_path) as (_, broker):
+            broker.topics.update(TopicConfig(TOPIC, 1, 1))
+            producer = await Client().connect(broker.port)
+            r = await producer.call(RC.SEND_MESSAGE, send_ext(TOPIC, 0, properties(TAGS="A")), b"direct!")
+            offset_msg_id = r.ext["msgId"]
+            seen: list[RemotingCommand] = []
+
+            async def answer(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+                seen.append(cmd)
+                if cmd.code == RC.GET_CONSUMER_RUNNING_INFO:
+                    return cmd.reply(R.SUCCESS, body=b'{"properties":{"x":"1"}}')
+                if cmd.code == RC.CONSUME_MESSAGE_DIRECTLY:
+                    (msg,) = decode_messages(cmd.body)
+                    return cmd.reply(R.SUCCESS, remark=msg.body.decode())
+                return None
+
+            consumer = await open_connection("127.0.0.1", broker.port, answer)
+            hb = RemotingCommand(code=RC.HEART_BEAT, body=heartbeat_body("cid-9", "G9", TOPIC))
+            assert (await consumer.request(hb, 5)).code == R.SUCCESS
+            admin = await Client().connect(broker.port)
+            r = await admin.call(RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "G9", "clientId": "cid-9"})
+            assert (r.code, r.body) == (R.SUCCESS, b'{"properties":{"x":"1"}}')
+            ext = {"consumerGroup": "G9", "clientId": "cid-9", "msgId": offset_msg_id}
+            r = await admin.call(RC.CONSUME_MESSAGE_DIRECTLY, ext)
+            assert (r.code, r.remark) == (R.SUCCESS, "direct!")
+            assert seen[-1].ext["brokerName"] == "broker-a"
+            r = await admin.call(RC.CONSUME_MESSAGE_DIRECTLY, {**ext, "msgId": "nonsense"})
+            assert r.code == R.SYSTEM_ERROR and r.remark == "no message with offsetMsgId nonsense"
+            await admin.close()
+            await consumer.close()
+            await producer.close()
 
     run(main())

@@ -407,14 +407,15 @@ def handlers(broker: Broker) -> dict[int, Handler]:
                 logger.warning("[reset-offset] to %s failed: %s", ch.client_id, e)
         return cmd.reply(ResponseCode.SUCCESS, body=java_body)
 
-    async def consumer_running_info(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """GET_CONSUMER_RUNNING_INFO: asked of the named client, its answer passed back as is."""
+    async def call_consumer(cmd: RemotingCommand, body: bytes) -> RemotingCommand:
+        """The request passed on to the client `clientId` of `consumerGroup`, its answer passed back
+        as is (Java's Broker2Client.callClient)."""
         group, client_id = ext_str(cmd, "consumerGroup"), ext_str(cmd, "clientId")
         info = broker.clients.consumers.get(group)
         ch = info.channels.get(client_id) if info is not None else None
         if ch is None or ch.conn.closed:
             raise BrokerError(f"The Consumer <{group}> <{client_id}> not online", ResponseCode.SYSTEM_ERROR)
-        forward = RemotingCommand(code=cmd.code, ext=dict(cmd.ext), body=cmd.body)
+        forward = RemotingCommand(code=cmd.code, ext=dict(cmd.ext), body=body)
         try:
             answer = await ch.conn.request(forward, CONSUMER_CALL_TIMEOUT)
         except (TimeoutError, OSError, ConnectionClosedError) as e:
@@ -423,6 +424,21 @@ def handlers(broker: Broker) -> dict[int, Handler]:
                 ResponseCode.SYSTEM_ERROR,
             ) from None
         return cmd.reply(answer.code, remark=answer.remark, ext=dict(answer.ext), body=answer.body)
+
+    async def consumer_running_info(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): asked of the consumer."""
+        return await call_consumer(cmd, cmd.body)
+
+    async def consume_message_directly(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById -g G -d CLIENT): the stored message `msgId`
+        (an offsetMsgId) goes to the consumer, which consumes it and says how that went."""
+        msg_id = ext_str(cmd, "msgId")
+        offset = physical_offset_of(msg_id)
+        record = None if offset is None else broker.store.read_raw(offset)
+        if record is None:
+            raise BrokerError(f"no message with offsetMsgId {msg_id}", ResponseCode.SYSTEM_ERROR)
+        cmd.ext["brokerName"] = broker.config.broker_name
+        return await call_consumer(cmd, record)
 
     async def consume_by_who(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = ext_str(cmd, "topic")
@@ -504,11 +520,24 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         RequestCode.UPDATE_BROKER_CONFIG: update_config,
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset,
         RequestCode.GET_CONSUMER_RUNNING_INFO: consumer_running_info,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY: consume_message_directly,
         RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: consume_by_who,
         RequestCode.QUERY_CONSUME_TIME_SPAN: consume_time_span,
         RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: system_topics,
         RequestCode.VIEW_BROKER_STATS_DATA: stats_data,
     }
+
+
+def physical_offset_of(msg_id: str) -> int | None:
+    """The CommitLog offset an offsetMsgId names (MessageDecoder.decodeMessageId): 16 hex digits
+    after the store host (IPv4 and port: 16 digits; IPv6 and port: 40)."""
+    host = {32: 16, 56: 40}.get(len(msg_id))
+    if host is None:
+        return None
+    try:
+        return int(msg_id[host : host + 16], 16)
+    except ValueError:
+        return None
 
 
 def time_str(ms: int) -> str:
