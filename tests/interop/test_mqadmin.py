@@ -273,6 +273,19 @@ def test_query_msg_by_offset(sides: dict[str, Side]) -> None:
     assert "Keys:                [k5]" in out and "Queue Offset:        1" in out
 
 
+def test_producer(sides: dict[str, Side]) -> None:
+    outs = both(sides, "producer", "-b", "{broker}")
+
+    def norm(text: str, side: Side) -> str:
+        text = re.sub(r"clientId=[^,]+", "clientId=<id>", scrub(text, side.labels()))
+        return re.sub(r"lastUpdateTimestamp=\d+", "lastUpdateTimestamp=<ms>", text)
+
+    out = same(sides, outs, norm)
+    assert (
+        f"producer group ({PRODUCER_GROUP}) instance : clientId=<id>,remoteIP=/<addr>, language=PYTHON" in out
+    )
+
+
 def test_consumer_status(sides: dict[str, Side]) -> None:
     """GET_CONSUMER_RUNNING_INFO goes through the broker to the consumer and back: mqadmin lists
     the client with its version. (It then fails on both brokers analysing the Python client's

@@ -239,6 +239,24 @@ def handlers(broker: Broker) -> dict[int, Handler]:
             entries.append((mq_key(topic, name(), queue_id), offsets))
         return cmd.reply(ResponseCode.SUCCESS, body=b'{"offsetTable":' + mq_keyed_map(entries) + b"}")
 
+    async def all_producers(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_PRODUCER_INFO (mqadmin producer): every producer group's clients."""
+        now_wall, now_mono = int(time.time() * 1000), time.monotonic()
+        table = {
+            group: [
+                {
+                    "clientId": ch.client_id,
+                    "language": ch.language,
+                    "lastUpdateTimestamp": now_wall - int((now_mono - ch.last_update) * 1000),
+                    "remoteIP": "/" + ch.conn.peer,
+                    "version": ch.version,
+                }
+                for ch in channels.values()
+            ]
+            for group, channels in broker.clients.producers.items()
+        }
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"data": table}))
+
     async def consumer_connections(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         group = ext_str(cmd, "consumerGroup")
         info = broker.clients.consumers.get(group)
@@ -513,6 +531,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         RequestCode.GET_TOPIC_STATS_INFO: topic_stats,
         RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
         RequestCode.GET_PRODUCER_CONNECTION_LIST: producer_connections,
+        RequestCode.GET_ALL_PRODUCER_INFO: all_producers,
         RequestCode.GET_CONSUME_STATS: consume_stats,
         RequestCode.GET_BROKER_CONSUME_STATS: broker_consume_stats,
         RequestCode.CLONE_GROUP_OFFSET: clone_group_offset,
