@@ -10,6 +10,7 @@ __all__ = [
     "HaSlave",
     "PutBatchResult",
     "PutResult",
+    "RowFilter",
     "Store",
     "__version__",
     "build_profile",
@@ -18,11 +19,32 @@ __all__ = [
     "decode_records",
     "java_hash",
     "offset_msg_id",
+    "records_examined",
     "tags_code",
 ]
 
 __version__: str
 build_profile: str
+
+@final
+class RowFilter:
+    def __new__(
+        cls,
+        *,
+        tags: list[str] | None = None,
+        keys: list[str] | None = None,
+        min_store_timestamp: int | None = None,
+        max_store_timestamp: int | None = None,
+        min_born_timestamp: int | None = None,
+        max_born_timestamp: int | None = None,
+        min_commitlog_offset: int | None = None,
+        max_commitlog_offset: int | None = None,
+        include_properties: bool = True,
+    ) -> RowFilter: ...
+    @property
+    def include_properties(self) -> bool: ...
+
+def records_examined() -> int: ...
 
 @final
 class PutResult:
@@ -184,14 +206,11 @@ class Store:
         queue_id: int,
         from_offset: int,
         to_offset: int,
+        filter: RowFilter,
         *,
         max_rows: int = 65536,
         max_bytes: int = 67108864,
         tag_codes: list[int] | None = None,
-        tags: list[str] | None = None,
-        min_store_timestamp: int | None = None,
-        max_store_timestamp: int | None = None,
-        include_properties: bool = True,
     ) -> dict[str, Any]: ...
     def deliver_due_delayed(
         self, level: int, from_offset: int, now_ms: int, max_count: int
@@ -286,11 +305,4 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int]: ...
 def decode_records(
     buf: bytes, check_crc: bool = False
 ) -> list[tuple[str, int, int, int, int, int, int, int, str, int, str, int, int, str, bytes, str]]: ...
-def decode_columns(
-    buf: bytes,
-    *,
-    tags: list[str] | None = None,
-    min_store_timestamp: int | None = None,
-    max_store_timestamp: int | None = None,
-    include_properties: bool = True,
-) -> dict[str, Any]: ...
+def decode_columns(buf: bytes, filter: RowFilter) -> dict[str, Any]: ...

@@ -6,18 +6,55 @@ use ferromq_store::columnar::{ColumnBatch, ColumnFilter, VarColumn};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-pub fn filter(
-    tags: Option<Vec<String>>,
-    min_store_timestamp: Option<i64>,
-    max_store_timestamp: Option<i64>,
-    include_properties: bool,
-) -> ColumnFilter {
-    ColumnFilter {
-        tags,
-        min_store_timestamp,
-        max_store_timestamp,
-        include_properties,
+/// Which records `Store.read_columns` / `decode_columns` keep (ranges `[min, max)`, times in ms).
+#[pyclass(frozen, name = "RowFilter")]
+pub struct RowFilter {
+    pub inner: ColumnFilter,
+}
+
+#[pymethods]
+impl RowFilter {
+    #[new]
+    #[pyo3(signature = (*, tags=None, keys=None, min_store_timestamp=None,
+        max_store_timestamp=None, min_born_timestamp=None, max_born_timestamp=None,
+        min_commitlog_offset=None, max_commitlog_offset=None, include_properties=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        tags: Option<Vec<String>>,
+        keys: Option<Vec<String>>,
+        min_store_timestamp: Option<i64>,
+        max_store_timestamp: Option<i64>,
+        min_born_timestamp: Option<i64>,
+        max_born_timestamp: Option<i64>,
+        min_commitlog_offset: Option<i64>,
+        max_commitlog_offset: Option<i64>,
+        include_properties: bool,
+    ) -> Self {
+        RowFilter {
+            inner: ColumnFilter {
+                tags,
+                keys,
+                min_store_timestamp,
+                max_store_timestamp,
+                min_born_timestamp,
+                max_born_timestamp,
+                min_commitlog_offset,
+                max_commitlog_offset,
+                include_properties,
+            },
+        }
     }
+
+    #[getter]
+    fn include_properties(&self) -> bool {
+        self.inner.include_properties
+    }
+}
+
+/// Records the column decoders of this process looked at since it started (kept or not).
+#[pyfunction]
+pub fn records_examined() -> u64 {
+    ferromq_store::columnar::records_examined()
 }
 
 /// Bytes owned by Rust, lent to Python (e.g. `pyarrow.py_buffer`) through the buffer protocol.

@@ -621,9 +621,8 @@ impl Store {
 
     /// Records of one queue in `[from_offset, to_offset)` decoded into Arrow column buffers
     /// (see `columns::to_py`), with "next_offset" and "status" of where the walk stopped.
-    #[pyo3(signature = (topic, queue_id, from_offset, to_offset, *, max_rows=65536,
-        max_bytes=67108864, tag_codes=None, tags=None, min_store_timestamp=None,
-        max_store_timestamp=None, include_properties=true))]
+    #[pyo3(signature = (topic, queue_id, from_offset, to_offset, filter, *, max_rows=65536,
+        max_bytes=67108864, tag_codes=None))]
     #[allow(clippy::too_many_arguments)]
     fn read_columns<'py>(
         &self,
@@ -632,20 +631,13 @@ impl Store {
         queue_id: i32,
         from_offset: i64,
         to_offset: i64,
+        filter: &columns::RowFilter,
         max_rows: usize,
         max_bytes: usize,
         tag_codes: Option<Vec<i32>>,
-        tags: Option<Vec<String>>,
-        min_store_timestamp: Option<i64>,
-        max_store_timestamp: Option<i64>,
-        include_properties: bool,
     ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-        let filter = columns::filter(
-            tags,
-            min_store_timestamp,
-            max_store_timestamp,
-            include_properties,
-        );
+        let include_properties = filter.inner.include_properties;
+        let filter = filter.inner.clone();
         let (batch, scan) = py
             .detach(|| {
                 self.store.read_columns(
@@ -993,22 +985,13 @@ fn decode_records<'py>(
 
 /// Packed records (a pull body) decoded into Arrow column buffers, as `Store.read_columns`.
 #[pyfunction]
-#[pyo3(signature = (buf, *, tags=None, min_store_timestamp=None, max_store_timestamp=None,
-    include_properties=true))]
 fn decode_columns<'py>(
     py: Python<'py>,
     buf: &[u8],
-    tags: Option<Vec<String>>,
-    min_store_timestamp: Option<i64>,
-    max_store_timestamp: Option<i64>,
-    include_properties: bool,
+    filter: &columns::RowFilter,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    let filter = columns::filter(
-        tags,
-        min_store_timestamp,
-        max_store_timestamp,
-        include_properties,
-    );
+    let include_properties = filter.inner.include_properties;
+    let filter = filter.inner.clone();
     let batch = py
         .detach(|| ferromq_store::columnar::decode_columns(buf, filter))
         .py_err(py)?;
@@ -1039,5 +1022,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(decode_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(columns::records_examined, m)?)?;
+    m.add_class::<columns::RowFilter>()?;
     Ok(())
 }

@@ -6,40 +6,69 @@
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Result, StoreError};
 use crate::message::{offset_msg_id, parse_properties, sysflag, DispatchProperties, RecordView};
 
-/// Which records a [`ColumnBuilder`] keeps, and whether it decodes the properties map.
+/// Which records a [`ColumnBuilder`] keeps, and whether it decodes the properties map. Ranges
+/// are `[min, max)`; timestamps are in ms, as stored.
 #[derive(Debug, Clone, Default)]
 pub struct ColumnFilter {
     /// Keep only records whose TAGS property is one of these (exact match).
     pub tags: Option<Vec<String>>,
-    /// Keep only records stored at or after this time (ms).
+    /// Keep only records whose KEYS property is one of these (the whole property, exactly).
+    pub keys: Option<Vec<String>>,
     pub min_store_timestamp: Option<i64>,
-    /// Keep only records stored before this time (ms).
     pub max_store_timestamp: Option<i64>,
+    pub min_born_timestamp: Option<i64>,
+    pub max_born_timestamp: Option<i64>,
+    pub min_commitlog_offset: Option<i64>,
+    pub max_commitlog_offset: Option<i64>,
     pub include_properties: bool,
 }
 
-impl ColumnFilter {
-    fn accepts(&self, rec: &RecordView, tags: Option<&str>) -> bool {
-        if let Some(min) = self.min_store_timestamp {
-            if rec.store_timestamp < min {
-                return false;
-            }
-        }
-        if let Some(max) = self.max_store_timestamp {
-            if rec.store_timestamp >= max {
-                return false;
-            }
-        }
-        match (&self.tags, tags) {
-            (None, _) => true,
-            (Some(wanted), Some(t)) => wanted.iter().any(|w| w == t),
-            (Some(_), None) => false,
-        }
+fn in_range(value: i64, min: Option<i64>, max: Option<i64>) -> bool {
+    min.is_none_or(|m| value >= m) && max.is_none_or(|m| value < m)
+}
+
+fn one_of(wanted: &Option<Vec<String>>, value: Option<&str>) -> bool {
+    match (wanted, value) {
+        (None, _) => true,
+        (Some(wanted), Some(v)) => wanted.iter().any(|w| w == v),
+        (Some(_), None) => false,
     }
+}
+
+impl ColumnFilter {
+    /// The checks on the record's fixed fields, before its properties are parsed.
+    fn accepts_header(&self, rec: &RecordView) -> bool {
+        in_range(
+            rec.physical_offset,
+            self.min_commitlog_offset,
+            self.max_commitlog_offset,
+        ) && in_range(
+            rec.store_timestamp,
+            self.min_store_timestamp,
+            self.max_store_timestamp,
+        ) && in_range(
+            rec.born_timestamp,
+            self.min_born_timestamp,
+            self.max_born_timestamp,
+        )
+    }
+
+    fn accepts(&self, dispatch: &DispatchProperties) -> bool {
+        one_of(&self.tags, dispatch.tags) && one_of(&self.keys, dispatch.keys)
+    }
+}
+
+/// Records the column builders of this process have looked at (kept or not): what a query
+/// decoded, for proving that pushed-down filters pruned the reads.
+static RECORDS_EXAMINED: AtomicU64 = AtomicU64::new(0);
+
+pub fn records_examined() -> u64 {
+    RECORDS_EXAMINED.load(Ordering::Relaxed)
 }
 
 /// A variable-length column: an Arrow (utf8 or binary) array with 32-bit offsets.
@@ -211,8 +240,12 @@ impl ColumnBuilder {
 
     /// Adds one record (if the filter keeps it). Returns whether it was kept.
     pub fn push(&mut self, rec: &RecordView) -> Result<bool> {
+        RECORDS_EXAMINED.fetch_add(1, Ordering::Relaxed);
+        if !self.filter.accepts_header(rec) {
+            return Ok(false);
+        }
         let dispatch = DispatchProperties::parse(rec.properties);
-        if !self.filter.accepts(rec, dispatch.tags) {
+        if !self.filter.accepts(&dispatch) {
             return Ok(false);
         }
         let b = &mut self.batch;

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from ferromq import _store
-from ferromq.errors import DataLossError, NotAStoreError
+from ferromq.errors import NotAStoreError
+from ferromq.spark.dataloss import report_loss
 from ferromq.spark.options import ReadOptions
 from ferromq.spark.planning import QueueBounds, QueueRange
 from ferromq.spark.schema import record_batch
@@ -22,6 +23,9 @@ from ferromq.spark.schema import record_batch
 # let Spark convert one while the next is decoded.
 BATCH_ROWS = 65536
 BATCH_BYTES = 2 << 20
+
+# Where a walk skips offsets because their files are gone (the consume queue's or the CommitLog's).
+LOSS_STATUSES = frozenset({"OFFSET_TOO_SMALL", "MESSAGE_WAS_REMOVING", "OFFSET_FOUND_NULL"})
 
 
 def open_view(path: str) -> _store.Store:
@@ -54,11 +58,12 @@ class LocalSource:
 
 
 def read_local(
-    opts: ReadOptions, part: QueueRange, schema: pa.Schema, *, filter_time: bool
+    opts: ReadOptions, part: QueueRange, schema: pa.Schema, rows: _store.RowFilter, tags: list[str] | None
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of one partition, decoded in Rust batch by batch straight from the mapped files."""
+    """The rows of one partition that pass `rows` (whose `tags` are given too: the consume
+    queue's tag codes skip the others unread), decoded in Rust batch by batch straight from the
+    mapped files."""
     assert opts.path is not None
-    tags = opts.tag_list
     tag_codes = None if tags is None else [_store.tags_code(t) for t in tags]
     store = open_view(opts.path)
     try:
@@ -69,22 +74,29 @@ def read_local(
                 part.queue_id,
                 offset,
                 part.end,
+                rows,
                 max_rows=BATCH_ROWS,
                 max_bytes=BATCH_BYTES,
                 tag_codes=tag_codes,
-                tags=tags,
-                min_store_timestamp=opts.starting_timestamp if filter_time else None,
-                max_store_timestamp=opts.ending_timestamp if filter_time else None,
-                include_properties=opts.include_properties,
             )
             if cols["rows"]:
                 yield record_batch(cols, schema)
             reached = int(cols["next_offset"])
-            if reached <= offset:
-                raise DataLossError(
-                    f"ferromq data source: {part.topic}/{part.queue_id} stopped at offset {offset} before "
-                    f"the planned end {part.end} ({cols['status']}): the data was removed"
+            if cols["status"] in LOSS_STATUSES and reached > offset:
+                # The walk jumped over units whose files retention deleted.
+                report_loss(
+                    opts.fail_on_data_loss, part.topic, part.queue_id, offset, reached, str(cols["status"])
                 )
+            elif reached <= offset:
+                report_loss(
+                    opts.fail_on_data_loss,
+                    part.topic,
+                    part.queue_id,
+                    offset,
+                    part.end,
+                    f"the read stopped before the planned end: {cols['status']}",
+                )
+                return
             offset = reached
     finally:
         store.close()

@@ -16,7 +16,9 @@ Named like Spark's Kafka source where the idea is the same:
 - `maxRecordsPerTrigger` (streaming): at most this many offsets per micro-batch, also under
   `Trigger.AvailableNow` (which then runs several micro-batches up to the offsets of its start);
 - `includeProperties` (default true): the `properties` map column;
-- `consumerGroup` (remote mode): the group named in pull requests (default `ferromq-spark`).
+- `consumerGroup` (remote mode): the group named in pull requests (default `ferromq-spark`);
+- `failOnDataLoss` (default true): fail a query whose planned offsets retention removed, or (false)
+  skip them with a warning (see `ferromq.spark.dataloss`).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ _KNOWN = {
     "maxrecordspertrigger",
     "includeproperties",
     "consumergroup",
+    "failondataloss",
 }
 
 # Per topic, per queue id: an offset, EARLIEST or LATEST.
@@ -87,6 +90,7 @@ class ReadOptions:
     max_records_per_trigger: int | None
     include_properties: bool
     consumer_group: str
+    fail_on_data_loss: bool = True
 
     def wants(self, topic: str) -> bool:
         """Whether a topic of the store or cluster is read."""
@@ -103,10 +107,6 @@ class ReadOptions:
 
     def end_of(self, topic: str, queue_id: int) -> int:
         return _lookup(self.ending_offsets, topic, queue_id, LATEST)
-
-    @property
-    def tag_list(self) -> list[str] | None:
-        return None if self.tags is None else list(self.tags)
 
 
 def _lookup(spec: OffsetSpec | None, topic: str, queue_id: int, default: int) -> int:
@@ -244,4 +244,5 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
         max_records_per_trigger=_int(opts, "maxrecordspertrigger", minimum=1),
         include_properties=_bool(opts, "includeproperties", True),
         consumer_group=opts.get("consumergroup", "ferromq-spark"),
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
     )

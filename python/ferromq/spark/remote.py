@@ -15,10 +15,11 @@ import pyarrow as pa
 from ferromq import _store
 from ferromq.client.admin import Admin
 from ferromq.client.message import MessageQueue
-from ferromq.errors import BrokerError, DataLossError, TopicNotExistError
+from ferromq.errors import BrokerError, TopicNotExistError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import open_connection
+from ferromq.spark.dataloss import report_loss
 from ferromq.spark.options import ReadOptions
 from ferromq.spark.planning import QueueBounds, QueueRange
 from ferromq.spark.schema import record_batch
@@ -27,6 +28,10 @@ PULL_BATCH = 32  # what a Java broker returns per pull by default (maxTransferCo
 PULL_TIMEOUT = 30.0
 DECODE_BYTES = 2 << 20  # pulled bytes gathered before one decode into a RecordBatch
 FLAG_SUBSCRIPTION = 0x4  # PullSysFlag: the request carries its subscription
+# Replies that carry no messages but may move the offset on.
+SKIPPING_CODES = frozenset(
+    {ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED}
+)
 
 
 class RemoteSource:
@@ -94,9 +99,9 @@ def _pull_request(opts: ReadOptions, part: QueueRange, offset: int) -> RemotingC
 
 
 def read_remote(
-    opts: ReadOptions, part: QueueRange, schema: pa.Schema, *, filter_time: bool
+    opts: ReadOptions, part: QueueRange, schema: pa.Schema, rows: _store.RowFilter, tags: list[str] | None
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of one partition, pulled from its broker and decoded in Rust."""
+    """The rows of one partition that pass `rows`, pulled from its broker and decoded in Rust."""
     if part.broker_addr is None:
         raise BrokerError(
             f"ferromq data source: no broker master serves {part.topic}/{part.queue_id} any more",
@@ -108,13 +113,7 @@ def read_remote(
     pending = bytearray()
 
     def decode() -> pa.RecordBatch:
-        cols = _store.decode_columns(
-            bytes(pending),
-            tags=opts.tag_list,
-            min_store_timestamp=opts.starting_timestamp if filter_time else None,
-            max_store_timestamp=opts.ending_timestamp if filter_time else None,
-            include_properties=opts.include_properties,
-        )
+        cols = _store.decode_columns(bytes(pending), rows)
         pending.clear()
         return record_batch(cols, schema)
 
@@ -125,17 +124,29 @@ def read_remote(
             reached = int(reply.ext.get("nextBeginOffset", offset))
             if reply.code == ResponseCode.SUCCESS:
                 pending += reply.body or b""
-            elif reply.code not in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+            elif reply.code not in SKIPPING_CODES:
                 raise BrokerError(
                     f"ferromq data source: pulling {part.topic}/{part.queue_id} at {offset} from "
                     f"{part.broker_addr} failed: {reply.code} {reply.remark or ''}",
                     ResponseCode(reply.code) if reply.code in ResponseCode._value2member_map_ else None,
                 )
-            if reached <= offset:
-                raise DataLossError(
-                    f"ferromq data source: {part.topic}/{part.queue_id} on {part.broker_addr} stopped at "
-                    f"offset {offset} before the planned end {part.end} (code {reply.code})"
+            elif reached > offset:
+                # With subscription "*" a broker only moves on without messages past removed ones
+                # (OFFSET_TOO_SMALL, MESSAGE_WAS_REMOVING, OFFSET_FOUND_NULL in the remark).
+                why = f"{part.broker_addr} answered {ResponseCode(reply.code).name} {reply.remark or ''}"
+                report_loss(
+                    opts.fail_on_data_loss, part.topic, part.queue_id, offset, min(reached, part.end), why
                 )
+            if reached <= offset:
+                report_loss(
+                    opts.fail_on_data_loss,
+                    part.topic,
+                    part.queue_id,
+                    offset,
+                    part.end,
+                    f"{part.broker_addr} stopped before the planned end: {reply.code} {reply.remark or ''}",
+                )
+                break
             offset = reached
             if len(pending) >= DECODE_BYTES:
                 yield decode()

@@ -9,11 +9,17 @@ the target offsets fixed when the run started; nothing else is kept between call
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    Filter,
+    InputPartition,
+)
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -23,9 +29,11 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from ferromq.errors import InvalidArgumentError
+from ferromq.spark.dataloss import report_loss
 from ferromq.spark.local import LocalSource, read_local
 from ferromq.spark.options import EARLIEST, LATEST, ReadOptions, parse_options
 from ferromq.spark.planning import QueueBounds, QueueRange, offsets_json, split
+from ferromq.spark.pushdown import NO_FILTER, Selection, narrow, push, spark_pushes_filters
 from ferromq.spark.remote import RemoteSource, read_remote
 from ferromq.spark.schema import arrow_schema, spark_schema
 
@@ -57,14 +65,25 @@ def _resolve(offset: int, b: QueueBounds) -> int:
 def _start(opts: ReadOptions, source: Source, b: QueueBounds, default: int) -> int:
     if opts.starting_timestamp is not None:
         return _resolve(source.offset_by_time(b, opts.starting_timestamp, end=False), b)
-    return _resolve(opts.start_of(b.topic, b.queue_id, default), b)
+    wanted = opts.start_of(b.topic, b.queue_id, default)
+    _check_gone(opts, b, wanted, b.max_offset, "the starting offset is below the queue's minimum")
+    return _resolve(wanted, b)
 
 
-def _read(opts: ReadOptions, part: QueueRange, *, streaming: bool) -> Iterator[pa.RecordBatch]:
+def _check_gone(opts: ReadOptions, b: QueueBounds, start: int, end: int, why: str) -> None:
+    """A planned start below what the queue still holds: data lost to retention."""
+    if 0 <= start < b.min_offset and start < end:
+        report_loss(opts.fail_on_data_loss, b.topic, b.queue_id, start, min(b.min_offset, end), why)
+
+
+def _read(
+    opts: ReadOptions, part: QueueRange, *, streaming: bool, sel: Selection = NO_FILTER
+) -> Iterator[pa.RecordBatch]:
     schema = arrow_schema(opts.include_properties)
     read = read_local if opts.path is not None else read_remote
     # Batch reads keep [startingTimestamp, endingTimestamp) exactly; a stream only starts there.
-    yield from read(opts, part, schema, filter_time=not streaming)
+    rows = sel.row_filter(opts, filter_time=not streaming)
+    yield from read(opts, part, schema, rows, sel.tag_list(opts))
 
 
 class FerroMQDataSource(DataSource):
@@ -83,7 +102,7 @@ class FerroMQDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._options(streaming=False)
         _check_schema(schema, opts)
-        return FerroMQReader(opts)
+        return FerroMQPushdownReader(opts) if spark_pushes_filters() else FerroMQReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = self._options(streaming=True)
@@ -106,21 +125,32 @@ def _check_schema(schema: StructType, opts: ReadOptions) -> None:
 
 
 class FerroMQReader(DataSourceReader):
-    """Batch read: every wanted queue from its starting to its ending offset, as planned now."""
+    """Batch read: every wanted queue from its starting to its ending offset, as planned now,
+    narrowed by the filters Spark pushed (see `ferromq.spark.pushdown`)."""
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
+        self.sel = NO_FILTER
 
     def partitions(self) -> Sequence[InputPartition]:
-        opts = self.opts
+        opts, sel = self.opts, self.sel
+        if sel.empty:
+            return [QueueRange("", 0, 0, 0)]
         source = _source(opts)
         try:
             ranges = []
             for b in _wanted(opts, source):
+                if not sel.wants(b.topic, b.queue_id):
+                    continue
                 start = _start(opts, source, b, EARLIEST)
                 end = _resolve(opts.end_of(b.topic, b.queue_id), b)
                 if opts.ending_timestamp is not None:
                     end = min(end, _resolve(source.offset_by_time(b, opts.ending_timestamp, end=True), b))
+                start, end = narrow(sel, start, end)
+                if start < end and sel.store_ms.lo is not None:
+                    start = max(start, _resolve(source.offset_by_time(b, sel.store_ms.lo, end=False), b))
+                if start < end and sel.store_ms.hi is not None:
+                    end = min(end, _resolve(source.offset_by_time(b, sel.store_ms.hi, end=True), b))
                 ranges.append(QueueRange(b.topic, b.queue_id, start, end, b.broker_addr))
         finally:
             source.close()
@@ -132,7 +162,16 @@ class FerroMQReader(DataSourceReader):
         assert isinstance(partition, QueueRange)
         if partition.end <= partition.start:
             return iter(())
-        return _read(self.opts, partition, streaming=False)
+        return _read(self.opts, partition, streaming=False, sel=self.sel)
+
+
+class FerroMQPushdownReader(FerroMQReader):
+    """A batch read that takes the filters Spark pushes (only made when Spark will push them:
+    it refuses a reader with `pushFilters` while the setting is off)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.sel, rest = push(filters)
+        return rest
 
 
 class FerroMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -203,10 +242,8 @@ class FerroMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(
         self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
     ) -> Sequence[InputPartition]:
-        new_queues = any(qid not in start.get(topic, {}) for topic, per in end.items() for qid in per)
-        bounds = {}
-        if self.opts.namesrv is not None or new_queues:
-            bounds = {(b.topic, b.queue_id): b for b in self._bounds()}
+        # Bounds now, not when `end` was chosen: retention may have removed offsets since.
+        bounds = {(b.topic, b.queue_id): b for b in self._bounds()}
         ranges = []
         for topic, per in end.items():
             for qid, hi in per.items():
@@ -214,6 +251,9 @@ class FerroMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 lo = start.get(topic, {}).get(qid)
                 if lo is None:  # a queue that appeared after `start`: from its beginning
                     lo = b.min_offset if b is not None else 0
+                elif b is not None and lo < b.min_offset and lo < hi:
+                    _check_gone(self.opts, b, lo, hi, "the micro-batch starts below the queue's minimum")
+                    lo = min(b.min_offset, hi)
                 ranges.append(QueueRange(topic, int(qid), lo, hi, b.broker_addr if b is not None else None))
         return split(ranges, self.opts.max_records_per_partition)
 

@@ -413,6 +413,20 @@ impl MessageStore {
                 return Err(e);
             }
             let progressed = scan.next_begin_offset > next;
+            let skipped = matches!(
+                scan.status,
+                GetStatus::OffsetTooSmall
+                    | GetStatus::MessageWasRemoving
+                    | GetStatus::OffsetFoundNull
+            );
+            if skipped && progressed {
+                // Offsets whose files are gone: the caller sees the skip (data loss) alone, in a
+                // call of its own that starts where it does.
+                if next == from {
+                    last = scan;
+                }
+                break;
+            }
             last = scan;
             let more = matches!(
                 scan.status,
