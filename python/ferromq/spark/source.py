@@ -1,4 +1,5 @@
-"""`FerroMQDataSource`: the `ferromq` format for `spark.read` and `spark.readStream`.
+"""`FerroMQDataSource`: the `ferromq` format for `spark.read` and `spark.readStream` (and for
+`df.write` / `df.writeStream`: see `ferromq.spark.sink`).
 
 Planning (which queues, which offset ranges) runs on the driver from the consume queues (local
 mode) or the brokers (remote mode); each task reads one `QueueRange` and yields Arrow batches
@@ -17,6 +18,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     Filter,
     InputPartition,
 )
@@ -36,6 +39,7 @@ from ferromq.spark.planning import QueueBounds, QueueRange, offsets_json, split
 from ferromq.spark.pushdown import NO_FILTER, Selection, narrow, push, spark_pushes_filters
 from ferromq.spark.remote import RemoteSource, read_remote
 from ferromq.spark.schema import arrow_schema, spark_schema
+from ferromq.spark.sink import FerroMQStreamWriter, FerroMQWriter, WriteOptions, parse_write_options
 
 Source = LocalSource | RemoteSource
 
@@ -104,10 +108,22 @@ class FerroMQDataSource(DataSource):
         _check_schema(schema, opts)
         return FerroMQPushdownReader(opts) if spark_pushes_filters() else FerroMQReader(opts)
 
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return FerroMQWriter(_write_options(self.options, schema, overwrite))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return FerroMQStreamWriter(_write_options(self.options, schema, overwrite))
+
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = self._options(streaming=True)
         _check_schema(schema, opts)
         return FerroMQStreamReader(opts)
+
+
+def _write_options(options: Any, schema: StructType, overwrite: bool) -> WriteOptions:
+    if overwrite:
+        raise InvalidArgumentError("ferromq sink: a topic can only be appended to (mode append)")
+    return parse_write_options(options, schema)
 
 
 def _include_properties(options: Any) -> bool:
