@@ -410,3 +410,26 @@ def test_hot_reload(brokers: dict[str, Endpoint]) -> None:
                 break
             assert time.monotonic() < deadline, f"{kind} did not reload plain_acl.yml: {r.remark}"
             time.sleep(0.2)
+
+
+def test_java_admin_tool(brokers: dict[str, Endpoint]) -> None:
+    """DefaultMQAdminExt (what mqadmin's ACL commands use) reads and changes the ACL of both brokers."""
+    results = {}
+    for kind, ep in brokers.items():
+        steps = run_java(
+            ep,
+            "AclProbe",
+            "admin",
+            ak=ADMIN[0],
+            sk=ADMIN[1],
+            broker=ep.broker_addr,
+            aclFile=str(acl_file(ep)),
+        )
+        results[kind] = steps
+    assert results["ferromq"] == results["rocketmq"], json.dumps(results, indent=1)
+    names = [e["event"] for e in results["ferromq"]]
+    assert names == ["created", "config", "versions", "white", "deleted", "refused"]
+    made = [
+        a for a in events(results["ferromq"], "config")[0]["accounts"] if a["accessKey"] == "javaMadeKey1"
+    ]
+    assert made and made[0]["topicPerms"] == ["T1=PUB", "T2=PUB|SUB"]

@@ -82,7 +82,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
         plain = acl(failed)
         addresses = ext_str(cmd, "globalWhiteAddrs")
-        file = cmd.ext.get("aclFileFullPath")
+        file = ext_str(cmd, "aclFileFullPath")  # required, as Java's header has it (empty: the default file)
         done = _applied(failed, lambda: plain.update_global_white(addresses.split(","), file))
         if not done:
             raise BrokerError(f"The globalWhiteAddresses[{addresses}] has been updated failed.", failed)

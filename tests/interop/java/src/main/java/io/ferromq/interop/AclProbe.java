@@ -5,6 +5,7 @@ import java.io.FileOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
@@ -22,10 +23,14 @@ import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.AclConfig;
+import org.apache.rocketmq.common.PlainAccessConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.protocol.body.ClusterAclVersionInfo;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * The official Java client 4.9.7 signing with {@code AclClientRPCHook}, for the ACL tests
@@ -34,7 +39,11 @@ import org.apache.rocketmq.remoting.RPCHook;
  * <pre>
  * java -cp ferromq-interop.jar io.ferromq.interop.AclProbe produce namesrv=H:P ak=K sk=S topic=T group=G count=N
  * java -cp ferromq-interop.jar io.ferromq.interop.AclProbe consume namesrv=H:P ak=K sk=S topic=T group=G expect=N
+ * java -cp ferromq-interop.jar io.ferromq.interop.AclProbe admin namesrv=H:P ak=K sk=S broker=H:P aclFile=PATH
  * </pre>
+ *
+ * <p>admin: {@code DefaultMQAdminExt} (as mqadmin) creates an account, reads the ACL config and versions,
+ * updates the global white addresses and deletes the account; one RESULT line per step.
  *
  * <p>produce: N sync sends, one {@code RESULT {"event":"sent"|"refused",...}} line each (a refusal with the
  * broker's response code and remark). consume: a push consumer (CONSUME_FROM_FIRST_OFFSET) until N messages
@@ -59,6 +68,8 @@ public final class AclProbe {
         try {
             if (args[0].equals("produce")) {
                 produce(opts);
+            } else if (args[0].equals("admin")) {
+                admin(opts);
             } else {
                 consume(opts, deadline);
             }
@@ -111,6 +122,51 @@ public final class AclProbe {
             }
         }
         p.shutdown();
+    }
+
+    private static void admin(Map<String, String> opts) throws Exception {
+        DefaultMQAdminExt admin = new DefaultMQAdminExt(hook(opts));
+        admin.setNamesrvAddr(opts.get("namesrv"));
+        admin.setVipChannelEnabled(false);
+        admin.setInstanceName("acl-admin-" + Interop.pid());
+        admin.start();
+        String addr = opts.get("broker");
+        try {
+            PlainAccessConfig c = new PlainAccessConfig();
+            c.setAccessKey("javaMadeKey1");
+            c.setSecretKey("javaMadeSecret1");
+            c.setDefaultTopicPerm("SUB");
+            c.setTopicPerms(Arrays.asList("T1=PUB", "T2=PUB|SUB"));
+            c.setGroupPerms(Arrays.asList("G1=SUB"));
+            admin.createAndUpdatePlainAccessConfig(addr, c);
+            result(Interop.map("event", "created"));
+            AclConfig config = admin.examineBrokerClusterAclConfig(addr);
+            List<Map<String, Object>> accounts = new ArrayList<Map<String, Object>>();
+            for (PlainAccessConfig a : config.getPlainAccessConfigs()) {
+                accounts.add(Interop.map("accessKey", a.getAccessKey(), "secretKey", a.getSecretKey(),
+                    "admin", a.isAdmin(), "defaultTopicPerm", a.getDefaultTopicPerm(),
+                    "defaultGroupPerm", a.getDefaultGroupPerm(), "topicPerms", a.getTopicPerms(),
+                    "groupPerms", a.getGroupPerms(), "whiteRemoteAddress", a.getWhiteRemoteAddress()));
+            }
+            result(Interop.map("event", "config", "globalWhiteAddrs", config.getGlobalWhiteAddrs(), "accounts", accounts));
+            ClusterAclVersionInfo v = admin.examineBrokerClusterAclVersionInfo(addr);
+            result(Interop.map("event", "versions", "brokerName", v.getBrokerName(), "clusterName", v.getClusterName(),
+                "files", v.getAllAclConfigDataVersion().size(),
+                "counters", v.getAllAclConfigDataVersion().values().iterator().next().getCounter().get()));
+            admin.updateGlobalWhiteAddrConfig(addr, "10.10.103.*,10.10.105.*", opts.get("aclFile"));
+            result(Interop.map("event", "white"));
+            admin.deletePlainAccessConfig(addr, "javaMadeKey1");
+            result(Interop.map("event", "deleted"));
+            try {
+                admin.deletePlainAccessConfig(addr, "javaMadeKey1");
+                result(Interop.map("event", "deleted again"));
+            } catch (MQClientException e) {
+                // mqadmin's client reports a refused ACL change as an MQClientException with the code.
+                result(Interop.map("event", "refused", "code", e.getResponseCode(), "remark", e.getErrorMessage()));
+            }
+        } finally {
+            admin.shutdown();
+        }
     }
 
     private static void consume(Map<String, String> opts, long deadline) throws Exception {
