@@ -81,7 +81,15 @@ def acl_broker(kind: str, workdir: Path) -> Iterator[Endpoint]:
     conf = {**BROKER_CONF, "aclEnable": "true"}
     if kind == "ferromq":
         path = workdir / "broker.conf"
-        path.write_text("".join(f"{k}={v}\n" for k, v in {**conf, "rocketmqHome": str(home)}.items()))
+        # ferromq's name server takes registrations only from an admin account (Java's checks nothing).
+        ours = {
+            **conf,
+            "rocketmqHome": str(home),
+            "namesrvAclEnable": "true",
+            "namesrvAccessKey": ADMIN[0],
+            "namesrvSecretKey": ADMIN[1],
+        }
+        path.write_text("".join(f"{k}={v}\n" for k, v in ours.items()))
         server = start_ferromq(workdir, config=path)
         try:
             yield Endpoint(kind, server.namesrv, server.broker_addr, home)
@@ -433,3 +441,26 @@ def test_java_admin_tool(brokers: dict[str, Endpoint]) -> None:
         a for a in events(results["ferromq"], "config")[0]["accounts"] if a["accessKey"] == "javaMadeKey1"
     ]
     assert made and made[0]["topicPerms"] == ["T1=PUB", "T2=PUB|SUB"]
+
+
+def test_name_server_hijack(brokers: dict[str, Endpoint]) -> None:
+    """A deliberate difference (ferromq's own protection; last in the module, as it hijacks Java's routes):
+    an unsigned REGISTER_BROKER that claims broker-a from another address is taken by Java 4.9.7's name
+    server and refused by ferromq's."""
+    fake = {
+        "brokerName": "broker-a",
+        "brokerAddr": "127.0.0.1:1",
+        "clusterName": "DefaultCluster",
+        "brokerId": 0,
+        "haServerAddr": "127.0.0.1:2",
+    }
+    body = b'{"topicConfigSerializeWrapper": {"topicConfigTable": {}}, "filterServerList": []}'
+    codes = {}
+    for kind, ep in brokers.items():
+        r = asyncio.run(_signed(ep.namesrv, RC.REGISTER_BROKER, fake, None, body))
+        codes[kind] = r.code
+        if kind == "ferromq":
+            assert "No accessKey is configured" in (r.remark or "")
+            signed_fake = asyncio.run(_signed(ep.namesrv, RC.REGISTER_BROKER, fake, ADMIN, body))
+            assert signed_fake.code == 16 and "cannot take it over" in (signed_fake.remark or "")
+    assert codes == {"ferromq": 1, "rocketmq": 0}
