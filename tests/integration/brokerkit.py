@@ -158,3 +158,15 @@ def batch_body(items: list[tuple[bytes, str]]) -> bytes:
         out += struct.pack(">iiiii", 20 + len(body) + 2 + len(p), 0, 0, 0, len(body)) + body
         out += struct.pack(">h", len(p)) + p
     return out
+
+
+def register_broker_request(broker_name: str, broker_addr: str) -> tuple[dict[str, Any], bytes]:
+    """REGISTER_BROKER's header and an empty topic table, claiming `broker_name` (id 0) at `broker_addr`."""
+    ext = {
+        "brokerName": broker_name,
+        "brokerAddr": broker_addr,
+        "clusterName": "DefaultCluster",
+        "brokerId": 0,
+        "haServerAddr": "127.0.0.1:2",
+    }
+    return ext, b'{"topicConfigSerializeWrapper": {"topicConfigTable": {}}, "filterServerList": []}'

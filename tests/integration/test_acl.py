@@ -27,7 +27,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
 
-from .brokerkit import SMALL_STORE, Client, pull_ext, running
+from .brokerkit import SMALL_STORE, Client, pull_ext, register_broker_request, running
 
 PLAIN_ACL = """
 globalWhiteRemoteAddresses:
@@ -376,14 +376,7 @@ def test_name_server_takes_writes_only_from_trusted_brokers(tmp_path: Path) -> N
             async with running(tmp_path, namesrv=ns, **trusted) as (_ns, broker):
                 assert await ns.wait_registered(broker.config.broker_addr, 10.0)
                 c = await Client().connect(ns.port)
-                fake = {
-                    "brokerName": "broker-a",
-                    "brokerAddr": "127.0.0.1:1",
-                    "clusterName": "DefaultCluster",
-                    "brokerId": 0,
-                    "haServerAddr": "127.0.0.1:2",
-                }
-                body = b'{"topicConfigSerializeWrapper": {"topicConfigTable": {}}, "filterServerList": []}'
+                fake, body = register_broker_request("broker-a", "127.0.0.1:1")
                 r = await signed_call(c, RC.REGISTER_BROKER, fake, None, body)
                 assert r.code == ResponseCode.SYSTEM_ERROR and "No accessKey is configured" in (
                     r.remark or ""

@@ -27,7 +27,7 @@ from ferromq.client.pull_consumer import PullConsumer
 from ferromq.errors import BrokerError
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.command import RemotingCommand
-from tests.integration.brokerkit import Client, batch_body, properties, pull_ext
+from tests.integration.brokerkit import Client, batch_body, properties, pull_ext, register_broker_request
 from tests.interop.conftest import start_ferromq, stop_ferromq
 from tests.interop.side_by_side import BROKER_CONF, KINDS, Endpoint, build_jar, events, run_cpp, run_java
 
@@ -447,14 +447,7 @@ def test_name_server_hijack(brokers: dict[str, Endpoint]) -> None:
     """A deliberate difference (ferromq's own protection; last in the module, as it hijacks Java's routes):
     an unsigned REGISTER_BROKER that claims broker-a from another address is taken by Java 4.9.7's name
     server and refused by ferromq's."""
-    fake = {
-        "brokerName": "broker-a",
-        "brokerAddr": "127.0.0.1:1",
-        "clusterName": "DefaultCluster",
-        "brokerId": 0,
-        "haServerAddr": "127.0.0.1:2",
-    }
-    body = b'{"topicConfigSerializeWrapper": {"topicConfigTable": {}}, "filterServerList": []}'
+    fake, body = register_broker_request("broker-a", "127.0.0.1:1")
     codes = {}
     for kind, ep in brokers.items():
         r = asyncio.run(_signed(ep.namesrv, RC.REGISTER_BROKER, fake, None, body))
