@@ -253,3 +253,26 @@ def test_running_info_and_direct_consume_go_through_to_the_consumer(tmp_path: Pa
             await producer.close()
 
     run(main())
+
+
+def test_query_consume_queue_reads_units_and_names_what_is_missing(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path) as (_, broker):
+            broker.topics.update(TopicConfig(TOPIC, 1, 1))
+            c = await Client().connect(broker.port)
+            await _send(c, 3)
+            ask = {"topic": TOPIC, "queueId": 0, "index": 1, "count": 5}
+            r = await c.call(RC.QUERY_CONSUME_QUEUE, ask)
+            body = orjson.loads(r.body)
+            assert (body["minQueueIndex"], body["maxQueueIndex"]) == (0, 3)
+            units = body["queueData"]
+            size = broker.store.max_physical_offset // 3
+            assert [(u["physicOffset"], u["physicSize"]) for u in units] == [(size, size), (2 * size, size)]
+            assert units[0]["tagsCode"] == broker.tags_code_of({"TAGS": "A"})
+            r = await c.call(RC.QUERY_CONSUME_QUEUE, {**ask, "index": 3})
+            assert (r.code, r.remark, r.body) == (R.SUCCESS, f"Index 3 of 0@{TOPIC} is not exist!", b"")
+            r = await c.call(RC.QUERY_CONSUME_QUEUE, {**ask, "queueId": 5})
+            assert (r.code, r.remark) == (R.SYSTEM_ERROR, f"5@{TOPIC} is not exist!")
+            await c.close()
+
+    run(main())

@@ -7,12 +7,14 @@ once for the module; tests run in file order (the later ones change what the ear
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -330,6 +332,52 @@ def test_wipe_and_add_write_perm(sides: dict[str, Side]) -> None:
         # The count of topics differs by Java's half topic.
         out = same(sides, outs, lambda t, s: re.sub(r"OK, \d+", "OK, <n>", scrub(t, s.labels())))
         assert f"{verb} write perm of broker[{BROKER}] in name server[<namesrv>] OK, <n>" in out
+
+
+def test_query_cq(sides: dict[str, Side]) -> None:
+    outs = both(sides, "queryCq", "-t", TOPIC, "-q", "0", "-i", "0", "-c", "2")
+    out = same(sides, outs, lambda t, s: t)
+    # Queue 0 holds messages 0, 4 and 8 (183 bytes each, the 4th one at 4 * 183).
+    assert "max: 3, min: 0" in out
+    assert "ConsumeQueueData{physicOffset=732, physicSize=183, tagsCode=2598919," in out
+
+
+def test_get_consumer_config(sides: dict[str, Side]) -> None:
+    outs = both(sides, "getConsumerConfig", "-g", GROUP)
+    out = same(sides, outs, lambda t, s: key_values(t, "="))
+    assert out["groupName"] == GROUP and out["retryMaxTimes"] == "16"
+
+
+def test_export_metadata_and_metrics(sides: dict[str, Side], tmp_path: Path) -> None:
+    for subcommand, name in (("exportMetadata", "metadata.json"), ("exportMetrics", "metrics.json")):
+        outs = {k: s.run(subcommand, "-c", CLUSTER, "-f", str(tmp_path / k)) for k, s in sides.items()}
+        for kind, text in outs.items():
+            assert f"export {tmp_path / kind}/{name} success" in text, text
+    metadata = {k: json.loads((tmp_path / k / "metadata.json").read_text()) for k in sides}
+    for kind, data in metadata.items():
+        assert TOPIC in data["topicConfigTable"] and GROUP in data["subscriptionGroupTable"], kind
+
+
+def test_get_namesrv_config(sides: dict[str, Side]) -> None:
+    outs = both(sides, "getNamesrvConfig")
+    # ferromq's name server has fewer settings; the ones it lists Java lists too, alike.
+    configs = {k: key_values(v, "=") for k, v in outs.items()}
+    ours, java = configs["ferromq"], configs["rocketmq"]
+    assert ours["listenPort"] == sides["ferromq"].ep.namesrv.rsplit(":", 1)[1]
+    assert java["listenPort"] == sides["rocketmq"].ep.namesrv.rsplit(":", 1)[1]
+    assert ours["serverChannelMaxIdleTimeSeconds"] == java["serverChannelMaxIdleTimeSeconds"] == "120"
+
+
+def test_clean_unused_topic(sides: dict[str, Side]) -> None:
+    outs = both(sides, "cleanUnusedTopic", "-c", CLUSTER)
+    assert same(sides, outs, lambda t, s: t.strip()) == "success"
+
+
+def test_skip_accumulated_message(sides: dict[str, Side]) -> None:
+    outs = both(sides, "skipAccumulatedMessage", "-g", OLD_GROUP, "-t", TOPIC)
+    out = same(sides, outs, lambda t, s: sorted(table(t, "#brokerName")))
+    # The offline group (at the queues' ends already) is set to the ends.
+    assert out == sorted([BROKER, str(q), n, n, n, n] for q, n in enumerate("3322"))
 
 
 def test_stats_all(sides: dict[str, Side]) -> None:

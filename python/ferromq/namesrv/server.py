@@ -62,6 +62,7 @@ class NameServer:
             RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._system_topics,
+            RequestCode.GET_NAMESRV_CONFIG: self._get_config,
         }
         guard = NamesrvGuard(acl) if acl is not None else None
         self.server = RemotingServer(
@@ -186,6 +187,13 @@ class NameServer:
         if addr is not None:
             body["brokerAddr"] = addr
         return cmd.reply(ResponseCode.SUCCESS, body=dumps(body))
+
+    async def _get_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_NAMESRV_CONFIG (mqadmin getNamesrvConfig): the settings a ferromq name server has,
+        by their RocketMQ keys, as Java properties text."""
+        idle = self.server.limits.idle_timeout
+        props = {"listenPort": self.port, "serverChannelMaxIdleTimeSeconds": int(idle or 0)}
+        return cmd.reply(ResponseCode.SUCCESS, body="".join(f"{k}={v}\n" for k, v in props.items()).encode())
 
     async def _delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         self.routes.delete_topic(ext_str(cmd, "topic"))

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from ferromq.broker.clients import ClientChannel, Subscription
 from ferromq.broker.config import BROKER_CONFIG_KEYS, ConfigError, java_config_value
 from ferromq.broker.stats import TPS_WINDOWS, java_double, tps_columns, tps_over
-from ferromq.broker.topics import SYSTEM_TOPICS
+from ferromq.broker.topics import SCHEDULE_TOPIC, SYSTEM_TOPICS, TRANS_OP_HALF_TOPIC
 from ferromq.errors import BrokerError, ConnectionClosedError
 from ferromq.jsonutil import dumps_sorted
+from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
 from ferromq.protocol.headers import ext_bool, ext_int, ext_str
@@ -33,6 +34,9 @@ logger = logging.getLogger(__name__)
 BROKER_VERSION = 407  # MQVersion.Version.V4_9_7.ordinal()
 BROKER_VERSION_DESC = "V4_9_7"
 CONSUMER_CALL_TIMEOUT = 5.0
+# QUERY_CONSUME_QUEUE reads at most this many units and record bytes in one answer.
+MAX_QUERY_CQ_UNITS = 1000
+MAX_QUERY_CQ_BYTES = 8 * 1024 * 1024
 # Java's thread pool capacities, reported as is (ferromq has no such queues: their sizes are 0).
 QUEUE_CAPACITIES = {
     "sendThreadPoolQueueCapacity": 10000,
@@ -499,6 +503,62 @@ def handlers(broker: Broker) -> dict[int, Handler]:
             )
         return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"consumeTimeSpanSet": spans}))
 
+    async def query_consume_queue(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE (mqadmin queryCq): `count` consume-queue units from `index` (the
+        CommitLog offset and size of each message and its tags code), read through the records
+        they point at."""
+        topic, queue_id = ext_str(cmd, "topic"), ext_int(cmd, "queueId")
+        index, count = ext_int(cmd, "index"), max(0, min(ext_int(cmd, "count", 10), MAX_QUERY_CQ_UNITS))
+        tc = broker.topics.get(topic)
+        if tc is None or not 0 <= queue_id < max(tc.read_queue_nums, tc.write_queue_nums):
+            raise BrokerError(f"{queue_id}@{topic} is not exist!", ResponseCode.SYSTEM_ERROR)
+        store = broker.store
+        low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
+        body: dict[str, Any] = {"maxQueueIndex": high, "minQueueIndex": low}
+        group = cmd.ext.get("consumerGroup")
+        if group:
+            info = broker.clients.consumers.get(group)
+            sub = info.subscriptions.get(topic) if info is not None else None
+            if sub is None:
+                body["filterData"] = f"{group}@{topic} is not online!"
+            else:
+                body["subscriptionData"] = subscription_json(sub)
+        if not low <= index < high:
+            return cmd.reply(
+                ResponseCode.SUCCESS, remark=f"Index {index} of {queue_id}@{topic} is not exist!"
+            )
+        found = store.get(topic, queue_id, index, count, MAX_QUERY_CQ_BYTES, tag_codes=None)
+        units = []
+        raw, at = found.body, 0
+        for msg in decode_messages(raw):
+            size = int.from_bytes(raw[at : at + 4], "big")
+            at += size
+            units.append(
+                {
+                    "eval": False,
+                    "physicOffset": msg.physical_offset,
+                    "physicSize": size,
+                    "tagsCode": broker.tags_code_of(msg.properties),
+                }
+            )
+        body["queueData"] = units
+        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
+
+    async def clean_unused_topic(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC (mqadmin cleanUnusedTopic): drops the consume queues of topics the
+        broker has no config for (never the schedule or transaction op topics)."""
+        cq_root = os.path.join(broker.config.store_path_root_dir, "consumequeue")
+        try:
+            on_disk = sorted(os.listdir(cq_root))
+        except OSError:
+            on_disk = []
+        keep = {SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC}
+        for topic in on_disk:
+            if broker.topics.get(topic) is None and topic not in keep:
+                logger.warning("cleanUnusedTopic: dropping the consume queues of %s (no topic config)", topic)
+                broker.store.delete_topic(topic)
+        return cmd.reply(ResponseCode.SUCCESS)
+
     async def system_topics(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         cfg = broker.config
         # As Java: every topic name reserved for the system, whether created yet or not.
@@ -544,6 +604,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         RequestCode.QUERY_CONSUME_TIME_SPAN: consume_time_span,
         RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: system_topics,
         RequestCode.VIEW_BROKER_STATS_DATA: stats_data,
+        RequestCode.QUERY_CONSUME_QUEUE: query_consume_queue,
+        RequestCode.CLEAN_UNUSED_TOPIC: clean_unused_topic,
     }
 
 
