@@ -24,6 +24,7 @@ from ferromq.broker.stats import (
     RPC_LATENCY_BUCKETS_MS,
     TOPIC_PUT_NUMS,
     TOPIC_PUT_SIZE,
+    earliest_message_time,
 )
 from ferromq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, SYSTEM_TOPICS, TRANS_HALF_TOPIC
 from ferromq.broker.transaction import TRANS_SYS_GROUP
@@ -220,10 +221,7 @@ class BrokerCollector(Collector):
         yield _gauge(
             "rocketmq_storage_dispatch_behind_bytes", "CommitLog bytes not dispatched yet", names, values, 0
         )
-        earliest = None
-        if store.max_physical_offset > store.min_physical_offset:
-            msg = store.read(store.min_physical_offset)
-            earliest = None if msg is None else msg.store_timestamp
+        earliest = earliest_message_time(store)
         reserve = 0 if earliest is None else max(0, int(time.time() * 1000) - earliest)
         yield _gauge(
             "rocketmq_storage_message_reserve_time",

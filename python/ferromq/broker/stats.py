@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from ferromq.broker.service import TaskService
+from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
 stats_logger = logging.getLogger("ferromq.stats")
@@ -93,6 +94,14 @@ DAY_SAMPLE_S = 3600
 STORE_SAMPLE_S = 1
 STORE_SAMPLES = 600  # Java's MAX_RECORDS_OF_SAMPLING: ten minutes of one-second samples
 TPS_WINDOWS = (10, 60, 600)
+
+
+def earliest_message_time(store: MessageStore) -> int | None:
+    """The store time of the first message in the CommitLog (None when it is empty)."""
+    if store.max_physical_offset <= store.min_physical_offset:
+        return None
+    msg = store.read(store.min_physical_offset)
+    return None if msg is None else msg.store_timestamp
 
 
 def now_ms() -> int:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferromq.broker.clients import ClientChannel, Subscription
 from ferromq.broker.config import BROKER_CONFIG_KEYS, ConfigError, java_config_value
-from ferromq.broker.stats import TPS_WINDOWS, java_double, tps_columns, tps_over
+from ferromq.broker.stats import TPS_WINDOWS, earliest_message_time, java_double, tps_columns, tps_over
 from ferromq.broker.topics import SCHEDULE_TOPIC, SYSTEM_TOPICS, TRANS_OP_HALF_TOPIC
 from ferromq.errors import BrokerError, ConnectionClosedError
 from ferromq.jsonutil import dumps_sorted
@@ -114,7 +114,7 @@ def runtime_table(broker: Broker) -> dict[str, str]:
     root = cfg.store_path_root_dir
     commitlog = cfg.store_path_commit_log or os.path.join(root, "commitlog")
     ratio = disk_used_ratio(commitlog)
-    earliest = earliest_message_time(broker)
+    earliest = earliest_message_time(store)
     table = {
         "bootTimestamp": str(counters.boot_ms),
         "runtime": format_runtime(now - counters.boot_ms),
@@ -179,15 +179,6 @@ def runtime_table(broker: Broker) -> dict[str, str]:
     except OSError:
         pass
     return table
-
-
-def earliest_message_time(broker: Broker) -> int | None:
-    """The store time of the first message in the CommitLog (None when it is empty)."""
-    store = broker.store
-    if store.max_physical_offset <= store.min_physical_offset:
-        return None
-    msg = store.read(store.min_physical_offset)
-    return None if msg is None else msg.store_timestamp
 
 
 def group_topic_progress(
