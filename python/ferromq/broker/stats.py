@@ -191,10 +191,15 @@ class StatsItemSet:
         self.name = name
         self.items: dict[str, StatsItem] = {}
 
-    def add(self, key: str, value: int, times: int = 1) -> None:
+    def item(self, key: str) -> StatsItem:
+        """The item of `key`, created (as Java creates it on first use) when missing."""
         item = self.items.get(key)
         if item is None:
             item = self.items[key] = StatsItem(self.name, key, now_ms())
+        return item
+
+    def add(self, key: str, value: int, times: int = 1) -> None:
+        item = self.item(key)
         item.value += value
         item.times += times
 
@@ -233,6 +238,10 @@ class StoreCounters:
         self.transferred_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
 
     def put_took(self, ms: int) -> None:
+        if ms == 0:  # nearly every put: the first bucket of both
+            self.put_distribution[0] += 1
+            self.put_latency[0] += 1
+            return
         if ms > self.put_entire_time_max_ms:
             self.put_entire_time_max_ms = ms
         self.put_distribution[bisect.bisect_right(PUT_DISTRIBUTE_BOUNDS, ms) if ms > 0 else 0] += 1
@@ -311,6 +320,9 @@ class BrokerStats(TaskService):
         # Where each group's pulls of each queue reached (the next offset a pull answered): what
         # was pulled but is not committed yet is in flight.
         self.pulled: dict[tuple[str, str, int], int] = {}
+        # The items a send or pull updates, by topic and by (topic, group): one lookup on the hot path.
+        self._put_items: dict[str, tuple[StatsItem, StatsItem, StatsItem]] = {}
+        self._get_items: dict[tuple[str, str], tuple[StatsItem, StatsItem, StatsItem]] = {}
         # Request latency (ms) by (request code, response code): bucket counts and the sum.
         self.rpc: dict[tuple[int, int], RpcLatency] = {}
         super().__init__()
@@ -320,10 +332,20 @@ class BrokerStats(TaskService):
     def put(self, topic: str, count: int, size: int, started_ns: int) -> None:
         """`count` messages of `size` bytes in all stored into `topic` by a send whose store call
         began at `started_ns` (`time.perf_counter_ns()`)."""
-        sets = self.sets
-        sets[TOPIC_PUT_NUMS].add(topic, count)
-        sets[TOPIC_PUT_SIZE].add(topic, size)
-        sets[BROKER_PUT_NUMS].add(self.cluster_name, count)
+        items = self._put_items.get(topic)
+        if items is None:
+            items = self._put_items[topic] = (
+                self.sets[TOPIC_PUT_NUMS].item(topic),
+                self.sets[TOPIC_PUT_SIZE].item(topic),
+                self.sets[BROKER_PUT_NUMS].item(self.cluster_name),
+            )
+        nums, sizes, broker = items
+        nums.value += count
+        nums.times += 1
+        sizes.value += size
+        sizes.times += 1
+        broker.value += count
+        broker.times += 1
         store = self.store
         store.put_times += count
         store.put_size += size
@@ -358,11 +380,21 @@ class BrokerStats(TaskService):
             return
         store.get_found += 1
         store.get_transferred += count
-        sets = self.sets
-        key = f"{topic}@{group}"
-        sets[GROUP_GET_NUMS].add(key, count)
-        sets[GROUP_GET_SIZE].add(key, size)
-        sets[BROKER_GET_NUMS].add(self.cluster_name, count)
+        items = self._get_items.get((topic, group))
+        if items is None:
+            key = f"{topic}@{group}"
+            items = self._get_items[(topic, group)] = (
+                self.sets[GROUP_GET_NUMS].item(key),
+                self.sets[GROUP_GET_SIZE].item(key),
+                self.sets[BROKER_GET_NUMS].item(self.cluster_name),
+            )
+        nums, sizes, broker = items
+        nums.value += count
+        nums.times += 1
+        sizes.value += size
+        sizes.times += 1
+        broker.value += count
+        broker.times += 1
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -377,8 +409,11 @@ class BrokerStats(TaskService):
     def topic_removed(self, topic: str) -> None:
         for items in self.sets.values():
             items.remove_where(topic)
-        for key in [k for k in self.pulled if k[1] == topic]:
-            del self.pulled[key]
+        self._put_items.pop(topic, None)
+        for pair in [k for k in self._get_items if k[0] == topic]:
+            del self._get_items[pair]
+        for queue in [k for k in self.pulled if k[1] == topic]:
+            del self.pulled[queue]
 
     # -- sampling ---------------------------------------------------------------------------------
 
