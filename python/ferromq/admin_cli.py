@@ -531,6 +531,40 @@ async def _connections(admin: Admin, args: argparse.Namespace) -> None:
     )
 
 
+async def _consumer_status(admin: Admin, args: argparse.Namespace) -> None:
+    if args.client:
+        clients = [args.client]
+    else:
+        clients = [c.client_id for c in (await admin.consumer_connections(args.group)).connections]
+    infos = [await admin.consumer_running_info(args.group, c) for c in clients]
+    t = _table(
+        "client id",
+        "topic",
+        "broker",
+        "queue",
+        "commit offset",
+        "cached",
+        "locked",
+        "last pull",
+        "last consume",
+        right=("queue", "commit offset", "cached"),
+    )
+    for info in infos:
+        for q in info.queues:
+            t.add_row(
+                info.client_id,
+                q.queue.topic,
+                q.queue.broker_name,
+                str(q.queue.queue_id),
+                str(q.commit_offset),
+                str(q.cached_count),
+                _yes(q.locked),
+                _ms(q.last_pull_timestamp),
+                _ms(q.last_consume_timestamp),
+            )
+    args.out.result(infos, t)
+
+
 async def _producers(admin: Admin, args: argparse.Namespace) -> None:
     pc = await admin.producer_connections(args.group, args.topic)
     t = _table("client id", "address", "language", "version", right=("version",))
@@ -781,6 +815,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("--topic", help="only this topic")
     c = cmd("connections", _connections, "a consumer group's online clients and subscriptions")
     c.add_argument("group")
+    c = cmd("consumer-status", _consumer_status, "what each online consumer of a group reports: its queues")
+    c.add_argument("group")
+    c.add_argument("--client", help="only this client id")
     c = cmd("producers", _producers, "a producer group's online clients (asked of a topic's brokers)")
     c.add_argument("group")
     c.add_argument("topic")

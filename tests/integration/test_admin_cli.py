@@ -359,6 +359,15 @@ def test_online_group_connections_and_reset(server: FerromqServer) -> None:
             assert cc["connections"][0]["language"] == "PYTHON"
             assert cc["subscriptions"][topic]["expression"] == "*"
             assert cc["messageModel"] == "CLUSTERING"
+            (info,) = await _cli(server.namesrv, "consumer-status", group)
+            assert info["clientId"] == consumer.client_id
+            assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+            assert int(info["properties"]["PROP_CONSUMER_START_TIMESTAMP"]) > 0
+            held = [q for q in info["queues"] if q["queue"]["topic"] == topic]
+            assert sorted(q["queue"]["queueId"] for q in held) == [0, 1]
+            assert sum(q["commitOffset"] for q in held) == 4 and all(q["cachedCount"] == 0 for q in held)
+            assert any(q["lastConsumeTimestamp"] > 0 for q in held)
+            assert [s["topic"] for s in info["subscriptions"]] == sorted([topic, f"%RETRY%{group}"])
             pc = await _cli(server.namesrv, "producers", pgroup, topic)
             assert [c["language"] for c in pc["connections"]] == ["PYTHON"]
             assert group in await _cli(server.namesrv, "topic-groups", topic)

@@ -16,6 +16,7 @@ from ferromq.client.admin_results import (
     BrokerRuntimeInfo,
     BrokerStats,
     ConsumerConnections,
+    ConsumerRunningInfo,
     GroupConfig,
     GroupTraffic,
     OffsetResetResult,
@@ -31,6 +32,7 @@ from ferromq.client.admin_results import (
     parse_producer_connections,
     parse_properties,
     parse_reset_offsets,
+    parse_running_info,
     parse_topic_stats,
     properties_text,
 )
@@ -869,6 +871,23 @@ class Admin(AsyncLifecycle):
         if found is None:
             raise BrokerError(f"the consumer group {group} is not online", ResponseCode.CONSUMER_NOT_ONLINE)
         return found
+
+    async def consumer_running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
+        """What one consumer of the group reports about itself, asked through a broker
+        (GET_CONSUMER_RUNNING_INFO; mqadmin consumerStatus): properties, subscriptions, and its
+        queues with committed offset, cached messages, lock, last pull and consume times."""
+        last: RemotingCommand | None = None
+        for addr in (await self._group_brokers(group)).values():
+            ext = {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}
+            cmd = RemotingCommand(code=RequestCode.GET_CONSUMER_RUNNING_INFO, ext=ext)
+            reply = await self.instance.invoke(addr, cmd, self.timeout)
+            if reply.code == ResponseCode.SUCCESS:
+                return parse_running_info(client_id, reply.body)
+            last = reply
+        if last is None:
+            raise BrokerError(f"no broker for group {group}", ResponseCode.SERVICE_NOT_AVAILABLE)
+        check_reply(last, f"running info of {client_id} in {group}")
+        raise AssertionError("unreachable")  # check_reply raised
 
     async def producer_connections(self, group: str, topic: str) -> ProducerConnections:
         """The group's online producers, asked of the brokers of `topic` (GET_PRODUCER_CONNECTION_LIST;

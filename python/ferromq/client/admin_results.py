@@ -329,6 +329,65 @@ def parse_broker_stats(name: str, key: str, body: bytes) -> BrokerStats:
 
 
 @dataclass(frozen=True)
+class QueueRunningInfo:
+    """A queue a consumer holds, as it reports it (Java's ProcessQueueInfo)."""
+
+    queue: MessageQueue
+    commit_offset: int
+    cached_count: int
+    cached_min_offset: int
+    cached_max_offset: int
+    locked: bool
+    dropped: bool
+    last_pull_timestamp: int
+    last_consume_timestamp: int
+
+
+@dataclass(frozen=True)
+class ConsumerRunningInfo:
+    """GET_CONSUMER_RUNNING_INFO: what one consumer client reports (mqadmin consumerStatus)."""
+
+    client_id: str
+    properties: dict[str, str]
+    subscriptions: list[SubscriptionInfo]
+    queues: list[QueueRunningInfo]
+
+
+def parse_running_info(client_id: str, body: bytes) -> ConsumerRunningInfo:
+    data = loads_object_keys(body) if body else {}
+    subs = [
+        SubscriptionInfo(
+            str(x.get("topic", "")),
+            str(x.get("subString", "*")),
+            str(x.get("expressionType") or "TAG"),
+            int(x.get("subVersion", 0)),
+        )
+        for x in data.get("subscriptionSet") or []
+        if isinstance(x, dict)
+    ]
+    queues = []
+    for mq, v in mq_map(body, "mqTable"):
+        v = v if isinstance(v, dict) else {}
+        queues.append(
+            QueueRunningInfo(
+                mq,
+                int(v.get("commitOffset", -1)),
+                int(v.get("cachedMsgCount", 0)),
+                int(v.get("cachedMsgMinOffset", 0)),
+                int(v.get("cachedMsgMaxOffset", 0)),
+                bool(v.get("locked", False)),
+                bool(v.get("droped", False)),
+                int(v.get("lastPullTimestamp", 0)),
+                int(v.get("lastConsumeTimestamp", 0)),
+            )
+        )
+    props = {str(k): str(v) for k, v in (data.get("properties") or {}).items()}
+    return ConsumerRunningInfo(
+        client_id, props, sorted(subs, key=lambda x: x.topic), sorted(queues, key=lambda q: q.queue)
+    )
+
+
+@dataclass(frozen=True)
 class GroupTraffic:
     """A consumer group on a topic (a row of mqadmin statsAll)."""
 

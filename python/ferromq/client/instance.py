@@ -276,7 +276,13 @@ class ClientInstance:
             await self._reset_offsets(cmd)
             return cmd.reply(ResponseCode.SUCCESS)
         if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            return cmd.reply(ResponseCode.SUCCESS, body=orjson.dumps({"properties": {"language": "PYTHON"}}))
+            consumer = self.consumers.get(cmd.ext.get("consumerGroup", ""))
+            running_info = getattr(consumer, "running_info", None)
+            if running_info is None:  # a pull consumer: Java's lite pull consumers say little too
+                return cmd.reply(
+                    ResponseCode.SUCCESS, body=orjson.dumps({"properties": {"language": "PYTHON"}})
+                )
+            return cmd.reply(ResponseCode.SUCCESS, body=running_info())
         return cmd.reply(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported")
 
     async def _reset_offsets(self, cmd: RemotingCommand) -> None:

@@ -38,6 +38,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ferromq import _store
 from ferromq.acl.signing import credentials_of
 from ferromq.client.instance import ClientInstance
@@ -420,6 +422,7 @@ class PushConsumer(AsyncLifecycle):
         self._semaphore = asyncio.Semaphore(self.max_concurrency)
         self._wakeup = asyncio.Event()
         self.instance.consumers[self.group] = self
+        self._started_at_ms = int(time.time() * 1000)
         self._started = True
         try:
             await self.instance.start()
@@ -530,6 +533,51 @@ class PushConsumer(AsyncLifecycle):
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
         task.add_done_callback(_log_crash)
+
+    def running_info(self) -> bytes:
+        """GET_CONSUMER_RUNNING_INFO's answer (Java's ConsumerRunningInfo, for mqadmin
+        consumerStatus and consumerProgress -s): properties, subscriptions and, per held queue,
+        the ProcessQueueInfo. `mqTable` has MessageQueue keys written as objects, as fastjson does
+        (the Java tools read it so); no statusTable, as this client keeps no consume RT/TPS."""
+        props = {
+            "PROP_NAMESERVER_ADDR": ";".join(self.instance.namesrv_addrs),
+            "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+            "PROP_CONSUMEORDERLY": "true" if self.orderly else "false",
+            "PROP_THREADPOOL_CORE_SIZE": str(self.max_concurrency),
+            "PROP_CLIENT_VERSION": "V4_9_7",
+            "PROP_CONSUMER_START_TIMESTAMP": str(getattr(self, "_started_at_ms", 0)),
+            "messageModel": self.message_model.value,
+            "consumeFromWhere": self.consume_from_where.value,
+            "language": "PYTHON",
+        }
+        now_wall, now_mono = time.time(), time.monotonic()
+        entries = []
+        rb, offsets = self._rebalancer, self._offsets
+        for mq, pq in sorted(rb.process_queues.items() if rb else []):
+            cached = list(pq.msgs)
+            info = {
+                "commitOffset": offsets.read(mq) if offsets is not None else -1,
+                "cachedMsgMinOffset": cached[0] if cached else 0,
+                "cachedMsgMaxOffset": cached[-1] if cached else 0,
+                "cachedMsgCount": len(cached),
+                "cachedMsgSizeInMiB": sum(len(m.body) for m in pq.msgs.values()) // (1024 * 1024),
+                "transactionMsgMinOffset": 0,
+                "transactionMsgMaxOffset": 0,
+                "transactionMsgCount": 0,
+                "locked": pq.locked,
+                "tryUnlockTimes": 0,
+                "lastLockTimestamp": int((now_wall - (now_mono - pq.last_lock)) * 1000)
+                if pq.last_lock
+                else 0,
+                "droped": pq.dropped,
+                "lastPullTimestamp": _wall_ms(pq.last_pull, now_wall, now_mono),
+                "lastConsumeTimestamp": int(pq.last_consume * 1000),
+            }
+            entries.append(orjson.dumps(mq.to_json()) + b":" + orjson.dumps(info))
+        head: bytes = orjson.dumps(
+            {"properties": props, "subscriptionSet": [s.to_json() for s in self._subscriptions.values()]}
+        )
+        return head[:-1] + b',"mqTable":{' + b",".join(entries) + b"}}"
 
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """Moves this consumer's offsets on `topic` (a broker relays an operator's reset: mqadmin
@@ -1012,6 +1060,11 @@ class PushConsumer(AsyncLifecycle):
         pq.put_back(again)
         self._offsets.update(pq.mq, pq.commit_offset(), increase_only=True)
         return self.suspend_current_queue_ms / 1000.0 if again else 0.0
+
+
+def _wall_ms(monotonic: float, now_wall: float, now_mono: float) -> int:
+    """A time.monotonic() instant as wall-clock milliseconds."""
+    return int((now_wall - (now_mono - monotonic)) * 1000)
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:

@@ -176,6 +176,8 @@ class ProcessQueue:
         self.locked = False
         self.last_lock = 0.0
         self.last_pull = time.monotonic()
+        self.last_consume = 0.0
+        """Wall-clock time (s) messages of the queue were last consumed (0: never)."""
         self.consume_lock = asyncio.Lock()
         """Held by orderly consumption while a batch is in the listener; taken by removal."""
         self.has_waiting = asyncio.Event()
@@ -208,8 +210,10 @@ class ProcessQueue:
         self.next_offset = next_offset
 
     def remove(self, msgs: Iterable[ReceivedMessage]) -> None:
+        """Consumed messages leave the cache."""
         for m in msgs:
             self.msgs.pop(m.queue_offset, None)
+        self.last_consume = time.time()
         self.has_space.set()
 
     def commit_offset(self) -> int:
