@@ -172,11 +172,19 @@ def _noise(rng: random.Random, size: int) -> bytes:
     return bytes(rng.getrandbits(8) for _ in range(size))
 
 
-async def _send_window(producer: Producer, msgs: list[Message], window: int = 24) -> list[Sent]:
+async def _send_window(
+    producer: Producer, msgs: list[Message], window: int = 24, queues: list[MessageQueue] | None = None
+) -> list[Sent]:
+    """Sends `window` messages at a time; message i to `queues[i % len(queues)]` when given (else
+    the producer picks, in whatever order the concurrent sends get to it)."""
     out: list[Sent] = []
     for start in range(0, len(msgs), window):
         chunk = msgs[start : start + window]
-        results = await asyncio.gather(*(producer.send(m) for m in chunk))
+        sends = [
+            producer.send(m, queue=queues[(start + i) % len(queues)] if queues else None)
+            for i, m in enumerate(chunk)
+        ]
+        results = await asyncio.gather(*sends)
         for m, r in zip(chunk, results, strict=True):
             out.append(_sent(m, r.message_queue.queue_id, r.queue_offset, r.msg_id, r.offset_msg_id))
     return out
@@ -288,7 +296,10 @@ async def produce(namesrv: str, store_root: Path, *, seed: int = 7) -> Dataset:
                 for lvl in (1, 2, 3)
                 for i in range(N_DELAY_EACH)
             ]
-            delivered = await _send_window(producer, delayed, window=6)
+            # Explicit queues: a delayed message's queue is stored in its properties (REAL_QID), and
+            # the records are compared with the Java broker's for the same sends.
+            delay_queues = sorted(await producer.publish_queues("CC_Delay"), key=lambda q: q.queue_id)
+            delivered = await _send_window(producer, delayed, window=6, queues=delay_queues)
             n_delivered = len(delivered)
 
             async def all_delivered() -> bool:
@@ -354,7 +365,7 @@ async def produce(namesrv: str, store_root: Path, *, seed: int = 7) -> Dataset:
                 )
                 for i in range(N_DELAY_EACH)
             ]
-            pending_sent = await _send_window(producer, pending, window=6)
+            pending_sent = await _send_window(producer, pending, window=6, queues=delay_queues)
     return Dataset(messages, delivered, pending_sent, committed, {m.msg_id: m for m in served.values()})
 
 
