@@ -115,6 +115,8 @@ async def test_slave_refuses_sends_and_serves_pulls(tmp_path: Path) -> None:
             r = await send(sc, "ReplPull", 0)
             assert r.code == R.SERVICE_NOT_AVAILABLE
             assert r.remark is not None and "put to the slave" in r.remark
+            r = await sc.call(RC.CONSUMER_SEND_MSG_BACK, {"group": "G1", "offset": 0, "delayLevel": 0})
+            assert (r.code, r.remark) == (R.SYSTEM_ERROR, "SERVICE_NOT_AVAILABLE")
             end = master.store.max_physical_offset
             await wait_for("the slave to catch up", lambda: slave.store.max_physical_offset == end)
             await wait_for("topic sync", lambda: slave.topics.get("ReplPull") is not None, timeout=30)

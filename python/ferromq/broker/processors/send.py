@@ -530,7 +530,9 @@ def _answer(
 async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     """A consumer failed a message: store it again in the group's retry topic (with a delay) or,
     after too many attempts, in its dead-letter topic."""
-    refuse_on_slave(broker)
+    if broker.config.is_slave:
+        # Java's send-back answers a store refusal as SYSTEM_ERROR with the status as remark.
+        raise BrokerError("SERVICE_NOT_AVAILABLE", ResponseCode.SYSTEM_ERROR)
     group = ext_str(cmd, "group")
     offset = ext_offset(cmd, "offset")
     delay_level = ext_int(cmd, "delayLevel", 0)
