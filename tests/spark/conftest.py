@@ -47,8 +47,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
-        # A Python worker may take long to start on a loaded machine (the default is 15 s).
-        .config("spark.python.authenticate.socketTimeout", "120s")
+        # A Python worker may take minutes to start on a loaded machine (the default is 15 s).
+        .config("spark.python.authenticate.socketTimeout", "300s")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

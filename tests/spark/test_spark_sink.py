@@ -201,15 +201,23 @@ def test_streaming_write_available_now_and_processing_time(
     # Processing time, another checkpoint: the same rows again, under another query's keys.
     query = start({"processingTime": "200 milliseconds"}, tmp_path / "c2")
     try:
-        rows = read_back(spark, cluster, topic, lambda rows: copies(rows) >= 2)
+        # Watched through its progress: Spark jobs started meanwhile would compete with the
+        # stream's Python workers for a start on a loaded machine.
+        deadline = time.monotonic() + WAIT
+        while sum(p["numInputRows"] for p in query.recentProgress) < n and time.monotonic() < deadline:
+            assert query.exception() is None, query.exception()
+            time.sleep(0.5)
     finally:
         query.stop()
+    rows = read_back(spark, cluster, topic, lambda rows: copies(rows) >= 2)
     assert copies(rows) >= 2 and same_key_same_row(rows) == 2 * n
 
     # The first query's last micro-batch again (its commit removed, as if the driver had died
     # before committing it): the replayed rows repeat their UNIQ_KEYs.
     commits = [p for p in (tmp_path / "c1" / "commits").iterdir() if p.name.isdigit()]
-    max(commits, key=lambda p: int(p.name)).unlink()
+    last = max(commits, key=lambda p: int(p.name))
+    last.unlink()
+    last.with_name(f".{last.name}.crc").unlink(missing_ok=True)  # else Spark cannot write it again
     before = len(rows)
     query = start({"availableNow": True}, tmp_path / "c1")
     assert query.awaitTermination(WAIT), "the availableNow query did not finish"
