@@ -36,7 +36,7 @@ QUEUES = 8
 BATCH = 256
 
 
-def build_store(root: Path, messages: int, body_size: int) -> int:
+def build_store(root: Path, messages: int, body_size: int, tags: int = 4) -> int:
     """Writes the store with put_batch; returns the body bytes written."""
     from ferromq.store import MessageStore
 
@@ -52,7 +52,7 @@ def build_store(root: Path, messages: int, body_size: int) -> int:
                 for i in range(n, n + count)
             ]
             props = [
-                f"TAGS\x01Tag{i % 4}\x02KEYS\x01order-{i}\x02UNIQ_KEY\x017F0000010000{i:020X}"
+                f"TAGS\x01Tag{i % tags}\x02KEYS\x01order-{i}\x02UNIQ_KEY\x017F0000010000{i:020X}"
                 for i in range(n, n + count)
             ]
             store.put_batch(TOPIC, q, bodies, props)

@@ -1,0 +1,172 @@
+"""Spark: selective queries with and without filter pushdown, and the sink against the Python
+producer alone (issue 17's goals: pushdown >= 5x on selective queries; sink >= 0.8x the producer).
+
+Selective queries over one store (default 200,000 x 1 KiB, 8 queues, 10 tags), each run with
+`spark.sql.python.filterPushdown.enabled` off and on in the same local[2] session, a fresh
+DataFrame each time, rows materialized into a `noop` sink; best of --repeat, interleaved:
+
+- `one queue`: `queue_id = 3` (one queue of eight);
+- `time 10%`: a tenth of the store time range on `store_timestamp`;
+- `one tag`: `tags = 'Tag7'` (one tag of ten).
+
+Sink: --sink-messages rows of --body-size bytes written by `df.write.format("ferromq")` into a
+`ferromq serve`, against the same number of messages sent by one `Producer.send` loop and by
+`Producer.send_batch` (batches of 64) of the Python client in this process.
+
+    .venv/bin/python benches/spark_pushdown_sink_bench.py [--messages N] [--sink-messages M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchlib import write_results
+from spark_bench import TOPIC, build_store, spark_session
+
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+
+
+def selective(spark: Any, root: Path, repeat: int) -> list[dict[str, Any]]:
+    def load() -> Any:
+        return spark.read.format("ferromq").option("path", str(root)).option("topic", TOPIC).load()
+
+    times = sorted(r.t for r in load().selectExpr("store_timestamp as t").distinct().collect())
+    lo, hi = times[int(len(times) * 0.45)], times[int(len(times) * 0.55)]
+    queries = {
+        "one queue": "queue_id = 3",
+        "time 10%": f"store_timestamp >= timestamp'{lo.isoformat(sep=' ')}' "
+        f"AND store_timestamp < timestamp'{hi.isoformat(sep=' ')}'",
+        "one tag": "tags = 'Tag7'",
+    }
+    runs: dict[tuple[str, str], list[float]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    for round_ in range(repeat + 1):  # round 0 warms up
+        for name, where in queries.items():
+            for mode in ("false", "true"):
+                spark.conf.set(PUSHDOWN, mode)
+                t = time.perf_counter()
+                load().where(where).write.format("noop").mode("overwrite").save()
+                elapsed = time.perf_counter() - t
+                if round_:
+                    runs.setdefault((name, mode), []).append(elapsed)
+                else:
+                    counts[(name, mode)] = load().where(where).count()
+    spark.conf.set(PUSHDOWN, "false")
+    out = []
+    for name, where in queries.items():
+        assert counts[(name, "false")] == counts[(name, "true")], name
+        off, on = min(runs[(name, "false")]), min(runs[(name, "true")])
+        out.append(
+            {
+                "query": name,
+                "where": where,
+                "rows": counts[(name, "true")],
+                "off_s": round(off, 3),
+                "on_s": round(on, 3),
+                "speedup": round(off / on, 2),
+            }
+        )
+    return out
+
+
+async def producer_rate(namesrv: str, topic: str, n: int, body: bytes, batch: int) -> float:
+    from ferromq.client import Message
+    from ferromq.client.producer import Producer
+
+    producer = Producer("bench_plain_producer", namesrv)
+    await producer.start()
+    try:
+        await producer.send(Message(topic, body))  # route and connection ready
+        t = time.perf_counter()
+        if batch == 1:
+            for _ in range(n):
+                await producer.send(Message(topic, body))
+        else:
+            for i in range(0, n, batch):
+                await producer.send_batch([Message(topic, body) for _ in range(min(batch, n - i))])
+        return n / (time.perf_counter() - t)
+    finally:
+        await producer.stop()
+
+
+def sink(spark: Any, work: Path, n: int, body_size: int) -> dict[str, float]:
+    from pyspark.sql import functions as F
+
+    from tests.interop.conftest import start_ferromq, stop_ferromq
+
+    (work / "sink").mkdir()
+    server = start_ferromq(work / "sink")
+    try:
+        body = b"x" * body_size
+        df = spark.range(n).repartition(2).select(F.lit(body).alias("body"))
+        df.cache().count()
+        spark.range(10).select(F.lit(body).alias("body")).write.format("ferromq").option(
+            "namesrv", server.namesrv
+        ).option("topic", "BenchSink").mode("append").save()  # warm-up: route, workers
+        t = time.perf_counter()
+        df.write.format("ferromq").option("namesrv", server.namesrv).option("topic", "BenchSink").mode(
+            "append"
+        ).save()
+        sink_rate = n / (time.perf_counter() - t)
+        send = asyncio.run(producer_rate(server.namesrv, "BenchSend", n, body, 1))
+        batched = asyncio.run(producer_rate(server.namesrv, "BenchBatch", n, body, 64))
+    finally:
+        stop_ferromq(server)
+    return {
+        "sink_msgs_per_s": round(sink_rate),
+        "producer_send_msgs_per_s": round(send),
+        "producer_send_batch_msgs_per_s": round(batched),
+        "sink_over_send": round(sink_rate / send, 2),
+        "sink_over_send_batch": round(sink_rate / batched, 2),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--sink-messages", type=int, default=50_000)
+    ap.add_argument("--body-size", type=int, default=1024)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results"))
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ferromq-spark-pd-bench-"))
+    try:
+        root = work / "store"
+        build_store(root, args.messages, args.body_size, tags=10)
+        spark = spark_session()
+        try:
+            queries = selective(spark, root, args.repeat)
+            print(f"\n{'query':<12}{'rows':>9}{'off s':>9}{'on s':>9}{'speedup':>9}")
+            for q in queries:
+                print(
+                    f"{q['query']:<12}{q['rows']:>9}{q['off_s']:>9.2f}{q['on_s']:>9.2f}{q['speedup']:>8.1f}x"
+                )
+            sink_result = sink(spark, work, args.sink_messages, args.body_size)
+            print(f"\nsink: {sink_result}")
+        finally:
+            spark.stop()
+        write_results(
+            args.out / "spark_pushdown_sink.json",
+            {
+                "bench": "spark_pushdown_sink",
+                "params": vars(args) | {"out": str(args.out)},
+                "selective": queries,
+                "sink": sink_result,
+            },
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
