@@ -112,7 +112,8 @@ class RemotingServer:
             # A TLS client's first bytes read as an oversized frame: it is closed, as in Java.
             self._server = await loop.create_server(self._accept, self._host, self._port)
         else:
-            self._listener = socket.create_server((self._host, self._port), backlog=1024)
+            family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+            self._listener = socket.create_server((self._host, self._port), family=family, backlog=1024)
             self._listener.setblocking(False)
             self._acceptor = loop.create_task(
                 self._accept_loop(self._listener), name=f"remoting-accept-{self.port}"
