@@ -82,8 +82,6 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self.closed_by_reason: Counter[str] = Counter()
         """How many connections closed for each `CloseReason` (refused ones included)."""
-        self._refused_unlogged = 0
-        self._refusal_logged_at = -REFUSAL_LOG_INTERVAL
         # Per kind of refusal line: (refusals since the last line, when that line was written).
         self._refusal_lines: dict[str, tuple[int, float]] = {}
 
@@ -212,19 +210,10 @@ class RemotingServer:
         self._note_refused()
 
     def _note_refused(self) -> None:
-        self._refused_unlogged += 1
-        now = time.monotonic()
-        if now - self._refusal_logged_at >= REFUSAL_LOG_INTERVAL:
-            logger.warning(
-                "port %d: %d connection(s) refused since the last such line: %d open, the limit "
-                "(serverMaxConnections=%d)",
-                self.port,
-                self._refused_unlogged,
-                len(self.connections),
-                self._max_connections,
-            )
-            self._refused_unlogged = 0
-            self._refusal_logged_at = now
+        self._log_refusal(
+            f"connection(s) refused: the limit (serverMaxConnections={self._max_connections}) is reached",
+            f"{len(self.connections)} open",
+        )
 
     def _log_refusal(self, kind: str, detail: str = "") -> None:
         """One warning per kind at most every REFUSAL_LOG_INTERVAL, with the count since the last."""
