@@ -107,13 +107,13 @@ impl Retention {
 /// holding `path`, rounded up to a whole percent, as seen by an unprivileged user (reserved
 /// blocks count as neither used nor usable); -1 when it cannot be measured.
 pub fn disk_used_ratio(path: &Path) -> f64 {
-    match partition_usage(path) {
-        Some((used, entire)) => {
-            let round = u128::from(!(used * 100).is_multiple_of(entire));
-            (used * 100 / entire + round) as f64 / 100.0
-        }
-        None => -1.0,
-    }
+    partition_usage(path).map_or(-1.0, |(used, entire)| used_ratio(used, entire))
+}
+
+/// `used / entire` rounded up to a whole percent, as RocketMQ reports it.
+pub(super) fn used_ratio(used: u128, entire: u128) -> f64 {
+    let round = u128::from(!(used * 100).is_multiple_of(entire));
+    (used * 100 / entire + round) as f64 / 100.0
 }
 
 /// (used, used + available to an unprivileged user) bytes of the partition holding `path`.

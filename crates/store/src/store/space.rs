@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use super::{now_ms, Inner};
 use crate::error::{Result, StoreError};
-use crate::store::retention::{disk_used_ratio, partition_usage};
+use crate::store::retention::{partition_usage, used_ratio};
 
 /// How often (at least) a writer measures the disks.
 pub const SPACE_CHECK_INTERVAL_MS: i64 = 100;
@@ -104,18 +104,22 @@ impl Inner {
             return;
         }
         space.last_check_ms.store(now, Ordering::Relaxed);
-        let commitlog_dir = self.config.commitlog_path();
-        let physic = disk_used_ratio(&commitlog_dir);
-        let logics = disk_used_ratio(&self.cq_root);
+        // One look at each partition gives both its used ratio and its room under the limit.
+        let percent = self.config.disk_space_warning_level_ratio as u128;
+        let usage = [
+            partition_usage(&self.config.commitlog_path()),
+            partition_usage(&self.cq_root),
+        ];
+        let [physic, logics] =
+            usage.map(|u| u.map_or(-1.0, |(used, entire)| used_ratio(used, entire)));
         let (ratio, which) = if logics > physic {
             (logics, 1)
         } else {
             (physic, 0)
         };
-        let percent = self.config.disk_space_warning_level_ratio as u128;
-        let room = [commitlog_dir.as_path(), self.cq_root.as_path()]
+        let room = usage
             .into_iter()
-            .filter_map(partition_usage)
+            .flatten()
             .map(|(used, entire)| (entire * percent / 100).saturating_sub(used))
             .min()
             .unwrap_or(u128::MAX);
@@ -261,7 +265,7 @@ mod tests {
     #[test]
     fn writes_are_refused_above_the_warning_level() {
         let dir = tempfile::tempdir().unwrap();
-        let used = disk_used_ratio(dir.path());
+        let used = crate::store::retention::disk_used_ratio(dir.path());
         assert!(used >= 0.0, "statvfs works on the test's directory");
         let mut config = StoreConfig::new(dir.path());
         // A limit just under the disk's current use: full now.
