@@ -223,6 +223,9 @@ fn replicate(s: &Shared, mut sock: TcpStream, dispatched: &mut u64) -> Ended {
                     Err(why) => return Ended::Fatal(why),
                 };
                 buf.drain(..used);
+                // Report as soon as the bytes are in the CommitLog, before building consume
+                // queues and index from them (as RocketMQ's slave does): the report is what
+                // SYNC_MASTER sends wait for.
                 let end = s.log.max_offset();
                 if end > reported {
                     reported = end;
@@ -231,6 +234,10 @@ fn replicate(s: &Shared, mut sock: TcpStream, dispatched: &mut u64) -> Ended {
                     }
                     last_write = Instant::now();
                 }
+                *dispatched = match s.log.dispatch_from(*dispatched) {
+                    Ok(next) => next,
+                    Err(e) => return Ended::Fatal(e.to_string()),
+                };
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -251,7 +258,9 @@ fn replicate(s: &Shared, mut sock: TcpStream, dispatched: &mut u64) -> Ended {
     }
 }
 
-/// Stores every whole chunk in `buf`; returns how many bytes they took.
+/// Appends every whole chunk in `buf` to the CommitLog; returns how many bytes they took.
+/// (`dispatched` is where consume queues and index end: a chunk starting there must start a
+/// record.)
 fn store_chunks(s: &Shared, buf: &[u8], dispatched: &mut u64) -> Result<usize, String> {
     let mut at = 0;
     while buf.len() - at >= HEADER_SIZE {
@@ -282,10 +291,6 @@ fn store_chunks(s: &Shared, buf: &[u8], dispatched: &mut u64) -> Result<usize, S
                 return Err(why);
             }
             s.log.append_at(offset, data).map_err(|e| e.to_string())?;
-            *dispatched = s
-                .log
-                .dispatch_from(*dispatched)
-                .map_err(|e| e.to_string())?;
         }
         at += HEADER_SIZE + size;
     }
