@@ -7,11 +7,15 @@ BrokerStartup JVM (tools/apache_rocketmq.py). The same load generator (benches/l
 rocketmq-client 4.9.7 in one JVM, built with Maven on first use) then runs, per broker:
 
   warm     untimed produce load (both brokers get it, so a JIT-compiled broker is measured warm),
-  produce  async sends with a bounded in-flight window at saturation for a fixed time: msg/s sent OK,
+  produce  async sends with a bounded in-flight window at saturation for a fixed time: msg/s sent OK, and
+           the broker's CPU microseconds per message (utime+stime of the broker process over the phase, its
+           idle CPU rate measured before the first phase subtracted; waiting for a core does not count, so
+           this figure survives a noisy machine),
   consume  a new push consumer group reads the produce topic from offset 0 until it saw every message,
   latency  per target rate (1k, 5k, 20k msg/s) a paced async producer and a push consumer in the same JVM:
            receive time minus the System.nanoTime() stamped into the body at send; p50/p99/p99.9,
-           and the achieved rate (a rate the broker could not sustain is marked with `*`),
+           the achieved rate (a rate the broker could not sustain is marked with `*`) and the broker's CPU per
+           message (its send and its delivery),
   RSS      VmHWM (peak) and VmRSS at the end of the broker process (sampled every 0.5 s as well), its
            anonymous and file-backed parts (mmap'd CommitLog pages count as file-backed RSS), CPU seconds.
 
@@ -445,7 +449,7 @@ def run_case(
     with starter(work, conf) as running:
         start_seconds = time.monotonic() - started
         with RssSampler(running.broker_pid) as rss:
-            gen = run_loadgen(running.namesrv, work, opts, budget)
+            gen = run_loadgen(running.namesrv, work, {**opts, "broker_pid": running.broker_pid}, budget)
     result = {
         "broker": broker,
         "flush": flush,
@@ -537,14 +541,21 @@ def ratios(results: list[dict[str, Any]], rates: list[int]) -> list[dict[str, An
                 "consume": _ratio(
                     (fm["consume"] or {}).get("msg_per_s"), (rm["consume"] or {}).get("msg_per_s")
                 ),
+                "cpu_per_msg": _ratio(_cpu_per_msg(fm["produce"]), _cpu_per_msg(rm["produce"])),
                 "rss_peak": _ratio(fm["rss"]["peak_mib"], rm["rss"]["peak_mib"]),
                 "rss_anon_peak": _ratio(fm["rss"]["anon_peak_mib"], rm["rss"]["anon_peak_mib"]),
             }
             for rate in rates:
                 a, b = _lat(fm, rate), _lat(rm, rate)
                 row[f"p99_at_{rate}"] = _ratio(a and a["p99_ms"], b and b["p99_ms"])
+                row[f"cpu_per_msg_at_{rate}"] = _ratio(_cpu_per_msg(a), _cpu_per_msg(b))
             out.append(row)
     return out
+
+
+def _cpu_per_msg(phase: dict[str, Any] | None) -> float | None:
+    """Broker CPU microseconds per message of a load generator phase (idle CPU subtracted)."""
+    return None if phase is None else phase.get("broker_cpu_us_per_msg")
 
 
 def targets(rat: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -558,6 +569,7 @@ def targets(rat: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "size": r["size"],
                 "produce_ge_1x": None if prod is None else prod >= 1.0,
                 "p99_at_5k_le_rocketmq": None if p99 is None else p99 <= 1.0,
+                "cpu_per_msg_le_half": None if r["cpu_per_msg"] is None else r["cpu_per_msg"] <= 0.5,
             }
         )
     return out
@@ -576,7 +588,7 @@ def _fmt_ms(v: float | None) -> str:
 
 
 def table(results: list[dict[str, Any]], rates: list[int]) -> str:
-    head = ["broker", "flush", "size", "produce/s", "consume/s"]
+    head = ["broker", "flush", "size", "produce/s", "cpu us/msg", "consume/s"]
     head += [f"@{_rate_label(r)} p50/p99/p99.9 ms" for r in rates]
     head += ["RSS peak", "RSS end", "anon peak", "cpu s", "run/queued s"]
     rows = [head]
@@ -586,6 +598,7 @@ def table(results: list[dict[str, Any]], rates: list[int]) -> str:
             c["flush"],
             str(c["size"]),
             _fmt_rate((c["produce"] or {}).get("msg_per_s")),
+            _fmt_ms(_cpu_per_msg(c["produce"])),
             _fmt_rate((c["consume"] or {}).get("msg_per_s")),
         ]
         for rate in rates:
@@ -609,12 +622,13 @@ def table(results: list[dict[str, Any]], rates: list[int]) -> str:
 
 
 def ratio_table(rat: list[dict[str, Any]], rates: list[int]) -> str:
-    head = ["flush", "size", "produce", "consume"] + [f"p99@{_rate_label(r)}" for r in rates]
-    head += ["RSS peak", "anon peak"]
+    head = ["flush", "size", "produce", "cpu/msg", "consume"] + [f"p99@{_rate_label(r)}" for r in rates]
+    head += [f"cpu/msg@{_rate_label(r)}" for r in rates] + ["RSS peak", "anon peak"]
     rows = [head]
     for r in rat:
-        cells = [r["flush"], str(r["size"]), r["produce"], r["consume"]]
-        cells += [r.get(f"p99_at_{rate}") for rate in rates] + [r["rss_peak"], r["rss_anon_peak"]]
+        cells = [r["flush"], str(r["size"]), r["produce"], r.get("cpu_per_msg"), r["consume"]]
+        cells += [r.get(f"p99_at_{rate}") for rate in rates]
+        cells += [r.get(f"cpu_per_msg_at_{rate}") for rate in rates] + [r["rss_peak"], r["rss_anon_peak"]]
         rows.append([c if isinstance(c, str) else ("-" if c is None else f"{c:.2f}x") for c in cells])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
@@ -788,12 +802,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(table(results, preset["rates"]))
     if rat:
-        print("\nratios ferromq / RocketMQ (throughput: higher is better; latency, RSS: lower is better)")
+        print(
+            "\nratios ferromq / RocketMQ (throughput: higher is better; latency, CPU per message, RSS: "
+            "lower is better)"
+        )
         print(ratio_table(rat, preset["rates"]))
         for t in report["targets"]:
             print(
                 f"target {t['flush']} {t['size']} B: produce >= 1.0x: {t['produce_ge_1x']}; "
-                f"p99 at 5k <= RocketMQ: {t['p99_at_5k_le_rocketmq']}"
+                f"p99 at 5k <= RocketMQ: {t['p99_at_5k_le_rocketmq']}; "
+                f"broker CPU per message <= 0.5x RocketMQ's: {t['cpu_per_msg_le_half']}"
             )
     failures = [(r["broker"], r["flush"], r["size"], f) for r in results for f in r["loadgen_failures"]]
     for f in failures:

@@ -52,6 +52,7 @@ public final class LoadGen {
     private final long deadlineNanos;
     private final List<String> failures = new ArrayList<String>();
     private DefaultMQProducer producer;
+    private BrokerCpu brokerCpu;
 
     private LoadGen(Map<String, String> opts) {
         this.opts = opts;
@@ -113,6 +114,40 @@ public final class LoadGen {
         System.out.flush();
     }
 
+    /**
+     * The broker process's CPU time (utime + stime from /proc/PID/stat) over a phase, less what it
+     * spends idle (its own timers, measured for a second before the first phase), per message: the
+     * figure that survives a noisy machine, since time waiting for a core does not count.
+     */
+    static final class BrokerCpu {
+        private final String statPath;
+        private final double idlePerSecond;
+
+        BrokerCpu(long pid) throws Exception {
+            statPath = "/proc/" + pid + "/stat";
+            double before = seconds();
+            long t0 = System.nanoTime();
+            Thread.sleep(1000);
+            idlePerSecond = (seconds() - before) / ((System.nanoTime() - t0) / 1e9);
+        }
+
+        /** utime + stime of the broker in seconds (fields 14 and 15; the process name may hold spaces). */
+        double seconds() throws Exception {
+            String stat = new String(java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(statPath)), "US-ASCII");
+            String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+            return (Long.parseLong(f[11]) + Long.parseLong(f[12])) / 100.0;
+        }
+
+        /** Adds broker_cpu_s, broker_idle_cpu_per_s and broker_cpu_us_per_msg for a phase to r. */
+        void report(Map<String, Object> r, double cpuAtStart, long startNanos, long messages) throws Exception {
+            double cpu = seconds() - cpuAtStart;
+            double busy = cpu - idlePerSecond * (System.nanoTime() - startNanos) / 1e9;
+            r.put("broker_cpu_s", cpu);
+            r.put("broker_idle_cpu_per_s", idlePerSecond);
+            r.put("broker_cpu_us_per_msg", messages > 0 ? Math.max(0.0, busy) / messages * 1e6 : null);
+        }
+    }
+
     private boolean pastDeadline(long marginSeconds) {
         return System.nanoTime() > deadlineNanos - TimeUnit.SECONDS.toNanos(marginSeconds);
     }
@@ -127,6 +162,10 @@ public final class LoadGen {
         producer.setRetryTimesWhenSendFailed(2);
         producer.setRetryTimesWhenSendAsyncFailed(0);
         producer.start();
+        if (opts.containsKey("broker_pid")) {
+            // Before any load: the broker's idle CPU rate.
+            brokerCpu = new BrokerCpu(num("broker_pid", 0));
+        }
         try {
             long produced = -1;
             if (phases.contains("warm")) {
@@ -198,6 +237,7 @@ public final class LoadGen {
         final AtomicLong errors = new AtomicLong();
         final AtomicReference<String> firstError = new AtomicReference<String>();
         final AtomicLong lastMeasured = new AtomicLong(warmEnd);
+        final double cpuAtStart = brokerCpu == null ? 0 : brokerCpu.seconds();
 
         if (mode.equals("sync")) {
             List<Thread> senders = new ArrayList<Thread>();
@@ -299,6 +339,10 @@ public final class LoadGen {
         r.put("measured_ok", okMeasured.get());
         r.put("seconds", measuredSeconds);
         r.put("msg_per_s", measuredSeconds > 0 ? okMeasured.get() / measuredSeconds : 0.0);
+        if (brokerCpu != null) {
+            // Over every send of the phase, warm-up included: the CPU was spent on all of them.
+            brokerCpu.report(r, cpuAtStart, start, okTotal.get());
+        }
         result(r);
         if (okTotal.get() == 0) {
             fail(phase + ": no message was sent OK (" + firstError.get() + ")");
@@ -432,6 +476,7 @@ public final class LoadGen {
         boolean all;
         long start;
         long lastSend;
+        double cpuAtStart;
         try {
             // Primers (sequence -1) on every queue: timing starts once the consumer receives from all of them.
             int primers = 2 * (int) num("queues", 8);
@@ -445,6 +490,7 @@ public final class LoadGen {
             final int window = (int) num("lat_window", 4096);
             final Semaphore inFlight = new Semaphore(window);
             double interval = 1e9 / rate;
+            cpuAtStart = brokerCpu == null ? 0 : brokerCpu.seconds();
             start = System.nanoTime();
             long give_up = start + (long) (3 * n * interval) + TimeUnit.SECONDS.toNanos(5);
             lastSend = start;
@@ -542,6 +588,10 @@ public final class LoadGen {
         r.put("ack_p50_ms", pct(acks, 50.0));
         r.put("ack_p99_ms", pct(acks, 99.0));
         r.put("slow_windows", slowWindows(seen, warmN, n, rate));
+        if (brokerCpu != null) {
+            // Each message's send and its delivery to the consumer, until the last one arrived.
+            brokerCpu.report(r, cpuAtStart, start, ok.get());
+        }
         result(r);
         if (!all) {
             fail("latency " + rate + ": received " + seen.unique() + " of " + ok.get() + " sent OK");
