@@ -15,7 +15,9 @@ alone) speaks the remoting protocol directly: it creates the topic, then per pha
 Each row also gives the broker's CPU time (all threads, from /proc) per message handled: on a
 shared machine msg/s and latencies move with the neighbours' load, CPU per message hardly does.
 `--baseline DIR` runs every case on another checkout's `python/` too (rows `base`, alternating
-with `new` for `--repeat` rounds) and prints the ratios.
+with `new` for `--repeat` rounds) and prints the ratios. `--scaling` runs every case with the
+broker pinned to one core and to two (`taskset`; the load generator on the other cores) and
+prints the 2-core/1-core ratios: how far the broker uses a second core.
 
 With `--profile DIR` py-spy records the broker during each phase (`--native` adds native
 frames but pauses the broker per sample) and a text summary (the functions with the most own
@@ -468,8 +470,42 @@ _UVLOOP_LAUNCH = (
 )
 
 
+class Variant:
+    """One way of running the broker: its code (another checkout's `python/`, or this one) and
+    the CPUs it and the load generator are pinned to (`taskset -c`; None: not pinned)."""
+
+    def __init__(
+        self,
+        name: str,
+        pythonpath: str | None = None,
+        broker_cpus: str | None = None,
+        load_cpus: str | None = None,
+    ) -> None:
+        self.name = name
+        self.pythonpath = pythonpath
+        self.broker_cpus = broker_cpus
+        self.load_cpus = load_cpus
+
+
+def scaling_variants() -> list[Variant]:
+    """The broker pinned to one core and to two, the load generator on the other cores (on a
+    machine with fewer than three, it shares the broker's two)."""
+    n = os.cpu_count() or 1
+    if n < 2:
+        raise SystemExit("--scaling needs at least 2 CPUs")
+    rest = lambda first: f"{first}-{n - 1}" if first < n - 1 else str(first)  # noqa: E731
+    return [
+        Variant("1core", broker_cpus="0", load_cpus=rest(1)),
+        Variant("2cores", broker_cpus="0-1", load_cpus=rest(2) if n >= 3 else "0-1"),
+    ]
+
+
+def _pinned(cpus: str | None, cmd: list[str]) -> list[str]:
+    return cmd if cpus is None else ["taskset", "-c", cpus, *cmd]
+
+
 def run_case(
-    flush: str, size: int, args: argparse.Namespace, work: Path, variant: str, pythonpath: str | None
+    flush: str, size: int, args: argparse.Namespace, work: Path, variant: Variant
 ) -> list[dict[str, Any]]:
     ns_port, port = free_port(), free_port()
     store = work / f"store-{flush}-{size}"
@@ -481,16 +517,16 @@ def run_case(
     log = open(work / f"broker-{flush}-{size}.log", "w")
     serve_args = ["--namesrv-port", str(ns_port), "-p", str(port)]
     env = dict(os.environ)
-    if pythonpath:
+    if variant.pythonpath:
         # Another checkout's python/ (with a built extension) runs the broker: before/after in one run.
-        env["PYTHONPATH"] = pythonpath
+        env["PYTHONPATH"] = variant.pythonpath
     launcher = [str(Path(sys.executable).with_name("ferromq"))]
     if args.broker_uvloop:
         launcher = [sys.executable, "-c", _UVLOOP_LAUNCH]
     if args.broker_gc:
         launcher = [sys.executable, "-c", f"import gc; {args.broker_gc}; {_PLAIN_LAUNCH}"]
     broker = subprocess.Popen(
-        [*launcher, "serve", "-c", str(conf), *serve_args],
+        _pinned(variant.broker_cpus, [*launcher, "serve", "-c", str(conf), *serve_args]),
         env=env,
         stdout=subprocess.PIPE,
         stderr=log,
@@ -506,6 +542,7 @@ def run_case(
         phases = ["send", "pull", "rate"] if args.rate else ["send", "pull"]
         for phase in phases:
             cmd = [sys.executable, __file__, "load", phase, "--port", str(port), "--size", str(size)]
+            cmd = _pinned(variant.load_cpus, cmd)
             cmd += ["--style", args.style, "--seconds", str(args.seconds), "--warmup", str(args.warmup)]
             cmd += ["--connections", str(args.connections), "--inflight", str(args.inflight)]
             cmd += ["--rate", str(args.rate)]
@@ -515,7 +552,7 @@ def run_case(
             if args.profile:
                 prof_dir = Path(args.profile)
                 prof_dir.mkdir(parents=True, exist_ok=True)
-                name = f"{args.tag}{variant}-{flush.split('_')[0].lower()}-{size}-{phase}"
+                name = f"{args.tag}{variant.name}-{flush.split('_')[0].lower()}-{size}-{phase}"
                 raw = prof_dir / f"{name}.collapsed"
                 spy_cmd = [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(broker.pid)]
                 spy_cmd += ["--format", "raw", "--rate", "250", "--function", "-o", str(raw)]
@@ -547,7 +584,11 @@ def run_case(
             # msg/s it hardly moves when other processes compete for the CPUs.
             res["cpu_us_per_msg"] = cpu / max(res["total"], 1) * 1e6
             res.update(
-                variant=variant, flush=flush, size=size, phase=phase, msgs_per_s=res["count"] / res["elapsed"]
+                variant=variant.name,
+                flush=flush,
+                size=size,
+                phase=phase,
+                msgs_per_s=res["count"] / res["elapsed"],
             )
             results.append(res)
             print(_row(res), flush=True)
@@ -612,6 +653,12 @@ def main() -> None:
     ap.add_argument(
         "--baseline", help="python/ dir of another checkout: each case runs on it too ('base' rows)"
     )
+    ap.add_argument(
+        "--scaling",
+        action="store_true",
+        help="each case with the broker pinned to 1 core and to 2 (taskset), the load on the others; "
+        "prints the 2-core/1-core ratios",
+    )
     ap.add_argument("--broker-uvloop", action="store_true", help="run the broker on uvloop (a trial)")
     ap.add_argument(
         "--broker-gc", help="Python run in the broker before it starts, e.g. 'gc.disable()' (a trial)"
@@ -626,35 +673,18 @@ def main() -> None:
     print(f"raw {args.style} load, {args.connections} connections x {args.inflight} in flight")
     print(HEAD, flush=True)
     with tempfile.TemporaryDirectory(prefix="ferromq-hot-") as tmp:
-        variants: list[tuple[str, str | None]] = [("new", None)]
+        variants = scaling_variants() if args.scaling else [Variant("new")]
         if args.baseline:
-            variants.insert(0, ("base", args.baseline))
+            variants.insert(0, Variant("base", args.baseline))
         for flush in args.flush.split(","):
             for size in (int(s) for s in args.sizes.split(",")):
                 for _ in range(args.repeat):
-                    for variant, path in variants:
-                        results.extend(run_case(flush, size, args, Path(tmp), variant, path))
+                    for variant in variants:
+                        results.extend(run_case(flush, size, args, Path(tmp), variant))
     if args.baseline:
-        print("\nratios new/base (medians of the repeats):")
-        print(f"{'flush':<7}{'size':>6}{'phase':>7}{'msg/s':>8}{'p99':>8}{'cpu/msg':>9}")
-        keys = sorted({(r["flush"], r["size"], r["phase"]) for r in results})
-        for key in keys:
-            by = {
-                v: [r for r in results if (r["flush"], r["size"], r["phase"]) == key and r["variant"] == v]
-                for v in ("base", "new")
-            }
-            if not by["base"] or not by["new"]:
-                continue
-            rate = _median([r["msgs_per_s"] for r in by["new"]]) / _median(
-                [r["msgs_per_s"] for r in by["base"]]
-            )
-            p99 = _median([r["p99_ms"] for r in by["new"]]) / max(
-                _median([r["p99_ms"] for r in by["base"]]), 1e-9
-            )
-            cpu = _median([r["cpu_us_per_msg"] for r in by["new"]]) / _median(
-                [r["cpu_us_per_msg"] for r in by["base"]]
-            )
-            print(f"{key[0].split('_')[0]:<7}{key[1]:>6}{key[2]:>7}{rate:>7.2f}x{p99:>7.2f}x{cpu:>8.2f}x")
+        print_ratios(results, "new", "base")
+    if args.scaling:
+        print_ratios(results, "2cores", "1core")
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(
@@ -668,6 +698,25 @@ def main() -> None:
     }
     out.write_text(json.dumps({"params": vars(args), "env": env, "results": results}, indent=2))
     print(f"wrote {out}")
+
+
+def print_ratios(results: list[dict[str, Any]], over: str, under: str) -> None:
+    print(f"\nratios {over}/{under} (medians of the repeats):")
+    print(f"{'flush':<7}{'size':>6}{'phase':>7}{'msg/s':>8}{'p99':>8}{'cpu/msg':>9}")
+    keys = sorted({(r["flush"], r["size"], r["phase"]) for r in results})
+    for key in keys:
+        by = {
+            v: [r for r in results if (r["flush"], r["size"], r["phase"]) == key and r["variant"] == v]
+            for v in (under, over)
+        }
+        if not by[under] or not by[over]:
+            continue
+        rate = _median([r["msgs_per_s"] for r in by[over]]) / _median([r["msgs_per_s"] for r in by[under]])
+        p99 = _median([r["p99_ms"] for r in by[over]]) / max(_median([r["p99_ms"] for r in by[under]]), 1e-9)
+        cpu = _median([r["cpu_us_per_msg"] for r in by[over]]) / _median(
+            [r["cpu_us_per_msg"] for r in by[under]]
+        )
+        print(f"{key[0].split('_')[0]:<7}{key[1]:>6}{key[2]:>7}{rate:>7.2f}x{p99:>7.2f}x{cpu:>8.2f}x")
 
 
 if __name__ == "__main__":
