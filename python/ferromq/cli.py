@@ -181,6 +181,20 @@ async def _run_broker(args: argparse.Namespace) -> None:
         await broker.stop()
 
 
+async def _run_controller(args: argparse.Namespace) -> None:
+    from ferromq.controller.config import load_controller_config
+    from ferromq.controller.server import Controller
+
+    controller = Controller(load_controller_config(args.config, listen_port=args.port), args.host)
+    await controller.start()
+    try:
+        await _until_signalled(
+            f"ferromq controller {controller.config.self_id} listening on {args.host}:{controller.port}"
+        )
+    finally:
+        await controller.stop()
+
+
 def _slave_config(master: BrokerConfig, port: int | None) -> BrokerConfig:
     """`serve --slave`: the master's configuration as its slave's (brokerId 1, its own store and port)."""
     if master.is_slave:
@@ -326,6 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     _add_broker_args(p, "rocketmq")
     p.add_argument("-n", "--namesrv", help="name server addresses, host:port;host:port")
     p.set_defaults(run=_run_broker)
+
+    p = sub.add_parser("controller", help="a controller node (automatic failover of broker groups)")
+    p.add_argument("-c", "--config", required=True, help="controller.conf (controllerDLegerPeers, ...)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, help="listenPort (overrides the file; 0: any free port)")
+    p.set_defaults(run=_run_controller)
 
     admin_cli.add_parser(sub)
 

@@ -90,6 +90,23 @@ impl HaMaster {
         self.inner.is_slave_ok(end_offset)
     }
 
+    /// Each connected slave: (its address as seen here, offset reported, seconds since it last
+    /// caught up with this master's end or None).
+    fn slaves(&self) -> Vec<(String, u64, Option<f64>)> {
+        self.inner
+            .slaves()
+            .into_iter()
+            .map(|(peer, offset, since)| (peer, offset, since.map(|d| d.as_secs_f64())))
+            .collect()
+    }
+
+    /// Acknowledge sends once every slave in `peers` reported them (controller mode's
+    /// allAckInSyncStateSet); None: once any slave did.
+    #[pyo3(signature = (peers))]
+    fn set_ack_peers(&self, peers: Option<Vec<String>>) {
+        self.inner.set_ack_peers(peers);
+    }
+
     /// Wakes the streams waiting for data (call after appends).
     fn notify_appended(&self) {
         self.inner.notify_appended();
@@ -153,7 +170,21 @@ impl HaSlave {
         (st.master_addr, st.connected, st.reported_offset, st.error)
     }
 
+    /// This end of the connection to the master ("host:port"), while connected.
+    #[getter]
+    fn local_addr(&self) -> Option<String> {
+        self.inner.status().local_addr
+    }
+
     fn close(&self, py: Python<'_>) {
         py.detach(|| self.inner.close());
     }
+}
+
+/// Cuts the store's CommitLog (and the consume-queue units past it) at `end`, a record
+/// boundary: a former master drops what the new master never had before it follows it.
+#[pyfunction]
+pub fn truncate_commitlog(py: Python<'_>, store: &Store, end: u64) -> PyResult<()> {
+    let log = store.store.replica_log().py_err(py)?;
+    py.detach(|| log.truncate_to(end)).py_err(py)
 }

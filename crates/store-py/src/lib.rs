@@ -1016,6 +1016,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<GetResult>()?;
     m.add_class::<ha::HaMaster>()?;
     m.add_class::<ha::HaSlave>()?;
+    m.add_function(wrap_pyfunction!(ha::truncate_commitlog, m)?)?;
     m.add_function(wrap_pyfunction!(java_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(offset_msg_id, m)?)?;

@@ -109,6 +109,14 @@ impl FlushSignal {
         }
     }
 
+    /// The log was cut back to `end` (a former master rejoining as a slave): nothing past it
+    /// counts as done any more, so later data past `end` waits for its own flush.
+    pub fn rewind(&self, end: u64) {
+        let mut st = self.state.lock().unwrap();
+        self.flushed.fetch_min(end, Ordering::AcqRel);
+        st.requested = st.requested.min(end);
+    }
+
     /// Asks for a flush of everything written so far without waiting.
     pub fn request(&self, offset: u64) {
         let mut st = self.state.lock().unwrap();

@@ -18,6 +18,7 @@ from ferromq.acl.signing import credentials_of
 from ferromq.acl.watch import AclFileWatcher
 from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
 from ferromq.broker.config import BrokerConfig, check_store_files, runtime_changes
+from ferromq.broker.controller_link import ControllerLink
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.metrics import MetricsExporter
@@ -65,6 +66,8 @@ class Broker:
         """The plain ACL when aclEnable=true."""
         self.acl_watcher: AclFileWatcher | None = None
         self.metrics: MetricsExporter | None = None
+        self.controller: ControllerLink | None = None
+        """Controller mode (enableControllerMode): the link that decides this broker's role."""
         """The /metrics endpoint when metricsExporterType=PROM."""
         # GET_BROKER_CONFIG's dataVersion: bumped by each UPDATE_BROKER_CONFIG.
         self.config_version = 0
@@ -160,14 +163,20 @@ class Broker:
             self.store, self.offsets, self.topics, self.clients, cfg, self.message_arrived
         )
         # A slave writes nothing of its own: delayed delivery and transaction checks run on the master.
-        if not cfg.is_slave:
-            await self.schedule.start()
-            await self.transactions.start()
-        await self.replication.start()
+        if cfg.enable_controller_mode:
+            # The controllers decide the role (and start the master's services).
+            self.controller = ControllerLink(self)
+            await self.controller.start()
+            cfg = self.config
+        else:
+            if not cfg.is_slave:
+                await self.schedule.start()
+                await self.transactions.start()
+            await self.replication.start()
         if self.replication.ha_port not in (None, cfg.ha_port):
             self.config = cfg = cfg.replace(ha_listen_port=self.replication.ha_port)
         self._registry = Dispatcher(
-            build_registry(self),
+            {**build_registry(self), **(self.controller.handlers() if self.controller else {})},
             f"broker {cfg.broker_name}",
             immediate={**send.immediate_handlers(self), **pull.immediate_handlers(self)},
             guard=guard,
@@ -231,6 +240,8 @@ class Broker:
             await self._unregister_all()
         if self.acl_watcher is not None:
             await self.acl_watcher.stop()
+        if self.controller is not None:
+            await self.controller.stop()
         if hasattr(self, "replication"):
             await self.replication.stop()
         if self.metrics is not None:

@@ -182,6 +182,17 @@ class BrokerConfig:
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
     slave_timeout: int = 3000
     slave_read_enable: bool = False
+    # Controller mode (RocketMQ 5.x automatic failover, ferromq.broker.controller_link): the
+    # controllers at controllerAddr ("host:port;host:port") choose the master; brokerRole only
+    # says whether the master waits for its replicas (SYNC_MASTER) or not.
+    enable_controller_mode: bool = False
+    controller_addr: str | None = None
+    controller_heart_beat_timeout_mills: int = 10_000
+    broker_heartbeat_interval: int = 1000
+    all_ack_in_sync_state_set: bool = False
+    min_in_sync_replicas: int = 1
+    in_sync_replicas: int = 1
+    ha_max_time_slave_not_catchup: int = 15_000
     access_message_in_memory_max_ratio: int = 40
     # Metrics as RocketMQ 5.x exports them: PROM serves Prometheus text at
     # http://metricsPromExporterHost:metricsPromExporterPort/metrics (host "": every interface).
@@ -245,6 +256,10 @@ class BrokerConfig:
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
 
+    @property
+    def controller_addrs(self) -> list[str]:
+        return [a.strip() for a in (self.controller_addr or "").split(";") if a.strip()]
+
     def replace(self, **changes: Any) -> BrokerConfig:
         return dataclasses.replace(self, **changes)
 
@@ -288,6 +303,8 @@ class BrokerConfig:
             bad("ha_listen_port", "a port number (0-65535)")
         if self.ha_master_address and not _is_host_port(self.ha_master_address):
             bad("ha_master_address", "host:port")
+        if self.enable_controller_mode and not self.controller_addrs:
+            out.append(("controller_addr", "enableControllerMode=true needs controllerAddr (host:port;host:port)"))
         if self.flush_disk_type not in tuple(FlushDiskType):
             bad("flush_disk_type", "ASYNC_FLUSH or SYNC_FLUSH")
         if not 0 <= self.broker_permission <= 15:
@@ -372,6 +389,11 @@ _AT_LEAST: dict[str, int] = {
     "ha_transfer_batch_size": 1,
     "ha_slave_fallbehind_max": 0,
     "slave_timeout": 1,
+    "controller_heart_beat_timeout_mills": 1,
+    "broker_heartbeat_interval": 1,
+    "min_in_sync_replicas": 1,
+    "in_sync_replicas": 1,
+    "ha_max_time_slave_not_catchup": 1,
     "access_message_in_memory_max_ratio": 0,
 }
 _JAVA_INT_MAX = 2**31 - 1

@@ -51,6 +51,8 @@ class ReplicationService:
         self._task: asyncio.Task[None] | None = None
         self._conn: Connection | None = None
         self.syncs = 0
+        self.ack_alone = False
+        """Controller mode: the master is its SyncStateSet's only member; it acknowledges alone."""
 
     @property
     def ha_port(self) -> int | None:
@@ -60,7 +62,8 @@ class ReplicationService:
         cfg = self._broker.config
         raw = self._broker.store.raw
         if cfg.is_slave:
-            self._follow_namesrv = not cfg.ha_master_address
+            # In controller mode the controllers name the master, not the name server.
+            self._follow_namesrv = not cfg.ha_master_address and not cfg.enable_controller_mode
             self.slave = _store.HaSlave(
                 raw,
                 cfg.ha_master_address,
@@ -104,10 +107,13 @@ class ReplicationService:
             await self._conn.close()
             self._conn = None
         loop = asyncio.get_running_loop()
-        if self.slave is not None:
-            await loop.run_in_executor(None, self.slave.close)
-        if self.master is not None:
-            await loop.run_in_executor(None, self.master.close)
+        # Set to None first: a controller-mode broker starts again in another role.
+        slave, master, self.slave, self.master = self.slave, self.master, None, None
+        self.ack_alone = False
+        if slave is not None:
+            await loop.run_in_executor(None, slave.close)
+        if master is not None:
+            await loop.run_in_executor(None, master.close)
 
     # -- master ------------------------------------------------------------------------------------
 
@@ -118,14 +124,14 @@ class ReplicationService:
 
     def slave_ok(self, end_offset: int) -> bool:
         """RocketMQ's `isSlaveOK`: a slave is connected and within haSlaveFallbehindMax."""
-        return self.master is not None and self.master.is_slave_ok(end_offset)
+        return self.master is not None and (self.ack_alone or self.master.is_slave_ok(end_offset))
 
     def replicated(self, offset: int) -> asyncio.Future[bool]:
         """Completes True once a slave reported `offset`, False after slaveTimeout."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
-        if self.master is None:
-            fut.set_result(False)
+        if self.master is None or self.ack_alone:
+            fut.set_result(self.master is not None)
             return fut
 
         def done(ok: bool) -> None:

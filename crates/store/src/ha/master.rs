@@ -2,6 +2,7 @@
 //! (RocketMQ's `HAService.AcceptSocketService` and `HAConnection`), and acknowledges
 //! SYNC_MASTER sends once a slave reported their offset (`GroupTransferService`).
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,6 +33,20 @@ struct Shared {
     idle_writers: AtomicUsize,
     sockets: Mutex<Vec<TcpStream>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Each connected slave (by its address as seen here): what it reported.
+    slaves: Mutex<HashMap<String, SlaveProgress>>,
+    /// Controller mode (`allAckInSyncStateSet`): a send is acknowledged once every one of these
+    /// slaves reported it; `None`: once any slave did (RocketMQ 4.x).
+    ack_peers: Mutex<Option<Vec<String>>>,
+}
+
+/// What one slave connection reported, for the in-sync replica set.
+#[derive(Debug, Clone, Copy)]
+struct SlaveProgress {
+    offset: u64,
+    /// The master's end when the slave last caught up with the end it had before.
+    target: u64,
+    caught_up: Option<Instant>,
 }
 
 pub struct HaMaster {
@@ -56,6 +71,8 @@ impl HaMaster {
             idle_writers: AtomicUsize::new(0),
             sockets: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
+            slaves: Mutex::new(HashMap::new()),
+            ack_peers: Mutex::new(None),
         });
         let s = shared.clone();
         let accept = spawn("ferromq-ha-accept", move || accept_loop(&s, listener));
@@ -94,6 +111,25 @@ impl HaMaster {
     pub fn is_slave_ok(&self, end_offset: u64) -> bool {
         self.connections() > 0
             && end_offset.saturating_sub(self.acked_offset()) < self.shared.cfg.slave_fallbehind_max
+    }
+
+    /// Each connected slave: its address as seen here, the offset it reported and how long ago
+    /// it last caught up with this master's end (`None`: not yet).
+    pub fn slaves(&self) -> Vec<(String, u64, Option<Duration>)> {
+        let slaves = self.shared.slaves.lock().unwrap();
+        let mut out: Vec<_> = slaves
+            .iter()
+            .map(|(peer, p)| (peer.clone(), p.offset, p.caught_up.map(|t| t.elapsed())))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Controller mode: acknowledge sends only once every slave in `peers` (addresses as
+    /// [`slaves`](Self::slaves) names them) reported them; `None` goes back to "any slave".
+    pub fn set_ack_peers(&self, peers: Option<Vec<String>>) {
+        *self.shared.ack_peers.lock().unwrap() = peers;
+        advance_acked(&self.shared);
     }
 
     /// Wakes the writers that wait for data (call after an append).
@@ -240,6 +276,7 @@ fn end_connection(s: &Shared, c: &Conn) {
         }
     }
     drop(socks);
+    s.slaves.lock().unwrap().remove(&c.peer);
     c.cv.notify_all();
     s.appended.1.notify_all();
 }
@@ -275,6 +312,19 @@ fn read_reports(s: &Shared, c: &Conn, mut sock: TcpStream) {
         }
         let offset = offset as u64;
         {
+            let mut slaves = s.slaves.lock().unwrap();
+            let p = slaves.entry(c.peer.clone()).or_insert(SlaveProgress {
+                offset,
+                target: end,
+                caught_up: None,
+            });
+            p.offset = offset;
+            if offset >= p.target {
+                p.caught_up = Some(Instant::now());
+                p.target = end;
+            }
+        }
+        {
             let mut req = c.requested.lock().unwrap();
             if req.is_none() {
                 log::info!(
@@ -285,7 +335,26 @@ fn read_reports(s: &Shared, c: &Conn, mut sock: TcpStream) {
                 c.cv.notify_all();
             }
         }
-        s.acked.complete(offset, true);
+        advance_acked(s);
+    }
+}
+
+/// Releases the sends every required slave has: the lowest offset the `ack_peers` reported
+/// (nothing while one of them is not connected), or the highest any slave reported.
+fn advance_acked(s: &Shared) {
+    let slaves = s.slaves.lock().unwrap();
+    let peers = s.ack_peers.lock().unwrap();
+    let acked = match peers.as_ref() {
+        None => slaves.values().map(|p| p.offset).max(),
+        Some(peers) if peers.is_empty() => None,
+        Some(peers) => peers
+            .iter()
+            .map(|peer| slaves.get(peer).map_or(0, |p| p.offset))
+            .min(),
+    };
+    drop((peers, slaves));
+    if let Some(acked) = acked {
+        s.acked.complete(acked, true);
     }
 }
 

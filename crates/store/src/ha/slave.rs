@@ -29,6 +29,8 @@ pub struct SlaveStatus {
     pub error: Option<String>,
     /// The offset last reported to the master.
     pub reported_offset: u64,
+    /// This end of the connection to the master (the master names its slaves by it).
+    pub local_addr: Option<String>,
 }
 
 struct Shared {
@@ -141,10 +143,18 @@ fn run(s: &Shared) {
         if let Ok(sock) = stream.try_clone() {
             *s.socket.lock().unwrap() = Some(sock);
         }
-        s.status.lock().unwrap().connected = true;
+        {
+            let mut st = s.status.lock().unwrap();
+            st.connected = true;
+            st.local_addr = stream.local_addr().ok().map(|a| a.to_string());
+        }
         let ended = replicate(s, stream, &mut dispatched);
         s.socket.lock().unwrap().take();
-        s.status.lock().unwrap().connected = false;
+        {
+            let mut st = s.status.lock().unwrap();
+            st.connected = false;
+            st.local_addr = None;
+        }
         match ended {
             Ended::Closed(why) => {
                 if !s.stop.load(Ordering::Acquire) {

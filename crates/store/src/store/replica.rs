@@ -179,6 +179,54 @@ impl ReplicaLog {
     }
 }
 
+impl ReplicaLog {
+    /// Cuts the CommitLog at `end`, a record boundary, with the consume-queue units that point
+    /// past it: what a former master wrote after the last epoch its group has in common with
+    /// the new master (RocketMQ 5.x's `truncateInvalidMsg`). Index entries past `end` stay;
+    /// queries read the CommitLog at their offset and see whatever is there by then.
+    pub fn truncate_to(&self, end: u64) -> Result<()> {
+        let inner = &self.inner;
+        let cl = &inner.commitlog;
+        let _guard = inner.put_lock.lock().unwrap();
+        let max = cl.max_offset();
+        if end >= max {
+            return Ok(());
+        }
+        if end < cl.min_offset() {
+            return Err(StoreError::InvalidArgument(format!(
+                "cannot cut the CommitLog at {end}: it starts at {}",
+                cl.min_offset()
+            )));
+        }
+        if end > 0 {
+            let starts_record = cl.files().find(end).is_some_and(|f| {
+                let at = (end - f.file_from_offset()) as usize;
+                at == 0
+                    || f.slice(at, 8).is_some_and(|b| {
+                        let magic = i32::from_be_bytes(b[4..8].try_into().unwrap());
+                        magic == MESSAGE_MAGIC_CODE || magic == BLANK_MAGIC_CODE
+                    })
+            });
+            if !starts_record {
+                return Err(StoreError::InvalidArgument(format!(
+                    "cannot cut the CommitLog at {end}: no record starts there"
+                )));
+            }
+        }
+        log::warn!(
+            "cutting the CommitLog from {max} back to {end}: data the new master does not have"
+        );
+        cl.truncate_to(end)?;
+        for cq in inner.all_queues() {
+            cq.truncate_dirty(end as i64)?;
+        }
+        inner.flush.rewind(end);
+        inner.flush_queues(0, true)?;
+        cl.flush(0)?;
+        Ok(())
+    }
+}
+
 fn corrupt(at: u64, why: impl std::fmt::Display) -> StoreError {
     StoreError::InvalidArgument(format!(
         "replicated CommitLog data at {at} is not valid: {why}"

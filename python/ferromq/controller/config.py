@@ -1,0 +1,125 @@
+"""controller.conf: RocketMQ 5.x's controller keys (Java properties).
+
+    listenPort = 9878                       # where brokers and admin tools talk to this node
+    controllerDLegerGroup = group1          # accepted; one Raft group per peer list
+    controllerDLegerPeers = n0-127.0.0.1:9877;n1-127.0.0.1:9867;n2-127.0.0.1:9857   # Raft ports
+    controllerDLegerSelfId = n0
+    controllerStorePath = /var/ferromq/controller   # the Raft journal and snapshot
+    enableElectUncleanMaster = false
+    controllerHeartBeatTimeoutMills = 10000 # a broker silent this long is dead (brokers may send theirs)
+    scanNotActiveBrokerInterval = 5000
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ferromq.broker.config import ConfigError, parse_properties
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    listen_port: int = 9878
+    peers: dict[str, str] = field(default_factory=dict)
+    """Raft node id -> host:port (controllerDLegerPeers)."""
+    self_id: str = "n0"
+    store_path: str = os.path.join(os.path.expanduser("~"), "DledgerController")
+    enable_elect_unclean_master: bool = False
+    heartbeat_timeout_ms: int = 10_000
+    scan_interval_ms: int = 5_000
+    group: str = "group1"
+
+    @property
+    def self_raft_addr(self) -> str:
+        return self.peers[self.self_id]
+
+    @property
+    def other_raft_addrs(self) -> list[str]:
+        return [addr for node, addr in sorted(self.peers.items()) if node != self.self_id]
+
+    @property
+    def journal_file(self) -> Path:
+        return Path(self.store_path) / f"raft-{self.self_id}.journal"
+
+    @property
+    def dump_file(self) -> Path:
+        return Path(self.store_path) / f"raft-{self.self_id}.dump"
+
+
+_KEYS = {
+    "listenPort": "listen_port",
+    "controllerDLegerPeers": "peers",
+    "controllerDLegerSelfId": "self_id",
+    "controllerStorePath": "store_path",
+    "enableElectUncleanMaster": "enable_elect_unclean_master",
+    "controllerHeartBeatTimeoutMills": "heartbeat_timeout_ms",
+    "scanNotActiveBrokerInterval": "scan_interval_ms",
+    "controllerDLegerGroup": "group",
+}
+_IGNORED = frozenset({"notifyBrokerRoleChanged", "enableControllerInNamesrv", "controllerType"})
+_INTS = {"listen_port", "heartbeat_timeout_ms", "scan_interval_ms"}
+
+
+def parse_peers(text: str) -> dict[str, str]:
+    """`n0-host:port;n1-host:port` -> {"n0": "host:port", ...}; ValueError says what is wrong."""
+    peers: dict[str, str] = {}
+    for item in (p.strip() for p in text.split(";")):
+        if not item:
+            continue
+        node, sep, addr = item.partition("-")
+        host, colon, port = addr.rpartition(":")
+        if not sep or not node or not colon or not host or not port.isdigit():
+            raise ValueError(f"{item!r} is not id-host:port")
+        peers[node] = addr
+    if not peers:
+        raise ValueError("lists no peer")
+    return peers
+
+
+def load_controller_config(path: str | os.PathLike[str] | None, **overrides: object) -> ControllerConfig:
+    """Reads controller.conf; every problem is reported at once, with its line."""
+    values: dict[str, object] = {}
+    problems: list[str] = []
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot read {path}: {e.strerror or e}") from e
+        for no, key, raw in parse_properties(text):
+            name = _KEYS.get(key)
+            if name is None:
+                if key not in _IGNORED:
+                    logger.warning("%s:%d: unknown controller key %r ignored", path, no, key)
+                continue
+            value = raw.strip()
+            try:
+                if name == "peers":
+                    values[name] = parse_peers(value)
+                elif name in _INTS:
+                    values[name] = int(value)
+                elif name == "enable_elect_unclean_master":
+                    if value.lower() not in ("true", "false"):
+                        raise ValueError(f"must be true or false, not {value!r}")
+                    values[name] = value.lower() == "true"
+                else:
+                    values[name] = os.path.expanduser(value) if name == "store_path" else value
+            except ValueError as e:
+                problems.append(f"{path}:{no}: {key} {e}")
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    cfg = ControllerConfig(**values)  # type: ignore[arg-type]
+    if not cfg.peers:
+        problems.append("controllerDLegerPeers is not set (n0-host:port;n1-host:port;...)")
+    elif cfg.self_id not in cfg.peers:
+        problems.append(f"controllerDLegerSelfId {cfg.self_id!r} is not one of {', '.join(cfg.peers)}")
+    if not 0 <= cfg.listen_port <= 65535:
+        problems.append("listenPort must be a port number (0-65535)")
+    if cfg.heartbeat_timeout_ms <= 0 or cfg.scan_interval_ms <= 0:
+        problems.append("controllerHeartBeatTimeoutMills and scanNotActiveBrokerInterval must be > 0")
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return cfg

@@ -1,0 +1,219 @@
+"""Helpers of the automatic-failover tests and bench: a name server, a 3-node controller group and a
+broker group in controller mode, each a ferromq process on free 127.0.0.1 ports (killed, paused and
+restarted by PID when a test says so), and questions to the controllers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ferromq.controller.codes import ControllerCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.remoting.connection import open_connection
+from tests.interop.conftest import ferromq_executable, free_port
+from tests.interop.replication_kit import STORE_CONF, Process, spawn, wait_until, write_conf
+
+GROUP = "broker-f"
+# Fast failure detection for tests: a broker silent 2 s is dead; brokers beat every 300 ms.
+HEARTBEAT_TIMEOUT_MS = 2000
+BROKER_CONF = {
+    **STORE_CONF,
+    "brokerName": GROUP,
+    "brokerRole": "SYNC_MASTER",
+    "enableControllerMode": "true",
+    "allAckInSyncStateSet": "true",
+    "haMaxTimeSlaveNotCatchup": "3000",
+    "controllerHeartBeatTimeoutMills": str(HEARTBEAT_TIMEOUT_MS),
+    "brokerHeartbeatInterval": "300",
+    "haSendHeartbeatInterval": "500",
+    "haHousekeepingInterval": "4000",
+    "slaveTimeout": "3000",
+}
+
+
+def ask(addr: str, code: int, ext: dict[str, str] | None = None, timeout: float = 3.0) -> RemotingCommand:
+    """One request to a controller or broker, from synchronous test code."""
+
+    async def go() -> RemotingCommand:
+        host, _, port = addr.rpartition(":")
+        conn = await open_connection(host, int(port), timeout=timeout)
+        try:
+            return await conn.request(RemotingCommand(code=code, ext=ext or {}), timeout)
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+@dataclass
+class FailoverCluster:
+    workdir: Path
+    namesrv: Process
+    controller_ports: list[int]
+    raft_ports: list[int]
+    controllers: dict[str, Process] = field(default_factory=dict)
+    brokers: dict[str, Process] = field(default_factory=dict)
+    broker_confs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def controller_addr(self) -> str:
+        return ";".join(f"127.0.0.1:{p}" for p in self.controller_ports)
+
+    # -- controllers -------------------------------------------------------------------------------
+
+    def start_controller(self, i: int) -> Process:
+        node = f"n{i}"
+        root = self.workdir / f"controller-{node}"
+        conf = {
+            "listenPort": str(self.controller_ports[i]),
+            "controllerDLegerGroup": "group1",
+            "controllerDLegerPeers": ";".join(f"n{j}-127.0.0.1:{p}" for j, p in enumerate(self.raft_ports)),
+            "controllerDLegerSelfId": node,
+            "controllerStorePath": str(root / "store"),
+            "controllerHeartBeatTimeoutMills": str(HEARTBEAT_TIMEOUT_MS),
+            "scanNotActiveBrokerInterval": "200",
+        }
+        path = write_conf(root / "controller.conf", conf)
+        argv = [ferromq_executable(), "-v", "controller", "-c", str(path), "--host", "127.0.0.1"]
+        p = spawn(f"controller {node}", argv, root / "controller.log", "ferromq controller", conf["listenPort"])
+        p.addr = f"127.0.0.1:{self.controller_ports[i]}"
+        self.controllers[node] = p
+        return p
+
+    def metadata(self, node: str) -> dict[str, str]:
+        return ask(self.controllers[node].addr, ControllerCode.CONTROLLER_GET_METADATA_INFO).ext
+
+    def leader(self) -> str | None:
+        """The controller node that says it leads (None while they elect)."""
+        for node, p in self.controllers.items():
+            if p.proc.poll() is None:
+                try:
+                    if self.metadata(node).get("isLeader") == "true":
+                        return node
+                except (OSError, TimeoutError):
+                    continue
+        return None
+
+    def replica_info(self) -> dict[str, Any]:
+        """The group as the most advanced live controller node sees it."""
+        views = []
+        for p in self.controllers.values():
+            if p.proc.poll() is not None:
+                continue
+            try:
+                reply = ask(p.addr, ControllerCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": GROUP})
+            except (OSError, TimeoutError):
+                continue
+            views.append(orjson.loads(reply.body or b"{}"))
+        views = [v for v in views if v.get("known")]
+        if not views:
+            return {"known": False, "epoch": 0, "masterAddr": "", "syncStateSet": [], "members": {}}
+        return max(views, key=lambda v: (v["epoch"], v["syncStateSetEpoch"]))
+
+    def master(self) -> str:
+        return str(self.replica_info().get("masterAddr", ""))
+
+    def wait_master(self, not_addr: str | None = None, timeout: float = 60.0) -> str:
+        """Waits for a master (other than `not_addr`) that the controllers chose and that took the
+        role; returns its name in `brokers`."""
+        holder: dict[str, str] = {}
+
+        def ready() -> bool:
+            addr = self.master()
+            name = next((n for n, p in self.brokers.items() if p.addr == addr), None)
+            if not addr or addr == not_addr or name is None:
+                return False
+            holder["name"] = name
+            return self.brokers[name].logged("is now the master")
+
+        wait_until("a master", ready, timeout, lambda: str(self.replica_info()))
+        return holder["name"]
+
+    def wait_in_sync(self, count: int, timeout: float = 60.0) -> None:
+        wait_until(
+            f"{count} replicas in the SyncStateSet",
+            lambda: len(self.replica_info().get("syncStateSet", [])) >= count,
+            timeout,
+            lambda: str(self.replica_info()),
+        )
+
+    # -- brokers -----------------------------------------------------------------------------------
+
+    def add_broker(self, name: str, **extra: str) -> Process:
+        self.broker_confs[name] = {
+            **BROKER_CONF,
+            "listenPort": str(free_port()),
+            "haListenPort": str(free_port()),
+            "controllerAddr": self.controller_addr,
+            **extra,
+        }
+        return self.start_broker(name)
+
+    def start_broker(self, name: str) -> Process:
+        root = self.workdir / name
+        conf = {
+            **self.broker_confs[name],
+            "storePathRootDir": str(root / "store"),
+            "namesrvAddr": self.namesrv.addr,
+        }
+        path = write_conf(root / "broker.conf", conf)
+        argv = [ferromq_executable(), "-v", "broker", "-c", str(path), "--host", "127.0.0.1"]
+        p = spawn(name, argv, root / "broker.log", "ferromq broker", f"127.0.0.1:{conf['listenPort']}")
+        self.brokers[name] = p
+        return p
+
+    def store(self, name: str) -> Path:
+        return self.workdir / name / "store"
+
+    def pause(self, name: str) -> None:
+        os.kill(self.brokers[name].proc.pid, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        os.kill(self.brokers[name].proc.pid, signal.SIGCONT)
+
+    def stop_all(self) -> None:
+        for p in [*self.brokers.values(), *self.controllers.values(), self.namesrv]:
+            if p.proc.poll() is None:
+                os.kill(p.proc.pid, signal.SIGCONT)
+            p.kill()
+
+
+def start_cluster(workdir: Path, brokers: int = 3, **broker_extra: str) -> FailoverCluster:
+    """A name server, three controllers and `brokers` brokers of one group (the first one started
+    becomes the master)."""
+    from tests.interop.replication_kit import start_namesrv
+
+    cluster = FailoverCluster(
+        workdir, start_namesrv(workdir), [free_port() for _ in range(3)], [free_port() for _ in range(3)]
+    )
+    try:
+        for i in range(3):
+            cluster.start_controller(i)
+        wait_until("a controller leader", lambda: cluster.leader() is not None, 60.0)
+        cluster.add_broker("b0", **broker_extra)
+        cluster.wait_master()
+        for i in range(1, brokers):
+            cluster.add_broker(f"b{i}", **broker_extra)
+        cluster.wait_in_sync(brokers)
+    except BaseException:
+        cluster.stop_all()
+        raise
+    return cluster
+
+
+def commitlog_bytes(store: Path, end: int) -> bytes:
+    """The CommitLog's bytes from offset 0 (files of STORE_CONF's size) up to `end`."""
+    size = int(STORE_CONF["mappedFileSizeCommitLog"])
+    out = bytearray()
+    at = 0
+    while at < end:
+        data = (store / "commitlog" / f"{at:020d}").read_bytes()
+        out += data[: min(size, end - at)]
+        at += size
+    return bytes(out)
