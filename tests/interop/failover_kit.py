@@ -7,13 +7,20 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ferromq import _store
+from ferromq.client.instance import ClientInstance
+from ferromq.client.message import Message, SendStatus
+from ferromq.client.producer import Producer
 from ferromq.controller.codes import ControllerCode
+from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import open_connection
 from tests.interop.conftest import ferromq_executable, free_port
@@ -217,3 +224,110 @@ def commitlog_bytes(store: Path, end: int) -> bytes:
         out += data[: min(size, end - at)]
         at += size
     return bytes(out)
+
+
+# -- load and read-back --------------------------------------------------------------------------
+
+
+@dataclass
+class Ack:
+    id: str
+    at: float
+    """time.monotonic() when the send was acknowledged (SEND_OK)."""
+    store: str
+    """The broker (host:port) that stored it, from its offset message id."""
+
+
+class PythonLoad:
+    """SYNC sends of the ferromq Python client in a thread, one after another, until stopped;
+    the acknowledged (SEND_OK) ids, and the failures. Routes are refreshed every second (as a
+    Java client with pollNameServerInterval=1000)."""
+
+    def __init__(self, namesrv: str, topic: str, prefix: str) -> None:
+        self.namesrv, self.topic, self.prefix = namesrv, topic, prefix
+        self.acked: list[Ack] = []
+        self.failures: list[str] = []
+        self.not_ok: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), name=f"load-{prefix}")
+
+    def start(self) -> PythonLoad:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        assert not self._thread.is_alive(), "the Python load did not stop"
+
+    async def _run(self) -> None:
+        instance = ClientInstance(self.namesrv, instance_name=self.prefix, timeout=3.0, route_interval=1.0)
+        producer = Producer("PG_" + self.prefix, self.namesrv, instance=instance, send_timeout=3.0)
+        await producer.start()
+        try:
+            i = 0
+            while not self._stop.is_set():
+                msg_id = f"{self.prefix}-{i}"
+                i += 1
+                try:
+                    r = await producer.send(Message(self.topic, f"{msg_id}|".encode()))
+                except Exception as e:  # a failed send is recorded, the load goes on
+                    self.failures.append(f"{msg_id}: {e}")
+                    await asyncio.sleep(0.05)
+                    continue
+                if r.status == SendStatus.SEND_OK:
+                    host, _ = _store.decode_offset_msg_id(r.offset_msg_id)
+                    self.acked.append(Ack(msg_id, time.monotonic(), host))
+                else:
+                    self.not_ok.append(f"{msg_id}: {r.status.name}")
+        finally:
+            await producer.stop()
+            await instance.stop()
+
+    def acked_since(self, t: float, store: str | None = None) -> int:
+        return sum(1 for a in self.acked if a.at >= t and (store is None or a.store == store))
+
+
+def stored_ids(broker_addr: str, topic: str) -> list[str]:
+    """Every message id (the body up to '|') of `topic` that `broker_addr` serves, read with pulls
+    from offset 0 of each queue."""
+
+    async def go() -> list[str]:
+        host, _, port = broker_addr.rpartition(":")
+        conn = await open_connection(host, int(port), timeout=5.0)
+        ids: list[str] = []
+        try:
+            for queue_id in range(64):
+                ext = {"topic": topic, "queueId": str(queue_id)}
+                reply = await conn.request(RemotingCommand(code=RequestCode.GET_MAX_OFFSET, ext=ext), 5.0)
+                top = int(reply.ext.get("offset", 0)) if reply.code == ResponseCode.SUCCESS else 0
+                offset = 0
+                while offset < top:
+                    pull = RemotingCommand(
+                        code=RequestCode.PULL_MESSAGE,
+                        ext={
+                            "consumerGroup": "failover-check",
+                            "topic": topic,
+                            "queueId": str(queue_id),
+                            "queueOffset": str(offset),
+                            "maxMsgNums": "32",
+                            "sysFlag": "4",  # FLAG_SUBSCRIPTION: the subscription comes with the pull
+                            "commitOffset": "0",
+                            "suspendTimeoutMillis": "0",
+                            "subscription": "*",
+                            "subVersion": "0",
+                        },
+                    )
+                    reply = await conn.request(pull, 10.0)
+                    if reply.code != ResponseCode.SUCCESS:
+                        raise AssertionError(f"pull {topic}/{queue_id}@{offset}: {reply.code} {reply.remark}")
+                    records = _store.decode_records(reply.body or b"")
+                    assert records, f"pull {topic}/{queue_id}@{offset} returned nothing below {top}"
+                    for rec in records:
+                        ids.append(rec[14].split(b"|", 1)[0].decode())
+                    offset = int(reply.ext["nextBeginOffset"])
+        finally:
+            await conn.close()
+        return ids
+
+    return asyncio.run(go())

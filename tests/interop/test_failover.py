@@ -1,0 +1,198 @@
+"""Automatic failover (controller mode) with real processes on 127.0.0.1: a name server, a 3-node
+controller group and three ferromq brokers of one group (SYNC_MASTER, allAckInSyncStateSet).
+
+* kill -9 of the master under SYNC load (the ferromq Python client, the official C++ client and the
+  official Java client): a new master takes writes, every acknowledged message is readable from it,
+  the producers go on without restart; the old master comes back, cuts its CommitLog where the new
+  master's epoch began and replicates again: its CommitLog is byte-identical to the new master's;
+* SIGSTOP/SIGCONT of the master: a new master is elected meanwhile, the paused one acknowledges
+  nothing after it wakes, steps down and follows; no acknowledged message is lost;
+* killing the controller leader does not disturb sends; the controllers' state survives a restart
+  of all of them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.interop.failover_kit import (
+    FailoverCluster,
+    PythonLoad,
+    commitlog_bytes,
+    start_cluster,
+    stored_ids,
+)
+from tests.interop.replication_kit import wait_until
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FailoverCluster]:
+    c = start_cluster(tmp_path_factory.mktemp("failover"))
+    try:
+        yield c
+    finally:
+        c.stop_all()
+
+
+def max_offsets(cluster: FailoverCluster) -> dict[str, int]:
+    members = cluster.replica_info()["members"]
+    return {m["addr"]: int(m["maxOffset"]) for m in members.values()}
+
+
+def assert_rejoined_identical(cluster: FailoverCluster, old: str, master: str) -> None:
+    """`old` follows `master` again, is back in the SyncStateSet, and its CommitLog is the master's
+    byte for byte (what it had alone was cut)."""
+    wait_until(f"{old} to follow the new master", lambda: cluster.brokers[old].logged(" follows master "), 60)
+    cluster.wait_in_sync(3)
+    old_addr, master_addr = cluster.brokers[old].addr, cluster.brokers[master].addr
+    wait_until(
+        f"{old} to catch up",
+        lambda: max_offsets(cluster).get(old_addr) == max_offsets(cluster).get(master_addr),
+        60,
+        lambda: str(max_offsets(cluster)),
+    )
+    end = max_offsets(cluster)[master_addr]
+    assert commitlog_bytes(cluster.store(old), end) == commitlog_bytes(cluster.store(master), end)
+
+
+def test_kill_master_under_sync_load(cluster: FailoverCluster) -> None:
+    topic = "FailoverKill"
+    old = cluster.wait_master()
+    old_addr = cluster.brokers[old].addr
+    load = PythonLoad(cluster.namesrv.addr, topic, "py").start()
+    try:
+        wait_until("acknowledged sends before the kill", lambda: len(load.acked) >= 200, 60)
+        killed_at = time.monotonic()
+        cluster.brokers[old].kill()
+        new = cluster.wait_master(not_addr=old_addr)
+        new_addr = cluster.brokers[new].addr
+        wait_until(
+            "acknowledged sends on the new master",
+            lambda: load.acked_since(killed_at, new_addr) >= 200,
+            90,
+            lambda: "\n".join(load.failures[-5:]),
+        )
+    finally:
+        load.stop()
+    acked = {a.id for a in load.acked}
+    stored = stored_ids(new_addr, topic)
+    assert not acked - set(stored), f"acknowledged but not on the new master: {sorted(acked - set(stored))[:10]}"
+    cluster.start_broker(old)
+    assert_rejoined_identical(cluster, old, new)
+
+
+def test_paused_master_is_fenced(cluster: FailoverCluster) -> None:
+    """SIGSTOP of the master (a stand-in for a partition) until another is elected, then SIGCONT:
+    the old master acknowledges nothing after it wakes (its in-sync replicas follow the new master),
+    steps down, cuts what it wrote alone and follows; no acknowledged message is lost."""
+    topic = "FailoverPause"
+    old = cluster.wait_master()
+    old_addr = cluster.brokers[old].addr
+    load = PythonLoad(cluster.namesrv.addr, topic, "pause").start()
+    try:
+        wait_until("acknowledged sends before the pause", lambda: len(load.acked) >= 200, 60)
+        cluster.pause(old)
+        paused_at = time.monotonic()
+        try:
+            new = cluster.wait_master(not_addr=old_addr)
+            new_addr = cluster.brokers[new].addr
+            wait_until("sends on the new master", lambda: load.acked_since(paused_at, new_addr) >= 100, 90)
+        finally:
+            cluster.resume(old)
+        resumed_at = time.monotonic()
+        wait_until("the old master to step down", lambda: cluster.brokers[old].logged(" follows master "), 60)
+        wait_until("more sends on the new master", lambda: load.acked_since(resumed_at, new_addr) >= 100, 60)
+    finally:
+        load.stop()
+    assert load.acked_since(resumed_at, old_addr) == 0, "the deposed master acknowledged sends"
+    acked = {a.id for a in load.acked}
+    stored = set(stored_ids(new_addr, topic))
+    assert not acked - stored, f"acknowledged but lost: {sorted(acked - stored)[:10]}"
+    assert_rejoined_identical(cluster, old, new)
+
+
+def test_old_master_cuts_what_it_wrote_alone(cluster: FailoverCluster) -> None:
+    """The master's replicas die; it stores sends it cannot acknowledge (SLAVE_NOT_AVAILABLE) and
+    dies too. A replica is elected when they return; the old master, back, cuts those bytes
+    (after the last epoch it shares with the new master) and becomes a byte-identical replica."""
+    topic = "FailoverAlone"
+    master = cluster.wait_master()
+    load = PythonLoad(cluster.namesrv.addr, topic, "alone").start()
+    try:
+        wait_until("acknowledged sends", lambda: len(load.acked) >= 100, 60)
+    finally:
+        load.stop()
+    replicas = [n for n in cluster.brokers if n != master]
+    for name in replicas:
+        cluster.brokers[name].kill()
+    before = max_offsets(cluster)[cluster.brokers[master].addr]
+    alone = PythonLoad(cluster.namesrv.addr, topic, "alone2").start()
+    try:
+        wait_until("sends the master stores alone", lambda: len(alone.not_ok) >= 20, 30)
+    finally:
+        alone.stop()
+    assert not alone.acked, "sends acknowledged without the in-sync replicas"
+    cluster.brokers[master].kill()
+    grown = commitlog_end(cluster.store(master))
+    assert grown > before
+    for name in replicas:
+        cluster.start_broker(name)
+    new = cluster.wait_master(not_addr=cluster.brokers[master].addr)
+    cluster.start_broker(master)
+    assert_rejoined_identical(cluster, master, new)
+    assert cluster.brokers[master].logged("cutting the CommitLog")
+    acked = {a.id for a in load.acked}
+    assert not acked - set(stored_ids(cluster.brokers[new].addr, topic))
+
+
+def test_controller_leader_kill_leaves_sends_alone(cluster: FailoverCluster) -> None:
+    master = cluster.wait_master()
+    load = PythonLoad(cluster.namesrv.addr, "FailoverCtl", "ctl").start()
+    try:
+        wait_until("acknowledged sends", lambda: len(load.acked) >= 100, 60)
+        leader = cluster.leader()
+        assert leader is not None
+        failures_before = len(load.failures) + len(load.not_ok)
+        cluster.controllers[leader].kill()
+        killed_at = time.monotonic()
+        wait_until("another controller leader", lambda: cluster.leader() not in (None, leader), 30)
+        wait_until("sends after the controller leader died", lambda: load.acked_since(killed_at) >= 300, 60)
+    finally:
+        load.stop()
+    assert len(load.failures) + len(load.not_ok) == failures_before, load.failures[-5:] + load.not_ok[-5:]
+    assert cluster.master() == cluster.brokers[master].addr
+    cluster.start_controller(int(leader[1:]))
+
+
+def test_controller_state_survives_full_restart(cluster: FailoverCluster) -> None:
+    before = cluster.replica_info()
+    for p in cluster.controllers.values():
+        p.stop()
+    for i in range(len(cluster.controller_ports)):
+        cluster.start_controller(i)
+    wait_until("a controller leader", lambda: cluster.leader() is not None, 60)
+    after = cluster.replica_info()
+    for key in ("masterId", "epoch", "syncStateSet", "syncStateSetEpoch", "masterAddr", "nextId"):
+        assert after[key] == before[key], key
+    # The group still fails over with the restarted controllers.
+    old = cluster.wait_master()
+    cluster.brokers[old].kill()
+    new = cluster.wait_master(not_addr=cluster.brokers[old].addr)
+    assert cluster.replica_info()["epoch"] == before["epoch"] + 1
+    cluster.start_broker(old)
+    assert_rejoined_identical(cluster, old, new)
+
+
+def commitlog_end(store: Path) -> int:
+    """Where the written part of a (stopped) broker's CommitLog ends: past the last non-zero byte
+    of its last file."""
+    files = sorted((store / "commitlog").iterdir())
+    last = files[-1]
+    data = last.read_bytes().rstrip(b"\0")
+    return int(last.name) + len(data)
