@@ -88,7 +88,9 @@ class FailoverCluster:
         }
         path = write_conf(root / "controller.conf", conf)
         argv = [ferromq_executable(), "-v", "controller", "-c", str(path), "--host", "127.0.0.1"]
-        p = spawn(f"controller {node}", argv, root / "controller.log", "ferromq controller", conf["listenPort"])
+        p = spawn(
+            f"controller {node}", argv, root / "controller.log", "ferromq controller", conf["listenPort"]
+        )
         p.addr = f"127.0.0.1:{self.controller_ports[i]}"
         self.controllers[node] = p
         return p

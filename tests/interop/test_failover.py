@@ -82,7 +82,9 @@ def test_kill_master_under_sync_load(cluster: FailoverCluster) -> None:
         load.stop()
     acked = {a.id for a in load.acked}
     stored = stored_ids(new_addr, topic)
-    assert not acked - set(stored), f"acknowledged but not on the new master: {sorted(acked - set(stored))[:10]}"
+    assert not acked - set(stored), (
+        f"acknowledged but not on the new master: {sorted(acked - set(stored))[:10]}"
+    )
     cluster.start_broker(old)
     assert_rejoined_identical(cluster, old, new)
 

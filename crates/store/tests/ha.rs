@@ -216,3 +216,80 @@ fn different_bytes_stop_the_slave() {
     slave.close();
     ha.close();
 }
+
+#[test]
+fn a_former_master_cuts_its_log_and_follows_the_new_one() {
+    let (adir, bdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = MessageStore::open(small_config(adir.path())).unwrap();
+    let common = put(&a, 200, 0);
+    let units: Vec<_> = (0..4)
+        .map(|q| a.max_offset_in_queue("Repl", q).unwrap())
+        .collect();
+    // What the old master wrote alone, across a file boundary.
+    let alone = put(&a, 300, 200);
+    assert!(alone > common + 64 * 1024);
+    let log = a.replica_log().unwrap();
+    assert!(log.truncate_to(common + 1).is_err(), "not a record start");
+    log.truncate_to(common).unwrap();
+    assert_eq!(a.max_physical_offset() as u64, common);
+    for (q, max) in units.iter().enumerate() {
+        assert_eq!(a.max_offset_in_queue("Repl", q as i32).unwrap(), *max);
+    }
+    // The new master (same first 200 messages, then its own) streams to it.
+    let b = MessageStore::open(small_config(bdir.path())).unwrap();
+    assert_eq!(put(&b, 200, 0), common);
+    let b_end = put(&b, 50, 1000);
+    let ha = HaMaster::start(
+        b.replica_log().unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+        ha_config(),
+    )
+    .unwrap();
+    let slave = HaSlave::start(log, Some(ha.local_addr().to_string()), ha_config());
+    wait_until("the catch-up", || a.max_physical_offset() as u64 == b_end);
+    assert!(slave.status().error.is_none());
+    for q in 0..4 {
+        // Same units: the cut queues continue with the new master's records.
+        assert_eq!(
+            a.max_offset_in_queue("Repl", q).unwrap(),
+            b.max_offset_in_queue("Repl", q).unwrap()
+        );
+    }
+    slave.close();
+    ha.close();
+}
+
+#[test]
+fn acknowledged_only_once_every_required_slave_reported() {
+    let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = MessageStore::open(small_config(mdir.path())).unwrap();
+    let ha = HaMaster::start(
+        master.replica_log().unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+        ha_config(),
+    )
+    .unwrap();
+    // A required replica that never connects holds every acknowledgement back.
+    ha.set_ack_peers(Some(vec!["127.0.0.1:1".to_string()]));
+    let slave_store = MessageStore::open(small_config(sdir.path())).unwrap();
+    let slave = HaSlave::start(
+        slave_store.replica_log().unwrap(),
+        Some(ha.local_addr().to_string()),
+        ha_config(),
+    );
+    let end = put(&master, 50, 0);
+    ha.notify_appended();
+    wait_until("the slave's copy", || {
+        slave_store.max_physical_offset() as u64 == end
+    });
+    wait_until("the master to see the slave", || {
+        ha.slaves().iter().any(|(_, off, _)| *off == end)
+    });
+    assert_eq!(ha.acked_offset(), 0);
+    let peer = slave.status().local_addr.unwrap();
+    assert_eq!(ha.slaves()[0].0, peer);
+    ha.set_ack_peers(Some(vec![peer]));
+    assert_eq!(ha.acked_offset(), end);
+    slave.close();
+    ha.close();
+}

@@ -304,7 +304,9 @@ class BrokerConfig:
         if self.ha_master_address and not _is_host_port(self.ha_master_address):
             bad("ha_master_address", "host:port")
         if self.enable_controller_mode and not self.controller_addrs:
-            out.append(("controller_addr", "enableControllerMode=true needs controllerAddr (host:port;host:port)"))
+            out.append(
+                ("controller_addr", "enableControllerMode=true needs controllerAddr (host:port;host:port)")
+            )
         if self.flush_disk_type not in tuple(FlushDiskType):
             bad("flush_disk_type", "ASYNC_FLUSH or SYNC_FLUSH")
         if not 0 <= self.broker_permission <= 15:

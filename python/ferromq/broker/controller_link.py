@@ -51,7 +51,9 @@ class ControllerLink:
         cfg = broker.config
         # brokerRole only says whether the master waits for its replicas.
         self.master_role = (
-            "SYNC_MASTER" if cfg.broker_role == "SYNC_MASTER" or cfg.all_ack_in_sync_state_set else "ASYNC_MASTER"
+            "SYNC_MASTER"
+            if cfg.broker_role == "SYNC_MASTER" or cfg.all_ack_in_sync_state_set
+            else "ASYNC_MASTER"
         )
         self.epochs = EpochFile(cfg.store_path_root_dir)
         self.broker_id: int | None = None
@@ -175,7 +177,9 @@ class ControllerLink:
             return_exceptions=True,
         )
         views = [
-            _object(a.body) for a in answers if isinstance(a, RemotingCommand) and a.code == ResponseCode.SUCCESS
+            _object(a.body)
+            for a in answers
+            if isinstance(a, RemotingCommand) and a.code == ResponseCode.SUCCESS
         ]
         views = [v for v in views if v.get("known")]
         if not views:
@@ -224,7 +228,9 @@ class ControllerLink:
         await self._stop_master_services()
         end = broker.store.max_physical_offset
         self.epochs.begin(epoch, end)
-        broker.config = broker.config.replace(broker_role=self.master_role, broker_id=0, ha_master_address=None)
+        broker.config = broker.config.replace(
+            broker_role=self.master_role, broker_id=0, ha_master_address=None
+        )
         self.role, self.epoch, self.master_id = "MASTER", epoch, self.broker_id or NO_MASTER
         self._out_since.clear()
         await broker.replication.start()
@@ -266,7 +272,9 @@ class ControllerLink:
         await self._broker.replication.start()
         self.role, self.epoch, self.master_id = "NONE", epoch, NO_MASTER
         self.role_changes += 1
-        logger.warning("controller mode: %s is no longer master (epoch %d)", self._broker.config.broker_addr, epoch)
+        logger.warning(
+            "controller mode: %s is no longer master (epoch %d)", self._broker.config.broker_addr, epoch
+        )
         self._broker.registration_changed()
 
     async def _follow(self, view: dict[str, Any]) -> None:
@@ -294,7 +302,10 @@ class ControllerLink:
         broker.config = broker.config.replace(ha_master_address=master_ha)
         await broker.replication.start()
         self.role, self.epoch, self.master_id = "SLAVE", epoch, master
-        self.sync_state_set, self.sync_state_set_epoch = list(view["syncStateSet"]), int(view["syncStateSetEpoch"])
+        self.sync_state_set, self.sync_state_set_epoch = (
+            list(view["syncStateSet"]),
+            int(view["syncStateSetEpoch"]),
+        )
         self.role_changes += 1
         logger.warning(
             "controller mode: %s follows master %s (epoch %d)%s",
@@ -322,7 +333,7 @@ class ControllerLink:
                 )
         if point < local_end:
             logger.warning(
-                "controller mode: cutting the CommitLog from %d to %d (the last point shared with the master)",
+                "controller mode: cutting the CommitLog from %d to %d (last point shared with the master)",
                 local_end,
                 point,
             )

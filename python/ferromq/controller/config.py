@@ -1,13 +1,13 @@
 """controller.conf: RocketMQ 5.x's controller keys (Java properties).
 
-    listenPort = 9878                       # where brokers and admin tools talk to this node
-    controllerDLegerGroup = group1          # accepted; one Raft group per peer list
-    controllerDLegerPeers = n0-127.0.0.1:9877;n1-127.0.0.1:9867;n2-127.0.0.1:9857   # Raft ports
-    controllerDLegerSelfId = n0
-    controllerStorePath = /var/ferromq/controller   # the Raft journal and snapshot
-    enableElectUncleanMaster = false
-    controllerHeartBeatTimeoutMills = 10000 # a broker silent this long is dead (brokers may send theirs)
-    scanNotActiveBrokerInterval = 5000
+listenPort = 9878                       # where brokers and admin tools talk to this node
+controllerDLegerGroup = group1          # accepted; one Raft group per peer list
+controllerDLegerPeers = n0-127.0.0.1:9877;n1-127.0.0.1:9867;n2-127.0.0.1:9857   # Raft ports
+controllerDLegerSelfId = n0
+controllerStorePath = /var/ferromq/controller   # the Raft journal and snapshot
+enableElectUncleanMaster = false
+controllerHeartBeatTimeoutMills = 10000 # a broker silent this long is dead (brokers may send theirs)
+scanNotActiveBrokerInterval = 5000
 """
 
 from __future__ import annotations

@@ -139,7 +139,8 @@ class Controller:
                 return await fut
         except TimeoutError:
             raise BrokerError(
-                "the controller group has no leader (is a majority of its nodes up?)", ResponseCode.SYSTEM_BUSY
+                "the controller group has no leader (is a majority of its nodes up?)",
+                ResponseCode.SYSTEM_BUSY,
             ) from None
 
     # -- requests ------------------------------------------------------------------------------
@@ -163,7 +164,9 @@ class Controller:
             self.table.register, ext_str(cmd, "clusterName"), name, addr, ext_str(cmd, "haAddr", "")
         )
         self._scan_now.set()
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps({**self.view(name), "brokerId": result["brokerId"]}))
+        return cmd.reply(
+            ResponseCode.SUCCESS, body=dumps({**self.view(name), "brokerId": result["brokerId"]})
+        )
 
     async def _heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         name, _ = self._touch(cmd)
@@ -303,4 +306,3 @@ def _settle(fut: asyncio.Future[dict[str, Any]], result: Any, error: Any) -> Non
         fut.set_exception(BrokerError(f"the Raft log refused the change ({error})", ResponseCode.SYSTEM_BUSY))
     else:
         fut.set_result(result)
-

@@ -104,10 +104,16 @@ class GroupTable(SyncObjConsumer):
                     f"(master {group['masterId']}, epoch {group['epoch']})",
                 }
             if group["syncStateSetEpoch"] != set_epoch:
-                return {"ok": False, "error": f"SyncStateSet epoch is {group['syncStateSetEpoch']}, not {set_epoch}"}
+                return {
+                    "ok": False,
+                    "error": f"SyncStateSet epoch is {group['syncStateSetEpoch']}, not {set_epoch}",
+                }
             ids = {b["id"] for b in group["brokers"].values()}
             if master_id not in members or not set(members) <= ids:
-                return {"ok": False, "error": f"SyncStateSet {members} must hold the master and only replicas"}
+                return {
+                    "ok": False,
+                    "error": f"SyncStateSet {members} must hold the master and only replicas",
+                }
             group["syncStateSet"] = sorted(set(members))
             group["syncStateSetEpoch"] += 1
             return {"ok": True, "group": copy.deepcopy(group)}
