@@ -8,15 +8,31 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ferromq import _store
+from ferromq.protocol.constants import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    SYSFLAG_COMPRESSED,
+    SYSFLAG_COMPRESSION_TYPE_MASK,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
 
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-
-SYSFLAG_COMPRESSED = 0x1
-SYSFLAG_COMPRESSION_TYPE_MASK = 0x700
-TRANSACTION_PREPARED_TYPE = 0x4
-TRANSACTION_COMMIT_TYPE = 0x8
-TRANSACTION_ROLLBACK_TYPE = 0xC
+# Re-exported: the names stored messages are read with.
+__all__ = [
+    "NAME_VALUE_SEPARATOR",
+    "PROPERTY_SEPARATOR",
+    "SYSFLAG_COMPRESSED",
+    "SYSFLAG_COMPRESSION_TYPE_MASK",
+    "TRANSACTION_COMMIT_TYPE",
+    "TRANSACTION_PREPARED_TYPE",
+    "TRANSACTION_ROLLBACK_TYPE",
+    "StoredMessage",
+    "decode_messages",
+    "decode_properties",
+    "encode_properties",
+    "tag_codes",
+]
 
 
 def encode_properties(props: Mapping[str, str]) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from ferromq.broker.processors.send import _V2_NAMES
 from ferromq.client.message import encode_batch
 from ferromq.message import decode_properties
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.protocol.headers import SEND_V2_NAMES
 
 from .brokerkit import Client, properties, running, send_ext
 
@@ -25,7 +25,7 @@ SENDS = [
     ("half", properties(TAGS="C", KEYS="k3", WAIT="true", TRAN_MSG="true", PGROUP="PG"), 0x4, False),
     ("batch", properties(WAIT="true"), 0, True),
 ]
-V2_LETTER = {name: letter for letter, name in _V2_NAMES.items()}
+V2_LETTER = {name: letter for letter, name in SEND_V2_NAMES.items()}
 BATCH_ITEMS = [properties(TAGS="D", KEYS=f"b{i}", UNIQ_KEY=f"U{i}") for i in range(2)]
 
 

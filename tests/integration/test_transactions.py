@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from ferromq.broker import Broker
-from ferromq.broker.transaction import TRANS_SYS_GROUP, CheckRound, encode_check_body
+from ferromq.broker.transaction import CheckRound, encode_check_body
 from ferromq.client import Message, ReceivedMessage
 from ferromq.client.instance import ClientInstance
 from ferromq.client.transaction_producer import (
@@ -28,6 +28,7 @@ from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import TRANS_SYS_GROUP
 
 from .brokerkit import Client, properties, pull_ext, running, send_ext
 

@@ -28,6 +28,7 @@ from ferromq.acl.plain import Account, PlainAcl, authorize
 from ferromq.jsonutil import loads_lenient
 from ferromq.protocol.codes import RequestCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import RETRY_PREFIX
 from ferromq.remoting.connection import Connection
 
 logger = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ def _retry(group: str | None) -> str | None:
 
 
 def _send(out: dict[str, int], topic: str | None, group: str | None) -> None:
-    if topic is not None and topic.startswith(perm.RETRY_PREFIX):
+    if topic is not None and topic.startswith(RETRY_PREFIX):
         _add(out, _retry(group), perm.SUB)
     else:
         _add(out, topic, perm.PUB)

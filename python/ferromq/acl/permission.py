@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ferromq.acl.errors import AclError
 from ferromq.protocol.codes import RequestCode
+from ferromq.protocol.constants import RETRY_PREFIX
 
 DENY = 1
 ANY = 2
@@ -12,8 +13,6 @@ SUB = 8
 
 _BY_TEXT = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
-RETRY_PREFIX = "%RETRY%"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
 # Requests Java 4.9.7 lets only admin accounts make.
 JAVA_ADMIN_CODES = frozenset(

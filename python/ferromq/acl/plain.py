@@ -29,6 +29,7 @@ from ferromq.acl.addresses import Matcher, matcher
 from ferromq.acl.errors import AclError, refusal
 from ferromq.acl.signing import ACCESS_KEY, SIGNATURE, Signer
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import RETRY_PREFIX, TRACE_TOPIC
 
 logger = logging.getLogger(__name__)
 
@@ -410,7 +411,7 @@ def check_perm(code: int, needed: Mapping[str, int] | None, account: Account) ->
     if owned is None and account.admin:
         return
     for resource, needed_perm in needed.items():
-        is_group = resource.startswith(perm.RETRY_PREFIX)
+        is_group = resource.startswith(RETRY_PREFIX)
         mine = owned.get(resource) if owned is not None else None
         if mine is None:
             default = account.default_group_perm if is_group else account.default_topic_perm
@@ -421,12 +422,12 @@ def check_perm(code: int, needed: Mapping[str, int] | None, account: Account) ->
 
 
 def _printed(resource: str, is_group: bool) -> str:
-    return f"group:{resource[len(perm.RETRY_PREFIX) :]}" if is_group else f"topic:{resource}"
+    return f"group:{resource[len(RETRY_PREFIX) :]}" if is_group else f"topic:{resource}"
 
 
 def authorize(code: int, resources: Mapping[str, int] | None, account: Account) -> None:
     """The second half of `validate`: what the request touches against what the account may do
     (a send to the trace topic needs only the signature)."""
-    if resources is not None and resources.get(perm.TRACE_TOPIC) == perm.PUB:
+    if resources is not None and resources.get(TRACE_TOPIC) == perm.PUB:
         return
     check_perm(code, resources, account)

@@ -14,11 +14,13 @@ import hashlib
 import operator
 from collections.abc import Callable
 
+from ferromq.protocol.constants import UNIQUE_KEY_QUERY
+
 ACCESS_KEY = "AccessKey"
 SIGNATURE = "Signature"
 SECURITY_TOKEN = "SecurityToken"
 # MixAll.UNIQUE_MSG_QUERY_FLAG: the broker leaves it out of the content it checks (a client does not).
-UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
+UNIQUE_MSG_QUERY_FLAG = UNIQUE_KEY_QUERY
 
 _SERVER_SKIPPED = frozenset((SIGNATURE, UNIQUE_MSG_QUERY_FLAG))
 _BLOCK = 64  # SHA-1's block size

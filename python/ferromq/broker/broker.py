@@ -28,12 +28,18 @@ from ferromq.broker.replication import ReplicationService
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.stats import BrokerStats
 from ferromq.broker.subscriptions import SubscriptionGroupManager
-from ferromq.broker.topics import SCHEDULE_TOPIC, TopicConfigManager
+from ferromq.broker.topics import TopicConfigManager
 from ferromq.broker.transaction import TransactionalMessageService
 from ferromq.errors import StoreIOError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import SCHEDULE_TOPIC
+from ferromq.protocol.headers import (
+    NotifyConsumerIdsChangedRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnRegisterBrokerRequestHeader,
+)
 from ferromq.remoting.connection import Connection, open_connection
 from ferromq.remoting.dispatch import Dispatcher
 from ferromq.remoting.server import RemotingServer, ServerLimits
@@ -292,7 +298,8 @@ class Broker:
         if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
             return
         for ch in list(info.channels.values()):
-            cmd = RemotingCommand(code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext={"consumerGroup": group})
+            ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext()
+            cmd = RemotingCommand(code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext=ext)
             task = asyncio.get_running_loop().create_task(ch.conn.oneway(cmd))
             self._tasks.append(task)
             task.add_done_callback(self._forget)
@@ -368,25 +375,28 @@ class Broker:
             credentials.apply(cmd.ext, cmd.body)
         return cmd
 
-    def _broker_ext(self) -> dict[str, str]:
+    def _broker_header(self) -> UnRegisterBrokerRequestHeader:
         cfg = self.config
-        return {
-            "brokerName": cfg.broker_name,
-            "brokerAddr": cfg.broker_addr,
-            "clusterName": cfg.broker_cluster_name,
-            "brokerId": str(cfg.broker_id),
-        }
+        return UnRegisterBrokerRequestHeader(
+            broker_name=cfg.broker_name,
+            broker_addr=cfg.broker_addr,
+            cluster_name=cfg.broker_cluster_name,
+            broker_id=cfg.broker_id,
+        )
 
     async def register_all(self) -> None:
         cfg = self.config
         body = dumps({"topicConfigSerializeWrapper": self.topics.serialize_wrapper(), "filterServerList": []})
         for addr in cfg.namesrv_addrs:
-            ext = {
-                **self._broker_ext(),
-                "haServerAddr": cfg.ha_server_addr,
-                "compressed": "false",
-                "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
-            }
+            ext = RegisterBrokerRequestHeader(
+                broker_name=cfg.broker_name,
+                broker_addr=cfg.broker_addr,
+                cluster_name=cfg.broker_cluster_name,
+                broker_id=cfg.broker_id,
+                ha_server_addr=cfg.ha_server_addr,
+                compressed=False,
+                body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+            ).to_ext()
             cmd = self._signed(RemotingCommand(code=RequestCode.REGISTER_BROKER, ext=ext, body=body))
             try:
                 reply = await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
@@ -401,7 +411,9 @@ class Broker:
 
     async def _unregister_all(self) -> None:
         for addr in self.config.namesrv_addrs:
-            cmd = self._signed(RemotingCommand(code=RequestCode.UNREGISTER_BROKER, ext=self._broker_ext()))
+            cmd = self._signed(
+                RemotingCommand(code=RequestCode.UNREGISTER_BROKER, ext=self._broker_header().to_ext())
+            )
             try:
                 await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
             except Exception as e:

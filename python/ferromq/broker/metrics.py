@@ -26,9 +26,15 @@ from ferromq.broker.stats import (
     TOPIC_PUT_SIZE,
     earliest_message_time,
 )
-from ferromq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, SYSTEM_TOPICS, TRANS_HALF_TOPIC
-from ferromq.broker.transaction import TRANS_SYS_GROUP
+from ferromq.broker.topics import SYSTEM_TOPICS
 from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.constants import (
+    DLQ_PREFIX,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_SYS_GROUP,
+)
 
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker

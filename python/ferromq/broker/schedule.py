@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ferromq.broker.config_file import load_config_file, save_config_file
-from ferromq.broker.topics import SCHEDULE_TOPIC
 from ferromq.errors import DiskFullError, DispatchBehindError, StoreClosedError
+from ferromq.protocol.constants import SCHEDULE_TOPIC
 from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)

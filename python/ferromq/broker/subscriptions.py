@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ferromq.broker.config_file import load_config_file, save_config_file
+from ferromq.protocol.constants import SYSTEM_GROUP_PREFIX
 
 logger = logging.getLogger(__name__)
-
-SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
 
 
 @dataclass

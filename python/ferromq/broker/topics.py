@@ -12,17 +12,21 @@ from typing import Any
 
 from ferromq.broker.config import BrokerConfig
 from ferromq.broker.config_file import load_config_file, save_config_file
+from ferromq.protocol.constants import (
+    AUTO_CREATE_TOPIC_KEY,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT_TOPIC,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRACE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 
 logger = logging.getLogger(__name__)
 
 PERM_INHERIT, PERM_WRITE, PERM_READ = 1, 2, 4
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 # TopicValidator's system topics (GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists those the broker has, with
 # its cluster and broker names).
 SYSTEM_TOPICS = frozenset(
@@ -32,10 +36,10 @@ SYSTEM_TOPICS = frozenset(
         TRANS_HALF_TOPIC,
         TRANS_OP_HALF_TOPIC,
         TRANS_CHECK_MAX_TIME_TOPIC,
-        "SELF_TEST_TOPIC",
-        "BenchmarkTest",
-        "OFFSET_MOVED_EVENT",
-        "RMQ_SYS_TRACE_TOPIC",
+        SELF_TEST_TOPIC,
+        BENCHMARK_TOPIC,
+        OFFSET_MOVED_EVENT_TOPIC,
+        TRACE_TOPIC,
     }
 )
 # Topics clients may not send to directly (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
@@ -45,8 +49,8 @@ NOT_ALLOWED_SEND = frozenset(
         TRANS_HALF_TOPIC,
         TRANS_OP_HALF_TOPIC,
         TRANS_CHECK_MAX_TIME_TOPIC,
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT_TOPIC,
     }
 )
 _VALID = re.compile(r"^[%|a-zA-Z0-9_-]+$")

@@ -54,38 +54,35 @@ from ferromq.broker.clients import ClientManager
 from ferromq.broker.config import BrokerConfig
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.service import TaskService
-from ferromq.broker.topics import (
+from ferromq.broker.topics import TopicConfigManager
+from ferromq.errors import BrokerError, StoreClosedError, StoreError
+from ferromq.message import StoredMessage, encode_properties
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import (
+    PROPERTY_CHECK_IMMUNITY,
+    PROPERTY_CHECK_TIMES,
+    PROPERTY_PREPARED_QUEUE_OFFSET,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_UNIQ_KEY,
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
-    TopicConfigManager,
-)
-from ferromq.errors import BrokerError, StoreClosedError, StoreError
-from ferromq.message import (
+    TRANS_SYS_GROUP,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
-    StoredMessage,
-    encode_properties,
+    TRANSACTION_TYPE_MASK,
 )
-from ferromq.protocol.codes import RequestCode, ResponseCode
-from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import CheckTransactionStateRequestHeader
 from ferromq.remoting.connection import Connection
 from ferromq.store import MessageStore, PutResult
 
 logger = logging.getLogger(__name__)
 
-TRANS_SYS_GROUP = "CID_RMQ_SYS_TRANS"
 REMOVE_TAG = "d"
 HALF_QUEUE_ID = 0
-TRANSACTION_TYPE_MASK = 0xC
-
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QID = "REAL_QID"
-PROPERTY_PRODUCER_GROUP = "PGROUP"
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
-PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
-PROPERTY_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
-PROPERTY_CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 
 # RocketMQ's remarks for END_TRANSACTION refusals (EndTransactionProcessor.checkPrepareMessage).
 REMARK_NOT_FOUND = "Find prepared transaction message failed"
@@ -568,13 +565,13 @@ class TransactionalMessageService(TaskService):
             logger.error("half message %s cannot be checked (no record or real topic); skipped", copy.msg_id)
             return
         uniq = props.get(PROPERTY_UNIQ_KEY, "")
-        ext = {
-            "tranStateTableOffset": str(copy.queue_offset),
-            "commitLogOffset": str(copy.physical_offset),
-            "msgId": uniq,
-            "transactionId": uniq,
-            "offsetMsgId": copy.msg_id,
-        }
+        ext = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=copy.queue_offset,
+            commit_log_offset=copy.physical_offset,
+            msg_id=uniq,
+            transaction_id=uniq,
+            offset_msg_id=copy.msg_id,
+        ).to_ext()
         cmd = RemotingCommand(
             code=RequestCode.CHECK_TRANSACTION_STATE,
             ext=ext,

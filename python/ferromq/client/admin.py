@@ -39,20 +39,51 @@ from ferromq.client.admin_results import (
 from ferromq.client.instance import ClientInstance
 from ferromq.client.lifecycle import AsyncLifecycle
 from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
+from ferromq.client.offset_store import queue_offset_ext
 from ferromq.client.route import TopicRoute
 from ferromq.errors import BrokerError, QueryNotFoundError, TopicNotExistError
 from ferromq.jsonutil import dumps, loads_lenient, loads_object_keys
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import (
+    AUTO_CREATE_TOPIC_KEY,
+    BENCHMARK_TOPIC,
+    DLQ_PREFIX,
+    OFFSET_MOVED_EVENT_TOPIC,
+    ORDER_TOPIC_CONFIG,
+    PULL_FLAG_SUBSCRIPTION,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TOOLS_CONSUMER_GROUP,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
+from ferromq.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetKVConfigRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    PullMessageRequestHeader,
+    PutKVConfigRequestHeader,
+    QueryMessageRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
+    ViewMessageRequestHeader,
+)
 
 logger = logging.getLogger(__name__)
 
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 DEFAULT_QUERY_MAX_NUM = 32
-# The group mqadmin reads single messages as (MixAll.TOOLS_CONSUMER_GROUP).
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
-PULL_FLAG_SUBSCRIPTION = 0x4
 # QUERY_MESSAGE reads index files: give it more time than a plain request (Java: timeout * 3).
 QUERY_TIMEOUT_FACTOR = 3
 
@@ -144,17 +175,17 @@ class ConsumerProgress:
 
 SYSTEM_TOPICS = frozenset(
     {
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "OFFSET_MOVED_EVENT",
-        "SELF_TEST_TOPIC",
-        "BenchmarkTest",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        AUTO_CREATE_TOPIC_KEY,
+        SCHEDULE_TOPIC,
+        OFFSET_MOVED_EVENT_TOPIC,
+        SELF_TEST_TOPIC,
+        BENCHMARK_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
     }
 )
-SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_")
+SYSTEM_TOPIC_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, "rmq_sys_", "RMQ_SYS_")
 
 
 def is_system_topic(topic: str, cluster_and_broker_names: set[str] | frozenset[str] = frozenset()) -> bool:
@@ -224,12 +255,11 @@ async def queue_master_addr(instance: ClientInstance, mq: MessageQueue) -> str:
 
 
 async def queue_offset_request(
-    instance: ClientInstance, code: RequestCode, mq: MessageQueue, **extra: str
+    instance: ClientInstance, code: RequestCode, mq: MessageQueue, timestamp: int = 0
 ) -> int:
     """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP on a queue: its `offset`."""
     addr = await queue_master_addr(instance, mq)
-    ext = {"topic": mq.topic, "queueId": str(mq.queue_id), **extra}
-    reply = await instance.invoke(addr, RemotingCommand(code=code, ext=ext))
+    reply = await instance.invoke(addr, RemotingCommand(code=code, ext=queue_offset_ext(code, mq, timestamp)))
     return _int_ext(check_reply(reply, f"{code.name} of {mq}"), "offset")
 
 
@@ -386,16 +416,16 @@ class Admin(AsyncLifecycle):
         return {n: masters[n] for n in broker_names}
 
     async def _create_on(self, addr: str, cfg: TopicConfigInfo) -> None:
-        ext = {
-            "topic": cfg.topic,
-            "defaultTopic": AUTO_CREATE_TOPIC_KEY,
-            "readQueueNums": str(cfg.read_queue_nums),
-            "writeQueueNums": str(cfg.write_queue_nums),
-            "perm": str(cfg.perm),
-            "topicFilterType": cfg.topic_filter_type,
-            "topicSysFlag": str(cfg.topic_sys_flag),
-            "order": "true" if cfg.order else "false",
-        }
+        ext = CreateTopicRequestHeader(
+            topic=cfg.topic,
+            default_topic=AUTO_CREATE_TOPIC_KEY,
+            read_queue_nums=cfg.read_queue_nums,
+            write_queue_nums=cfg.write_queue_nums,
+            perm=cfg.perm,
+            topic_filter_type=cfg.topic_filter_type,
+            topic_sys_flag=cfg.topic_sys_flag,
+            order=cfg.order,
+        ).to_ext()
         reply = await self.instance.invoke(
             addr, RemotingCommand(code=RequestCode.UPDATE_AND_CREATE_TOPIC, ext=ext), self.timeout
         )
@@ -410,14 +440,15 @@ class Admin(AsyncLifecycle):
         for addr in self.instance.namesrv_addrs:
             cmd = RemotingCommand(
                 code=RequestCode.PUT_KV_CONFIG,
-                ext={"namespace": ORDER_TOPIC_CONFIG, "key": topic, "value": value},
+                ext=PutKVConfigRequestHeader(namespace=ORDER_TOPIC_CONFIG, key=topic, value=value).to_ext(),
             )
             check_reply(await self.instance.invoke(addr, cmd, self.timeout), f"PUT_KV_CONFIG {topic}")
 
     async def _delete_order_conf(self, topic: str) -> None:
         for addr in self.instance.namesrv_addrs:
             cmd = RemotingCommand(
-                code=RequestCode.DELETE_KV_CONFIG, ext={"namespace": ORDER_TOPIC_CONFIG, "key": topic}
+                code=RequestCode.DELETE_KV_CONFIG,
+                ext=GetKVConfigRequestHeader(namespace=ORDER_TOPIC_CONFIG, key=topic).to_ext(),
             )
             reply = await self.instance.invoke(addr, cmd, self.timeout)
             if reply.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
@@ -520,14 +551,20 @@ class Admin(AsyncLifecycle):
         for name, addr in masters.items():
             reply = await self.instance.invoke(
                 addr,
-                RemotingCommand(code=RequestCode.DELETE_TOPIC_IN_BROKER, ext={"topic": topic}),
+                RemotingCommand(
+                    code=RequestCode.DELETE_TOPIC_IN_BROKER,
+                    ext=DeleteTopicRequestHeader(topic=topic).to_ext(),
+                ),
                 self.timeout,
             )
             check_reply(reply, f"DELETE_TOPIC_IN_BROKER {topic} on {name}")
         for addr in self.instance.namesrv_addrs:
             reply = await self.instance.invoke(
                 addr,
-                RemotingCommand(code=RequestCode.DELETE_TOPIC_IN_NAMESRV, ext={"topic": topic}),
+                RemotingCommand(
+                    code=RequestCode.DELETE_TOPIC_IN_NAMESRV,
+                    ext=DeleteTopicRequestHeader(topic=topic).to_ext(),
+                ),
                 self.timeout,
             )
             if reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
@@ -553,9 +590,7 @@ class Admin(AsyncLifecycle):
             masters = {n: a for n, a in addrs.items() if a}
         else:
             masters = await self._masters(None)
-        ext = {"consumerGroup": group}
-        if topic is not None:
-            ext["topic"] = topic
+        ext = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext()
         queues: list[QueueProgress] = []
         tps = 0.0
         for name, addr in masters.items():
@@ -586,7 +621,9 @@ class Admin(AsyncLifecycle):
         addr, offset = decode_offset_msg_id(offset_msg_id)
         reply = await self.instance.invoke(
             addr,
-            RemotingCommand(code=RequestCode.VIEW_MESSAGE_BY_ID, ext={"offset": str(offset)}),
+            RemotingCommand(
+                code=RequestCode.VIEW_MESSAGE_BY_ID, ext=ViewMessageRequestHeader(offset=offset).to_ext()
+            ),
             self.timeout,
         )
         check_reply(reply, f"VIEW_MESSAGE_BY_ID {offset_msg_id}")
@@ -599,15 +636,14 @@ class Admin(AsyncLifecycle):
         self, topic: str, key: str, max_num: int, begin: int, end: int, unique: bool
     ) -> list[ReceivedMessage]:
         route = await self.topic_route(topic)
-        ext = {
-            "topic": topic,
-            "key": key,
-            "maxNum": str(max_num),
-            "beginTimestamp": str(begin),
-            "endTimestamp": str(end),
-        }
-        if unique:
-            ext["_UNIQUE_KEY_QUERY"] = "true"
+        ext = QueryMessageRequestHeader(
+            topic=topic,
+            key=key,
+            max_num=max_num,
+            begin_timestamp=begin,
+            end_timestamp=end,
+            unique_key_query=True if unique else None,
+        ).to_ext()
 
         async def one(name: str, addr: str) -> list[ReceivedMessage]:
             reply = await self.instance.invoke(
@@ -663,7 +699,7 @@ class Admin(AsyncLifecycle):
     async def search_offset(self, queue: MessageQueue, timestamp: int) -> int:
         """The offset of the queue's first message stored at or after `timestamp` (ms)."""
         return await queue_offset_request(
-            self.instance, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, timestamp=str(timestamp)
+            self.instance, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, queue, timestamp=timestamp
         )
 
     # -- brokers -------------------------------------------------------------------------------
@@ -709,7 +745,7 @@ class Admin(AsyncLifecycle):
             broker_addr,
             RequestCode.VIEW_BROKER_STATS_DATA,
             f"{stats_name} {stats_key} on {broker_addr}",
-            {"statsName": stats_name, "statsKey": stats_key},
+            ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key).to_ext(),
         )
         return parse_broker_stats(stats_name, stats_key, reply.body)
 
@@ -758,7 +794,10 @@ class Admin(AsyncLifecycle):
         out: list[TopicQueueStats] = []
         for name, addr in (await self._route_masters(topic)).items():
             reply = await self._call(
-                addr, RequestCode.GET_TOPIC_STATS_INFO, f"stats of {topic} on {name}", {"topic": topic}
+                addr,
+                RequestCode.GET_TOPIC_STATS_INFO,
+                f"stats of {topic} on {name}",
+                GetTopicStatsInfoRequestHeader(topic=topic).to_ext(),
             )
             out += parse_topic_stats(reply.body)
         return sorted(out, key=lambda q: q.queue)
@@ -771,7 +810,7 @@ class Admin(AsyncLifecycle):
                 addr,
                 RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
                 f"consumers of {topic} on {name}",
-                {"topic": topic},
+                QueryTopicConsumeByWhoRequestHeader(topic=topic).to_ext(),
             )
             data = loads_lenient(reply.body) if reply.body else {}
             groups.update(str(g) for g in data.get("groupList") or [])
@@ -781,7 +820,10 @@ class Admin(AsyncLifecycle):
         """The topics of one cluster's brokers (GET_TOPICS_BY_CLUSTER at the name server)."""
         reply = check_reply(
             await self.instance.namesrv_invoke(
-                RemotingCommand(code=RequestCode.GET_TOPICS_BY_CLUSTER, ext={"cluster": cluster})
+                RemotingCommand(
+                    code=RequestCode.GET_TOPICS_BY_CLUSTER,
+                    ext=GetTopicsByClusterRequestHeader(cluster=cluster).to_ext(),
+                )
             ),
             f"topics of cluster {cluster}",
         )
@@ -825,13 +867,13 @@ class Admin(AsyncLifecycle):
         committed offsets unless told not to, then its %RETRY% and %DLQ% topics where they exist
         (as mqadmin deleteSubGroup does). Returns the broker names."""
         masters = await self._masters(broker_names)
-        ext = {"groupName": group, "removeOffset": "true" if remove_offsets else "false"}
+        ext = DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offsets).to_ext()
         for name, addr in masters.items():
             await self._call(
                 addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, f"DELETE_SUBSCRIPTIONGROUP {group} on {name}", ext
             )
         existing = set(await self.list_topics())
-        for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
+        for topic in (RETRY_PREFIX + group, DLQ_PREFIX + group):
             if topic in existing:
                 await self.delete_topic(topic)
         return list(masters)
@@ -839,7 +881,7 @@ class Admin(AsyncLifecycle):
     async def _group_brokers(self, group: str) -> dict[str, str]:
         """The masters that know a group's consumers: those routing its retry topic, else all."""
         try:
-            return await self._route_masters(f"%RETRY%{group}")
+            return await self._route_masters(RETRY_PREFIX + group)
         except TopicNotExistError:
             return await self._masters(None)
 
@@ -848,7 +890,8 @@ class Admin(AsyncLifecycle):
         mqadmin consumerConnection). Raises BrokerError CONSUMER_NOT_ONLINE when none is."""
         found: ConsumerConnections | None = None
         for name, addr in (await self._group_brokers(group)).items():
-            cmd = RemotingCommand(code=RequestCode.GET_CONSUMER_CONNECTION_LIST, ext={"consumerGroup": group})
+            ext = GetConsumerConnectionListRequestHeader(consumer_group=group).to_ext()
+            cmd = RemotingCommand(code=RequestCode.GET_CONSUMER_CONNECTION_LIST, ext=ext)
             reply = await self.instance.invoke(addr, cmd, self.timeout)
             if reply.code == ResponseCode.CONSUMER_NOT_ONLINE:
                 continue
@@ -878,7 +921,7 @@ class Admin(AsyncLifecycle):
         queues with committed offset, cached messages, lock, last pull and consume times."""
         last: RemotingCommand | None = None
         for addr in (await self._group_brokers(group)).values():
-            ext = {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}
+            ext = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id).to_ext()
             cmd = RemotingCommand(code=RequestCode.GET_CONSUMER_RUNNING_INFO, ext=ext)
             reply = await self.instance.invoke(addr, cmd, self.timeout)
             if reply.code == ResponseCode.SUCCESS:
@@ -898,7 +941,7 @@ class Admin(AsyncLifecycle):
                 addr,
                 RequestCode.GET_PRODUCER_CONNECTION_LIST,
                 f"producer connections of {group} on {name}",
-                {"producerGroup": group},
+                GetProducerConnectionListRequestHeader(producer_group=group).to_ext(),
             )
             conns.update(parse_producer_connections(group, reply.body).connections)
         return ProducerConnections(group, sorted(conns, key=lambda c: (c.client_id, c.client_addr)))
@@ -914,12 +957,7 @@ class Admin(AsyncLifecycle):
         the broker does not know the request, the committed offsets are written directly, which
         consumers read when they start."""
         masters = await self._route_masters(topic)
-        ext = {
-            "topic": topic,
-            "group": group,
-            "timestamp": str(timestamp),
-            "isForce": "true" if force else "false",
-        }
+        ext = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, is_force=force).to_ext()
         resets: list[QueueReset] = []
         for name, addr in masters.items():
             cmd = RemotingCommand(code=RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext=dict(ext))
@@ -955,12 +993,9 @@ class Admin(AsyncLifecycle):
                         addr,
                         RequestCode.UPDATE_CONSUMER_OFFSET,
                         f"UPDATE_CONSUMER_OFFSET {group} {mq}",
-                        {
-                            "consumerGroup": group,
-                            "topic": topic,
-                            "queueId": str(queue_id),
-                            "commitOffset": str(target),
-                        },
+                        UpdateConsumerOffsetRequestHeader(
+                            consumer_group=group, topic=topic, queue_id=queue_id, commit_offset=target
+                        ).to_ext(),
                     )
                 else:
                     target = current
@@ -973,19 +1008,19 @@ class Admin(AsyncLifecycle):
         """The message at `offset` of a queue (a PULL_MESSAGE of one message as the group
         TOOLS_CONSUMER; mqadmin queryMsgByOffset). Raises QueryNotFoundError when there is none."""
         addr = await queue_master_addr(self.instance, queue)
-        ext = {
-            "consumerGroup": TOOLS_CONSUMER_GROUP,
-            "topic": queue.topic,
-            "queueId": str(queue.queue_id),
-            "queueOffset": str(offset),
-            "maxMsgNums": "1",
-            "sysFlag": str(PULL_FLAG_SUBSCRIPTION),
-            "commitOffset": "0",
-            "suspendTimeoutMillis": "0",
-            "subscription": "*",
-            "subVersion": "0",
-            "expressionType": "TAG",
-        }
+        ext = PullMessageRequestHeader(
+            consumer_group=TOOLS_CONSUMER_GROUP,
+            topic=queue.topic,
+            queue_id=queue.queue_id,
+            queue_offset=offset,
+            max_msg_nums=1,
+            sys_flag=PULL_FLAG_SUBSCRIPTION,
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            subscription="*",
+            sub_version=0,
+            expression_type="TAG",
+        ).to_ext()
         reply = await self.instance.invoke(
             addr, RemotingCommand(code=RequestCode.PULL_MESSAGE, ext=ext), self.timeout
         )

@@ -21,6 +21,7 @@ from ferromq.client.route import TopicRoute
 from ferromq.errors import BrokerError, ConnectionClosedError, RequestTimeoutError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import GetRouteInfoRequestHeader, UnregisterClientRequestHeader
 from ferromq.remoting.connection import Connection, open_connection
 from ferromq.remoting.tls import client_context
 
@@ -126,15 +127,13 @@ class ClientInstance:
 
     async def unregister_group(self, *, producer_group: str = "", consumer_group: str = "") -> None:
         """UNREGISTER_CLIENT for one group on every known broker (its consumers re-balance)."""
-        cmd_ext = {
-            "clientID": self.client_id,
-            "producerGroup": producer_group,
-            "consumerGroup": consumer_group,
-        }
+        header = UnregisterClientRequestHeader(
+            client_id=self.client_id, producer_group=producer_group, consumer_group=consumer_group
+        )
         for addr in sorted(self.broker_addrs()):
             try:
                 await self.invoke(
-                    addr, RemotingCommand(code=RequestCode.UNREGISTER_CLIENT, ext=dict(cmd_ext))
+                    addr, RemotingCommand(code=RequestCode.UNREGISTER_CLIENT, ext=header.to_ext())
                 )
             except Exception as e:
                 logger.debug("unregistering from %s failed: %s", addr, e)
@@ -199,7 +198,9 @@ class ClientInstance:
         if not refresh and topic in self.routes:
             return self.routes[topic]
         reply = await self.namesrv_invoke(
-            RemotingCommand(code=RequestCode.GET_ROUTEINFO_BY_TOPIC, ext={"topic": topic})
+            RemotingCommand(
+                code=RequestCode.GET_ROUTEINFO_BY_TOPIC, ext=GetRouteInfoRequestHeader(topic=topic).to_ext()
+            )
         )
         if reply.code == ResponseCode.TOPIC_NOT_EXIST:
             return None

@@ -22,6 +22,14 @@ from ferromq.client.message import MessageQueue
 from ferromq.errors import BrokerError, ConnectionClosedError, RequestTimeoutError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import (
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,33 +81,43 @@ async def broker_addr(instance: ClientInstance, mq: MessageQueue) -> str | None:
     return addr
 
 
+def queue_offset_ext(code: RequestCode, mq: MessageQueue, timestamp: int = 0) -> dict[str, str]:
+    """The header of GET_MAX_OFFSET, GET_MIN_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP on a queue."""
+    if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
+        return SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp).to_ext()
+    if code == RequestCode.GET_MIN_OFFSET:
+        return GetMinOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id).to_ext()
+    if code == RequestCode.GET_MAX_OFFSET:
+        return GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id).to_ext()
+    raise ValueError(f"{code!r} is not a queue offset request")
+
+
 async def _offset_request(
-    instance: ClientInstance, mq: MessageQueue, code: RequestCode, **extra: str
+    instance: ClientInstance, mq: MessageQueue, code: RequestCode, ext: dict[str, str]
 ) -> RemotingCommand:
     addr = await broker_addr(instance, mq)
     if addr is None:
         raise BrokerError(f"no master for broker {mq.broker_name}", ResponseCode.SERVICE_NOT_AVAILABLE)
-    ext = {"topic": mq.topic, "queueId": str(mq.queue_id), **extra}
     return await instance.invoke(addr, RemotingCommand(code=code, ext=ext))
 
 
 def _offset_of(reply: RemotingCommand, what: str, mq: MessageQueue) -> int:
     if reply.code != ResponseCode.SUCCESS:
         raise BrokerError(f"{what} of {mq} refused: {reply.remark}", _response_code(reply.code))
-    return int(reply.ext.get("offset", "0"))
+    return int(reply.ext.get("offset", "0"))  # lenient: a Java broker always names it
 
 
 async def max_offset(instance: ClientInstance, mq: MessageQueue) -> int:
     """GET_MAX_OFFSET: the queue's next offset to be written."""
-    reply = await _offset_request(instance, mq, RequestCode.GET_MAX_OFFSET)
+    code = RequestCode.GET_MAX_OFFSET
+    reply = await _offset_request(instance, mq, code, queue_offset_ext(code, mq))
     return _offset_of(reply, "max offset", mq)
 
 
 async def search_offset(instance: ClientInstance, mq: MessageQueue, timestamp_ms: int) -> int:
     """SEARCH_OFFSET_BY_TIMESTAMP: the offset of the message stored closest to `timestamp_ms`."""
-    reply = await _offset_request(
-        instance, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=str(timestamp_ms)
-    )
+    code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
+    reply = await _offset_request(instance, mq, code, queue_offset_ext(code, mq, timestamp_ms))
     return _offset_of(reply, "offset by timestamp", mq)
 
 
@@ -140,9 +158,10 @@ class RemoteBrokerOffsetStore(_MemoryTable):
 
     async def read_from_store(self, mq: MessageQueue) -> int:
         try:
-            reply = await _offset_request(
-                self.instance, mq, RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup=self.group
-            )
+            ext = QueryConsumerOffsetRequestHeader(
+                consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id
+            ).to_ext()
+            reply = await _offset_request(self.instance, mq, RequestCode.QUERY_CONSUMER_OFFSET, ext)
         except NETWORK_ERRORS as e:
             logger.warning("querying the offset of %s for %s failed: %s", mq, self.group, e)
             return OFFSET_UNREACHABLE
@@ -150,7 +169,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             logger.warning("querying the offset of %s for %s failed: %s", mq, self.group, e)
             return OFFSET_UNREACHABLE
         if reply.code == ResponseCode.SUCCESS:
-            offset = int(reply.ext.get("offset", "-1"))
+            offset = OffsetResponseHeader.of(reply).offset if "offset" in reply.ext else -1
             self.update(mq, offset)
             return offset
         if reply.code != ResponseCode.QUERY_NOT_FOUND:
@@ -175,12 +194,9 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             raise BrokerError(f"no master for broker {mq.broker_name}", ResponseCode.SERVICE_NOT_AVAILABLE)
         cmd = RemotingCommand(
             code=RequestCode.UPDATE_CONSUMER_OFFSET,
-            ext={
-                "consumerGroup": self.group,
-                "topic": mq.topic,
-                "queueId": str(mq.queue_id),
-                "commitOffset": str(offset),
-            },
+            ext=UpdateConsumerOffsetRequestHeader(
+                consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
+            ).to_ext(),
         )
         if not wait:
             await self.instance.invoke_oneway(addr, cmd)

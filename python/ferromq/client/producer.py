@@ -28,11 +28,11 @@ from ferromq.client.message import (
 from ferromq.errors import BrokerError, ConnectionClosedError, FerroMQError, RequestTimeoutError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS
+from ferromq.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
 
 logger = logging.getLogger(__name__)
 
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-DEFAULT_TOPIC_QUEUE_NUMS = 4
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 _STATUS_BY_CODE: dict[int, SendStatus] = {
@@ -159,23 +159,19 @@ class Producer(AsyncLifecycle):
         return body, sys_flag, props
 
     def _header(
-        self, topic: str, queue_id: int, sys_flag: int, flag: int, props: str, **extra: str
+        self, topic: str, queue_id: int, sys_flag: int, flag: int, props: str, batch: bool = False
     ) -> dict[str, str]:
-        ext = {
-            "a": self.group,
-            "b": topic,
-            "c": AUTO_CREATE_TOPIC_KEY,
-            "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
-            "e": str(queue_id),
-            "f": str(sys_flag),
-            "g": str(int(time.time() * 1000)),
-            "h": str(flag),
-            "i": props,
-            "j": "0",
-            "k": "false",
-        }
-        ext.update(extra)
-        return ext
+        """SEND_MESSAGE_V2's header (the letters)."""
+        return SendMessageRequestHeader(
+            producer_group=self.group,
+            topic=topic,
+            queue_id=queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=int(time.time() * 1000),
+            flag=flag,
+            properties=props,
+            batch=batch,
+        ).to_ext_v2()
 
     async def _send_to(
         self, mq: MessageQueue, code: int, ext: dict[str, str], body: bytes
@@ -231,15 +227,14 @@ class Producer(AsyncLifecycle):
                         await self.instance.route(topic, refresh=True)
                     continue
                 raise error
+            answer = SendMessageResponseHeader.from_ext(reply.ext, mq.queue_id)
             return SendResult(
                 status=status,
                 msg_id=msg_id,
-                offset_msg_id=reply.ext.get("msgId", ""),
-                message_queue=MessageQueue(
-                    mq.topic, mq.broker_name, int(reply.ext.get("queueId", mq.queue_id))
-                ),
-                queue_offset=int(reply.ext.get("queueOffset", -1)),
-                transaction_id=reply.ext.get("transactionId"),
+                offset_msg_id=answer.msg_id,
+                message_queue=MessageQueue(mq.topic, mq.broker_name, answer.queue_id),
+                queue_offset=answer.queue_offset,
+                transaction_id=answer.transaction_id,
             )
         assert last_error is not None
         if isinstance(last_error, FerroMQError):
@@ -326,7 +321,7 @@ class Producer(AsyncLifecycle):
             raise ValueError(f"batch of {len(body)} bytes exceeds {self.max_message_size}")
 
         def build(mq: MessageQueue) -> tuple[dict[str, str], bytes]:
-            return self._header(mq.topic, mq.queue_id, 0, 0, "WAIT\x01true", m="true"), body
+            return self._header(mq.topic, mq.queue_id, 0, 0, "WAIT\x01true", batch=True), body
 
         return await self._send_with_retries(
             topic, RequestCode.SEND_BATCH_MESSAGE, build, ",".join(ids), queue

@@ -28,16 +28,20 @@ from ferromq.jsonutil import loads_lenient
 from ferromq.message import tag_codes
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import PULL_FLAG_LITE_PULL, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
+from ferromq.protocol.headers import (
+    GetConsumerListByGroupRequestHeader,
+    OffsetResponseHeader,
+    PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 
 logger = logging.getLogger(__name__)
 
 CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP")
 
 REBALANCE_INTERVAL = 20.0
-# PullSysFlag bits (facts sheet 5.1).
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_LITE_PULL = 0x10
 # How long the broker may hold a pull, and how long the client waits for its answer (Java's
 # lite pull consumer: BROKER_SUSPEND_MAX_TIME_MILLIS, consumerTimeoutMillisWhenSuspend).
 BROKER_SUSPEND_MAX_TIME = 20.0
@@ -335,7 +339,10 @@ class PullConsumer(AsyncLifecycle):
     async def _consumer_ids(self, addr: str) -> list[str] | None:
         reply = await self.instance.invoke(
             addr,
-            RemotingCommand(code=RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext={"consumerGroup": self.group}),
+            RemotingCommand(
+                code=RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                ext=GetConsumerListByGroupRequestHeader(consumer_group=self.group).to_ext(),
+            ),
         )
         if reply.code != ResponseCode.SUCCESS:
             logger.debug("consumer list of %s from %s: %s", self.group, addr, reply.remark)
@@ -380,13 +387,15 @@ class PullConsumer(AsyncLifecycle):
 
     async def _query_committed(self, mq: MessageQueue) -> int | None:
         addr = await queue_master_addr(self.instance, mq)
-        ext = {"consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id)}
+        ext = QueryConsumerOffsetRequestHeader(
+            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id
+        ).to_ext()
         reply = await self.instance.invoke(
             addr, RemotingCommand(code=RequestCode.QUERY_CONSUMER_OFFSET, ext=ext)
         )
         if reply.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        return int(check_reply(reply, f"QUERY_CONSUMER_OFFSET of {mq}").ext["offset"])
+        return OffsetResponseHeader.of(check_reply(reply, f"QUERY_CONSUMER_OFFSET of {mq}")).offset
 
     async def _initial_position(self, mq: MessageQueue) -> int:
         committed = await self._query_committed(mq)
@@ -399,7 +408,7 @@ class PullConsumer(AsyncLifecycle):
             if ts is None:
                 ts = int((time.time() - DEFAULT_TIMESTAMP_AGO) * 1000)
             return await queue_offset_request(
-                self.instance, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, timestamp=str(ts)
+                self.instance, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, timestamp=ts
             )
         return await queue_offset_request(self.instance, RequestCode.GET_MAX_OFFSET, mq)
 
@@ -470,12 +479,9 @@ class PullConsumer(AsyncLifecycle):
 
     async def _commit_one(self, mq: MessageQueue, offset: int) -> None:
         addr = await queue_master_addr(self.instance, mq)
-        ext = {
-            "consumerGroup": self.group,
-            "topic": mq.topic,
-            "queueId": str(mq.queue_id),
-            "commitOffset": str(offset),
-        }
+        ext = UpdateConsumerOffsetRequestHeader(
+            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
+        ).to_ext()
         reply = await self.instance.invoke(
             addr, RemotingCommand(code=RequestCode.UPDATE_CONSUMER_OFFSET, ext=ext)
         )
@@ -577,19 +583,19 @@ class PullConsumer(AsyncLifecycle):
         sub = self._subscription(mq.topic)
         addr = await queue_master_addr(self.instance, mq)
         while True:
-            ext = {
-                "consumerGroup": self.group,
-                "topic": mq.topic,
-                "queueId": str(mq.queue_id),
-                "queueOffset": str(offset),
-                "maxMsgNums": str(self.pull_batch_size),
-                "sysFlag": str(FLAG_SUBSCRIPTION | FLAG_SUSPEND | FLAG_LITE_PULL),
-                "commitOffset": "0",
-                "suspendTimeoutMillis": str(int(BROKER_SUSPEND_MAX_TIME * 1000)),
-                "subscription": sub.expression,
-                "subVersion": str(sub.version),
-                "expressionType": "TAG",
-            }
+            ext = PullMessageRequestHeader(
+                consumer_group=self.group,
+                topic=mq.topic,
+                queue_id=mq.queue_id,
+                queue_offset=offset,
+                max_msg_nums=self.pull_batch_size,
+                sys_flag=PULL_FLAG_SUBSCRIPTION | PULL_FLAG_SUSPEND | PULL_FLAG_LITE_PULL,
+                commit_offset=0,
+                suspend_timeout_millis=int(BROKER_SUSPEND_MAX_TIME * 1000),
+                subscription=sub.expression,
+                sub_version=sub.version,
+                expression_type="TAG",
+            ).to_ext()
             sent = loop.time()
             reply = await self.instance.invoke(
                 addr, RemotingCommand(code=RequestCode.PULL_MESSAGE, ext=ext), TIMEOUT_WHEN_SUSPEND

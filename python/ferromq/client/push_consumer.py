@@ -53,7 +53,6 @@ from ferromq.client.offset_store import (
     broker_addr,
 )
 from ferromq.client.rebalance import (
-    RETRY_PREFIX,
     AllocateMessageQueueAveragely,
     AllocateStrategy,
     ConsumeFromWhere,
@@ -65,13 +64,22 @@ from ferromq.client.rebalance import (
 from ferromq.message import decode_messages, encode_properties
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import (
+    AUTO_CREATE_TOPIC_KEY,
+    CLIENT_INNER_PRODUCER_GROUP,
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+    RETRY_PREFIX,
+)
+from ferromq.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+)
 
 logger = logging.getLogger(__name__)
-
-# PullSysFlag bits.
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 
 # Client-side wait beyond the broker's hold time before a pull counts as lost.
 PULL_TIMEOUT_MARGIN = 15.0
@@ -86,8 +94,6 @@ LOCAL_RETRY_DELAY = 5.0
 ORDERLY_LOCK_WAIT = 0.5
 # RocketMQ's default retry limit of concurrent consumers (maxReconsumeTimes = -1).
 DEFAULT_MAX_RECONSUME_TIMES = 16
-INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
-AUTO_CREATE_TOPIC_KEY = "TBW102"
 
 
 class ConsumeStatus(StrEnum):
@@ -721,22 +727,24 @@ class PushConsumer(AsyncLifecycle):
             logger.warning("group %s: no broker address for %s", self.group, mq)
             return PULL_BACKOFF_ERROR
         commit_offset = self._offsets.read(mq) if self._clustering else 0
-        sys_flag = FLAG_SUSPEND | FLAG_SUBSCRIPTION | (FLAG_COMMIT_OFFSET if commit_offset > 0 else 0)
+        sys_flag = (
+            PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit_offset > 0 else 0)
+        )
         cmd = RemotingCommand(
             code=RequestCode.PULL_MESSAGE,
-            ext={
-                "consumerGroup": self.group,
-                "topic": mq.topic,
-                "queueId": str(mq.queue_id),
-                "queueOffset": str(pq.next_offset),
-                "maxMsgNums": str(self.pull_batch_size),
-                "sysFlag": str(sys_flag),
-                "commitOffset": str(max(commit_offset, 0)),
-                "suspendTimeoutMillis": str(self.suspend_timeout_ms),
-                "subscription": sub.sub_string,
-                "subVersion": str(sub.sub_version),
-                "expressionType": sub.expression_type.value,
-            },
+            ext=PullMessageRequestHeader(
+                consumer_group=self.group,
+                topic=mq.topic,
+                queue_id=mq.queue_id,
+                queue_offset=pq.next_offset,
+                max_msg_nums=self.pull_batch_size,
+                sys_flag=sys_flag,
+                commit_offset=max(commit_offset, 0),
+                suspend_timeout_millis=self.suspend_timeout_ms,
+                subscription=sub.sub_string,
+                sub_version=sub.sub_version,
+                expression_type=sub.expression_type.value,
+            ).to_ext(),
         )
         timeout = self.suspend_timeout_ms / 1000.0 + PULL_TIMEOUT_MARGIN
         try:
@@ -907,15 +915,15 @@ class PushConsumer(AsyncLifecycle):
         if addr:
             cmd = RemotingCommand(
                 code=RequestCode.CONSUMER_SEND_MSG_BACK,
-                ext={
-                    "offset": str(msg.commitlog_offset),
-                    "group": self.group,
-                    "delayLevel": str(delay_level),
-                    "originMsgId": msg.msg_id,
-                    "originTopic": msg.topic,
-                    "unitMode": "false",
-                    "maxReconsumeTimes": str(max_times if max_times >= 0 else DEFAULT_MAX_RECONSUME_TIMES),
-                },
+                ext=ConsumerSendMsgBackRequestHeader(
+                    offset=msg.commitlog_offset,
+                    group=self.group,
+                    delay_level=delay_level,
+                    origin_msg_id=msg.msg_id,
+                    origin_topic=msg.topic,
+                    unit_mode=False,
+                    max_reconsume_times=max_times if max_times >= 0 else DEFAULT_MAX_RECONSUME_TIMES,
+                ).to_ext(),
             )
             try:
                 reply = await self.instance.invoke(addr, cmd)
@@ -951,20 +959,19 @@ class PushConsumer(AsyncLifecycle):
             reconsume_times = max(msg.reconsume_times, limit)  # at the limit: the broker DLQs it
         cmd = RemotingCommand(
             code=RequestCode.SEND_MESSAGE_V2,
-            ext={
-                "a": INNER_PRODUCER_GROUP,
-                "b": self._retry_topic,
-                "c": AUTO_CREATE_TOPIC_KEY,
-                "d": "4",
-                "e": "0",
-                "f": "0",
-                "g": str(int(time.time() * 1000)),
-                "h": str(msg.flag),
-                "i": encode_properties(props),
-                "j": str(reconsume_times),
-                "k": "false",
-                "l": str(limit),
-            },
+            ext=SendMessageRequestHeader(
+                producer_group=CLIENT_INNER_PRODUCER_GROUP,
+                topic=self._retry_topic,
+                default_topic=AUTO_CREATE_TOPIC_KEY,
+                default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS,
+                queue_id=0,
+                sys_flag=0,
+                born_timestamp=int(time.time() * 1000),
+                flag=msg.flag,
+                properties=encode_properties(props),
+                reconsume_times=reconsume_times,
+                max_reconsume_times=limit,
+            ).to_ext_v2(),
             body=msg.body,
         )
         try:

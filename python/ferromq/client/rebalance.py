@@ -37,10 +37,11 @@ from ferromq.client.route import MASTER_ID
 from ferromq.jsonutil import loads_lenient
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import RETRY_PREFIX
+from ferromq.protocol.headers import GetConsumerListByGroupRequestHeader
 
 logger = logging.getLogger(__name__)
 
-RETRY_PREFIX = "%RETRY%"
 # A lock the client has not renewed for this long may have expired on the broker (which keeps
 # locks 60 s): consumption of the queue pauses until a renewal succeeds.
 LOCK_MAX_LIVE_SECONDS = 30.0
@@ -341,7 +342,8 @@ class Rebalancer:
         random.shuffle(addrs)
         for addr in addrs:
             cmd = RemotingCommand(
-                code=RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext={"consumerGroup": self.group}
+                code=RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                ext=GetConsumerListByGroupRequestHeader(consumer_group=self.group).to_ext(),
             )
             try:
                 reply = await self.instance.invoke(addr, cmd)

@@ -31,11 +31,13 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from ferromq.client.message import Message, ReceivedMessage, SendResult, SendStatus
-from ferromq.client.producer import AUTO_CREATE_TOPIC_KEY, Producer
+from ferromq.client.producer import Producer
 from ferromq.errors import BrokerError, FerroMQError
-from ferromq.message import TRANSACTION_PREPARED_TYPE, decode_messages
+from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import AUTO_CREATE_TOPIC_KEY, PROPERTY_UNIQ_KEY, TRANSACTION_PREPARED_TYPE
+from ferromq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 
 logger = logging.getLogger(__name__)
 
@@ -200,15 +202,15 @@ class TransactionProducer(Producer):
             addr = self.instance.master_addr(broker)
         if addr is None:
             raise BrokerError(f"no master address for broker {broker}", ResponseCode.SERVICE_NOT_AVAILABLE)
-        ext = {
-            "producerGroup": self.group,
-            "tranStateTableOffset": str(result.queue_offset),
-            "commitLogOffset": str(commit_log_offset_of(result.offset_msg_id)),
-            "commitOrRollback": str(_END_CODE[state]),
-            "fromTransactionCheck": "false",
-            "msgId": result.msg_id,
-            "transactionId": result.transaction_id or result.msg_id,
-        }
+        ext = EndTransactionRequestHeader(
+            producer_group=self.group,
+            tran_state_table_offset=result.queue_offset,
+            commit_log_offset=commit_log_offset_of(result.offset_msg_id),
+            commit_or_rollback=_END_CODE[state],
+            from_transaction_check=False,
+            msg_id=result.msg_id,
+            transaction_id=result.transaction_id or result.msg_id,
+        ).to_ext()
         remark = f"executeLocalTransactionBranch exception: {error!r}" if error is not None else None
         cmd = RemotingCommand(code=RequestCode.END_TRANSACTION, ext=ext, remark=remark)
         await self.instance.invoke_oneway(addr, cmd)
@@ -218,6 +220,7 @@ class TransactionProducer(Producer):
     async def check_transaction_state(self, broker_addr: str, cmd: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE from a broker: queued for a worker; returns at once."""
         try:
+            header = CheckTransactionStateRequestHeader.of(cmd)
             (stored,) = decode_messages(cmd.body)
         except Exception as e:
             logger.warning("transaction check from %s with an unreadable message: %s", broker_addr, e)
@@ -233,7 +236,7 @@ class TransactionProducer(Producer):
             return
         self._checking.add(msg.msg_id)
         task = asyncio.get_running_loop().create_task(
-            self._check(broker_addr, dict(cmd.ext), msg), name=f"transaction-check-{msg.msg_id}"
+            self._check(broker_addr, header, msg), name=f"transaction-check-{msg.msg_id}"
         )
         self._checks.add(task)
         task.add_done_callback(self._check_done)
@@ -250,7 +253,9 @@ class TransactionProducer(Producer):
                     return name
         return ""
 
-    async def _check(self, broker_addr: str, header: dict[str, str], msg: ReceivedMessage) -> None:
+    async def _check(
+        self, broker_addr: str, header: CheckTransactionStateRequestHeader, msg: ReceivedMessage
+    ) -> None:
         try:
             async with self._check_slots:
                 state = LocalTransactionState.UNKNOW
@@ -265,15 +270,15 @@ class TransactionProducer(Producer):
                 except Exception as e:
                     error = e
                     logger.warning("check of transaction %s raised %r: state unknown", msg.msg_id, e)
-                ext = {
-                    "producerGroup": self.group,
-                    "tranStateTableOffset": header.get("tranStateTableOffset", ""),
-                    "commitLogOffset": header.get("commitLogOffset", ""),
-                    "commitOrRollback": str(_END_CODE[state]),
-                    "fromTransactionCheck": "true",
-                    "msgId": msg.properties.get("UNIQ_KEY") or msg.offset_msg_id,
-                    "transactionId": header.get("transactionId") or msg.msg_id,
-                }
+                ext = EndTransactionRequestHeader(
+                    producer_group=self.group,
+                    tran_state_table_offset=header.tran_state_table_offset,
+                    commit_log_offset=header.commit_log_offset,
+                    commit_or_rollback=_END_CODE[state],
+                    from_transaction_check=True,
+                    msg_id=msg.properties.get(PROPERTY_UNIQ_KEY) or msg.offset_msg_id,
+                    transaction_id=header.transaction_id or msg.msg_id,
+                ).to_ext()
                 remark = f"checkLocalTransactionState Exception: {error!r}" if error is not None else None
                 cmd = RemotingCommand(code=RequestCode.END_TRANSACTION, ext=ext, remark=remark)
                 try:

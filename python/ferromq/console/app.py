@@ -21,6 +21,13 @@ from ferromq.client.admin_results import ConsumerConnections, TopicQueueStats, T
 from ferromq.client.message import MessageQueue, ReceivedMessage
 from ferromq.errors import BrokerError, FerroMQError
 from ferromq.protocol.codes import ResponseCode
+from ferromq.protocol.constants import (
+    FILTERSRV_CONSUMER_GROUP,
+    ONS_API_GROUP_PREFIX,
+    SELF_TEST_GROUP_PREFIX,
+    SYSTEM_GROUP_PREFIX,
+    TOOLS_CONSUMER_GROUP,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +201,13 @@ async def groups_page(request: web.Request) -> web.Response:
     return await _render(request, "groups.html", groups=rows, error=groups, show_system=show_system)
 
 
-SYSTEM_GROUP_PREFIXES = ("CID_RMQ_SYS_", "TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_", "CID_ONSAPI_")
+SYSTEM_GROUP_PREFIXES = (
+    SYSTEM_GROUP_PREFIX,
+    TOOLS_CONSUMER_GROUP,
+    FILTERSRV_CONSUMER_GROUP,
+    SELF_TEST_GROUP_PREFIX,
+    ONS_API_GROUP_PREFIX,
+)
 
 
 def _is_system_group(group: str) -> bool:

@@ -17,7 +17,24 @@ from ferromq.jsonutil import dumps, loads_lenient
 from ferromq.namesrv.routeinfo import RouteInfoManager
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
-from ferromq.protocol.headers import ext_int, ext_str
+from ferromq.protocol.constants import ORDER_TOPIC_CONFIG
+from ferromq.protocol.headers import (
+    AddWritePermOfBrokerResponseHeader,
+    BrokerNameRequestHeader,
+    DeleteTopicRequestHeader,
+    GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
+    GetKVListByNamespaceRequestHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    PutKVConfigRequestHeader,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
+)
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Dispatcher, Handler
 from ferromq.remoting.server import RemotingServer, ServerLimits
@@ -26,7 +43,6 @@ from ferromq.remoting.tls import TlsSettings
 logger = logging.getLogger(__name__)
 
 SCAN_INTERVAL_SECONDS = 10.0
-ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
 
 class NameServer:
@@ -106,15 +122,14 @@ class NameServer:
             self.routes.expire(time.monotonic(), self._expire_after)
 
     async def _register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        crc = ext_int(cmd, "bodyCrc32", 0)
+        h = RegisterBrokerRequestHeader.of(cmd)
+        crc = h.body_crc32
         if crc and crc != zlib.crc32(cmd.body) & 0x7FFFFFFF:
             return cmd.reply(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        compressed = cmd.ext.get("compressed", "false").lower() == "true"
-        topics = _decode_register_body(cmd.body, compressed)
-        broker_addr = ext_str(cmd, "brokerAddr")
-        ha_addr = cmd.ext.get("haServerAddr", "")
+        topics = _decode_register_body(cmd.body, h.compressed)
+        broker_addr = h.broker_addr
         if self.acl is not None:
-            name, broker_id = ext_str(cmd, "brokerName"), ext_int(cmd, "brokerId")
+            name, broker_id = h.broker_name, h.broker_id
             holder = self.routes.live_addr(name, broker_id)
             if holder is not None and holder != broker_addr:
                 return cmd.reply(
@@ -123,35 +138,38 @@ class NameServer:
                     "take it over while that one is live (it must unregister, or expire)",
                 )
         master = self.routes.register_broker(
-            cluster=ext_str(cmd, "clusterName"),
+            cluster=h.cluster_name,
             broker_addr=broker_addr,
-            broker_name=ext_str(cmd, "brokerName"),
-            broker_id=ext_int(cmd, "brokerId"),
-            ha_server_addr=ha_addr,
+            broker_name=h.broker_name,
+            broker_id=h.broker_id,
+            ha_server_addr=h.ha_server_addr,
             topic_configs=topics,
             now=time.monotonic(),
             connection_key=conn,
         )
         conn.on_close(self.routes.connection_closed)
         # A slave learns where its master is and the master's HA address (RouteInfoManager).
-        ext = {}
+        reply = RegisterBrokerResponseHeader()
         live = self.routes.live.get(master) if master else None
         if master and live is not None:
-            ext = {"haServerAddr": live.ha_server_addr, "masterAddr": master}
+            reply = RegisterBrokerResponseHeader(ha_server_addr=live.ha_server_addr, master_addr=master)
         order = self.kv.get(ORDER_TOPIC_CONFIG)
-        return cmd.reply(ResponseCode.SUCCESS, ext=ext, body=dumps({"table": order}) if order else b"")
+        return cmd.reply(
+            ResponseCode.SUCCESS, ext=reply.to_ext(), body=dumps({"table": order}) if order else b""
+        )
 
     async def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = UnRegisterBrokerRequestHeader.of(cmd)
         self.routes.unregister_broker(
-            cluster=ext_str(cmd, "clusterName"),
-            broker_addr=ext_str(cmd, "brokerAddr"),
-            broker_name=ext_str(cmd, "brokerName"),
-            broker_id=ext_int(cmd, "brokerId"),
+            cluster=h.cluster_name,
+            broker_addr=h.broker_addr,
+            broker_name=h.broker_name,
+            broker_id=h.broker_id,
         )
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def _get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = ext_str(cmd, "topic")
+        topic = GetRouteInfoRequestHeader.of(cmd).topic
         route = self.routes.route(topic)
         if route is None:
             return cmd.reply(
@@ -170,16 +188,20 @@ class NameServer:
         return cmd.reply(ResponseCode.SUCCESS, body=dumps({"topicList": self.routes.topics()}))
 
     async def _topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topics = self.routes.topics_of_cluster(ext_str(cmd, "cluster"))
+        topics = self.routes.topics_of_cluster(GetTopicsByClusterRequestHeader.of(cmd).cluster)
         return cmd.reply(ResponseCode.SUCCESS, body=dumps({"topicList": topics}))
 
     async def _wipe_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        count = self.routes.set_write_perm(ext_str(cmd, "brokerName"), False)
-        return cmd.reply(ResponseCode.SUCCESS, ext={"wipeTopicCount": str(count)})
+        count = self.routes.set_write_perm(BrokerNameRequestHeader.of(cmd).broker_name, False)
+        return cmd.reply(
+            ResponseCode.SUCCESS, ext=WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count).to_ext()
+        )
 
     async def _add_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        count = self.routes.set_write_perm(ext_str(cmd, "brokerName"), True)
-        return cmd.reply(ResponseCode.SUCCESS, ext={"addTopicCount": str(count)})
+        count = self.routes.set_write_perm(BrokerNameRequestHeader.of(cmd).broker_name, True)
+        return cmd.reply(
+            ResponseCode.SUCCESS, ext=AddWritePermOfBrokerResponseHeader(add_topic_count=count).to_ext()
+        )
 
     async def _system_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         names, addr = self.routes.system_topics()
@@ -196,26 +218,29 @@ class NameServer:
         return cmd.reply(ResponseCode.SUCCESS, body="".join(f"{k}={v}\n" for k, v in props.items()).encode())
 
     async def _delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        self.routes.delete_topic(ext_str(cmd, "topic"))
+        self.routes.delete_topic(DeleteTopicRequestHeader.of(cmd).topic)
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def _put_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        self.kv.setdefault(ext_str(cmd, "namespace"), {})[ext_str(cmd, "key")] = ext_str(cmd, "value")
+        h = PutKVConfigRequestHeader.of(cmd)
+        self.kv.setdefault(h.namespace, {})[h.key] = h.value
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def _get_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        ns, key = ext_str(cmd, "namespace"), ext_str(cmd, "key")
+        h = GetKVConfigRequestHeader.of(cmd)
+        ns, key = h.namespace, h.key
         value = self.kv.get(ns, {}).get(key)
         if value is None:
             return cmd.reply(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
-        return cmd.reply(ResponseCode.SUCCESS, ext={"value": value})
+        return cmd.reply(ResponseCode.SUCCESS, ext=GetKVConfigResponseHeader(value=value).to_ext())
 
     async def _delete_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        self.kv.get(ext_str(cmd, "namespace"), {}).pop(ext_str(cmd, "key"), None)
+        h = GetKVConfigRequestHeader.of(cmd)
+        self.kv.get(h.namespace, {}).pop(h.key, None)
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def _kv_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        ns = ext_str(cmd, "namespace")
+        ns = GetKVListByNamespaceRequestHeader.of(cmd).namespace
         table = self.kv.get(ns)
         if not table:
             return cmd.reply(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
@@ -224,10 +249,12 @@ class NameServer:
     async def _query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         # Brokers ask whether to re-register; always saying "changed" makes them register,
         # which also refreshes their liveness.
-        live = self.routes.live.get(cmd.ext.get("brokerAddr", ""))
+        live = self.routes.live.get(QueryDataVersionRequestHeader.of(cmd).broker_addr)
         if live is not None:
             live.last_update = time.monotonic()
-        return cmd.reply(ResponseCode.SUCCESS, ext={"changed": True}, body=b"null")
+        return cmd.reply(
+            ResponseCode.SUCCESS, ext=QueryDataVersionResponseHeader(changed=True).to_ext(), body=b"null"
+        )
 
 
 def _decode_register_body(body: bytes, compressed: bool) -> dict[str, dict[str, Any]]:

@@ -1,20 +1,24 @@
-"""Typed access to a request's `extFields`, with RocketMQ's rules: every value arrives as text,
-booleans are Java's (`true`, any case) or the C++ client's (`1`)."""
+"""Typed request and response headers (RocketMQ's `CommandCustomHeader`s) and typed access to a
+request's `extFields`, with RocketMQ's rules: every value travels as text; booleans are Java's
+(`true`, any case) or the C++ client's (`1`); a field Java declares `int` is refused past an int.
+
+A header is a slotted dataclass of snake_case attributes whose wire keys are their camelCase (or
+what `WIRE` names): `from_ext` reads one from a command's `extFields` (a missing required field, or
+text that is not a number, raises `MissingHeaderFieldError` naming the field), `to_ext` writes it
+(None fields are left out). A field's kind comes from its annotation: `str`, `int`, `bool` or
+one of them `| None`; fields without a default are required. The send header, on the hot
+path, is written out by hand."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
 from ferromq.errors import MissingHeaderFieldError
 from ferromq.protocol.command import RemotingCommand
-
-
-def ext_str(cmd: RemotingCommand, key: str, default: str | None = None) -> str:
-    value = cmd.ext.get(key)
-    if value is None:
-        if default is None:
-            raise MissingHeaderFieldError(f"the custom field <{key}> is null")
-        return default
-    return value
-
+from ferromq.protocol.constants import AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS, UNIQUE_KEY_QUERY
 
 JAVA_INT_MIN, JAVA_INT_MAX = -(2**31), 2**31 - 1
 JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
@@ -57,6 +61,19 @@ def java_number(value: str, key: str) -> int:
     return n
 
 
+def java_bool(value: str) -> bool:
+    return value.lower() == "true" or value == "1"
+
+
+def ext_str(cmd: RemotingCommand, key: str, default: str | None = None) -> str:
+    value = cmd.ext.get(key)
+    if value is None:
+        if default is None:
+            raise MissingHeaderFieldError(f"the custom field <{key}> is null")
+        return default
+    return value
+
+
 def ext_int(cmd: RemotingCommand, key: str, default: int | None = None) -> int:
     value = cmd.ext.get(key)
     if value is None or value == "":
@@ -78,4 +95,757 @@ def ext_bool(cmd: RemotingCommand, key: str, default: bool = False) -> bool:
     value = cmd.ext.get(key)
     if value is None:
         return default
-    return value.lower() == "true" or value == "1"
+    return java_bool(value)
+
+
+# -- the declarative headers -----------------------------------------------------------------------
+
+_STR, _OPT_STR, _INT, _OPT_INT, _BOOL, _OPT_BOOL = range(6)
+_KINDS = {
+    "str": _STR,
+    "str | None": _OPT_STR,
+    "int": _INT,
+    "int | None": _OPT_INT,
+    "bool": _BOOL,
+    "bool | None": _OPT_BOOL,
+}
+_REQUIRED: Any = object()
+
+H = TypeVar("H", bound="Header")
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    attr: str
+    key: str
+    kind: int
+    default: Any
+    non_negative: bool
+
+
+_SPECS: dict[type, tuple[_Field, ...]] = {}
+
+
+def _spec(cls: type[Header]) -> tuple[_Field, ...]:
+    spec = _SPECS.get(cls)
+    if spec is None:
+        spec = tuple(
+            _Field(
+                f.name,
+                cls.WIRE.get(f.name) or _camel(f.name),
+                _KINDS[str(f.type)],
+                _REQUIRED if f.default is dataclasses.MISSING else f.default,
+                f.name in cls.NON_NEGATIVE,
+            )
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        )
+        _SPECS[cls] = spec
+    return spec
+
+
+def _missing(key: str) -> MissingHeaderFieldError:
+    return MissingHeaderFieldError(f"the custom field <{key}> is null")
+
+
+def _negative(key: str, n: int) -> MissingHeaderFieldError:
+    return MissingHeaderFieldError(f"the custom field <{key}> must not be negative: {n}")
+
+
+# A header's reader and writer are generated once per class, as straight-line code (as
+# `dataclasses` makes `__init__`): a loop over the fields costs twice the hand-written reads.
+_READERS: dict[type, Callable[[Mapping[str, str]], Any]] = {}
+_WRITERS: dict[type, Callable[[Any], dict[str, str]]] = {}
+
+
+def _compile(name: str, lines: list[str], env: dict[str, Any]) -> Any:
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), env, namespace)
+    return namespace[name]
+
+
+def _reader(cls: type[Header]) -> Callable[[Mapping[str, str]], Any]:
+    env: dict[str, Any] = {"cls": cls, "_missing": _missing, "_negative": _negative, "_number": java_number}
+    lines = ["def read(ext):"]
+    args = []
+    for i, f in enumerate(_spec(cls)):
+        v, k, d = f"v{i}", repr(f.key), f"d{i}"
+        env[d] = f.default
+        required = f.default is _REQUIRED
+        lines.append(f"    {v} = ext.get({k})")
+        if f.kind in (_STR, _OPT_STR):
+            lines += [
+                f"    if {v} is None:",
+                f"        raise _missing({k})" if required else f"        {v} = {d}",
+            ]
+        elif f.kind in (_BOOL, _OPT_BOOL):
+            lines.append(f"    {v} = {d} if {v} is None else ({v}.lower() == 'true' or {v} == '1')")
+        else:
+            low, high = (
+                (JAVA_INT_MIN, JAVA_INT_MAX) if f.key in INT_FIELDS else (JAVA_LONG_MIN, JAVA_LONG_MAX)
+            )
+            lines += [
+                f"    if {v} is None or {v} == '':",
+                f"        raise _missing({k})" if required else f"        {v} = {d}",
+                "    else:",
+                "        try:",
+                f"            n = int({v})",
+                "        except ValueError:",
+                f"            n = _number({v}, {k})",  # raises, naming the field
+                f"        if not {low} <= n <= {high}:",
+                f"            _number({v}, {k})",  # raises the range error
+            ]
+            if f.non_negative:
+                lines += ["        if n < 0:", f"            raise _negative({k}, n)"]
+            lines.append(f"        {v} = n")
+        args.append(f"{f.attr}={v}")
+    lines.append(f"    return cls({', '.join(args)})")
+    return _compile("read", lines, env)  # type: ignore[no-any-return]
+
+
+def _writer(cls: type[Header]) -> Callable[[Any], dict[str, str]]:
+    lines = ["def write(self):", "    out = {}"]
+    for f in _spec(cls):
+        k = repr(f.key)
+        text = (
+            "v"
+            if f.kind in (_STR, _OPT_STR)
+            else "('true' if v else 'false')"
+            if f.kind in (_BOOL, _OPT_BOOL)
+            else "str(v)"
+        )
+        lines += [f"    v = self.{f.attr}", "    if v is not None:", f"        out[{k}] = {text}"]
+    lines.append("    return out")
+    return _compile("write", lines, {})  # type: ignore[no-any-return]
+
+
+class Header:
+    """Base of the declarative headers (subclasses are `@dataclass(slots=True, kw_only=True)`)."""
+
+    __slots__ = ()
+    # attribute -> wire key, where the key is not the attribute's camelCase
+    WIRE: ClassVar[Mapping[str, str]] = {}
+    # int attributes that must not be negative (queue ids, offsets)
+    NON_NEGATIVE: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def from_ext(cls: type[H], ext: Mapping[str, str]) -> H:
+        read = _READERS.get(cls)
+        if read is None:
+            read = _READERS[cls] = _reader(cls)
+        return read(ext)  # type: ignore[no-any-return]
+
+    @classmethod
+    def of(cls: type[H], cmd: RemotingCommand) -> H:
+        """The header of a request or a response."""
+        return cls.from_ext(cmd.ext)
+
+    def to_ext(self) -> dict[str, str]:
+        cls = type(self)
+        write = _WRITERS.get(cls)
+        if write is None:
+            write = _WRITERS[cls] = _writer(cls)
+        return write(self)
+
+
+# -- send (the hot path: read in place, written out by hand) -----------------------------------------
+
+# SendMessageRequestHeaderV2's one-letter names.
+SEND_V2_NAMES = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+}
+_SEND_V2_KEYS = {v: k for k, v in SEND_V2_NAMES.items()}
+# Wire keys in the order `SendMessageRequestHeader.from_ext` reads them.
+_SEND_FIELDS = (
+    "producerGroup",
+    "topic",
+    "defaultTopic",
+    "defaultTopicQueueNums",
+    "queueId",
+    "sysFlag",
+    "bornTimestamp",
+    "flag",
+    "properties",
+    "reconsumeTimes",
+    "batch",
+    "maxReconsumeTimes",
+)
+_SEND_V1_ORDER = _SEND_FIELDS
+_SEND_V2_ORDER = tuple(_SEND_V2_KEYS[f] for f in _SEND_FIELDS)
+
+
+def _num(
+    ext: Mapping[str, str], key: str, name: str, default: int | None = None, high: int = JAVA_INT_MAX
+) -> int:
+    """A number field under its wire key (a V2 letter) named by its long name, with the common case
+    (a valid number within Java's int, or long with `high`) first."""
+    try:
+        n = int(ext[key])
+        if -high - 1 <= n <= high:
+            return n
+    except (KeyError, ValueError):
+        pass
+    value = ext.get(key)
+    if value is None or value == "":
+        if default is None:
+            raise MissingHeaderFieldError(f"the custom field <{name}> is null")
+        return default
+    return java_number(value, name)
+
+
+@dataclass(slots=True)
+class SendMessageRequestHeader:
+    """SEND_MESSAGE's header (long names) and SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE's
+    (SendMessageRequestHeaderV2: the letters a..m)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str = AUTO_CREATE_TOPIC_KEY
+    default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS
+    queue_id: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    flag: int = 0
+    properties: str = ""
+    reconsume_times: int = 0
+    batch: bool = False
+    max_reconsume_times: int | None = None
+    unit_mode: bool = False
+
+    @classmethod
+    def from_ext(cls, ext: Mapping[str, str]) -> SendMessageRequestHeader:
+        """Either naming, read in place (no renamed copy of the fields). `unitMode` is not read
+        (the broker does not use it)."""
+        kg, kt, kdt, kdq, kq, ksf, kbt, kf, kp, krt, kb, kmr = (
+            _SEND_V2_ORDER if "a" in ext and "producerGroup" not in ext else _SEND_V1_ORDER
+        )
+        group = ext.get(kg)
+        if group is None:
+            raise MissingHeaderFieldError("the custom field <producerGroup> is null")
+        topic = ext.get(kt)
+        if topic is None:
+            raise MissingHeaderFieldError("the custom field <topic> is null")
+        default_topic = ext.get(kdt)
+        max_rt = ext.get(kmr)
+        batch = ext.get(kb)
+        return cls(
+            group,
+            topic,
+            AUTO_CREATE_TOPIC_KEY if default_topic is None else default_topic,
+            _num(ext, kdq, "defaultTopicQueueNums", DEFAULT_TOPIC_QUEUE_NUMS),
+            _num(ext, kq, "queueId"),
+            _num(ext, ksf, "sysFlag", 0),
+            _num(ext, kbt, "bornTimestamp", 0, JAVA_LONG_MAX),
+            _num(ext, kf, "flag", 0),
+            ext.get(kp, ""),
+            _num(ext, krt, "reconsumeTimes", 0),
+            # Java sends "true"; the C++ client "1" (a Java broker would read that as false and
+            # store the whole batch as one message; ferromq stores the messages of the batch).
+            batch is not None and (batch == "1" or batch.lower() == "true"),
+            int(max_rt) if max_rt and max_rt.lstrip("-").isdigit() else None,
+        )
+
+    def to_ext(self) -> dict[str, str]:
+        """The long names (SEND_MESSAGE)."""
+        return {SEND_V2_NAMES[k]: v for k, v in self.to_ext_v2().items()}
+
+    def to_ext_v2(self) -> dict[str, str]:
+        """The letters (SEND_MESSAGE_V2, SEND_BATCH_MESSAGE); `batch` only when set, as the
+        producer has always sent it."""
+        ext = {
+            "a": self.producer_group,
+            "b": self.topic,
+            "c": self.default_topic,
+            "d": str(self.default_topic_queue_nums),
+            "e": str(self.queue_id),
+            "f": str(self.sys_flag),
+            "g": str(self.born_timestamp),
+            "h": str(self.flag),
+            "i": self.properties,
+            "j": str(self.reconsume_times),
+            "k": "true" if self.unit_mode else "false",
+        }
+        if self.max_reconsume_times is not None:
+            ext["l"] = str(self.max_reconsume_times)
+        if self.batch:
+            ext["m"] = "true"
+        return ext
+
+
+@dataclass(slots=True)
+class SendMessageResponseHeader:
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    msg_region: str | None = None
+    trace_on: bool | None = None
+    transaction_id: str | None = None
+
+    @classmethod
+    def from_ext(cls, ext: Mapping[str, str], queue_id: int = -1) -> SendMessageResponseHeader:
+        """Leniently, as a client reads an answer (`queue_id` when the broker names none)."""
+        trace = ext.get("TRACE_ON")
+        return cls(
+            ext.get("msgId", ""),
+            int(ext.get("queueId", queue_id)),
+            int(ext.get("queueOffset", -1)),
+            ext.get("MSG_REGION"),
+            None if trace is None else java_bool(trace),
+            ext.get("transactionId"),
+        )
+
+    def to_ext(self) -> dict[str, str]:
+        if self.msg_region is not None and self.trace_on is not None and self.transaction_id is None:
+            return self.broker_ext(
+                self.msg_id, self.queue_id, self.queue_offset, self.msg_region, self.trace_on
+            )
+        ext = {"msgId": self.msg_id, "queueId": str(self.queue_id), "queueOffset": str(self.queue_offset)}
+        if self.msg_region is not None:
+            ext["MSG_REGION"] = self.msg_region
+        if self.trace_on is not None:
+            ext["TRACE_ON"] = "true" if self.trace_on else "false"
+        if self.transaction_id is not None:
+            ext["transactionId"] = self.transaction_id
+        return ext
+
+    @staticmethod
+    def broker_ext(
+        msg_id: str, queue_id: int, queue_offset: int, msg_region: str, trace_on: bool
+    ) -> dict[str, str]:
+        """`to_ext` of the header a broker answers a send with, without the object (the hot path)."""
+        return {
+            "msgId": msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(queue_offset),
+            "MSG_REGION": msg_region,
+            "TRACE_ON": "true" if trace_on else "false",
+        }
+
+
+class _TopicQueue(Header):
+    """A header naming a queue: a negative queue id is refused."""
+
+    __slots__ = ()
+    NON_NEGATIVE: ClassVar[frozenset[str]] = frozenset({"queue_id"})
+
+
+# -- pull and consume progress ---------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class PullMessageRequestHeader(_TopicQueue):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    # A negative offset is "too small", as in Java 4.9.7: PULL_OFFSET_MOVED to the queue's min.
+    queue_offset: int
+    max_msg_nums: int = 32
+    sys_flag: int = 0
+    commit_offset: int = -1
+    suspend_timeout_millis: int = 15000
+    subscription: str | None = None
+    sub_version: int = 0
+    expression_type: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class PullMessageResponseHeader(Header):
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(slots=True, kw_only=True)
+class ConsumerSendMsgBackRequestHeader(Header):
+    offset: int
+    group: str
+    delay_level: int = 0
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+    NON_NEGATIVE: ClassVar[frozenset[str]] = frozenset({"offset"})
+
+
+@dataclass(slots=True, kw_only=True)
+class GetConsumerListByGroupRequestHeader(Header):
+    consumer_group: str
+
+
+@dataclass(slots=True, kw_only=True)
+class QueryConsumerOffsetRequestHeader(_TopicQueue):
+    consumer_group: str
+    topic: str
+    queue_id: int
+
+
+@dataclass(slots=True, kw_only=True)
+class UpdateConsumerOffsetRequestHeader(_TopicQueue):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: int
+
+
+@dataclass(slots=True, kw_only=True)
+class GetMaxOffsetRequestHeader(_TopicQueue):
+    topic: str
+    queue_id: int
+
+
+@dataclass(slots=True, kw_only=True)
+class GetMinOffsetRequestHeader(_TopicQueue):
+    topic: str
+    queue_id: int
+
+
+@dataclass(slots=True, kw_only=True)
+class GetEarliestMsgStoretimeRequestHeader(_TopicQueue):
+    topic: str
+    queue_id: int
+
+
+@dataclass(slots=True, kw_only=True)
+class SearchOffsetRequestHeader(_TopicQueue):
+    topic: str
+    queue_id: int
+    timestamp: int
+
+
+@dataclass(slots=True, kw_only=True)
+class OffsetResponseHeader(Header):
+    """The answer of QUERY_CONSUMER_OFFSET, GET_MAX_OFFSET, GET_MIN_OFFSET and
+    SEARCH_OFFSET_BY_TIMESTAMP (Java's four `...ResponseHeader`s with one `offset`)."""
+
+    offset: int
+
+
+@dataclass(slots=True, kw_only=True)
+class GetEarliestMsgStoretimeResponseHeader(Header):
+    timestamp: int
+
+
+@dataclass(slots=True, kw_only=True)
+class NotifyConsumerIdsChangedRequestHeader(Header):
+    consumer_group: str
+
+
+# -- clients -----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class UnregisterClientRequestHeader(Header):
+    client_id: str
+    producer_group: str | None = None
+    consumer_group: str | None = None
+    WIRE: ClassVar[Mapping[str, str]] = {"client_id": "clientID"}
+
+
+@dataclass(slots=True, kw_only=True)
+class EndTransactionRequestHeader(Header):
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    from_transaction_check: bool = False
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    NON_NEGATIVE: ClassVar[frozenset[str]] = frozenset({"commit_log_offset"})
+
+
+@dataclass(slots=True, kw_only=True)
+class CheckTransactionStateRequestHeader(Header):
+    tran_state_table_offset: int
+    commit_log_offset: int
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+
+
+# -- messages by key or offset -----------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class QueryMessageRequestHeader(Header):
+    topic: str
+    key: str
+    max_num: int | None = None
+    begin_timestamp: int = 0
+    end_timestamp: int = JAVA_LONG_MAX
+    # Only sent when set: a Java broker leaves it out of the content it checks an ACL signature of.
+    unique_key_query: bool | None = None
+    WIRE: ClassVar[Mapping[str, str]] = {"unique_key_query": UNIQUE_KEY_QUERY}
+
+
+@dataclass(slots=True, kw_only=True)
+class QueryMessageResponseHeader(Header):
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+@dataclass(slots=True, kw_only=True)
+class ViewMessageRequestHeader(Header):
+    offset: int
+    NON_NEGATIVE: ClassVar[frozenset[str]] = frozenset({"offset"})
+
+
+# -- topics and groups ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class CreateTopicRequestHeader(Header):
+    topic: str
+    default_topic: str | None = None
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = 6
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteTopicRequestHeader(Header):
+    topic: str
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteSubscriptionGroupRequestHeader(Header):
+    group_name: str
+    remove_offset: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class GetTopicsByClusterRequestHeader(Header):
+    cluster: str
+
+
+@dataclass(slots=True, kw_only=True)
+class GetRouteInfoRequestHeader(Header):
+    topic: str
+
+
+# -- admin and status -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class GetTopicStatsInfoRequestHeader(Header):
+    topic: str
+
+
+@dataclass(slots=True, kw_only=True)
+class GetConsumerConnectionListRequestHeader(Header):
+    consumer_group: str
+
+
+@dataclass(slots=True, kw_only=True)
+class GetProducerConnectionListRequestHeader(Header):
+    producer_group: str
+
+
+@dataclass(slots=True, kw_only=True)
+class GetConsumeStatsRequestHeader(Header):
+    consumer_group: str
+    topic: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class GetConsumeStatsInBrokerHeader(Header):
+    is_order: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class CloneGroupOffsetRequestHeader(Header):
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET, and RESET_CONSUMER_CLIENT_OFFSET from the broker to clients."""
+
+    topic: str
+    group: str
+    timestamp: int
+    is_force: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class GetConsumerRunningInfoRequestHeader(Header):
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    consumer_group: str
+    client_id: str
+    msg_id: str
+    broker_name: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    topic: str
+
+
+@dataclass(slots=True, kw_only=True)
+class QueryConsumeTimeSpanRequestHeader(Header):
+    topic: str
+    group: str
+
+
+@dataclass(slots=True, kw_only=True)
+class QueryConsumeQueueRequestHeader(Header):
+    topic: str
+    queue_id: int
+    index: int
+    count: int = 10
+    consumer_group: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ViewBrokerStatsDataRequestHeader(Header):
+    stats_name: str
+    stats_key: str
+
+
+@dataclass(slots=True, kw_only=True)
+class GetBrokerConfigResponseHeader(Header):
+    version: str
+
+
+# -- ACL ------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class CreateAccessConfigRequestHeader(Header):
+    access_key: str
+    secret_key: str | None = None
+    white_remote_address: str | None = None
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: str | None = None
+    group_perms: str | None = None
+    admin: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class DeleteAccessConfigRequestHeader(Header):
+    access_key: str
+
+
+@dataclass(slots=True, kw_only=True)
+class UpdateGlobalWhiteAddrsConfigRequestHeader(Header):
+    global_white_addrs: str
+    # Required, as Java's header has it (empty: the default file).
+    acl_file_full_path: str
+
+
+@dataclass(slots=True, kw_only=True)
+class GetBrokerAclConfigResponseHeader(Header):
+    version: str
+    all_acl_file_version: str
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+
+
+# -- name server ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class RegisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+    ha_server_addr: str = ""
+    compressed: bool = False
+    body_crc32: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class UnRegisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(slots=True, kw_only=True)
+class RegisterBrokerResponseHeader(Header):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class BrokerNameRequestHeader(Header):
+    """WIPE_WRITE_PERM_OF_BROKER and ADD_WRITE_PERM_OF_BROKER."""
+
+    broker_name: str
+
+
+@dataclass(slots=True, kw_only=True)
+class WipeWritePermOfBrokerResponseHeader(Header):
+    wipe_topic_count: int
+
+
+@dataclass(slots=True, kw_only=True)
+class AddWritePermOfBrokerResponseHeader(Header):
+    add_topic_count: int
+
+
+@dataclass(slots=True, kw_only=True)
+class PutKVConfigRequestHeader(Header):
+    namespace: str
+    key: str
+    value: str
+
+
+@dataclass(slots=True, kw_only=True)
+class GetKVConfigRequestHeader(Header):
+    """GET_KV_CONFIG and DELETE_KV_CONFIG."""
+
+    namespace: str
+    key: str
+
+
+@dataclass(slots=True, kw_only=True)
+class GetKVConfigResponseHeader(Header):
+    value: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class GetKVListByNamespaceRequestHeader(Header):
+    namespace: str
+
+
+@dataclass(slots=True, kw_only=True)
+class QueryDataVersionRequestHeader(Header):
+    broker_addr: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class QueryDataVersionResponseHeader(Header):
+    changed: bool

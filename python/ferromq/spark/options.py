@@ -30,6 +30,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ferromq.errors import InvalidArgumentError
+from ferromq.protocol.constants import (
+    AUTO_CREATE_TOPIC_KEY,
+    OFFSET_MOVED_EVENT_TOPIC,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRACE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 
 EARLIEST = -2
 LATEST = -1
@@ -37,14 +47,14 @@ LATEST = -1
 # Topics RocketMQ keeps for itself: never part of a pattern or of "all topics".
 INTERNAL_TOPICS = frozenset(
     {
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "TBW102",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-        "RMQ_SYS_TRACE_TOPIC",
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        AUTO_CREATE_TOPIC_KEY,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT_TOPIC,
+        TRACE_TOPIC,
     }
 )
 

@@ -18,6 +18,8 @@ from ferromq.client.message import MessageQueue
 from ferromq.errors import BrokerError, TopicNotExistError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import PULL_FLAG_SUBSCRIPTION
+from ferromq.protocol.headers import PullMessageRequestHeader
 from ferromq.remoting.connection import open_connection
 from ferromq.spark.dataloss import report_loss
 from ferromq.spark.options import ReadOptions
@@ -27,7 +29,6 @@ from ferromq.spark.schema import record_batch
 PULL_BATCH = 32  # what a Java broker returns per pull by default (maxTransferCountOnMessageInMemory)
 PULL_TIMEOUT = 30.0
 DECODE_BYTES = 2 << 20  # pulled bytes gathered before one decode into a RecordBatch
-FLAG_SUBSCRIPTION = 0x4  # PullSysFlag: the request carries its subscription
 # Replies that carry no messages but may move the offset on.
 SKIPPING_CODES = frozenset(
     {ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED}
@@ -80,21 +81,21 @@ class RemoteSource:
 
 
 def _pull_request(opts: ReadOptions, part: QueueRange, offset: int) -> RemotingCommand:
-    ext = {
-        "consumerGroup": opts.consumer_group,
-        "topic": part.topic,
-        "queueId": str(part.queue_id),
-        "queueOffset": str(offset),
-        "maxMsgNums": str(min(PULL_BATCH, part.end - offset)),
-        "sysFlag": str(FLAG_SUBSCRIPTION),
-        "commitOffset": "0",
-        "suspendTimeoutMillis": "0",
+    ext = PullMessageRequestHeader(
+        consumer_group=opts.consumer_group,
+        topic=part.topic,
+        queue_id=part.queue_id,
+        queue_offset=offset,
+        max_msg_nums=min(PULL_BATCH, part.end - offset),
+        sys_flag=PULL_FLAG_SUBSCRIPTION,
+        commit_offset=0,
+        suspend_timeout_millis=0,
         # Tags are matched exactly by the decoder: a broker-side filter could return offsets
         # past the end of the range.
-        "subscription": "*",
-        "subVersion": "0",
-        "expressionType": "TAG",
-    }
+        subscription="*",
+        sub_version=0,
+        expression_type="TAG",
+    ).to_ext()
     return RemotingCommand(code=RequestCode.PULL_MESSAGE, ext=ext)
 
 

@@ -18,7 +18,12 @@ from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_bool, ext_str
+from ferromq.protocol.headers import (
+    CreateAccessConfigRequestHeader,
+    DeleteAccessConfigRequestHeader,
+    GetBrokerAclConfigResponseHeader,
+    UpdateGlobalWhiteAddrsConfigRequestHeader,
+)
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -53,16 +58,16 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     async def update(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
         plain = acl(failed)
-        ext = cmd.ext
+        h = CreateAccessConfigRequestHeader.of(cmd)
         config = {
-            "accessKey": ext_str(cmd, "accessKey"),
-            "secretKey": ext.get("secretKey"),
-            "whiteRemoteAddress": ext.get("whiteRemoteAddress"),
-            "defaultTopicPerm": ext.get("defaultTopicPerm"),
-            "defaultGroupPerm": ext.get("defaultGroupPerm"),
-            "topicPerms": _split(ext.get("topicPerms")),
-            "groupPerms": _split(ext.get("groupPerms")),
-            "admin": ext_bool(cmd, "admin"),
+            "accessKey": h.access_key,
+            "secretKey": h.secret_key,
+            "whiteRemoteAddress": h.white_remote_address,
+            "defaultTopicPerm": h.default_topic_perm,
+            "defaultGroupPerm": h.default_group_perm,
+            "topicPerms": _split(h.topic_perms),
+            "groupPerms": _split(h.group_perms),
+            "admin": h.admin,
         }
         _applied(failed, lambda: plain.update_account(config))
         return cmd.reply(ResponseCode.SUCCESS)
@@ -70,7 +75,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     async def delete(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         failed = ResponseCode.DELETE_ACL_CONFIG_FAILED
         plain = acl(failed)
-        access_key = ext_str(cmd, "accessKey")
+        access_key = DeleteAccessConfigRequestHeader.of(cmd).access_key
         deleted = _applied(failed, lambda: plain.delete_account(access_key))
         if not deleted:
             raise BrokerError(
@@ -81,8 +86,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     async def update_global_white(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
         plain = acl(failed)
-        addresses = ext_str(cmd, "globalWhiteAddrs")
-        file = ext_str(cmd, "aclFileFullPath")  # required, as Java's header has it (empty: the default file)
+        h = UpdateGlobalWhiteAddrsConfigRequestHeader.of(cmd)
+        addresses, file = h.global_white_addrs, h.acl_file_full_path
         done = _applied(failed, lambda: plain.update_global_white(addresses.split(","), file))
         if not done:
             raise BrokerError(f"The globalWhiteAddresses[{addresses}] has been updated failed.", failed)
@@ -93,13 +98,13 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         cfg = broker.config
         return cmd.reply(
             ResponseCode.SUCCESS,
-            ext={
-                "version": dumps(plain.default_version().as_json()).decode(),
-                "allAclFileVersion": dumps(plain.versions()).decode(),
-                "brokerName": cfg.broker_name,
-                "brokerAddr": cfg.broker_addr,
-                "clusterName": cfg.broker_cluster_name,
-            },
+            ext=GetBrokerAclConfigResponseHeader(
+                version=dumps(plain.default_version().as_json()).decode(),
+                all_acl_file_version=dumps(plain.versions()).decode(),
+                broker_name=cfg.broker_name,
+                broker_addr=cfg.broker_addr,
+                cluster_name=cfg.broker_cluster_name,
+            ).to_ext(),
         )
 
     async def all_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

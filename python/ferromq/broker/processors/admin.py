@@ -12,7 +12,17 @@ from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_bool, ext_int, ext_offset, ext_str
+from ferromq.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    OffsetResponseHeader,
+    SearchOffsetRequestHeader,
+)
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -38,7 +48,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     store = broker.store
 
     async def create_topic(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = ext_str(cmd, "topic")
+        h = CreateTopicRequestHeader.of(cmd)
+        topic = h.topic
         problem = topic_problem(topic)
         if problem:
             raise BrokerError(problem, ResponseCode.SYSTEM_ERROR)
@@ -47,7 +58,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
                 f"the topic[{topic}] is conflict with system reserved words", ResponseCode.SYSTEM_ERROR
             )
         limit = broker.config.max_topic_queue_nums
-        queue_nums = {key: ext_int(cmd, key, 16) for key in ("readQueueNums", "writeQueueNums")}
+        queue_nums = {"readQueueNums": h.read_queue_nums, "writeQueueNums": h.write_queue_nums}
         for key, n in queue_nums.items():
             if not 1 <= n <= limit:
                 raise BrokerError(
@@ -59,17 +70,17 @@ def handlers(broker: Broker) -> dict[int, Handler]:
             topic_name=topic,
             read_queue_nums=queue_nums["readQueueNums"],
             write_queue_nums=queue_nums["writeQueueNums"],
-            perm=ext_int(cmd, "perm", 6),
-            topic_filter_type=cmd.ext.get("topicFilterType", "SINGLE_TAG"),
-            topic_sys_flag=ext_int(cmd, "topicSysFlag", 0),
-            order=ext_bool(cmd, "order"),
+            perm=h.perm,
+            topic_filter_type=h.topic_filter_type,
+            topic_sys_flag=h.topic_sys_flag,
+            order=h.order,
         )
         broker.topics.update(tc)
         broker.registration_changed()
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def delete_topic(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = ext_str(cmd, "topic")
+        topic = DeleteTopicRequestHeader.of(cmd).topic
         broker.topics.delete(topic)
         broker.offsets.remove_topic(topic)
         broker.stats.topic_removed(topic)
@@ -81,26 +92,25 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return cmd.reply(ResponseCode.SUCCESS, body=dumps(broker.topics.serialize_wrapper()))
 
     async def max_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.reply(
-            ResponseCode.SUCCESS,
-            ext={"offset": store.max_offset(ext_str(cmd, "topic"), ext_offset(cmd, "queueId"))},
-        )
+        h = GetMaxOffsetRequestHeader.of(cmd)
+        offset = store.max_offset(h.topic, h.queue_id)
+        return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
 
     async def min_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.reply(
-            ResponseCode.SUCCESS,
-            ext={"offset": store.min_offset(ext_str(cmd, "topic"), ext_offset(cmd, "queueId"))},
-        )
+        h = GetMinOffsetRequestHeader.of(cmd)
+        offset = store.min_offset(h.topic, h.queue_id)
+        return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
 
     async def offset_by_time(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        offset = store.offset_by_time(
-            ext_str(cmd, "topic"), ext_offset(cmd, "queueId"), ext_int(cmd, "timestamp")
-        )
-        return cmd.reply(ResponseCode.SUCCESS, ext={"offset": offset})
+        h = SearchOffsetRequestHeader.of(cmd)
+        offset = store.offset_by_time(h.topic, h.queue_id, h.timestamp)
+        return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
 
     async def earliest_time(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        ts = store.earliest_store_time(ext_str(cmd, "topic"), ext_offset(cmd, "queueId"))
-        return cmd.reply(ResponseCode.SUCCESS, ext={"timestamp": -1 if ts is None else ts})
+        h = GetEarliestMsgStoretimeRequestHeader.of(cmd)
+        ts = store.earliest_store_time(h.topic, h.queue_id)
+        reply = GetEarliestMsgStoretimeResponseHeader(timestamp=-1 if ts is None else ts)
+        return cmd.reply(ResponseCode.SUCCESS, ext=reply.to_ext())
 
     def _mqs(body: dict[str, Any]) -> list[tuple[str, str, int]]:
         return [
@@ -146,7 +156,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         )
 
     async def delete_group(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        broker.groups.delete(ext_str(cmd, "groupName"))
+        broker.groups.delete(DeleteSubscriptionGroupRequestHeader.of(cmd).group_name)
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def all_consumer_offsets(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

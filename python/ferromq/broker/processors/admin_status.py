@@ -16,13 +16,29 @@ from typing import TYPE_CHECKING, Any
 from ferromq.broker.clients import ClientChannel, Subscription
 from ferromq.broker.config import BROKER_CONFIG_KEYS, ConfigError, java_config_value
 from ferromq.broker.stats import TPS_WINDOWS, earliest_message_time, java_double, tps_columns, tps_over
-from ferromq.broker.topics import SCHEDULE_TOPIC, SYSTEM_TOPICS, TRANS_OP_HALF_TOPIC
+from ferromq.broker.topics import SYSTEM_TOPICS
 from ferromq.errors import BrokerError, ConnectionClosedError
 from ferromq.jsonutil import dumps_sorted
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
-from ferromq.protocol.headers import ext_bool, ext_int, ext_str
+from ferromq.protocol.constants import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
+from ferromq.protocol.headers import (
+    CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetBrokerConfigResponseHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsInBrokerHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    QueryConsumeQueueRequestHeader,
+    QueryConsumeTimeSpanRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
+)
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -220,7 +236,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"table": runtime_table(broker)}))
 
     async def topic_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = ext_str(cmd, "topic")
+        topic = GetTopicStatsInfoRequestHeader.of(cmd).topic
         tc = broker.topics.get(topic)
         if tc is None:
             raise BrokerError(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
@@ -253,7 +269,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"data": table}))
 
     async def consumer_connections(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        group = ext_str(cmd, "consumerGroup")
+        group = GetConsumerConnectionListRequestHeader.of(cmd).consumer_group
         info = broker.clients.consumers.get(group)
         if info is None:
             raise BrokerError(f"the consumer group[{group}] not online", ResponseCode.CONSUMER_NOT_ONLINE)
@@ -267,7 +283,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
 
     async def producer_connections(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        group = ext_str(cmd, "producerGroup")
+        group = GetProducerConnectionListRequestHeader.of(cmd).producer_group
         channels = broker.clients.producers.get(group)
         if not channels:
             raise BrokerError(f"the producer group[{group}] not exist", ResponseCode.SYSTEM_ERROR)
@@ -277,8 +293,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     async def consume_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """ConsumeStats: per readable queue of the topics the group committed offsets for (or the
         one asked), the broker's max offset, the group's offset and the store time before it."""
-        group = ext_str(cmd, "consumerGroup")
-        only = cmd.ext.get("topic")
+        h = GetConsumeStatsRequestHeader.of(cmd)
+        group, only = h.consumer_group, h.topic
         topics = [only] if only else sorted(broker.offsets.offsets_of_group(group))
         # Refused before it is built when the reply cannot fit in a frame (~130 bytes a queue).
         size = 0
@@ -303,7 +319,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     async def broker_consume_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): the consume stats of every
         subscription group, topic by topic (only ordered topics with isOrder)."""
-        order_only = ext_bool(cmd, "isOrder")
+        order_only = GetConsumeStatsInBrokerHeader.of(cmd).is_order
         groups, total_diff = [], 0
         for group in sorted(broker.groups.groups):
             stats = []
@@ -332,9 +348,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     async def clone_group_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """CLONE_GROUP_OFFSET (mqadmin cloneGroupOffset): the source group's committed offsets of the
         topic (or of all its topics) become the destination group's."""
-        src, dest = ext_str(cmd, "srcGroup"), ext_str(cmd, "destGroup")
-        only = cmd.ext.get("topic")
-        offline = ext_bool(cmd, "offline")
+        h = CloneGroupOffsetRequestHeader.of(cmd)
+        src, dest, only, offline = h.src_group, h.dest_group, h.topic, h.offline
         info = broker.clients.consumers.get(src)
         for topic in [only] if only else sorted(broker.offsets.offsets_of_group(src)):
             if broker.topics.get(topic) is None:
@@ -354,7 +369,9 @@ def handlers(broker: Broker) -> dict[int, Handler]:
                 lines.append(f"{key}={value}\n")
         version = dumps_sorted({"counter": broker.config_version, "timestamp": broker.config_timestamp})
         return cmd.reply(
-            ResponseCode.SUCCESS, body="".join(lines).encode(), ext={"version": version.decode()}
+            ResponseCode.SUCCESS,
+            body="".join(lines).encode(),
+            ext=GetBrokerConfigResponseHeader(version=version.decode()).to_ext(),
         )
 
     async def update_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -370,9 +387,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         """INVOKE_BROKER_TO_RESET_OFFSET: the offsets at `timestamp` (-1: the queues' ends) are sent to
         every consumer of the group (RESET_CONSUMER_CLIENT_OFFSET), which moves to them and commits
         them; the broker answers the table it sent. Offsets only move back unless `isForce`."""
-        topic, group = ext_str(cmd, "topic"), ext_str(cmd, "group")
-        timestamp = ext_int(cmd, "timestamp")
-        force = ext_bool(cmd, "isForce")
+        h = ResetOffsetRequestHeader.of(cmd)
+        topic, group, timestamp, force = h.topic, h.group, h.timestamp, h.is_force
         tc = broker.topics.get(topic)
         if tc is None:
             raise BrokerError(
@@ -410,7 +426,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
                 body = java_body
             request = RemotingCommand(
                 code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                ext={"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": "false"},
+                ext=ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp).to_ext(),
                 body=body,
             )
             try:
@@ -423,7 +439,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     async def call_consumer(cmd: RemotingCommand, body: bytes) -> RemotingCommand:
         """The request passed on to the client `clientId` of `consumerGroup`, its answer passed back
         as is (Java's Broker2Client.callClient)."""
-        group, client_id = ext_str(cmd, "consumerGroup"), ext_str(cmd, "clientId")
+        h = GetConsumerRunningInfoRequestHeader.of(cmd)
+        group, client_id = h.consumer_group, h.client_id
         info = broker.clients.consumers.get(group)
         ch = info.channels.get(client_id) if info is not None else None
         if ch is None or ch.conn.closed:
@@ -445,7 +462,7 @@ def handlers(broker: Broker) -> dict[int, Handler]:
     async def consume_message_directly(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById -g G -d CLIENT): the stored message `msgId`
         (an offsetMsgId) goes to the consumer, which consumes it and says how that went."""
-        msg_id = ext_str(cmd, "msgId")
+        msg_id = ConsumeMessageDirectlyResultRequestHeader.of(cmd).msg_id
         offset = physical_offset_of(msg_id)
         record = None if offset is None else broker.store.read_raw(offset)
         if record is None:
@@ -454,13 +471,14 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return await call_consumer(cmd, record)
 
     async def consume_by_who(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = ext_str(cmd, "topic")
+        topic = QueryTopicConsumeByWhoRequestHeader.of(cmd).topic
         groups = {g for g, info in broker.clients.consumers.items() if topic in info.subscriptions}
         groups |= {key.split("@", 1)[1] for key in broker.offsets.table if key.split("@", 1)[0] == topic}
         return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"groupList": sorted(groups)}))
 
     async def consume_time_span(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic, group = ext_str(cmd, "topic"), ext_str(cmd, "group")
+        h = QueryConsumeTimeSpanRequestHeader.of(cmd)
+        topic, group = h.topic, h.group
         tc = broker.topics.get(topic)
         if tc is None:
             raise BrokerError(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
@@ -498,15 +516,16 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         """QUERY_CONSUME_QUEUE (mqadmin queryCq): `count` consume-queue units from `index` (the
         CommitLog offset and size of each message and its tags code), read through the records
         they point at."""
-        topic, queue_id = ext_str(cmd, "topic"), ext_int(cmd, "queueId")
-        index, count = ext_int(cmd, "index"), max(0, min(ext_int(cmd, "count", 10), MAX_QUERY_CQ_UNITS))
+        h = QueryConsumeQueueRequestHeader.of(cmd)
+        topic, queue_id, index = h.topic, h.queue_id, h.index
+        count = max(0, min(h.count, MAX_QUERY_CQ_UNITS))
         tc = broker.topics.get(topic)
         if tc is None or not 0 <= queue_id < max(tc.read_queue_nums, tc.write_queue_nums):
             raise BrokerError(f"{queue_id}@{topic} is not exist!", ResponseCode.SYSTEM_ERROR)
         store = broker.store
         low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
         body: dict[str, Any] = {"maxQueueIndex": high, "minQueueIndex": low}
-        group = cmd.ext.get("consumerGroup")
+        group = h.consumer_group
         if group:
             info = broker.clients.consumers.get(group)
             sub = info.subscriptions.get(topic) if info is not None else None
@@ -561,7 +580,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"topicList": sorted(names)}))
 
     async def stats_data(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        stats_name, key = ext_str(cmd, "statsName"), ext_str(cmd, "statsKey")
+        h = ViewBrokerStatsDataRequestHeader.of(cmd)
+        stats_name, key = h.stats_name, h.stats_key
         item = broker.stats.item(stats_name, key)
         if item is None:
             raise BrokerError(f"The stats <{stats_name}> <{key}> not exist", ResponseCode.SYSTEM_ERROR)

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 from ferromq.broker.clients import ClientChannel, Subscription, parse_subscription
 from ferromq.broker.processors.bodies import json_object, shaped
 from ferromq.broker.processors.pull import check_sql92
-from ferromq.broker.topics import RETRY_PREFIX
 from ferromq.errors import BrokerError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_str
+from ferromq.protocol.constants import RETRY_PREFIX
+from ferromq.protocol.headers import UnregisterClientRequestHeader
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -49,12 +49,8 @@ def handlers(broker: Broker) -> dict[int, Handler]:
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def unregister(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        broker.clients.unregister(
-            ext_str(cmd, "clientID"),
-            cmd.ext.get("producerGroup") or None,
-            cmd.ext.get("consumerGroup") or None,
-            conn,
-        )
+        h = UnregisterClientRequestHeader.of(cmd)
+        broker.clients.unregister(h.client_id, h.producer_group or None, h.consumer_group or None, conn)
         return cmd.reply(ResponseCode.SUCCESS)
 
     async def check_client_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

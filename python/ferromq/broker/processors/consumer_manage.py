@@ -9,7 +9,12 @@ from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_int, ext_offset, ext_str
+from ferromq.protocol.headers import (
+    GetConsumerListByGroupRequestHeader,
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -30,18 +35,18 @@ def _ram_bytes() -> int:
 
 def handlers(broker: Broker) -> dict[int, Handler]:
     async def consumer_list(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        group = ext_str(cmd, "consumerGroup")
+        group = GetConsumerListByGroupRequestHeader.of(cmd).consumer_group
         info = broker.clients.consumers.get(group)
         if info is None or not info.channels:
             raise BrokerError(f"no consumer for this group, {group}", ResponseCode.SYSTEM_ERROR)
         return cmd.reply(ResponseCode.SUCCESS, body=dumps({"consumerIdList": info.client_ids()}))
 
     async def query_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        group, topic = ext_str(cmd, "consumerGroup"), ext_str(cmd, "topic")
-        queue_id = ext_offset(cmd, "queueId")
+        h = QueryConsumerOffsetRequestHeader.of(cmd)
+        group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
         offset = broker.offsets.query(group, topic, queue_id)
         if offset >= 0:
-            return cmd.reply(ResponseCode.SUCCESS, ext={"offset": offset})
+            return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
         # A group that never committed: start at 0 while the queue's first message is still
         # at hand (in memory, as Java's broker judges it); otherwise the client decides (the end).
         store = broker.store
@@ -49,18 +54,14 @@ def handlers(broker: Broker) -> dict[int, Handler]:
             first = store.get_messages(topic, queue_id, 0, 1)
             behind = store.max_physical_offset - first[0].physical_offset if first else 0
             if behind < _ram_bytes() * IN_MEMORY_RATIO:
-                return cmd.reply(ResponseCode.SUCCESS, ext={"offset": 0})
+                return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=0).to_ext())
         return cmd.reply(
             ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
         )
 
     async def update_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        broker.offsets.commit(
-            ext_str(cmd, "consumerGroup"),
-            ext_str(cmd, "topic"),
-            ext_offset(cmd, "queueId"),
-            ext_int(cmd, "commitOffset"),
-        )
+        h = UpdateConsumerOffsetRequestHeader.of(cmd)
+        broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return cmd.reply(ResponseCode.SUCCESS)
 
     return {

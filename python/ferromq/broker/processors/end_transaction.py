@@ -10,10 +10,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from ferromq.errors import BrokerError
-from ferromq.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_bool, ext_int, ext_offset, ext_str
+from ferromq.protocol.constants import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
+from ferromq.protocol.headers import EndTransactionRequestHeader
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -21,8 +25,6 @@ if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
 
 logger = logging.getLogger(__name__)
-
-TRANSACTION_NOT_TYPE = 0
 
 
 def handlers(broker: Broker) -> dict[int, Handler]:
@@ -36,13 +38,11 @@ def end_transaction(broker: Broker, conn: Connection, cmd: RemotingCommand) -> R
     if broker.config.broker_role == "SLAVE":
         logger.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.peer)
         return cmd.reply(ResponseCode.SLAVE_NOT_AVAILABLE)
-    group = ext_str(cmd, "producerGroup")
-    queue_offset = ext_int(cmd, "tranStateTableOffset")
-    commit_log_offset = ext_offset(cmd, "commitLogOffset")
-    kind = ext_int(cmd, "commitOrRollback")
-    from_check = ext_bool(cmd, "fromTransactionCheck")
+    h = EndTransactionRequestHeader.of(cmd)
+    group, queue_offset, commit_log_offset = h.producer_group, h.tran_state_table_offset, h.commit_log_offset
+    kind, from_check = h.commit_or_rollback, h.from_transaction_check
     what = (
-        f"transaction {cmd.ext.get('msgId')} of group {group} (half queue offset {queue_offset}, "
+        f"transaction {h.msg_id} of group {group} (half queue offset {queue_offset}, "
         f"commit log offset {commit_log_offset}) from {conn.peer}{' after a check' if from_check else ''}"
     )
     if kind == TRANSACTION_NOT_TYPE:

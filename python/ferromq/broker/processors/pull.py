@@ -16,7 +16,13 @@ from ferromq.jsonutil import dumps
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import ext_int, ext_offset, ext_str
+from ferromq.protocol.constants import (
+    OFFSET_MOVED_EVENT_TOPIC,
+    PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+)
+from ferromq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
@@ -25,10 +31,6 @@ if TYPE_CHECKING:
     from ferromq.store import GetResult
 
 logger = logging.getLogger(__name__)
-
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 
 # The most a pull answer carries (maxTransferBytesOnMessageInMemory); the first message always goes.
 MAX_TRANSFER_BYTES = 256 * 1024
@@ -77,13 +79,10 @@ def immediate_handlers(broker: Broker) -> dict[int, ImmediateHandler]:
     return {RequestCode.PULL_MESSAGE: pull}
 
 
-def _subscription(
-    broker: Broker, cmd: RemotingCommand, group: str, topic: str, sys_flag: int
-) -> Subscription:
-    if sys_flag & FLAG_SUBSCRIPTION:
-        sub = parse_subscription(
-            topic, cmd.ext.get("subscription"), cmd.ext.get("expressionType"), ext_int(cmd, "subVersion", 0)
-        )
+def _subscription(broker: Broker, h: PullMessageRequestHeader) -> Subscription:
+    group, topic = h.consumer_group, h.topic
+    if h.sys_flag & PULL_FLAG_SUBSCRIPTION:
+        sub = parse_subscription(topic, h.subscription, h.expression_type, h.sub_version)
     else:
         info = broker.clients.consumers.get(group)
         found = info.subscriptions.get(topic) if info else None
@@ -91,7 +90,7 @@ def _subscription(
             raise BrokerError(
                 f"the consumer's subscription not exist, group: {group}", ResponseCode.SUBSCRIPTION_NOT_EXIST
             )
-        if found.sub_version < ext_int(cmd, "subVersion", 0):
+        if found.sub_version < h.sub_version:
             raise BrokerError(
                 f"the consumer's subscription not latest, group: {group}",
                 ResponseCode.SUBSCRIPTION_NOT_LATEST,
@@ -127,15 +126,9 @@ def _filter_records(body: bytes, predicate: Callable[[dict[str, str]], bool]) ->
 def pull_message(
     broker: Broker, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
-    group = ext_str(cmd, "consumerGroup")
-    topic = ext_str(cmd, "topic")
-    queue_id = ext_offset(cmd, "queueId")
-    # A negative offset is "too small", as in Java 4.9.7: PULL_OFFSET_MOVED to the queue's min.
-    offset = ext_int(cmd, "queueOffset")
-    max_msgs = max(1, ext_int(cmd, "maxMsgNums", 32))
-    sys_flag = ext_int(cmd, "sysFlag", 0)
-    commit_offset = ext_int(cmd, "commitOffset", -1)
-    suspend_ms = ext_int(cmd, "suspendTimeoutMillis", 15000)
+    h = PullMessageRequestHeader.from_ext(cmd.ext)
+    group, topic, queue_id, offset = h.consumer_group, h.topic, h.queue_id, h.queue_offset
+    max_msgs, sys_flag = max(1, h.max_msg_nums), h.sys_flag
 
     if not broker.config.broker_permission & 4:
         raise NoPermissionError(f"the broker[{broker.config.broker_ip1}] pulling message is forbidden")
@@ -155,21 +148,23 @@ def pull_message(
             f"topicConfig.readQueueNums:[{tc.read_queue_nums}]",
             ResponseCode.SYSTEM_ERROR,
         )
-    sub = _subscription(broker, cmd, group, topic, sys_flag)
+    sub = _subscription(broker, h)
     sql = check_sql92(broker, sub.sub_string) if sub.expression_type == "SQL92" else None
     result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
     code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
-    if code != ResponseCode.PULL_NOT_FOUND or not sys_flag & FLAG_SUSPEND:
+    if code != ResponseCode.PULL_NOT_FOUND or not sys_flag & PULL_FLAG_SUSPEND:
         broker.stats.got(
             group, topic, queue_id, result.next_begin_offset, result.message_count, len(result.body)
         )
     # The offset commit happens once, on the first processing.
-    _commit(broker, group, topic, queue_id, sys_flag, commit_offset)
-    if code == ResponseCode.PULL_NOT_FOUND and sys_flag & FLAG_SUSPEND:
-        timeout = suspend_ms if broker.config.long_polling_enable else broker.config.short_polling_time_mills
-        return _pull_after_hold(
-            broker, conn, cmd, topic, queue_id, offset, max_msgs, sub, sql, timeout / 1000.0
+    _commit(broker, group, topic, queue_id, sys_flag, h.commit_offset)
+    if code == ResponseCode.PULL_NOT_FOUND and sys_flag & PULL_FLAG_SUSPEND:
+        timeout = (
+            h.suspend_timeout_millis
+            if broker.config.long_polling_enable
+            else broker.config.short_polling_time_mills
         )
+        return _pull_after_hold(broker, conn, cmd, h, max_msgs, sub, sql, timeout / 1000.0)
     code, next_begin = _offset_moved(broker, group, topic, queue_id, offset, result, code)
     return _pull_reply(cmd, result, code, sql, next_begin, suggest_broker_id(broker, group, result))
 
@@ -196,7 +191,7 @@ def _offset_moved(
         }
         try:
             broker.store.put(
-                "OFFSET_MOVED_EVENT",
+                OFFSET_MOVED_EVENT_TOPIC,
                 0,
                 dumps(event),
                 tags=group,
@@ -223,9 +218,7 @@ async def _pull_after_hold(
     broker: Broker,
     conn: Connection,
     cmd: RemotingCommand,
-    topic: str,
-    queue_id: int,
-    offset: int,
+    h: PullMessageRequestHeader,
     max_msgs: int,
     sub: Subscription,
     sql: Callable[[dict[str, str]], bool] | None,
@@ -233,6 +226,7 @@ async def _pull_after_hold(
 ) -> RemotingCommand:
     """A pull that found nothing new: held until a matching message is stored (or a re-check,
     or the timeout), then read once more and answered whatever it finds."""
+    topic, queue_id, offset = h.topic, h.queue_id, h.queue_offset
     codes = set(sub.codes) if sub.codes is not None else None
 
     def matches(tags_code: int) -> bool:
@@ -243,7 +237,7 @@ async def _pull_after_hold(
     # taken the replies before (a peer that reads nothing does not make the broker hold them all).
     await conn.replies_drained()
     result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
-    group = ext_str(cmd, "consumerGroup")
+    group = h.consumer_group
     broker.stats.got(group, topic, queue_id, result.next_begin_offset, result.message_count, len(result.body))
     code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
     code, next_begin = _offset_moved(broker, group, topic, queue_id, offset, result, code)
@@ -267,12 +261,12 @@ def _pull_reply(
     return cmd.reply(
         code,
         remark=status,
-        ext={
-            "suggestWhichBrokerId": suggest,
-            "nextBeginOffset": result.next_begin_offset if next_begin is None else next_begin,
-            "minOffset": result.min_offset,
-            "maxOffset": result.max_offset,
-        },
+        ext=PullMessageResponseHeader(
+            suggest_which_broker_id=suggest,
+            next_begin_offset=result.next_begin_offset if next_begin is None else next_begin,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+        ).to_ext(),
         body=body if code == ResponseCode.SUCCESS else b"",
     )
 
@@ -313,5 +307,5 @@ def _last_physical_offset(body: bytes) -> int | None:
 
 
 def _commit(broker: Broker, group: str, topic: str, queue_id: int, sys_flag: int, commit_offset: int) -> None:
-    if sys_flag & FLAG_COMMIT_OFFSET and commit_offset >= 0 and broker.config.broker_role != "SLAVE":
+    if sys_flag & PULL_FLAG_COMMIT_OFFSET and commit_offset >= 0 and broker.config.broker_role != "SLAVE":
         broker.offsets.commit(group, topic, queue_id, commit_offset)

@@ -14,30 +14,30 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ferromq.broker.topics import (
-    DLQ_PREFIX,
-    NOT_ALLOWED_SEND,
-    RETRY_PREFIX,
-    TRANS_HALF_TOPIC,
-    TopicConfig,
-    topic_problem,
-)
+from ferromq.broker.topics import NOT_ALLOWED_SEND, TopicConfig, topic_problem
 from ferromq.errors import (
     BrokerError,
-    MissingHeaderFieldError,
     NoPermissionError,
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
-from ferromq.message import (
-    PROPERTY_SEPARATOR,
-    TRANSACTION_PREPARED_TYPE,
-    decode_properties,
-    encode_properties,
-)
+from ferromq.message import decode_properties, encode_properties
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import FLAG_RESPONSE, RemotingCommand
-from ferromq.protocol.headers import JAVA_INT_MAX, JAVA_LONG_MAX, ext_int, ext_offset, ext_str, java_number
+from ferromq.protocol.constants import (
+    DLQ_PREFIX,
+    PROPERTY_SEPARATOR,
+    RETRY_PREFIX,
+    SYSFLAG_MULTI_TAGS,
+    TRANS_HALF_TOPIC,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
+from ferromq.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
@@ -46,119 +46,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# SendMessageRequestHeaderV2's one-letter names.
-_V2_NAMES = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-}
-_V2_KEYS = {v: k for k, v in _V2_NAMES.items()}
 # Clients from this version on may set maxReconsumeTimes themselves (MQVersion V3_4_9).
 VERSION_WITH_MAX_RECONSUME = 121
-MULTI_TAGS_FLAG = 0x2
-TRANSACTION_TYPE_MASK = 0xC
-
-
-@dataclass(slots=True)
-class SendHeader:
-    producer_group: str
-    topic: str
-    default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
-    properties: str
-    reconsume_times: int
-    batch: bool
-    max_reconsume_times: int | None
-
-
-def _int(ext: dict[str, str], key: str, name: str, default: int | None = None) -> int:
-    """`ext_int` reading a field under its wire key (a V2 letter) and naming it by its long name."""
-    value = ext.get(key)
-    if value is None or value == "":
-        if default is None:
-            raise MissingHeaderFieldError(f"the custom field <{name}> is null")
-        return default
-    return java_number(value, name)
-
-
-# Wire keys in the order parse_send_header reads them.
-_FIELDS = (
-    "producerGroup",
-    "topic",
-    "defaultTopic",
-    "defaultTopicQueueNums",
-    "queueId",
-    "sysFlag",
-    "bornTimestamp",
-    "flag",
-    "properties",
-    "reconsumeTimes",
-    "batch",
-    "maxReconsumeTimes",
-)
-_V1_ORDER = _FIELDS
-_V2_ORDER = tuple(_V2_KEYS[f] for f in _FIELDS)
-
-
-def _num(
-    ext: dict[str, str], key: str, name: str, default: int | None = None, high: int = JAVA_INT_MAX
-) -> int:
-    """`_int` with the common case (a valid number within Java's int, or long with `high`) first."""
-    try:
-        n = int(ext[key])
-        if -high - 1 <= n <= high:
-            return n
-    except (KeyError, ValueError):
-        pass
-    return _int(ext, key, name, default)
-
-
-def parse_send_header(cmd: RemotingCommand) -> SendHeader:
-    """The header of SEND_MESSAGE (long names) or SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (letters),
-    read in place (no renamed copy of the fields)."""
-    ext = cmd.ext
-    kg, kt, kdt, kdq, kq, ksf, kbt, kf, kp, krt, kb, kmr = (
-        _V2_ORDER if "a" in ext and "producerGroup" not in ext else _V1_ORDER
-    )
-    group = ext.get(kg)
-    if group is None:
-        raise MissingHeaderFieldError("the custom field <producerGroup> is null")
-    topic = ext.get(kt)
-    if topic is None:
-        raise MissingHeaderFieldError("the custom field <topic> is null")
-    default_topic = ext.get(kdt)
-    max_rt = ext.get(kmr)
-    batch = ext.get(kb)
-    return SendHeader(
-        group,
-        topic,
-        "TBW102" if default_topic is None else default_topic,
-        _num(ext, kdq, "defaultTopicQueueNums", 4),
-        _num(ext, kq, "queueId"),
-        _num(ext, ksf, "sysFlag", 0),
-        _num(ext, kbt, "bornTimestamp", 0, JAVA_LONG_MAX),
-        _num(ext, kf, "flag", 0),
-        ext.get(kp, ""),
-        _num(ext, krt, "reconsumeTimes", 0),
-        # Java sends "true"; the C++ client "1" (a Java broker would read that as false and store the
-        # whole batch as one message; ferromq stores the messages of the batch).
-        batch is not None and (batch == "1" or batch.lower() == "true"),
-        int(max_rt) if max_rt and max_rt.lstrip("-").isdigit() else None,
-    )
 
 
 def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
@@ -288,7 +177,7 @@ def refuse_on_slave(broker: Broker) -> None:
 _topic_problem = functools.lru_cache(maxsize=4096)(topic_problem)
 
 
-def _check_topic_for_send(broker: Broker, h: SendHeader) -> TopicConfig:
+def _check_topic_for_send(broker: Broker, h: SendMessageRequestHeader) -> TopicConfig:
     problem = _topic_problem(h.topic)
     if problem:
         raise BrokerError(problem, ResponseCode.SYSTEM_ERROR)
@@ -318,7 +207,7 @@ def send_message(
     the message says WAIT=false) the answer is an awaitable that completes once the bytes are on
     disk and on a slave."""
     refuse_on_slave(broker)
-    h = parse_send_header(cmd)
+    h = SendMessageRequestHeader.from_ext(cmd.ext)
     tc = _check_topic_for_send(broker, h)
     queue_id = h.queue_id
     if queue_id < 0:
@@ -333,7 +222,7 @@ def send_message(
     requested_queue_id = queue_id
     topic, sys_flag = h.topic, h.sys_flag
     if tc.topic_filter_type == "MULTI_TAG":
-        sys_flag |= MULTI_TAGS_FLAG
+        sys_flag |= SYSFLAG_MULTI_TAGS
     if not h.batch and not topic.startswith(RETRY_PREFIX) and "TRAN_MSG" not in h.properties:
         plain = _send_plain(broker, waiter, conn, cmd, h, tc, queue_id, sys_flag)
         if plain is not None:
@@ -412,13 +301,9 @@ def send_message(
         msg_id, queue_offset, end_offset, count = r.msg_id, r.queue_offset, r.end_offset, 1
         broker.stats.put(topic, 1, r.wrote_bytes, started)
         tags_code = broker.tags_code_of(props)
-    reply_ext = {
-        "msgId": msg_id,
-        "queueId": str(requested_queue_id),
-        "queueOffset": str(queue_offset),
-        "MSG_REGION": str(broker.config.region_id),
-        "TRACE_ON": "true" if broker.config.trace_on else "false",
-    }
+    reply_ext = SendMessageResponseHeader.broker_ext(
+        msg_id, requested_queue_id, queue_offset, str(broker.config.region_id), broker.config.trace_on
+    )
     return _answer(
         broker, waiter, wait, end_offset, cmd, (topic, queue_id, queue_offset + count, tags_code), reply_ext
     )
@@ -429,7 +314,7 @@ def _send_plain(
     waiter: StoreWaits,
     conn: Connection,
     cmd: RemotingCommand,
-    h: SendHeader,
+    h: SendMessageRequestHeader,
     tc: TopicConfig,
     queue_id: int,
     sys_flag: int,
@@ -456,13 +341,9 @@ def _send_plain(
         return None
     r, wait, tags_code = done
     broker.stats.put(r.topic, 1, r.wrote_bytes, started)
-    reply_ext = {
-        "msgId": r.msg_id,
-        "queueId": str(queue_id),
-        "queueOffset": str(r.queue_offset),
-        "MSG_REGION": str(broker.config.region_id),
-        "TRACE_ON": "true" if broker.config.trace_on else "false",
-    }
+    reply_ext = SendMessageResponseHeader.broker_ext(
+        r.msg_id, queue_id, r.queue_offset, str(broker.config.region_id), broker.config.trace_on
+    )
     arrived = (r.topic, r.queue_id, r.queue_offset + 1, tags_code)
     return _answer(broker, waiter, wait, r.end_offset, cmd, arrived, reply_ext)
 
@@ -533,9 +414,8 @@ async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: Remoting
     if broker.config.is_slave:
         # Java's send-back answers a store refusal as SYSTEM_ERROR with the status as remark.
         raise BrokerError("SERVICE_NOT_AVAILABLE", ResponseCode.SYSTEM_ERROR)
-    group = ext_str(cmd, "group")
-    offset = ext_offset(cmd, "offset")
-    delay_level = ext_int(cmd, "delayLevel", 0)
+    h = ConsumerSendMsgBackRequestHeader.from_ext(cmd.ext)
+    group, offset, delay_level = h.group, h.offset, h.delay_level
     cfg = broker.groups.find_or_create(group)
     if cfg is None:
         raise SubscriptionGroupNotExistError(f"subscription group not exist, {group}")
@@ -550,8 +430,8 @@ async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: Remoting
     props.setdefault("RETRY_TOPIC", msg.topic)
     props["WAIT"] = "false"
     max_times = cfg.retry_max_times
-    if (cmd.version or 0) >= VERSION_WITH_MAX_RECONSUME and cmd.ext.get("maxReconsumeTimes"):
-        max_times = ext_int(cmd, "maxReconsumeTimes")
+    if (cmd.version or 0) >= VERSION_WITH_MAX_RECONSUME and h.max_reconsume_times is not None:
+        max_times = h.max_reconsume_times
     if msg.reconsume_times >= max_times or delay_level < 0:
         topic, queue_id = DLQ_PREFIX + group, 0
         broker.topics.create_system_topic(topic, 1)

@@ -1,0 +1,78 @@
+"""RocketMQ's shared names and flags, in one place for the broker, the client and Spark: message
+property names (Java's `MessageConst`), the properties string's separators, message and pull sys
+flags (`MessageSysFlag`, `PullSysFlag`), topic prefixes and the well-known topics and groups
+(`TopicValidator`, `MixAll`)."""
+
+from __future__ import annotations
+
+# -- the properties string: `name\x01value` entries joined by `\x02` ---------------------------
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# -- message property names (MessageConst) -----------------------------------------------------
+# Names as MessageConst has them, shortened where ferromq used shorter ones.
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT = "WAIT"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QID = "REAL_QID"
+PROPERTY_TRAN_MSG = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_CLUSTER = "CLUSTER"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROPERTY_CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PROPERTY_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_ON = "TRACE_ON"
+PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+# A QUERY_MESSAGE header field (not a property): look the key up as a UNIQ_KEY.
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+
+# -- message sys flags (MessageSysFlag) ---------------------------------------------------------
+SYSFLAG_COMPRESSED = 0x1
+SYSFLAG_MULTI_TAGS = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_TYPE_MASK = 0xC
+SYSFLAG_COMPRESSION_TYPE_MASK = 0x700
+
+# -- pull request sys flags (PullSysFlag) -------------------------------------------------------
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+PULL_FLAG_CLASS_FILTER = 0x8
+PULL_FLAG_LITE_PULL = 0x10
+
+# -- topics ---------------------------------------------------------------------------------------
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+# The topic whose config a producer's new topic copies (TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC).
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+DEFAULT_TOPIC_QUEUE_NUMS = 4
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT_TOPIC = "OFFSET_MOVED_EVENT"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+
+# The name server's KV namespace of orderly topics' queue layout (NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG).
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+# -- groups -------------------------------------------------------------------------------------------
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
+TRANS_SYS_GROUP = "CID_RMQ_SYS_TRANS"
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+SELF_TEST_GROUP_PREFIX = "SELF_TEST_"
+ONS_API_GROUP_PREFIX = "CID_ONSAPI_"
