@@ -207,6 +207,8 @@ def scenario_produce(args: argparse.Namespace) -> dict[str, Any]:
                     break
         else:
             for i in range(args.count):
+                if args.stop_file and os.path.exists(args.stop_file):
+                    break
                 m, rec = make_message(args, i)
                 if args.mode == "sync":
                     try:
@@ -215,8 +217,13 @@ def scenario_produce(args: argparse.Namespace) -> dict[str, Any]:
                         if not args.keep_going:
                             raise
                         errors.append(f"{rec['id']}: {e}")
+                        time.sleep(0.05)
                         continue
                     rec.update(status=int(r.status), msg_id=r.msg_id, offset=r.offset)
+                    if args.out:
+                        # Progress for the parent (failover tests): the id and when it was answered.
+                        with open(args.out, "a") as out:
+                            out.write(f"{rec['id']} {rec['status']} {time.time():.3f}\n")
                 elif args.mode == "oneway":
                     producer.send_oneway(m)
                 elif args.mode == "orderly":
@@ -416,7 +423,12 @@ def main() -> None:
     p.add_argument("--max-num", type=int, default=32)
     p.add_argument("--access-key", help="ACL: sign requests with this access key (and --secret-key)")
     p.add_argument("--secret-key")
-    p.add_argument("--keep-going", action="store_true", help="produce sync: record a failed send and go on")
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="produce sync: record a failed send and go on;"
+        " with --stop-file: stop when that file exists; with --out: one line per answer",
+    )
     args = p.parse_args()
 
     _state["scenario"] = args.scenario

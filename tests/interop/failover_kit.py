@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,8 +26,10 @@ from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import open_connection
 from tests.interop.conftest import ferromq_executable, free_port
+from tests.interop.javabuild import JAR
 from tests.interop.replication_kit import STORE_CONF, Process, spawn, wait_until, write_conf
 
+CPP_SCENARIOS = Path(__file__).with_name("cpp_scenarios.py")
 GROUP = "broker-f"
 # Fast failure detection for tests: a broker silent 2 s is dead; brokers beat every 300 ms.
 HEARTBEAT_TIMEOUT_MS = 2000
@@ -235,7 +239,7 @@ def commitlog_bytes(store: Path, end: int) -> bytes:
 class Ack:
     id: str
     at: float
-    """time.monotonic() when the send was acknowledged (SEND_OK)."""
+    """time.time() when the send was acknowledged (SEND_OK)."""
     store: str
     """The broker (host:port) that stored it, from its offset message id."""
 
@@ -252,6 +256,9 @@ class PythonLoad:
         self.not_ok: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), name=f"load-{prefix}")
+
+    def __repr__(self) -> str:
+        return f"Python client load {self.prefix}"
 
     def start(self) -> PythonLoad:
         self._thread.start()
@@ -279,7 +286,7 @@ class PythonLoad:
                     continue
                 if r.status == SendStatus.SEND_OK:
                     host, _ = _store.decode_offset_msg_id(r.offset_msg_id)
-                    self.acked.append(Ack(msg_id, time.monotonic(), host))
+                    self.acked.append(Ack(msg_id, time.time(), host))
                 else:
                     self.not_ok.append(f"{msg_id}: {r.status.name}")
         finally:
@@ -333,3 +340,72 @@ def stored_ids(broker_addr: str, topic: str) -> list[str]:
         return ids
 
     return asyncio.run(go())
+
+
+class ProcessLoad:
+    """A SYNC send load of an official client in a child process (the C++ client through
+    cpp_scenarios.py, the Java client through FailoverLoad.java), appending one line per answer to a
+    file, until a stop file appears."""
+
+    def __init__(self, kind: str, workdir: Path, namesrv: str, topic: str, prefix: str) -> None:
+        self.kind, self.prefix = kind, prefix
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.out, self.stop_file = workdir / f"{prefix}.acks", workdir / f"{prefix}.stop"
+        self.log_path = workdir / f"{prefix}.log"
+        if kind == "cpp":
+            argv = [
+                sys.executable, str(CPP_SCENARIOS), "produce", namesrv, "--topic", topic,
+                "--group", f"PG_{prefix}", "--prefix", prefix, "--mode", "sync", "--keep-going",
+                "--count", "10000000", "--deadline", "600", "--send-timeout-ms", "3000",
+                "--stop-file", str(self.stop_file), "--out", str(self.out),
+            ]  # fmt: skip
+            env = {**os.environ, "HOME": str(workdir), "PYTHONUNBUFFERED": "1"}
+        else:
+            argv = [
+                "java", f"-Drocketmq.client.logRoot={workdir}", "-Xmx256m", "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1", "-cp", str(JAR), "io.ferromq.interop.FailoverLoad",
+                f"namesrv={namesrv}", f"topic={topic}", f"group=PG_{prefix}", f"prefix={prefix}",
+                f"out={self.out}", f"stop={self.stop_file}", "poll=1000", "timeout=600",
+            ]  # fmt: skip
+            env = dict(os.environ)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=workdir
+            )
+
+    def __repr__(self) -> str:
+        return f"{self.kind} client load {self.prefix}"
+
+    def _lines(self) -> list[list[str]]:
+        try:
+            text = self.out.read_text()
+        except FileNotFoundError:
+            return []
+        return [line.split() for line in text.splitlines() if line.strip()]
+
+    @property
+    def acked(self) -> list[Ack]:
+        out = []
+        for parts in self._lines():
+            if self.kind == "cpp" and len(parts) == 3 and parts[1] == "0":
+                out.append(Ack(parts[0], float(parts[2]), ""))
+            elif self.kind == "java" and len(parts) == 2 and parts[0] != "!":
+                out.append(Ack(parts[0], int(parts[1]) / 1000.0, ""))
+        return out
+
+    @property
+    def not_ok(self) -> list[str]:
+        bad = [" ".join(p) for p in self._lines() if p[0] == "!" or (self.kind == "cpp" and p[1:2] != ["0"])]
+        return bad
+
+    def acked_since(self, t: float) -> int:
+        return sum(1 for a in self.acked if a.at >= t)
+
+    def stop(self) -> None:
+        self.stop_file.touch()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=15)
+            raise AssertionError(f"the {self.kind} load did not stop") from None
