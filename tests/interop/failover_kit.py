@@ -19,8 +19,10 @@ import orjson
 
 from ferromq import _store
 from ferromq.client.instance import ClientInstance
-from ferromq.client.message import Message, SendStatus
+from ferromq.client.message import Message, ReceivedMessage, SendStatus
 from ferromq.client.producer import Producer
+from ferromq.client.push_consumer import ConsumeStatus, PushConsumer
+from ferromq.client.rebalance import ConsumeFromWhere
 from ferromq.controller.codes import ControllerCode
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
@@ -295,6 +297,50 @@ class PythonLoad:
 
     def acked_since(self, t: float, store: str | None = None) -> int:
         return sum(1 for a in self.acked if a.at >= t and (store is None or a.store == store))
+
+
+class PythonConsumer:
+    """A ferromq Python PushConsumer (from the first offset, routes refreshed every second) in a
+    thread; the ids it consumed."""
+
+    def __init__(self, namesrv: str, topic: str, group: str) -> None:
+        self.namesrv, self.topic, self.group = namesrv, topic, group
+        self.received: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), name=f"consume-{group}")
+
+    def start(self) -> PythonConsumer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        assert not self._thread.is_alive(), "the Python consumer did not stop"
+
+    async def _run(self) -> None:
+        instance = ClientInstance(self.namesrv, instance_name=self.group, route_interval=1.0)
+        consumer = PushConsumer(
+            self.group,
+            self.namesrv,
+            instance=instance,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            rebalance_interval=2.0,
+        )
+        consumer.subscribe(self.topic, "*")
+
+        async def on_messages(msgs: list[ReceivedMessage]) -> ConsumeStatus:
+            self.received.update(m.body.split(b"|", 1)[0].decode() for m in msgs)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        consumer.register_listener(on_messages)
+        await consumer.start()
+        try:
+            while not self._stop.is_set():
+                await asyncio.sleep(0.1)
+        finally:
+            await consumer.stop()
+            await instance.stop()
 
 
 def stored_ids(broker_addr: str, topic: str) -> list[str]:

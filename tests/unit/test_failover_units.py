@@ -64,3 +64,10 @@ def test_controller_config_errors(tmp_path: Path) -> None:
     cfg = load_controller_config(conf)
     assert cfg.self_raft_addr == "127.0.0.1:2"
     assert cfg.other_raft_addrs == ["127.0.0.1:1"]
+
+
+def test_a_master_restarting_in_its_epoch_keeps_its_start(tmp_path: Path) -> None:
+    f = EpochFile(tmp_path)
+    f.replace([E(1, 0), E(2, 500)])
+    f.begin(2, 900)
+    assert f.entries == [E(1, 0), E(2, 500)]

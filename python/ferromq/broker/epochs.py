@@ -54,7 +54,10 @@ class EpochFile:
 
     def begin(self, epoch: int, start_offset: int) -> None:
         """This replica became master of `epoch` with its CommitLog ending at `start_offset`:
-        epochs it has no data of are dropped (their data was never replicated here)."""
+        epochs it has no data of are dropped (their data was never replicated here). A master
+        that restarts within its own epoch keeps where that epoch began."""
+        if self.entries and self.entries[-1].epoch == epoch:
+            return
         kept = [e for e in self.entries if e.start_offset < start_offset and e.epoch < epoch]
         self.replace([*kept, EpochEntry(epoch, start_offset)])
 

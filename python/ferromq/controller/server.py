@@ -291,9 +291,9 @@ class Controller:
         if result["ok"]:
             self.elections += 1
             logger.warning(
-                "%s: master %s lost; elected %s (epoch %d)",
+                "%s: %s; elected %s (epoch %d)",
                 name,
-                addr_of.get(master, "none"),
+                f"master {addr_of[master]} lost" if master in addr_of else "no master",
                 addr_of.get(new_master, "no master: no in-sync replica is alive"),
                 result["group"]["epoch"],
             )
