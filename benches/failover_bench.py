@@ -84,7 +84,7 @@ def main() -> None:
     work = Path(args.dir or tempfile.mkdtemp(prefix="failover-bench-"))
     cluster = start_cluster(work)
     rounds: list[dict[str, Any]] = []
-    load = PythonLoad(cluster.namesrv.addr, TOPIC, "bench").start()
+    load = PythonLoad(cluster.namesrv_addr, TOPIC, "bench").start()
     try:
         for n in range(kills):
             rounds.append(kill_round(cluster, load, n + 1, kills))

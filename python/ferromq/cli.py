@@ -15,7 +15,7 @@ import os
 import signal
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferromq import __version__, admin_cli
 from ferromq.acl.errors import AclError
@@ -35,6 +35,9 @@ from ferromq.logfiles import close_log_files, open_log_files
 from ferromq.namesrv import NameServer
 from ferromq.remoting.tls import DEFAULT_CONFIG_FILE, TlsMode, TlsSettings, read_properties_file
 from ferromq.store import MessageStore
+
+if TYPE_CHECKING:
+    from ferromq.controller.server import Controller
 
 logger = logging.getLogger("ferromq")
 
@@ -149,18 +152,43 @@ def _namesrv_acl(config: str | None) -> PlainAcl | None:
     return acl
 
 
+def _embedded_controller(args: argparse.Namespace) -> Controller | None:
+    """enableControllerInNamesrv=true in namesrv.conf: a controller node served on the name
+    server's port (RocketMQ 5.x's embedded mode), configured by the same file."""
+    if args.config is None:
+        return None
+    props = read_properties_file(args.config)
+    if props.get("enableControllerInNamesrv", "false").strip().lower() != "true":
+        return None
+    from ferromq.controller.config import load_controller_config
+    from ferromq.controller.server import Controller
+
+    return Controller(
+        load_controller_config(args.config, in_namesrv=True, listen_port=args.port), args.host, serve=False
+    )
+
+
 async def _run_namesrv(args: argparse.Namespace) -> None:
+    controller = _embedded_controller(args)
     # Java's name server reads TLS from system properties and tls.config.file; ferromq from the file.
     ns = NameServer(
         args.host,
         args.port,
         tls=TlsSettings.from_properties(read_properties_file(DEFAULT_CONFIG_FILE)),
         acl=_namesrv_acl(args.config),
+        extra_handlers=controller.handlers() if controller is not None else None,
     )
     await _start_namesrv(ns, args.host, args.port, "--port")
     try:
-        await _until_signalled(f"ferromq name server listening on {args.host}:{ns.port}")
+        if controller is not None:
+            await controller.start()
+        await _until_signalled(
+            f"ferromq name server listening on {args.host}:{ns.port}"
+            + (f" (with controller {controller.config.self_id})" if controller is not None else "")
+        )
     finally:
+        if controller is not None:
+            await controller.stop()
         await ns.stop()
 
 

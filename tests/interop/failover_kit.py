@@ -67,9 +67,11 @@ def ask(addr: str, code: int, ext: dict[str, str] | None = None, timeout: float 
 @dataclass
 class FailoverCluster:
     workdir: Path
-    namesrv: Process
+    namesrv: Process | None
+    """The name server; None when the controllers run inside name servers (`embedded`)."""
     controller_ports: list[int]
     raft_ports: list[int]
+    embedded: bool = False
     controllers: dict[str, Process] = field(default_factory=dict)
     brokers: dict[str, Process] = field(default_factory=dict)
     broker_confs: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -77,6 +79,10 @@ class FailoverCluster:
     @property
     def controller_addr(self) -> str:
         return ";".join(f"127.0.0.1:{p}" for p in self.controller_ports)
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self.controller_addr if self.namesrv is None else self.namesrv.addr
 
     # -- controllers -------------------------------------------------------------------------------
 
@@ -91,12 +97,18 @@ class FailoverCluster:
             "controllerStorePath": str(root / "store"),
             "controllerHeartBeatTimeoutMills": str(HEARTBEAT_TIMEOUT_MS),
             "scanNotActiveBrokerInterval": "200",
+            "controllerRaftPassword": "failover-test",
         }
-        path = write_conf(root / "controller.conf", conf)
-        argv = [ferromq_executable(), "-v", "controller", "-c", str(path), "--host", "127.0.0.1"]
-        p = spawn(
-            f"controller {node}", argv, root / "controller.log", "ferromq controller", conf["listenPort"]
-        )
+        if self.embedded:
+            # A name server with the controller inside, on its port (enableControllerInNamesrv).
+            path = write_conf(root / "namesrv.conf", {**conf, "enableControllerInNamesrv": "true"})
+            argv = [ferromq_executable(), "-v", "namesrv", "-c", str(path), "--port", conf["listenPort"]]
+            ready = "ferromq name server listening"
+        else:
+            path = write_conf(root / "controller.conf", conf)
+            argv = [ferromq_executable(), "-v", "controller", "-c", str(path), "--host", "127.0.0.1"]
+            ready = "ferromq controller"
+        p = spawn(f"controller {node}", argv, root / "controller.log", ready, conf["listenPort"])
         p.addr = f"127.0.0.1:{self.controller_ports[i]}"
         self.controllers[node] = p
         return p
@@ -175,7 +187,7 @@ class FailoverCluster:
         conf = {
             **self.broker_confs[name],
             "storePathRootDir": str(root / "store"),
-            "namesrvAddr": self.namesrv.addr,
+            "namesrvAddr": self.namesrv_addr,
         }
         path = write_conf(root / "broker.conf", conf)
         argv = [ferromq_executable(), "-v", "broker", "-c", str(path), "--host", "127.0.0.1"]
@@ -193,19 +205,29 @@ class FailoverCluster:
         os.kill(self.brokers[name].proc.pid, signal.SIGCONT)
 
     def stop_all(self) -> None:
-        for p in [*self.brokers.values(), *self.controllers.values(), self.namesrv]:
+        for p in [
+            *self.brokers.values(),
+            *self.controllers.values(),
+            *([self.namesrv] if self.namesrv else []),
+        ]:
             if p.proc.poll() is None:
                 os.kill(p.proc.pid, signal.SIGCONT)
             p.kill()
 
 
-def start_cluster(workdir: Path, brokers: int = 3, **broker_extra: str) -> FailoverCluster:
+def start_cluster(
+    workdir: Path, brokers: int = 3, *, embedded: bool = False, **broker_extra: str
+) -> FailoverCluster:
     """A name server, three controllers and `brokers` brokers of one group (the first one started
-    becomes the master)."""
+    becomes the master); `embedded`: three name servers with a controller inside each instead."""
     from tests.interop.replication_kit import start_namesrv
 
     cluster = FailoverCluster(
-        workdir, start_namesrv(workdir), [free_port() for _ in range(3)], [free_port() for _ in range(3)]
+        workdir,
+        None if embedded else start_namesrv(workdir),
+        [free_port() for _ in range(3)],
+        [free_port() for _ in range(3)],
+        embedded,
     )
     try:
         for i in range(3):

@@ -71,10 +71,10 @@ def test_kill_master_under_sync_load(cluster: FailoverCluster) -> None:
     old = cluster.wait_master()
     old_addr = cluster.brokers[old].addr
     build_interop_jar()
-    consumer = PythonConsumer(cluster.namesrv.addr, topic, "CG_failover").start()
-    loads: list[PythonLoad | ProcessLoad] = [PythonLoad(cluster.namesrv.addr, topic, "py").start()]
+    consumer = PythonConsumer(cluster.namesrv_addr, topic, "CG_failover").start()
+    loads: list[PythonLoad | ProcessLoad] = [PythonLoad(cluster.namesrv_addr, topic, "py").start()]
     for kind in ("cpp", "java"):
-        loads.append(ProcessLoad(kind, cluster.workdir / f"load-{kind}", cluster.namesrv.addr, topic, kind))
+        loads.append(ProcessLoad(kind, cluster.workdir / f"load-{kind}", cluster.namesrv_addr, topic, kind))
     try:
         for load in loads:
             wait_until(f"sends before the kill ({load})", lambda ld=load: len(ld.acked) >= 100, 120)
@@ -119,7 +119,7 @@ def test_paused_master_is_fenced(cluster: FailoverCluster) -> None:
     topic = "FailoverPause"
     old = cluster.wait_master()
     old_addr = cluster.brokers[old].addr
-    load = PythonLoad(cluster.namesrv.addr, topic, "pause").start()
+    load = PythonLoad(cluster.namesrv_addr, topic, "pause").start()
     try:
         wait_until("acknowledged sends before the pause", lambda: len(load.acked) >= 200, 60)
         cluster.pause(old)
@@ -148,7 +148,7 @@ def test_old_master_cuts_what_it_wrote_alone(cluster: FailoverCluster) -> None:
     (after the last epoch it shares with the new master) and becomes a byte-identical replica."""
     topic = "FailoverAlone"
     master = cluster.wait_master()
-    load = PythonLoad(cluster.namesrv.addr, topic, "alone").start()
+    load = PythonLoad(cluster.namesrv_addr, topic, "alone").start()
     try:
         wait_until("acknowledged sends", lambda: len(load.acked) >= 100, 60)
     finally:
@@ -157,7 +157,7 @@ def test_old_master_cuts_what_it_wrote_alone(cluster: FailoverCluster) -> None:
     for name in replicas:
         cluster.brokers[name].kill()
     before = max_offsets(cluster)[cluster.brokers[master].addr]
-    alone = PythonLoad(cluster.namesrv.addr, topic, "alone2").start()
+    alone = PythonLoad(cluster.namesrv_addr, topic, "alone2").start()
     try:
         wait_until("sends the master stores alone", lambda: len(alone.not_ok) >= 20, 30)
     finally:
@@ -178,7 +178,7 @@ def test_old_master_cuts_what_it_wrote_alone(cluster: FailoverCluster) -> None:
 
 def test_controller_leader_kill_leaves_sends_alone(cluster: FailoverCluster) -> None:
     master = cluster.wait_master()
-    load = PythonLoad(cluster.namesrv.addr, "FailoverCtl", "ctl").start()
+    load = PythonLoad(cluster.namesrv_addr, "FailoverCtl", "ctl").start()
     try:
         wait_until("acknowledged sends", lambda: len(load.acked) >= 100, 60)
         leader = cluster.leader()
@@ -221,3 +221,26 @@ def commitlog_end(store: Path) -> int:
     last = files[-1]
     data = last.read_bytes().rstrip(b"\0")
     return int(last.name) + len(data)
+
+
+def test_controller_inside_name_servers(tmp_path: Path) -> None:
+    """enableControllerInNamesrv: three name servers, each a controller node on its own port; the
+    brokers use them for both; a killed master is replaced and no acknowledged send is lost."""
+    cluster = start_cluster(tmp_path, embedded=True)
+    try:
+        old = cluster.wait_master()
+        old_addr = cluster.brokers[old].addr
+        load = PythonLoad(cluster.namesrv_addr, "FailoverEmbedded", "emb").start()
+        try:
+            wait_until("acknowledged sends", lambda: len(load.acked) >= 100, 60)
+            killed_at = time.time()
+            cluster.brokers[old].kill()
+            new = cluster.wait_master(not_addr=old_addr)
+            new_addr = cluster.brokers[new].addr
+            wait_until("sends on the new master", lambda: load.acked_since(killed_at, new_addr) >= 100, 90)
+        finally:
+            load.stop()
+        acked = {a.id for a in load.acked}
+        assert not acked - set(stored_ids(new_addr, "FailoverEmbedded"))
+    finally:
+        cluster.stop_all()

@@ -8,6 +8,7 @@ controllerStorePath = /var/ferromq/controller   # the Raft journal and snapshot
 enableElectUncleanMaster = false
 controllerHeartBeatTimeoutMills = 10000 # a broker silent this long is dead (brokers may send theirs)
 scanNotActiveBrokerInterval = 5000
+controllerRaftPassword = ...            # ferromq's: encrypts and authenticates the Raft traffic
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class ControllerConfig:
     heartbeat_timeout_ms: int = 10_000
     scan_interval_ms: int = 5_000
     group: str = "group1"
+    raft_password: str | None = None
+    """PySyncObj's `password`: the nodes' messages are encrypted and authenticated with it (they
+    are pickled Python objects: without it, anyone who reaches a Raft port can run code)."""
 
     @property
     def self_raft_addr(self) -> str:
@@ -60,6 +64,7 @@ _KEYS = {
     "controllerHeartBeatTimeoutMills": "heartbeat_timeout_ms",
     "scanNotActiveBrokerInterval": "scan_interval_ms",
     "controllerDLegerGroup": "group",
+    "controllerRaftPassword": "raft_password",
 }
 _IGNORED = frozenset({"notifyBrokerRoleChanged", "enableControllerInNamesrv", "controllerType"})
 _INTS = {"listen_port", "heartbeat_timeout_ms", "scan_interval_ms"}
@@ -81,8 +86,11 @@ def parse_peers(text: str) -> dict[str, str]:
     return peers
 
 
-def load_controller_config(path: str | os.PathLike[str] | None, **overrides: object) -> ControllerConfig:
-    """Reads controller.conf; every problem is reported at once, with its line."""
+def load_controller_config(
+    path: str | os.PathLike[str] | None, *, in_namesrv: bool = False, **overrides: object
+) -> ControllerConfig:
+    """Reads controller.conf (or, `in_namesrv`, the controller keys of a namesrv.conf, whose
+    other keys are the name server's); every problem is reported at once, with its line."""
     values: dict[str, object] = {}
     problems: list[str] = []
     if path is not None:
@@ -93,7 +101,7 @@ def load_controller_config(path: str | os.PathLike[str] | None, **overrides: obj
         for no, key, raw in parse_properties(text):
             name = _KEYS.get(key)
             if name is None:
-                if key not in _IGNORED:
+                if key not in _IGNORED and not in_namesrv:
                     logger.warning("%s:%d: unknown controller key %r ignored", path, no, key)
                 continue
             value = raw.strip()

@@ -48,7 +48,9 @@ class Liveness:
 
 
 class Controller:
-    def __init__(self, config: ControllerConfig, host: str = "127.0.0.1") -> None:
+    def __init__(self, config: ControllerConfig, host: str = "127.0.0.1", *, serve: bool = True) -> None:
+        """`serve=False`: no server of its own; `handlers()` go on another (a name server's, as
+        RocketMQ 5.x's enableControllerInNamesrv)."""
         self.config = config
         self.table = GroupTable()
         self._host = host
@@ -58,18 +60,24 @@ class Controller:
         self._scan_now = asyncio.Event()
         self._scan_task: asyncio.Task[None] | None = None
         self.elections = 0
-        handlers: dict[int, Handler] = {
+        self.server = (
+            RemotingServer(Dispatcher(self.handlers(), "controller"), host, config.listen_port)
+            if serve
+            else None
+        )
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
             ControllerCode.CONTROLLER_REGISTER_BROKER: self._register,
             ControllerCode.BROKER_HEARTBEAT: self._heartbeat,
             ControllerCode.CONTROLLER_ALTER_SYNC_STATE_SET: self._alter_sync_state_set,
             ControllerCode.CONTROLLER_GET_REPLICA_INFO: self._replica_info,
             ControllerCode.CONTROLLER_GET_METADATA_INFO: self._metadata,
         }
-        self.server = RemotingServer(Dispatcher(handlers, "controller"), host, config.listen_port)
 
     @property
     def port(self) -> int:
-        return self.server.port
+        return self.server.port if self.server is not None else self.config.listen_port
 
     @property
     def is_leader(self) -> bool:
@@ -87,6 +95,11 @@ class Controller:
 
     async def start(self) -> None:
         cfg = self.config
+        if not cfg.raft_password:
+            logger.warning(
+                "controllerRaftPassword is not set: keep the Raft ports (%s) on a trusted network",
+                ", ".join(sorted(cfg.peers.values())),
+            )
         Path(cfg.store_path).mkdir(parents=True, exist_ok=True)
         conf = SyncObjConf(
             journalFile=str(cfg.journal_file),
@@ -96,12 +109,14 @@ class Controller:
             appendEntriesUseBatch=False,
             connectionRetryTime=1.0,
             bindRetryTime=0.2,
+            password=cfg.raft_password or None,
         )
         loop = asyncio.get_running_loop()
         self._raft = await loop.run_in_executor(
             None, lambda: SyncObj(cfg.self_raft_addr, cfg.other_raft_addrs, conf, consumers=[self.table])
         )
-        await self.server.start()
+        if self.server is not None:
+            await self.server.start()
         self._started_at = time.monotonic()
         self._scan_task = loop.create_task(self._scan_loop(), name="controller-scan")
         logger.info(
@@ -118,7 +133,8 @@ class Controller:
             self._scan_task.cancel()
             await asyncio.gather(self._scan_task, return_exceptions=True)
             self._scan_task = None
-        await self.server.stop()
+        if self.server is not None:
+            await self.server.stop()
         raft, self._raft = self._raft, None
         if raft is not None:
             await asyncio.get_running_loop().run_in_executor(None, raft.destroy_synchronous)

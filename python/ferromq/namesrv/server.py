@@ -55,7 +55,10 @@ class NameServer:
         limits: ServerLimits | None = None,
         tls: TlsSettings | None = None,
         acl: PlainAcl | None = None,
+        extra_handlers: dict[int, Handler] | None = None,
     ) -> None:
+        """`extra_handlers`: more request codes served on this port (an embedded controller's,
+        enableControllerInNamesrv)."""
         self.acl = acl
         """With an ACL (aclEnable=true), writes need a trusted account and a broker name is never
         taken over from another live address (ferromq.acl.namesrv)."""
@@ -79,6 +82,7 @@ class NameServer:
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._system_topics,
             RequestCode.GET_NAMESRV_CONFIG: self._get_config,
+            **(extra_handlers or {}),
         }
         guard = NamesrvGuard(acl) if acl is not None else None
         self.server = RemotingServer(
