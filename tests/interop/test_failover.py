@@ -176,6 +176,39 @@ def test_old_master_cuts_what_it_wrote_alone(cluster: FailoverCluster) -> None:
     assert not acked - set(stored_ids(cluster.brokers[new].addr, topic))
 
 
+def test_sync_state_set_follows_its_replicas(cluster: FailoverCluster) -> None:
+    """A replica that dies leaves the SyncStateSet after haMaxTimeSlaveNotCatchup (3 s here) and SYNC
+    sends are acknowledged again without it; back and caught up, it joins again."""
+    master = cluster.wait_master()
+    replica = next(n for n in cluster.brokers if n != master)
+    replica_id = next(
+        int(i)
+        for i, m in cluster.replica_info()["members"].items()
+        if m["addr"] == cluster.brokers[replica].addr
+    )
+    load = PythonLoad(cluster.namesrv_addr, "FailoverSet", "set").start()
+    try:
+        wait_until("acknowledged sends", lambda: len(load.acked) >= 100, 60)
+        cluster.brokers[replica].kill()
+        wait_until(
+            "the dead replica to leave the SyncStateSet",
+            lambda: replica_id not in cluster.replica_info()["syncStateSet"],
+            30,
+            lambda: str(cluster.replica_info()),
+        )
+        shrunk_at = time.time()
+        wait_until("sends acknowledged without it", lambda: load.acked_since(shrunk_at) >= 100, 30)
+        cluster.start_broker(replica)
+        cluster.wait_in_sync(3)
+        joined_at = time.time()
+        wait_until("sends acknowledged with it again", lambda: load.acked_since(joined_at) >= 100, 30)
+    finally:
+        load.stop()
+    acked = {a.id for a in load.acked}
+    assert not acked - set(stored_ids(cluster.brokers[master].addr, "FailoverSet"))
+    assert cluster.master() == cluster.brokers[master].addr
+
+
 def test_controller_leader_kill_leaves_sends_alone(cluster: FailoverCluster) -> None:
     master = cluster.wait_master()
     load = PythonLoad(cluster.namesrv_addr, "FailoverCtl", "ctl").start()
