@@ -117,12 +117,14 @@ class ControllerLink:
 
     # -- talking to controllers --------------------------------------------------------------------
 
-    async def _ask(self, addr: str, cmd: RemotingCommand) -> RemotingCommand:
+    async def _ask(
+        self, addr: str, cmd: RemotingCommand, timeout: float = REQUEST_TIMEOUT
+    ) -> RemotingCommand:
         conn = self._conns.get(addr)
         if conn is None or conn.closed:
             host, _, port = addr.rpartition(":")
-            conn = self._conns[addr] = await open_connection(host, int(port), timeout=REQUEST_TIMEOUT)
-        return await conn.request(cmd, REQUEST_TIMEOUT)
+            conn = self._conns[addr] = await open_connection(host, int(port), timeout=timeout)
+        return await conn.request(cmd, timeout)
 
     def _ext(self) -> dict[str, str]:
         cfg = self._broker.config
@@ -169,9 +171,11 @@ class ControllerLink:
             "haClientAddr": (slave.local_addr or "") if slave is not None and self.role == "SLAVE" else "",
             "heartbeatTimeoutMills": str(cfg.controller_heart_beat_timeout_mills),
         }
+        beat_timeout = min(REQUEST_TIMEOUT, max(0.5, 2 * cfg.broker_heartbeat_interval / 1000.0))
         answers = await asyncio.gather(
             *(
-                self._ask(a, RemotingCommand(code=ControllerCode.BROKER_HEARTBEAT, ext=ext))
+                # A silent controller node must not hold back what the others say.
+                self._ask(a, RemotingCommand(code=ControllerCode.BROKER_HEARTBEAT, ext=ext), beat_timeout)
                 for a in cfg.controller_addrs
             ),
             return_exceptions=True,
@@ -427,9 +431,13 @@ class ControllerLink:
                 logger.info("controller mode: SyncStateSet %s -> %s", self.sync_state_set, wanted)
                 self._set_sync_state_set(new["syncStateSet"], int(new["syncStateSetEpoch"]))
                 return
-            logger.info("controller mode: SyncStateSet change refused by %s: %s", addr, reply.remark)
-            break
-        self._gate(self.sync_state_set)
+            if reply.code == ResponseCode.SYSTEM_ERROR:
+                # Refused (not the master at this epoch any more, or another change came first).
+                logger.info("controller mode: SyncStateSet change refused by %s: %s", addr, reply.remark)
+                self._gate(self.sync_state_set)
+                return
+        # No answer: the change may still be committed later, so joining replicas keep counting
+        # until a heartbeat shows the controllers' set.
 
 
 def _object(body: bytes | None) -> dict[str, Any]:
