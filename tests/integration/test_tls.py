@@ -141,3 +141,11 @@ def test_bad_tls_settings_are_refused_naming_the_key(tmp_path: Path) -> None:
         load_broker_config(
             None, tls_server_cert_path=str(tmp_path / "nope.pem"), tls_server_key_path=__file__
         )
+    with pytest.raises(
+        ConfigError, match=re.escape("tls.client.certPath and tls.client.keyPath go together")
+    ):
+        load_broker_config(None, tls_client_cert_path=__file__)
+    with pytest.raises(ConfigError, match=re.escape("tls.client.keyPath names no readable file")):
+        load_broker_config(
+            None, tls_client_cert_path=__file__, tls_client_key_path=str(tmp_path / "nope.key")
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import time
 import zlib
 from collections.abc import Awaitable
@@ -43,7 +44,6 @@ from ferromq.protocol.headers import (
 from ferromq.remoting.connection import Connection, open_connection
 from ferromq.remoting.dispatch import Dispatcher
 from ferromq.remoting.server import RemotingServer, ServerLimits
-from ferromq.remoting.tls import client_context
 from ferromq.store import FlushDiskType, MessageStore
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ class Broker:
         self.server: RemotingServer | None = None
         """None until `start` has bound the listening port."""
         self.vip_server: RemotingServer | None = None
+        self._outgoing_ssl: ssl.SSLContext | None = None
         """RocketMQ's "VIP channel" on listenPort - 2, the port a Java slave syncs metadata through."""
         self._tasks: list[asyncio.Task[None]] = []
         self._namesrv_conns: dict[str, Connection] = {}
@@ -360,11 +361,18 @@ class Broker:
         conn = self._namesrv_conns.get(addr)
         if conn is None or conn.closed:
             host, _, port = addr.rpartition(":")
-            # tls.enable: the broker's own connections use TLS, as Java's BrokerOuterAPI does.
-            ssl = client_context() if self.config.tls_enable else None
-            conn = await open_connection(host, int(port), timeout=NAMESRV_TIMEOUT, ssl=ssl)
+            conn = await open_connection(host, int(port), timeout=NAMESRV_TIMEOUT, ssl=self.outgoing_ssl())
             self._namesrv_conns[addr] = conn
         return conn
+
+    def outgoing_ssl(self) -> ssl.SSLContext | None:
+        """tls.enable: the broker's own connections (to name servers, a slave's to its master) use
+        TLS, as Java's BrokerOuterAPI does, with the tls.client.* settings."""
+        if not self.config.tls_enable:
+            return None
+        if self._outgoing_ssl is None:
+            self._outgoing_ssl = self.config.tls_settings().outgoing_context()
+        return self._outgoing_ssl
 
     def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
         """A name-server request, signed with namesrvAccessKey/namesrvSecretKey when set (a name

@@ -139,6 +139,13 @@ class BrokerConfig:
     tls_server_cert_path: str | None = None
     tls_server_auth_client: bool = False
     tls_server_trust_cert_path: str | None = None
+    # The broker's own TLS connections (with tls.enable): its certificate, if a server asks for one,
+    # and whether it checks the server's.
+    tls_client_key_path: str | None = None
+    tls_client_key_password: str | None = None
+    tls_client_cert_path: str | None = None
+    tls_client_auth_server: bool = False
+    tls_client_trust_cert_path: str | None = None
     tls_config_file: str = "/etc/rocketmq/tls.properties"
     # The broker's own connections (to name servers) over TLS, as Java's -Dtls.enable=true.
     tls_enable: bool = False
@@ -275,7 +282,7 @@ class BrokerConfig:
         props = {
             _KEY_OF[f.name]: str(getattr(self, f.name))
             for f in dataclasses.fields(self)
-            if f.name.startswith("tls_server_") or f.name == "tls_test_mode_enable"
+            if f.name.startswith(("tls_server_", "tls_client_")) or f.name == "tls_test_mode_enable"
             if getattr(self, f.name) is not None
         }
         props.update(read_properties_file(self.tls_config_file))
@@ -450,6 +457,11 @@ _RENAMED = {
     "tls_server_cert_path": "tls.server.certPath",
     "tls_server_auth_client": "tls.server.authClient",
     "tls_server_trust_cert_path": "tls.server.trustCertPath",
+    "tls_client_key_path": "tls.client.keyPath",
+    "tls_client_key_password": "tls.client.keyPassword",
+    "tls_client_cert_path": "tls.client.certPath",
+    "tls_client_auth_server": "tls.client.authServer",
+    "tls_client_trust_cert_path": "tls.client.trustCertPath",
     "tls_config_file": "tls.config.file",
     "tls_enable": "tls.enable",
 }

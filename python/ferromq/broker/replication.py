@@ -22,7 +22,6 @@ from ferromq.jsonutil import loads_lenient
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
-from ferromq.remoting.tls import client_context
 
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
@@ -209,8 +208,7 @@ class ReplicationService:
             if conn is not None:
                 await conn.close()
             host, _, port = master.rpartition(":")
-            # tls.enable: as the broker's other connections (Java's BrokerOuterAPI).
-            ssl = client_context() if self._broker.config.tls_enable else None
+            ssl = self._broker.outgoing_ssl()
             conn = self._conn = await open_connection(host, int(port), timeout=SYNC_TIMEOUT, ssl=ssl)
         reply = await conn.request(RemotingCommand(code=code), SYNC_TIMEOUT)
         if reply.code != ResponseCode.SUCCESS:

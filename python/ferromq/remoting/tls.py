@@ -53,13 +53,19 @@ PROPERTY_OF = {
     "cert_path": "tls.server.certPath",
     "auth_client": "tls.server.authClient",
     "trust_cert_path": "tls.server.trustCertPath",
+    "client_key_path": "tls.client.keyPath",
+    "client_key_password": "tls.client.keyPassword",
+    "client_cert_path": "tls.client.certPath",
+    "client_auth_server": "tls.client.authServer",
+    "client_trust_cert_path": "tls.client.trustCertPath",
 }
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require": ssl.CERT_REQUIRED}
 
 
 @dataclass(frozen=True)
 class TlsSettings:
-    """A server's TLS settings, with Java's defaults."""
+    """A process's TLS settings, with Java's defaults: how its server serves TLS clients and, for
+    its own outgoing connections (a broker's to name servers and its master), how it connects."""
 
     mode: TlsMode = TlsMode.PERMISSIVE
     test_mode_enable: bool = True
@@ -70,6 +76,13 @@ class TlsSettings:
     cert_path: str | None = None
     auth_client: bool = False
     trust_cert_path: str | None = None
+    client_key_path: str | None = None
+    client_key_password: str | None = None
+    client_cert_path: str | None = None
+    """The certificate presented to servers that ask for one (not in test mode, as Java)."""
+    client_auth_server: bool = False
+    """Check the server's certificate (against client_trust_cert_path, else the system's CAs)."""
+    client_trust_cert_path: str | None = None
 
     @classmethod
     def from_properties(cls, props: dict[str, str], base: TlsSettings | None = None) -> TlsSettings:
@@ -81,7 +94,7 @@ class TlsSettings:
             raw = props[key].strip()
             if field == "mode":
                 values[field] = parse_mode(raw)
-            elif field in ("test_mode_enable", "auth_client"):
+            elif field in ("test_mode_enable", "auth_client", "client_auth_server"):
                 values[field] = raw.lower() == "true"  # Java's Boolean.parseBoolean
             else:
                 values[field] = raw or None
@@ -100,7 +113,9 @@ class TlsSettings:
             )
         if (self.cert_path is None) != (self.key_path is None):
             out.append((PROPERTY_OF["cert_path"], "and tls.server.keyPath go together"))
-        for field in ("key_path", "cert_path", "trust_cert_path"):
+        if (self.client_cert_path is None) != (self.client_key_path is None):
+            out.append((PROPERTY_OF["client_cert_path"], "and tls.client.keyPath go together"))
+        for field in ("key_path", "cert_path", "trust_cert_path", "client_key_path", "client_cert_path"):
             path = getattr(self, field)
             if path is not None and not os.path.isfile(path):
                 out.append((PROPERTY_OF[field], f"names no readable file: {path}"))
@@ -130,6 +145,22 @@ class TlsSettings:
         if auth != "none" and self.trust_cert_path:
             ctx.load_verify_locations(self.trust_cert_path)
             ctx.verify_mode = _CLIENT_AUTH[auth]
+        return ctx
+
+    def outgoing_context(self) -> ssl.SSLContext:
+        """The context of this process's own TLS connections, as Java's client side builds it: in
+        test mode no certificate of its own and none checked; otherwise the server's certificate
+        is checked when tls.client.authServer, and tls.client.certPath is presented when set."""
+        if self.test_mode_enable:
+            return client_context()
+        ctx = client_context(verify=self.client_auth_server, trust_cert_path=self.client_trust_cert_path)
+        if self.client_cert_path and self.client_key_path:
+            try:
+                ctx.load_cert_chain(self.client_cert_path, self.client_key_path, self.client_key_password)
+            except (OSError, ssl.SSLError) as e:
+                raise TlsConfigError(
+                    f"cannot load {self.client_cert_path} / {self.client_key_path}: {e}"
+                ) from e
         return ctx
 
 
