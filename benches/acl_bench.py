@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import itertools
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,8 +25,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from benchlib import write_results  # noqa: E402
-from hot_path_bench import Conn, _cpu_seconds, _percentiles, free_port  # noqa: E402
+from benchlib import cpu_seconds, free_port, serving, write_results  # noqa: E402
+from hot_path_bench import Conn, _percentiles, measured_window  # noqa: E402
 
 from ferromq.acl.guard import AclGuard  # noqa: E402
 from ferromq.acl.plain import PlainAcl  # noqa: E402
@@ -140,14 +139,7 @@ async def load(port: int, frames: list[Frame], args: argparse.Namespace) -> dict
                     errors[code] = errors.get(code, 0) + 1
 
     tasks = [asyncio.create_task(worker(c)) for c in conns for _ in range(args.inflight)]
-    await asyncio.sleep(args.warmup)
-    state["measure"] = True
-    started = time.perf_counter()
-    await asyncio.sleep(args.seconds)
-    state["measure"] = False
-    elapsed = time.perf_counter() - started
-    state["stop"] = True
-    await asyncio.gather(*tasks)
+    elapsed = await measured_window(tasks, state, args)
     for c in conns:
         await c.close()
     return {
@@ -170,34 +162,12 @@ def run_round(acl: bool, frames: list[Frame], args: argparse.Namespace, work: Pa
         f"aclEnable={'true' if acl else 'false'}\nrocketmqHome={home}\n"
     )
     port = free_port()
-    log = open(home / "broker.log", "w")
-    broker = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("ferromq")),
-            *("serve", "-c", str(conf), "--namesrv-port", str(free_port()), "-p", str(port)),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-    )
-    try:
-        assert broker.stdout is not None
-        line = broker.stdout.readline()
-        if not line.startswith("ferromq serving"):
-            raise SystemExit(f"broker did not start: {line}{(home / 'broker.log').read_text()[-2000:]}")
-        cpu0 = _cpu_seconds(broker.pid)
+    with serving(conf, home / "broker.log", port, free_port()) as broker:
+        cpu0 = cpu_seconds(broker.pid)
         result = asyncio.run(load(port, frames, args))
         # The broker's CPU time per request (warm-up included): unlike msg/s it hardly moves when
         # other processes compete for the CPUs.
-        result["cpu_us_per_msg"] = (_cpu_seconds(broker.pid) - cpu0) / max(result["total"], 1) * 1e6
-    finally:
-        broker.terminate()
-        try:
-            broker.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-            broker.wait(timeout=10)
-        log.close()
+        result["cpu_us_per_msg"] = (cpu_seconds(broker.pid) - cpu0) / max(result["total"], 1) * 1e6
     return {"acl": acl, "round": n, **result}
 
 

@@ -1,13 +1,67 @@
-"""What the benchmarks share: the environment recorded with their results, and writing them."""
+"""What the benchmarks share: a `ferromq serve` process to measure, its CPU time, free ports, the
+environment recorded with results, and writing them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import signal
+import socket
 import subprocess
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+READY_LINE = "ferromq serving"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def serving(
+    conf: Path,
+    log: Path,
+    port: int,
+    namesrv_port: int,
+    launcher: Sequence[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[subprocess.Popen[str]]:
+    """`ferromq serve -c conf` on these ports (its log lines to `log`), yielded once it says it
+    serves; stopped with SIGTERM (SIGKILL after a minute) after. `launcher` replaces the
+    `ferromq` command (another interpreter, `taskset` in front)."""
+    command = [*(launcher or [str(Path(sys.executable).with_name("ferromq"))]), "serve", "-c", str(conf)]
+    command += ["--namesrv-port", str(namesrv_port), "-p", str(port)]
+    with open(log, "w") as err:
+        broker = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True
+        )
+    try:
+        assert broker.stdout is not None
+        line = broker.stdout.readline()
+        if not line.startswith(READY_LINE):
+            raise SystemExit(f"the broker did not start: {line}{log.read_text()[-2000:]}")
+        yield broker
+    finally:
+        # Its own session: the group holds the broker alone.
+        os.killpg(broker.pid, signal.SIGTERM)
+        try:
+            broker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(broker.pid, signal.SIGKILL)
+            broker.wait(timeout=10)
 
 
 def environment() -> dict[str, Any]:

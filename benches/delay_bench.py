@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
+
+from benchlib import write_results
 
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.store import MessageStore
@@ -112,11 +111,7 @@ def main() -> None:
         f"{r['delivered']:>10}{r['early']:>7}{r['lateness_ms_p50']:>8}{r['lateness_ms_p99']:>8}"
         f"{r['lateness_ms_max']:>8}{r['put_delayed_msgs_per_s']:>15.0f}{r['baseline_put_msgs_per_s']:>13.0f}"
     )
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    env = {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()}
-    out.write_text(json.dumps({"params": vars(args), "env": env, "result": r}, indent=2))
-    print(f"wrote {out}")
+    write_results(args.json, {"params": vars(args), "result": r})
 
 
 if __name__ == "__main__":

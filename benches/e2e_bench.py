@@ -12,25 +12,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from benchlib import free_port, serving, write_results
+
 HERE = Path(__file__).resolve().parent
 
 CLIENT = HERE / "e2e_client.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pct(values: list[float], p: float) -> float:
@@ -42,27 +34,7 @@ def run_mode(flush: str, args: argparse.Namespace, work: Path) -> dict[str, obje
     ns_port, broker_port = free_port(), free_port()
     conf = work / f"broker-{flush}.conf"
     conf.write_text(f"brokerName=bench\nflushDiskType={flush}\nstorePathRootDir={work / flush}\n")
-    log = open(work / f"broker-{flush}.log", "w")
-    broker = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("ferromq")),
-            "serve",
-            "-c",
-            str(conf),
-            "--namesrv-port",
-            str(ns_port),
-            "-p",
-            str(broker_port),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-    )
-    try:
-        assert broker.stdout is not None
-        line = broker.stdout.readline()
-        if not line.startswith("ferromq serving"):
-            raise SystemExit(f"broker did not start: {line}")
+    with serving(conf, work / f"broker-{flush}.log", broker_port, ns_port):
         namesrv = f"127.0.0.1:{ns_port}"
         topic = f"Bench{flush.split('_')[0].title()}"
 
@@ -105,10 +77,6 @@ def run_mode(flush: str, args: argparse.Namespace, work: Path) -> dict[str, obje
             "consumed": consumed["received"],
             "consume_msgs_per_s": float(consumed["received"]) / max(float(consumed["elapsed"]), 1e-9),  # type: ignore[arg-type]
         }
-    finally:
-        broker.send_signal(signal.SIGTERM)
-        broker.wait(timeout=60)
-        log.close()
 
 
 def main() -> None:
@@ -137,11 +105,7 @@ def main() -> None:
             f"{r['send_p50_ms']:>9.2f}"
             f"{r['send_p99_ms']:>9.2f}{r['send_p999_ms']:>10.2f}{r['consume_msgs_per_s']:>12.0f}"
         )
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    env = {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()}
-    out.write_text(json.dumps({"params": vars(args), "env": env, "results": results}, indent=2))
-    print(f"wrote {out}")
+    write_results(args.json, {"params": vars(args), "results": results})
 
 
 if __name__ == "__main__":

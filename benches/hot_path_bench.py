@@ -17,7 +17,8 @@ shared machine msg/s and latencies move with the neighbours' load, CPU per messa
 `--baseline DIR` runs every case on another checkout's `python/` too (rows `base`, alternating
 with `new` for `--repeat` rounds) and prints the ratios. `--scaling` runs every case with the
 broker pinned to one core and to two (`taskset`; the load generator on the other cores) and
-prints the 2-core/1-core ratios: how far the broker uses a second core.
+prints the 2-core/1-core ratios: how far the broker uses a second core. `--tls-cost` runs every
+case with the load over plain TCP and over TLS and prints the tls/plain ratios.
 
 With `--profile DIR` py-spy records the broker during each phase (`--native` adds native
 frames but pauses the broker per sample) and a text summary (the functions with the most own
@@ -36,9 +37,7 @@ import collections
 import itertools
 import json
 import os
-import platform
 import signal
-import socket
 import statistics
 import struct
 import subprocess
@@ -49,6 +48,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from benchlib import cpu_seconds, free_port, serving, write_results
+
+from ferromq.remoting.tls import client_context
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -176,10 +178,28 @@ class SendTemplate:
         return b"".join(out)
 
 
-async def _connect(port: int, n: int) -> list[Conn]:
+async def measured_window(
+    tasks: list[asyncio.Task[None]], state: dict[str, bool], args: argparse.Namespace
+) -> float:
+    """Lets the load `tasks` run a warm-up, then counts for `args.seconds` (`state["measure"]`),
+    stops them (`state["stop"]`) and returns the seconds counted."""
+    await asyncio.sleep(args.warmup)
+    state["measure"] = True
+    started = time.perf_counter()
+    await asyncio.sleep(args.seconds)
+    state["measure"] = False
+    elapsed = time.perf_counter() - started
+    state["stop"] = True
+    await asyncio.gather(*tasks)
+    return elapsed
+
+
+async def _connect(port: int, n: int, tls: bool = False) -> list[Conn]:
+    # TLS as a Java client with -Dtls.enable=true: the broker's test-mode certificate, unchecked.
+    ssl = client_context() if tls else None
     out = []
     for _ in range(n):
-        r, w = await asyncio.open_connection("127.0.0.1", port)
+        r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ssl)
         out.append(Conn(r, w))
     return out
 
@@ -218,14 +238,7 @@ async def _send_closed(conns: list[Conn], args: argparse.Namespace) -> dict[str,
         for i, c in enumerate(conns)
         for k in range(args.inflight)
     ]
-    await asyncio.sleep(args.warmup)
-    state["measure"] = True
-    started = time.perf_counter()
-    await asyncio.sleep(args.seconds)
-    state["measure"] = False
-    elapsed = time.perf_counter() - started
-    state["stop"] = True
-    await asyncio.gather(*tasks)
+    elapsed = await measured_window(tasks, state, args)
     return {
         "count": len(lat),
         "total": total[0],
@@ -286,7 +299,7 @@ async def _live_consumers(args: argparse.Namespace) -> Any:
     """One long-polling puller per queue on its own connection, from the queue's end, committing
     its offset with every pull (as a push consumer does). Returns a coroutine function that stops
     them and gives the number of messages they received."""
-    (conn,) = await _connect(args.port, 1)
+    (conn,) = await _connect(args.port, 1, args.tls)
     offsets = []
     for q in range(QUEUES):
         op = next(_opaque)
@@ -367,14 +380,7 @@ async def _pull_all(conns: list[Conn], args: argparse.Namespace) -> dict[str, An
             offset = nxt
 
     tasks = [asyncio.create_task(puller(q)) for q in range(QUEUES)]
-    await asyncio.sleep(args.warmup)
-    state["measure"] = True
-    started = time.perf_counter()
-    await asyncio.sleep(args.seconds)
-    state["measure"] = False
-    elapsed = time.perf_counter() - started
-    state["stop"] = True
-    await asyncio.gather(*tasks)
+    elapsed = await measured_window(tasks, state, args)
     return {
         "count": sum(counts),
         "total": total[0],
@@ -396,7 +402,7 @@ def _percentiles(lat: list[float]) -> dict[str, float]:
 
 
 async def _load(args: argparse.Namespace) -> dict[str, Any]:
-    conns = await _connect(args.port, args.connections)
+    conns = await _connect(args.port, args.connections, args.tls)
     try:
         await _create_topic(conns[0])
         if args.phase == "send":
@@ -421,6 +427,7 @@ def load_main(argv: list[str]) -> None:
     ap.add_argument("--inflight", type=int, default=16)
     ap.add_argument("--rate", type=float, default=5000)
     ap.add_argument("--live-consumer", action="store_true")
+    ap.add_argument("--tls", action="store_true")
     args = ap.parse_args(argv)
     try:
         import uvloop  # the load generator only; optional
@@ -432,12 +439,6 @@ def load_main(argv: list[str]) -> None:
 
 
 # -- driver -------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def summarize_profile(raw: Path, out: Path, top: int = 40) -> None:
@@ -471,8 +472,9 @@ _UVLOOP_LAUNCH = (
 
 
 class Variant:
-    """One way of running the broker: its code (another checkout's `python/`, or this one) and
-    the CPUs it and the load generator are pinned to (`taskset -c`; None: not pinned)."""
+    """One way of running the broker: its code (another checkout's `python/`, or this one), the
+    CPUs it and the load generator are pinned to (`taskset -c`; None: not pinned), and whether the
+    load connects over TLS."""
 
     def __init__(
         self,
@@ -480,11 +482,13 @@ class Variant:
         pythonpath: str | None = None,
         broker_cpus: str | None = None,
         load_cpus: str | None = None,
+        tls: bool = False,
     ) -> None:
         self.name = name
         self.pythonpath = pythonpath
         self.broker_cpus = broker_cpus
         self.load_cpus = load_cpus
+        self.tls = tls
 
 
 def scaling_variants() -> list[Variant]:
@@ -514,8 +518,6 @@ def run_case(
         f"brokerName=hot\nflushDiskType={flush}\nstorePathRootDir={store}\n"
         f"mappedFileSizeCommitLog={256 * 1024 * 1024}\n"
     )
-    log = open(work / f"broker-{flush}-{size}.log", "w")
-    serve_args = ["--namesrv-port", str(ns_port), "-p", str(port)]
     env = dict(os.environ)
     if variant.pythonpath:
         # Another checkout's python/ (with a built extension) runs the broker: before/after in one run.
@@ -525,20 +527,9 @@ def run_case(
         launcher = [sys.executable, "-c", _UVLOOP_LAUNCH]
     if args.broker_gc:
         launcher = [sys.executable, "-c", f"import gc; {args.broker_gc}; {_PLAIN_LAUNCH}"]
-    broker = subprocess.Popen(
-        _pinned(variant.broker_cpus, [*launcher, "serve", "-c", str(conf), *serve_args]),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        start_new_session=True,
-    )
     results = []
-    try:
-        assert broker.stdout is not None
-        line = broker.stdout.readline()
-        if not line.startswith("ferromq serving"):
-            raise SystemExit(f"broker did not start: {line}")
+    log = work / f"broker-{flush}-{size}.log"
+    with serving(conf, log, port, ns_port, _pinned(variant.broker_cpus, launcher), env) as broker:
         phases = ["send", "pull", "rate"] if args.rate else ["send", "pull"]
         for phase in phases:
             cmd = [sys.executable, __file__, "load", phase, "--port", str(port), "--size", str(size)]
@@ -548,6 +539,8 @@ def run_case(
             cmd += ["--rate", str(args.rate)]
             if args.live_consumer:
                 cmd.append("--live-consumer")
+            if variant.tls:
+                cmd.append("--tls")
             spy = None
             if args.profile:
                 prof_dir = Path(args.profile)
@@ -561,9 +554,9 @@ def run_case(
                 spy_log = open(work / f"{name}.py-spy.log", "w")
                 spy = subprocess.Popen(spy_cmd, stdout=spy_log, stderr=subprocess.STDOUT)
                 time.sleep(1.0)
-            cpu0 = _cpu_seconds(broker.pid)
+            cpu0 = cpu_seconds(broker.pid)
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            cpu = _cpu_seconds(broker.pid) - cpu0
+            cpu = cpu_seconds(broker.pid) - cpu0
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(timeout=60)
@@ -592,14 +585,6 @@ def run_case(
             )
             results.append(res)
             print(_row(res), flush=True)
-    finally:
-        os.killpg(broker.pid, signal.SIGTERM)
-        try:
-            broker.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(broker.pid, signal.SIGKILL)
-            broker.wait(timeout=10)
-        log.close()
     return results
 
 
@@ -616,12 +601,6 @@ def _row(r: dict[str, Any]) -> str:
         f"{r['cpu_us_per_msg']:>11.1f}  {r.get('errors') or ''}"
         + (f" consumed {r['consumed']}" if "consumed" in r else "")
     )
-
-
-def _cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _median(values: list[float]) -> float:
@@ -659,6 +638,12 @@ def main() -> None:
         help="each case with the broker pinned to 1 core and to 2 (taskset), the load on the others; "
         "prints the 2-core/1-core ratios",
     )
+    ap.add_argument(
+        "--tls-cost",
+        action="store_true",
+        help="each case with the load over plain TCP and over TLS (one permissive broker port); "
+        "prints the tls/plain ratios",
+    )
     ap.add_argument("--broker-uvloop", action="store_true", help="run the broker on uvloop (a trial)")
     ap.add_argument(
         "--broker-gc", help="Python run in the broker before it starts, e.g. 'gc.disable()' (a trial)"
@@ -674,6 +659,9 @@ def main() -> None:
     print(HEAD, flush=True)
     with tempfile.TemporaryDirectory(prefix="ferromq-hot-") as tmp:
         variants = scaling_variants() if args.scaling else [Variant("new")]
+        if args.tls_cost:
+            # The same broker (permissive: plain and TLS on one port), the load without and with TLS.
+            variants = [Variant("plain"), Variant("tls", tls=True)]
         if args.baseline:
             variants.insert(0, Variant("base", args.baseline))
         for flush in args.flush.split(","):
@@ -685,19 +673,9 @@ def main() -> None:
         print_ratios(results, "new", "base")
     if args.scaling:
         print_ratios(results, "2cores", "1core")
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    env = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "kernel": platform.release(),
-        "commit": commit.stdout.strip(),
-    }
-    out.write_text(json.dumps({"params": vars(args), "env": env, "results": results}, indent=2))
-    print(f"wrote {out}")
+    if args.tls_cost:
+        print_ratios(results, "tls", "plain")
+    write_results(args.json, {"params": vars(args), "results": results})
 
 
 def print_ratios(results: list[dict[str, Any]], over: str, under: str) -> None:

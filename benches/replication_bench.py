@@ -4,14 +4,16 @@ Apache RocketMQ 4.9.7 SYNC_MASTER with its Java slave, side by side.
 
 Every broker is its own process (`ferromq broker`, the Java broker from Maven Central) on 127.0.0.1.
 The load is raw SEND_MESSAGE requests straight to the master: C connections x K in flight (closed
-loop), M messages of S bytes after a warm-up. Lag is sampled every 20 ms from both brokers'
+loop), M messages of S bytes after a warm-up; with `--rate R`, the M sends are paced at R msg/s
+instead (open loop, latency from each send's scheduled time), which compares the roles' latency at
+the same load rather than at each one's saturation. Lag is sampled every 20 ms from both brokers'
 GET_BROKER_RUNTIME_INFO (commitLogMaxOffset): bytes behind, and how long the slave took to reach each
 offset the master had. Catch-up: the slave stops, the master takes N MiB more, the slave starts again
 and the time until it has all of it gives MiB/s, against this disk's sequential write rate (a file
 written and fsynced in the same directory) as the goal's yardstick (>= 0.5x).
 
     .venv/bin/python benches/replication_bench.py [--messages 20000] [--size 1024] [--connections 4]
-        [--inflight 16] [--catchup-mib 1024] [--java] [--quick]
+        [--inflight 16] [--rate 0] [--catchup-mib 1024] [--java] [--quick]
 
 Prints one table and writes bench-results/replication_bench.json.
 """
@@ -115,6 +117,38 @@ async def send_load(
             await c.close()
 
 
+async def paced_load(
+    addr: str, messages: int, size: int, connections: int, rate: float
+) -> tuple[list[float], float, dict[int, int]]:
+    """Open-loop sends at `rate` msg/s over `connections`; each latency (ms) counts from the
+    send's scheduled time, so a broker that falls behind is not flattered by waiting senders."""
+    conns = [await connect(addr) for _ in range(connections)]
+    body = os.urandom(size)
+    latencies: list[float] = []
+    codes: dict[int, int] = {}
+    try:
+        await conns[0].request(send_cmd(0, body), 10)
+
+        async def one(i: int, scheduled: float) -> None:
+            reply = await conns[i % connections].request(send_cmd(i, body), 30)
+            latencies.append((time.perf_counter() - scheduled) * 1000)
+            codes[reply.code] = codes.get(reply.code, 0) + 1
+
+        tasks = []
+        started = time.perf_counter()
+        for i in range(messages):
+            scheduled = started + i / rate
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i, scheduled)))
+        await asyncio.gather(*tasks)
+        return latencies, time.perf_counter() - started, codes
+    finally:
+        for c in conns:
+            await c.close()
+
+
 async def sample_lag(master: str, slave: str, stop: asyncio.Event) -> list[tuple[float, int, int]]:
     """(time, master offset, slave offset) every SAMPLE_EVERY seconds until `stop`."""
     m, s = await connect(master), await connect(slave)
@@ -163,9 +197,11 @@ async def run_case(name: str, master: str, slave: str | None, args: argparse.Nam
     await send_load(master, max(args.messages // 10, 500), args.size, args.connections, args.inflight)
     stop = asyncio.Event()
     sampler = asyncio.create_task(sample_lag(master, slave, stop)) if slave else None
-    latencies, seconds, codes = await send_load(
-        master, args.messages, args.size, args.connections, args.inflight
-    )
+    if args.rate:
+        load = paced_load(master, args.messages, args.size, args.connections, args.rate)
+    else:
+        load = send_load(master, args.messages, args.size, args.connections, args.inflight)
+    latencies, seconds, codes = await load
     stop.set()
     row: dict[str, Any] = {
         "case": name,
@@ -333,6 +369,9 @@ def main() -> None:
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--connections", type=int, default=4)
     p.add_argument("--inflight", type=int, default=16)
+    p.add_argument(
+        "--rate", type=float, default=0, help="msg/s of open-loop paced sends instead of the closed loop"
+    )
     p.add_argument("--catchup-mib", type=int, default=1024)
     p.add_argument("--java", action="store_true", help="also a Java 4.9.7 SYNC_MASTER with its Java slave")
     p.add_argument("--quick", action="store_true", help="smoke run: 2000 messages, 64 MiB catch-up")

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchlib import write_results
 
 from ferromq.broker import Broker, load_broker_config
 from ferromq.client import LocalTransactionState, Message, Producer, ReceivedMessage, TransactionProducer
@@ -103,11 +102,7 @@ def main() -> None:
         f"{r['transactions']:>13}{r['tx_per_s']:>10.0f}{r['plain_sends_per_s']:>15.0f}"
         f"{r['ratio_tx_to_plain']:>10.2f}{r['committed_visible']:>9}"
     )
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    env = {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()}
-    out.write_text(json.dumps({"params": vars(args), "env": env, "result": r}, indent=2))
-    print(f"wrote {out}")
+    write_results(args.json, {"params": vars(args), "result": r})
 
 
 if __name__ == "__main__":
