@@ -51,7 +51,6 @@ from ferromq.protocol.constants import (
     DLQ_PREFIX,
     OFFSET_MOVED_EVENT_TOPIC,
     ORDER_TOPIC_CONFIG,
-    PULL_FLAG_SUBSCRIPTION,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
@@ -1008,18 +1007,8 @@ class Admin(AsyncLifecycle):
         """The message at `offset` of a queue (a PULL_MESSAGE of one message as the group
         TOOLS_CONSUMER; mqadmin queryMsgByOffset). Raises QueryNotFoundError when there is none."""
         addr = await queue_master_addr(self.instance, queue)
-        ext = PullMessageRequestHeader(
-            consumer_group=TOOLS_CONSUMER_GROUP,
-            topic=queue.topic,
-            queue_id=queue.queue_id,
-            queue_offset=offset,
-            max_msg_nums=1,
-            sys_flag=PULL_FLAG_SUBSCRIPTION,
-            commit_offset=0,
-            suspend_timeout_millis=0,
-            subscription="*",
-            sub_version=0,
-            expression_type="TAG",
+        ext = PullMessageRequestHeader.read_only(
+            TOOLS_CONSUMER_GROUP, queue.topic, queue.queue_id, offset, 1
         ).to_ext()
         reply = await self.instance.invoke(
             addr, RemotingCommand(code=RequestCode.PULL_MESSAGE, ext=ext), self.timeout

@@ -18,7 +18,12 @@ from typing import Any, ClassVar, TypeVar
 
 from ferromq.errors import MissingHeaderFieldError
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.constants import AUTO_CREATE_TOPIC_KEY, DEFAULT_TOPIC_QUEUE_NUMS, UNIQUE_KEY_QUERY
+from ferromq.protocol.constants import (
+    AUTO_CREATE_TOPIC_KEY,
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    PULL_FLAG_SUBSCRIPTION,
+    UNIQUE_KEY_QUERY,
+)
 
 JAVA_INT_MIN, JAVA_INT_MAX = -(2**31), 2**31 - 1
 JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
@@ -287,6 +292,8 @@ _SEND_FIELDS = (
     "maxReconsumeTimes",
 )
 _SEND_V1_ORDER = _SEND_FIELDS
+_INTS = range(JAVA_INT_MIN, JAVA_INT_MAX + 1)
+_LONGS = range(JAVA_LONG_MIN, JAVA_LONG_MAX + 1)
 _SEND_V2_ORDER = tuple(_SEND_V2_KEYS[f] for f in _SEND_FIELDS)
 
 
@@ -344,17 +351,36 @@ class SendMessageRequestHeader:
         default_topic = ext.get(kdt)
         max_rt = ext.get(kmr)
         batch = ext.get(kb)
+        try:  # the common case first: every number there and in range
+            dq, q, sf, bt, f, rt = (
+                int(ext[kdq]),
+                int(ext[kq]),
+                int(ext[ksf]),
+                int(ext[kbt]),
+                int(ext[kf]),
+                int(ext[krt]),
+            )
+            fast = dq in _INTS and q in _INTS and sf in _INTS and bt in _LONGS and f in _INTS and rt in _INTS
+        except (KeyError, ValueError):
+            fast = False
+        if not fast:
+            dq = _num(ext, kdq, "defaultTopicQueueNums", DEFAULT_TOPIC_QUEUE_NUMS)
+            q = _num(ext, kq, "queueId")
+            sf = _num(ext, ksf, "sysFlag", 0)
+            bt = _num(ext, kbt, "bornTimestamp", 0, JAVA_LONG_MAX)
+            f = _num(ext, kf, "flag", 0)
+            rt = _num(ext, krt, "reconsumeTimes", 0)
         return cls(
             group,
             topic,
             AUTO_CREATE_TOPIC_KEY if default_topic is None else default_topic,
-            _num(ext, kdq, "defaultTopicQueueNums", DEFAULT_TOPIC_QUEUE_NUMS),
-            _num(ext, kq, "queueId"),
-            _num(ext, ksf, "sysFlag", 0),
-            _num(ext, kbt, "bornTimestamp", 0, JAVA_LONG_MAX),
-            _num(ext, kf, "flag", 0),
+            dq,
+            q,
+            sf,
+            bt,
+            f,
             ext.get(kp, ""),
-            _num(ext, krt, "reconsumeTimes", 0),
+            rt,
             # Java sends "true"; the C++ client "1" (a Java broker would read that as false and
             # store the whole batch as one message; ferromq stores the messages of the batch).
             batch is not None and (batch == "1" or batch.lower() == "true"),
@@ -462,6 +488,25 @@ class PullMessageRequestHeader(_TopicQueue):
     subscription: str | None = None
     sub_version: int = 0
     expression_type: str | None = None
+
+    @classmethod
+    def read_only(
+        cls, consumer_group: str, topic: str, queue_id: int, queue_offset: int, max_msg_nums: int
+    ) -> PullMessageRequestHeader:
+        """A tool's read of a queue: not held, commits nothing, every tag (`*`)."""
+        return cls(
+            consumer_group=consumer_group,
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=queue_offset,
+            max_msg_nums=max_msg_nums,
+            sys_flag=PULL_FLAG_SUBSCRIPTION,
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            subscription="*",
+            sub_version=0,
+            expression_type="TAG",
+        )
 
 
 @dataclass(slots=True, kw_only=True)

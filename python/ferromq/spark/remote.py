@@ -18,7 +18,6 @@ from ferromq.client.message import MessageQueue
 from ferromq.errors import BrokerError, TopicNotExistError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.constants import PULL_FLAG_SUBSCRIPTION
 from ferromq.protocol.headers import PullMessageRequestHeader
 from ferromq.remoting.connection import open_connection
 from ferromq.spark.dataloss import report_loss
@@ -81,20 +80,10 @@ class RemoteSource:
 
 
 def _pull_request(opts: ReadOptions, part: QueueRange, offset: int) -> RemotingCommand:
-    ext = PullMessageRequestHeader(
-        consumer_group=opts.consumer_group,
-        topic=part.topic,
-        queue_id=part.queue_id,
-        queue_offset=offset,
-        max_msg_nums=min(PULL_BATCH, part.end - offset),
-        sys_flag=PULL_FLAG_SUBSCRIPTION,
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        # Tags are matched exactly by the decoder: a broker-side filter could return offsets
-        # past the end of the range.
-        subscription="*",
-        sub_version=0,
-        expression_type="TAG",
+    # Every tag: they are matched exactly by the decoder (a broker-side filter could return
+    # offsets past the end of the range).
+    ext = PullMessageRequestHeader.read_only(
+        opts.consumer_group, part.topic, part.queue_id, offset, min(PULL_BATCH, part.end - offset)
     ).to_ext()
     return RemotingCommand(code=RequestCode.PULL_MESSAGE, ext=ext)
 
