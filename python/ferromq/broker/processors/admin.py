@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ferromq.broker.processors.bodies import json_object, shaped
+from ferromq.broker.processors.context import AdminContext, ContextHandler, bind
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.broker.topics import TopicConfig, topic_problem
 from ferromq.errors import BrokerError
@@ -26,9 +27,6 @@ from ferromq.protocol.headers import (
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
-if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
-
 
 def _mq_json(topic: str, broker_name: str, queue_id: int) -> dict[str, Any]:
     return {"brokerName": broker_name, "queueId": queue_id, "topic": topic}
@@ -44,140 +42,156 @@ def offset_table_json(table: dict[str, dict[int, int]]) -> bytes:
     return ('{"offsetTable":{' + ",".join(groups) + "}}").encode()
 
 
-def handlers(broker: Broker) -> dict[int, Handler]:
-    store = broker.store
-
-    async def create_topic(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        h = CreateTopicRequestHeader.of(cmd)
-        topic = h.topic
-        problem = topic_problem(topic)
-        if problem:
-            raise BrokerError(problem, ResponseCode.SYSTEM_ERROR)
-        if topic == broker.config.broker_cluster_name:
-            raise BrokerError(
-                f"the topic[{topic}] is conflict with system reserved words", ResponseCode.SYSTEM_ERROR
-            )
-        limit = broker.config.max_topic_queue_nums
-        queue_nums = {"readQueueNums": h.read_queue_nums, "writeQueueNums": h.write_queue_nums}
-        for key, n in queue_nums.items():
-            if not 1 <= n <= limit:
-                raise BrokerError(
-                    f"{key} {n} of topic {topic} is out of range: a topic has 1 to {limit} queues "
-                    "(maxTopicQueueNums in broker.conf)",
-                    ResponseCode.SYSTEM_ERROR,
-                )
-        tc = TopicConfig(
-            topic_name=topic,
-            read_queue_nums=queue_nums["readQueueNums"],
-            write_queue_nums=queue_nums["writeQueueNums"],
-            perm=h.perm,
-            topic_filter_type=h.topic_filter_type,
-            topic_sys_flag=h.topic_sys_flag,
-            order=h.order,
+async def create_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    h = CreateTopicRequestHeader.of(cmd)
+    topic = h.topic
+    problem = topic_problem(topic)
+    if problem:
+        raise BrokerError(problem, ResponseCode.SYSTEM_ERROR)
+    if topic == ctx.config.broker_cluster_name:
+        raise BrokerError(
+            f"the topic[{topic}] is conflict with system reserved words", ResponseCode.SYSTEM_ERROR
         )
-        broker.topics.update(tc)
-        broker.registration_changed()
-        return cmd.reply(ResponseCode.SUCCESS)
-
-    async def delete_topic(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = DeleteTopicRequestHeader.of(cmd).topic
-        broker.topics.delete(topic)
-        broker.offsets.remove_topic(topic)
-        broker.stats.topic_removed(topic)
-        broker.store.delete_topic(topic)
-        broker.registration_changed()
-        return cmd.reply(ResponseCode.SUCCESS)
-
-    async def all_topic_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps(broker.topics.serialize_wrapper()))
-
-    async def max_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        h = GetMaxOffsetRequestHeader.of(cmd)
-        offset = store.max_offset(h.topic, h.queue_id)
-        return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
-
-    async def min_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        h = GetMinOffsetRequestHeader.of(cmd)
-        offset = store.min_offset(h.topic, h.queue_id)
-        return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
-
-    async def offset_by_time(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        h = SearchOffsetRequestHeader.of(cmd)
-        offset = store.offset_by_time(h.topic, h.queue_id, h.timestamp)
-        return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
-
-    async def earliest_time(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        h = GetEarliestMsgStoretimeRequestHeader.of(cmd)
-        ts = store.earliest_store_time(h.topic, h.queue_id)
-        reply = GetEarliestMsgStoretimeResponseHeader(timestamp=-1 if ts is None else ts)
-        return cmd.reply(ResponseCode.SUCCESS, ext=reply.to_ext())
-
-    def _mqs(body: dict[str, Any]) -> list[tuple[str, str, int]]:
-        return [
-            (str(mq["topic"]), str(mq.get("brokerName", broker.config.broker_name)), int(mq["queueId"]))
-            for mq in body.get("mqSet") or []
-        ]
-
-    async def lock_batch(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        body = json_object(cmd, "the LOCK_BATCH_MQ body")
-        with shaped("the LOCK_BATCH_MQ body"):
-            mqs = _mqs(body)
-        held = broker.locks.try_lock_batch(
-            str(body.get("consumerGroup", "")), mqs, str(body.get("clientId", "")), time.monotonic()
-        )
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps({"lockOKMQSet": [_mq_json(*mq) for mq in held]}))
-
-    async def unlock_batch(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        body = json_object(cmd, "the UNLOCK_BATCH_MQ body")
-        with shaped("the UNLOCK_BATCH_MQ body"):
-            mqs = _mqs(body)
-        broker.locks.unlock_batch(str(body.get("consumerGroup", "")), mqs, str(body.get("clientId", "")))
-        return cmd.reply(ResponseCode.SUCCESS)
-
-    async def update_group(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        body = json_object(cmd, "the subscription group config")
-        with shaped("the subscription group config"):
-            group = SubscriptionGroupConfig.from_json(body)
-        limit = broker.config.max_topic_queue_nums
-        if not 0 <= group.retry_queue_nums <= limit:
+    limit = ctx.config.max_topic_queue_nums
+    queue_nums = {"readQueueNums": h.read_queue_nums, "writeQueueNums": h.write_queue_nums}
+    for key, n in queue_nums.items():
+        if not 1 <= n <= limit:
             raise BrokerError(
-                f"retryQueueNums {group.retry_queue_nums} of group {group.group_name} is out of range: "
-                f"0 to {limit} (maxTopicQueueNums in broker.conf)",
+                f"{key} {n} of topic {topic} is out of range: a topic has 1 to {limit} queues "
+                "(maxTopicQueueNums in broker.conf)",
                 ResponseCode.SYSTEM_ERROR,
             )
-        broker.groups.update(group)
-        return cmd.reply(ResponseCode.SUCCESS)
+    tc = TopicConfig(
+        topic_name=topic,
+        read_queue_nums=queue_nums["readQueueNums"],
+        write_queue_nums=queue_nums["writeQueueNums"],
+        perm=h.perm,
+        topic_filter_type=h.topic_filter_type,
+        topic_sys_flag=h.topic_sys_flag,
+        order=h.order,
+    )
+    ctx.topics.update(tc)
+    ctx.registration_changed()
+    return cmd.reply(ResponseCode.SUCCESS)
 
-    async def all_groups(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        table = {n: g.to_json() for n, g in broker.groups.groups.items()}
-        return cmd.reply(
-            ResponseCode.SUCCESS,
-            body=dumps({"subscriptionGroupTable": table, "dataVersion": broker.groups.data_version}),
+
+async def delete_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    topic = DeleteTopicRequestHeader.of(cmd).topic
+    ctx.topics.delete(topic)
+    ctx.offsets.remove_topic(topic)
+    ctx.stats.topic_removed(topic)
+    ctx.store.delete_topic(topic)
+    ctx.registration_changed()
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def all_topic_config(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps(ctx.topics.serialize_wrapper()))
+
+
+async def max_offset(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    h = GetMaxOffsetRequestHeader.of(cmd)
+    offset = ctx.store.max_offset(h.topic, h.queue_id)
+    return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
+
+
+async def min_offset(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    h = GetMinOffsetRequestHeader.of(cmd)
+    offset = ctx.store.min_offset(h.topic, h.queue_id)
+    return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
+
+
+async def offset_by_time(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    h = SearchOffsetRequestHeader.of(cmd)
+    offset = ctx.store.offset_by_time(h.topic, h.queue_id, h.timestamp)
+    return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
+
+
+async def earliest_time(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    h = GetEarliestMsgStoretimeRequestHeader.of(cmd)
+    ts = ctx.store.earliest_store_time(h.topic, h.queue_id)
+    reply = GetEarliestMsgStoretimeResponseHeader(timestamp=-1 if ts is None else ts)
+    return cmd.reply(ResponseCode.SUCCESS, ext=reply.to_ext())
+
+
+def _mqs(ctx: AdminContext, body: dict[str, Any]) -> list[tuple[str, str, int]]:
+    return [
+        (str(mq["topic"]), str(mq.get("brokerName", ctx.config.broker_name)), int(mq["queueId"]))
+        for mq in body.get("mqSet") or []
+    ]
+
+
+async def lock_batch(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    body = json_object(cmd, "the LOCK_BATCH_MQ body")
+    with shaped("the LOCK_BATCH_MQ body"):
+        mqs = _mqs(ctx, body)
+    held = ctx.locks.try_lock_batch(
+        str(body.get("consumerGroup", "")), mqs, str(body.get("clientId", "")), time.monotonic()
+    )
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps({"lockOKMQSet": [_mq_json(*mq) for mq in held]}))
+
+
+async def unlock_batch(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    body = json_object(cmd, "the UNLOCK_BATCH_MQ body")
+    with shaped("the UNLOCK_BATCH_MQ body"):
+        mqs = _mqs(ctx, body)
+    ctx.locks.unlock_batch(str(body.get("consumerGroup", "")), mqs, str(body.get("clientId", "")))
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def update_group(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    body = json_object(cmd, "the subscription group config")
+    with shaped("the subscription group config"):
+        group = SubscriptionGroupConfig.from_json(body)
+    limit = ctx.config.max_topic_queue_nums
+    if not 0 <= group.retry_queue_nums <= limit:
+        raise BrokerError(
+            f"retryQueueNums {group.retry_queue_nums} of group {group.group_name} is out of range: "
+            f"0 to {limit} (maxTopicQueueNums in broker.conf)",
+            ResponseCode.SYSTEM_ERROR,
         )
+    ctx.groups.update(group)
+    return cmd.reply(ResponseCode.SUCCESS)
 
-    async def delete_group(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        broker.groups.delete(DeleteSubscriptionGroupRequestHeader.of(cmd).group_name)
-        return cmd.reply(ResponseCode.SUCCESS)
 
-    async def all_consumer_offsets(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.reply(ResponseCode.SUCCESS, body=offset_table_json(broker.offsets.table))
+async def all_groups(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    table = {n: g.to_json() for n, g in ctx.groups.groups.items()}
+    return cmd.reply(
+        ResponseCode.SUCCESS,
+        body=dumps({"subscriptionGroupTable": table, "dataVersion": ctx.groups.data_version}),
+    )
 
-    async def all_delay_offsets(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.reply(ResponseCode.SUCCESS, body=broker.schedule.encode())
 
-    return {
-        RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic,
-        RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
-        RequestCode.GET_ALL_TOPIC_CONFIG: all_topic_config,
-        RequestCode.GET_MAX_OFFSET: max_offset,
-        RequestCode.GET_MIN_OFFSET: min_offset,
-        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offset_by_time,
-        RequestCode.GET_EARLIEST_MSG_STORETIME: earliest_time,
-        RequestCode.LOCK_BATCH_MQ: lock_batch,
-        RequestCode.UNLOCK_BATCH_MQ: unlock_batch,
-        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: update_group,
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
-        RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
-        RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
-        RequestCode.GET_ALL_DELAY_OFFSET: all_delay_offsets,
-    }
+async def delete_group(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    ctx.groups.delete(DeleteSubscriptionGroupRequestHeader.of(cmd).group_name)
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def all_consumer_offsets(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.reply(ResponseCode.SUCCESS, body=offset_table_json(ctx.offsets.table))
+
+
+async def all_delay_offsets(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.reply(ResponseCode.SUCCESS, body=ctx.schedule.encode())
+
+
+HANDLERS: dict[int, ContextHandler[AdminContext]] = {
+    RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic,
+    RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
+    RequestCode.GET_ALL_TOPIC_CONFIG: all_topic_config,
+    RequestCode.GET_MAX_OFFSET: max_offset,
+    RequestCode.GET_MIN_OFFSET: min_offset,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offset_by_time,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: earliest_time,
+    RequestCode.LOCK_BATCH_MQ: lock_batch,
+    RequestCode.UNLOCK_BATCH_MQ: unlock_batch,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: update_group,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
+    RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
+    RequestCode.GET_ALL_DELAY_OFFSET: all_delay_offsets,
+}
+
+
+def handlers(ctx: AdminContext) -> dict[int, Handler]:
+    return bind(ctx, HANDLERS)

@@ -11,10 +11,11 @@ import os
 import shutil
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ferromq.broker.clients import ClientChannel, Subscription
 from ferromq.broker.config import BROKER_CONFIG_KEYS, ConfigError, java_config_value
+from ferromq.broker.processors.context import AdminStatusContext, ContextHandler, bind
 from ferromq.broker.stats import TPS_WINDOWS, earliest_message_time, java_double, tps_columns, tps_over
 from ferromq.broker.topics import SYSTEM_TOPICS
 from ferromq.errors import BrokerError, ConnectionClosedError
@@ -41,9 +42,6 @@ from ferromq.protocol.headers import (
 )
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
-
-if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +118,7 @@ def connection_json(ch: ClientChannel) -> dict[str, Any]:
     }
 
 
-def runtime_table(broker: Broker) -> dict[str, str]:
+def runtime_table(broker: AdminStatusContext) -> dict[str, str]:
     """GET_BROKER_RUNTIME_INFO's table: the keys Java 4.9.7 fills, from ferromq's counters. Values
     with no counterpart (thread pool queues: ferromq has none) are what an idle Java broker reports."""
     store, stats, cfg = broker.store, broker.stats, broker.config
@@ -198,7 +196,7 @@ def runtime_table(broker: Broker) -> dict[str, str]:
 
 
 def group_topic_progress(
-    broker: Broker, group: str, topic: str, *, write_queues: bool
+    broker: AdminStatusContext, group: str, topic: str, *, write_queues: bool
 ) -> tuple[list[tuple[dict[str, Any], dict[str, int]]], float] | None:
     """One topic's part of a group's ConsumeStats (per queue: the broker's max offset, the group's
     offset, the store time of the last consumed message) and the group's pull TPS on it; None when
@@ -228,396 +226,440 @@ def consume_stats_json(entries: list[tuple[dict[str, Any], dict[str, int]]], tps
     return b'{"consumeTps":' + java_double(tps).encode() + b',"offsetTable":' + mq_keyed_map(entries) + b"}"
 
 
-def handlers(broker: Broker) -> dict[int, Handler]:
-    def name() -> str:
-        return broker.config.broker_name
+async def runtime_info(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"table": runtime_table(ctx)}))
 
-    async def runtime_info(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"table": runtime_table(broker)}))
 
-    async def topic_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = GetTopicStatsInfoRequestHeader.of(cmd).topic
-        tc = broker.topics.get(topic)
-        if tc is None:
-            raise BrokerError(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
-        store = broker.store
-        entries = []
-        for queue_id in range(tc.write_queue_nums):
-            low = max(0, store.min_offset(topic, queue_id))
-            high = max(0, store.max_offset(topic, queue_id))
-            last = store.store_time(topic, queue_id, high - 1) if high > 0 else None
-            offsets = {"lastUpdateTimestamp": last or 0, "maxOffset": high, "minOffset": low}
-            entries.append((mq_key(topic, name(), queue_id), offsets))
-        return cmd.reply(ResponseCode.SUCCESS, body=b'{"offsetTable":' + mq_keyed_map(entries) + b"}")
+async def topic_stats(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    topic = GetTopicStatsInfoRequestHeader.of(cmd).topic
+    tc = ctx.topics.get(topic)
+    if tc is None:
+        raise BrokerError(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
+    store = ctx.store
+    entries = []
+    for queue_id in range(tc.write_queue_nums):
+        low = max(0, store.min_offset(topic, queue_id))
+        high = max(0, store.max_offset(topic, queue_id))
+        last = store.store_time(topic, queue_id, high - 1) if high > 0 else None
+        offsets = {"lastUpdateTimestamp": last or 0, "maxOffset": high, "minOffset": low}
+        entries.append((mq_key(topic, ctx.config.broker_name, queue_id), offsets))
+    return cmd.reply(ResponseCode.SUCCESS, body=b'{"offsetTable":' + mq_keyed_map(entries) + b"}")
 
-    async def all_producers(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """GET_ALL_PRODUCER_INFO (mqadmin producer): every producer group's clients."""
-        now_wall, now_mono = int(time.time() * 1000), time.monotonic()
-        table = {
-            group: [
-                {
-                    "clientId": ch.client_id,
-                    "language": ch.language,
-                    "lastUpdateTimestamp": now_wall - int((now_mono - ch.last_update) * 1000),
-                    "remoteIP": "/" + ch.conn.peer,
-                    "version": ch.version,
-                }
-                for ch in channels.values()
-            ]
-            for group, channels in broker.clients.producers.items()
-        }
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"data": table}))
 
-    async def consumer_connections(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        group = GetConsumerConnectionListRequestHeader.of(cmd).consumer_group
-        info = broker.clients.consumers.get(group)
-        if info is None:
-            raise BrokerError(f"the consumer group[{group}] not online", ResponseCode.CONSUMER_NOT_ONLINE)
-        body = {
-            "connectionSet": [connection_json(ch) for ch in info.channels.values()],
-            "consumeFromWhere": info.consume_from_where,
-            "consumeType": info.consume_type,
-            "messageModel": info.message_model,
-            "subscriptionTable": {t: subscription_json(s) for t, s in info.subscriptions.items()},
-        }
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
-
-    async def producer_connections(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        group = GetProducerConnectionListRequestHeader.of(cmd).producer_group
-        channels = broker.clients.producers.get(group)
-        if not channels:
-            raise BrokerError(f"the producer group[{group}] not exist", ResponseCode.SYSTEM_ERROR)
-        body = {"connectionSet": [connection_json(ch) for ch in channels.values()]}
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
-
-    async def consume_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """ConsumeStats: per readable queue of the topics the group committed offsets for (or the
-        one asked), the broker's max offset, the group's offset and the store time before it."""
-        h = GetConsumeStatsRequestHeader.of(cmd)
-        group, only = h.consumer_group, h.topic
-        topics = [only] if only else sorted(broker.offsets.offsets_of_group(group))
-        # Refused before it is built when the reply cannot fit in a frame (~130 bytes a queue).
-        size = 0
-        for topic in topics:
-            tc = broker.topics.get(topic)
-            size += 0 if tc is None else tc.read_queue_nums * (110 + len(topic.encode()) + len(name()))
-            if size > MAX_FRAME_SIZE:
-                raise BrokerError(
-                    f"the consume stats of group {group} would exceed the frame limit of {MAX_FRAME_SIZE} "
-                    "bytes; ask for one topic at a time",
-                    ResponseCode.SYSTEM_ERROR,
-                )
-        entries: list[tuple[dict[str, Any], dict[str, int]]] = []
-        tps = 0.0
-        for topic in topics:
-            found = group_topic_progress(broker, group, topic, write_queues=False)
-            if found is not None:
-                entries += found[0]
-                tps += found[1]
-        return cmd.reply(ResponseCode.SUCCESS, body=consume_stats_json(entries, tps))
-
-    async def broker_consume_stats(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): the consume stats of every
-        subscription group, topic by topic (only ordered topics with isOrder)."""
-        order_only = GetConsumeStatsInBrokerHeader.of(cmd).is_order
-        groups, total_diff = [], 0
-        for group in sorted(broker.groups.groups):
-            stats = []
-            for topic in sorted(broker.offsets.offsets_of_group(group)):
-                tc = broker.topics.get(topic)
-                if tc is None or (order_only and not tc.order):
-                    continue
-                found = group_topic_progress(broker, group, topic, write_queues=True)
-                if found is None:
-                    continue
-                entries, tps = found
-                total_diff += sum(w["brokerOffset"] - w["consumerOffset"] for _, w in entries)
-                stats.append(consume_stats_json(entries, tps))
-            groups.append(b"{" + dumps_sorted(group) + b":[" + b",".join(stats) + b"]}")
-        body = (
-            b'{"brokerAddr":'
-            + dumps_sorted(broker.config.broker_addr)
-            + b',"consumeStatsList":['
-            + b",".join(groups)
-            + b'],"totalDiff":'
-            + str(total_diff).encode()
-            + b"}"
-        )
-        return cmd.reply(ResponseCode.SUCCESS, body=body)
-
-    async def clone_group_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """CLONE_GROUP_OFFSET (mqadmin cloneGroupOffset): the source group's committed offsets of the
-        topic (or of all its topics) become the destination group's."""
-        h = CloneGroupOffsetRequestHeader.of(cmd)
-        src, dest, only, offline = h.src_group, h.dest_group, h.topic, h.offline
-        info = broker.clients.consumers.get(src)
-        for topic in [only] if only else sorted(broker.offsets.offsets_of_group(src)):
-            if broker.topics.get(topic) is None:
-                continue
-            if not offline and info is not None and info.subscriptions and topic not in info.subscriptions:
-                continue
-            for queue_id, offset in sorted(broker.offsets.offsets_of_group(src).get(topic, {}).items()):
-                broker.offsets.commit(dest, topic, queue_id, offset)
-        return cmd.reply(ResponseCode.SUCCESS)
-
-    async def get_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        cfg = broker.config
-        lines = []
-        for key, field_name in BROKER_CONFIG_KEYS.items():
-            value = java_config_value(getattr(cfg, field_name))
-            if value is not None:
-                lines.append(f"{key}={value}\n")
-        version = dumps_sorted({"counter": broker.config_version, "timestamp": broker.config_timestamp})
-        return cmd.reply(
-            ResponseCode.SUCCESS,
-            body="".join(lines).encode(),
-            ext=GetBrokerConfigResponseHeader(version=version.decode()).to_ext(),
-        )
-
-    async def update_config(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        text = (cmd.body or b"").decode("utf-8", "replace")
-        try:
-            changed = broker.update_config(text)
-        except ConfigError as e:
-            raise BrokerError(str(e), ResponseCode.SYSTEM_ERROR) from None
-        logger.info("broker config updated by %s: %s", conn.peer, ", ".join(sorted(changed)) or "no change")
-        return cmd.reply(ResponseCode.SUCCESS)
-
-    async def reset_offset(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """INVOKE_BROKER_TO_RESET_OFFSET: the offsets at `timestamp` (-1: the queues' ends) are sent to
-        every consumer of the group (RESET_CONSUMER_CLIENT_OFFSET), which moves to them and commits
-        them; the broker answers the table it sent. Offsets only move back unless `isForce`."""
-        h = ResetOffsetRequestHeader.of(cmd)
-        topic, group, timestamp, force = h.topic, h.group, h.timestamp, h.is_force
-        tc = broker.topics.get(topic)
-        if tc is None:
-            raise BrokerError(
-                f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}",
-                ResponseCode.SYSTEM_ERROR,
-            )
-        # Java checks the group's offsets first; asked first here, "not online" sends tools (mqadmin,
-        # ferromq's Admin) to their fallback, which writes the offsets of an offline group directly,
-        # also of one that never committed any.
-        info = broker.clients.consumers.get(group)
-        if info is None or not info.channels:
-            raise BrokerError(
-                f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
-                f"Timestamp: {timestamp}",
-                ResponseCode.CONSUMER_NOT_ONLINE,
-            )
-        store = broker.store
-        table: list[tuple[int, int]] = []
-        for queue_id in range(tc.write_queue_nums):
-            committed = broker.offsets.query(group, topic, queue_id)
-            if committed == -1:
-                raise BrokerError(f"THe consumer group <{group}> not exist", ResponseCode.SYSTEM_ERROR)
-            if timestamp == -1:
-                target = store.max_offset(topic, queue_id)
-            else:
-                target = store.offset_by_time(topic, queue_id, timestamp)
-            target = max(0, target)
-            table.append((queue_id, target if force or target < committed else committed))
-        java_body = b'{"offsetTable":' + mq_keyed_map((mq_key(topic, name(), q), o) for q, o in table) + b"}"
-        for ch in list(info.channels.values()):
-            if ch.language == "CPP":
-                entries = [{**mq_key(topic, name(), q), "offset": o} for q, o in table]
-                body = dumps_sorted({"offsetTable": entries})
-            else:
-                body = java_body
-            request = RemotingCommand(
-                code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                ext=ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp).to_ext(),
-                body=body,
-            )
-            try:
-                await ch.conn.oneway(request)
-                logger.info("[reset-offset] sent to %s: topic=%s group=%s", ch.client_id, topic, group)
-            except Exception as e:
-                logger.warning("[reset-offset] to %s failed: %s", ch.client_id, e)
-        return cmd.reply(ResponseCode.SUCCESS, body=java_body)
-
-    async def call_consumer(cmd: RemotingCommand, body: bytes) -> RemotingCommand:
-        """The request passed on to the client `clientId` of `consumerGroup`, its answer passed back
-        as is (Java's Broker2Client.callClient)."""
-        h = GetConsumerRunningInfoRequestHeader.of(cmd)
-        group, client_id = h.consumer_group, h.client_id
-        info = broker.clients.consumers.get(group)
-        ch = info.channels.get(client_id) if info is not None else None
-        if ch is None or ch.conn.closed:
-            raise BrokerError(f"The Consumer <{group}> <{client_id}> not online", ResponseCode.SYSTEM_ERROR)
-        forward = RemotingCommand(code=cmd.code, ext=dict(cmd.ext), body=body)
-        try:
-            answer = await ch.conn.request(forward, CONSUMER_CALL_TIMEOUT)
-        except (TimeoutError, OSError, ConnectionClosedError) as e:
-            raise BrokerError(
-                f"invoke consumer <{group}> <{client_id}> Exception: {type(e).__name__} {e}",
-                ResponseCode.SYSTEM_ERROR,
-            ) from None
-        return cmd.reply(answer.code, remark=answer.remark, ext=dict(answer.ext), body=answer.body)
-
-    async def consumer_running_info(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): asked of the consumer."""
-        return await call_consumer(cmd, cmd.body)
-
-    async def consume_message_directly(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById -g G -d CLIENT): the stored message `msgId`
-        (an offsetMsgId) goes to the consumer, which consumes it and says how that went."""
-        msg_id = ConsumeMessageDirectlyResultRequestHeader.of(cmd).msg_id
-        offset = physical_offset_of(msg_id)
-        record = None if offset is None else broker.store.read_raw(offset)
-        if record is None:
-            raise BrokerError(f"no message with offsetMsgId {msg_id}", ResponseCode.SYSTEM_ERROR)
-        cmd.ext["brokerName"] = broker.config.broker_name
-        return await call_consumer(cmd, record)
-
-    async def consume_by_who(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = QueryTopicConsumeByWhoRequestHeader.of(cmd).topic
-        groups = {g for g, info in broker.clients.consumers.items() if topic in info.subscriptions}
-        groups |= {key.split("@", 1)[1] for key in broker.offsets.table if key.split("@", 1)[0] == topic}
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"groupList": sorted(groups)}))
-
-    async def consume_time_span(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        h = QueryConsumeTimeSpanRequestHeader.of(cmd)
-        topic, group = h.topic, h.group
-        tc = broker.topics.get(topic)
-        if tc is None:
-            raise BrokerError(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
-        store = broker.store
-        spans = []
-        now = int(time.time() * 1000)
-        for queue_id in range(tc.write_queue_nums):
-            min_time = store.earliest_store_time(topic, queue_id) or -1
-            high = store.max_offset(topic, queue_id)
-            max_time = (store.store_time(topic, queue_id, high - 1) if high > 0 else None) or -1
-            committed = broker.offsets.query(group, topic, queue_id)
-            if committed > 0:
-                consume_time = store.store_time(topic, queue_id, committed - 1) or -1
-            else:
-                consume_time = min_time
-            delay = 0
-            if committed < high:
-                next_time = store.store_time(topic, queue_id, max(0, committed))
-                delay = now - (next_time or -1)
-            spans.append(
-                {
-                    "consumeTimeStamp": consume_time,
-                    "consumeTimeStampStr": time_str(consume_time),
-                    "delayTime": delay,
-                    "maxTimeStamp": max_time,
-                    "maxTimeStampStr": time_str(max_time),
-                    "messageQueue": mq_key(topic, name(), queue_id),
-                    "minTimeStamp": min_time,
-                    "minTimeStampStr": time_str(min_time),
-                }
-            )
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"consumeTimeSpanSet": spans}))
-
-    async def query_consume_queue(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """QUERY_CONSUME_QUEUE (mqadmin queryCq): `count` consume-queue units from `index` (the
-        CommitLog offset and size of each message and its tags code), read through the records
-        they point at."""
-        h = QueryConsumeQueueRequestHeader.of(cmd)
-        topic, queue_id, index = h.topic, h.queue_id, h.index
-        count = max(0, min(h.count, MAX_QUERY_CQ_UNITS))
-        tc = broker.topics.get(topic)
-        if tc is None or not 0 <= queue_id < max(tc.read_queue_nums, tc.write_queue_nums):
-            raise BrokerError(f"{queue_id}@{topic} is not exist!", ResponseCode.SYSTEM_ERROR)
-        store = broker.store
-        low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
-        body: dict[str, Any] = {"maxQueueIndex": high, "minQueueIndex": low}
-        group = h.consumer_group
-        if group:
-            info = broker.clients.consumers.get(group)
-            sub = info.subscriptions.get(topic) if info is not None else None
-            if sub is None:
-                body["filterData"] = f"{group}@{topic} is not online!"
-            else:
-                body["subscriptionData"] = subscription_json(sub)
-        if not low <= index < high:
-            return cmd.reply(
-                ResponseCode.SUCCESS, remark=f"Index {index} of {queue_id}@{topic} is not exist!"
-            )
-        found = store.get(topic, queue_id, index, count, MAX_QUERY_CQ_BYTES, tag_codes=None)
-        units = []
-        raw, at = found.body, 0
-        for msg in decode_messages(raw):
-            size = int.from_bytes(raw[at : at + 4], "big")
-            at += size
-            units.append(
-                {
-                    "eval": False,
-                    "physicOffset": msg.physical_offset,
-                    "physicSize": size,
-                    "tagsCode": broker.tags_code_of(msg.properties),
-                }
-            )
-        body["queueData"] = units
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
-
-    async def clean_unused_topic(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """CLEAN_UNUSED_TOPIC (mqadmin cleanUnusedTopic): drops the consume queues of topics the
-        broker has no config for (never the schedule or transaction op topics)."""
-        cq_root = os.path.join(broker.config.store_path_root_dir, "consumequeue")
-        try:
-            on_disk = sorted(os.listdir(cq_root))
-        except OSError:
-            on_disk = []
-        keep = {SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC}
-        for topic in on_disk:
-            if broker.topics.get(topic) is None and topic not in keep:
-                logger.warning("cleanUnusedTopic: dropping the consume queues of %s (no topic config)", topic)
-                broker.store.delete_topic(topic)
-        return cmd.reply(ResponseCode.SUCCESS)
-
-    async def system_topics(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        cfg = broker.config
-        # As Java: every topic name reserved for the system, whether created yet or not.
-        names = SYSTEM_TOPICS | {
-            cfg.broker_cluster_name,
-            cfg.broker_name,
-            f"{cfg.broker_cluster_name}_REPLY_TOPIC",
-        }
-        return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"topicList": sorted(names)}))
-
-    async def stats_data(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        h = ViewBrokerStatsDataRequestHeader.of(cmd)
-        stats_name, key = h.stats_name, h.stats_key
-        item = broker.stats.item(stats_name, key)
-        if item is None:
-            raise BrokerError(f"The stats <{stats_name}> <{key}> not exist", ResponseCode.SYSTEM_ERROR)
-        parts = []
-        for field_name, data in (
-            ("statsDay", item.in_day()),
-            ("statsHour", item.in_hour()),
-            ("statsMinute", item.in_minute()),
-        ):
-            parts.append(
-                f'"{field_name}":{{"avgpt":{java_double(data.avgpt)},"sum":{data.sum},'
-                f'"tps":{java_double(data.tps)}}}'
-            )
-        return cmd.reply(ResponseCode.SUCCESS, body=("{" + ",".join(parts) + "}").encode())
-
-    return {
-        RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
-        RequestCode.GET_TOPIC_STATS_INFO: topic_stats,
-        RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
-        RequestCode.GET_PRODUCER_CONNECTION_LIST: producer_connections,
-        RequestCode.GET_ALL_PRODUCER_INFO: all_producers,
-        RequestCode.GET_CONSUME_STATS: consume_stats,
-        RequestCode.GET_BROKER_CONSUME_STATS: broker_consume_stats,
-        RequestCode.CLONE_GROUP_OFFSET: clone_group_offset,
-        RequestCode.GET_BROKER_CONFIG: get_config,
-        RequestCode.UPDATE_BROKER_CONFIG: update_config,
-        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset,
-        RequestCode.GET_CONSUMER_RUNNING_INFO: consumer_running_info,
-        RequestCode.CONSUME_MESSAGE_DIRECTLY: consume_message_directly,
-        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: consume_by_who,
-        RequestCode.QUERY_CONSUME_TIME_SPAN: consume_time_span,
-        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: system_topics,
-        RequestCode.VIEW_BROKER_STATS_DATA: stats_data,
-        RequestCode.QUERY_CONSUME_QUEUE: query_consume_queue,
-        RequestCode.CLEAN_UNUSED_TOPIC: clean_unused_topic,
+async def all_producers(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_ALL_PRODUCER_INFO (mqadmin producer): every producer group's clients."""
+    now_wall, now_mono = int(time.time() * 1000), time.monotonic()
+    table = {
+        group: [
+            {
+                "clientId": ch.client_id,
+                "language": ch.language,
+                "lastUpdateTimestamp": now_wall - int((now_mono - ch.last_update) * 1000),
+                "remoteIP": "/" + ch.conn.peer,
+                "version": ch.version,
+            }
+            for ch in channels.values()
+        ]
+        for group, channels in ctx.clients.producers.items()
     }
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"data": table}))
+
+
+async def consumer_connections(
+    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    group = GetConsumerConnectionListRequestHeader.of(cmd).consumer_group
+    info = ctx.clients.consumers.get(group)
+    if info is None:
+        raise BrokerError(f"the consumer group[{group}] not online", ResponseCode.CONSUMER_NOT_ONLINE)
+    body = {
+        "connectionSet": [connection_json(ch) for ch in info.channels.values()],
+        "consumeFromWhere": info.consume_from_where,
+        "consumeType": info.consume_type,
+        "messageModel": info.message_model,
+        "subscriptionTable": {t: subscription_json(s) for t, s in info.subscriptions.items()},
+    }
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
+
+
+async def producer_connections(
+    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    group = GetProducerConnectionListRequestHeader.of(cmd).producer_group
+    channels = ctx.clients.producers.get(group)
+    if not channels:
+        raise BrokerError(f"the producer group[{group}] not exist", ResponseCode.SYSTEM_ERROR)
+    body = {"connectionSet": [connection_json(ch) for ch in channels.values()]}
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
+
+
+async def consume_stats(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """ConsumeStats: per readable queue of the topics the group committed offsets for (or the
+    one asked), the broker's max offset, the group's offset and the store time before it."""
+    h = GetConsumeStatsRequestHeader.of(cmd)
+    group, only = h.consumer_group, h.topic
+    topics = [only] if only else sorted(ctx.offsets.offsets_of_group(group))
+    # Refused before it is built when the reply cannot fit in a frame (~130 bytes a queue).
+    size = 0
+    for topic in topics:
+        tc = ctx.topics.get(topic)
+        size += (
+            0
+            if tc is None
+            else tc.read_queue_nums * (110 + len(topic.encode()) + len(ctx.config.broker_name))
+        )
+        if size > MAX_FRAME_SIZE:
+            raise BrokerError(
+                f"the consume stats of group {group} would exceed the frame limit of {MAX_FRAME_SIZE} "
+                "bytes; ask for one topic at a time",
+                ResponseCode.SYSTEM_ERROR,
+            )
+    entries: list[tuple[dict[str, Any], dict[str, int]]] = []
+    tps = 0.0
+    for topic in topics:
+        found = group_topic_progress(ctx, group, topic, write_queues=False)
+        if found is not None:
+            entries += found[0]
+            tps += found[1]
+    return cmd.reply(ResponseCode.SUCCESS, body=consume_stats_json(entries, tps))
+
+
+async def broker_consume_stats(
+    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): the consume stats of every
+    subscription group, topic by topic (only ordered topics with isOrder)."""
+    order_only = GetConsumeStatsInBrokerHeader.of(cmd).is_order
+    groups, total_diff = [], 0
+    for group in sorted(ctx.groups.groups):
+        stats = []
+        for topic in sorted(ctx.offsets.offsets_of_group(group)):
+            tc = ctx.topics.get(topic)
+            if tc is None or (order_only and not tc.order):
+                continue
+            found = group_topic_progress(ctx, group, topic, write_queues=True)
+            if found is None:
+                continue
+            entries, tps = found
+            total_diff += sum(w["brokerOffset"] - w["consumerOffset"] for _, w in entries)
+            stats.append(consume_stats_json(entries, tps))
+        groups.append(b"{" + dumps_sorted(group) + b":[" + b",".join(stats) + b"]}")
+    body = (
+        b'{"brokerAddr":'
+        + dumps_sorted(ctx.config.broker_addr)
+        + b',"consumeStatsList":['
+        + b",".join(groups)
+        + b'],"totalDiff":'
+        + str(total_diff).encode()
+        + b"}"
+    )
+    return cmd.reply(ResponseCode.SUCCESS, body=body)
+
+
+async def clone_group_offset(
+    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    """CLONE_GROUP_OFFSET (mqadmin cloneGroupOffset): the source group's committed offsets of the
+    topic (or of all its topics) become the destination group's."""
+    h = CloneGroupOffsetRequestHeader.of(cmd)
+    src, dest, only, offline = h.src_group, h.dest_group, h.topic, h.offline
+    info = ctx.clients.consumers.get(src)
+    for topic in [only] if only else sorted(ctx.offsets.offsets_of_group(src)):
+        if ctx.topics.get(topic) is None:
+            continue
+        if not offline and info is not None and info.subscriptions and topic not in info.subscriptions:
+            continue
+        for queue_id, offset in sorted(ctx.offsets.offsets_of_group(src).get(topic, {}).items()):
+            ctx.offsets.commit(dest, topic, queue_id, offset)
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def get_config(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    cfg = ctx.config
+    lines = []
+    for key, field_name in BROKER_CONFIG_KEYS.items():
+        value = java_config_value(getattr(cfg, field_name))
+        if value is not None:
+            lines.append(f"{key}={value}\n")
+    version = dumps_sorted({"counter": ctx.config_version, "timestamp": ctx.config_timestamp})
+    return cmd.reply(
+        ResponseCode.SUCCESS,
+        body="".join(lines).encode(),
+        ext=GetBrokerConfigResponseHeader(version=version.decode()).to_ext(),
+    )
+
+
+async def update_config(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    text = (cmd.body or b"").decode("utf-8", "replace")
+    try:
+        changed = ctx.update_config(text)
+    except ConfigError as e:
+        raise BrokerError(str(e), ResponseCode.SYSTEM_ERROR) from None
+    logger.info("broker config updated by %s: %s", conn.peer, ", ".join(sorted(changed)) or "no change")
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def reset_offset(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """INVOKE_BROKER_TO_RESET_OFFSET: the offsets at `timestamp` (-1: the queues' ends) are sent to
+    every consumer of the group (RESET_CONSUMER_CLIENT_OFFSET), which moves to them and commits
+    them; the broker answers the table it sent. Offsets only move back unless `isForce`."""
+    h = ResetOffsetRequestHeader.of(cmd)
+    topic, group, timestamp, force = h.topic, h.group, h.timestamp, h.is_force
+    tc = ctx.topics.get(topic)
+    if tc is None:
+        raise BrokerError(
+            f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}",
+            ResponseCode.SYSTEM_ERROR,
+        )
+    # Java checks the group's offsets first; asked first here, "not online" sends tools (mqadmin,
+    # ferromq's Admin) to their fallback, which writes the offsets of an offline group directly,
+    # also of one that never committed any.
+    info = ctx.clients.consumers.get(group)
+    if info is None or not info.channels:
+        raise BrokerError(
+            f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
+            f"Timestamp: {timestamp}",
+            ResponseCode.CONSUMER_NOT_ONLINE,
+        )
+    store = ctx.store
+    table: list[tuple[int, int]] = []
+    for queue_id in range(tc.write_queue_nums):
+        committed = ctx.offsets.query(group, topic, queue_id)
+        if committed == -1:
+            raise BrokerError(f"THe consumer group <{group}> not exist", ResponseCode.SYSTEM_ERROR)
+        if timestamp == -1:
+            target = store.max_offset(topic, queue_id)
+        else:
+            target = store.offset_by_time(topic, queue_id, timestamp)
+        target = max(0, target)
+        table.append((queue_id, target if force or target < committed else committed))
+    java_body = (
+        b'{"offsetTable":'
+        + mq_keyed_map((mq_key(topic, ctx.config.broker_name, q), o) for q, o in table)
+        + b"}"
+    )
+    for ch in list(info.channels.values()):
+        if ch.language == "CPP":
+            entries = [{**mq_key(topic, ctx.config.broker_name, q), "offset": o} for q, o in table]
+            body = dumps_sorted({"offsetTable": entries})
+        else:
+            body = java_body
+        request = RemotingCommand(
+            code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            ext=ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp).to_ext(),
+            body=body,
+        )
+        try:
+            await ch.conn.oneway(request)
+            logger.info("[reset-offset] sent to %s: topic=%s group=%s", ch.client_id, topic, group)
+        except Exception as e:
+            logger.warning("[reset-offset] to %s failed: %s", ch.client_id, e)
+    return cmd.reply(ResponseCode.SUCCESS, body=java_body)
+
+
+async def _call_consumer(ctx: AdminStatusContext, cmd: RemotingCommand, body: bytes) -> RemotingCommand:
+    """The request passed on to the client `clientId` of `consumerGroup`, its answer passed back
+    as is (Java's Broker2Client.callClient)."""
+    h = GetConsumerRunningInfoRequestHeader.of(cmd)
+    group, client_id = h.consumer_group, h.client_id
+    info = ctx.clients.consumers.get(group)
+    ch = info.channels.get(client_id) if info is not None else None
+    if ch is None or ch.conn.closed:
+        raise BrokerError(f"The Consumer <{group}> <{client_id}> not online", ResponseCode.SYSTEM_ERROR)
+    forward = RemotingCommand(code=cmd.code, ext=dict(cmd.ext), body=body)
+    try:
+        answer = await ch.conn.request(forward, CONSUMER_CALL_TIMEOUT)
+    except (TimeoutError, OSError, ConnectionClosedError) as e:
+        raise BrokerError(
+            f"invoke consumer <{group}> <{client_id}> Exception: {type(e).__name__} {e}",
+            ResponseCode.SYSTEM_ERROR,
+        ) from None
+    return cmd.reply(answer.code, remark=answer.remark, ext=dict(answer.ext), body=answer.body)
+
+
+async def consumer_running_info(
+    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): asked of the consumer."""
+    return await _call_consumer(ctx, cmd, cmd.body)
+
+
+async def consume_message_directly(
+    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    """CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById -g G -d CLIENT): the stored message `msgId`
+    (an offsetMsgId) goes to the consumer, which consumes it and says how that went."""
+    msg_id = ConsumeMessageDirectlyResultRequestHeader.of(cmd).msg_id
+    offset = physical_offset_of(msg_id)
+    record = None if offset is None else ctx.store.read_raw(offset)
+    if record is None:
+        raise BrokerError(f"no message with offsetMsgId {msg_id}", ResponseCode.SYSTEM_ERROR)
+    cmd.ext["brokerName"] = ctx.config.broker_name
+    return await _call_consumer(ctx, cmd, record)
+
+
+async def consume_by_who(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    topic = QueryTopicConsumeByWhoRequestHeader.of(cmd).topic
+    groups = {g for g, info in ctx.clients.consumers.items() if topic in info.subscriptions}
+    groups |= {key.split("@", 1)[1] for key in ctx.offsets.table if key.split("@", 1)[0] == topic}
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"groupList": sorted(groups)}))
+
+
+async def consume_time_span(
+    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    h = QueryConsumeTimeSpanRequestHeader.of(cmd)
+    topic, group = h.topic, h.group
+    tc = ctx.topics.get(topic)
+    if tc is None:
+        raise BrokerError(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
+    store = ctx.store
+    spans = []
+    now = int(time.time() * 1000)
+    for queue_id in range(tc.write_queue_nums):
+        min_time = store.earliest_store_time(topic, queue_id) or -1
+        high = store.max_offset(topic, queue_id)
+        max_time = (store.store_time(topic, queue_id, high - 1) if high > 0 else None) or -1
+        committed = ctx.offsets.query(group, topic, queue_id)
+        if committed > 0:
+            consume_time = store.store_time(topic, queue_id, committed - 1) or -1
+        else:
+            consume_time = min_time
+        delay = 0
+        if committed < high:
+            next_time = store.store_time(topic, queue_id, max(0, committed))
+            delay = now - (next_time or -1)
+        spans.append(
+            {
+                "consumeTimeStamp": consume_time,
+                "consumeTimeStampStr": time_str(consume_time),
+                "delayTime": delay,
+                "maxTimeStamp": max_time,
+                "maxTimeStampStr": time_str(max_time),
+                "messageQueue": mq_key(topic, ctx.config.broker_name, queue_id),
+                "minTimeStamp": min_time,
+                "minTimeStampStr": time_str(min_time),
+            }
+        )
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"consumeTimeSpanSet": spans}))
+
+
+async def query_consume_queue(
+    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    """QUERY_CONSUME_QUEUE (mqadmin queryCq): `count` consume-queue units from `index` (the
+    CommitLog offset and size of each message and its tags code), read through the records
+    they point at."""
+    h = QueryConsumeQueueRequestHeader.of(cmd)
+    topic, queue_id, index = h.topic, h.queue_id, h.index
+    count = max(0, min(h.count, MAX_QUERY_CQ_UNITS))
+    tc = ctx.topics.get(topic)
+    if tc is None or not 0 <= queue_id < max(tc.read_queue_nums, tc.write_queue_nums):
+        raise BrokerError(f"{queue_id}@{topic} is not exist!", ResponseCode.SYSTEM_ERROR)
+    store = ctx.store
+    low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
+    body: dict[str, Any] = {"maxQueueIndex": high, "minQueueIndex": low}
+    group = h.consumer_group
+    if group:
+        info = ctx.clients.consumers.get(group)
+        sub = info.subscriptions.get(topic) if info is not None else None
+        if sub is None:
+            body["filterData"] = f"{group}@{topic} is not online!"
+        else:
+            body["subscriptionData"] = subscription_json(sub)
+    if not low <= index < high:
+        return cmd.reply(ResponseCode.SUCCESS, remark=f"Index {index} of {queue_id}@{topic} is not exist!")
+    found = store.get(topic, queue_id, index, count, MAX_QUERY_CQ_BYTES, tag_codes=None)
+    units = []
+    raw, at = found.body, 0
+    for msg in decode_messages(raw):
+        size = int.from_bytes(raw[at : at + 4], "big")
+        at += size
+        units.append(
+            {
+                "eval": False,
+                "physicOffset": msg.physical_offset,
+                "physicSize": size,
+                "tagsCode": ctx.tags_code_of(msg.properties),
+            }
+        )
+    body["queueData"] = units
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
+
+
+async def clean_unused_topic(
+    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    """CLEAN_UNUSED_TOPIC (mqadmin cleanUnusedTopic): drops the consume queues of topics the
+    broker has no config for (never the schedule or transaction op topics)."""
+    cq_root = os.path.join(ctx.config.store_path_root_dir, "consumequeue")
+    try:
+        on_disk = sorted(os.listdir(cq_root))
+    except OSError:
+        on_disk = []
+    keep = {SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC}
+    for topic in on_disk:
+        if ctx.topics.get(topic) is None and topic not in keep:
+            logger.warning("cleanUnusedTopic: dropping the consume queues of %s (no topic config)", topic)
+            ctx.store.delete_topic(topic)
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def system_topics(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    cfg = ctx.config
+    # As Java: every topic name reserved for the system, whether created yet or not.
+    names = SYSTEM_TOPICS | {
+        cfg.broker_cluster_name,
+        cfg.broker_name,
+        f"{cfg.broker_cluster_name}_REPLY_TOPIC",
+    }
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"topicList": sorted(names)}))
+
+
+async def stats_data(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    h = ViewBrokerStatsDataRequestHeader.of(cmd)
+    stats_name, key = h.stats_name, h.stats_key
+    item = ctx.stats.item(stats_name, key)
+    if item is None:
+        raise BrokerError(f"The stats <{stats_name}> <{key}> not exist", ResponseCode.SYSTEM_ERROR)
+    parts = []
+    for field_name, data in (
+        ("statsDay", item.in_day()),
+        ("statsHour", item.in_hour()),
+        ("statsMinute", item.in_minute()),
+    ):
+        parts.append(
+            f'"{field_name}":{{"avgpt":{java_double(data.avgpt)},"sum":{data.sum},'
+            f'"tps":{java_double(data.tps)}}}'
+        )
+    return cmd.reply(ResponseCode.SUCCESS, body=("{" + ",".join(parts) + "}").encode())
+
+
+HANDLERS: dict[int, ContextHandler[AdminStatusContext]] = {
+    RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
+    RequestCode.GET_TOPIC_STATS_INFO: topic_stats,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: producer_connections,
+    RequestCode.GET_ALL_PRODUCER_INFO: all_producers,
+    RequestCode.GET_CONSUME_STATS: consume_stats,
+    RequestCode.GET_BROKER_CONSUME_STATS: broker_consume_stats,
+    RequestCode.CLONE_GROUP_OFFSET: clone_group_offset,
+    RequestCode.GET_BROKER_CONFIG: get_config,
+    RequestCode.UPDATE_BROKER_CONFIG: update_config,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: consumer_running_info,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: consume_message_directly,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: consume_by_who,
+    RequestCode.QUERY_CONSUME_TIME_SPAN: consume_time_span,
+    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: system_topics,
+    RequestCode.VIEW_BROKER_STATS_DATA: stats_data,
+    RequestCode.QUERY_CONSUME_QUEUE: query_consume_queue,
+    RequestCode.CLEAN_UNUSED_TOPIC: clean_unused_topic,
+}
+
+
+def handlers(ctx: AdminStatusContext) -> dict[int, Handler]:
+    return bind(ctx, HANDLERS)
 
 
 def physical_offset_of(msg_id: str) -> int | None:

@@ -7,8 +7,8 @@ Java clients send it one-way, so the reply is dropped by the connection; the C++
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from ferromq.broker.processors.context import ContextHandler, EndTransactionContext, bind
 from ferromq.errors import BrokerError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
@@ -21,21 +21,22 @@ from ferromq.protocol.headers import EndTransactionRequestHeader
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
-if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
-
 logger = logging.getLogger(__name__)
 
 
-def handlers(broker: Broker) -> dict[int, Handler]:
-    async def end(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return end_transaction(broker, conn, cmd)
-
-    return {RequestCode.END_TRANSACTION: end}
+async def end(ctx: EndTransactionContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    return end_transaction(ctx, conn, cmd)
 
 
-def end_transaction(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    if broker.config.broker_role == "SLAVE":
+HANDLERS: dict[int, ContextHandler[EndTransactionContext]] = {RequestCode.END_TRANSACTION: end}
+
+
+def handlers(ctx: EndTransactionContext) -> dict[int, Handler]:
+    return bind(ctx, HANDLERS)
+
+
+def end_transaction(ctx: EndTransactionContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    if ctx.config.broker_role == "SLAVE":
         logger.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.peer)
         return cmd.reply(ResponseCode.SLAVE_NOT_AVAILABLE)
     h = EndTransactionRequestHeader.of(cmd)
@@ -51,7 +52,7 @@ def end_transaction(broker: Broker, conn: Connection, cmd: RemotingCommand) -> R
         return cmd.reply(ResponseCode.SUCCESS)
     if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
         raise BrokerError(f"commitOrRollback {kind} is not 0, 8 or 12", ResponseCode.SYSTEM_ERROR)
-    service = broker.transactions
+    service = ctx.transactions
     half = service.prepared_message(commit_log_offset, group, queue_offset)
     if kind == TRANSACTION_COMMIT_TYPE:
         service.commit(half)

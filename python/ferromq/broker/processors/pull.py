@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ferromq.broker.clients import Subscription, parse_subscription
+from ferromq.broker.processors.context import HasConfig, PullContext
 from ferromq.broker.sql92 import compile_sql92
 from ferromq.errors import BrokerError, NoPermissionError, SubscriptionGroupNotExistError, TopicNotExistError
 from ferromq.jsonutil import dumps
@@ -27,7 +28,6 @@ from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
 if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
     from ferromq.store import GetResult
 
 logger = logging.getLogger(__name__)
@@ -65,11 +65,11 @@ def as_int32(code: int) -> int:
     return ((code + 2**31) % 2**32) - 2**31
 
 
-def handlers(broker: Broker) -> dict[int, Handler]:
+def handlers(broker: PullContext) -> dict[int, Handler]:
     return {}  # PULL_MESSAGE is an immediate handler (see `immediate_handlers`)
 
 
-def immediate_handlers(broker: Broker) -> dict[int, ImmediateHandler]:
+def immediate_handlers(broker: PullContext) -> dict[int, ImmediateHandler]:
     """A pull that finds messages (or is not to be held) is answered without a task; one to be
     held answers with a coroutine that waits in the hold service."""
 
@@ -79,7 +79,7 @@ def immediate_handlers(broker: Broker) -> dict[int, ImmediateHandler]:
     return {RequestCode.PULL_MESSAGE: pull}
 
 
-def _subscription(broker: Broker, h: PullMessageRequestHeader) -> Subscription:
+def _subscription(broker: PullContext, h: PullMessageRequestHeader) -> Subscription:
     group, topic = h.consumer_group, h.topic
     if h.sys_flag & PULL_FLAG_SUBSCRIPTION:
         sub = parse_subscription(topic, h.subscription, h.expression_type, h.sub_version)
@@ -101,7 +101,7 @@ def _subscription(broker: Broker, h: PullMessageRequestHeader) -> Subscription:
     return sub
 
 
-def check_sql92(broker: Broker, expression: str) -> Callable[[dict[str, str]], bool]:
+def check_sql92(broker: HasConfig, expression: str) -> Callable[[dict[str, str]], bool]:
     """The compiled filter, or the refusal RocketMQ gives (filtering disabled, or a bad expression)."""
     if not broker.config.enable_property_filter:
         raise BrokerError(
@@ -124,7 +124,7 @@ def _filter_records(body: bytes, predicate: Callable[[dict[str, str]], bool]) ->
 
 
 def pull_message(
-    broker: Broker, conn: Connection, cmd: RemotingCommand
+    broker: PullContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
     h = PullMessageRequestHeader.from_ext(cmd.ext)
     group, topic, queue_id, offset = h.consumer_group, h.topic, h.queue_id, h.queue_offset
@@ -170,7 +170,7 @@ def pull_message(
 
 
 def _offset_moved(
-    broker: Broker, group: str, topic: str, queue_id: int, offset: int, result: GetResult, code: int
+    broker: PullContext, group: str, topic: str, queue_id: int, offset: int, result: GetResult, code: int
 ) -> tuple[int, int]:
     """PullMessageProcessor's PULL_OFFSET_MOVED: a master (or a slave with offsetCheckInSlave) answers
     it with the corrected next offset (the queue's min for an offset below it, as after retention) and
@@ -215,7 +215,7 @@ def _offset_moved(
 
 
 async def _pull_after_hold(
-    broker: Broker,
+    broker: PullContext,
     conn: Connection,
     cmd: RemotingCommand,
     h: PullMessageRequestHeader,
@@ -276,7 +276,7 @@ def total_physical_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def suggest_broker_id(broker: Broker, group: str, result: GetResult) -> int:
+def suggest_broker_id(broker: PullContext, group: str, result: GetResult) -> int:
     """PullMessageProcessor's `suggestWhichBrokerId`: the master (0) unless slaveReadEnable; then
     the group's `whichBrokerWhenConsumeSlowly` when the consumer reads further behind the CommitLog
     end than accessMessageInMemoryMaxRatio percent of the memory (its data is no longer in the page
@@ -306,6 +306,8 @@ def _last_physical_offset(body: bytes) -> int | None:
     return int.from_bytes(body[last + 28 : last + 36], "big")
 
 
-def _commit(broker: Broker, group: str, topic: str, queue_id: int, sys_flag: int, commit_offset: int) -> None:
+def _commit(
+    broker: PullContext, group: str, topic: str, queue_id: int, sys_flag: int, commit_offset: int
+) -> None:
     if sys_flag & PULL_FLAG_COMMIT_OFFSET and commit_offset >= 0 and broker.config.broker_role != "SLAVE":
         broker.offsets.commit(group, topic, queue_id, commit_offset)

@@ -12,8 +12,8 @@ import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from ferromq.broker.processors.context import SendContext
 from ferromq.broker.topics import NOT_ALLOWED_SEND, TopicConfig, topic_problem
 from ferromq.errors import (
     BrokerError,
@@ -40,9 +40,6 @@ from ferromq.protocol.headers import (
 )
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
-
-if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
 
 logger = logging.getLogger(__name__)
 
@@ -86,14 +83,14 @@ def _join_properties(inner: str, outer: str) -> str:
     return inner + PROPERTY_SEPARATOR + outer
 
 
-def handlers(broker: Broker) -> dict[int, Handler]:
+def handlers(broker: SendContext) -> dict[int, Handler]:
     async def send_back(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return await consumer_send_msg_back(broker, conn, cmd)
 
     return {RequestCode.CONSUMER_SEND_MSG_BACK: send_back}
 
 
-def immediate_handlers(broker: Broker) -> dict[int, ImmediateHandler]:
+def immediate_handlers(broker: SendContext) -> dict[int, ImmediateHandler]:
     """The sends, answered without a task: at once in ASYNC_FLUSH mode, through a shared flush
     wait in SYNC_FLUSH mode and a shared slave wait in SYNC_MASTER mode."""
     waiter = StoreWaits(OffsetWaiter(broker.store.flushed), OffsetWaiter(broker.replication.replicated))
@@ -167,7 +164,7 @@ SERVICE_NOT_AVAILABLE_REMARK = (
 )
 
 
-def refuse_on_slave(broker: Broker) -> None:
+def refuse_on_slave(broker: SendContext) -> None:
     """A slave stores only what its master streams (DefaultMessageStore.checkStoreStatus)."""
     if broker.config.is_slave:
         raise BrokerError(SERVICE_NOT_AVAILABLE_REMARK, ResponseCode.SERVICE_NOT_AVAILABLE)
@@ -177,7 +174,7 @@ def refuse_on_slave(broker: Broker) -> None:
 _topic_problem = functools.lru_cache(maxsize=4096)(topic_problem)
 
 
-def _check_topic_for_send(broker: Broker, h: SendMessageRequestHeader) -> TopicConfig:
+def _check_topic_for_send(broker: SendContext, h: SendMessageRequestHeader) -> TopicConfig:
     problem = _topic_problem(h.topic)
     if problem:
         raise BrokerError(problem, ResponseCode.SYSTEM_ERROR)
@@ -201,7 +198,7 @@ def _check_topic_for_send(broker: Broker, h: SendMessageRequestHeader) -> TopicC
 
 
 def send_message(
-    broker: Broker, waiter: StoreWaits, conn: Connection, cmd: RemotingCommand
+    broker: SendContext, waiter: StoreWaits, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
     """Stores the message(s) of a send and answers; in SYNC_FLUSH or SYNC_MASTER mode (unless
     the message says WAIT=false) the answer is an awaitable that completes once the bytes are on
@@ -310,7 +307,7 @@ def send_message(
 
 
 def _send_plain(
-    broker: Broker,
+    broker: SendContext,
     waiter: StoreWaits,
     conn: Connection,
     cmd: RemotingCommand,
@@ -361,7 +358,7 @@ def _reply(cmd: RemotingCommand, code: int, ext: dict[str, str]) -> RemotingComm
 
 
 def _answer(
-    broker: Broker,
+    broker: SendContext,
     waiter: StoreWaits,
     wait: bool,
     end_offset: int,
@@ -408,7 +405,9 @@ def _answer(
     return out
 
 
-async def consumer_send_msg_back(broker: Broker, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def consumer_send_msg_back(
+    broker: SendContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
     """A consumer failed a message: store it again in the group's retry topic (with a delay) or,
     after too many attempts, in its dead-letter topic."""
     if broker.config.is_slave:

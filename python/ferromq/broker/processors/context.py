@@ -1,0 +1,177 @@
+"""What each request processor may use of the broker: one protocol per processor module listing
+exactly the managers and callbacks it touches. The broker object is passed (it satisfies them
+all; its config is replaced at run time, so a processor reads it through the broker rather than
+from a copy), typed as the narrow protocol, so a processor cannot reach further without the
+type check saying so.
+
+Handlers are top-level functions `handler(ctx, conn, cmd)`; `bind` gives the dispatcher their
+`(conn, cmd)` form for one context."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from ferromq.protocol.command import RemotingCommand
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.dispatch import Handler
+
+if TYPE_CHECKING:
+    from ferromq.acl.plain import PlainAcl
+    from ferromq.broker.clients import ClientManager
+    from ferromq.broker.config import BrokerConfig
+    from ferromq.broker.locks import RebalanceLockManager
+    from ferromq.broker.long_polling import PullRequestHoldService
+    from ferromq.broker.offsets import ConsumerOffsetManager
+    from ferromq.broker.replication import ReplicationService
+    from ferromq.broker.schedule import ScheduleMessageService
+    from ferromq.broker.stats import BrokerStats
+    from ferromq.broker.subscriptions import SubscriptionGroupManager
+    from ferromq.broker.topics import TopicConfigManager
+    from ferromq.broker.transaction import TransactionalMessageService
+    from ferromq.store import MessageStore
+
+C = TypeVar("C", contravariant=True)
+ContextHandler = Callable[[C, Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+def bind(ctx: C, table: Mapping[int, ContextHandler[C]]) -> dict[int, Handler]:
+    """The handlers of `table`, each given `ctx`."""
+    return {code: functools.partial(handler, ctx) for code, handler in table.items()}
+
+
+class HasConfig(Protocol):
+    @property
+    def config(self) -> BrokerConfig: ...
+
+
+class SendContext(HasConfig, Protocol):
+    """SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE, CONSUMER_SEND_MSG_BACK."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def clients(self) -> ClientManager: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def replication(self) -> ReplicationService: ...
+    @property
+    def sync_flush(self) -> bool: ...
+    def registration_changed(self) -> None: ...
+    def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
+    def tags_code_of(self, props: dict[str, str]) -> int: ...
+
+
+class PullContext(HasConfig, Protocol):
+    """PULL_MESSAGE and its long-polling hold."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def clients(self) -> ClientManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def hold(self) -> PullRequestHoldService: ...
+
+
+class ConsumerManageContext(Protocol):
+    """GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def clients(self) -> ClientManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+
+
+class ClientManageContext(HasConfig, Protocol):
+    """HEART_BEAT, UNREGISTER_CLIENT, CHECK_CLIENT_CONFIG."""
+
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def clients(self) -> ClientManager: ...
+    def registration_changed(self) -> None: ...
+
+
+class QueryContext(HasConfig, Protocol):
+    """QUERY_MESSAGE, VIEW_MESSAGE_BY_ID."""
+
+    @property
+    def store(self) -> MessageStore: ...
+
+
+class EndTransactionContext(HasConfig, Protocol):
+    @property
+    def transactions(self) -> TransactionalMessageService: ...
+
+
+class RetentionContext(Protocol):
+    @property
+    def store(self) -> MessageStore: ...
+
+
+class AclContext(HasConfig, Protocol):
+    @property
+    def acl(self) -> PlainAcl | None: ...
+
+
+class AdminContext(HasConfig, Protocol):
+    """Topics, offsets by time, orderly locks, subscription groups (admin.py)."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def locks(self) -> RebalanceLockManager: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def schedule(self) -> ScheduleMessageService: ...
+    def registration_changed(self) -> None: ...
+
+
+class AdminStatusContext(HasConfig, Protocol):
+    """Status, consumer progress, broker config, offset resets (admin_status.py)."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def clients(self) -> ClientManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def hold(self) -> PullRequestHoldService: ...
+    @property
+    def config_version(self) -> int: ...
+    @property
+    def config_timestamp(self) -> int: ...
+    def update_config(self, text: str) -> list[str]: ...
+    def tags_code_of(self, props: dict[str, str]) -> int: ...
