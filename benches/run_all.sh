@@ -19,6 +19,6 @@ for a in "$@"; do
 done
 
 python=${PYTHON:-.venv/bin/python}
-cargo run --release -q -p ferromq-store --bin store-bench -- "${args[@]}"
+cargo run --release -q -p ferromq-store-bench -- "${args[@]}"
 echo
 "$python" benches/store_bench.py "${args[@]}"

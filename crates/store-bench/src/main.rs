@@ -1,7 +1,7 @@
 //! Storage-engine benchmarks: numbers, not tests. See `benches/README.md`.
 //!
 //! ```text
-//! cargo run --release -p ferromq-store --bin store-bench -- [--quick] [--json PATH]
+//! cargo run --release -p ferromq-store-bench -- [--quick] [--json PATH]
 //! ```
 //!
 //! Everything runs on local files in a fresh directory under the temp dir (or `--dir`), which
