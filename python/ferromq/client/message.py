@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from ferromq.message import StoredMessage, decode_messages, encode_properties
+from ferromq.protocol.constants import PROPERTY_RETRY_TOPIC, RETRY_PREFIX, SYSFLAG_COMPRESSED
 
 # Bodies above this are zlib-compressed (level 5), as the Java and C++ clients do.
 COMPRESS_OVER = 4096
 COMPRESS_LEVEL = 5
-SYSFLAG_COMPRESSED = 0x1
 
 
 @dataclass
@@ -112,7 +112,7 @@ class ReceivedMessage:
     @classmethod
     def from_stored(cls, m: StoredMessage, broker_name: str) -> ReceivedMessage:
         props = dict(m.properties)
-        topic = props.get("RETRY_TOPIC", m.topic) if m.topic.startswith("%RETRY%") else m.topic
+        topic = props.get(PROPERTY_RETRY_TOPIC, m.topic) if m.topic.startswith(RETRY_PREFIX) else m.topic
         return cls(
             topic=topic,
             body=m.payload(),
