@@ -157,10 +157,21 @@ class FailoverCluster:
             if not addr or addr == not_addr or name is None:
                 return False
             holder["name"] = name
-            return self.brokers[name].logged("is now the master")
+            return self.role_of(name) == "master"
 
         wait_until("a master", ready, timeout, lambda: str(self.replica_info()))
         return holder["name"]
+
+    def role_of(self, name: str) -> str:
+        """What the broker's log last said it became in this run: master, replica or none."""
+        p = self.brokers[name]
+        with open(p.log_path, "rb") as f:
+            f.seek(p.log_start)
+            text = f.read().decode("utf-8", errors="replace")
+        marks = {"master": "is now the master", "replica": " follows master ", "none": "is no longer master"}
+        last = {role: text.rfind(mark) for role, mark in marks.items()}
+        role, at = max(last.items(), key=lambda kv: kv[1])
+        return role if at >= 0 else "none"
 
     def wait_in_sync(self, count: int, timeout: float = 60.0) -> None:
         wait_until(
