@@ -209,3 +209,17 @@ def test_send_result_prints_status_names() -> None:
         "RECONSUME_LATER",
         "CONSUME_SUCCESS",
     )
+
+
+def test_controller_config_error(tmp_path: Path) -> None:
+    conf = tmp_path / "controller.conf"
+    conf.write_text("controllerDLegerPeers = n0-127.0.0.1:1\ncontrollerDLegerSelfId = n3\n")
+    result = ferromq("controller", "-c", str(conf), cwd=tmp_path)
+    assert_usage_error(result, "controllerDLegerSelfId 'n3' is not one of n0")
+
+
+def test_controller_mode_without_controller_addr(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"enableControllerMode = true\nlistenPort = 0\nstorePathRootDir = {tmp_path / 'store'}\n")
+    result = ferromq("broker", "-c", str(conf), "-n", "127.0.0.1:9876", cwd=tmp_path)
+    assert_usage_error(result, "enableControllerMode=true needs controllerAddr (host:port;host:port)")
