@@ -2,8 +2,9 @@
 producer alone (issue 17's goals: pushdown >= 5x on selective queries; sink >= 0.8x the producer).
 
 Selective queries over one store (default 200,000 x 1 KiB, 8 queues, 10 tags), each run with
-`spark.sql.python.filterPushdown.enabled` off and on in the same local[2] session, a fresh
-DataFrame each time, rows materialized into a `noop` sink; best of --repeat, interleaved:
+pushdown off and on (`spark.sql.python.filterPushdown.enabled` with the read option
+`filterPushdown`) in the same local[2] session, a fresh DataFrame each time, rows materialized
+into a `noop` sink; best of --repeat, interleaved:
 
 - `one queue`: `queue_id = 3` (one queue of eight);
 - `time 10%`: a tenth of the store time range on `store_timestamp`;
@@ -37,8 +38,9 @@ PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
 def selective(spark: Any, root: Path, repeat: int) -> list[dict[str, Any]]:
-    def load() -> Any:
-        return spark.read.format("ferromq").option("path", str(root)).option("topic", TOPIC).load()
+    def load(pushdown: str = "false") -> Any:
+        reader = spark.read.format("ferromq").option("path", str(root)).option("topic", TOPIC)
+        return reader.option("filterPushdown", pushdown).load()
 
     times = sorted(r.t for r in load().selectExpr("store_timestamp as t").distinct().collect())
     lo, hi = times[int(len(times) * 0.45)], times[int(len(times) * 0.55)]
@@ -55,12 +57,12 @@ def selective(spark: Any, root: Path, repeat: int) -> list[dict[str, Any]]:
             for mode in ("false", "true"):
                 spark.conf.set(PUSHDOWN, mode)
                 t = time.perf_counter()
-                load().where(where).write.format("noop").mode("overwrite").save()
+                load(mode).where(where).write.format("noop").mode("overwrite").save()
                 elapsed = time.perf_counter() - t
                 if round_:
                     runs.setdefault((name, mode), []).append(elapsed)
                 else:
-                    counts[(name, mode)] = load().where(where).count()
+                    counts[(name, mode)] = load(mode).where(where).count()
     spark.conf.set(PUSHDOWN, "false")
     out = []
     for name, where in queries.items():

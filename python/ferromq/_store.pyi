@@ -213,6 +213,14 @@ class Store:
         max_bytes: int = 67108864,
         tag_codes: list[int] | None = None,
     ) -> dict[str, Any]: ...
+    def count_units(
+        self,
+        topic: str,
+        queue_id: int,
+        from_offset: int,
+        to_offset: int,
+        tag_codes: list[int] | None = None,
+    ) -> int: ...
     def deliver_due_delayed(
         self, level: int, from_offset: int, now_ms: int, max_count: int
     ) -> tuple[int, int | None, list[tuple[str, int, int, int]], int]: ...

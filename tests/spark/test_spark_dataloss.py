@@ -112,7 +112,7 @@ def test_batch_without_fail_on_data_loss_reads_what_is_left(
 def test_bad_fail_on_data_loss_value_is_refused_by_name(
     spark: SparkSession, expired: tuple[Path, MessageStore, int]
 ) -> None:
-    with pytest.raises(Exception, match="option failondataloss must be true or false"):
+    with pytest.raises(Exception, match="option failOnDataLoss must be true or false"):
         read(spark, path=str(expired[0]), failOnDataLoss="maybe").collect()
 
 
@@ -126,7 +126,7 @@ def test_files_removed_between_planning_and_reading(tmp_path: Path) -> None:
         source = FerroMQDataSource(options)
         strict = source.reader(source.schema())
         partitions = strict.partitions()
-        assert [(p.start, p.end) for p in partitions] == [(0, 300)]  # type: ignore[attr-defined]
+        assert [[(r.start, r.end) for r in p.ranges] for p in partitions] == [[(0, 300)]]  # type: ignore[attr-defined]
         expire_oldest(store, root, 2)
         new_min = store.min_offset(TOPIC, 0)
         with pytest.raises(DataLossError, match=rf"offsets \[0, {new_min}\) of {TOPIC}/0 are gone"):

@@ -1,9 +1,11 @@
-"""Filter pushdown (`spark.sql.python.filterPushdown.enabled`): the same rows with it on and off
-over random predicates, and pruning shown by how many records the decoder looked at."""
+"""Filter pushdown (the option `filterPushdown` with `spark.sql.python.filterPushdown.enabled`):
+the same rows with it on and off over random predicates, and pruning shown by how many records
+the decoder looked at."""
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -22,7 +24,7 @@ from pyspark.sql.datasource import (
 
 from ferromq import _store
 from ferromq.spark.options import parse_options
-from ferromq.spark.planning import QueueRange
+from ferromq.spark.planning import ReadTask
 from ferromq.spark.source import FerroMQPushdownReader
 from tests.spark.conftest import TOPIC, Produced
 
@@ -32,8 +34,11 @@ PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 QUERIES = 14
 
 
-def load(spark: SparkSession, produced: Produced) -> DataFrame:
-    return spark.read.format("ferromq").option("path", str(produced.store)).option("topic", TOPIC).load()
+def load(spark: SparkSession, produced: Produced, **options: str) -> DataFrame:
+    """A read that takes pushed filters when Spark's setting is on (`filterPushdown` follows it)."""
+    enabled = spark.conf.get(PUSHDOWN)
+    reader = spark.read.format("ferromq").option("path", str(produced.store)).option("topic", TOPIC)
+    return reader.options(filterPushdown=enabled, **options).load()
 
 
 @pytest.fixture(scope="module")
@@ -121,11 +126,19 @@ def test_the_same_rows_with_pushdown_on_and_off(
 def test_contradictions_and_bad_literals(
     spark: SparkSession, produced: Produced, rows: list[Any], pushdown: None
 ) -> None:
-    # Pushed to the planner: one queue of four is one partition (pushdown off: four). A new
-    # DataFrame each time: Spark keeps the reader it planned for one across the setting's changes.
-    assert load(spark, produced).where("queue_id = 2").rdd.getNumPartitions() == 1
+    # Pushed to the planner: one queue of four is one partition (pushdown off: four, with a task
+    # per queue). A new DataFrame each time: Spark keeps the reader it planned for one across the
+    # setting's changes.
+    per_queue = str(max(Counter(r.queue_id for r in rows).values()))
+    assert (
+        load(spark, produced, maxRecordsPerPartition=per_queue).where("queue_id = 2").rdd.getNumPartitions()
+        == 1
+    )
     spark.conf.set(PUSHDOWN, "false")
-    assert load(spark, produced).where("queue_id = 2").rdd.getNumPartitions() == 4
+    assert (
+        load(spark, produced, maxRecordsPerPartition=per_queue).where("queue_id = 2").rdd.getNumPartitions()
+        == 4
+    )
     spark.conf.set(PUSHDOWN, "true")
     df = load(spark, produced)
     assert df.where("queue_id = 1 AND queue_id = 2").count() == 0
@@ -134,13 +147,15 @@ def test_contradictions_and_bad_literals(
     assert df.where("queue_offset = 3.0").count() == want  # a cast: Spark keeps it
 
 
-def _examined(reader: FerroMQPushdownReader) -> tuple[list[tuple[int, int]], int]:
-    """Reads every partition in this process: the rows' (queue, offset) and how many records the
-    decoder looked at."""
+def _examined(reader: FerroMQPushdownReader, tasks: int = 1) -> tuple[list[tuple[int, int]], int]:
+    """Reads every partition in this process (there must be `tasks` of them): the rows' (queue,
+    offset) and how many records the decoder looked at."""
     before = _store.records_examined()
     out = []
-    for part in reader.partitions():
-        assert isinstance(part, QueueRange)
+    parts = reader.partitions()
+    assert len(parts) == tasks
+    for part in parts:
+        assert isinstance(part, ReadTask)
         for batch in reader.read(part):
             out.extend(
                 zip(
@@ -171,6 +186,13 @@ def test_pruning_is_seen_in_the_records_decoded(produced: Produced, rows: list[A
     want = sorted((r.queue_id, r.queue_offset) for r in rows if r.queue_id == 2 and r.tags == "TagA")
     assert got == want and examined == len(want)
 
+    # One tag of three: units of other tags (by the consume queue's tag codes) are not read.
+    reader, rest = _reader(produced, [EqualTo(("tags",), "TagB")])
+    assert rest == []
+    got, examined = _examined(reader)
+    want = sorted((r.queue_id, r.queue_offset) for r in rows if r.tags == "TagB")
+    assert got == want and examined == len(want) < len(rows)
+
     # A tenth of the store time: the consume queue's time search finds the offsets.
     times = sorted(r.store_timestamp for r in rows)
     lo, hi = times[len(times) // 2], times[len(times) // 2 + len(times) // 10]
@@ -190,3 +212,18 @@ def test_pruning_is_seen_in_the_records_decoded(produced: Produced, rows: list[A
     assert rest[0] is offsets and isinstance(rest[1], StringStartsWith)
     got, examined = _examined(reader)
     assert got == sorted((q, o) for q, o in everything if 10 <= o <= 20) and examined == len(got)
+
+
+def test_the_option_and_spark_setting_go_together(
+    spark: SparkSession, produced: Produced, rows: list[Any]
+) -> None:
+    reader = spark.read.format("ferromq").option("path", str(produced.store)).option("topic", TOPIC)
+    # The option without Spark's setting: Spark refuses the reader, naming the setting.
+    with pytest.raises(Exception, match=PUSHDOWN.replace(".", r"\.")):
+        reader.option("filterPushdown", "true").load().where("queue_id = 1").count()
+    # The setting without the option: nothing is pushed, the rows are the same.
+    spark.conf.set(PUSHDOWN, "true")
+    try:
+        assert reader.load().where("queue_id = 1").count() == sum(1 for r in rows if r.queue_id == 1)
+    finally:
+        spark.conf.set(PUSHDOWN, "false")

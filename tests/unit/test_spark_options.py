@@ -8,7 +8,7 @@ import pytest
 
 from ferromq.errors import InvalidArgumentError
 from ferromq.spark.options import EARLIEST, LATEST, parse_options
-from ferromq.spark.planning import QueueRange, split
+from ferromq.spark.planning import NOTHING, QueueRange, ReadTask, pack, plan, split
 from ferromq.spark.source import FerroMQReader, _cap
 
 
@@ -70,6 +70,7 @@ def test_topic_pattern_leaves_internal_topics_out() -> None:
         ),
         ({"path": "/s", "topic": "A", "includeProperties": "yes"}, "true or false"),
         ({"path": "/s", "topic": "A", "tags": "a || *"}, "tags must be"),
+        ({"path": "/s", "topic": "A", "filterPushdown": "on"}, "filterPushdown must be true or false"),
     ],
 )
 def test_bad_options_are_named(options: dict[str, str], message: str) -> None:
@@ -80,6 +81,25 @@ def test_bad_options_are_named(options: dict[str, str], message: str) -> None:
 def test_streams_have_no_end() -> None:
     with pytest.raises(InvalidArgumentError, match="batch reads only"):
         parse_options({"path": "/s", "topic": "A", "endingTimestamp": "5"}, streaming=True)
+    with pytest.raises(InvalidArgumentError, match="filterPushdown applies to batch reads only"):
+        parse_options({"path": "/s", "topic": "A", "filterPushdown": "true"}, streaming=True)
+
+
+def test_small_ranges_are_packed_by_their_expected_rows() -> None:
+    ranges = [QueueRange("A", q, 0, 100) for q in range(5)]
+    expected = {0: 30, 1: 0, 2: 50, 3: 60, 4: 200}
+    tasks = pack(ranges, lambda r: expected[r.queue_id], limit=100)
+    # Queue 1 is expected to yield nothing: left out; queue 4 alone exceeds the limit.
+    assert [[r.queue_id for r in t.ranges] for t in tasks] == [[0, 2], [3], [4]]
+    assert plan(ranges, None, lambda r: 0) == [NOTHING]
+    # maxRecordsPerPartition: one task per piece, none packed.
+    assert plan(ranges[:2], 60, lambda r: 1) == [
+        ReadTask((QueueRange("A", 0, 0, 60),)),
+        ReadTask((QueueRange("A", 0, 60, 100),)),
+        ReadTask((QueueRange("A", 1, 0, 60),)),
+        ReadTask((QueueRange("A", 1, 60, 100),)),
+    ]
+    assert pickle.loads(pickle.dumps(tasks[0])) == tasks[0]
 
 
 def test_split_and_pickle() -> None:

@@ -658,6 +658,30 @@ impl Store {
         Ok(d)
     }
 
+    /// Units of one queue in `[from_offset, to_offset)` whose tags code is one of `tag_codes`
+    /// (all when None), counted in the consume queue alone: what a read of the range keeps at most.
+    #[pyo3(signature = (topic, queue_id, from_offset, to_offset, tag_codes=None))]
+    fn count_units(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        from_offset: i64,
+        to_offset: i64,
+        tag_codes: Option<Vec<i32>>,
+    ) -> PyResult<i64> {
+        py.detach(|| {
+            self.store.count_units(
+                topic,
+                queue_id,
+                from_offset,
+                to_offset,
+                tag_codes.as_deref(),
+            )
+        })
+        .py_err(py)
+    }
+
     /// Puts the due messages of delay level `level` into their real topics (reading the schedule
     /// queue from `from_offset`, at most `max_count`): (next offset, deliver time of the next
     /// message not yet due or None, [(topic, queue_id, queue_offset, tags_code)], skipped).

@@ -144,6 +144,11 @@ fn tag_filter_uses_the_tags_code() {
         let tag = v.unwrap().property("TAGS").unwrap().to_string();
         assert!(tag == "TagA" || tag == "Order_Created");
     }
+    // Counted from the consume queue alone, clipped to what the queue holds.
+    assert_eq!(store.count_units("T", 0, 0, 100, Some(&codes)).unwrap(), 20);
+    assert_eq!(store.count_units("T", 0, 3, 9, Some(&codes)).unwrap(), 4);
+    assert_eq!(store.count_units("T", 0, 0, 100, None).unwrap(), 31);
+    assert_eq!(store.count_units("T", 1, 0, 100, None).unwrap(), 0);
     // The unit on disk carries the sign-extended hash.
     let cq = std::fs::read(dir.path().join("consumequeue/T/0/00000000000000000000")).unwrap();
     let unit2 = &cq[2 * 20..3 * 20];

@@ -7,7 +7,7 @@ unit, so a broker may keep writing: a read sees a consistent prefix, never a tor
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -56,47 +56,74 @@ class LocalSource:
         # First offset stored at or after the time: exact for both ends of [start, end).
         return self._store.offset_by_time(queue.topic, queue.queue_id, timestamp_ms)
 
+    def expected_rows(self, r: QueueRange, tags: list[str] | None) -> int:
+        """How many records of the range a read decodes: its units of these tags (any: all)."""
+        if tags is None:
+            return r.end - r.start
+        return self._store.count_units(r.topic, r.queue_id, r.start, r.end, tag_codes(tags))
+
+
+def tag_codes(tags: list[str] | None) -> list[int] | None:
+    """The consume queue's codes of these tags (String.hashCode), or None for any tag."""
+    return None if tags is None else [_store.tags_code(t) for t in tags]
+
 
 def read_local(
-    opts: ReadOptions, part: QueueRange, schema: pa.Schema, rows: _store.RowFilter, tags: list[str] | None
+    opts: ReadOptions,
+    parts: Sequence[QueueRange],
+    schema: pa.Schema,
+    rows: _store.RowFilter,
+    tags: list[str] | None,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of one partition that pass `rows` (whose `tags` are given too: the consume
-    queue's tag codes skip the others unread), decoded in Rust batch by batch straight from the
-    mapped files."""
+    """The rows of some queue ranges that pass `rows` (whose `tags` are given too: units whose
+    tag code the consume queue shows to be another tag's are skipped without reading their
+    record), decoded in Rust batch by batch straight from the mapped files."""
     assert opts.path is not None
-    tag_codes = None if tags is None else [_store.tags_code(t) for t in tags]
+    codes = tag_codes(tags)
     store = open_view(opts.path)
     try:
-        offset = part.start
-        while offset < part.end:
-            cols = store.read_columns(
+        for part in parts:
+            yield from _read_range(opts, store, part, schema, rows, codes)
+    finally:
+        store.close()
+
+
+def _read_range(
+    opts: ReadOptions,
+    store: _store.Store,
+    part: QueueRange,
+    schema: pa.Schema,
+    rows: _store.RowFilter,
+    codes: list[int] | None,
+) -> Iterator[pa.RecordBatch]:
+    offset = part.start
+    while offset < part.end:
+        cols = store.read_columns(
+            part.topic,
+            part.queue_id,
+            offset,
+            part.end,
+            rows,
+            max_rows=BATCH_ROWS,
+            max_bytes=BATCH_BYTES,
+            tag_codes=codes,
+        )
+        if cols["rows"]:
+            yield record_batch(cols, schema)
+        reached = int(cols["next_offset"])
+        if cols["status"] in LOSS_STATUSES and reached > offset:
+            # The walk jumped over units whose files retention deleted.
+            report_loss(
+                opts.fail_on_data_loss, part.topic, part.queue_id, offset, reached, str(cols["status"])
+            )
+        elif reached <= offset:
+            report_loss(
+                opts.fail_on_data_loss,
                 part.topic,
                 part.queue_id,
                 offset,
                 part.end,
-                rows,
-                max_rows=BATCH_ROWS,
-                max_bytes=BATCH_BYTES,
-                tag_codes=tag_codes,
+                f"the read stopped before the planned end: {cols['status']}",
             )
-            if cols["rows"]:
-                yield record_batch(cols, schema)
-            reached = int(cols["next_offset"])
-            if cols["status"] in LOSS_STATUSES and reached > offset:
-                # The walk jumped over units whose files retention deleted.
-                report_loss(
-                    opts.fail_on_data_loss, part.topic, part.queue_id, offset, reached, str(cols["status"])
-                )
-            elif reached <= offset:
-                report_loss(
-                    opts.fail_on_data_loss,
-                    part.topic,
-                    part.queue_id,
-                    offset,
-                    part.end,
-                    f"the read stopped before the planned end: {cols['status']}",
-                )
-                return
-            offset = reached
-    finally:
-        store.close()
+            return
+        offset = reached

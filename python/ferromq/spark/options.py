@@ -18,7 +18,12 @@ Named like Spark's Kafka source where the idea is the same:
 - `includeProperties` (default true): the `properties` map column;
 - `consumerGroup` (remote mode): the group named in pull requests (default `ferromq-spark`);
 - `failOnDataLoss` (default true): fail a query whose planned offsets retention removed, or (false)
-  skip them with a warning (see `ferromq.spark.dataloss`).
+  skip them with a warning (see `ferromq.spark.dataloss`);
+- `filterPushdown` (default false; batch reads): take the filters Spark pushes (see
+  `ferromq.spark.pushdown`). Spark pushes filters only with `spark.sql.python.filterPushdown.enabled`
+  set, and refuses a reader that takes them while that setting is off
+  (DATA_SOURCE_PUSHDOWN_DISABLED), so turn both on together. Spark tells a data source nothing of
+  the setting: the option says it explicitly.
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ _KNOWN = {
     "includeproperties",
     "consumergroup",
     "failondataloss",
+    "filterpushdown",
 }
 
 # Per topic, per queue id: an offset, EARLIEST or LATEST.
@@ -101,6 +107,7 @@ class ReadOptions:
     include_properties: bool
     consumer_group: str
     fail_on_data_loss: bool = True
+    filter_pushdown: bool = False
 
     def wants(self, topic: str) -> bool:
         """Whether a topic of the store or cluster is read."""
@@ -135,7 +142,7 @@ def _bad(msg: str) -> InvalidArgumentError:
 
 
 def _int(options: Mapping[str, str], key: str, *, minimum: int = 0) -> int | None:
-    raw = options.get(key)
+    raw = options.get(key.lower())
     if raw is None or str(raw).strip() == "":
         return None
     try:
@@ -148,7 +155,7 @@ def _int(options: Mapping[str, str], key: str, *, minimum: int = 0) -> int | Non
 
 
 def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = options.get(key)
+    raw = options.get(key.lower())
     if raw is None:
         return default
     text = str(raw).strip().lower()
@@ -228,6 +235,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
     ending = _offsets("endingOffsets", opts.get("endingoffsets"))
     if streaming and (ending is not None or "endingtimestamp" in opts):
         raise _bad("endingOffsets / endingTimestamp apply to batch reads only")
+    if streaming and _bool(opts, "filterPushdown", False):
+        raise _bad("filterPushdown applies to batch reads only (Spark pushes no filter to a stream)")
     if ending == "earliest":
         raise _bad("endingOffsets cannot be earliest")
     if isinstance(ending, dict) and any(o == EARLIEST for q in ending.values() for o in q.values()):
@@ -235,8 +244,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
     starting = _offsets("startingOffsets", opts.get("startingoffsets"))
     if starting == "latest" and not streaming:
         raise _bad("startingOffsets cannot be latest for a batch read")
-    start_ts = _int(opts, "startingtimestamp")
-    end_ts = _int(opts, "endingtimestamp")
+    start_ts = _int(opts, "startingTimestamp")
+    end_ts = _int(opts, "endingTimestamp")
     if start_ts is not None and end_ts is not None and end_ts < start_ts:
         raise _bad("endingTimestamp is before startingTimestamp")
     return ReadOptions(
@@ -250,9 +259,10 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
         starting_timestamp=start_ts,
         ending_timestamp=end_ts,
         tags=_tags(opts.get("tags")),
-        max_records_per_partition=_int(opts, "maxrecordsperpartition", minimum=1),
-        max_records_per_trigger=_int(opts, "maxrecordspertrigger", minimum=1),
-        include_properties=_bool(opts, "includeproperties", True),
+        max_records_per_partition=_int(opts, "maxRecordsPerPartition", minimum=1),
+        max_records_per_trigger=_int(opts, "maxRecordsPerTrigger", minimum=1),
+        include_properties=_bool(opts, "includeProperties", True),
         consumer_group=opts.get("consumergroup", "ferromq-spark"),
-        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        filter_pushdown=_bool(opts, "filterPushdown", False),
     )

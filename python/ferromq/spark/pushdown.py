@@ -1,14 +1,22 @@
-"""Filter pushdown for batch reads (Spark 4.1+, `spark.sql.python.filterPushdown.enabled=true`).
+"""Filter pushdown for batch reads (Spark 4.1+): on when the read's `filterPushdown` option and
+Spark's `spark.sql.python.filterPushdown.enabled` are both true.
 
 Spark hands `pushFilters` the conjuncts of a query's WHERE clause it can express; `push` turns the
 ones over these columns into a `Selection` and returns the others to Spark:
 
 - `topic`, `queue_id` (=, IN; ranges on `queue_id`): only the matching queues are planned;
 - `queue_offset` (=, ranges): the planned offset ranges are cut to them;
-- `store_timestamp` (=, ranges): offset ranges found through the consume queue's time search,
-  then checked exactly per record;
-- `commitlog_offset`, `born_timestamp` (=, ranges), `tags`, `keys` (=, IN): checked per record
-  by the Rust decoder before a row is built (tags first against the consume queue's tag codes).
+- `store_timestamp` (=, ranges): the planned offset ranges are cut on the driver to the offsets
+  the consume queue's time search finds (a binary search over its units by their records' store
+  time, as RocketMQ's getOffsetInQueueByTime), then checked exactly per record;
+- `tags` (=, IN): units whose tag code (the tag's String.hashCode, kept in the consume queue's
+  20-byte unit) is none of the wanted tags' are skipped without reading their CommitLog record;
+  the decoder then checks the tag itself (codes collide);
+- `commitlog_offset`, `born_timestamp` (=, ranges), `keys` (=, IN): checked per record by the
+  Rust decoder before a row is built.
+
+Tasks are planned by the records they are expected to decode (see `ferromq.spark.planning.pack`),
+so a query pruned to a few thousand records runs as one task.
 
 A filter is kept from Spark only when the read applies it exactly. IN lists over the numeric
 columns narrow the read to their smallest and largest values and go back to Spark too.
@@ -18,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -125,26 +132,6 @@ class Selection:
 
 
 NO_FILTER = Selection()
-
-
-def spark_pushes_filters() -> bool:
-    """Whether the Spark planner asking for a batch reader now will call its `pushFilters`.
-
-    Spark 4.1+ fails a read whose reader implements `pushFilters` while
-    `spark.sql.python.filterPushdown.enabled` is off (the default), and tells the data source
-    nothing of the setting. Its planner shows it: with filters to push, the reader is made by
-    `pyspark.sql.worker.data_source_pushdown_filters`; otherwise by `plan_data_source_read`,
-    which holds the setting in a local variable meanwhile. Anywhere else: False.
-    """
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if name.endswith("data_source_pushdown_filters.py"):
-            return True
-        if name.endswith("plan_data_source_read.py") and "enable_pushdown" in frame.f_locals:
-            return bool(frame.f_locals["enable_pushdown"])
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
 
 
 def _micros(value: datetime) -> int:

@@ -8,7 +8,7 @@ long polling) and hands the pulled record bytes to the same Rust decoder local m
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -78,6 +78,10 @@ class RemoteSource:
         # an exclusive end must then include it (rows are filtered by store time anyway).
         return min(found + 1, queue.max_offset) if end else found
 
+    def expected_rows(self, r: QueueRange, tags: list[str] | None) -> int:
+        """Every offset of the range: the driver cannot see the consume queue's tag codes."""
+        return r.end - r.start
+
 
 def _pull_request(opts: ReadOptions, part: QueueRange, offset: int) -> RemotingCommand:
     # Every tag: they are matched exactly by the decoder (a broker-side filter could return
@@ -89,9 +93,21 @@ def _pull_request(opts: ReadOptions, part: QueueRange, offset: int) -> RemotingC
 
 
 def read_remote(
-    opts: ReadOptions, part: QueueRange, schema: pa.Schema, rows: _store.RowFilter, tags: list[str] | None
+    opts: ReadOptions,
+    parts: Sequence[QueueRange],
+    schema: pa.Schema,
+    rows: _store.RowFilter,
+    tags: list[str] | None,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of one partition that pass `rows`, pulled from its broker and decoded in Rust."""
+    """The rows of some queue ranges that pass `rows`, pulled from their brokers and decoded in
+    Rust; `rows` checks the tags too (see `_pull_request`)."""
+    for part in parts:
+        yield from _read_range(opts, part, schema, rows)
+
+
+def _read_range(
+    opts: ReadOptions, part: QueueRange, schema: pa.Schema, rows: _store.RowFilter
+) -> Iterator[pa.RecordBatch]:
     if part.broker_addr is None:
         raise BrokerError(
             f"ferromq data source: no broker master serves {part.topic}/{part.queue_id} any more",

@@ -2,9 +2,10 @@
 `df.write` / `df.writeStream`: see `ferromq.spark.sink`).
 
 Planning (which queues, which offset ranges) runs on the driver from the consume queues (local
-mode) or the brokers (remote mode); each task reads one `QueueRange` and yields Arrow batches
-decoded in Rust. Readers keep their parsed options and, for a stream under `Trigger.AvailableNow`,
-the target offsets fixed when the run started; nothing else is kept between calls.
+mode) or the brokers (remote mode); each task reads the queue ranges of one `ReadTask` and
+yields Arrow batches decoded in Rust. Readers keep their parsed options and, for a stream under
+`Trigger.AvailableNow`, the target offsets fixed when the run started; nothing else is kept
+between calls.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from ferromq.errors import InvalidArgumentError
 from ferromq.spark.dataloss import report_loss
 from ferromq.spark.local import LocalSource, read_local
 from ferromq.spark.options import EARLIEST, LATEST, ReadOptions, parse_options
-from ferromq.spark.planning import QueueBounds, QueueRange, offsets_json, split
-from ferromq.spark.pushdown import NO_FILTER, Selection, narrow, push, spark_pushes_filters
+from ferromq.spark.planning import NOTHING, QueueBounds, QueueRange, ReadTask, offsets_json, plan
+from ferromq.spark.pushdown import NO_FILTER, Selection, narrow, push
 from ferromq.spark.remote import RemoteSource, read_remote
 from ferromq.spark.schema import arrow_schema, spark_schema
 from ferromq.spark.sink import FerroMQStreamWriter, FerroMQWriter, WriteOptions, parse_write_options
@@ -80,14 +81,21 @@ def _check_gone(opts: ReadOptions, b: QueueBounds, start: int, end: int, why: st
         report_loss(opts.fail_on_data_loss, b.topic, b.queue_id, start, min(b.min_offset, end), why)
 
 
+def _tasks(
+    opts: ReadOptions, source: Source, ranges: list[QueueRange], tags: list[str] | None
+) -> list[ReadTask]:
+    """The ranges as Spark tasks, small ones packed by the records they are expected to yield."""
+    return plan(ranges, opts.max_records_per_partition, lambda r: source.expected_rows(r, tags))
+
+
 def _read(
-    opts: ReadOptions, part: QueueRange, *, streaming: bool, sel: Selection = NO_FILTER
+    opts: ReadOptions, task: ReadTask, *, streaming: bool, sel: Selection = NO_FILTER
 ) -> Iterator[pa.RecordBatch]:
     schema = arrow_schema(opts.include_properties)
     read = read_local if opts.path is not None else read_remote
     # Batch reads keep [startingTimestamp, endingTimestamp) exactly; a stream only starts there.
     rows = sel.row_filter(opts, filter_time=not streaming)
-    yield from read(opts, part, schema, rows, sel.tag_list(opts))
+    yield from read(opts, task.ranges, schema, rows, sel.tag_list(opts))
 
 
 class FerroMQDataSource(DataSource):
@@ -106,7 +114,7 @@ class FerroMQDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._options(streaming=False)
         _check_schema(schema, opts)
-        return FerroMQPushdownReader(opts) if spark_pushes_filters() else FerroMQReader(opts)
+        return FerroMQPushdownReader(opts) if opts.filter_pushdown else FerroMQReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return FerroMQWriter(_write_options(self.options, schema, overwrite))
@@ -151,7 +159,7 @@ class FerroMQReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         opts, sel = self.opts, self.sel
         if sel.empty:
-            return [QueueRange("", 0, 0, 0)]
+            return [NOTHING]
         source = _source(opts)
         try:
             ranges = []
@@ -168,22 +176,18 @@ class FerroMQReader(DataSourceReader):
                 if start < end and sel.store_ms.hi is not None:
                     end = min(end, _resolve(source.offset_by_time(b, sel.store_ms.hi, end=True), b))
                 ranges.append(QueueRange(b.topic, b.queue_id, start, end, b.broker_addr))
+            return _tasks(opts, source, ranges, sel.tag_list(opts))
         finally:
             source.close()
-        parts = split(ranges, opts.max_records_per_partition)
-        # Spark needs at least one partition; an empty range reads nothing.
-        return parts or [QueueRange("", 0, 0, 0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, QueueRange)
-        if partition.end <= partition.start:
-            return iter(())
+        assert isinstance(partition, ReadTask)
         return _read(self.opts, partition, streaming=False, sel=self.sel)
 
 
 class FerroMQPushdownReader(FerroMQReader):
-    """A batch read that takes the filters Spark pushes (only made when Spark will push them:
-    it refuses a reader with `pushFilters` while the setting is off)."""
+    """A batch read that takes the filters Spark pushes: made for the option `filterPushdown`
+    (Spark refuses a reader with `pushFilters` while its own setting is off)."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         self.sel, rest = push(filters)
@@ -258,23 +262,28 @@ class FerroMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(
         self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
     ) -> Sequence[InputPartition]:
-        # Bounds now, not when `end` was chosen: retention may have removed offsets since.
-        bounds = {(b.topic, b.queue_id): b for b in self._bounds()}
-        ranges = []
-        for topic, per in end.items():
-            for qid, hi in per.items():
-                b = bounds.get((topic, int(qid)))
-                lo = start.get(topic, {}).get(qid)
-                if lo is None:  # a queue that appeared after `start`: from its beginning
-                    lo = b.min_offset if b is not None else 0
-                elif b is not None and lo < b.min_offset and lo < hi:
-                    _check_gone(self.opts, b, lo, hi, "the micro-batch starts below the queue's minimum")
-                    lo = min(b.min_offset, hi)
-                ranges.append(QueueRange(topic, int(qid), lo, hi, b.broker_addr if b is not None else None))
-        return split(ranges, self.opts.max_records_per_partition)
+        source = _source(self.opts)
+        try:
+            # Bounds now, not when `end` was chosen: retention may have removed offsets since.
+            bounds = {(b.topic, b.queue_id): b for b in _wanted(self.opts, source)}
+            ranges = []
+            for topic, per in end.items():
+                for qid, hi in per.items():
+                    b = bounds.get((topic, int(qid)))
+                    lo = start.get(topic, {}).get(qid)
+                    if lo is None:  # a queue that appeared after `start`: from its beginning
+                        lo = b.min_offset if b is not None else 0
+                    elif b is not None and lo < b.min_offset and lo < hi:
+                        _check_gone(self.opts, b, lo, hi, "the micro-batch starts below the queue's minimum")
+                        lo = min(b.min_offset, hi)
+                    addr = b.broker_addr if b is not None else None
+                    ranges.append(QueueRange(topic, int(qid), lo, hi, addr))
+            return _tasks(self.opts, source, ranges, NO_FILTER.tag_list(self.opts))
+        finally:
+            source.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, QueueRange)
+        assert isinstance(partition, ReadTask)
         return _read(self.opts, partition, streaming=True)
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:

@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::checkpoint::{Checkpoint, StoreLock};
 
+mod columns;
 mod recovery;
 mod replica;
 mod retention;
