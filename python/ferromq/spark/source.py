@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -38,17 +38,23 @@ from ferromq.spark.local import LocalSource, read_local
 from ferromq.spark.options import EARLIEST, LATEST, ReadOptions, parse_options
 from ferromq.spark.planning import NOTHING, QueueBounds, QueueRange, ReadTask, offsets_json, plan
 from ferromq.spark.pushdown import NO_FILTER, Selection, narrow, push
-from ferromq.spark.remote import RemoteSource, read_remote
 from ferromq.spark.schema import arrow_schema, spark_schema
-from ferromq.spark.sink import FerroMQStreamWriter, FerroMQWriter, WriteOptions, parse_write_options
 
-Source = LocalSource | RemoteSource
+# Remote reads and the sink need the RocketMQ client, whose import costs a Python worker about
+# 0.2 s: every Spark query plans in a fresh worker, so local reads leave it out.
+if TYPE_CHECKING:
+    from ferromq.spark.remote import RemoteSource
+    from ferromq.spark.sink import WriteOptions
+
+    Source = LocalSource | RemoteSource
 
 
 def _source(opts: ReadOptions) -> Source:
     if opts.path is not None:
         return LocalSource(opts.path)
     assert opts.namesrv is not None
+    from ferromq.spark.remote import RemoteSource
+
     return RemoteSource(opts.namesrv, opts)
 
 
@@ -92,7 +98,10 @@ def _read(
     opts: ReadOptions, task: ReadTask, *, streaming: bool, sel: Selection = NO_FILTER
 ) -> Iterator[pa.RecordBatch]:
     schema = arrow_schema(opts.include_properties)
-    read = read_local if opts.path is not None else read_remote
+    if opts.path is not None:
+        read = read_local
+    else:
+        from ferromq.spark.remote import read_remote as read
     # Batch reads keep [startingTimestamp, endingTimestamp) exactly; a stream only starts there.
     rows = sel.row_filter(opts, filter_time=not streaming)
     yield from read(opts, task.ranges, schema, rows, sel.tag_list(opts))
@@ -117,9 +126,13 @@ class FerroMQDataSource(DataSource):
         return FerroMQPushdownReader(opts) if opts.filter_pushdown else FerroMQReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from ferromq.spark.sink import FerroMQWriter
+
         return FerroMQWriter(_write_options(self.options, schema, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from ferromq.spark.sink import FerroMQStreamWriter
+
         return FerroMQStreamWriter(_write_options(self.options, schema, overwrite))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -131,6 +144,8 @@ class FerroMQDataSource(DataSource):
 def _write_options(options: Any, schema: StructType, overwrite: bool) -> WriteOptions:
     if overwrite:
         raise InvalidArgumentError("ferromq sink: a topic can only be appended to (mode append)")
+    from ferromq.spark.sink import parse_write_options
+
     return parse_write_options(options, schema)
 
 
