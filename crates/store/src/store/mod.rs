@@ -93,6 +93,10 @@ fn accepts_tags(tag_codes: Option<&[i32]>) -> impl Fn(i64) -> bool + '_ {
     move |code| tag_codes.is_none_or(|codes| codes.contains(&(code as i32)))
 }
 
+/// What a queue walk hands each accepted record to: its bytes, in a read-only view the record
+/// already parsed (the walk checks it against its unit), and its queue offset.
+type Visitor<'v> = dyn FnMut(&[u8], Option<&RecordView>, i64) + 'v;
+
 /// Where a queue walk ended (a [`GetResult`] without the records).
 #[derive(Debug, Clone, Copy)]
 pub struct Scan {
@@ -400,13 +404,18 @@ impl MessageStore {
                 max_rows - builder.rows(),
                 max_bytes - read_bytes,
                 &accept,
-                &mut |rec, _| {
+                &mut |rec, view, _| {
                     read_bytes += rec.len();
-                    if failure.is_none() {
-                        if let Err(e) = RecordView::parse(rec, false).and_then(|v| builder.push(&v))
-                        {
-                            failure = Some(e);
-                        }
+                    if failure.is_some() {
+                        return;
+                    }
+                    // A read-only view's walk parsed the record already (to check it).
+                    let pushed = match view {
+                        Some(v) => builder.push(v),
+                        None => RecordView::parse(rec, false).and_then(|v| builder.push(&v)),
+                    };
+                    if let Err(e) = pushed {
+                        failure = Some(e);
                     }
                 },
             )?;
@@ -1241,7 +1250,7 @@ impl Inner {
             max_count,
             max_bytes,
             filter,
-            &mut |rec, queue_offset| {
+            &mut |rec, _, queue_offset| {
                 body.extend_from_slice(rec);
                 queue_offsets.push(queue_offset);
             },
@@ -1258,7 +1267,8 @@ impl Inner {
     }
 
     /// RocketMQ's `getMessage` walk over one queue from `offset` (and before `end`), handing each
-    /// accepted record, still in the mapped file, to `visit` with its queue offset.
+    /// accepted record, still in the mapped file, to `visit` with its queue offset (and, in a
+    /// read-only view, the record parsed to check it).
     #[allow(clippy::too_many_arguments)]
     fn scan_messages(
         &self,
@@ -1269,7 +1279,7 @@ impl Inner {
         max_count: usize,
         max_bytes: usize,
         filter: &dyn Fn(i64) -> bool,
-        visit: &mut dyn FnMut(&[u8], i64),
+        visit: &mut Visitor,
     ) -> Result<Scan> {
         let mut scan = Scan {
             status: GetStatus::NoMatchedLogicQueue,
@@ -1321,7 +1331,7 @@ impl Inner {
         max_count: usize,
         max_bytes: usize,
         filter: &dyn Fn(i64) -> bool,
-        visit: &mut dyn FnMut(&[u8], i64),
+        visit: &mut Visitor,
     ) -> (GetStatus, i64) {
         // RocketMQ scans at most max(16000 bytes, maxMsgNums * 20 bytes) of consume queue.
         let scan_end = max.min(offset + (max_count as i64).max(800));
@@ -1353,12 +1363,17 @@ impl Inner {
             let copied = self
                 .commitlog
                 .with_record(unit.offset as u64, limit, |rec| {
-                    if rec.len() != size
-                        || (self.config.read_only && !self.record_matches(rec, cq, next))
-                    {
+                    if rec.len() != size {
                         return false;
                     }
-                    visit(rec, next);
+                    if !self.config.read_only {
+                        visit(rec, None, next);
+                        return true;
+                    }
+                    match self.checked_record(rec, cq, next) {
+                        Some(view) => visit(rec, Some(&view), next),
+                        None => return false,
+                    }
                     true
                 });
             if copied != Some(true) {
@@ -1385,17 +1400,17 @@ impl Inner {
     }
 
     /// Read-only views check that a record is the one its unit names (a writer elsewhere may
-    /// be mid-way through it).
-    fn record_matches(&self, rec: &[u8], cq: &ConsumeQueue, queue_offset: i64) -> bool {
-        match RecordView::parse(rec, false) {
-            Ok(v) => {
-                let real = v.topic == cq.topic()
-                    && v.queue_id == cq.queue_id()
-                    && v.queue_offset == queue_offset;
-                real && message::body_crc(v.body) == v.body_crc
-            }
-            Err(_) => false,
-        }
+    /// be mid-way through it): the record parsed, or None.
+    fn checked_record<'a>(
+        &self,
+        rec: &'a [u8],
+        cq: &ConsumeQueue,
+        queue_offset: i64,
+    ) -> Option<RecordView<'a>> {
+        let v = RecordView::parse(rec, false).ok()?;
+        let real =
+            v.topic == cq.topic() && v.queue_id == cq.queue_id() && v.queue_offset == queue_offset;
+        (real && message::body_crc(v.body) == v.body_crc).then_some(v)
     }
 
     fn read_record(&self, physical_offset: i64) -> Option<Vec<u8>> {
