@@ -8,6 +8,7 @@ __all__ = [
     "GetResult",
     "HaMaster",
     "HaSlave",
+    "PropertyEdits",
     "PutBatchResult",
     "PutResult",
     "RowFilter",
@@ -17,6 +18,7 @@ __all__ = [
     "decode_columns",
     "decode_offset_msg_id",
     "decode_records",
+    "get_property",
     "java_hash",
     "offset_msg_id",
     "records_examined",
@@ -67,6 +69,27 @@ class PutResult:
     def end_offset(self) -> int: ...
     @property
     def flush_ok(self) -> bool: ...
+    @property
+    def wait(self) -> bool:
+        """False when the stored WAIT property is "false": the producer does not wait for the disk."""
+    @property
+    def tags_code(self) -> int:
+        """Tags code of the stored TAGS."""
+
+@final
+class PropertyEdits:
+    """What the send pipeline does to a message's properties: `edits` `(op, name, value)` with op
+    `set`, `default` (set if absent) or `remove` (value ignored), applied in order; `drop_wait`
+    drops WAIT unless the message is delayed; `schedule` sends a delayed message to the schedule
+    topic. A name or value that is empty or holds a separator raises `InvalidArgumentError`."""
+
+    def __new__(
+        cls,
+        edits: Sequence[tuple[str, str, str]] = ...,
+        *,
+        drop_wait: bool = False,
+        schedule: bool = True,
+    ) -> PropertyEdits: ...
 
 @final
 class PutBatchResult:
@@ -90,6 +113,9 @@ class PutBatchResult:
     def end_offset(self) -> int: ...
     @property
     def flush_ok(self) -> bool: ...
+    @property
+    def wait(self) -> bool:
+        """False when the batch's WAIT property is "false"."""
     def __len__(self) -> int: ...
 
 @final
@@ -161,20 +187,33 @@ class Store:
         prepared_transaction_offset: int = 0,
         wait: bool = True,
     ) -> PutResult: ...
-    def put_send(
+    def send(
         self,
         topic: str,
         queue_id: int,
         body: bytes,
         properties: str,
-        cluster: str,
+        edits: PropertyEdits,
         *,
         flag: int = 0,
         sys_flag: int = 0,
         born_timestamp: int = 0,
         born_host: str = "127.0.0.1:0",
         reconsume_times: int = 0,
-    ) -> tuple[PutResult, bool, int] | None: ...
+        prepared_transaction_offset: int = 0,
+    ) -> PutResult: ...
+    def send_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: str,
+        edits: PropertyEdits,
+        *,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "127.0.0.1:0",
+    ) -> PutBatchResult: ...
     def put_batch(
         self,
         topic: str,
@@ -313,6 +352,7 @@ class HaSlave:
 
 def java_hash(s: str) -> int: ...
 def tags_code(tags: str | None) -> int: ...
+def get_property(properties: str, name: str) -> str | None: ...
 def offset_msg_id(store_host: str, physical_offset: int) -> str: ...
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]: ...
 def truncate_commitlog(store: Store, end: int) -> None: ...

@@ -111,6 +111,9 @@ class SpaceStatus:
 PutResult = _store.PutResult
 PutBatchResult = _store.PutBatchResult
 GetResult = _store.GetResult
+PropertyEdits = _store.PropertyEdits
+KEEP_PROPERTIES = PropertyEdits()
+"""No edits: the properties are stored as they are (a delayed message still goes to the schedule topic)."""
 
 
 def _properties(
@@ -263,34 +266,62 @@ class MessageStore:
         _check_flushed(result, f"message {result.msg_id}")
         return result
 
-    def put_send(
+    def send(
         self,
         topic: str,
         queue_id: int,
         body: bytes,
         properties: str,
-        cluster: str,
-        flag: int,
-        sys_flag: int,
-        born_timestamp: int,
-        born_host: str,
-        reconsume_times: int,
-    ) -> tuple[_store.PutResult, bool, int] | None:
-        """The broker's plain send in one Rust call: the producer's raw properties string loses
-        WAIT and gains CLUSTER, and the message is appended (no disk wait). Returns (result, wait,
-        tags code), or None, storing nothing, when the properties need the general path
-        (a transaction half message, a separator inside a value)."""
-        return self._store.put_send(
+        edits: PropertyEdits,
+        *,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "127.0.0.1:0",
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+    ) -> _store.PutResult:
+        """The send pipeline in one Rust call: `edits` rewrite the raw `properties` string (a
+        delayed message goes to the schedule topic), and the message is appended and dispatched
+        without waiting for the disk. `result.wait` says whether the producer waits for it."""
+        return self._store.send(
             topic,
             queue_id,
             body,
             properties,
-            cluster,
+            edits,
             flag=flag,
             sys_flag=sys_flag,
             born_timestamp=born_timestamp,
             born_host=born_host,
             reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+        )
+
+    def send_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: str,
+        edits: PropertyEdits,
+        *,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "127.0.0.1:0",
+    ) -> _store.PutBatchResult:
+        """A client-encoded batch body (SEND_BATCH_MESSAGE) through the send pipeline: `edits`
+        rewrite the batch's own `properties`, which are joined to each message's. A malformed
+        body raises `MessageIllegalError`; nothing waits for the disk."""
+        return self._store.send_batch(
+            topic,
+            queue_id,
+            body,
+            properties,
+            edits,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
         )
 
     def put_batch(
@@ -320,32 +351,32 @@ class MessageStore:
         _check_flushed(result, f"batch of {len(result)}")
         return result
 
-    def put_copy(
+    def send_copy(
         self,
         msg: StoredMessage,
         topic: str,
         queue_id: int,
-        properties: Mapping[str, str],
+        edits: PropertyEdits = KEEP_PROPERTIES,
         *,
         reconsume_times: int | None = None,
         sys_flag: int | None = None,
         prepared_transaction_offset: int = 0,
     ) -> _store.PutResult:
-        """Stores a copy of a stored message under another topic and queue with new properties
-        (retries, delivery of delayed messages, committed transactions). Body, flag, sysflag and
-        born data are kept; it does not wait for the disk."""
-        return self.put(
+        """Stores a copy of a stored message under another topic and queue, its properties
+        changed by `edits` (retries, dead letters, committed transactions, transaction checks).
+        Body, flag, sysflag and born data are kept; it does not wait for the disk."""
+        return self.send(
             topic,
             queue_id,
             msg.body,
-            properties=encode_properties(properties),
+            msg.properties_string,
+            edits,
             flag=msg.flag,
             sys_flag=msg.sys_flag if sys_flag is None else sys_flag,
             born_timestamp=msg.born_timestamp,
             born_host=msg.born_host,
             reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
             prepared_transaction_offset=prepared_transaction_offset,
-            wait=False,
         )
 
     def deliver_due_delayed(

@@ -15,7 +15,6 @@ from ferromq.broker import load_broker_config
 from ferromq.broker.broker import server_limits
 from ferromq.broker.config import ConfigError
 from ferromq.broker.processors.admin import offset_table_json
-from ferromq.broker.processors.send import decode_batch
 from ferromq.errors import BrokerError, MissingHeaderFieldError
 from ferromq.jsonutil import loads_lenient
 from ferromq.namesrv.server import _decode_register_body
@@ -112,19 +111,6 @@ def test_negative_offsets_are_refused_where_java_refuses_them() -> None:
     assert ext_offset(cmd, "queueId") == 3
     assert ext_int(cmd, "queueOffset") == -1
     assert ext_int(RemotingCommand(code=11, ext={"o": str(2**63 - 1)}), "o") == 2**63 - 1
-
-
-def _batch_record(body: bytes, props: bytes, props_len: int) -> bytes:
-    total = 20 + len(body) + 2 + len(props)
-    return struct.pack(">iiiii", total, 0, 0, 0, len(body)) + body + struct.pack(">h", props_len) + props
-
-
-def test_batch_record_with_negative_properties_length_is_refused() -> None:
-    good = _batch_record(b"hello", b"A\x01b", 3)
-    assert decode_batch(good) == [(0, b"hello", "A\x01b")]
-    with pytest.raises(BrokerError, match="negative properties length -3") as e:
-        decode_batch(good + _batch_record(b"x", b"A\x01b", -3))
-    assert e.value.code == ResponseCode.MESSAGE_ILLEGAL
 
 
 def test_all_consumer_offsets_body_is_javas() -> None:

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferromq_store::message::{self, iter_records, MessageMeta};
+use ferromq_store::send::{Edit, Rewrite};
 use ferromq_store::{
     hash, BatchItem, FlushDiskType, GetResult as CoreGetResult, MessageStore,
     PutBatchResult as CoreBatch, StoreConfig, StoreError,
@@ -30,6 +31,7 @@ fn error_class_name(e: &StoreError) -> &'static str {
         StoreError::Io { .. } => "StoreIOError",
         StoreError::MessageTooLarge { .. } => "MessageTooLargeError",
         StoreError::PropertiesTooLarge(_) => "PropertiesTooLargeError",
+        StoreError::MessageIllegal(_) => "MessageIllegalError",
         StoreError::InvalidTopic { .. } => "InvalidTopicError",
         StoreError::InvalidArgument(_) => "InvalidArgumentError",
         StoreError::Corrupt { .. } => "CorruptStoreError",
@@ -92,6 +94,81 @@ pub struct PutResult {
     end_offset: u64,
     /// False when SYNC_FLUSH waited `sync_flush_timeout_ms` without the bytes reaching disk.
     flush_ok: bool,
+    /// False when the stored WAIT property is "false": the producer does not wait for the disk.
+    wait: bool,
+    /// Tags code of the stored TAGS.
+    tags_code: i64,
+}
+
+impl PutResult {
+    fn new(r: ferromq_store::PutResult, flush_ok: bool) -> Self {
+        PutResult {
+            end_offset: r.end_offset(),
+            msg_id: r.msg_id(),
+            topic: r.topic,
+            queue_id: r.queue_id,
+            queue_offset: r.queue_offset,
+            physical_offset: r.physical_offset,
+            wrote_bytes: r.wrote_bytes,
+            store_timestamp: r.store_timestamp,
+            flush_ok,
+            wait: r.wait,
+            tags_code: r.tags_code,
+        }
+    }
+}
+
+/// What the send pipeline does to a message's properties: `edits`, each `(op, name, value)`
+/// with op `set`, `default` (set if absent) or `remove` (value ignored), applied in order;
+/// `drop_wait` drops WAIT (unless the message is delayed); `schedule` sends a delayed message
+/// to the schedule topic. Built once and reused where the edits do not change.
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct PropertyEdits {
+    edits: Vec<Edit>,
+    drop_wait: bool,
+    schedule: bool,
+}
+
+impl PropertyEdits {
+    fn rewrite(&self) -> Rewrite<'_> {
+        Rewrite {
+            edits: &self.edits,
+            drop_wait: self.drop_wait,
+            schedule: self.schedule,
+        }
+    }
+}
+
+#[pymethods]
+impl PropertyEdits {
+    #[new]
+    #[pyo3(signature = (edits=Vec::new(), *, drop_wait=false, schedule=true))]
+    fn new(
+        py: Python<'_>,
+        edits: Vec<(String, String, String)>,
+        drop_wait: bool,
+        schedule: bool,
+    ) -> PyResult<Self> {
+        let edits = edits
+            .iter()
+            .map(|(op, name, value)| Edit::new(op, name, value))
+            .collect::<Result<_, _>>()
+            .py_err(py)?;
+        Ok(PropertyEdits {
+            edits,
+            drop_wait,
+            schedule,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "PropertyEdits({:?}, drop_wait={}, schedule={})",
+            self.edits,
+            if self.drop_wait { "True" } else { "False" },
+            if self.schedule { "True" } else { "False" }
+        )
+    }
 }
 
 #[pymethods]
@@ -157,6 +234,11 @@ impl PutBatchResult {
     #[getter]
     fn flush_ok(&self) -> bool {
         self.flush_ok
+    }
+    /// False when the batch's WAIT property is "false".
+    #[getter]
+    fn wait(&self) -> bool {
+        self.inner.wait
     }
     fn __len__(&self) -> usize {
         self.inner.physical_offsets.len()
@@ -393,44 +475,31 @@ impl Store {
                 Ok((r, ok))
             })
             .py_err(py)?;
-        Ok(PutResult {
-            end_offset: r.end_offset(),
-            msg_id: r.msg_id(),
-            topic: r.topic,
-            queue_id: r.queue_id,
-            queue_offset: r.queue_offset,
-            physical_offset: r.physical_offset,
-            wrote_bytes: r.wrote_bytes,
-            store_timestamp: r.store_timestamp,
-            flush_ok,
-        })
+        Ok(PutResult::new(r, flush_ok))
     }
 
-    /// The broker's plain send in one call: rewrites the producer's `properties` (drops WAIT,
-    /// sets CLUSTER; see `ferromq_store::send`) and appends without waiting for the disk.
-    /// Returns (result, wait, tags code), where `wait` says whether the producer waits for the
-    /// disk, or None (nothing stored) when the properties need the general path.
+    /// The send pipeline in one call: applies `edits` to the raw `properties` (see
+    /// `ferromq_store::send`), appends and dispatches, without waiting for the disk. The result's
+    /// `wait` says whether the producer waits for the disk.
     #[pyo3(signature = (
-        topic, queue_id, body, properties, cluster, *, flag=0, sys_flag=0, born_timestamp=0,
-        born_host="127.0.0.1:0", reconsume_times=0
+        topic, queue_id, body, properties, edits, *, flag=0, sys_flag=0, born_timestamp=0,
+        born_host="127.0.0.1:0", reconsume_times=0, prepared_transaction_offset=0
     ))]
-    fn put_send(
+    fn send(
         &self,
         py: Python<'_>,
         topic: &str,
         queue_id: i32,
         body: &[u8],
         properties: &str,
-        cluster: &str,
+        edits: &PropertyEdits,
         flag: i32,
         sys_flag: i32,
         born_timestamp: i64,
         born_host: &str,
         reconsume_times: i32,
-    ) -> PyResult<Option<(PutResult, bool, i64)>> {
-        let Ok(props) = ferromq_store::send::rewrite_send_properties(properties, cluster) else {
-            return Ok(None);
-        };
+        prepared_transaction_offset: i64,
+    ) -> PyResult<PutResult> {
         let meta = Self::meta(
             topic,
             queue_id,
@@ -439,23 +508,53 @@ impl Store {
             born_timestamp,
             born_host,
             reconsume_times,
-            0,
+            prepared_transaction_offset,
         )?;
         let r = py
-            .detach(|| self.store.put_message(&meta, body, &props.properties))
+            .detach(|| self.store.send(&meta, body, properties, &edits.rewrite()))
             .py_err(py)?;
-        let result = PutResult {
-            end_offset: r.end_offset(),
-            msg_id: r.msg_id(),
-            topic: r.topic,
-            queue_id: r.queue_id,
-            queue_offset: r.queue_offset,
-            physical_offset: r.physical_offset,
-            wrote_bytes: r.wrote_bytes,
-            store_timestamp: r.store_timestamp,
+        Ok(PutResult::new(r, true))
+    }
+
+    /// A client-encoded batch body (facts sheet §4.3) through the send pipeline: `edits` apply
+    /// to the batch's own `properties`, which are joined to each message's.
+    #[pyo3(signature = (
+        topic, queue_id, body, properties, edits, *, sys_flag=0, born_timestamp=0,
+        born_host="127.0.0.1:0"
+    ))]
+    fn send_batch(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        body: &[u8],
+        properties: &str,
+        edits: &PropertyEdits,
+        sys_flag: i32,
+        born_timestamp: i64,
+        born_host: &str,
+    ) -> PyResult<PutBatchResult> {
+        let meta = Self::meta(
+            topic,
+            queue_id,
+            0,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            0,
+            0,
+        )?;
+        let inner = py
+            .detach(|| {
+                let items = ferromq_store::send::decode_batch(body)?;
+                self.store
+                    .send_batch(&meta, &items, properties, &edits.rewrite())
+            })
+            .py_err(py)?;
+        Ok(PutBatchResult {
+            inner,
             flush_ok: true,
-        };
-        Ok(Some((result, props.wait, props.tags_code)))
+        })
     }
 
     /// Appends messages of one topic and queue as one unit. `properties` is one string for
@@ -951,6 +1050,12 @@ fn tags_code(tags: Option<&str>) -> i64 {
     hash::tags_code(tags)
 }
 
+/// The value of property `name` in a properties string as Java's decoder reads it, or None.
+#[pyfunction]
+fn get_property<'a>(properties: &'a str, name: &str) -> Option<&'a str> {
+    message::get_property(properties, name)
+}
+
 /// offsetMsgId of a store host (`ip:port`) and CommitLog offset.
 #[pyfunction]
 fn offset_msg_id(store_host: &str, physical_offset: i64) -> PyResult<String> {
@@ -1037,12 +1142,14 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Store>()?;
     m.add_class::<PutResult>()?;
     m.add_class::<PutBatchResult>()?;
+    m.add_class::<PropertyEdits>()?;
     m.add_class::<GetResult>()?;
     m.add_class::<ha::HaMaster>()?;
     m.add_class::<ha::HaSlave>()?;
     m.add_function(wrap_pyfunction!(ha::truncate_commitlog, m)?)?;
     m.add_function(wrap_pyfunction!(java_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
+    m.add_function(wrap_pyfunction!(get_property, m)?)?;
     m.add_function(wrap_pyfunction!(offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(decode_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;

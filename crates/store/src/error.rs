@@ -17,6 +17,10 @@ pub enum StoreError {
     #[error("properties of {0} bytes exceed the 32767-byte limit")]
     PropertiesTooLarge(usize),
 
+    /// A message that cannot be stored as sent (RocketMQ: MESSAGE_ILLEGAL), e.g. a malformed batch.
+    #[error("{0}")]
+    MessageIllegal(String),
+
     #[error("invalid topic {topic:?}: {reason}")]
     InvalidTopic { topic: String, reason: &'static str },
 

@@ -418,9 +418,10 @@ impl<'a> RecordView<'a> {
 }
 
 /// Finds one property in a `name\x01value\x02...` string without allocating.
-/// Follows Java's decoder: entries with an empty name or value do not count.
+/// Follows Java's decoder: entries with an empty name or value do not count, and of a repeated
+/// name the last value counts.
 pub fn get_property<'a>(props: &'a str, name: &str) -> Option<&'a str> {
-    props.split(PROPERTY_SEPARATOR).find_map(|entry| {
+    props.rsplit(PROPERTY_SEPARATOR).find_map(|entry| {
         let (k, v) = entry.split_once(NAME_VALUE_SEPARATOR)?;
         (k == name && !v.is_empty()).then_some(v)
     })
@@ -452,7 +453,8 @@ impl<'a> DispatchProperties<'a> {
                 property::DELAY => &mut out.delay,
                 _ => continue,
             };
-            slot.get_or_insert(v);
+            // The last value of a repeated name counts, as in Java's map.
+            *slot = Some(v);
         }
         out
     }
@@ -475,20 +477,37 @@ pub fn index_tokens<'a>(
         .filter(|k| !k.is_empty())
 }
 
-/// All properties in order, as Java's decoder keeps them.
+/// The properties as Java's decoder reads them into its map: entries without a name or a value
+/// are dropped, and a repeated name keeps its first position and takes its last value.
 pub fn parse_properties(props: &str) -> Vec<(&str, &str)> {
-    props
-        .split(PROPERTY_SEPARATOR)
-        .filter_map(|entry| {
-            let (k, v) = entry.split_once(NAME_VALUE_SEPARATOR)?;
-            (!k.is_empty() && !v.is_empty()).then_some((k, v))
-        })
-        .collect()
+    let mut entries: Vec<(&str, &str)> = Vec::with_capacity(8);
+    for entry in props.split(PROPERTY_SEPARATOR) {
+        let Some((k, v)) = entry.split_once(NAME_VALUE_SEPARATOR) else {
+            continue;
+        };
+        if k.is_empty() || v.is_empty() {
+            continue;
+        }
+        match entries.iter_mut().find(|(n, _)| *n == k) {
+            Some(e) => e.1 = v,
+            None => entries.push((k, v)),
+        }
+    }
+    entries
 }
 
 /// Serializes properties the way Java does (no trailing separator).
 pub fn encode_properties<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut out = String::new();
+    append_properties(&mut out, pairs);
+    out
+}
+
+/// Appends entries to a serialized properties string.
+pub fn append_properties<'a>(
+    out: &mut String,
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) {
     for (k, v) in pairs {
         if !out.is_empty() {
             out.push(PROPERTY_SEPARATOR);
@@ -497,7 +516,6 @@ pub fn encode_properties<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>
         out.push(NAME_VALUE_SEPARATOR);
         out.push_str(v);
     }
-    out
 }
 
 /// offsetMsgId: store host address and port (int) and physical offset, in upper-case hex.
@@ -658,8 +676,8 @@ mod tests {
 
     #[test]
     fn properties_follow_java_rules() {
-        let p = "A\u{1}1\u{2}\u{1}x\u{2}B\u{1}\u{2}C\u{1}3\u{2}";
-        assert_eq!(parse_properties(p), vec![("A", "1"), ("C", "3")]);
+        let p = "A\u{1}1\u{2}\u{1}x\u{2}B\u{1}\u{2}C\u{1}3\u{2}A\u{1}4";
+        assert_eq!(parse_properties(p), vec![("A", "4"), ("C", "3")]);
         assert_eq!(get_property(p, "B"), None);
         assert_eq!(get_property(p, "C"), Some("3"));
         assert_eq!(

@@ -1,168 +1,407 @@
-//! The broker's per-send rewrite of a producer's properties string, done in one pass.
+//! The send pipeline: how a message's raw properties string becomes the stored one.
 //!
-//! A producer sends properties as `name\x01value` entries joined by `\x02`. Before storing a
-//! plain message the broker reads them the way Java's decoder does (entries without a name or a
-//! value are dropped, a repeated name keeps its first position and its last value), takes `WAIT`
-//! out (it only says whether the producer waits for the disk; a delayed message keeps it, as in
-//! Apache RocketMQ 4.9.7), sets `CLUSTER`, and joins them
-//! again without a trailing separator. The result is byte for byte what the Python path
-//! (`decode_properties` + `encode_properties`) produces.
+//! Every kind of put goes through [`rewrite`] once: a producer's send, a batch's shared
+//! properties, a retry or dead letter, a transaction half message and its committed copy, a
+//! delayed message and its delivery. The broker decides the target topic and queue and a short
+//! list of [`Edit`]s; this module applies them to the properties as Java's decoder reads them,
+//! then the two rules Apache RocketMQ 4.9.7's store adds on its own:
+//!
+//! * `WAIT` (the producer's wish to wait for the disk) is dropped from a plain send's stored
+//!   properties ([`Rewrite::drop_wait`]), but stays where 4.9.7 re-encodes the properties from its
+//!   map, as it does for a delayed message;
+//! * a message with `DELAY` > 0 (not a prepared or rolled-back transaction) goes to
+//!   `SCHEDULE_TOPIC_XXXX`, queue `level - 1` (the level clamped to the highest), with `DELAY`,
+//!   `REAL_TOPIC` and `REAL_QID` set last ([`Rewrite::schedule`]).
+//!
+//! Re-encoding follows Java's map: entries without a name or a value are dropped, a repeated name
+//! keeps its first position and its last value, a name an edit adds goes last, and there is no
+//! trailing separator. A put with nothing to change stores the string as it came.
 
-use crate::hash;
+use std::borrow::Cow;
 
-const NAME_VALUE: char = '\u{1}';
-const SEPARATOR: char = '\u{2}';
+use crate::error::{Result, StoreError};
+use crate::message::{
+    self, parse_properties, property, sysflag, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
+};
+use crate::store::BatchItem;
 
-/// A rewritten properties string and what the send needs from it.
+/// Where delayed messages wait for their time.
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+const WAIT: &str = "WAIT";
+
+/// One change the broker makes to a message's properties.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SendProperties {
-    /// The properties to store.
-    pub properties: String,
-    /// False when the producer sent `WAIT=false` (any case): do not wait for the disk.
+pub enum Edit {
+    /// Sets a property: in its place when present, else last.
+    Set(String, String),
+    /// Sets a property that is absent (last); keeps one that is present.
+    Default(String, String),
+    /// Removes a property.
+    Remove(String),
+}
+
+impl Edit {
+    /// An edit from its name: `set`, `default` or `remove` (whose value is ignored). Names and
+    /// values are non-empty and hold no separator, or the stored string would not decode back.
+    pub fn new(op: &str, name: &str, value: &str) -> Result<Edit> {
+        let bad = |why: &str| {
+            Err(StoreError::InvalidArgument(format!(
+                "property edit {op} {name:?}={value:?}: {why}"
+            )))
+        };
+        let has_separator = |s: &str| s.contains([NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR]);
+        if name.is_empty() || has_separator(name) {
+            return bad("a name must be non-empty and hold no separator");
+        }
+        if op != "remove" && (value.is_empty() || has_separator(value)) {
+            return bad("a value must be non-empty and hold no separator");
+        }
+        match op {
+            "set" => Ok(Edit::Set(name.into(), value.into())),
+            "default" => Ok(Edit::Default(name.into(), value.into())),
+            "remove" => Ok(Edit::Remove(name.into())),
+            _ => bad("the operation is not set, default or remove"),
+        }
+    }
+}
+
+/// What a put does to the properties it is given.
+#[derive(Debug, Clone, Copy)]
+pub struct Rewrite<'a> {
+    /// Applied in order.
+    pub edits: &'a [Edit],
+    /// Drop `WAIT`, unless the message goes to the schedule topic.
+    pub drop_wait: bool,
+    /// Send a delayed message to the schedule topic (false when delivering one from there).
+    pub schedule: bool,
+}
+
+impl Rewrite<'static> {
+    /// The store's own rule only: a delayed message goes to the schedule topic.
+    pub const STORE: Rewrite<'static> = Rewrite {
+        edits: &[],
+        drop_wait: false,
+        schedule: true,
+    };
+    /// Nothing changes: the properties are stored as given.
+    pub const VERBATIM: Rewrite<'static> = Rewrite {
+        edits: &[],
+        drop_wait: false,
+        schedule: false,
+    };
+}
+
+/// The properties to store and what the put needs to know about them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewritten<'a> {
+    pub properties: Cow<'a, str>,
+    /// False when `WAIT` is `false` (any case): the producer does not wait for the disk.
     pub wait: bool,
-    /// ConsumeQueue tags code of the `TAGS` value (0 without tags).
-    pub tags_code: i64,
+    /// The (clamped) delay level when the message goes to the schedule topic's queue `level - 1`.
+    pub schedule_level: Option<i32>,
 }
 
-/// Why a send's properties cannot take the plain path (the caller's general path decides).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unusual {
-    /// `TRAN_MSG` is set: a transaction half message.
-    Transaction,
-    /// A value holds a `\x01` (the general path refuses such properties).
-    Separator,
-}
-
-/// Rewrites `raw` for storing a plain message of a broker in `cluster`.
-pub fn rewrite_send_properties(raw: &str, cluster: &str) -> Result<SendProperties, Unusual> {
-    if cluster.contains([NAME_VALUE, SEPARATOR]) {
-        return Err(Unusual::Separator);
-    }
-    // Entries in first-seen order; a repeated name overwrites the value in place.
-    let mut entries: Vec<(&str, &str)> = Vec::with_capacity(8);
-    for entry in raw.split(SEPARATOR) {
-        let Some((name, value)) = entry.split_once(NAME_VALUE) else {
-            continue;
-        };
-        if name.is_empty() || value.is_empty() {
-            continue;
-        }
-        match entries.iter_mut().find(|(n, _)| *n == name) {
-            Some(e) => e.1 = value,
-            None => entries.push((name, value)),
-        }
-    }
-    // Apache RocketMQ 4.9.7 re-encodes a delayed message's properties with WAIT still in them.
-    let delayed = entries
-        .iter()
-        .any(|(n, v)| *n == "DELAY" && v.trim().parse::<i32>().is_ok_and(|l| l > 0));
-    let mut wait = true;
-    let mut tags = None;
-    let mut out = String::with_capacity(raw.len() + 16 + cluster.len());
-    let mut cluster_seen = false;
-    for &(name, value) in &entries {
-        let value = match name {
-            "WAIT" => {
-                wait = !value.eq_ignore_ascii_case("false");
-                if !delayed {
-                    continue;
+/// Applies `rw` to `raw`, the properties of a message for `topic` and `queue_id` with
+/// `sys_flag`, on a store with `max_level` delay levels.
+pub fn rewrite<'a>(
+    raw: &'a str,
+    rw: &Rewrite<'a>,
+    topic: &str,
+    queue_id: i32,
+    sys_flag: i32,
+    max_level: usize,
+) -> Rewritten<'a> {
+    let mut entries = parse_properties(raw);
+    for edit in rw.edits {
+        match edit {
+            Edit::Set(name, value) => match entries.iter_mut().find(|(n, _)| n == name) {
+                Some(e) => e.1 = value,
+                None => entries.push((name, value)),
+            },
+            Edit::Default(name, value) => {
+                if !entries.iter().any(|(n, _)| n == name) {
+                    entries.push((name, value));
                 }
-                value
             }
-            "TRAN_MSG" if value.eq_ignore_ascii_case("true") => return Err(Unusual::Transaction),
-            "CLUSTER" => {
-                cluster_seen = true;
-                cluster
-            }
-            "TAGS" => {
-                tags = Some(value);
-                value
-            }
-            _ => value,
-        };
-        if value.contains(NAME_VALUE) {
-            return Err(Unusual::Separator);
+            Edit::Remove(name) => entries.retain(|(n, _)| n != name),
         }
-        push_entry(&mut out, name, value);
     }
-    if !cluster_seen {
-        push_entry(&mut out, "CLUSTER", cluster);
+    let find = |name: &str| entries.iter().find(|(n, _)| *n == name).map(|e| e.1);
+    let wait = find(WAIT).is_none_or(|v| !v.eq_ignore_ascii_case("false"));
+    let tx = sysflag::transaction_value(sys_flag);
+    let schedule_level = find(property::DELAY)
+        .filter(|_| {
+            rw.schedule
+                && max_level > 0
+                && (tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE)
+        })
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|level| *level > 0)
+        .map(|level| level.min(max_level as i32));
+    if rw.edits.is_empty() && !rw.drop_wait && schedule_level.is_none() {
+        return Rewritten {
+            properties: Cow::Borrowed(raw),
+            wait,
+            schedule_level,
+        };
     }
-    Ok(SendProperties {
-        properties: out,
+    let scheduled = schedule_level.is_some();
+    // A scheduled message gets these three anew (last); a plain one may lose WAIT.
+    let dropped = |name: &str| {
+        if scheduled {
+            [property::DELAY, property::REAL_TOPIC, property::REAL_QID].contains(&name)
+        } else {
+            rw.drop_wait && name == WAIT
+        }
+    };
+    let kept = entries.iter().filter(|(n, _)| !dropped(n));
+    let level_str;
+    let qid_str;
+    let mut properties = message::encode_properties(kept.copied());
+    if let Some(level) = schedule_level {
+        level_str = level.to_string();
+        qid_str = queue_id.to_string();
+        let moved = [
+            (property::DELAY, level_str.as_str()),
+            (property::REAL_TOPIC, topic),
+            (property::REAL_QID, qid_str.as_str()),
+        ];
+        message::append_properties(&mut properties, moved);
+    }
+    Rewritten {
+        properties: Cow::Owned(properties),
         wait,
-        tags_code: hash::tags_code(tags),
-    })
+        schedule_level,
+    }
 }
 
-fn push_entry(out: &mut String, name: &str, value: &str) {
-    if !out.is_empty() {
-        out.push(SEPARATOR);
+/// A batch message's stored properties: its own, then the batch's (after a separator unless
+/// its own are empty or already end with one), as Java's batch encoder joins them.
+pub fn join_batch_properties<'a>(inner: &'a str, outer: &str) -> Cow<'a, str> {
+    if outer.is_empty() {
+        Cow::Borrowed(inner)
+    } else if inner.is_empty() || inner.ends_with(PROPERTY_SEPARATOR) {
+        Cow::Owned(format!("{inner}{outer}"))
+    } else {
+        Cow::Owned(format!("{inner}{PROPERTY_SEPARATOR}{outer}"))
     }
-    out.push_str(name);
-    out.push(NAME_VALUE);
-    out.push_str(value);
+}
+
+/// The messages of a client-encoded batch body (facts sheet §4.3): per message TOTALSIZE,
+/// MAGIC and CRC (ignored), FLAG, body length and body, properties length and properties.
+pub fn decode_batch(body: &[u8]) -> Result<Vec<BatchItem<'_>>> {
+    let illegal = |at: usize, why: &str| {
+        StoreError::MessageIllegal(format!("malformed batch message at byte {at}: {why}"))
+    };
+    let int = |at: usize| i32::from_be_bytes(body[at..at + 4].try_into().unwrap());
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < body.len() {
+        if body.len() - at < 22 {
+            return Err(illegal(at, "truncated header"));
+        }
+        let total = int(at);
+        let (flag, body_len) = (int(at + 12), int(at + 16));
+        let start = at + 20;
+        if total < 22
+            || body_len < 0
+            || at + total as usize > body.len()
+            || start + body_len as usize + 2 > at + total as usize
+        {
+            return Err(illegal(at, "lengths do not add up"));
+        }
+        let end = at + total as usize;
+        let props_at = start + body_len as usize;
+        let props_len = i16::from_be_bytes([body[props_at], body[props_at + 1]]);
+        if props_len < 0 || props_at + 2 + props_len as usize > end {
+            return Err(illegal(at, &format!("properties length {props_len}")));
+        }
+        let properties =
+            std::str::from_utf8(&body[props_at + 2..props_at + 2 + props_len as usize])
+                .map_err(|_| illegal(at, "properties are not UTF-8"))?;
+        out.push(BatchItem {
+            flag,
+            body: &body[start..props_at],
+            properties,
+        });
+        at = end;
+    }
+    if out.is_empty() {
+        return Err(StoreError::MessageIllegal("empty batch".into()));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn send<'a>(edits: &'a [Edit]) -> Rewrite<'a> {
+        Rewrite {
+            edits,
+            drop_wait: true,
+            schedule: true,
+        }
+    }
+
+    fn cluster(c: &str) -> Vec<Edit> {
+        vec![Edit::new("set", "CLUSTER", c).unwrap()]
+    }
+
+    fn props(raw: &str, rw: &Rewrite) -> String {
+        rewrite(raw, rw, "T", 3, 0, 18).properties.into_owned()
+    }
+
     #[test]
-    fn drops_wait_and_appends_cluster() {
-        let r = rewrite_send_properties(
+    fn a_plain_send_drops_wait_and_gains_cluster() {
+        let edits = cluster("DefaultCluster");
+        let r = rewrite(
             "KEYS\u{1}k1 k2\u{2}TAGS\u{1}TagA\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}AB\u{2}",
-            "DefaultCluster",
-        )
-        .unwrap();
+            &send(&edits),
+            "T",
+            0,
+            0,
+            18,
+        );
         assert_eq!(
             r.properties,
             "KEYS\u{1}k1 k2\u{2}TAGS\u{1}TagA\u{2}UNIQ_KEY\u{1}AB\u{2}CLUSTER\u{1}DefaultCluster"
         );
         assert!(r.wait);
-        assert_eq!(r.tags_code, hash::tags_code(Some("TagA")));
+        assert_eq!(r.schedule_level, None);
+        let r = rewrite("WAIT\u{1}FALSE", &send(&edits), "T", 0, 0, 18);
+        assert!(!r.wait);
+        assert_eq!(r.properties, "CLUSTER\u{1}DefaultCluster");
     }
 
     #[test]
-    fn delayed_messages_keep_wait() {
-        let r = rewrite_send_properties("DELAY\u{1}3\u{2}WAIT\u{1}true", "C").unwrap();
+    fn a_delayed_send_keeps_wait_and_goes_to_the_schedule_topic() {
+        let edits = cluster("C");
+        let r = rewrite(
+            "DELAY\u{1}3\u{2}WAIT\u{1}true\u{2}REAL_QID\u{1}9",
+            &send(&edits),
+            "T",
+            3,
+            0,
+            18,
+        );
         assert_eq!(
             r.properties,
-            "DELAY\u{1}3\u{2}WAIT\u{1}true\u{2}CLUSTER\u{1}C"
+            "WAIT\u{1}true\u{2}CLUSTER\u{1}C\u{2}DELAY\u{1}3\u{2}REAL_TOPIC\u{1}T\u{2}REAL_QID\u{1}3"
         );
-        assert!(r.wait);
-        let r = rewrite_send_properties("DELAY\u{1}0\u{2}WAIT\u{1}true", "C").unwrap();
-        assert_eq!(r.properties, "DELAY\u{1}0\u{2}CLUSTER\u{1}C");
-    }
-
-    #[test]
-    fn wait_false_in_any_case() {
-        let r = rewrite_send_properties("WAIT\u{1}FALSE", "C").unwrap();
-        assert!(!r.wait);
-        assert_eq!(r.properties, "CLUSTER\u{1}C");
-        assert_eq!(r.tags_code, 0);
+        assert_eq!(r.schedule_level, Some(3));
+        assert_eq!(
+            rewrite("DELAY\u{1}99", &Rewrite::STORE, "T", 0, 0, 18).schedule_level,
+            Some(18)
+        );
+        assert_eq!(
+            props("DELAY\u{1}0\u{2}WAIT\u{1}true", &send(&edits)),
+            "DELAY\u{1}0\u{2}CLUSTER\u{1}C"
+        );
+        // Prepared and rolled-back transactions are not scheduled; a delivery is not again.
+        let prepared = rewrite("DELAY\u{1}2", &Rewrite::STORE, "T", 0, 0x4, 18);
+        assert_eq!(prepared.schedule_level, None);
+        assert_eq!(prepared.properties, "DELAY\u{1}2");
+        let delivered = rewrite("DELAY\u{1}2", &Rewrite::VERBATIM, "T", 0, 0, 18);
+        assert_eq!(delivered.schedule_level, None);
     }
 
     #[test]
     fn repeated_names_keep_first_position_and_last_value() {
-        let r = rewrite_send_properties(
-            "A\u{1}1\u{2}CLUSTER\u{1}x\u{2}B\u{1}2\u{2}A\u{1}3\u{2}\u{1}v\u{2}n\u{1}\u{2}junk",
-            "C",
-        )
-        .unwrap();
-        assert_eq!(r.properties, "A\u{1}3\u{2}CLUSTER\u{1}C\u{2}B\u{1}2");
+        let edits = cluster("C");
+        assert_eq!(
+            props(
+                "A\u{1}1\u{2}CLUSTER\u{1}x\u{2}B\u{1}2\u{2}A\u{1}3\u{2}\u{1}v\u{2}n\u{1}\u{2}junk",
+                &send(&edits)
+            ),
+            "A\u{1}3\u{2}CLUSTER\u{1}C\u{2}B\u{1}2"
+        );
     }
 
     #[test]
-    fn unusual_properties_take_the_general_path() {
+    fn edits_apply_in_order() {
+        let edits = vec![
+            Edit::new("default", "PGROUP", "G").unwrap(),
+            Edit::new("default", "A", "new").unwrap(),
+            Edit::new("remove", "B", "").unwrap(),
+            Edit::new("set", "A", "last").unwrap(),
+        ];
+        let rw = Rewrite {
+            edits: &edits,
+            drop_wait: false,
+            schedule: false,
+        };
         assert_eq!(
-            rewrite_send_properties("TRAN_MSG\u{1}True", "C"),
-            Err(Unusual::Transaction)
+            props("A\u{1}1\u{2}B\u{1}2\u{2}WAIT\u{1}false", &rw),
+            "A\u{1}last\u{2}WAIT\u{1}false\u{2}PGROUP\u{1}G"
+        );
+    }
+
+    #[test]
+    fn nothing_to_change_keeps_the_string() {
+        let raw = "A\u{1}1\u{2}\u{2}B\u{1}x\u{1}y\u{2}";
+        let r = rewrite(raw, &Rewrite::STORE, "T", 0, 0, 18);
+        assert!(matches!(r.properties, Cow::Borrowed(s) if s == raw));
+        // A value holding a name-value separator is kept whole, as Java reads it.
+        assert_eq!(props(raw, &send(&[])), "A\u{1}1\u{2}B\u{1}x\u{1}y");
+    }
+
+    #[test]
+    fn bad_edits_are_refused() {
+        assert!(Edit::new("set", "", "v").is_err());
+        assert!(Edit::new("set", "A", "").is_err());
+        assert!(Edit::new("set", "A", "x\u{2}y").is_err());
+        assert!(Edit::new("default", "A\u{1}", "v").is_err());
+        assert!(Edit::new("rename", "A", "v").is_err());
+        assert_eq!(
+            Edit::new("remove", "A", "").unwrap(),
+            Edit::Remove("A".into())
+        );
+    }
+
+    #[test]
+    fn batch_properties_join() {
+        assert_eq!(
+            join_batch_properties("A\u{1}1", "C\u{1}x"),
+            "A\u{1}1\u{2}C\u{1}x"
         );
         assert_eq!(
-            rewrite_send_properties("K\u{1}a\u{1}b", "C"),
-            Err(Unusual::Separator)
+            join_batch_properties("A\u{1}1\u{2}", "C\u{1}x"),
+            "A\u{1}1\u{2}C\u{1}x"
         );
-        assert!(rewrite_send_properties("TRAN_MSG\u{1}false", "C").is_ok());
+        assert_eq!(join_batch_properties("", "C\u{1}x"), "C\u{1}x");
+        assert_eq!(join_batch_properties("A\u{1}1", ""), "A\u{1}1");
+    }
+
+    fn batch_record(body: &[u8], props: &[u8], props_len: i16) -> Vec<u8> {
+        let total = 20 + body.len() + 2 + props.len();
+        let mut out = Vec::new();
+        out.extend((total as i32).to_be_bytes());
+        out.extend([0u8; 8]);
+        out.extend(7i32.to_be_bytes());
+        out.extend((body.len() as i32).to_be_bytes());
+        out.extend(body);
+        out.extend(props_len.to_be_bytes());
+        out.extend(props);
+        out
+    }
+
+    #[test]
+    fn batch_bodies_decode_or_are_refused() {
+        let mut two = batch_record(b"hello", b"A\x01b", 3);
+        two.extend(batch_record(b"", b"", 0));
+        let items = decode_batch(&two).unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            (items[0].flag, items[0].body, items[0].properties),
+            (7, &b"hello"[..], "A\u{1}b")
+        );
+        assert_eq!(items[1].body, b"");
+        let illegal = |b: &[u8]| matches!(decode_batch(b), Err(StoreError::MessageIllegal(_)));
+        assert!(illegal(b""));
+        assert!(illegal(&batch_record(b"x", b"A\x01b", -3)));
+        assert!(illegal(&batch_record(b"x", b"A\x01b", 9)));
+        assert!(illegal(&batch_record(b"x", b"\xff\xfe", 2)));
+        assert!(illegal(&two[..two.len() - 1]));
     }
 }

@@ -49,14 +49,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ferromq import _store
 from ferromq.broker.clients import ClientManager
 from ferromq.broker.config import BrokerConfig
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.service import TaskService
 from ferromq.broker.topics import TopicConfigManager
 from ferromq.errors import BrokerError, StoreClosedError, StoreError
-from ferromq.message import StoredMessage, encode_properties
+from ferromq.message import StoredMessage
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.constants import (
@@ -66,7 +65,9 @@ from ferromq.protocol.constants import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
+    PROPERTY_WAIT,
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
@@ -77,7 +78,7 @@ from ferromq.protocol.constants import (
 )
 from ferromq.protocol.headers import CheckTransactionStateRequestHeader
 from ferromq.remoting.connection import Connection
-from ferromq.store import MessageStore, PutResult
+from ferromq.store import KEEP_PROPERTIES, MessageStore, PropertyEdits, PutResult
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,11 @@ def encode_check_body(record: bytes, topic: str, queue_id: int) -> bytes:
     struct.pack_into(">i", head, 0, total)
     struct.pack_into(">i", head, 12, queue_id)
     return bytes(head) + bytes([len(new_topic)]) + new_topic + rest
+
+
+def _origin_edits(m: StoredMessage, changes: tuple[tuple[str, str, str], ...] = ()) -> PropertyEdits:
+    """A re-appended half message's edits: `changes`, and its origin recorded if not yet."""
+    return PropertyEdits([*changes, ("default", PROPERTY_PREPARED_QUEUE_OFFSET, str(m.queue_offset))])
 
 
 class _UniqIds:
@@ -324,17 +330,16 @@ class TransactionalMessageService(TaskService):
             # Properties as Java stores them: REAL_TOPIC, REAL_QID and TRAN_MSG stay (it builds the
             # properties string before removing them).
             sys_flag = (half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
-            result = self._store.put_copy(
+            result = self._store.send_copy(
                 half,
                 topic,
                 int(qid),
-                props,
+                KEEP_PROPERTIES,
                 sys_flag=sys_flag,
                 prepared_transaction_offset=half.physical_offset,
             )
             if self._arrived is not None:
-                tags_code = _store.tags_code(props.get("TAGS"))
-                self._arrived(result.topic, result.queue_id, result.queue_offset + 1, tags_code)
+                self._arrived(result.topic, result.queue_id, result.queue_offset + 1, result.tags_code)
         else:
             logger.info(
                 "transaction %s (half offset %d, origin %d) already %s: commit not written again",
@@ -387,15 +392,21 @@ class TransactionalMessageService(TaskService):
 
     def _put_op(self, half_offset: int) -> PutResult:
         self._topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
-        props = {"TAGS": REMOVE_TAG, "WAIT": "false", PROPERTY_UNIQ_KEY: self._ids.next()}
-        return self._store.put(
+        edits = PropertyEdits(
+            [
+                ("set", PROPERTY_TAGS, REMOVE_TAG),
+                ("set", PROPERTY_WAIT, "false"),
+                ("set", PROPERTY_UNIQ_KEY, self._ids.next()),
+            ]
+        )
+        return self._store.send(
             TRANS_OP_HALF_TOPIC,
             HALF_QUEUE_ID,
             str(half_offset).encode(),
-            properties=encode_properties(props),
+            "",
+            edits,
             born_timestamp=_now_ms(),
             born_host=self._config.broker_addr,
-            wait=False,
         )
 
     # -- checks --------------------------------------------------------------------------------
@@ -512,7 +523,7 @@ class TransactionalMessageService(TaskService):
         self, m: StoredMessage, started_ms: int, no_producer: set[str], r: CheckRound
     ) -> str:
         """Discards, checks, defers or stops at an unresolved half message: "next" or "stop"."""
-        props = dict(m.properties)
+        props = m.properties
         now = _now_ms()
         raw_times = props.get(PROPERTY_CHECK_TIMES, "0")
         times = int(raw_times) if raw_times.isdigit() else 0
@@ -538,8 +549,7 @@ class TransactionalMessageService(TaskService):
                 return "stop"
             # Young only by the immunity its producer asked for: moved to the end of the queue
             # rather than holding back every transaction behind it.
-            props.setdefault(PROPERTY_PREPARED_QUEUE_OFFSET, str(m.queue_offset))
-            self._store.put_copy(m, TRANS_HALF_TOPIC, HALF_QUEUE_ID, props)
+            self._store.send_copy(m, TRANS_HALF_TOPIC, HALF_QUEUE_ID, _origin_edits(m))
             r.deferred += 1
             return "next"
         group = props.get(PROPERTY_PRODUCER_GROUP, "")
@@ -549,9 +559,9 @@ class TransactionalMessageService(TaskService):
             r.no_producer += 1
         else:
             times += 1
-        props[PROPERTY_CHECK_TIMES] = str(times)
-        props.setdefault(PROPERTY_PREPARED_QUEUE_OFFSET, str(m.queue_offset))
-        copy = self._store.put_copy(m, TRANS_HALF_TOPIC, HALF_QUEUE_ID, props)
+        copy = self._store.send_copy(
+            m, TRANS_HALF_TOPIC, HALF_QUEUE_ID, _origin_edits(m, (("set", PROPERTY_CHECK_TIMES, str(times)),))
+        )
         r.checked += 1
         if channel is not None:
             await self._send_check(channel.conn, m, copy)
@@ -593,6 +603,6 @@ class TransactionalMessageService(TaskService):
             TRANS_CHECK_MAX_TIME_TOPIC,
         )
         self._topics.create_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1)
-        r = self._store.put_copy(m, TRANS_CHECK_MAX_TIME_TOPIC, 0, m.properties)
+        r = self._store.send_copy(m, TRANS_CHECK_MAX_TIME_TOPIC, 0)
         if self._arrived is not None:
-            self._arrived(r.topic, r.queue_id, r.queue_offset + 1, _store.tags_code(m.tags))
+            self._arrived(r.topic, r.queue_id, r.queue_offset + 1, r.tags_code)

@@ -31,10 +31,10 @@ use crate::flush::{FlushCallback, FlushSignal};
 use crate::hash::tags_code;
 use crate::index::IndexService;
 use crate::message::{
-    self, encode_properties, get_property, host_sysflag, normalize_host, offset_msg_id,
-    parse_properties, property, record_len, sysflag, DispatchProperties, MessageMeta, Placement,
-    RecordView,
+    self, get_property, host_sysflag, normalize_host, offset_msg_id, property, record_len, sysflag,
+    DispatchProperties, MessageMeta, Placement, RecordView,
 };
+use crate::send::{self, Rewrite};
 pub use replica::ReplicaLog;
 pub use retention::{
     disk_used_ratio, CleanInput, CleanReport, RetentionStats, DELETE_FILES_BATCH_MAX,
@@ -43,7 +43,7 @@ pub use retention::{
 pub use schedule::{DeliverResult, Delivered};
 pub use space::{SpaceStatus, SPACE_CHECK_INTERVAL_MS};
 
-pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+pub use crate::send::SCHEDULE_TOPIC;
 
 /// RocketMQ's `GetMessageStatus`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +116,10 @@ pub struct PutResult {
     pub wrote_bytes: usize,
     pub store_timestamp: i64,
     pub store_host: SocketAddr,
+    /// False when the stored `WAIT` property is `false`: the producer does not wait for the disk.
+    pub wait: bool,
+    /// Tags code of the stored `TAGS` (what a consumer's filter sees, also for a delayed message).
+    pub tags_code: i64,
 }
 
 impl PutResult {
@@ -139,6 +143,8 @@ pub struct PutBatchResult {
     pub wrote_bytes: usize,
     pub store_timestamp: i64,
     pub store_host: SocketAddr,
+    /// False when the batch's `WAIT` property is `false` (see [`PutResult::wait`]).
+    pub wait: bool,
 }
 
 impl PutBatchResult {
@@ -309,19 +315,44 @@ impl MessageStore {
         Ok(inner)
     }
 
-    /// Appends one message. Does not wait for the disk: see `wait_flushed` / `notify_flushed`.
+    /// Appends one message with its properties as given (a delayed one goes to the schedule
+    /// topic). Does not wait for the disk: see `wait_flushed` / `notify_flushed`.
     pub fn put_message(
         &self,
         meta: &MessageMeta,
         body: &[u8],
         properties: &str,
     ) -> Result<PutResult> {
-        self.writable()?.put_message(meta, body, properties)
+        self.send(meta, body, properties, &Rewrite::STORE)
+    }
+
+    /// The send pipeline: rewrites `properties` by `rw` (see [`send`]), then appends and
+    /// dispatches the message, in one pass under the put lock. Does not wait for the disk.
+    pub fn send(
+        &self,
+        meta: &MessageMeta,
+        body: &[u8],
+        properties: &str,
+        rw: &Rewrite,
+    ) -> Result<PutResult> {
+        self.writable()?.put_record(meta, body, properties, rw)
     }
 
     /// Appends messages that share topic, queue and born data as one unit in one CommitLog file.
     pub fn put_messages(&self, meta: &MessageMeta, items: &[BatchItem]) -> Result<PutBatchResult> {
-        self.writable()?.put_messages(meta, items)
+        self.send_batch(meta, items, "", &Rewrite::VERBATIM)
+    }
+
+    /// A batch through the send pipeline: the batch's own `properties` are rewritten by `rw`
+    /// (never scheduled) and joined to each message's (see [`send::join_batch_properties`]).
+    pub fn send_batch(
+        &self,
+        meta: &MessageMeta,
+        items: &[BatchItem],
+        properties: &str,
+        rw: &Rewrite,
+    ) -> Result<PutBatchResult> {
+        self.writable()?.put_messages(meta, items, properties, rw)
     }
 
     /// True once the CommitLog is on disk up to `offset` (or false after `timeout`).
@@ -920,41 +951,6 @@ impl Inner {
             })
     }
 
-    /// Applies the store-level rewrite of a delayed message: it goes to `SCHEDULE_TOPIC_XXXX`,
-    /// queue `level - 1`, with `REAL_TOPIC`/`REAL_QID`; levels above the maximum are clamped.
-    /// Returns the new topic, queue, properties and delay in ms.
-    fn delay_rewrite(&self, meta: &MessageMeta, properties: &str) -> Option<(i32, String, i64)> {
-        let tx = sysflag::transaction_value(meta.sys_flag);
-        if tx != sysflag::TRANSACTION_NOT_TYPE && tx != sysflag::TRANSACTION_COMMIT_TYPE {
-            return None;
-        }
-        let level: i32 = get_property(properties, property::DELAY)?
-            .trim()
-            .parse()
-            .ok()?;
-        if level <= 0 {
-            return None;
-        }
-        let levels = &self.config.message_delay_level;
-        let level = level.min(levels.len() as i32);
-        let level_str = level.to_string();
-        let qid_str = meta.queue_id.to_string();
-        let mut pairs: Vec<(&str, &str)> = parse_properties(properties)
-            .into_iter()
-            .filter(|(k, _)| {
-                ![property::DELAY, property::REAL_TOPIC, property::REAL_QID].contains(k)
-            })
-            .collect();
-        pairs.push((property::DELAY, &level_str));
-        pairs.push((property::REAL_TOPIC, meta.topic));
-        pairs.push((property::REAL_QID, &qid_str));
-        Some((
-            level - 1,
-            encode_properties(pairs),
-            levels[level as usize - 1],
-        ))
-    }
-
     fn delay_of(&self, properties: &str) -> i64 {
         let levels = &self.config.message_delay_level;
         get_property(properties, property::DELAY)
@@ -985,43 +981,32 @@ impl Inner {
         now_ms().max(self.last_store_ts.load(Ordering::Relaxed))
     }
 
-    fn put_message(&self, meta: &MessageMeta, body: &[u8], properties: &str) -> Result<PutResult> {
-        self.put_record(meta, body, properties, true)
-    }
-
-    /// `put_message`; with `delay` false a `DELAY` property does not send the message to
-    /// `SCHEDULE_TOPIC_XXXX` (a delivered delayed message keeps it, as in RocketMQ).
+    /// One message through the send pipeline (see [`MessageStore::send`]).
     fn put_record(
         &self,
         meta: &MessageMeta,
         body: &[u8],
         properties: &str,
-        delay: bool,
+        rw: &Rewrite,
     ) -> Result<PutResult> {
-        message::validate(
-            meta,
-            body.len(),
-            properties.len(),
-            self.config.max_message_size,
-        )?;
-        let rewrite = if delay {
-            self.delay_rewrite(meta, properties)
-        } else {
-            None
-        };
+        let levels = &self.config.message_delay_level;
+        let rewritten = send::rewrite(
+            properties,
+            rw,
+            meta.topic,
+            meta.queue_id,
+            meta.sys_flag,
+            levels.len(),
+        );
+        let props: &str = &rewritten.properties;
+        message::validate(meta, body.len(), props.len(), self.config.max_message_size)?;
         let store_host = self.config.store_host;
         let mut meta = self.with_hosts(meta);
-        let (props, delay_ms) = match &rewrite {
-            Some((qid, props, delay)) => {
-                meta.topic = SCHEDULE_TOPIC;
-                meta.queue_id = *qid;
-                (props.as_str(), Some(*delay))
-            }
-            None => (properties, None),
-        };
-        if props.len() > message::MAX_PROPERTIES_LENGTH {
-            return Err(StoreError::PropertiesTooLarge(props.len()));
-        }
+        let delay_ms = rewritten.schedule_level.map(|level| {
+            meta.topic = SCHEDULE_TOPIC;
+            meta.queue_id = level - 1;
+            levels[level as usize - 1]
+        });
         let tx = sysflag::transaction_value(meta.sys_flag);
         let dispatched =
             tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE;
@@ -1107,10 +1092,18 @@ impl Inner {
             wrote_bytes: len,
             store_timestamp,
             store_host,
+            wait: rewritten.wait,
+            tags_code: tags_code(dp.tags),
         })
     }
 
-    fn put_messages(&self, meta: &MessageMeta, items: &[BatchItem]) -> Result<PutBatchResult> {
+    fn put_messages(
+        &self,
+        meta: &MessageMeta,
+        items: &[BatchItem],
+        properties: &str,
+        rw: &Rewrite,
+    ) -> Result<PutBatchResult> {
         if items.is_empty() {
             return Err(StoreError::InvalidArgument("empty batch".into()));
         }
@@ -1122,31 +1115,39 @@ impl Inner {
         }
         let store_host = self.config.store_host;
         let meta = self.with_hosts(meta);
+        // A batch is never delayed: its shared properties only take the edits.
+        let rw = Rewrite {
+            schedule: false,
+            ..*rw
+        };
+        let shared = send::rewrite(properties, &rw, meta.topic, meta.queue_id, meta.sys_flag, 0);
+        let props: Vec<_> = items
+            .iter()
+            .map(|item| send::join_batch_properties(item.properties, &shared.properties))
+            .collect();
         let mut total = 0usize;
         let mut lens = Vec::with_capacity(items.len());
         let mut crcs = Vec::with_capacity(items.len());
-        for item in items {
+        for (item, props) in items.iter().zip(&props) {
             message::validate(
                 &meta,
                 item.body.len(),
-                item.properties.len(),
+                props.len(),
                 self.config.max_message_size,
             )?;
             let len = record_len(
                 meta.sys_flag,
                 item.body.len(),
                 meta.topic.len(),
-                item.properties.len(),
+                props.len(),
             );
             lens.push(len);
             crcs.push(message::body_crc(item.body));
             total += len;
         }
 
-        let dps: Vec<DispatchProperties> = items
-            .iter()
-            .map(|item| DispatchProperties::parse(item.properties))
-            .collect();
+        let dps: Vec<DispatchProperties> =
+            props.iter().map(|p| DispatchProperties::parse(p)).collect();
 
         let _guard = self.put_lock.lock().unwrap();
         self.admit_write()?;
@@ -1179,14 +1180,7 @@ impl Inner {
             m.flag = item.flag;
             // SAFETY: single writer under the put lock, inside the reserved, unpublished range.
             let out = unsafe { file.slice_mut(pos, len) };
-            message::encode_record(
-                out,
-                &m,
-                item.body,
-                crcs[i],
-                item.properties.as_bytes(),
-                &place,
-            );
+            message::encode_record(out, &m, item.body, crcs[i], props[i].as_bytes(), &place);
             physical_offsets.push(physical_offset);
             pos += len;
         }
@@ -1228,6 +1222,7 @@ impl Inner {
             wrote_bytes: total,
             store_timestamp,
             store_host,
+            wait: shared.wait,
         })
     }
 

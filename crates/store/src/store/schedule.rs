@@ -3,7 +3,8 @@
 
 use super::{Inner, SCHEDULE_TOPIC};
 use crate::error::Result;
-use crate::message::{get_property, parse_properties, property, MessageMeta, RecordView};
+use crate::message::{parse_properties, property, MessageMeta, RecordView};
+use crate::send::Rewrite;
 
 /// A message put back into its real topic.
 #[derive(Debug, Clone)]
@@ -107,13 +108,12 @@ impl Inner {
             reconsume_times: v.reconsume_times,
             prepared_transaction_offset: v.prepared_transaction_offset,
         };
-        let r = self.put_record(&meta, v.body, v.properties, false)?;
-        let tags = get_property(v.properties, property::TAGS);
+        let r = self.put_record(&meta, v.body, v.properties, &Rewrite::VERBATIM)?;
         Ok(Some(Delivered {
             topic: r.topic,
             queue_id: r.queue_id,
             queue_offset: r.queue_offset,
-            tags_code: crate::hash::tags_code(tags),
+            tags_code: r.tags_code,
         }))
     }
 }

@@ -8,11 +8,11 @@ import collections
 import functools
 import logging
 import random
-import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from ferromq import _store
 from ferromq.broker.processors.context import SendContext
 from ferromq.broker.topics import NOT_ALLOWED_SEND, TopicConfig, topic_problem
 from ferromq.errors import (
@@ -21,12 +21,19 @@ from ferromq.errors import (
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
-from ferromq.message import decode_properties, encode_properties
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import FLAG_RESPONSE, RemotingCommand
 from ferromq.protocol.constants import (
     DLQ_PREFIX,
-    PROPERTY_SEPARATOR,
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TRAN_MSG,
+    PROPERTY_WAIT,
     RETRY_PREFIX,
     SYSFLAG_MULTI_TAGS,
     TRANS_HALF_TOPIC,
@@ -40,47 +47,12 @@ from ferromq.protocol.headers import (
 )
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
+from ferromq.store import PropertyEdits
 
 logger = logging.getLogger(__name__)
 
 # Clients from this version on may set maxReconsumeTimes themselves (MQVersion V3_4_9).
 VERSION_WITH_MAX_RECONSUME = 121
-
-
-def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
-    """(flag, body, properties) of each message of a client-encoded batch body."""
-    out = []
-    at = 0
-    try:
-        while at < len(body):
-            total, _magic, _crc, flag, body_len = struct.unpack_from(">iiiii", body, at)
-            start = at + 20
-            if total < 22 or body_len < 0 or start + body_len + 2 > at + total or at + total > len(body):
-                raise BrokerError(f"malformed batch message at byte {at}", ResponseCode.MESSAGE_ILLEGAL)
-            inner = body[start : start + body_len]
-            (props_len,) = struct.unpack_from(">h", body, start + body_len)
-            if props_len < 0:
-                raise BrokerError(
-                    f"malformed batch message at byte {at}: negative properties length {props_len}",
-                    ResponseCode.MESSAGE_ILLEGAL,
-                )
-            props_at = start + body_len + 2
-            props = body[props_at : props_at + props_len].decode()
-            out.append((flag, inner, props))
-            at += total
-    except (struct.error, UnicodeDecodeError) as e:
-        raise BrokerError(f"malformed batch body: {e}", ResponseCode.MESSAGE_ILLEGAL) from None
-    if not out:
-        raise BrokerError("empty batch", ResponseCode.MESSAGE_ILLEGAL)
-    return out
-
-
-def _join_properties(inner: str, outer: str) -> str:
-    if not outer:
-        return inner
-    if not inner or inner.endswith(PROPERTY_SEPARATOR):
-        return inner + outer
-    return inner + PROPERTY_SEPARATOR + outer
 
 
 def handlers(broker: SendContext) -> dict[int, Handler]:
@@ -197,12 +169,33 @@ def _check_topic_for_send(broker: SendContext, h: SendMessageRequestHeader) -> T
     return tc
 
 
+# (topic, queue id, next queue offset, tags code or None) for `Broker.message_arrived`.
+Arrived = tuple[str, int, int, int | None]
+
+
+@functools.lru_cache(maxsize=16)
+def _send_edits(cluster: str, batch: bool) -> PropertyEdits:
+    """A send's edits: CLUSTER set; a single message loses WAIT unless delayed (4.9.7 keeps it only
+    where it re-encodes the properties: delayed messages and the shared properties of a batch)."""
+    return PropertyEdits([("set", PROPERTY_CLUSTER, cluster)], drop_wait=not batch)
+
+
+def _is_transaction(properties: str) -> bool:
+    """TRAN_MSG parses as true (Java's Boolean.parseBoolean). The substring test spares most sends
+    the lookup."""
+    if PROPERTY_TRAN_MSG not in properties:
+        return False
+    value = _store.get_property(properties, PROPERTY_TRAN_MSG)
+    return value is not None and value.lower() == "true"
+
+
 def send_message(
     broker: SendContext, waiter: StoreWaits, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
     """Stores the message(s) of a send and answers; in SYNC_FLUSH or SYNC_MASTER mode (unless
     the message says WAIT=false) the answer is an awaitable that completes once the bytes are on
-    disk and on a slave."""
+    disk and on a slave. Python decides where the message goes and how its properties change;
+    one store call applies that to the raw properties, appends and dispatches."""
     refuse_on_slave(broker)
     h = SendMessageRequestHeader.from_ext(cmd.ext)
     tc = _check_topic_for_send(broker, h)
@@ -220,137 +213,98 @@ def send_message(
     topic, sys_flag = h.topic, h.sys_flag
     if tc.topic_filter_type == "MULTI_TAG":
         sys_flag |= SYSFLAG_MULTI_TAGS
-    if not h.batch and not topic.startswith(RETRY_PREFIX) and "TRAN_MSG" not in h.properties:
-        plain = _send_plain(broker, waiter, conn, cmd, h, tc, queue_id, sys_flag)
-        if plain is not None:
-            return plain
-    props = decode_properties(h.properties)
-    # WAIT only says whether to wait for the disk; 4.9.7 keeps it out of a plain message's stored
-    # properties, but stores it (re-added below) where it re-encodes them: batches, delayed and half messages.
-    raw_wait = props.pop("WAIT", None)
-    wait = (raw_wait or "true").lower() != "false"
-    if topic.startswith(RETRY_PREFIX) and not h.batch:
-        group = topic[len(RETRY_PREFIX) :]
-        cfg = broker.groups.find_or_create(group)
-        if cfg is None:
-            raise SubscriptionGroupNotExistError(f"subscription group not exist, {group}")
-        max_times = cfg.retry_max_times
-        if (cmd.version or 0) >= VERSION_WITH_MAX_RECONSUME and h.max_reconsume_times is not None:
-            max_times = h.max_reconsume_times
-        if h.reconsume_times >= max_times:
-            topic, queue_id = DLQ_PREFIX + group, 0
-            broker.topics.create_system_topic(topic, 1)
-            props.pop("DELAY", None)
-            broker.registration_changed()
-    props["CLUSTER"] = broker.config.broker_cluster_name
-    if props.get("TRAN_MSG", "").lower() == "true" and not h.batch:
-        if broker.config.reject_transaction_message:
-            raise NoPermissionError(
-                f"the broker[{broker.config.broker_ip1}] sending transaction message is forbidden"
-            )
-        props["REAL_TOPIC"], props["REAL_QID"] = topic, str(queue_id)
-        props.setdefault("PGROUP", h.producer_group)
-        # Checks of this transaction go to a producer of PGROUP: this connection is one, even
-        # before (or without) a heartbeat on it.
-        broker.clients.producer_seen(props["PGROUP"], conn, cmd.language, cmd.version)
-        topic, queue_id = TRANS_HALF_TOPIC, 0
-        sys_flag &= ~TRANSACTION_TYPE_MASK
-        broker.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
-    elif sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
-        # A prepared flag without TRAN_MSG is not a transaction ferromq can finish: store it plainly.
-        sys_flag &= ~TRANSACTION_TYPE_MASK
-
-    if raw_wait is not None and (h.batch or topic == TRANS_HALF_TOPIC or _delay_level(props) > 0):
-        props["WAIT"] = raw_wait
-
+    cluster = broker.config.broker_cluster_name
     started = time.perf_counter_ns()
     if h.batch:
-        items = decode_batch(cmd.body)
-        outer = encode_properties(props)
-        result = broker.store.put_batch(
-            topic,
-            queue_id,
-            [b for _, b, _ in items],
-            [_join_properties(p, outer) for _, _, p in items],
-            [f for f, _, _ in items],
-            born_timestamp=h.born_timestamp,
-            born_host=conn.peer,
-            wait=False,
-        )
-        msg_id = ",".join(result.msg_ids)
-        queue_offset, end_offset, count = result.first_queue_offset, result.end_offset, len(result)
-        tags_code = None
-        broker.stats.put(result.topic, count, result.wrote_bytes, started)
-    else:
-        r = broker.store.put(
+        result = broker.store.send_batch(
             topic,
             queue_id,
             cmd.body,
-            properties=encode_properties(props),
-            flag=h.flag,
+            h.properties,
+            _send_edits(cluster, True),
             sys_flag=sys_flag,
             born_timestamp=h.born_timestamp,
             born_host=conn.peer,
-            reconsume_times=h.reconsume_times,
-            wait=False,
         )
-        topic, queue_id = r.topic, r.queue_id
-        msg_id, queue_offset, end_offset, count = r.msg_id, r.queue_offset, r.end_offset, 1
-        broker.stats.put(topic, 1, r.wrote_bytes, started)
-        tags_code = broker.tags_code_of(props)
-    reply_ext = SendMessageResponseHeader.broker_ext(
-        msg_id, requested_queue_id, queue_offset, str(broker.config.region_id), broker.config.trace_on
-    )
-    return _answer(
-        broker, waiter, wait, end_offset, cmd, (topic, queue_id, queue_offset + count, tags_code), reply_ext
-    )
+        broker.stats.put(result.topic, len(result), result.wrote_bytes, started)
+        # Batches may mix tags: a held pull is woken whatever its filter (tags code None).
+        batch_arrived: Arrived = (
+            result.topic,
+            result.queue_id,
+            result.first_queue_offset + len(result),
+            None,
+        )
+        reply_ext = SendMessageResponseHeader.broker_ext(
+            ",".join(result.msg_ids),
+            requested_queue_id,
+            result.first_queue_offset,
+            str(broker.config.region_id),
+            broker.config.trace_on,
+        )
+        return _answer(broker, waiter, result.wait, result.end_offset, cmd, batch_arrived, reply_ext)
 
-
-def _send_plain(
-    broker: SendContext,
-    waiter: StoreWaits,
-    conn: Connection,
-    cmd: RemotingCommand,
-    h: SendMessageRequestHeader,
-    tc: TopicConfig,
-    queue_id: int,
-    sys_flag: int,
-) -> RemotingCommand | Awaitable[RemotingCommand] | None:
-    """The common send (one message, no retry topic, no transaction) in one store call, which
-    also rewrites the properties; None when the properties need the general path."""
-    if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
+    edits = _send_edits(cluster, False)
+    dead_letter = topic.startswith(RETRY_PREFIX) and _dead_letter(broker, cmd, h, topic)
+    half = _is_transaction(h.properties)
+    if dead_letter or half:
+        changes = [("set", PROPERTY_CLUSTER, cluster)]
+        if dead_letter:
+            topic, queue_id = DLQ_PREFIX + topic[len(RETRY_PREFIX) :], 0
+            broker.topics.create_system_topic(topic, 1)
+            broker.registration_changed()
+            changes.append(("remove", PROPERTY_DELAY, ""))
+        if half:
+            if broker.config.reject_transaction_message:
+                raise NoPermissionError(
+                    f"the broker[{broker.config.broker_ip1}] sending transaction message is forbidden"
+                )
+            # Checks of this transaction go to a producer of PGROUP: this connection is one, even
+            # before (or without) a heartbeat on it.
+            group = _store.get_property(h.properties, PROPERTY_PRODUCER_GROUP) or h.producer_group
+            broker.clients.producer_seen(group, conn, cmd.language, cmd.version)
+            changes += [
+                ("set", PROPERTY_REAL_TOPIC, topic),
+                ("set", PROPERTY_REAL_QID, str(queue_id)),
+                ("default", PROPERTY_PRODUCER_GROUP, h.producer_group),
+            ]
+            topic, queue_id = TRANS_HALF_TOPIC, 0
+            sys_flag &= ~TRANSACTION_TYPE_MASK
+            broker.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
+        # A half message keeps WAIT, as 4.9.7 (which re-encodes its properties) does.
+        edits = PropertyEdits(changes, drop_wait=not half)
+    elif sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
         # A prepared flag without TRAN_MSG is not a transaction ferromq can finish: store it plainly.
         sys_flag &= ~TRANSACTION_TYPE_MASK
-    started = time.perf_counter_ns()
-    done = broker.store.put_send(
-        h.topic,
+    r = broker.store.send(
+        topic,
         queue_id,
         cmd.body,
         h.properties,
-        broker.config.broker_cluster_name,
-        h.flag,
-        sys_flag,
-        h.born_timestamp,
-        conn.peer,
-        h.reconsume_times,
+        edits,
+        flag=h.flag,
+        sys_flag=sys_flag,
+        born_timestamp=h.born_timestamp,
+        born_host=conn.peer,
+        reconsume_times=h.reconsume_times,
     )
-    if done is None:
-        return None
-    r, wait, tags_code = done
     broker.stats.put(r.topic, 1, r.wrote_bytes, started)
+    arrived: Arrived = (r.topic, r.queue_id, r.queue_offset + 1, r.tags_code)
     reply_ext = SendMessageResponseHeader.broker_ext(
-        r.msg_id, queue_id, r.queue_offset, str(broker.config.region_id), broker.config.trace_on
+        r.msg_id, requested_queue_id, r.queue_offset, str(broker.config.region_id), broker.config.trace_on
     )
-    arrived = (r.topic, r.queue_id, r.queue_offset + 1, tags_code)
-    return _answer(broker, waiter, wait, r.end_offset, cmd, arrived, reply_ext)
+    return _answer(broker, waiter, r.wait, r.end_offset, cmd, arrived, reply_ext)
 
 
-def _delay_level(props: dict[str, str]) -> int:
-    """The DELAY property as the store reads it (0 when absent or not a number)."""
-    try:
-        return int(props.get("DELAY", "0").strip())
-    except ValueError:
-        return 0
+def _dead_letter(broker: SendContext, cmd: RemotingCommand, h: SendMessageRequestHeader, topic: str) -> bool:
+    """A send to a retry topic that has been consumed too often goes to the group's DLQ."""
+    group = topic[len(RETRY_PREFIX) :]
+    cfg = broker.groups.find_or_create(group)
+    if cfg is None:
+        raise SubscriptionGroupNotExistError(f"subscription group not exist, {group}")
+    max_times = cfg.retry_max_times
+    if (cmd.version or 0) >= VERSION_WITH_MAX_RECONSUME and h.max_reconsume_times is not None:
+        max_times = h.max_reconsume_times
+    return h.reconsume_times >= max_times
 
 
 def _reply(cmd: RemotingCommand, code: int, ext: dict[str, str]) -> RemotingCommand:
@@ -363,7 +317,7 @@ def _answer(
     wait: bool,
     end_offset: int,
     cmd: RemotingCommand,
-    arrived: tuple[str, int, int, int | None],
+    arrived: Arrived,
     reply_ext: dict[str, str],
 ) -> RemotingCommand | asyncio.Future[RemotingCommand]:
     """The reply: at once, or (WAIT) a future completed once the message is on disk in SYNC_FLUSH
@@ -425,9 +379,6 @@ async def consumer_send_msg_back(
     msg = broker.store.read(offset)
     if msg is None:
         raise BrokerError(f"look message by offset failed, {offset}", ResponseCode.SYSTEM_ERROR)
-    props = dict(msg.properties)
-    props.setdefault("RETRY_TOPIC", msg.topic)
-    props["WAIT"] = "false"
     max_times = cfg.retry_max_times
     if (cmd.version or 0) >= VERSION_WITH_MAX_RECONSUME and h.max_reconsume_times is not None:
         max_times = h.max_reconsume_times
@@ -435,17 +386,24 @@ async def consumer_send_msg_back(
         topic, queue_id = DLQ_PREFIX + group, 0
         broker.topics.create_system_topic(topic, 1)
         # As Java 4.9.7 (setDelayTimeLevel(0)): the dead letter keeps DELAY=0, which delays nothing.
-        props["DELAY"] = "0"
+        delay = "0"
     else:
         topic = RETRY_PREFIX + group
         broker.topics.create_system_topic(topic, cfg.retry_queue_nums)
         queue_id = random.randrange(cfg.retry_queue_nums)
-        props["DELAY"] = str(delay_level if delay_level > 0 else 3 + msg.reconsume_times)
-    props["ORIGIN_MESSAGE_ID"] = props.get("ORIGIN_MESSAGE_ID") or msg.msg_id
+        delay = str(delay_level if delay_level > 0 else 3 + msg.reconsume_times)
+    edits = PropertyEdits(
+        [
+            ("default", PROPERTY_RETRY_TOPIC, msg.topic),
+            ("set", PROPERTY_WAIT, "false"),
+            ("set", PROPERTY_DELAY, delay),
+            ("default", PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id),
+        ]
+    )
     broker.registration_changed()
     started = time.perf_counter_ns()
-    r = broker.store.put_copy(msg, topic, queue_id, props, reconsume_times=msg.reconsume_times + 1)
+    r = broker.store.send_copy(msg, topic, queue_id, edits, reconsume_times=msg.reconsume_times + 1)
     broker.stats.put(r.topic, 1, r.wrote_bytes, started)
     broker.stats.sent_back(group, msg.topic, topic.startswith(DLQ_PREFIX))
-    broker.message_arrived(r.topic, r.queue_id, r.queue_offset + 1, broker.tags_code_of(props))
+    broker.message_arrived(r.topic, r.queue_id, r.queue_offset + 1, r.tags_code)
     return cmd.reply(ResponseCode.SUCCESS)
