@@ -1,6 +1,7 @@
 //! The RocketMQ 4.x stored-message record: the same bytes live in CommitLog files and travel in
 //! pull, view and query responses, so this module is the single definition of the layout.
 
+use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::error::{Result, StoreError};
@@ -518,6 +519,23 @@ pub fn append_properties<'a>(
     }
 }
 
+/// A batch message's stored properties: its own, then the batch's (after a separator unless
+/// its own are empty or already end with one), as Java's batch encoder joins them.
+pub fn join_properties<'a>(inner: &'a str, outer: &str) -> Cow<'a, str> {
+    if outer.is_empty() {
+        Cow::Borrowed(inner)
+    } else if inner.is_empty() || inner.ends_with(PROPERTY_SEPARATOR) {
+        Cow::Owned(format!("{inner}{outer}"))
+    } else {
+        Cow::Owned(format!("{inner}{PROPERTY_SEPARATOR}{outer}"))
+    }
+}
+
+/// Whether `s` can be a property name or value: non-empty, without a separator.
+pub fn is_property_token(s: &str) -> bool {
+    !s.is_empty() && !s.contains([NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR])
+}
+
 /// offsetMsgId: store host address and port (int) and physical offset, in upper-case hex.
 pub fn offset_msg_id(store_host: &SocketAddr, physical_offset: i64) -> String {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -684,6 +702,16 @@ mod tests {
             encode_properties([("A", "1"), ("C", "3")]),
             "A\u{1}1\u{2}C\u{1}3"
         );
+    }
+
+    #[test]
+    fn batch_properties_join() {
+        let join = |a, b| join_properties(a, b).into_owned();
+        assert_eq!(join("A\u{1}1", "C\u{1}x"), "A\u{1}1\u{2}C\u{1}x");
+        assert_eq!(join("A\u{1}1\u{2}", "C\u{1}x"), "A\u{1}1\u{2}C\u{1}x");
+        assert_eq!(join("", "C\u{1}x"), "C\u{1}x");
+        assert_eq!(join("A\u{1}1", ""), "A\u{1}1");
+        assert!(is_property_token("a b") && !is_property_token("") && !is_property_token("a\u{2}"));
     }
 
     #[test]

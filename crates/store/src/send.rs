@@ -20,9 +20,7 @@
 use std::borrow::Cow;
 
 use crate::error::{Result, StoreError};
-use crate::message::{
-    self, parse_properties, property, sysflag, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
-};
+use crate::message::{self, parse_properties, property, sysflag};
 use crate::store::BatchItem;
 
 /// Where delayed messages wait for their time.
@@ -49,11 +47,10 @@ impl Edit {
                 "property edit {op} {name:?}={value:?}: {why}"
             )))
         };
-        let has_separator = |s: &str| s.contains([NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR]);
-        if name.is_empty() || has_separator(name) {
+        if !message::is_property_token(name) {
             return bad("a name must be non-empty and hold no separator");
         }
-        if op != "remove" && (value.is_empty() || has_separator(value)) {
+        if op != "remove" && !message::is_property_token(value) {
             return bad("a value must be non-empty and hold no separator");
         }
         match op {
@@ -172,18 +169,6 @@ pub fn rewrite<'a>(
         properties: Cow::Owned(properties),
         wait,
         schedule_level,
-    }
-}
-
-/// A batch message's stored properties: its own, then the batch's (after a separator unless
-/// its own are empty or already end with one), as Java's batch encoder joins them.
-pub fn join_batch_properties<'a>(inner: &'a str, outer: &str) -> Cow<'a, str> {
-    if outer.is_empty() {
-        Cow::Borrowed(inner)
-    } else if inner.is_empty() || inner.ends_with(PROPERTY_SEPARATOR) {
-        Cow::Owned(format!("{inner}{outer}"))
-    } else {
-        Cow::Owned(format!("{inner}{PROPERTY_SEPARATOR}{outer}"))
     }
 }
 
@@ -357,20 +342,6 @@ mod tests {
             Edit::new("remove", "A", "").unwrap(),
             Edit::Remove("A".into())
         );
-    }
-
-    #[test]
-    fn batch_properties_join() {
-        assert_eq!(
-            join_batch_properties("A\u{1}1", "C\u{1}x"),
-            "A\u{1}1\u{2}C\u{1}x"
-        );
-        assert_eq!(
-            join_batch_properties("A\u{1}1\u{2}", "C\u{1}x"),
-            "A\u{1}1\u{2}C\u{1}x"
-        );
-        assert_eq!(join_batch_properties("", "C\u{1}x"), "C\u{1}x");
-        assert_eq!(join_batch_properties("A\u{1}1", ""), "A\u{1}1");
     }
 
     fn batch_record(body: &[u8], props: &[u8], props_len: i16) -> Vec<u8> {

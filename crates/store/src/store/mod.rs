@@ -344,7 +344,7 @@ impl MessageStore {
     }
 
     /// A batch through the send pipeline: the batch's own `properties` are rewritten by `rw`
-    /// (never scheduled) and joined to each message's (see [`send::join_batch_properties`]).
+    /// (never scheduled) and joined to each message's (see [`message::join_properties`]).
     pub fn send_batch(
         &self,
         meta: &MessageMeta,
@@ -1123,7 +1123,7 @@ impl Inner {
         let shared = send::rewrite(properties, &rw, meta.topic, meta.queue_id, meta.sys_flag, 0);
         let props: Vec<_> = items
             .iter()
-            .map(|item| send::join_batch_properties(item.properties, &shared.properties))
+            .map(|item| message::join_properties(item.properties, &shared.properties))
             .collect();
         let mut total = 0usize;
         let mut lens = Vec::with_capacity(items.len());

@@ -19,6 +19,8 @@ from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.constants import (
     OFFSET_MOVED_EVENT_TOPIC,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
     PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
     PULL_FLAG_SUSPEND,
@@ -26,6 +28,7 @@ from ferromq.protocol.constants import (
 from ferromq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
+from ferromq.store import PropertyEdits
 
 if TYPE_CHECKING:
     from ferromq.store import GetResult
@@ -190,15 +193,14 @@ def _offset_moved(
             "offsetRequest": offset,
         }
         try:
-            broker.store.put(
+            broker.store.send(
                 OFFSET_MOVED_EVENT_TOPIC,
                 0,
                 dumps(event),
-                tags=group,
-                keys=group,
+                "",
+                PropertyEdits([("set", PROPERTY_TAGS, group), ("set", PROPERTY_KEYS, group)]),
                 born_timestamp=int(time.time() * 1000),
                 born_host=cfg.broker_addr,
-                wait=False,
             )
         except Exception:  # as in RocketMQ, the event is best effort: the answer goes anyway
             logger.warning("storing the OffsetMovedEvent of %s failed", group, exc_info=True)
