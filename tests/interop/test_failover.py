@@ -13,11 +13,13 @@ controller group and three ferromq brokers of one group (SYNC_MASTER, allAckInSy
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from apache_rocketmq import have_java
 
 from tests.interop.failover_kit import (
     FailoverCluster,
@@ -64,6 +66,10 @@ def assert_rejoined_identical(cluster: FailoverCluster, old: str, master: str) -
     assert commitlog_bytes(cluster.store(old), end) == commitlog_bytes(cluster.store(master), end)
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("rocketmq") is None, reason="needs the C++ client (PyPI rocketmq)"
+)
+@pytest.mark.skipif(not have_java(), reason="needs java and mvn (the Java client)")
 def test_kill_master_under_sync_load(cluster: FailoverCluster) -> None:
     """SYNC sends of the Python, C++ and Java clients; kill -9 of the master: each client's sends
     are acknowledged by the new master without a restart, and every acknowledged message is there."""
