@@ -3,6 +3,9 @@ properties, appends and dispatches) against a reference encoder written here fro
 (reference/rocketmq-4x-wire-and-store.md): §6.3 properties, §6.1 the stored record, §11.1 the
 delay rewrite, §4.4 step 6 WAIT, §4.3 batch bodies and the joining of a batch's properties. On
 thousands of generated sends (hypothesis, derandomized), every stored byte must be the reference's.
+Then through a real broker: 600 seeded random sends of every kind (plain, delayed, retry topic and
+DLQ redirect, batch, transaction half message, CONSUMER_SEND_MSG_BACK, END_TRANSACTION commit),
+each stored record against the reference with the broker's rules from the facts sheet on top.
 
 The pipeline's own rules, which the facts sheet leaves open (Java keeps properties in a HashMap, so
 its order on disk is arbitrary), are the reference's too: a repeated name keeps its first position
@@ -12,7 +15,9 @@ IPv4-mapped IPv6 born host is stored as IPv4."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import random
 import re
 import struct
 import zlib
@@ -25,7 +30,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ferromq.errors import InvalidArgumentError, MessageIllegalError
+from ferromq.message import StoredMessage
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode as R
+from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import ConsumerSendMsgBackRequestHeader, EndTransactionRequestHeader
 from ferromq.store import MessageStore, PropertyEdits
+
+from .brokerkit import Client, batch_body, running, send_ext
 
 NV, SEP = "\x01", "\x02"  # §6.3
 MAGIC = -626843481  # 0xDAA320A7, §6.1
@@ -447,3 +459,171 @@ def test_bad_edits_and_batches_are_refused(tmp_path: Path) -> None:
         with pytest.raises(MessageIllegalError, match="at byte 30: properties length -3"):
             store.send_batch("T", 0, good + negative, "", PropertyEdits())
         assert store.max_offset("T", 0) == 0
+
+
+# -- through a broker ----------------------------------------------------------------------------
+# The broker's decisions (§4.4 steps 4-7, §11.2, §12) on top of the pipeline: seeded random sends of
+# every kind over a socket, each stored record's topic, queue, sys flag and properties string
+# against the reference.
+
+CLUSTER = "DefaultCluster"
+GROUP = "PipeG"
+MAX_RECONSUME = 16  # §11.2: the group's retryMaxTimes
+
+
+def random_properties(rng: random.Random, *, delay: bool = True) -> str:
+    names = ["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "u1", "ü2", "CLUSTER"] + (["DELAY"] if delay else [])
+    entries = []
+    for _ in range(rng.randrange(6)):
+        name = rng.choice(names)
+        value = {
+            "DELAY": lambda: rng.choice(["0", "2", "30", "x"]),
+            "WAIT": lambda: rng.choice(["true", "false"]),
+        }.get(name, lambda: rng.choice(["TagA", "k1 k2", "v", "€"]))()
+        entries.append(f"{name}{NV}{value}")
+    if rng.random() < 0.2:
+        entries.append(rng.choice(["", "junk", f"{NV}x", f"n{NV}"]))
+    return SEP.join(entries) + (SEP if rng.random() < 0.3 else "")  # the C++ client's trailing \x02
+
+
+def broker_send_rules(
+    raw: str, topic: str, queue_id: int, *, half: bool, dead_letter: bool
+) -> tuple[str, str, int]:
+    """(properties, topic, queue) a send stores: CLUSTER added; a retry past its maximum goes to the
+    group's DLQ queue 0 without DELAY; a half message gets REAL_TOPIC, REAL_QID and PGROUP and goes to
+    the half topic queue 0, keeping WAIT; a plain message loses WAIT unless it is delayed."""
+    edits = [("set", "CLUSTER", CLUSTER)]
+    if dead_letter:
+        topic, queue_id = "%DLQ%" + topic.removeprefix("%RETRY%"), 0
+        edits.append(("remove", "DELAY", ""))
+    if half:
+        edits += [
+            ("set", "REAL_TOPIC", topic),
+            ("set", "REAL_QID", str(queue_id)),
+            ("default", "PGROUP", "PG"),
+        ]
+        topic, queue_id = "RMQ_SYS_TRANS_HALF_TOPIC", 0
+    want = ref_rewrite(raw, edits, not half, True, topic, queue_id, 0)
+    if want.level is not None:
+        topic, queue_id = SCHEDULE_TOPIC, want.level - 1
+    return want.properties, topic, queue_id
+
+
+def test_every_kind_of_send_through_a_broker(tmp_path: Path) -> None:
+    rng = random.Random(16)
+
+    async def main() -> None:
+        async with running(tmp_path) as (_, broker):
+            client = await Client().connect(broker.port)
+            store = broker.store
+
+            def latest(topic: str, queue_id: int) -> StoredMessage:
+                got = store.get_messages(topic, queue_id, store.max_offset(topic, queue_id) - 1, 1)
+                assert got, (topic, queue_id)
+                return got[0]
+
+            async def send(
+                topic: str, props: str, queue_id: int = 1, **extra: object
+            ) -> tuple[RemotingCommand, list[StoredMessage]]:
+                r = await client.call(RC.SEND_MESSAGE, send_ext(topic, queue_id, props, **extra))
+                assert r.code == R.SUCCESS, r.remark
+                found = [store.read(int(m[16:], 16)) for m in r.ext["msgId"].split(",")]
+                return r, [m for m in found if m is not None]
+
+            # Halves and their commits have a topic of their own: delayed plain messages are
+            # delivered into PipeT meanwhile, and a commit is looked up as its queue's newest record.
+            plain: list[StoredMessage] = []
+            halves: list[tuple[RemotingCommand, StoredMessage]] = []
+            for i in range(600):
+                kind = rng.choice(["plain", "plain", "retry", "half", "batch", "back", "commit"])
+                if kind == "plain" or (kind == "back" and not plain):
+                    raw = random_properties(rng)
+                    _, (m,) = await send("PipeT", raw)
+                    assert (m.properties_string, m.topic, m.queue_id) == broker_send_rules(
+                        raw, "PipeT", 1, half=False, dead_letter=False
+                    ), i
+                    if m.topic == "PipeT":
+                        plain.append(m)
+                elif kind == "retry":
+                    raw, times = random_properties(rng), rng.randrange(20)
+                    _, (m,) = await send(f"%RETRY%{GROUP}", raw, 0, reconsumeTimes=times)
+                    want = broker_send_rules(
+                        raw, f"%RETRY%{GROUP}", 0, half=False, dead_letter=times >= MAX_RECONSUME
+                    )
+                    assert (m.properties_string, m.topic, m.queue_id, m.reconsume_times) == (*want, times), i
+                elif kind == "half" or (kind == "commit" and not halves):
+                    raw = (
+                        random_properties(rng, delay=False)
+                        + SEP
+                        + f"TRAN_MSG{NV}{rng.choice(['true', 'TRUE'])}"
+                    )
+                    if rng.random() < 0.5:
+                        raw += f"{SEP}PGROUP{NV}OtherPG"
+                    r, (m,) = await send("PipeTx", raw, sysFlag=rng.choice([0, 0x4]))
+                    want = broker_send_rules(raw, "PipeTx", 1, half=True, dead_letter=False)
+                    assert (m.properties_string, m.topic, m.queue_id, m.sys_flag & 0xC) == (*want, 0), i
+                    halves.append((r, m))
+                elif kind == "batch":
+                    items = [
+                        (f"b{j}".encode(), random_properties(rng, delay=False))
+                        for j in range(rng.randrange(1, 4))
+                    ]
+                    outer = random_properties(rng, delay=False)
+                    r = await client.call(
+                        RC.SEND_BATCH_MESSAGE, send_ext("PipeT", 1, outer, batch="true"), batch_body(items)
+                    )
+                    assert r.code == R.SUCCESS, r.remark
+                    shared = ref_rewrite(
+                        outer, [("set", "CLUSTER", CLUSTER)], False, False, "PipeT", 1, 0
+                    ).properties
+                    got = [store.read(int(m[16:], 16)) for m in r.ext["msgId"].split(",")]
+                    assert [m.properties_string if m else None for m in got] == [
+                        ref_join(p, shared) for _, p in items
+                    ], i
+                elif kind == "back":
+                    original = rng.choice(plain)
+                    level = rng.choice([-1, 0, 0, 2])
+                    back = ConsumerSendMsgBackRequestHeader(
+                        offset=original.physical_offset, group=GROUP, delay_level=level
+                    )
+                    r = await client.call(RC.CONSUMER_SEND_MSG_BACK, back.to_ext())
+                    assert r.code == R.SUCCESS, r.remark
+                    # §11.2: RETRY_TOPIC and ORIGIN_MESSAGE_ID kept if there, WAIT=false, DELAY chosen,
+                    # reconsumeTimes + 1; a DLQ copy keeps DELAY=0; then the store's delay rule.
+                    dead = level < 0 or original.reconsume_times >= MAX_RECONSUME
+                    delay = "0" if dead else str(level if level > 0 else 3 + original.reconsume_times)
+                    edits = [
+                        ("default", "RETRY_TOPIC", original.topic),
+                        ("set", "WAIT", "false"),
+                        ("set", "DELAY", delay),
+                        ("default", "ORIGIN_MESSAGE_ID", original.msg_id),
+                    ]
+                    target = f"%DLQ%{GROUP}" if dead else f"%RETRY%{GROUP}"
+                    want = ref_rewrite(
+                        original.properties_string, edits, False, True, target, 0, original.sys_flag
+                    )
+                    topic, queue_id = (target, 0) if want.level is None else (SCHEDULE_TOPIC, want.level - 1)
+                    m = latest(topic, queue_id)
+                    assert (m.properties_string, m.reconsume_times, m.body) == (
+                        want.properties,
+                        original.reconsume_times + 1,
+                        original.body,
+                    ), i
+                else:  # commit a half message: §12, properties copied as they are
+                    r, half = halves.pop(rng.randrange(len(halves)))
+                    end = EndTransactionRequestHeader(
+                        producer_group=half.properties["PGROUP"],
+                        tran_state_table_offset=half.queue_offset,
+                        commit_log_offset=half.physical_offset,
+                        commit_or_rollback=0x8,
+                    )
+                    assert (await client.call(RC.END_TRANSACTION, end.to_ext())).code == R.SUCCESS
+                    m = latest("PipeTx", 1)
+                    assert (m.properties_string, m.sys_flag & 0xC, m.prepared_transaction_offset) == (
+                        half.properties_string,
+                        0x8,
+                        half.physical_offset,
+                    ), i
+            await client.close()
+
+    asyncio.run(asyncio.wait_for(main(), 120))
