@@ -39,6 +39,9 @@ REQUEST_TIMEOUT = 3.0
 START_TIMEOUT = 30.0
 # A replica that caught up this recently (seconds) may join the SyncStateSet.
 JOIN_WITHIN = 1.0
+# How often a replica copies the master's topics, offsets and groups (4.x: every 10 s): what it
+# lacks when elected is what consumers see again (offsets) or what routes miss (topics).
+METADATA_SYNC_INTERVAL = 2.0
 
 
 class ControllerUnavailableError(FerroMQError):
@@ -68,6 +71,7 @@ class ControllerLink:
         self._conns: dict[str, Connection] = {}
         self._out_since: dict[int, float] = {}
         self._task: asyncio.Task[None] | None = None
+        self._synced_at = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -199,6 +203,9 @@ class ControllerLink:
             await self._apply(view)
             if self.role == "MASTER":
                 await self._maintain_sync_state_set(view)
+            elif self.role == "SLAVE" and time.monotonic() - self._synced_at >= METADATA_SYNC_INTERVAL:
+                self._synced_at = time.monotonic()
+                broker.replication.sync_soon()
         except (OSError, TimeoutError, FerroMQError) as e:
             logger.warning("controller mode: %s", e)
 

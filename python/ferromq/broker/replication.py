@@ -154,6 +154,11 @@ class ReplicationService:
             self.master_addr = master
             self._sync_now.set()
 
+    def sync_soon(self) -> None:
+        """Copy the master's metadata now rather than at the next 10 s tick (controller mode keeps
+        replicas fresher: one of them may be master any moment)."""
+        self._sync_now.set()
+
     def status(self) -> dict[str, Any]:
         if self.slave is not None:
             addr, connected, reported, error = self.slave.status()
