@@ -83,6 +83,9 @@ STORE_OPTIONS: dict[str, object] = {
     "message_delay_level": DELAY_LEVELS,
 }
 
+# A Java broker writes topics.json and re-registers before it answers a topic creation: on a loaded
+# machine that takes longer than the 5 s default.
+ADMIN_TIMEOUT = 30.0
 TOPICS = {"CC_Plain": 4, "CC_Zip": 2, "CC_Batch": 3, "CC_Delay": 2}
 GROUP = "CC_Group"
 NOTE = "h\u00e9llo \u2192 \u2713 \u4e2d\u6587 \U0001f680"
@@ -227,7 +230,7 @@ async def produce(namesrv: str, store_root: Path, *, seed: int = 7) -> Dataset:
     Returns once consumer and delay offsets are in the store's config files (so a kill -9 right after keeps
     them)."""
     rng = random.Random(seed)
-    async with Admin(namesrv) as admin:
+    async with Admin(namesrv, timeout=ADMIN_TIMEOUT) as admin:
         for topic, n in TOPICS.items():
             await admin.create_topic(topic, n)
         async with Producer("CC_Producer", namesrv, send_timeout=10.0) as producer:
@@ -651,7 +654,7 @@ def start_ferromq(workdir: Path, store: Path, conf: dict[str, str], timeout: flo
 async def check_queries(namesrv: str, broker_addr: str, ds: Dataset, samples: int = 60) -> None:
     """The serving broker finds messages of the data set by key and by msgId (its index) and by the CommitLog
     offset of their offsetMsgId (VIEW_MESSAGE_BY_ID; the id's host is the writer's, so ask `broker_addr`)."""
-    async with Admin(namesrv) as admin:
+    async with Admin(namesrv, timeout=ADMIN_TIMEOUT) as admin:
         for want in ds.messages[:: max(1, len(ds.messages) // samples)]:
             for key in want.keys:
                 found = await admin.query_message_by_key(want.topic, key, max_num=64)
@@ -845,7 +848,7 @@ async def produce_transactions(namesrv: str, broker_addr: str) -> list[TxSent]:
     """Sends TX_PLAN as transactional messages; returns once the broker stored every half message and the
     op message of every committed or rolled back one (END_TRANSACTION is one-way)."""
     sent: list[TxSent] = []
-    async with Admin(namesrv) as admin:
+    async with Admin(namesrv, timeout=ADMIN_TIMEOUT) as admin:
         await admin.create_topic(TX_TOPIC, 2)
         async with TransactionProducer(TX_GROUP, namesrv, _TxListener(), send_timeout=10.0) as producer:
             for _ in range(100):

@@ -296,7 +296,7 @@ class Admin(AsyncLifecycle):
         namesrv: str,
         *,
         instance: ClientInstance | None = None,
-        timeout: float = 3.0,
+        timeout: float = 5.0,  # DefaultMQAdminExt.timeoutMillis
         access_key: str | None = None,
         secret_key: str | None = None,
     ) -> None:
