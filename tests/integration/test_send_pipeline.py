@@ -456,7 +456,7 @@ def test_bad_edits_and_batches_are_refused(tmp_path: Path) -> None:
         for body in (b"", good[:-1], b"\x7f" + good[1:], good + b"\x00" * 21, good + negative):
             with pytest.raises(MessageIllegalError, match="batch"):
                 store.send_batch("T", 0, body, "", PropertyEdits())
-        with pytest.raises(MessageIllegalError, match="at byte 30: properties length -3"):
+        with pytest.raises(MessageIllegalError, match="at byte 30: negative properties length -3"):
             store.send_batch("T", 0, good + negative, "", PropertyEdits())
         assert store.max_offset("T", 0) == 0
 

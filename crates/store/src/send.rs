@@ -198,8 +198,17 @@ pub fn decode_batch(body: &[u8]) -> Result<Vec<BatchItem<'_>>> {
         let end = at + total as usize;
         let props_at = start + body_len as usize;
         let props_len = i16::from_be_bytes([body[props_at], body[props_at + 1]]);
-        if props_len < 0 || props_at + 2 + props_len as usize > end {
-            return Err(illegal(at, &format!("properties length {props_len}")));
+        if props_len < 0 {
+            return Err(illegal(
+                at,
+                &format!("negative properties length {props_len}"),
+            ));
+        }
+        if props_at + 2 + props_len as usize > end {
+            return Err(illegal(
+                at,
+                &format!("properties length {props_len} overruns it"),
+            ));
         }
         let properties =
             std::str::from_utf8(&body[props_at + 2..props_at + 2 + props_len as usize])
