@@ -11,10 +11,10 @@ path, is written out by hand."""
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 from ferromq.errors import MissingHeaderFieldError
 from ferromq.protocol.command import RemotingCommand
@@ -136,18 +136,28 @@ class _Field:
 _SPECS: dict[type, tuple[_Field, ...]] = {}
 
 
+def _declared(cls: type[Header]) -> list[tuple[str, str, Any]]:
+    """(name, annotation, default or _REQUIRED) of the fields a header class declares, in order."""
+    out = []
+    for klass in reversed(cls.__mro__):
+        for name, annotation in inspect.get_annotations(klass).items():
+            if not str(annotation).startswith("ClassVar"):
+                out.append((name, str(annotation), klass.__dict__.get(name, _REQUIRED)))
+    return out
+
+
 def _spec(cls: type[Header]) -> tuple[_Field, ...]:
     spec = _SPECS.get(cls)
     if spec is None:
         spec = tuple(
             _Field(
-                f.name,
-                cls.WIRE.get(f.name) or _camel(f.name),
-                _KINDS[str(f.type)],
-                _REQUIRED if f.default is dataclasses.MISSING else f.default,
-                f.name in cls.NON_NEGATIVE,
+                name,
+                cls.WIRE.get(name) or _camel(name),
+                _KINDS[kind],
+                default,
+                name in cls.NON_NEGATIVE,
             )
-            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            for name, kind, default in _declared(cls)
         )
         _SPECS[cls] = spec
     return spec
@@ -174,7 +184,13 @@ def _compile(name: str, lines: list[str], env: dict[str, Any]) -> Any:
 
 
 def _reader(cls: type[Header]) -> Callable[[Mapping[str, str]], Any]:
-    env: dict[str, Any] = {"cls": cls, "_missing": _missing, "_negative": _negative, "_number": java_number}
+    env: dict[str, Any] = {
+        "cls": cls,
+        "_new": object.__new__,
+        "_missing": _missing,
+        "_negative": _negative,
+        "_number": java_number,
+    }
     lines = ["def read(ext):"]
     args = []
     for i, f in enumerate(_spec(cls)):
@@ -207,8 +223,8 @@ def _reader(cls: type[Header]) -> Callable[[Mapping[str, str]], Any]:
             if f.non_negative:
                 lines += ["        if n < 0:", f"            raise _negative({k}, n)"]
             lines.append(f"        {v} = n")
-        args.append(f"{f.attr}={v}")
-    lines.append(f"    return cls({', '.join(args)})")
+        args.append(f"{f.attr!r}: {v}")
+    lines += ["    o = _new(cls)", f"    o.__dict__ = {{{', '.join(args)}}}", "    return o"]
     return _compile("read", lines, env)  # type: ignore[no-any-return]
 
 
@@ -228,14 +244,37 @@ def _writer(cls: type[Header]) -> Callable[[Any], dict[str, str]]:
     return _compile("write", lines, {})  # type: ignore[no-any-return]
 
 
+@dataclass_transform(kw_only_default=True)
 class Header:
-    """Base of the declarative headers (subclasses are `@dataclass(slots=True, kw_only=True)`)."""
+    """Base of the declarative headers: a subclass declares its fields as annotated class
+    attributes (a default makes a field optional) and is built with keywords. Not a dataclass:
+    generating methods for some sixty classes at import costs tens of milliseconds per process."""
 
-    __slots__ = ()
     # attribute -> wire key, where the key is not the attribute's camelCase
     WIRE: ClassVar[Mapping[str, str]] = {}
     # int attributes that must not be negative (queue ids, offsets)
     NON_NEGATIVE: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, **values: Any) -> None:
+        for f in _spec(type(self)):
+            if f.attr in values:
+                value = values.pop(f.attr)
+            elif f.default is _REQUIRED:
+                raise TypeError(f"{type(self).__name__}() needs the keyword argument {f.attr!r}")
+            else:
+                value = f.default
+            self.__dict__[f.attr] = value
+        if values:
+            raise TypeError(f"{type(self).__name__}() got unknown arguments {sorted(values)}")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.__dict__ == self.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f.attr}={getattr(self, f.attr)!r}" for f in _spec(type(self)))
+        return f"{type(self).__name__}({fields})"
 
     @classmethod
     def from_ext(cls: type[H], ext: Mapping[str, str]) -> H:
@@ -467,14 +506,12 @@ class SendMessageResponseHeader:
 class _TopicQueue(Header):
     """A header naming a queue: a negative queue id is refused."""
 
-    __slots__ = ()
     NON_NEGATIVE: ClassVar[frozenset[str]] = frozenset({"queue_id"})
 
 
 # -- pull and consume progress ---------------------------------------------------------------------
 
 
-@dataclass(slots=True, kw_only=True)
 class PullMessageRequestHeader(_TopicQueue):
     consumer_group: str
     topic: str
@@ -509,7 +546,6 @@ class PullMessageRequestHeader(_TopicQueue):
         )
 
 
-@dataclass(slots=True, kw_only=True)
 class PullMessageResponseHeader(Header):
     suggest_which_broker_id: int
     next_begin_offset: int
@@ -517,7 +553,6 @@ class PullMessageResponseHeader(Header):
     max_offset: int
 
 
-@dataclass(slots=True, kw_only=True)
 class ConsumerSendMsgBackRequestHeader(Header):
     offset: int
     group: str
@@ -529,19 +564,16 @@ class ConsumerSendMsgBackRequestHeader(Header):
     NON_NEGATIVE: ClassVar[frozenset[str]] = frozenset({"offset"})
 
 
-@dataclass(slots=True, kw_only=True)
 class GetConsumerListByGroupRequestHeader(Header):
     consumer_group: str
 
 
-@dataclass(slots=True, kw_only=True)
 class QueryConsumerOffsetRequestHeader(_TopicQueue):
     consumer_group: str
     topic: str
     queue_id: int
 
 
-@dataclass(slots=True, kw_only=True)
 class UpdateConsumerOffsetRequestHeader(_TopicQueue):
     consumer_group: str
     topic: str
@@ -549,32 +581,27 @@ class UpdateConsumerOffsetRequestHeader(_TopicQueue):
     commit_offset: int
 
 
-@dataclass(slots=True, kw_only=True)
 class GetMaxOffsetRequestHeader(_TopicQueue):
     topic: str
     queue_id: int
 
 
-@dataclass(slots=True, kw_only=True)
 class GetMinOffsetRequestHeader(_TopicQueue):
     topic: str
     queue_id: int
 
 
-@dataclass(slots=True, kw_only=True)
 class GetEarliestMsgStoretimeRequestHeader(_TopicQueue):
     topic: str
     queue_id: int
 
 
-@dataclass(slots=True, kw_only=True)
 class SearchOffsetRequestHeader(_TopicQueue):
     topic: str
     queue_id: int
     timestamp: int
 
 
-@dataclass(slots=True, kw_only=True)
 class OffsetResponseHeader(Header):
     """The answer of QUERY_CONSUMER_OFFSET, GET_MAX_OFFSET, GET_MIN_OFFSET and
     SEARCH_OFFSET_BY_TIMESTAMP (Java's four `...ResponseHeader`s with one `offset`)."""
@@ -582,12 +609,10 @@ class OffsetResponseHeader(Header):
     offset: int
 
 
-@dataclass(slots=True, kw_only=True)
 class GetEarliestMsgStoretimeResponseHeader(Header):
     timestamp: int
 
 
-@dataclass(slots=True, kw_only=True)
 class NotifyConsumerIdsChangedRequestHeader(Header):
     consumer_group: str
 
@@ -595,7 +620,6 @@ class NotifyConsumerIdsChangedRequestHeader(Header):
 # -- clients -----------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True, kw_only=True)
 class UnregisterClientRequestHeader(Header):
     client_id: str
     producer_group: str | None = None
@@ -603,7 +627,6 @@ class UnregisterClientRequestHeader(Header):
     WIRE: ClassVar[Mapping[str, str]] = {"client_id": "clientID"}
 
 
-@dataclass(slots=True, kw_only=True)
 class EndTransactionRequestHeader(Header):
     producer_group: str
     tran_state_table_offset: int
@@ -615,7 +638,6 @@ class EndTransactionRequestHeader(Header):
     NON_NEGATIVE: ClassVar[frozenset[str]] = frozenset({"commit_log_offset"})
 
 
-@dataclass(slots=True, kw_only=True)
 class CheckTransactionStateRequestHeader(Header):
     tran_state_table_offset: int
     commit_log_offset: int
@@ -627,7 +649,6 @@ class CheckTransactionStateRequestHeader(Header):
 # -- messages by key or offset -----------------------------------------------------------------------
 
 
-@dataclass(slots=True, kw_only=True)
 class QueryMessageRequestHeader(Header):
     topic: str
     key: str
@@ -639,13 +660,11 @@ class QueryMessageRequestHeader(Header):
     WIRE: ClassVar[Mapping[str, str]] = {"unique_key_query": UNIQUE_KEY_QUERY}
 
 
-@dataclass(slots=True, kw_only=True)
 class QueryMessageResponseHeader(Header):
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
 
 
-@dataclass(slots=True, kw_only=True)
 class ViewMessageRequestHeader(Header):
     offset: int
     NON_NEGATIVE: ClassVar[frozenset[str]] = frozenset({"offset"})
@@ -654,7 +673,6 @@ class ViewMessageRequestHeader(Header):
 # -- topics and groups ---------------------------------------------------------------------------------
 
 
-@dataclass(slots=True, kw_only=True)
 class CreateTopicRequestHeader(Header):
     topic: str
     default_topic: str | None = None
@@ -666,23 +684,19 @@ class CreateTopicRequestHeader(Header):
     order: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
 class DeleteTopicRequestHeader(Header):
     topic: str
 
 
-@dataclass(slots=True, kw_only=True)
 class DeleteSubscriptionGroupRequestHeader(Header):
     group_name: str
     remove_offset: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
 class GetTopicsByClusterRequestHeader(Header):
     cluster: str
 
 
-@dataclass(slots=True, kw_only=True)
 class GetRouteInfoRequestHeader(Header):
     topic: str
 
@@ -690,33 +704,27 @@ class GetRouteInfoRequestHeader(Header):
 # -- admin and status -------------------------------------------------------------------------------
 
 
-@dataclass(slots=True, kw_only=True)
 class GetTopicStatsInfoRequestHeader(Header):
     topic: str
 
 
-@dataclass(slots=True, kw_only=True)
 class GetConsumerConnectionListRequestHeader(Header):
     consumer_group: str
 
 
-@dataclass(slots=True, kw_only=True)
 class GetProducerConnectionListRequestHeader(Header):
     producer_group: str
 
 
-@dataclass(slots=True, kw_only=True)
 class GetConsumeStatsRequestHeader(Header):
     consumer_group: str
     topic: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
 class GetConsumeStatsInBrokerHeader(Header):
     is_order: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
 class CloneGroupOffsetRequestHeader(Header):
     src_group: str
     dest_group: str
@@ -724,7 +732,6 @@ class CloneGroupOffsetRequestHeader(Header):
     offline: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
 class ResetOffsetRequestHeader(Header):
     """INVOKE_BROKER_TO_RESET_OFFSET, and RESET_CONSUMER_CLIENT_OFFSET from the broker to clients."""
 
@@ -734,14 +741,12 @@ class ResetOffsetRequestHeader(Header):
     is_force: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
 class GetConsumerRunningInfoRequestHeader(Header):
     consumer_group: str
     client_id: str
     jstack_enable: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
 class ConsumeMessageDirectlyResultRequestHeader(Header):
     consumer_group: str
     client_id: str
@@ -749,18 +754,15 @@ class ConsumeMessageDirectlyResultRequestHeader(Header):
     broker_name: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
 class QueryTopicConsumeByWhoRequestHeader(Header):
     topic: str
 
 
-@dataclass(slots=True, kw_only=True)
 class QueryConsumeTimeSpanRequestHeader(Header):
     topic: str
     group: str
 
 
-@dataclass(slots=True, kw_only=True)
 class QueryConsumeQueueRequestHeader(Header):
     topic: str
     queue_id: int
@@ -769,13 +771,11 @@ class QueryConsumeQueueRequestHeader(Header):
     consumer_group: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
 class ViewBrokerStatsDataRequestHeader(Header):
     stats_name: str
     stats_key: str
 
 
-@dataclass(slots=True, kw_only=True)
 class GetBrokerConfigResponseHeader(Header):
     version: str
 
@@ -783,7 +783,6 @@ class GetBrokerConfigResponseHeader(Header):
 # -- ACL ------------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True, kw_only=True)
 class CreateAccessConfigRequestHeader(Header):
     access_key: str
     secret_key: str | None = None
@@ -795,19 +794,16 @@ class CreateAccessConfigRequestHeader(Header):
     admin: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
 class DeleteAccessConfigRequestHeader(Header):
     access_key: str
 
 
-@dataclass(slots=True, kw_only=True)
 class UpdateGlobalWhiteAddrsConfigRequestHeader(Header):
     global_white_addrs: str
     # Required, as Java's header has it (empty: the default file).
     acl_file_full_path: str
 
 
-@dataclass(slots=True, kw_only=True)
 class GetBrokerAclConfigResponseHeader(Header):
     version: str
     all_acl_file_version: str
@@ -819,7 +815,6 @@ class GetBrokerAclConfigResponseHeader(Header):
 # -- name server ----------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True, kw_only=True)
 class RegisterBrokerRequestHeader(Header):
     broker_name: str
     broker_addr: str
@@ -830,7 +825,6 @@ class RegisterBrokerRequestHeader(Header):
     body_crc32: int = 0
 
 
-@dataclass(slots=True, kw_only=True)
 class UnRegisterBrokerRequestHeader(Header):
     broker_name: str
     broker_addr: str
@@ -838,37 +832,31 @@ class UnRegisterBrokerRequestHeader(Header):
     broker_id: int
 
 
-@dataclass(slots=True, kw_only=True)
 class RegisterBrokerResponseHeader(Header):
     ha_server_addr: str | None = None
     master_addr: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
 class BrokerNameRequestHeader(Header):
     """WIPE_WRITE_PERM_OF_BROKER and ADD_WRITE_PERM_OF_BROKER."""
 
     broker_name: str
 
 
-@dataclass(slots=True, kw_only=True)
 class WipeWritePermOfBrokerResponseHeader(Header):
     wipe_topic_count: int
 
 
-@dataclass(slots=True, kw_only=True)
 class AddWritePermOfBrokerResponseHeader(Header):
     add_topic_count: int
 
 
-@dataclass(slots=True, kw_only=True)
 class PutKVConfigRequestHeader(Header):
     namespace: str
     key: str
     value: str
 
 
-@dataclass(slots=True, kw_only=True)
 class GetKVConfigRequestHeader(Header):
     """GET_KV_CONFIG and DELETE_KV_CONFIG."""
 
@@ -876,21 +864,17 @@ class GetKVConfigRequestHeader(Header):
     key: str
 
 
-@dataclass(slots=True, kw_only=True)
 class GetKVConfigResponseHeader(Header):
     value: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
 class GetKVListByNamespaceRequestHeader(Header):
     namespace: str
 
 
-@dataclass(slots=True, kw_only=True)
 class QueryDataVersionRequestHeader(Header):
     broker_addr: str = ""
 
 
-@dataclass(slots=True, kw_only=True)
 class QueryDataVersionResponseHeader(Header):
     changed: bool
