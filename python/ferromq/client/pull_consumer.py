@@ -33,6 +33,7 @@ from ferromq.protocol.headers import (
     GetConsumerListByGroupRequestHeader,
     OffsetResponseHeader,
     PullMessageRequestHeader,
+    PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
@@ -600,7 +601,7 @@ class PullConsumer(AsyncLifecycle):
             reply = await self.instance.invoke(
                 addr, RemotingCommand(code=RequestCode.PULL_MESSAGE, ext=ext), TIMEOUT_WHEN_SUSPEND
             )
-            next_offset = int(reply.ext.get("nextBeginOffset", offset))
+            next_offset = PullMessageResponseHeader.next_begin_offset_of(reply.ext, offset)
             if reply.code == ResponseCode.SUCCESS:
                 msgs = [m for m in decode_received(reply.body, mq.broker_name) if m.queue_offset >= offset]
                 kept = [m for m in msgs if sub.matches(m)]

@@ -76,6 +76,7 @@ from ferromq.protocol.constants import (
 from ferromq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
+    PullMessageResponseHeader,
     SendMessageRequestHeader,
 )
 
@@ -755,7 +756,7 @@ class PushConsumer(AsyncLifecycle):
         pq.last_pull = time.monotonic()
         if pq.dropped or self._stopping:
             return 0.0
-        next_begin = int(reply.ext.get("nextBeginOffset", pq.next_offset))
+        next_begin = PullMessageResponseHeader.next_begin_offset_of(reply.ext, pq.next_offset)
         if reply.code == ResponseCode.SUCCESS:
             msgs = [m for m in self._decode(reply.body, mq) if sub.matches(m)]
             pq.add(msgs, next_begin, orderly=self.orderly)

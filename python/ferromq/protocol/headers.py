@@ -552,6 +552,12 @@ class PullMessageResponseHeader(Header):
     min_offset: int
     max_offset: int
 
+    @staticmethod
+    def next_begin_offset_of(ext: Mapping[str, str], default: int) -> int:
+        """A pull answer's nextBeginOffset, or `default` when it names none (a refusal)."""
+        value = ext.get("nextBeginOffset")
+        return default if value is None else int(value)
+
 
 class ConsumerSendMsgBackRequestHeader(Header):
     offset: int

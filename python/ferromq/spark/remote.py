@@ -18,7 +18,7 @@ from ferromq.client.message import MessageQueue
 from ferromq.errors import BrokerError, TopicNotExistError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import PullMessageRequestHeader
+from ferromq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from ferromq.remoting.connection import open_connection
 from ferromq.spark.dataloss import report_loss
 from ferromq.spark.options import ReadOptions
@@ -127,7 +127,7 @@ def _read_range(
         offset = part.start
         while offset < part.end:
             reply = loop.run_until_complete(conn.request(_pull_request(opts, part, offset), PULL_TIMEOUT))
-            reached = int(reply.ext.get("nextBeginOffset", offset))
+            reached = PullMessageResponseHeader.next_begin_offset_of(reply.ext, offset)
             if reply.code == ResponseCode.SUCCESS:
                 pending += reply.body or b""
             elif reply.code not in SKIPPING_CODES:
