@@ -249,7 +249,18 @@ impl MappedFileQueue {
                 );
             }
         }
+        let next = keep
+            .last()
+            .map_or(offset - offset % self.file_size as u64, |f| {
+                f.file_from_offset() + self.file_size as u64
+            });
         *files = keep;
+        drop(files);
+        // A file the warmer made for the old end would outlive the cut on disk and leave a gap
+        // (a replica cut back to where a new master's epoch began, then killed, could not open).
+        if let Some(w) = &self.warmer {
+            w.prepare_for(next);
+        }
         Ok(())
     }
 

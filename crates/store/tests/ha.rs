@@ -293,3 +293,19 @@ fn acknowledged_only_once_every_required_slave_reported() {
     slave.close();
     ha.close();
 }
+
+#[test]
+fn a_cut_log_opens_again() {
+    // The file the warmer prepared after the old end must not survive the cut (a gap on disk).
+    let dir = tempfile::tempdir().unwrap();
+    let common = {
+        let a = MessageStore::open(small_config(dir.path())).unwrap();
+        let common = put(&a, 100, 0);
+        put(&a, 400, 100);
+        a.replica_log().unwrap().truncate_to(common).unwrap();
+        a.close().unwrap();
+        common
+    };
+    let a = MessageStore::open(small_config(dir.path())).unwrap();
+    assert_eq!(a.max_physical_offset() as u64, common);
+}
