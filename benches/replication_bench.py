@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import os
 import statistics
@@ -29,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,18 +90,28 @@ async def max_offset(conn: Connection) -> int:
     return int(loads_lenient(reply.body)["table"]["commitLogMaxOffset"])
 
 
+@contextlib.asynccontextmanager
+async def senders(addr: str, connections: int, body: bytes) -> AsyncIterator[list[Connection]]:
+    """`connections` to `addr`, once a first send has auto-created the topic (before anything is
+    timed); closed after."""
+    conns = [await connect(addr) for _ in range(connections)]
+    try:
+        await conns[0].request(send_cmd(0, body), 10)
+        yield conns
+    finally:
+        for c in conns:
+            await c.close()
+
+
 async def send_load(
     addr: str, messages: int, size: int, connections: int, inflight: int
 ) -> tuple[list[float], float, dict[int, int]]:
     """Closed-loop sends; per-send latencies (ms), the seconds they took, answers by code."""
-    conns = [await connect(addr) for _ in range(connections)]
     body = os.urandom(size)
     latencies: list[float] = []
     codes: dict[int, int] = {}
     counter = itertools.count()
-    try:
-        # The topic exists (auto-created) before anything is timed.
-        await conns[0].request(send_cmd(0, body), 10)
+    async with senders(addr, connections, body) as conns:
 
         async def worker(conn: Connection) -> None:
             while (i := next(counter)) < messages:
@@ -112,9 +123,6 @@ async def send_load(
         started = time.perf_counter()
         await asyncio.gather(*(worker(c) for c in conns for _ in range(inflight)))
         return latencies, time.perf_counter() - started, codes
-    finally:
-        for c in conns:
-            await c.close()
 
 
 async def paced_load(
@@ -122,12 +130,10 @@ async def paced_load(
 ) -> tuple[list[float], float, dict[int, int]]:
     """Open-loop sends at `rate` msg/s over `connections`; each latency (ms) counts from the
     send's scheduled time, so a broker that falls behind is not flattered by waiting senders."""
-    conns = [await connect(addr) for _ in range(connections)]
     body = os.urandom(size)
     latencies: list[float] = []
     codes: dict[int, int] = {}
-    try:
-        await conns[0].request(send_cmd(0, body), 10)
+    async with senders(addr, connections, body) as conns:
 
         async def one(i: int, scheduled: float) -> None:
             reply = await conns[i % connections].request(send_cmd(i, body), 30)
@@ -144,9 +150,6 @@ async def paced_load(
             tasks.append(asyncio.create_task(one(i, scheduled)))
         await asyncio.gather(*tasks)
         return latencies, time.perf_counter() - started, codes
-    finally:
-        for c in conns:
-            await c.close()
 
 
 async def sample_lag(master: str, slave: str, stop: asyncio.Event) -> list[tuple[float, int, int]]:
