@@ -125,10 +125,7 @@ class TlsSettings:
         """The context TLS clients are served with. Raises `TlsConfigError` saying why not."""
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         if self.cert_path and self.key_path:
-            try:
-                ctx.load_cert_chain(self.cert_path, self.key_path, self.key_password)
-            except (OSError, ssl.SSLError) as e:
-                raise TlsConfigError(f"cannot load {self.cert_path} / {self.key_path}: {e}") from e
+            _load_chain(ctx, self.cert_path, self.key_path, self.key_password)
         elif self.test_mode_enable:
             cert, key = _self_signed()
             # ssl loads a chain from files only: they live as long as this call.
@@ -155,13 +152,16 @@ class TlsSettings:
             return client_context()
         ctx = client_context(verify=self.client_auth_server, trust_cert_path=self.client_trust_cert_path)
         if self.client_cert_path and self.client_key_path:
-            try:
-                ctx.load_cert_chain(self.client_cert_path, self.client_key_path, self.client_key_password)
-            except (OSError, ssl.SSLError) as e:
-                raise TlsConfigError(
-                    f"cannot load {self.client_cert_path} / {self.client_key_path}: {e}"
-                ) from e
+            _load_chain(ctx, self.client_cert_path, self.client_key_path, self.client_key_password)
         return ctx
+
+
+def _load_chain(ctx: ssl.SSLContext, cert_path: str, key_path: str, password: str | None) -> None:
+    """The certificate and key `ctx` presents; `TlsConfigError` saying which files when it can't."""
+    try:
+        ctx.load_cert_chain(cert_path, key_path, password)
+    except (OSError, ssl.SSLError) as e:
+        raise TlsConfigError(f"cannot load {cert_path} / {key_path}: {e}") from e
 
 
 def parse_mode(raw: str) -> TlsMode:
