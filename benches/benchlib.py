@@ -32,17 +32,19 @@ def cpu_seconds(pid: int) -> float:
 
 @contextlib.contextmanager
 def serving(
-    conf: Path,
+    conf: Path | None,
     log: Path,
     port: int,
     namesrv_port: int,
     launcher: Sequence[str] | None = None,
     env: dict[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> Iterator[subprocess.Popen[str]]:
-    """`ferromq serve -c conf` on these ports (its log lines to `log`), yielded once it says it
-    serves; stopped with SIGTERM (SIGKILL after a minute) after. `launcher` replaces the
+    """`ferromq serve [-c conf] [args]` on these ports (its log lines to `log`), yielded once it
+    says it serves; stopped with SIGTERM (SIGKILL after a minute) after. `launcher` replaces the
     `ferromq` command (another interpreter, `taskset` in front)."""
-    command = [*(launcher or [str(Path(sys.executable).with_name("ferromq"))]), "serve", "-c", str(conf)]
+    command = [*(launcher or [str(Path(sys.executable).with_name("ferromq"))]), "serve"]
+    command += [*(["-c", str(conf)] if conf is not None else []), *args]
     command += ["--namesrv-port", str(namesrv_port), "-p", str(port)]
     with open(log, "w") as err:
         broker = subprocess.Popen(

@@ -27,12 +27,13 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchlib import free_port, serving
 
 TOPIC = "SparkBench"
 QUEUES = 8
@@ -184,43 +185,11 @@ async def drain_with_pull_consumer(namesrv: str, messages: int, timeout: float) 
 
 
 def pull_scan(root: Path, messages: int, work: Path) -> float:
-    ferromq = Path(sys.executable).with_name("ferromq")
-    ports = []
-    import socket
-
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    log = open(work / "serve.log", "wb")
-    proc = subprocess.Popen(
-        [
-            str(ferromq),
-            "serve",
-            # The store was written with RocketMQ's file sizes (MessageStore's defaults).
-            "--profile",
-            "rocketmq",
-            "--store",
-            str(root),
-            "--namesrv-port",
-            str(ports[0]),
-            "-p",
-            str(ports[1]),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while b"ferromq serving:" not in (work / "serve.log").read_bytes():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((work / "serve.log").read_text(errors="replace"))
-            time.sleep(0.1)
-        return asyncio.run(drain_with_pull_consumer(f"127.0.0.1:{ports[0]}", messages, timeout=1200))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    ns_port, port = free_port(), free_port()
+    # The store was written with RocketMQ's file sizes (MessageStore's defaults).
+    args = ("--profile", "rocketmq", "--store", str(root))
+    with serving(None, work / "serve.log", port, ns_port, args=args):
+        return asyncio.run(drain_with_pull_consumer(f"127.0.0.1:{ns_port}", messages, timeout=1200))
 
 
 def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
