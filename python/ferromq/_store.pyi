@@ -18,6 +18,7 @@ __all__ = [
     "decode_columns",
     "decode_offset_msg_id",
     "decode_records",
+    "encode_batch_messages",
     "get_property",
     "java_hash",
     "offset_msg_id",
@@ -48,6 +49,21 @@ class RowFilter:
     def include_properties(self) -> bool: ...
 
 def records_examined() -> int: ...
+def encode_batch_messages(
+    body_offsets: Any,
+    body_data: Any,
+    first: int,
+    count: int,
+    *,
+    tags: Sequence[str | None] | None = None,
+    keys: Sequence[str | None] | None = None,
+    properties: Sequence[Sequence[tuple[str, str | None]] | None] | None = None,
+    uniq_keys: Sequence[str] | None = None,
+) -> bytes:
+    """A SEND_BATCH_MESSAGE body of `count` messages, bodies from an Arrow binary array's
+    buffers (int32 offsets read from entry `first`, data): the bytes `Producer.send_batch`
+    sends for the same messages. Raises ValueError (naming the message) on a separator
+    character in a property."""
 
 @final
 class PutResult:

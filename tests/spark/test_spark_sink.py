@@ -118,6 +118,30 @@ def test_topic_queue_and_delay_columns(spark: SparkSession, cluster: FerromqServ
     assert all(r.properties.get("DELAY") == "1" for r in rows)
 
 
+def test_sharding_keys_keep_their_order_and_large_rows_split_by_bytes(
+    spark: SparkSession, cluster: FerromqServer
+) -> None:
+    """24 rows of 300 KB (7 MB: batches are cut at the 3 MiB cap) with three sharding keys, from
+    one task: each key's rows land in one queue, in row order."""
+    df = spark.range(0, 24, numPartitions=1).select(
+        F.concat(F.col("id").cast("string"), F.lit("|"), F.expr("repeat('x', 300000)"))
+        .cast("binary")
+        .alias("body"),
+        (F.col("id") % 3).cast("string").alias("sharding_key"),
+    )
+    write(df, cluster, "SinkShard")
+    rows = read_back(spark, cluster, "SinkShard", 24)
+    assert sorted(len(r.body) for r in rows) == sorted(len(f"{i}|") + 300000 for i in range(24))
+    ids = {r.queue_offset * 100 + r.queue_id: int(bytes(r.body).split(b"|")[0]) for r in rows}
+    assert sorted(ids.values()) == list(range(24))
+    for key in range(3):
+        queues = {r.queue_id for r in rows if int(bytes(r.body).split(b"|")[0]) % 3 == key}
+        assert len(queues) == 1
+        in_queue = sorted((r for r in rows if r.queue_id in queues), key=lambda r: r.queue_offset)
+        got = [int(bytes(r.body).split(b"|")[0]) for r in in_queue]
+        assert got == sorted(got)
+
+
 def test_bad_options_and_columns_are_refused_by_name(spark: SparkSession, cluster: FerromqServer) -> None:
     df = spark.range(1).select(F.lit(b"x").alias("body"))
     with pytest.raises(Exception, match=r"unknown option\(s\) topik"):
@@ -128,6 +152,8 @@ def test_bad_options_and_columns_are_refused_by_name(spark: SparkSession, cluste
         write(df.withColumn("colour", F.lit("red")), cluster, "T")
     with pytest.raises(Exception, match="column queue_id must be int"):
         write(df.withColumn("queue_id", F.lit("zero")), cluster, "T")
+    with pytest.raises(Exception, match='property "TAGS" contains a RocketMQ separator'):
+        write(df.withColumn("tags", F.lit("a\x02b")), cluster, "SinkBadTags")
     with pytest.raises(Exception, match=r"option batchsize must be in \[1, 10000\]"):
         write(df, cluster, "T", batchSize="0")
     with pytest.raises(Exception, match="option namesrv"):

@@ -3,6 +3,7 @@
 //! It converts arguments and results and maps `StoreError` to the classes of
 //! `ferromq.errors`; every call that touches files or waits runs with the GIL released.
 
+mod client_batch;
 mod columns;
 mod ha;
 
@@ -1155,6 +1156,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(columns::records_examined, m)?)?;
+    m.add_function(wrap_pyfunction!(client_batch::encode_batch_messages, m)?)?;
     m.add_class::<columns::RowFilter>()?;
     Ok(())
 }

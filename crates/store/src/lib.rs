@@ -9,6 +9,7 @@
 //! No Python here: the PyO3 binding lives in `crates/store-py`.
 
 pub mod checkpoint;
+pub mod client_batch;
 pub mod columnar;
 pub mod commitlog;
 pub mod config;

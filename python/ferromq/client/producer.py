@@ -55,6 +55,11 @@ QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
 
 def hash_selector(queues: list[MessageQueue], msg: Message, key: Any) -> MessageQueue:
     """The default orderly selector: a stable hash of the sharding key picks the queue."""
+    return hash_queue(queues, key)
+
+
+def hash_queue(queues: list[MessageQueue], key: Any) -> MessageQueue:
+    """The queue a sharding key picks: a stable hash of the key (an int is its own hash)."""
     h = zlib.crc32(str(key).encode()) if not isinstance(key, int) else key
     return queues[abs(h) % len(queues)]
 
@@ -311,6 +316,11 @@ class Producer(AsyncLifecycle):
             raise ValueError("all messages of a batch must have the same topic")
         if any(m.delay_level > 0 for m in msgs):
             raise ValueError("batch messages cannot be delayed")
+        body, ids = self.batch_body(msgs)
+        return await self.send_batch_body(topic, body, ",".join(ids), queue=queue)
+
+    def batch_body(self, msgs: Sequence[Message]) -> tuple[bytes, list[str]]:
+        """The SEND_BATCH_MESSAGE body of messages and their UNIQ_KEYs (new ones where missing)."""
         items, ids = [], []
         for m in msgs:
             props = m.all_properties()
@@ -318,16 +328,20 @@ class Producer(AsyncLifecycle):
                 props["UNIQ_KEY"] = self._ids.next()
             ids.append(props["UNIQ_KEY"])
             items.append((m.body, m.flag, properties_string(props)))
-        body = encode_batch(items)
+        return encode_batch(items), ids
+
+    async def send_batch_body(
+        self, topic: str, body: bytes, msg_id: str, *, queue: MessageQueue | None = None
+    ) -> SendResult:
+        """Sends an encoded batch body (what `send_batch` builds from messages, or
+        `ferromq._store.encode_batch_messages` from columns); `msg_id` is the result's id."""
         if len(body) > self.max_message_size:
             raise ValueError(f"batch of {len(body)} bytes exceeds {self.max_message_size}")
 
         def build(mq: MessageQueue) -> tuple[dict[str, str], bytes]:
             return self._header(mq.topic, mq.queue_id, 0, 0, "WAIT\x01true", batch=True), body
 
-        return await self._send_with_retries(
-            topic, RequestCode.SEND_BATCH_MESSAGE, build, ",".join(ids), queue
-        )
+        return await self._send_with_retries(topic, RequestCode.SEND_BATCH_MESSAGE, build, msg_id, queue)
 
 
 def _code(code: int) -> ResponseCode:

@@ -12,7 +12,9 @@ its hash picks, so one key's rows stay in order), `delay_level` (int). Any other
 Sending: each task sends its rows in batches of `batchSize` (one SEND_BATCH_MESSAGE per topic
 and queue; delayed rows one by one, as RocketMQ stores no delayed batch), keeping a few batches in
 flight unless rows name their queue (then one at a time per task, to keep their order). A send
-that fails after the client's retries fails the task; Spark retries it.
+that fails after the client's retries fails the task; Spark retries it. A batch's body is
+encoded in Rust straight from the Arrow columns (`ferromq._store.encode_batch_messages`, the same
+bytes as the client's `send_batch`): no message object or properties string per row.
 
 Duplicates: every message gets a UNIQ_KEY derived from (query, micro-batch, partition, row
 number), so the messages a retried task (or a micro-batch replayed after a restart) sends again
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -53,8 +56,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from ferromq import _store
 from ferromq.client.message import Message, MessageQueue
-from ferromq.client.producer import Producer, hash_selector
+from ferromq.client.producer import Producer, hash_queue
 from ferromq.errors import InvalidArgumentError
 
 logger = logging.getLogger("ferromq.spark")
@@ -158,96 +162,191 @@ def uniq_key(query: str, batch: int, partition: int, row: int) -> str:
     return f"{uniq_key_prefix(query, batch, partition)}{row:08X}"
 
 
-def _messages(opts: WriteOptions, batch: pa.RecordBatch) -> Iterator[tuple[Message, Any, int | None]]:
-    """(message, sharding key, queue id) per row."""
-    cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-    n = batch.num_rows
-    none: list[Any] = [None] * n
-    topics, bodies = cols.get("topic", none), cols["body"]
-    tags, keys, props = cols.get("tags", none), cols.get("keys", none), cols.get("properties", none)
-    delays, shards, queues = (
-        cols.get("delay_level", none),
-        cols.get("sharding_key", none),
-        cols.get("queue_id", none),
+ROW = "__row"  # the row's number in its partition (for its UNIQ_KEY), added to each batch
+OVERHEAD = 200  # bytes a message adds to its body in a batch (headers, properties): for the byte cap
+
+
+def _first(mask: pa.Array) -> int | None:
+    """The index of the first true value of a boolean array (nulls count as false), or None."""
+    hits = pc.indices_nonzero(mask.fill_null(False))
+    return int(hits[0].as_py()) if len(hits) else None
+
+
+def _prepare(opts: WriteOptions, batch: pa.RecordBatch, first_row: int) -> pa.RecordBatch:
+    """The batch with a binary `body` and its rows' numbers, after checking bodies and topics."""
+    body = batch.column("body")
+    bad = _first(body.is_null())
+    if bad is not None:
+        raise _bad(f"row {bad} of a batch has a null body")
+    if body.type != pa.binary():
+        batch = batch.set_column(batch.schema.get_field_index("body"), "body", body.cast(pa.binary()))
+    if opts.topic is None:
+        topics = batch.column("topic")
+        bad = _first(pc.or_kleene(topics.is_null(), pc.equal(topics, "")))
+        if bad is not None:
+            raise _bad(f"row {bad} of a batch has no topic")
+    rows = pa.array(range(first_row, first_row + batch.num_rows), pa.int64())
+    return batch.append_column(ROW, rows)
+
+
+def _encode(prefix: str, part: pa.RecordBatch) -> tuple[bytes, list[str]]:
+    """A part's SEND_BATCH_MESSAGE body, encoded in Rust from its columns, and its UNIQ_KEYs."""
+    names = part.schema.names
+    body = part.column("body")
+    _, offsets, data = body.buffers()
+    uniq = [f"{prefix}{row:08X}" for row in part.column(ROW).to_pylist()]
+
+    def strings(name: str) -> list[Any] | None:
+        return part.column(name).to_pylist() if name in names else None
+
+    encoded = _store.encode_batch_messages(
+        offsets if offsets is not None else b"\0\0\0\0",
+        data if data is not None else b"",
+        body.offset,
+        len(body),
+        tags=strings("tags"),
+        keys=strings("keys"),
+        properties=strings("properties"),
+        uniq_keys=uniq,
     )
-    for i in range(n):
-        topic = opts.topic or topics[i]
-        if not topic:
-            raise _bad(f"row {i} of a batch has no topic")
-        body = bodies[i]
-        if body is None:
-            raise _bad(f"row {i} of a batch has a null body")
-        msg = Message(
-            topic,
-            body.encode() if isinstance(body, str) else body,
-            tags=tags[i],
-            keys=keys[i],
-            properties=dict(props[i] or {}),
-            delay_level=opts.delay_level if delays[i] is None else delays[i],
-        )
-        yield msg, shards[i], queues[i]
+    return encoded, uniq
+
+
+def _message(topic: str, row: dict[str, Any], prefix: str, delay_level: int) -> Message:
+    """A delayed row as a client message (sent on its own: RocketMQ stores no delayed batch)."""
+    props = dict(row.get("properties") or {})
+    props["UNIQ_KEY"] = f"{prefix}{row[ROW]:08X}"
+    return Message(
+        topic,
+        row["body"],
+        tags=row.get("tags"),
+        keys=row.get("keys"),
+        properties=props,
+        delay_level=delay_level,
+    )
+
+
+Destination = tuple[str, MessageQueue | None, int]  # topic, queue (None: the producer picks), delay
+
+
+@dataclass
+class _Pending:
+    """Rows waiting for one destination's next batch."""
+
+    parts: list[pa.RecordBatch]
+    rows: int = 0
+    bytes: int = 0
 
 
 class _Sender:
-    """Sends one task's rows: batches per (topic, queue), a few in flight at a time."""
+    """Sends one task's rows: batches per (topic, queue), a few in flight at a time, each batch
+    body encoded in Rust straight from the Arrow columns."""
 
-    def __init__(self, opts: WriteOptions, producer: Producer, ordered: bool) -> None:
+    def __init__(self, opts: WriteOptions, producer: Producer, prefix: str, ordered: bool) -> None:
         self.opts = opts
         self.producer = producer
+        self.prefix = prefix
         self.window = 1 if ordered else IN_FLIGHT
-        self.pending: dict[tuple[str, MessageQueue | None], list[Message]] = {}
-        self.pending_bytes: dict[tuple[str, MessageQueue | None], int] = {}
+        self.pending: dict[Destination, _Pending] = {}
         self.in_flight: set[asyncio.Task[None]] = set()
         self.sent = 0
 
-    async def queue_of(self, msg: Message, shard: Any, queue_id: int | None) -> MessageQueue | None:
-        if shard is None and queue_id is None:
-            return None
-        queues = await self.producer.publish_queues(msg.topic)
+    async def write(self, batch: pa.RecordBatch) -> None:
+        for dest, rows in await self.destinations(batch):
+            if dest[2] > 0:
+                await self.send_delayed(dest, rows)
+            else:
+                await self.add(dest, rows)
+
+    async def destinations(self, batch: pa.RecordBatch) -> list[tuple[Destination, pa.RecordBatch]]:
+        """The batch's rows by destination, each keeping the rows' order: the whole batch when
+        no column varies topic, queue or delay (the usual case: nothing done per row)."""
+        names = batch.schema.names
+        n = batch.num_rows
+        if not {"topic", "queue_id", "sharding_key", "delay_level"} & set(names):
+            assert self.opts.topic is not None
+            return [((self.opts.topic, None, self.opts.delay_level), batch)]
+        none: list[Any] = [None] * n
+        col = {name: batch.column(name).to_pylist() if name in names else none for name in _VARYING}
+        routes: dict[str, list[MessageQueue]] = {}
+        groups: dict[Destination, list[int]] = {}
+        for i in range(n):
+            topic = self.opts.topic or col["topic"][i]
+            shard, queue_id, delay = col["sharding_key"][i], col["queue_id"][i], col["delay_level"][i]
+            mq = None
+            if shard is not None or queue_id is not None:
+                if topic not in routes:
+                    routes[topic] = await self.producer.publish_queues(topic)
+                mq = self.queue_of(topic, routes[topic], shard, queue_id)
+            dest = (topic, mq, self.opts.delay_level if delay is None else delay)
+            groups.setdefault(dest, []).append(i)
+        if len(groups) == 1:
+            return [(next(iter(groups)), batch)]
+        return [(dest, batch.take(pa.array(rows, pa.int64()))) for dest, rows in groups.items()]
+
+    @staticmethod
+    def queue_of(topic: str, queues: list[MessageQueue], shard: Any, queue_id: int | None) -> MessageQueue:
         if shard is not None:
-            return hash_selector(queues, msg, shard)
+            return hash_queue(queues, shard)
         for mq in queues:
             if mq.queue_id == queue_id:
                 return mq
-        raise _bad(f"topic {msg.topic} has no writable queue {queue_id}")
+        raise _bad(f"topic {topic} has no writable queue {queue_id}")
 
-    async def add(self, msg: Message, shard: Any, queue_id: int | None) -> None:
-        mq = None if shard is None and queue_id is None else await self.queue_of(msg, shard, queue_id)
-        if msg.delay_level > 0:
-            await self.producer.send(msg, queue=mq)
+    async def send_delayed(self, dest: Destination, rows: pa.RecordBatch) -> None:
+        topic, mq, delay = dest
+        for row in rows.to_pylist():
+            await self.producer.send(_message(topic, row, self.prefix, delay), queue=mq)
             self.sent += 1
-            return
-        key = (msg.topic, mq)
-        batch = self.pending.setdefault(key, [])
-        batch.append(msg)
-        self.pending_bytes[key] = self.pending_bytes.get(key, 0) + len(msg.body) + 200
-        if len(batch) >= self.opts.batch_size or self.pending_bytes[key] >= MAX_BATCH_BYTES:
-            await self.flush(key)
 
-    async def flush(self, key: tuple[str, MessageQueue | None]) -> None:
-        msgs = self.pending.pop(key, [])
-        self.pending_bytes.pop(key, None)
-        if not msgs:
+    async def add(self, dest: Destination, rows: pa.RecordBatch) -> None:
+        """Queues rows for `dest`, sending each batch as it fills (by count or by bytes)."""
+        pending = self.pending.setdefault(dest, _Pending([]))
+        while rows.num_rows:
+            take = min(self.opts.batch_size - pending.rows, rows.num_rows)
+            sizes = pc.add(pc.binary_length(rows.column("body").slice(0, take)), OVERHEAD)
+            total = pc.cumulative_sum(sizes)
+            fit = pc.sum(pc.less_equal(total, MAX_BATCH_BYTES - pending.bytes)).as_py() or 0
+            if fit == 0 and pending.rows == 0:
+                fit = 1  # one message above the cap: sent alone (the producer refuses it if too big)
+            if fit:
+                pending.parts.append(rows.slice(0, fit))
+                pending.rows += fit
+                pending.bytes += total[fit - 1].as_py()
+                rows = rows.slice(fit)
+            if fit < take or pending.rows >= self.opts.batch_size:
+                await self.flush(dest)
+                pending = self.pending.setdefault(dest, _Pending([]))
+
+    async def flush(self, dest: Destination) -> None:
+        pending = self.pending.pop(dest, None)
+        if pending is None or not pending.rows:
             return
         while len(self.in_flight) >= self.window:
             done, self.in_flight = await asyncio.wait(self.in_flight, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
                 t.result()  # a failed send fails the task
-        self.in_flight.add(asyncio.ensure_future(self._send(msgs, key[1])))
+        try:
+            encoded = [_encode(self.prefix, part) for part in pending.parts]
+        except ValueError as e:  # a separator character in a property
+            raise _bad(f"a row of the batch cannot be sent: {e}") from None
+        body = b"".join(e[0] for e in encoded)
+        msg_id = ",".join(key for e in encoded for key in e[1])
+        self.in_flight.add(asyncio.ensure_future(self._send(dest, body, msg_id, pending.rows)))
 
-    async def _send(self, msgs: list[Message], mq: MessageQueue | None) -> None:
-        if len(msgs) == 1:
-            await self.producer.send(msgs[0], queue=mq)
-        else:
-            await self.producer.send_batch(msgs, queue=mq)
-        self.sent += len(msgs)
+    async def _send(self, dest: Destination, body: bytes, msg_id: str, count: int) -> None:
+        await self.producer.send_batch_body(dest[0], body, msg_id, queue=dest[1])
+        self.sent += count
 
     async def finish(self) -> None:
-        for key in list(self.pending):
-            await self.flush(key)
+        for dest in list(self.pending):
+            await self.flush(dest)
         if self.in_flight:
             await asyncio.gather(*self.in_flight)
             self.in_flight.clear()
+
+
+_VARYING = ("topic", "sharding_key", "queue_id", "delay_level")
 
 
 def _write(opts: WriteOptions, query: str, batches: Iterator[pa.RecordBatch]) -> SinkCommit:
@@ -272,11 +371,9 @@ def _write(opts: WriteOptions, query: str, batches: Iterator[pa.RecordBatch]) ->
             for batch in batches:
                 if sender is None:
                     names = batch.schema.names
-                    sender = _Sender(opts, producer, "queue_id" in names or "sharding_key" in names)
-                for msg, shard, queue_id in _messages(opts, batch):
-                    msg.properties["UNIQ_KEY"] = f"{prefix}{row:08X}"
-                    row += 1
-                    await sender.add(msg, shard, queue_id)
+                    sender = _Sender(opts, producer, prefix, "queue_id" in names or "sharding_key" in names)
+                await sender.write(_prepare(opts, batch, row))
+                row += batch.num_rows
             if sender is None:
                 return 0
             await sender.finish()
