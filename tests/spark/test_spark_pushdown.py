@@ -4,6 +4,7 @@ the decoder looked at."""
 
 from __future__ import annotations
 
+import os
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -227,3 +228,25 @@ def test_the_option_and_spark_setting_go_together(
         assert reader.load().where("queue_id = 1").count() == sum(1 for r in rows if r.queue_id == 1)
     finally:
         spark.conf.set(PUSHDOWN, "false")
+
+
+def test_a_large_tag_read_is_spread_over_two_tasks_and_decodes_only_its_tag(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Three queues of 24,000 records, two tags: one tag's 36,000 records are enough for two
+    tasks (`MIN_TASK_ROWS` a core), which share the walk and decode exactly that tag's records."""
+    from ferromq.store import MessageStore
+
+    root = tmp_path_factory.mktemp("spread-store")
+    with MessageStore(root) as store:
+        for q in range(3):
+            for start in range(0, 24_000, 1000):
+                ids = range(start, start + 1000)
+                props = [f"TAGS\x01Tag{i % 2}\x02KEYS\x01k{q}-{i}" for i in ids]
+                store.put_batch(TOPIC, q, [f"{q}-{i}".encode() for i in ids], props)
+        store.flush()
+    reader = FerroMQPushdownReader(parse_options({"path": str(root), "topic": TOPIC}, streaming=False))
+    assert list(reader.pushFilters([EqualTo(("tags",), "Tag1")])) == []
+    got, examined = _examined(reader, tasks=min(2, os.cpu_count() or 1))
+    assert got == [(q, o) for q in range(3) for o in range(1, 24_000, 2)]
+    assert examined == len(got) == 36_000

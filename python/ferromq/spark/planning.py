@@ -5,12 +5,16 @@ cuts ranges to at most `maxRecordsPerPartition` offsets, one task each; without 
 `pack` puts small ranges together, because a Spark task costs far more than reading a few
 thousand records (50-150 ms of scheduling and Python worker round trips on a loaded 2-core
 machine): a selective query pruned down to a tenth of eight queues runs as one task, not eight.
+A read expected to yield enough rows to keep every core busy (`MIN_TASK_ROWS` a core) is
+`spread` over at least as many tasks as the machine has cores, cutting ranges where needed, so
+that the tasks run side by side.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql.datasource import InputPartition
 
@@ -68,19 +72,20 @@ def split(ranges: Iterable[QueueRange], max_records: int | None) -> list[QueueRa
     return out
 
 
-def pack(
-    ranges: Sequence[QueueRange], rows: Callable[[QueueRange], int], limit: int = PACK_ROWS
-) -> list[ReadTask]:
-    """Tasks of consecutive ranges whose expected rows (`rows(r)`) add up to at most `limit`; a
-    range expected to yield more is a task of its own. Ranges expected to yield nothing are left
-    out: a read of them would return no row."""
+# A read expected to yield at least this many rows per core runs on every core (a task of them
+# decodes and converts for about 0.1 s, more than a task's fixed cost).
+MIN_TASK_ROWS = 16384
+
+Sized = tuple[QueueRange, int]  # a range and the rows a read of it is expected to yield
+
+
+def pack(sized: Sequence[Sized], limit: int = PACK_ROWS) -> list[ReadTask]:
+    """Tasks of consecutive ranges whose expected rows add up to at most `limit`; a range
+    expected to yield more is a task of its own."""
     tasks: list[ReadTask] = []
     group: list[QueueRange] = []
     total = 0
-    for r in ranges:
-        n = rows(r)
-        if n <= 0:
-            continue
+    for r, n in sized:
         if group and total + n > limit:
             tasks.append(ReadTask(tuple(group)))
             group, total = [], 0
@@ -91,13 +96,45 @@ def pack(
     return tasks
 
 
+def spread(sized: Sequence[Sized], tasks: int) -> list[ReadTask]:
+    """`tasks` tasks of about equal expected rows, in range order: a range is cut where a task's
+    share ends (its rows taken as spread evenly over its offsets)."""
+    total = sum(n for _, n in sized)
+    bounds = [total * k // tasks for k in range(1, tasks)]  # where each task's share ends
+    groups: list[list[QueueRange]] = [[]]
+    seen = 0
+    for r, n in sized:
+        start = r.start
+        while bounds and bounds[0] < seen + n:
+            cut = r.start + (r.end - r.start) * (bounds.pop(0) - seen) // n
+            if cut > start:
+                groups[-1].append(replace(r, start=start, end=cut))
+                start = cut
+            groups.append([])
+        if start < r.end:
+            groups[-1].append(replace(r, start=start))
+        seen += n
+    return [ReadTask(tuple(g)) for g in groups if g]
+
+
 def plan(
-    ranges: Iterable[QueueRange], max_records: int | None, rows: Callable[[QueueRange], int]
+    ranges: Iterable[QueueRange],
+    max_records: int | None,
+    rows: Callable[[QueueRange], int],
+    cores: int | None = None,
 ) -> list[ReadTask]:
     """The tasks of a read: one per piece of `maxRecordsPerPartition` offsets when that is set,
-    else the ranges packed by their expected rows; never none."""
+    else the ranges packed by their expected rows (`rows(r)`; ranges expected to yield nothing
+    are left out), spread over the `cores` (default: this machine's) when the read is large
+    enough; never none."""
     pieces = split(ranges, max_records)
-    tasks = [ReadTask((r,)) for r in pieces] if max_records else pack(pieces, rows)
+    if max_records:
+        return [ReadTask((r,)) for r in pieces] or [NOTHING]
+    sized = [(r, n) for r in pieces if (n := rows(r)) > 0]
+    tasks = pack(sized)
+    wanted = min(cores or os.cpu_count() or 1, sum(n for _, n in sized) // MIN_TASK_ROWS)
+    if len(tasks) < wanted:
+        tasks = spread(sized, wanted)
     return tasks or [NOTHING]
 
 
