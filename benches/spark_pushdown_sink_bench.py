@@ -10,9 +10,11 @@ into a `noop` sink; best of --repeat, interleaved:
 - `time 10%`: a tenth of the store time range on `store_timestamp`;
 - `one tag`: `tags = 'Tag7'` (one tag of ten).
 
-Sink: --sink-messages rows of --body-size bytes written by `df.write.format("ferromq")` into a
-`ferromq serve`, against the same number of messages sent by one `Producer.send` loop and by
-`Producer.send_batch` (batches of 64) of the Python client in this process.
+Sink: --sink-messages rows of --body-size bytes (2 partitions) written by
+`df.write.format("ferromq")` into a `ferromq serve`, against the same number of messages sent by
+one Python producer in this process with `send_batch` of prepared `Message` lists of the sink's
+batch size, and against a Python writer that drops the rows (Spark's own cost of a write: the
+ceiling of any Python sink); best of --repeat, interleaved.
 
     .venv/bin/python benches/spark_pushdown_sink_bench.py [--messages N] [--sink-messages M]
 """
@@ -25,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchlib import write_results
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from spark_bench import TOPIC, build_store, spark_session
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
@@ -82,6 +86,8 @@ def selective(spark: Any, root: Path, repeat: int) -> list[dict[str, Any]]:
 
 
 async def producer_rate(namesrv: str, topic: str, n: int, body: bytes, batch: int) -> float:
+    """Messages a second of one Python producer sending `n` messages with `send_batch`, the
+    lists of `Message`s prepared before the clock starts."""
     from ferromq.client import Message
     from ferromq.client.producer import Producer
 
@@ -89,47 +95,78 @@ async def producer_rate(namesrv: str, topic: str, n: int, body: bytes, batch: in
     await producer.start()
     try:
         await producer.send(Message(topic, body))  # route and connection ready
+        batches = [[Message(topic, body) for _ in range(min(batch, n - i))] for i in range(0, n, batch)]
         t = time.perf_counter()
-        if batch == 1:
-            for _ in range(n):
-                await producer.send(Message(topic, body))
-        else:
-            for i in range(0, n, batch):
-                await producer.send_batch([Message(topic, body) for _ in range(min(batch, n - i))])
+        for msgs in batches:
+            await producer.send_batch(msgs)
         return n / (time.perf_counter() - t)
     finally:
         await producer.stop()
 
 
-def sink(spark: Any, work: Path, n: int, body_size: int) -> dict[str, float]:
+class NullWriter(DataSourceArrowWriter):
+    """Takes the rows and drops them: what any Python sink pays Spark for a write."""
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+
+class NullSink(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "bench_null_sink"
+
+    def schema(self) -> str:
+        return "body binary"
+
+    def writer(self, schema: Any, overwrite: bool) -> NullWriter:
+        return NullWriter()
+
+
+def sink(spark: Any, work: Path, n: int, body_size: int, repeat: int) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
+    from ferromq.spark.sink import BATCH_SIZE
     from tests.interop.conftest import start_ferromq, stop_ferromq
 
+    spark.dataSource.register(NullSink)
     (work / "sink").mkdir()
     server = start_ferromq(work / "sink")
     try:
         body = b"x" * body_size
         df = spark.range(n).repartition(2).select(F.lit(body).alias("body"))
         df.cache().count()
+
+        def write(fmt: str) -> float:
+            t = time.perf_counter()
+            w = df.write.format(fmt).mode("append")
+            if fmt == "ferromq":
+                w = w.option("namesrv", server.namesrv).option("topic", "BenchSink")
+            w.save()
+            return n / (time.perf_counter() - t)
+
         spark.range(10).select(F.lit(body).alias("body")).write.format("ferromq").option(
             "namesrv", server.namesrv
         ).option("topic", "BenchSink").mode("append").save()  # warm-up: route, workers
-        t = time.perf_counter()
-        df.write.format("ferromq").option("namesrv", server.namesrv).option("topic", "BenchSink").mode(
-            "append"
-        ).save()
-        sink_rate = n / (time.perf_counter() - t)
-        send = asyncio.run(producer_rate(server.namesrv, "BenchSend", n, body, 1))
-        batched = asyncio.run(producer_rate(server.namesrv, "BenchBatch", n, body, 64))
+        rates: dict[str, list[float]] = {"null": [], "sink": [], "producer": []}
+        for _ in range(repeat):  # interleaved, best of each
+            rates["null"].append(write("bench_null_sink"))
+            rates["sink"].append(write("ferromq"))
+            rates["producer"].append(
+                asyncio.run(producer_rate(server.namesrv, "BenchBatch", n, body, BATCH_SIZE))
+            )
     finally:
         stop_ferromq(server)
+    best = {k: max(v) for k, v in rates.items()}
     return {
-        "sink_msgs_per_s": round(sink_rate),
-        "producer_send_msgs_per_s": round(send),
-        "producer_send_batch_msgs_per_s": round(batched),
-        "sink_over_send": round(sink_rate / send, 2),
-        "sink_over_send_batch": round(sink_rate / batched, 2),
+        "batch_size": BATCH_SIZE,
+        "sink_msgs_per_s": round(best["sink"]),
+        "producer_send_batch_msgs_per_s": round(best["producer"]),
+        "spark_null_writer_rows_per_s": round(best["null"]),
+        "sink_over_producer": round(best["sink"] / best["producer"], 2),
+        "runs": {k: [round(r) for r in v] for k, v in rates.items()},
     }
 
 
@@ -138,7 +175,9 @@ def main() -> None:
     # Every Spark query pays a fixed cost (planning in a fresh Python worker, scheduling: 0.3-0.7 s
     # on a loaded 2-core machine) that caps a pruned query's speedup on a small store.
     ap.add_argument("--messages", type=int, default=500_000)
-    ap.add_argument("--sink-messages", type=int, default=50_000)
+    # Every Spark write pays a fixed cost too (0.5-1 s here: a job, Python workers, the JVM sending
+    # the rows): the sink is timed on enough rows for the sending to outweigh it.
+    ap.add_argument("--sink-messages", type=int, default=200_000)
     ap.add_argument("--body-size", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results"))
@@ -155,7 +194,7 @@ def main() -> None:
                 print(
                     f"{q['query']:<12}{q['rows']:>9}{q['off_s']:>9.2f}{q['on_s']:>9.2f}{q['speedup']:>8.1f}x"
                 )
-            sink_result = sink(spark, work, args.sink_messages, args.body_size)
+            sink_result = sink(spark, work, args.sink_messages, args.body_size, args.repeat)
             print(f"\nsink: {sink_result}")
         finally:
             spark.stop()
