@@ -349,6 +349,62 @@ class HaMaster:
     def close(self) -> None: ...
 
 @final
+class DataPlane:
+    """The broker's port served on Rust threads: plain sends Python allows are answered there,
+    every other frame is handed to Python as an event."""
+
+    def __new__(
+        cls,
+        host: str,
+        port: int,
+        *,
+        threads: int,
+        max_frame: int,
+        max_connections: int,
+        idle_timeout_ms: int,
+        read_timeout_ms: int,
+        request_buffer_bytes: int,
+        reply_buffer_bytes: int,
+        rpc_buckets_ms: list[float],
+        hand_off_tls: bool,
+    ) -> DataPlane: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def wake_fd(self) -> int: ...
+    @property
+    def open_connections(self) -> int: ...
+    def take_events(self) -> list[tuple[int, int, Any]]:
+        """(0, conn, (host, port)) opened, (1, conn, bytes) frames, (2, conn, reason) closed,
+        (3, file descriptor, (host, port)) a TLS connection handed over."""
+    def take_arrivals(self) -> list[tuple[str, int, int, list[int] | None]]: ...
+    def set_watching(self, on: bool) -> None: ...
+    def take_stats(
+        self,
+    ) -> tuple[
+        list[tuple[str, int, int, int]], list[tuple[int, int]], list[tuple[int, int, list[int], float]]
+    ]: ...
+    def serve_sends(
+        self,
+        store: Store,
+        *,
+        ha: HaMaster | None,
+        sync_flush: bool,
+        sync_master: bool,
+        slave_timeout_ms: int,
+        cluster: str,
+        region: str,
+        trace_on: bool,
+        topics: list[tuple[str, int, int, bool]],
+    ) -> None: ...
+    def stop_serving_sends(self) -> None: ...
+    def write(self, conn: int, data: bytes) -> bool: ...
+    def close(self, conn: int, abort: bool, reason: str) -> None: ...
+    def set_reading(self, conn: int, reading: bool) -> None: ...
+    def closed_by_reason(self) -> list[tuple[str, int]]: ...
+    def stop(self, grace_ms: int) -> None: ...
+
+@final
 class HaSlave:
     """A slave's replication from its master's HA address."""
 

@@ -2,6 +2,7 @@
 //! its master). The byte path runs on Rust threads; Python decides roles and addresses.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferromq_store::ha::{self, HaConfig};
@@ -32,7 +33,8 @@ fn ha_config(
 /// A master's HA service: streams the CommitLog to slaves and tells when they have an offset.
 #[pyclass(frozen, module = "ferromq._store")]
 pub struct HaMaster {
-    inner: ha::HaMaster,
+    /// Shared with the data plane, which waits for slaves on its own threads.
+    pub(crate) inner: Arc<ha::HaMaster>,
 }
 
 #[pymethods]
@@ -64,7 +66,9 @@ impl HaMaster {
         let inner = py
             .detach(|| ha::HaMaster::start(log, bind, cfg))
             .map_err(|e| PyOSError::new_err(format!("cannot listen for slaves on {bind}: {e}")))?;
-        Ok(HaMaster { inner })
+        Ok(HaMaster {
+            inner: Arc::new(inner),
+        })
     }
 
     /// The port slaves connect to.

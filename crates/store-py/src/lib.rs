@@ -6,9 +6,11 @@
 mod client_batch;
 mod columns;
 mod ha;
+mod plane;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferromq_store::message::{self, iter_records, MessageMeta};
@@ -299,7 +301,8 @@ impl GetResult {
 /// A RocketMQ store directory opened for writing (one writer per directory) or read-only.
 #[pyclass(frozen, module = "ferromq._store")]
 pub struct Store {
-    store: MessageStore,
+    /// Shared with the data plane, which stores sends on its own threads.
+    store: Arc<MessageStore>,
 }
 
 fn flush_type(s: &str) -> PyResult<FlushDiskType> {
@@ -436,7 +439,9 @@ impl Store {
         c.destroy_mapped_file_interval_forcibly_ms = destroy_mapped_file_interval_forcibly_ms;
         c.clean_resource_interval_ms = clean_resource_interval_ms;
         let store = py.detach(|| MessageStore::open(c)).py_err(py)?;
-        Ok(Store { store })
+        Ok(Store {
+            store: Arc::new(store),
+        })
     }
 
     /// Appends one message; in SYNC_FLUSH mode with `wait`, returns once it is on disk.
@@ -1147,6 +1152,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<GetResult>()?;
     m.add_class::<ha::HaMaster>()?;
     m.add_class::<ha::HaSlave>()?;
+    m.add_class::<plane::DataPlane>()?;
     m.add_function(wrap_pyfunction!(ha::truncate_commitlog, m)?)?;
     m.add_function(wrap_pyfunction!(java_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;

@@ -27,15 +27,15 @@ from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.processors import build_registry, pull, send
 from ferromq.broker.replication import ReplicationService
 from ferromq.broker.schedule import ScheduleMessageService
-from ferromq.broker.stats import BrokerStats
+from ferromq.broker.stats import RPC_LATENCY_BUCKETS_MS, BrokerStats
 from ferromq.broker.subscriptions import SubscriptionGroupManager
-from ferromq.broker.topics import TopicConfigManager
+from ferromq.broker.topics import NOT_ALLOWED_SEND, TopicConfigManager, topic_problem
 from ferromq.broker.transaction import TransactionalMessageService
 from ferromq.errors import StoreIOError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.constants import SCHEDULE_TOPIC
+from ferromq.protocol.constants import RETRY_PREFIX, SCHEDULE_TOPIC
 from ferromq.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerRequestHeader,
@@ -43,13 +43,19 @@ from ferromq.protocol.headers import (
 )
 from ferromq.remoting.connection import Connection, open_connection
 from ferromq.remoting.dispatch import Dispatcher
+from ferromq.remoting.plane import Arrivals, PlaneServer
 from ferromq.remoting.server import RemotingServer, ServerLimits
+from ferromq.remoting.tls import TlsMode
 from ferromq.store import FlushDiskType, MessageStore
 
 logger = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL = 10.0
 NAMESRV_TIMEOUT = 3.0
+# How often the data plane's counts join the broker's statistics.
+PLANE_STATS_INTERVAL = 1.0
+
+Server = RemotingServer | PlaneServer
 
 
 class Broker:
@@ -57,9 +63,9 @@ class Broker:
         self.config = config
         self._host = host
         self.store: MessageStore
-        self.server: RemotingServer | None = None
+        self.server: Server | None = None
         """None until `start` has bound the listening port."""
-        self.vip_server: RemotingServer | None = None
+        self.vip_server: Server | None = None
         self._outgoing_ssl: ssl.SSLContext | None = None
         """RocketMQ's "VIP channel" on listenPort - 2, the port a Java slave syncs metadata through."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -94,13 +100,7 @@ class Broker:
         (`OSError`) leaves `server` None; a store that does not fit the configuration raises
         `StoreMismatchError`, an unusable store directory `StoreIOError`, a store in use
         `StoreLockedError`."""
-        server = RemotingServer(
-            self._dispatch,
-            self._host,
-            self.config.listen_port,
-            limits=server_limits(self.config),
-            tls=self.config.tls_settings(),
-        )
+        server = self._server_on(self.config.listen_port)
         await server.start()
         self.server = server
         try:
@@ -116,13 +116,7 @@ class Broker:
         port = self.config.listen_port - 2
         if port <= 0:
             return
-        vip = RemotingServer(
-            self._dispatch,
-            self._host,
-            port,
-            limits=server_limits(self.config),
-            tls=self.config.tls_settings(),
-        )
+        vip = self._server_on(port)
         try:
             await vip.start()
         except OSError as e:
@@ -130,7 +124,98 @@ class Broker:
             return
         self.vip_server = vip
 
-    async def _start_after_bind(self, server: RemotingServer) -> None:
+    def _server_on(self, port: int) -> Server:
+        """The data plane (dataPlane=rust), or the event loop's own server (dataPlane=python, and
+        TLS enforcing mode, whose handshakes are Python's)."""
+        cfg = self.config
+        tls = cfg.tls_settings()
+        if cfg.data_plane == "rust" and tls.mode != TlsMode.ENFORCING:
+            plane = PlaneServer(
+                self._dispatch,
+                self._host,
+                port,
+                limits=server_limits(cfg),
+                tls=tls,
+                threads=cfg.server_io_threads,
+                rpc_buckets_ms=RPC_LATENCY_BUCKETS_MS,
+            )
+            plane.on_arrivals = self._plane_arrivals
+            return plane
+        return RemotingServer(self._dispatch, self._host, port, limits=server_limits(cfg), tls=tls)
+
+    def _planes(self) -> list[PlaneServer]:
+        return [s for s in (self.server, self.vip_server) if isinstance(s, PlaneServer)]
+
+    def update_data_plane(self) -> None:
+        """Tells the data planes which sends they may store themselves: plain sends to the
+        writable topics a send may name, on a master that is not in controller mode and has no
+        ACL (those decisions stay Python's: every such send comes here)."""
+        planes = [p.plane for p in self._planes() if p.plane is not None]
+        if not planes:
+            return
+        cfg = self.config
+        off = (
+            self._registry is None
+            or cfg.is_slave
+            or cfg.enable_controller_mode
+            or self.acl is not None
+            or not cfg.broker_permission & 2
+        )
+        for plane in planes:
+            if off:
+                plane.stop_serving_sends()
+                continue
+            plane.serve_sends(
+                self.store.raw,
+                ha=self.replication.master,
+                sync_flush=self.sync_flush,
+                sync_master=cfg.broker_role == "SYNC_MASTER",
+                slave_timeout_ms=cfg.slave_timeout,
+                cluster=cfg.broker_cluster_name,
+                region=cfg.region_id,
+                trace_on=cfg.trace_on,
+                topics=[
+                    (t.topic_name, t.write_queue_nums, t.read_queue_nums, t.topic_filter_type == "MULTI_TAG")
+                    for t in self.topics.topics.values()
+                    if t.writable and _plane_may_send(t.topic_name)
+                ],
+            )
+
+    def _plane_arrivals(self, arrivals: Arrivals) -> None:
+        """Messages the data plane stored: wake held pulls and delayed delivery."""
+        if self._registry is None:
+            return
+        for topic, queue_id, next_offset, tags_codes in arrivals:
+            if topic == SCHEDULE_TOPIC:
+                self.schedule.wake(queue_id + 1)
+            elif tags_codes is None:
+                self.hold.notify(topic, queue_id, next_offset, None)
+            else:
+                for tags_code in tags_codes:
+                    self.hold.notify(topic, queue_id, next_offset, tags_code)
+
+    def _watch_arrivals(self, on: bool) -> None:
+        """Held pulls wait (or no longer do): arrivals on the data planes wake the loop (or not).
+        Turning it on takes what arrived meanwhile, so no pull misses a message stored between
+        its read and its hold."""
+        for server in self._planes():
+            if server.plane is not None:
+                server.plane.set_watching(on)
+                if on:
+                    self._plane_arrivals(server.plane.take_arrivals())
+
+    def sync_plane_stats(self) -> None:
+        """Adds what the data planes counted to the broker's statistics."""
+        for server in self._planes():
+            if server.plane is not None:
+                self.stats.add_plane(*server.plane.take_stats())
+
+    async def _plane_stats_loop(self) -> None:
+        while True:
+            await asyncio.sleep(PLANE_STATS_INTERVAL)
+            self.sync_plane_stats()
+
+    async def _start_after_bind(self, server: Server) -> None:
         if self.config.listen_port == 0:
             # Any free port for the HA service too, unless haListenPort says which.
             ha_port = 0 if self.config.ha_listen_port is None else self.config.ha_listen_port
@@ -198,6 +283,11 @@ class Broker:
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
             loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
         ]
+        if self._planes():
+            self.topics.on_change = self.update_data_plane
+            self.hold.on_watch = self._watch_arrivals
+            self.update_data_plane()
+            self._tasks.append(loop.create_task(self._plane_stats_loop(), name="plane-stats"))
         if cfg.namesrv_addrs:
             self._registering = True
             self._tasks.append(loop.create_task(self._register_loop(), name="namesrv-register"))
@@ -236,6 +326,10 @@ class Broker:
         Undoes only what `start` did (all of it, or the steps before one failed); idempotent."""
         if self.server is None:
             return
+        # Every send through Python from here: the store and the HA service close below.
+        for server in self._planes():
+            if server.plane is not None:
+                server.plane.stop_serving_sends()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -263,6 +357,7 @@ class Broker:
             await self.vip_server.stop()
             self.vip_server = None
         if hasattr(self, "stats"):
+            self.sync_plane_stats()
             await self.stats.stop()
         await self.server.stop()
         if hasattr(self, "offsets"):
@@ -321,6 +416,7 @@ class Broker:
         self.config_timestamp = int(time.time() * 1000)
         if "broker_permission" in changed:
             self.registration_changed()
+        self.update_data_plane()
         return changed
 
     def registration_changed(self) -> None:
@@ -435,6 +531,14 @@ def plain_acl_of(cfg: BrokerConfig) -> PlainAcl:
     """The ACL files of this configuration (rocketmqHome, else ROCKETMQ_HOME; aclPlainFile), not
     loaded yet."""
     return PlainAcl.locate(cfg.rocketmq_home or os.environ.get("ROCKETMQ_HOME"), cfg.acl_plain_file)
+
+
+def _plane_may_send(topic: str) -> bool:
+    """Topics whose plain sends follow the plain rule only (retry topics may turn a send into a
+    dead letter; system topics refuse sends)."""
+    if topic in NOT_ALLOWED_SEND or topic.startswith(RETRY_PREFIX):
+        return False
+    return topic_problem(topic) is None
 
 
 def server_limits(cfg: BrokerConfig) -> ServerLimits:

@@ -128,6 +128,11 @@ class BrokerConfig:
     server_request_buffer_bytes: int = 128 * 1024 * 1024
     server_reply_buffer_bytes: int = 16 * 1024 * 1024
     server_max_inflight_requests: int = 100_000
+    # ferromq's data plane: "rust" serves the ports' connections and the plain sends on Rust
+    # threads (serverIoThreads of them, 0: one per core); "python" serves all of it on the event
+    # loop. TLS enforcing mode always uses the Python server.
+    data_plane: str = "rust"
+    server_io_threads: int = 0
     max_topic_queue_nums: int = 1024
     # TLS, with the names and defaults of Java's system properties (TlsSystemConfig; see
     # ferromq.remoting.tls): plain and TLS clients on one port unless tls.server.mode says otherwise.
@@ -354,12 +359,15 @@ class BrokerConfig:
             bad("metrics_prom_exporter_port", "a port number (0-65535)")
         if (self.namesrv_access_key is None) != (self.namesrv_secret_key is None):
             bad("namesrv_access_key", "set together with namesrvSecretKey (both or neither)")
+        if self.data_plane not in DATA_PLANES:
+            bad("data_plane", " or ".join(DATA_PLANES))
         if self.profile not in PROFILES:
             out.append(("profile", f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}"))
         return out
 
 
 METRICS_EXPORTER_TYPES = ("DISABLE", "PROM")
+DATA_PLANES = ("rust", "python")
 
 # The least value of each number field (1: must be > 0); sizes the store needs at least.
 _AT_LEAST: dict[str, int] = {
@@ -387,6 +395,7 @@ _AT_LEAST: dict[str, int] = {
     "server_request_buffer_bytes": 1,
     "server_reply_buffer_bytes": 1,
     "server_max_inflight_requests": 1,
+    "server_io_threads": 0,
     "max_topic_queue_nums": 1,
     "file_reserved_time": 0,
     "delete_commit_log_files_interval": 0,
@@ -429,6 +438,7 @@ _MAX_VALUE: dict[str, int] = {
         "clean_resource_interval",
     )
 }
+_MAX_VALUE["server_io_threads"] = 1024
 _DELAY_LEVEL = re.compile(r"[0-9]+[smhd]")
 _DELETE_WHEN = re.compile(r"(0?[0-9]|1[0-9]|2[0-3])(;(0?[0-9]|1[0-9]|2[0-3]))*")
 

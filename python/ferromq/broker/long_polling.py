@@ -26,6 +26,9 @@ class PullRequestHoldService:
         self._interval = check_interval
         self._held: dict[tuple[str, int], list[HeldPull]] = {}
         self._task: asyncio.Task[None] | None = None
+        self.on_watch: Callable[[bool], None] | None = None
+        """Told True when the first pull is held, False when none is (the broker's data planes
+        wake the loop on arrivals only while pulls wait)."""
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._check_loop(), name="pull-hold")
@@ -48,7 +51,10 @@ class PullRequestHoldService:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         pull = HeldPull(offset, time.monotonic() + timeout, tag_filter, fut)
         key = (topic, queue_id)
+        first = not self._held
         self._held.setdefault(key, []).append(pull)
+        if first and self.on_watch is not None:
+            self.on_watch(True)
         try:
             async with asyncio.timeout(timeout):
                 await fut
@@ -63,6 +69,8 @@ class PullRequestHoldService:
                     pass
                 if not pulls:
                     del self._held[key]
+                    if not self._held and self.on_watch is not None:
+                        self.on_watch(False)
 
     def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
         """A message was stored (max_offset is the queue's new max): wake the pulls it satisfies."""

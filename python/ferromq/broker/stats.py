@@ -237,15 +237,15 @@ class StoreCounters:
         self.miss_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
         self.transferred_snaps: deque[tuple[int, int]] = deque([(at, 0)], maxlen=STORE_SAMPLES + 1)
 
-    def put_took(self, ms: int) -> None:
+    def put_took(self, ms: int, puts: int = 1) -> None:
         if ms == 0:  # nearly every put: the first bucket of both
-            self.put_distribution[0] += 1
-            self.put_latency[0] += 1
+            self.put_distribution[0] += puts
+            self.put_latency[0] += puts
             return
         if ms > self.put_entire_time_max_ms:
             self.put_entire_time_max_ms = ms
-        self.put_distribution[bisect.bisect_right(PUT_DISTRIBUTE_BOUNDS, ms) if ms > 0 else 0] += 1
-        self.put_latency[bisect.bisect_left(PUT_LATENCY_BOUNDS, ms)] += 1
+        self.put_distribution[bisect.bisect_right(PUT_DISTRIBUTE_BOUNDS, ms) if ms > 0 else 0] += puts
+        self.put_latency[bisect.bisect_left(PUT_LATENCY_BOUNDS, ms)] += puts
 
     def roll_minute(self) -> None:
         self.last_put_distribution, self.put_distribution = (
@@ -332,6 +332,10 @@ class BrokerStats(TaskService):
     def put(self, topic: str, count: int, size: int, started_ns: int) -> None:
         """`count` messages of `size` bytes in all stored into `topic` by a send whose store call
         began at `started_ns` (`time.perf_counter_ns()`)."""
+        self._count_put(topic, count, size, 1)
+        self.store.put_took((time.perf_counter_ns() - started_ns) // 1_000_000)
+
+    def _count_put(self, topic: str, count: int, size: int, sends: int) -> None:
         items = self._put_items.get(topic)
         if items is None:
             items = self._put_items[topic] = (
@@ -341,15 +345,34 @@ class BrokerStats(TaskService):
             )
         nums, sizes, broker = items
         nums.value += count
-        nums.times += 1
+        nums.times += sends
         sizes.value += size
-        sizes.times += 1
+        sizes.times += sends
         broker.value += count
-        broker.times += 1
+        broker.times += sends
         store = self.store
         store.put_times += count
         store.put_size += size
-        store.put_took((time.perf_counter_ns() - started_ns) // 1_000_000)
+
+    def add_plane(
+        self,
+        puts: list[tuple[str, int, int, int]],
+        took: list[tuple[int, int]],
+        rpc: list[tuple[int, int, list[int], float]],
+    ) -> None:
+        """What a data plane counted since it was last asked (`DataPlane.take_stats`): per topic
+        (messages, bytes, sends), store calls per whole millisecond, request latencies."""
+        for topic, count, size, sends in puts:
+            self._count_put(topic, count, size, sends)
+        for ms, n in took:
+            self.store.put_took(ms, n)
+        for request_code, response_code, counts, sum_ms in rpc:
+            key = (request_code, response_code)
+            hist = self.rpc.get(key)
+            if hist is None:
+                hist = self.rpc[key] = RpcLatency()
+            hist.counts = [a + b for a, b in zip(hist.counts, counts, strict=True)]
+            hist.sum_ms += sum_ms
 
     def put_failed(self) -> None:
         self.store.put_failed += 1

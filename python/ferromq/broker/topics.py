@@ -6,6 +6,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,8 @@ class TopicConfigManager:
         self._lock = threading.Lock()
         self.topics: dict[str, TopicConfig] = {}
         self.data_version = {"counter": 0, "timestamp": int(time.time() * 1000)}
+        self.on_change: Callable[[], None] | None = None
+        """Called after the table changed (the broker tells its data planes)."""
         self._builtin()
         self._load()
 
@@ -178,6 +181,11 @@ class TopicConfigManager:
         with self._lock:
             self.topics = dict(topics)
             self.data_version = dict(data_version)
+        self._notify()
+
+    def _notify(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
@@ -186,6 +194,7 @@ class TopicConfigManager:
         with self._lock:
             self.topics[tc.topic_name] = tc
             self._changed()
+        self._notify()
         self.persist()
 
     def delete(self, topic: str) -> bool:
@@ -194,6 +203,7 @@ class TopicConfigManager:
             if found:
                 self._changed()
         if found:
+            self._notify()
             self.persist()
         return found
 

@@ -104,7 +104,6 @@ class RemotingServer:
         return self._budget.used
 
     async def start(self) -> None:
-        self._max_connections = _fd_bounded(self.limits.max_connections)
         loop = asyncio.get_running_loop()
         if self.tls.mode == TlsMode.DISABLED:
             # A TLS client's first bytes read as an oversized frame: it is closed, as in Java.
@@ -116,11 +115,17 @@ class RemotingServer:
             self._acceptor = loop.create_task(
                 self._accept_loop(self._listener), name=f"remoting-accept-{self.port}"
             )
+        self.start_sweeping()
+
+    def start_sweeping(self) -> None:
+        """Closes idle and slow connections (`start` does it; a server without a listener, whose
+        sockets come through `adopt`, calls it alone)."""
+        self._max_connections = _fd_bounded(self.limits.max_connections)
         timeouts = [t for t in (self.limits.idle_timeout, self.limits.read_timeout) if t]
         if timeouts:
             period = min(max(min(timeouts) / 4, 0.05), 5.0)
             self._sweeper = asyncio.get_running_loop().create_task(
-                self._sweep_loop(period), name=f"remoting-sweeper-{self.port}"
+                self._sweep_loop(period), name="remoting-sweeper"
             )
 
     async def _accept_loop(self, listener: socket.socket) -> None:
@@ -134,14 +139,19 @@ class RemotingServer:
                 self._log_refusal("accept failed", str(e))
                 await asyncio.sleep(0.1)
                 continue
-            if self.open_connections >= self._max_connections:
-                sock.close()
-                self.closed_by_reason[str(CloseReason.CONNECTION_LIMIT)] += 1
-                self._note_refused()
-                continue
-            task = loop.create_task(self._sniff(sock))
-            self._sniffing.add(task)
-            task.add_done_callback(self._sniffing.discard)
+            self.adopt(sock)
+
+    def adopt(self, sock: socket.socket) -> None:
+        """Serves an accepted socket (from this server's listener, or handed over by the data
+        plane, which serves plain connections itself): TLS or plain by its first byte."""
+        if self.open_connections >= self._max_connections:
+            sock.close()
+            self.closed_by_reason[str(CloseReason.CONNECTION_LIMIT)] += 1
+            self._note_refused()
+            return
+        task = asyncio.get_running_loop().create_task(self._sniff(sock))
+        self._sniffing.add(task)
+        task.add_done_callback(self._sniffing.discard)
 
     async def _sniff(self, sock: socket.socket) -> None:
         """Java's handshake sniffer: a first byte of 0x16 starts TLS, anything else is plain TCP
@@ -275,7 +285,7 @@ class RemotingServer:
             )
 
     async def stop(self) -> None:
-        if self._server is None and self._listener is None:
+        if self._server is None and self._listener is None and self._sweeper is None:
             return
         if self._sweeper is not None:
             self._sweeper.cancel()

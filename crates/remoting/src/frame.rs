@@ -1,0 +1,197 @@
+//! The remoting frame (facts sheet §2): `int length | int (serialize type << 24 | header
+//! length) | header | body`. The data plane reads a JSON header only as far as it needs to
+//! decide where the frame goes; a frame it does not serve itself goes to Python whole.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+pub const FLAG_RESPONSE: i32 = 0x1;
+pub const FLAG_ONEWAY: i32 = 0x2;
+pub const SERIALIZE_JSON: u8 = 0;
+/// What ferromq's broker answers with as `version` (RocketMQ 4.9.7's V4_9_7 ordinal).
+pub const SERVER_VERSION: i32 = 407;
+
+/// A JSON header, with `extFields` left unparsed until a handler wants it.
+#[derive(Debug, Deserialize)]
+pub struct Header<'a> {
+    pub code: i32,
+    #[serde(default)]
+    pub opaque: i32,
+    #[serde(default)]
+    pub flag: i32,
+    #[serde(default)]
+    pub version: i32,
+    #[serde(rename = "extFields", borrow, default)]
+    pub ext_fields: Option<&'a RawValue>,
+}
+
+impl Header<'_> {
+    pub fn is_request(&self) -> bool {
+        self.flag & FLAG_RESPONSE == 0
+    }
+
+    pub fn is_oneway(&self) -> bool {
+        self.flag & FLAG_ONEWAY != 0
+    }
+
+    /// The ext fields as text (clients send numbers and booleans too; nulls are dropped).
+    /// None when they are not an object of scalars.
+    pub fn ext(&self) -> Option<HashMap<&str, String>> {
+        let Some(raw) = self.ext_fields else {
+            return Some(HashMap::new());
+        };
+        let map: HashMap<&str, serde_json::Value> = serde_json::from_str(raw.get()).ok()?;
+        let mut out = HashMap::with_capacity(map.len());
+        for (k, v) in map {
+            let text = match v {
+                serde_json::Value::Null => continue,
+                serde_json::Value::String(s) => s,
+                serde_json::Value::Bool(b) => b.to_string(),
+                serde_json::Value::Number(n) => n.to_string(),
+                _ => return None,
+            };
+            out.insert(k, text);
+        }
+        Some(out)
+    }
+}
+
+/// One whole frame (length prefix included) and where its parts are.
+pub struct Frame {
+    pub bytes: Vec<u8>,
+    pub serialize_type: u8,
+    header_end: usize,
+}
+
+impl Frame {
+    /// `bytes` is a whole frame as read; handed back when its header length overruns it.
+    pub fn new(bytes: Vec<u8>) -> Result<Frame, Vec<u8>> {
+        if bytes.len() < 8 {
+            return Err(bytes);
+        }
+        let type_and_len = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        let header_end = 8 + (type_and_len & 0x00FF_FFFF) as usize;
+        if header_end > bytes.len() {
+            return Err(bytes);
+        }
+        Ok(Frame {
+            serialize_type: (type_and_len >> 24) as u8,
+            bytes,
+            header_end,
+        })
+    }
+
+    pub fn header_bytes(&self) -> &[u8] {
+        &self.bytes[8..self.header_end]
+    }
+
+    pub fn body(&self) -> &[u8] {
+        &self.bytes[self.header_end..]
+    }
+
+    /// The JSON header, when it is one and parses.
+    pub fn json_header(&self) -> Option<Header<'_>> {
+        if self.serialize_type != SERIALIZE_JSON {
+            return None;
+        }
+        serde_json::from_slice(self.header_bytes()).ok()
+    }
+}
+
+/// A JSON reply frame as ferromq's Python broker writes it (flag 1, ext values as strings:
+/// the C++ client reads nothing else).
+pub fn json_reply(code: i32, opaque: i32, remark: Option<&str>, ext: &[(&str, &str)]) -> Vec<u8> {
+    let mut header = String::with_capacity(256);
+    header.push_str("{\"code\":");
+    header.push_str(&code.to_string());
+    header.push_str(",\"extFields\":{");
+    for (i, (k, v)) in ext.iter().enumerate() {
+        if i > 0 {
+            header.push(',');
+        }
+        push_json_str(&mut header, k);
+        header.push(':');
+        push_json_str(&mut header, v);
+    }
+    header.push_str("},\"flag\":1,\"language\":\"JAVA\",\"opaque\":");
+    header.push_str(&opaque.to_string());
+    if let Some(r) = remark {
+        header.push_str(",\"remark\":");
+        push_json_str(&mut header, r);
+    }
+    header.push_str(",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+    header.push_str(&SERVER_VERSION.to_string());
+    header.push('}');
+    let h = header.as_bytes();
+    let mut out = Vec::with_capacity(8 + h.len());
+    out.extend_from_slice(&((4 + h.len()) as i32).to_be_bytes());
+    out.extend_from_slice(&(h.len() as i32).to_be_bytes());
+    out.extend_from_slice(h);
+    out
+}
+
+fn push_json_str(out: &mut String, s: &str) {
+    // serde_json escapes exactly as JSON requires; writing into a String cannot fail.
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(header: &str, body: &[u8]) -> Frame {
+        let mut b = Vec::new();
+        b.extend_from_slice(&((4 + header.len() + body.len()) as i32).to_be_bytes());
+        b.extend_from_slice(&(header.len() as i32).to_be_bytes());
+        b.extend_from_slice(header.as_bytes());
+        b.extend_from_slice(body);
+        Frame::new(b).unwrap()
+    }
+
+    #[test]
+    fn a_json_header_is_read_with_mixed_ext_values() {
+        let f = frame(
+            r#"{"code":310,"opaque":7,"flag":0,"language":"CPP","version":401,"extFields":{"a":"g","e":3,"k":false,"z":null}}"#,
+            b"body",
+        );
+        let h = f.json_header().unwrap();
+        assert_eq!(
+            (h.code, h.opaque, h.is_request(), h.is_oneway()),
+            (310, 7, true, false)
+        );
+        let ext = h.ext().unwrap();
+        assert_eq!(ext["a"], "g");
+        assert_eq!(ext["e"], "3");
+        assert_eq!(ext["k"], "false");
+        assert!(!ext.contains_key("z"));
+        assert_eq!(f.body(), b"body");
+    }
+
+    #[test]
+    fn bad_headers_are_not_read() {
+        assert!(frame("not json", b"").json_header().is_none());
+        assert!(frame(r#"{"opaque":1}"#, b"").json_header().is_none());
+        let nested = frame(r#"{"code":1,"extFields":{"a":{"b":1}}}"#, b"");
+        assert!(nested.json_header().unwrap().ext().is_none());
+        // A header length past the frame.
+        let mut b = vec![0, 0, 0, 8, 0, 0, 0, 99];
+        b.extend_from_slice(b"abcd");
+        assert!(Frame::new(b).is_err());
+    }
+
+    #[test]
+    fn a_reply_is_a_frame_with_string_ext_fields() {
+        let r = json_reply(0, 9, Some("a \"q\""), &[("queueId", "2"), ("msgId", "AB")]);
+        let f = Frame::new(r).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(f.header_bytes()).unwrap();
+        assert_eq!(v["code"], 0);
+        assert_eq!(v["flag"], 1);
+        assert_eq!(v["opaque"], 9);
+        assert_eq!(v["remark"], "a \"q\"");
+        assert_eq!(v["extFields"]["queueId"], "2");
+        assert_eq!(v["version"], SERVER_VERSION);
+        assert!(f.body().is_empty());
+    }
+}

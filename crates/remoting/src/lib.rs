@@ -1,0 +1,17 @@
+//! ferromq's data plane: the broker's remoting connections on tokio threads.
+//!
+//! * [`plane`]: the listener, connection bounds, frames to and from Python.
+//! * [`send`]: sends served from the store without Python, by rules Python pushes down.
+//! * [`frame`]: the frame and JSON header codec it needs.
+//!
+//! No Python here: the PyO3 binding lives in `crates/store-py`.
+
+pub mod frame;
+pub mod plane;
+pub mod send;
+pub mod stats;
+mod wake;
+
+pub use plane::{DataPlane, Event, PlaneConfig};
+pub use send::{SendConfig, TopicRoute};
+pub use stats::{PlaneStats, RpcLatency, TopicPuts};

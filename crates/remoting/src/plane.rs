@@ -1,0 +1,775 @@
+//! The data plane: the broker's listening socket, its connections and their frames on tokio
+//! threads. Sends it may serve (see [`crate::send`]) are answered here; every other frame goes
+//! to the Python event loop through [`Event`]s, and Python's replies come back through
+//! [`DataPlane::write`].
+//!
+//! Bounds (as ferromq's Python server keeps them): a connection cap, an idle timeout (no byte
+//! read or written), a read timeout for unfinished frames, a budget of request bytes shared by
+//! all connections (a connection whose frame does not fit waits unread), and a bound of unsent
+//! reply bytes per connection (past it the connection is not read).
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Runtime;
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+
+use crate::frame::Frame;
+use crate::send::{self, SendConfig};
+use crate::stats::PlaneStats;
+use crate::wake::Wake;
+
+/// Why a connection closed: the same words as the Python server's `CloseReason`.
+pub mod reason {
+    pub const PEER_CLOSED: &str = "peer closed";
+    pub const READ_ERROR: &str = "read error";
+    pub const PARSE_ERROR: &str = "malformed frame";
+    pub const LOCAL_CLOSE: &str = "closed locally";
+    pub const SHUTDOWN: &str = "shutdown";
+    pub const IDLE: &str = "idle timeout";
+    pub const READ_TIMEOUT: &str = "unfinished frame timed out";
+    pub const CONNECTION_LIMIT: &str = "connection limit reached";
+}
+
+#[derive(Debug, Clone)]
+pub struct PlaneConfig {
+    pub bind: SocketAddr,
+    /// tokio worker threads.
+    pub threads: usize,
+    pub max_frame: usize,
+    pub max_connections: usize,
+    pub idle_timeout: Option<Duration>,
+    pub read_timeout: Option<Duration>,
+    pub request_buffer_bytes: usize,
+    pub reply_buffer_bytes: usize,
+    /// Upper bounds (ms) of the request latency buckets the broker's statistics keep.
+    pub rpc_buckets_ms: Vec<f64>,
+    /// Connections that open with a TLS handshake are handed to Python (which speaks TLS).
+    pub hand_off_tls: bool,
+}
+
+/// Tags codes an arrival lists before it says "any" (held pulls check each against their filter).
+const MAX_ARRIVAL_TAGS: usize = 16;
+
+/// Per queue: (next offset, tags codes or None for any).
+type ArrivalTable = HashMap<(String, i32), (i64, Option<Vec<i64>>)>;
+
+/// (topic, queue id, next offset, tags codes or None for any).
+pub type Arrival = (String, i32, i64, Option<Vec<i64>>);
+
+/// The first byte of a TLS handshake record.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// What Python is told, in order.
+#[derive(Debug)]
+pub enum Event {
+    Open {
+        conn: u64,
+        peer: SocketAddr,
+    },
+    /// One or more whole frames of one connection.
+    Data {
+        conn: u64,
+        bytes: Vec<u8>,
+    },
+    Closed {
+        conn: u64,
+        reason: &'static str,
+    },
+    /// A TLS connection, its first byte unread: the descriptor is Python's now.
+    HandOff {
+        fd: i32,
+        peer: SocketAddr,
+    },
+}
+
+enum Out {
+    Frame(Vec<u8>),
+    /// Write what is queued, then close.
+    Close,
+}
+
+pub(crate) struct Conn {
+    pub(crate) peer: SocketAddr,
+    out: mpsc::UnboundedSender<Out>,
+    /// Reply bytes queued and not yet written.
+    queued: AtomicUsize,
+    reply_bound: usize,
+    drained: Notify,
+    /// Reading paused by Python (its own per-connection bounds).
+    paused: AtomicBool,
+    resumed: Notify,
+    /// Ends the reader and the writer at once (abort, idle, shutdown).
+    kill: Notify,
+    killed: AtomicBool,
+    /// Milliseconds since the plane started of the last byte read or written.
+    last_activity: AtomicU64,
+    reason: Mutex<Option<&'static str>>,
+}
+
+impl Conn {
+    /// Queues a frame (or several) for the peer.
+    pub(crate) fn write(&self, bytes: Vec<u8>) {
+        self.queued.fetch_add(bytes.len(), Ordering::AcqRel);
+        let _ = self.out.send(Out::Frame(bytes));
+    }
+
+    fn set_reason(&self, why: &'static str) {
+        let mut r = self.reason.lock().unwrap();
+        if r.is_none() {
+            *r = Some(why);
+        }
+    }
+
+    fn kill(&self, why: &'static str) {
+        self.set_reason(why);
+        self.killed.store(true, Ordering::Release);
+        self.kill.notify_waiters();
+        self.resumed.notify_waiters();
+        self.drained.notify_waiters();
+    }
+
+    fn over_reply_bound(&self) -> bool {
+        self.queued.load(Ordering::Acquire) > self.reply_bound
+    }
+}
+
+pub(crate) struct Shared {
+    cfg: PlaneConfig,
+    started: Instant,
+    wake: Wake,
+    events: Mutex<Vec<Event>>,
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    next_id: AtomicU64,
+    budget: Arc<Semaphore>,
+    budget_kib: u32,
+    pub(crate) send: RwLock<Option<Arc<SendConfig>>>,
+    stats: Mutex<PlaneStats>,
+    /// Next offset of each queue a send stored into since Python last took them, and the tags
+    /// codes stored (None: any, after a batch or too many to list).
+    arrivals: Mutex<ArrivalTable>,
+    /// Python holds pulls: arrivals wake it.
+    watching: AtomicBool,
+    closed_by_reason: Mutex<HashMap<&'static str, u64>>,
+    stop: Notify,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn push(&self, event: Event) {
+        let mut events = self.events.lock().unwrap();
+        // Frames of one connection read together go to Python as one chunk.
+        if let (
+            Event::Data { conn, bytes },
+            Some(Event::Data {
+                conn: last,
+                bytes: prev,
+            }),
+        ) = (&event, events.last_mut())
+        {
+            if conn == last {
+                prev.extend_from_slice(bytes);
+                drop(events);
+                self.wake.signal();
+                return;
+            }
+        }
+        events.push(event);
+        drop(events);
+        self.wake.signal();
+    }
+
+    pub(crate) fn put_done(&self, topic: &str, messages: u64, bytes: u64, took: Duration) {
+        self.stats
+            .lock()
+            .unwrap()
+            .put(topic, messages, bytes, took.as_millis() as u64);
+    }
+
+    pub(crate) fn rpc_done(&self, request: i32, response: i32, took: Duration) {
+        let ms = took.as_secs_f64() * 1e3;
+        self.stats
+            .lock()
+            .unwrap()
+            .rpc(request, response, ms, &self.cfg.rpc_buckets_ms);
+    }
+
+    pub(crate) fn arrived(
+        &self,
+        topic: String,
+        queue_id: i32,
+        next_offset: i64,
+        tags_code: Option<i64>,
+        wake: bool,
+    ) {
+        {
+            let mut a = self.arrivals.lock().unwrap();
+            let (offset, tags) = a
+                .entry((topic, queue_id))
+                .or_insert_with(|| (next_offset, Some(Vec::new())));
+            *offset = (*offset).max(next_offset);
+            match (tags.as_mut(), tags_code) {
+                (Some(list), Some(code)) if list.len() < MAX_ARRIVAL_TAGS => {
+                    if !list.contains(&code) {
+                        list.push(code);
+                    }
+                }
+                (Some(list), Some(code)) if list.contains(&code) => {}
+                _ => *tags = None,
+            }
+        }
+        if wake || self.watching.load(Ordering::Acquire) {
+            self.wake.signal();
+        }
+    }
+
+    fn closed(&self, why: &'static str) {
+        *self
+            .closed_by_reason
+            .lock()
+            .unwrap()
+            .entry(why)
+            .or_default() += 1;
+    }
+}
+
+pub struct DataPlane {
+    runtime: Mutex<Option<Runtime>>,
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+}
+
+impl DataPlane {
+    /// Binds the listening socket and starts serving on `cfg.threads` threads.
+    pub fn start(cfg: PlaneConfig) -> io::Result<DataPlane> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cfg.threads.max(1))
+            .thread_name("ferromq-io")
+            .enable_all()
+            .build()?;
+        let budget_kib = u32::try_from(cfg.request_buffer_bytes.div_ceil(1024).max(1))
+            .unwrap_or(Semaphore::MAX_PERMITS as u32)
+            .min(Semaphore::MAX_PERMITS as u32);
+        let listener = runtime.block_on(async {
+            let sock = if cfg.bind.is_ipv6() {
+                tokio::net::TcpSocket::new_v6()?
+            } else {
+                tokio::net::TcpSocket::new_v4()?
+            };
+            sock.set_reuseaddr(true)?;
+            sock.bind(cfg.bind)?;
+            sock.listen(1024)
+        })?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            started: Instant::now(),
+            wake: Wake::new()?,
+            events: Mutex::new(Vec::new()),
+            conns: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            budget: Arc::new(Semaphore::new(budget_kib as usize)),
+            budget_kib,
+            send: RwLock::new(None),
+            stats: Mutex::new(PlaneStats::default()),
+            arrivals: Mutex::new(HashMap::new()),
+            watching: AtomicBool::new(false),
+            closed_by_reason: Mutex::new(HashMap::new()),
+            stop: Notify::new(),
+            stopping: AtomicBool::new(false),
+            cfg,
+        });
+        runtime.spawn(accept_loop(shared.clone(), listener));
+        if shared.cfg.idle_timeout.is_some() || shared.cfg.read_timeout.is_some() {
+            runtime.spawn(sweep_loop(shared.clone()));
+        }
+        Ok(DataPlane {
+            runtime: Mutex::new(Some(runtime)),
+            shared,
+            addr,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The descriptor that turns readable when events or arrivals wait for Python.
+    pub fn wake_fd(&self) -> i32 {
+        self.shared.wake.fd()
+    }
+
+    /// The events queued since the last call (call after the wake descriptor was readable).
+    pub fn take_events(&self) -> Vec<Event> {
+        self.shared.wake.clear();
+        std::mem::take(&mut *self.shared.events.lock().unwrap())
+    }
+
+    /// (topic, queue id, next offset, tags codes stored or None for any) of the queues sends
+    /// stored into since the last call.
+    pub fn take_arrivals(&self) -> Vec<Arrival> {
+        let taken = std::mem::take(&mut *self.shared.arrivals.lock().unwrap());
+        taken
+            .into_iter()
+            .map(|((t, q), (o, tags))| (t, q, o, tags))
+            .collect()
+    }
+
+    /// Whether arrivals should wake Python (it holds pulls that wait for messages).
+    pub fn set_watching(&self, on: bool) {
+        self.shared.watching.store(on, Ordering::Release);
+    }
+
+    pub fn take_stats(&self) -> PlaneStats {
+        std::mem::take(&mut *self.shared.stats.lock().unwrap())
+    }
+
+    /// What sends may be served here; None sends every frame to Python.
+    pub fn set_send_config(&self, cfg: Option<SendConfig>) {
+        *self.shared.send.write().unwrap() = cfg.map(Arc::new);
+    }
+
+    /// Queues `bytes` (whole frames) for connection `conn`; false when it is gone.
+    pub fn write(&self, conn: u64, bytes: Vec<u8>) -> bool {
+        let c = self.shared.conns.lock().unwrap().get(&conn).cloned();
+        match c {
+            Some(c) => {
+                c.write(bytes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Closes `conn` after its queued replies are written (`abort`: at once, dropping them).
+    pub fn close(&self, conn: u64, abort: bool, why: &'static str) {
+        let c = self.shared.conns.lock().unwrap().get(&conn).cloned();
+        if let Some(c) = c {
+            if abort {
+                c.kill(why);
+            } else {
+                c.set_reason(why);
+                let _ = c.out.send(Out::Close);
+            }
+        }
+    }
+
+    /// Stops or resumes reading `conn` (Python's own bounds on requests it handles).
+    pub fn set_reading(&self, conn: u64, reading: bool) {
+        let c = self.shared.conns.lock().unwrap().get(&conn).cloned();
+        if let Some(c) = c {
+            c.paused.store(!reading, Ordering::Release);
+            if reading {
+                c.resumed.notify_waiters();
+            }
+        }
+    }
+
+    pub fn open_connections(&self) -> usize {
+        self.shared.conns.lock().unwrap().len()
+    }
+
+    pub fn closed_by_reason(&self) -> Vec<(&'static str, u64)> {
+        let m = self.shared.closed_by_reason.lock().unwrap();
+        m.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    /// Stops accepting, ends every connection and the threads (waits up to `grace`).
+    pub fn stop(&self, grace: Duration) {
+        let Some(runtime) = self.runtime.lock().unwrap().take() else {
+            return;
+        };
+        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.stop.notify_waiters();
+        let conns: Vec<_> = self
+            .shared
+            .conns
+            .lock()
+            .unwrap()
+            .values()
+            .cloned()
+            .collect();
+        for c in conns {
+            c.kill(reason::SHUTDOWN);
+        }
+        *self.shared.send.write().unwrap() = None;
+        runtime.shutdown_timeout(grace);
+    }
+}
+
+impl Drop for DataPlane {
+    fn drop(&mut self) {
+        self.stop(Duration::from_millis(100));
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = until_stopped(&shared) => return,
+        };
+        match accepted {
+            Ok((sock, peer)) => {
+                if shared.stopping.load(Ordering::Acquire) {
+                    return;
+                }
+                if shared.conns.lock().unwrap().len() >= shared.cfg.max_connections {
+                    shared.closed(reason::CONNECTION_LIMIT);
+                    log::warn!(
+                        "port {}: connection from {peer} refused: the limit ({}) is reached",
+                        listener.local_addr().map_or(0, |a| a.port()),
+                        shared.cfg.max_connections
+                    );
+                    continue;
+                }
+                let _ = sock.set_nodelay(true);
+                tokio::spawn(serve(shared.clone(), sock, peer));
+            }
+            Err(e) => {
+                // Out of descriptors and the like: wait instead of spinning on the error.
+                log::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Closes connections idle past the idle timeout (no byte either way), as the Python server's
+/// sweeper does. (Unfinished frames are timed by their reader.)
+async fn sweep_loop(shared: Arc<Shared>) {
+    let Some(idle) = shared.cfg.idle_timeout else {
+        return;
+    };
+    let period = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = until_stopped(&shared) => return,
+        }
+        let now = shared.now();
+        let idle_ms = idle.as_millis() as u64;
+        let conns: Vec<_> = shared.conns.lock().unwrap().values().cloned().collect();
+        for c in conns {
+            if now.saturating_sub(c.last_activity.load(Ordering::Acquire)) > idle_ms {
+                log::info!("closing {}: no traffic for {:?}", c.peer, idle);
+                c.kill(reason::IDLE);
+            }
+        }
+    }
+}
+
+/// The first byte, left in the socket (None: the peer closed or was silent past the idle
+/// timeout, or the plane stops).
+async fn peek_first(shared: &Shared, sock: &TcpStream) -> Option<u8> {
+    let mut first = [0u8; 1];
+    let idle = shared.cfg.idle_timeout;
+    let peeked = tokio::select! {
+        r = sock.peek(&mut first) => r.ok(),
+        _ = sleep_until(idle.map(|t| Instant::now() + t)) => {
+            shared.closed(reason::IDLE);
+            None
+        }
+        _ = until_stopped(shared) => None,
+    };
+    (peeked == Some(1)).then_some(first[0])
+}
+
+async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
+    if shared.cfg.hand_off_tls {
+        match peek_first(&shared, &sock).await {
+            None => return,
+            Some(TLS_HANDSHAKE) => {
+                match sock.into_std() {
+                    Ok(std) => {
+                        let fd = std::os::fd::IntoRawFd::into_raw_fd(std);
+                        shared.push(Event::HandOff { fd, peer });
+                    }
+                    Err(e) => log::warn!("TLS connection from {peer} not handed over: {e}"),
+                }
+                return;
+            }
+            Some(_) => {}
+        }
+    }
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let (rd, wr) = sock.into_split();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let conn = Arc::new(Conn {
+        peer,
+        out: tx,
+        queued: AtomicUsize::new(0),
+        reply_bound: shared.cfg.reply_buffer_bytes,
+        drained: Notify::new(),
+        paused: AtomicBool::new(false),
+        resumed: Notify::new(),
+        kill: Notify::new(),
+        killed: AtomicBool::new(false),
+        last_activity: AtomicU64::new(shared.now()),
+        reason: Mutex::new(None),
+    });
+    shared.conns.lock().unwrap().insert(id, conn.clone());
+    shared.push(Event::Open { conn: id, peer });
+    let reader = tokio::spawn(read_loop(shared.clone(), conn.clone(), id, rd));
+    write_loop(&shared, &conn, wr, rx).await;
+    conn.kill(reason::LOCAL_CLOSE);
+    let _ = reader.await;
+    shared.conns.lock().unwrap().remove(&id);
+    let why = conn.reason.lock().unwrap().unwrap_or(reason::LOCAL_CLOSE);
+    shared.closed(why);
+    shared.push(Event::Closed {
+        conn: id,
+        reason: why,
+    });
+}
+
+async fn write_loop(
+    shared: &Shared,
+    conn: &Conn,
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+) {
+    let mut joined: Vec<u8> = Vec::new();
+    loop {
+        let first = tokio::select! {
+            m = rx.recv() => m,
+            _ = until_killed(conn) => return,
+        };
+        let Some(first) = first else { return };
+        if conn.killed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut close = false;
+        let mut single = match first {
+            Out::Frame(b) => b,
+            Out::Close => Vec::new(),
+        };
+        if single.is_empty() {
+            close = true;
+        }
+        // Replies queued meanwhile leave in the same write.
+        while !close && single.len() + joined.len() < 256 * 1024 {
+            match rx.try_recv() {
+                Ok(Out::Frame(b)) => {
+                    if joined.is_empty() {
+                        joined.append(&mut single);
+                    }
+                    joined.extend_from_slice(&b);
+                }
+                Ok(Out::Close) => close = true,
+                Err(_) => break,
+            }
+        }
+        let data = if joined.is_empty() { &single } else { &joined };
+        if !data.is_empty() {
+            let n = data.len();
+            let written = tokio::select! {
+                r = wr.write_all(data) => r.is_ok(),
+                _ = until_killed(conn) => return,
+            };
+            if !written {
+                conn.set_reason(reason::READ_ERROR);
+                return;
+            }
+            conn.last_activity.store(shared.now(), Ordering::Release);
+            let before = conn.queued.fetch_sub(n, Ordering::AcqRel);
+            if before > conn.reply_bound && before - n <= conn.reply_bound / 2 {
+                conn.drained.notify_waiters();
+            }
+            joined.clear();
+        }
+        if close {
+            let _ = wr.shutdown().await;
+            return;
+        }
+    }
+}
+
+/// The reader: frames out of the socket, each served here or handed to Python.
+async fn read_loop(shared: Arc<Shared>, conn: Arc<Conn>, id: u64, mut rd: OwnedReadHalf) {
+    let why = read_frames(&shared, &conn, id, &mut rd).await;
+    conn.set_reason(why);
+    // The writer sends what is queued, then closes.
+    let _ = conn.out.send(Out::Close);
+}
+
+async fn read_frames(
+    shared: &Arc<Shared>,
+    conn: &Arc<Conn>,
+    id: u64,
+    rd: &mut OwnedReadHalf,
+) -> &'static str {
+    let cfg = &shared.cfg;
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    // The budget reserved for the unfinished frame at the head of `buf`.
+    let mut permit: Option<OwnedSemaphorePermit> = None;
+    let mut partial_since: Option<Instant> = None;
+    loop {
+        // Whole frames first: one Python chunk for those it does not serve.
+        let mut forward: Vec<u8> = Vec::new();
+        let mut at = 0;
+        loop {
+            if buf.len() - at < 4 {
+                break;
+            }
+            let len = i32::from_be_bytes(buf[at..at + 4].try_into().unwrap());
+            if len < 4 || len as usize > cfg.max_frame {
+                log::warn!(
+                    "closing connection from {}: frame length {len} outside 4..{}",
+                    conn.peer,
+                    cfg.max_frame
+                );
+                if !forward.is_empty() {
+                    shared.push(Event::Data {
+                        conn: id,
+                        bytes: forward,
+                    });
+                }
+                return reason::PARSE_ERROR;
+            }
+            let end = at + 4 + len as usize;
+            if buf.len() < end {
+                break;
+            }
+            let arrived = Instant::now();
+            let bytes = buf[at..end].to_vec();
+            at = end;
+            handle_frame(shared, conn, bytes, &mut forward, arrived);
+        }
+        if at > 0 {
+            buf.drain(..at);
+            permit = None;
+        }
+        if !forward.is_empty() {
+            shared.push(Event::Data {
+                conn: id,
+                bytes: forward,
+            });
+        }
+        // An unfinished frame: reserve its length in the shared budget first.
+        if buf.len() >= 4 {
+            let need = 4 + i32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
+            if permit.is_none() {
+                let kib = u32::try_from(need.div_ceil(1024))
+                    .unwrap_or(u32::MAX)
+                    .min(shared.budget_kib);
+                let acquired = tokio::select! {
+                    p = shared.budget.clone().acquire_many_owned(kib) => p.ok(),
+                    _ = until_killed(conn) => return reason::LOCAL_CLOSE,
+                };
+                permit = acquired;
+                partial_since = Some(Instant::now());
+            }
+            buf.reserve(need.saturating_sub(buf.len()));
+        } else if buf.is_empty() {
+            partial_since = None;
+        } else if partial_since.is_none() {
+            partial_since = Some(Instant::now());
+        }
+        // Held while Python asks, or while the peer leaves too many replies unread.
+        while conn.paused.load(Ordering::Acquire) || conn.over_reply_bound() {
+            let resumed = conn.resumed.notified();
+            let drained = conn.drained.notified();
+            if conn.killed.load(Ordering::Acquire) {
+                return reason::LOCAL_CLOSE;
+            }
+            if !(conn.paused.load(Ordering::Acquire) || conn.over_reply_bound()) {
+                break;
+            }
+            tokio::select! {
+                _ = resumed => {}
+                _ = drained => {}
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+            // The read timeout measures the peer, not the time the server held it back.
+            if partial_since.is_some() {
+                partial_since = Some(Instant::now());
+            }
+        }
+        if buf.capacity() - buf.len() < 16 * 1024 {
+            buf.reserve(64 * 1024);
+        }
+        let deadline = partial_since
+            .zip(cfg.read_timeout)
+            .map(|(since, t)| since + t);
+        let read = tokio::select! {
+            r = rd.read_buf(&mut buf) => r,
+            _ = until_killed(conn) => return reason::LOCAL_CLOSE,
+            _ = sleep_until(deadline) => {
+                log::info!("closing {}: its frame did not arrive within {:?}", conn.peer, cfg.read_timeout);
+                return reason::READ_TIMEOUT;
+            }
+        };
+        match read {
+            Ok(0) => return reason::PEER_CLOSED,
+            Ok(_) => conn.last_activity.store(shared.now(), Ordering::Release),
+            Err(e) => {
+                log::debug!("read error on {}: {e}", conn.peer);
+                return reason::READ_ERROR;
+            }
+        }
+    }
+}
+
+/// Completes once the connection is killed (at once if it already is).
+async fn until_killed(conn: &Conn) {
+    let notified = conn.kill.notified();
+    if !conn.killed.load(Ordering::Acquire) {
+        notified.await;
+    }
+}
+
+async fn until_stopped(shared: &Shared) {
+    let notified = shared.stop.notified();
+    if !shared.stopping.load(Ordering::Acquire) {
+        notified.await;
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn handle_frame(
+    shared: &Arc<Shared>,
+    conn: &Arc<Conn>,
+    bytes: Vec<u8>,
+    forward: &mut Vec<u8>,
+    arrived: Instant,
+) {
+    let config = shared.send.read().unwrap().clone();
+    let Some(cfg) = config else {
+        forward.extend_from_slice(&bytes);
+        return;
+    };
+    // A frame that does not split goes to Python, which closes the connection over it.
+    let frame = match Frame::new(bytes) {
+        Ok(f) => f,
+        Err(bytes) => return forward.extend_from_slice(&bytes),
+    };
+    if let Some(h) = frame.json_header() {
+        if h.is_request()
+            && send::is_send(h.code)
+            && matches!(
+                send::serve(shared, &cfg, conn, &frame, &h, arrived),
+                send::Outcome::Served
+            )
+        {
+            return;
+        }
+    }
+    forward.extend_from_slice(&frame.bytes);
+}

@@ -1,0 +1,236 @@
+//! `DataPlane`: the broker's listening socket served on Rust threads (see `ferromq-remoting`).
+//! Python takes events from it when its wake descriptor turns readable.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ferromq_remoting::plane::reason;
+use ferromq_remoting::{DataPlane as Plane, Event, PlaneConfig, SendConfig, TopicRoute};
+use ferromq_store::send::Edit;
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::ha::HaMaster;
+use crate::{IntoPy, Store};
+
+/// An event: (0, conn, (host, port)) opened, (1, conn, bytes) frames, (2, conn, reason) closed,
+/// (3, file descriptor, (host, port)) a TLS connection handed over.
+type EventTuple = (u8, u64, Py<PyAny>);
+/// (topic, messages, bytes, sends) per topic; (milliseconds, store calls); per (request code,
+/// response code) the bucket counts and the sum of milliseconds.
+type StatsTuple = (
+    Vec<(String, u64, u64, u64)>,
+    Vec<(u64, u64)>,
+    Vec<(i32, i32, Vec<u64>, f64)>,
+);
+
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct DataPlane {
+    inner: Plane,
+}
+
+fn known_reason(why: &str) -> &'static str {
+    [
+        reason::PEER_CLOSED,
+        reason::READ_ERROR,
+        reason::PARSE_ERROR,
+        reason::SHUTDOWN,
+        reason::IDLE,
+        reason::READ_TIMEOUT,
+        reason::CONNECTION_LIMIT,
+    ]
+    .into_iter()
+    .find(|r| *r == why)
+    .unwrap_or(reason::LOCAL_CLOSE)
+}
+
+fn millis(ms: u64) -> Option<Duration> {
+    (ms > 0).then(|| Duration::from_millis(ms))
+}
+
+#[pymethods]
+impl DataPlane {
+    /// Binds `host:port` (0: any free port) and serves on `threads` threads; every frame goes
+    /// to Python until `serve_sends` says which sends may be answered here.
+    #[new]
+    #[pyo3(signature = (
+        host, port, *, threads, max_frame, max_connections, idle_timeout_ms,
+        read_timeout_ms, request_buffer_bytes, reply_buffer_bytes, rpc_buckets_ms,
+        hand_off_tls
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        host: &str,
+        port: u16,
+        threads: usize,
+        max_frame: usize,
+        max_connections: usize,
+        idle_timeout_ms: u64,
+        read_timeout_ms: u64,
+        request_buffer_bytes: usize,
+        reply_buffer_bytes: usize,
+        rpc_buckets_ms: Vec<f64>,
+        hand_off_tls: bool,
+    ) -> PyResult<Self> {
+        let ip = host
+            .parse()
+            .map_err(|_| PyValueError::new_err(format!("not an IP address: {host:?}")))?;
+        let cfg = PlaneConfig {
+            bind: SocketAddr::new(ip, port),
+            threads,
+            max_frame,
+            max_connections,
+            idle_timeout: millis(idle_timeout_ms),
+            read_timeout: millis(read_timeout_ms),
+            request_buffer_bytes,
+            reply_buffer_bytes,
+            rpc_buckets_ms,
+            hand_off_tls,
+        };
+        let inner = py
+            .detach(|| Plane::start(cfg))
+            .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
+        Ok(DataPlane { inner })
+    }
+
+    #[getter]
+    fn port(&self) -> u16 {
+        self.inner.local_addr().port()
+    }
+
+    /// Readable when events or arrivals wait (read it through `take_events`).
+    #[getter]
+    fn wake_fd(&self) -> i32 {
+        self.inner.wake_fd()
+    }
+
+    #[getter]
+    fn open_connections(&self) -> usize {
+        self.inner.open_connections()
+    }
+
+    fn take_events(&self, py: Python<'_>) -> PyResult<Vec<EventTuple>> {
+        self.inner
+            .take_events()
+            .into_iter()
+            .map(|e| {
+                Ok(match e {
+                    Event::Open { conn, peer } => {
+                        let addr = (peer.ip().to_string(), peer.port());
+                        (0, conn, addr.into_pyobject(py)?.into_any().unbind())
+                    }
+                    Event::Data { conn, bytes } => {
+                        (1, conn, PyBytes::new(py, &bytes).into_any().unbind())
+                    }
+                    Event::Closed { conn, reason } => {
+                        (2, conn, reason.into_pyobject(py)?.into_any().unbind())
+                    }
+                    Event::HandOff { fd, peer } => {
+                        let addr = (peer.ip().to_string(), peer.port());
+                        (3, fd as u64, addr.into_pyobject(py)?.into_any().unbind())
+                    }
+                })
+            })
+            .collect()
+    }
+
+    fn take_arrivals(&self) -> Vec<ferromq_remoting::plane::Arrival> {
+        self.inner.take_arrivals()
+    }
+
+    fn set_watching(&self, on: bool) {
+        self.inner.set_watching(on);
+    }
+
+    fn take_stats(&self) -> StatsTuple {
+        let s = self.inner.take_stats();
+        (
+            s.puts
+                .into_iter()
+                .map(|(t, p)| (t, p.messages, p.bytes, p.sends))
+                .collect(),
+            s.put_took_ms.into_iter().collect(),
+            s.rpc
+                .into_iter()
+                .map(|((req, resp), h)| (req, resp, h.counts, h.sum_ms))
+                .collect(),
+        )
+    }
+
+    /// Serves plain sends to `topics` ((name, write queues, read queues, multi tag)) here.
+    #[pyo3(signature = (
+        store, *, ha, sync_flush, sync_master, slave_timeout_ms, cluster, region, trace_on,
+        topics
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn serve_sends(
+        &self,
+        py: Python<'_>,
+        store: &Store,
+        ha: Option<&HaMaster>,
+        sync_flush: bool,
+        sync_master: bool,
+        slave_timeout_ms: u64,
+        cluster: &str,
+        region: &str,
+        trace_on: bool,
+        topics: Vec<(String, i32, i32, bool)>,
+    ) -> PyResult<()> {
+        let edits = vec![Edit::new("set", "CLUSTER", cluster).py_err(py)?];
+        let topics: HashMap<String, TopicRoute> = topics
+            .into_iter()
+            .map(|(name, write_queues, read_queues, multi_tag)| {
+                let route = TopicRoute {
+                    write_queues,
+                    read_queues,
+                    multi_tag,
+                };
+                (name, route)
+            })
+            .collect();
+        self.inner.set_send_config(Some(SendConfig {
+            store: store.store.clone(),
+            ha: ha.map(|h| h.inner.clone()),
+            sync_flush,
+            sync_master,
+            slave_timeout: Duration::from_millis(slave_timeout_ms),
+            edits,
+            region: region.to_string(),
+            trace_on,
+            topics,
+        }));
+        Ok(())
+    }
+
+    /// Every frame goes to Python from now on.
+    fn stop_serving_sends(&self) {
+        self.inner.set_send_config(None);
+    }
+
+    /// Queues frames for `conn`; False when it is gone.
+    fn write(&self, conn: u64, data: &[u8]) -> bool {
+        self.inner.write(conn, data.to_vec())
+    }
+
+    /// Closes `conn` once its queued frames are written, or at once with `abort`.
+    #[pyo3(signature = (conn, abort, reason))]
+    fn close(&self, conn: u64, abort: bool, reason: &str) {
+        self.inner.close(conn, abort, known_reason(reason));
+    }
+
+    fn set_reading(&self, conn: u64, reading: bool) {
+        self.inner.set_reading(conn, reading);
+    }
+
+    fn closed_by_reason(&self) -> Vec<(&'static str, u64)> {
+        self.inner.closed_by_reason()
+    }
+
+    /// Stops listening and ends every connection (waits up to `grace_ms` for the threads).
+    fn stop(&self, py: Python<'_>, grace_ms: u64) {
+        py.detach(|| self.inner.stop(Duration::from_millis(grace_ms)));
+    }
+}

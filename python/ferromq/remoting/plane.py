@@ -1,0 +1,228 @@
+"""The broker's port served by the Rust data plane (`ferromq._store.DataPlane`): connections,
+framing and the hot sends run on Rust threads, one per core; every other request comes to this
+event loop, where the usual `Connection` (handed whole frames through a small transport) and
+`Dispatcher` answer it as they answer a socket's.
+
+The plane writes to an eventfd when it has work for Python (frames, closes, arrivals of messages
+held pulls wait for); one wake-up takes all of it. Bounds: the connection cap, the idle and read
+timeouts, the request byte budget and the per-connection reply bound are kept by the plane; the
+bound of requests in flight by the `Connection`s, as for a socket."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ferromq import _store
+from ferromq.protocol.command import MAX_FRAME_SIZE
+from ferromq.remoting.connection import (
+    CloseReason,
+    Connection,
+    ConnectionLimits,
+    RequestBudget,
+    RequestHandler,
+)
+from ferromq.remoting.server import RemotingServer, ServerLimits, _fd_bounded
+from ferromq.remoting.tls import TlsMode, TlsSettings
+
+logger = logging.getLogger(__name__)
+
+# (topic, queue id, next offset, tags codes stored or None for any) of queues sends stored into.
+Arrivals = list[tuple[str, int, int, list[int] | None]]
+
+_OPEN, _DATA, _CLOSED, _HAND_OFF = 0, 1, 2, 3
+_REASONS = {r.value: r for r in CloseReason}
+
+
+class PlaneTransport(asyncio.Transport):
+    """What a `Connection` needs of a transport, over one plane connection."""
+
+    def __init__(self, plane: _store.DataPlane, conn_id: int, peer: tuple[str, int]) -> None:
+        super().__init__()
+        self._plane = plane
+        self._id = conn_id
+        self._peer = peer
+        self._closing = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._peer if name == "peername" else default
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._closing:
+            self._plane.write(self._id, data if type(data) is bytes else bytes(data))
+
+    def close(self) -> None:
+        if not self._closing:
+            self._closing = True
+            self._plane.close(self._id, False, CloseReason.LOCAL_CLOSE.value)
+
+    def abort(self) -> None:
+        self._closing = True
+        self._plane.close(self._id, True, CloseReason.LOCAL_CLOSE.value)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def pause_reading(self) -> None:
+        self._plane.set_reading(self._id, False)
+
+    def resume_reading(self) -> None:
+        self._plane.set_reading(self._id, True)
+
+    def is_reading(self) -> bool:
+        return not self._closing
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        """The plane bounds unsent replies itself (serverReplyBufferBytes)."""
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+class PlaneServer:
+    """`RemotingServer`'s surface over a data plane. In TLS permissive mode the plane hands a
+    connection that opens with a TLS handshake to a listener-less `RemotingServer` here (TLS
+    stays Python's); enforcing mode is not for the plane (use `RemotingServer`)."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_frame: int = MAX_FRAME_SIZE,
+        limits: ServerLimits | None = None,
+        tls: TlsSettings | None = None,
+        threads: int = 0,
+        rpc_buckets_ms: Sequence[float] = (),
+    ) -> None:
+        tls = tls or TlsSettings(mode=TlsMode.DISABLED)
+        if tls.mode == TlsMode.ENFORCING:
+            raise ValueError("TLS enforcing mode is served by RemotingServer, not the data plane")
+        self._tls = (
+            None if tls.mode == TlsMode.DISABLED else RemotingServer(handler, host, 0, max_frame, limits, tls)
+        )
+        self._rpc_buckets_ms = list(rpc_buckets_ms)
+        self._handler = handler
+        self._host = host
+        self._port = port
+        self._max_frame = max_frame
+        self.limits = limits or ServerLimits()
+        self._threads = threads or os.cpu_count() or 1
+        budget = RequestBudget(self.limits.request_buffer_bytes, self.limits.max_inflight_requests)
+        # Whole frames only reach a Connection here: the byte budget and the reply bound are the
+        # plane's, the bound of requests in flight stays the Connection's.
+        self._conn_limits = ConnectionLimits(None, budget)
+        self.plane: _store.DataPlane | None = None
+        self.connections: set[Connection] = set()
+        self._by_id: dict[int, Connection] = {}
+        self._closed_here: Counter[str] = Counter()
+        self.on_arrivals: Callable[[Arrivals], None] | None = None
+        """Called with what the plane stored when it wakes the loop (held pulls to wake)."""
+
+    @property
+    def port(self) -> int:
+        assert self.plane is not None, "server not started"
+        return self.plane.port
+
+    @property
+    def open_connections(self) -> int:
+        tls = self._tls.open_connections if self._tls is not None else 0
+        return tls + (self.plane.open_connections if self.plane is not None else 0)
+
+    @property
+    def closed_by_reason(self) -> Counter[str]:
+        """Closes per `CloseReason`: those Python saw, and the plane's refusals."""
+        out = Counter(self._closed_here)
+        if self._tls is not None:
+            out += self._tls.closed_by_reason
+        if self.plane is not None:
+            for why, n in self.plane.closed_by_reason():
+                if why == CloseReason.CONNECTION_LIMIT.value:
+                    out[why] += n
+        return out
+
+    async def start(self) -> None:
+        lim = self.limits
+        self.plane = _store.DataPlane(
+            self._host,
+            self._port,
+            threads=self._threads,
+            max_frame=self._max_frame,
+            max_connections=_fd_bounded(lim.max_connections),
+            idle_timeout_ms=int((lim.idle_timeout or 0) * 1000),
+            read_timeout_ms=int((lim.read_timeout or 0) * 1000),
+            request_buffer_bytes=lim.request_buffer_bytes,
+            reply_buffer_bytes=lim.reply_buffer_bytes,
+            rpc_buckets_ms=self._rpc_buckets_ms,
+            hand_off_tls=self._tls is not None,
+        )
+        if self._tls is not None:
+            self._tls.start_sweeping()
+        asyncio.get_running_loop().add_reader(self.plane.wake_fd, self.drain)
+        logger.info("port %d served by the data plane on %d threads", self.plane.port, self._threads)
+
+    def drain(self) -> None:
+        """Takes what the plane has for Python: connection events in order, then arrivals."""
+        plane = self.plane
+        if plane is None:
+            return
+        for kind, conn_id, payload in plane.take_events():
+            if kind == _DATA:
+                conn = self._by_id.get(conn_id)
+                if conn is not None:
+                    conn.data_received(payload)
+            elif kind == _OPEN:
+                self._opened(plane, conn_id, payload)
+            elif kind == _HAND_OFF:
+                self._handed_off(conn_id)
+            else:
+                conn = self._by_id.pop(conn_id, None)
+                if conn is not None:
+                    conn.close_reason = conn.close_reason or _REASONS.get(payload, CloseReason.PEER_CLOSED)
+                    conn.connection_lost(None)
+        if self.on_arrivals is not None:
+            arrivals = plane.take_arrivals()
+            if arrivals:
+                self.on_arrivals(arrivals)
+
+    def _opened(self, plane: _store.DataPlane, conn_id: int, peer: tuple[str, int]) -> None:
+        conn = Connection(self._handler, max_frame=self._max_frame, limits=self._conn_limits)
+        conn.on_close(self._closed)
+        conn.connection_made(PlaneTransport(plane, conn_id, peer))
+        self._by_id[conn_id] = conn
+        self.connections.add(conn)
+
+    def _handed_off(self, fd: int) -> None:
+        sock = socket.socket(fileno=fd)
+        if self._tls is None:  # not asked for: the plane hands over only when told to
+            sock.close()
+            return
+        sock.setblocking(False)
+        self._tls.adopt(sock)
+
+    def _closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        self._closed_here[str(conn.close_reason)] += 1
+
+    def sweep(self, now: float) -> None:
+        """The plane closes idle and slow connections itself."""
+
+    async def stop(self) -> None:
+        plane = self.plane
+        if plane is None:
+            return
+        # Graceful closes first: each lingers a moment for its peer to take its last replies.
+        await asyncio.gather(*(conn.close(CloseReason.SHUTDOWN) for conn in list(self.connections)))
+        if self._tls is not None:
+            await self._tls.stop()
+        asyncio.get_running_loop().remove_reader(plane.wake_fd)
+        plane.stop(1000)
+        for conn in list(self._by_id.values()):
+            conn.connection_lost(None)
+        self._by_id.clear()
+        self.plane = None
