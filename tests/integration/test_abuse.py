@@ -31,6 +31,8 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand, decode_frame, encode
 from ferromq.remoting.connection import CloseReason, Connection
+from ferromq.remoting.plane import PlaneServer
+from ferromq.remoting.server import RemotingServer
 
 from .brokerkit import Client, batch_body, properties, pull_ext, running, send_ext
 
@@ -124,14 +126,18 @@ def test_connection_cap_refuses_with_one_log_line(tmp_path: Path, caplog: pytest
             clients = [await Client().connect(broker.port) for _ in range(4)]
             for c in clients:
                 assert (await c.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == R.SUCCESS
-            with caplog.at_level(logging.WARNING, logger="ferromq.remoting.server"):
+            # The data plane logs its refusals (dataPlane=rust), the Python server its own.
+            logger_name = (
+                "ferromq.remoting.plane" if isinstance(server, PlaneServer) else "ferromq.remoting.server"
+            )
+            with caplog.at_level(logging.WARNING, logger=logger_name):
                 refused = [await raw_connect(broker.port) for _ in range(30)]
                 for reader, _ in refused:
                     assert await closed_by_server(reader)
             for _, writer in refused:
                 writer.close()
             assert server.closed_by_reason[CloseReason.CONNECTION_LIMIT] == 30
-            lines = [r for r in caplog.records if r.name == "ferromq.remoting.server"]
+            lines = [r for r in caplog.records if r.name == logger_name]
             assert len(lines) == 1 and "refused" in lines[0].getMessage()
             # Those served before keep being served; a slot freed is a slot for a new client.
             assert (await clients[0].call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == 0
@@ -263,7 +269,15 @@ def _read_replies(sock: socket.socket, count: int) -> int:
     return len(seen)
 
 
-def test_unfinished_frames_share_one_budget(tmp_path: Path) -> None:
+def waiting_for_budget(server: RemotingServer | PlaneServer) -> int:
+    """Connections the server does not read until their frame fits in the request budget."""
+    if isinstance(server, PlaneServer):
+        return server.waiting_for_budget
+    return sum(1 for x in server.connections if "budget" in x.reading_paused_for)
+
+
+@pytest.mark.parametrize("plane", ["rust", "python"])
+def test_unfinished_frames_share_one_budget(tmp_path: Path, plane: str) -> None:
     """Ten peers each start a 3 MiB frame: each unfinished frame reserves its length in the
     budget, the peers whose frame does not fit are not read; when the holders finish, the others
     are read in turn, and everyone is served."""
@@ -271,7 +285,10 @@ def test_unfinished_frames_share_one_budget(tmp_path: Path) -> None:
 
     async def main() -> None:
         async with running(
-            tmp_path, server_request_buffer_bytes=budget, mapped_file_size_commitlog=16 * 1024 * 1024
+            tmp_path,
+            server_request_buffer_bytes=budget,
+            mapped_file_size_commitlog=16 * 1024 * 1024,
+            data_plane=plane,
         ) as (_, broker):
             server = broker.server
             assert server is not None
@@ -286,10 +303,7 @@ def test_unfinished_frames_share_one_budget(tmp_path: Path) -> None:
             peers = [await raw_connect(broker.port) for _ in range(10)]
             for (_, w), frame in zip(peers, frames, strict=True):
                 w.write(frame[: len(frame) - 10])  # all but the last bytes
-            await until(
-                lambda: sum(1 for x in server.connections if "budget" in x.reading_paused_for) == 9,
-                "all peers but one wait for the budget",
-            )
+            await until(lambda: waiting_for_budget(server) == 9, "all peers but one wait for the budget")
             # One frame's reservation fits in the budget at a time (3 MiB of 4 MiB).
             assert len(frames[0]) == server.buffered_request_bytes <= budget
             for (_, w), frame in zip(peers, frames, strict=True):
@@ -304,7 +318,8 @@ def test_unfinished_frames_share_one_budget(tmp_path: Path) -> None:
     run(main())
 
 
-def test_read_timeout_spares_frames_waiting_for_the_budget(tmp_path: Path) -> None:
+@pytest.mark.parametrize("plane", ["rust", "python"])
+def test_read_timeout_spares_frames_waiting_for_the_budget(tmp_path: Path, plane: str) -> None:
     """A peer held back for the request budget is not the slow one: when the stalled holder of
     the budget is timed out, the waiting peer gets the budget, a fresh read timeout, and its reply."""
     budget, frame_body = 4 * 1024 * 1024, 3 * 1024 * 1024
@@ -315,6 +330,7 @@ def test_read_timeout_spares_frames_waiting_for_the_budget(tmp_path: Path) -> No
             server_request_buffer_bytes=budget,
             server_read_timeout_seconds=1,
             mapped_file_size_commitlog=16 * 1024 * 1024,
+            data_plane=plane,
         ) as (_, broker):
             server = broker.server
             assert server is not None
@@ -330,10 +346,7 @@ def test_read_timeout_spares_frames_waiting_for_the_budget(tmp_path: Path) -> No
             )
             reader, waiting = await raw_connect(broker.port)
             waiting.write(frame[:100])
-            await until(
-                lambda: any("budget" in c.reading_paused_for for c in server.connections),
-                "the second peer waits for the budget",
-            )
+            await until(lambda: waiting_for_budget(server) == 1, "the second peer waits for the budget")
             await until(
                 lambda: server.closed_by_reason[CloseReason.READ_TIMEOUT] >= 1, "the stalled peer times out"
             )

@@ -55,6 +55,8 @@ pub struct PlaneConfig {
     pub hand_off_tls: bool,
 }
 
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
 /// Tags codes an arrival lists before it says "any" (held pulls check each against their filter).
 const MAX_ARRIVAL_TAGS: usize = 16;
 
@@ -83,6 +85,11 @@ pub enum Event {
         conn: u64,
         reason: &'static str,
     },
+    /// The replies queued for `conn` went from over its bound to half of it (Python stopped
+    /// answering its requests while they were over).
+    Drained {
+        conn: u64,
+    },
     /// A TLS connection, its first byte unread: the descriptor is Python's now.
     HandOff {
         fd: i32,
@@ -97,12 +104,16 @@ enum Out {
 }
 
 pub(crate) struct Conn {
+    id: u64,
     pub(crate) peer: SocketAddr,
     out: mpsc::UnboundedSender<Out>,
     /// Reply bytes queued and not yet written.
     queued: AtomicUsize,
     reply_bound: usize,
     drained: Notify,
+    /// A write queued past the bound (Python was told, by the count `write` returned): the
+    /// writer says when half of the bound is left.
+    over: AtomicBool,
     /// Reading paused by Python (its own per-connection bounds).
     paused: AtomicBool,
     resumed: Notify,
@@ -115,10 +126,15 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// Queues a frame (or several) for the peer.
-    pub(crate) fn write(&self, bytes: Vec<u8>) {
-        self.queued.fetch_add(bytes.len(), Ordering::AcqRel);
+    /// Queues a frame (or several) for the peer; the reply bytes queued now.
+    pub(crate) fn write(&self, bytes: Vec<u8>) -> usize {
+        let n = bytes.len();
+        let queued = self.queued.fetch_add(n, Ordering::AcqRel) + n;
+        if queued > self.reply_bound {
+            self.over.store(true, Ordering::Release);
+        }
         let _ = self.out.send(Out::Frame(bytes));
+        queued
     }
 
     fn set_reason(&self, why: &'static str) {
@@ -148,8 +164,18 @@ pub(crate) struct Shared {
     events: Mutex<Vec<Event>>,
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     next_id: AtomicU64,
+    /// Permits are bytes.
     budget: Arc<Semaphore>,
-    budget_kib: u32,
+    budget_bytes: u32,
+    /// Accepted connections whose first byte is awaited (TLS or not).
+    sniffing: AtomicUsize,
+    /// Connections not read until their unfinished frame fits in the budget.
+    budget_waiters: AtomicUsize,
+    /// Bytes granted from the budget (tokio hands a waiter permits as they free up, so the
+    /// semaphore's count alone would show those too).
+    reserved: Arc<AtomicUsize>,
+    /// When refusals were last logged, and how many since.
+    refusals: Mutex<(Option<Instant>, u64)>,
     pub(crate) send: RwLock<Option<Arc<SendConfig>>>,
     stats: Mutex<PlaneStats>,
     /// Next offset of each queue a send stored into since Python last took them, and the tags
@@ -258,9 +284,7 @@ impl DataPlane {
             .thread_name("ferromq-io")
             .enable_all()
             .build()?;
-        let budget_kib = u32::try_from(cfg.request_buffer_bytes.div_ceil(1024).max(1))
-            .unwrap_or(Semaphore::MAX_PERMITS as u32)
-            .min(Semaphore::MAX_PERMITS as u32);
+        let budget_bytes = u32::try_from(cfg.request_buffer_bytes.max(1)).unwrap_or(u32::MAX);
         let listener = runtime.block_on(async {
             let sock = if cfg.bind.is_ipv6() {
                 tokio::net::TcpSocket::new_v6()?
@@ -278,8 +302,12 @@ impl DataPlane {
             events: Mutex::new(Vec::new()),
             conns: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
-            budget: Arc::new(Semaphore::new(budget_kib as usize)),
-            budget_kib,
+            budget: Arc::new(Semaphore::new(budget_bytes as usize)),
+            budget_bytes,
+            sniffing: AtomicUsize::new(0),
+            budget_waiters: AtomicUsize::new(0),
+            reserved: Arc::new(AtomicUsize::new(0)),
+            refusals: Mutex::new((None, 0)),
             send: RwLock::new(None),
             stats: Mutex::new(PlaneStats::default()),
             arrivals: Mutex::new(HashMap::new()),
@@ -339,16 +367,12 @@ impl DataPlane {
         *self.shared.send.write().unwrap() = cfg.map(Arc::new);
     }
 
-    /// Queues `bytes` (whole frames) for connection `conn`; false when it is gone.
-    pub fn write(&self, conn: u64, bytes: Vec<u8>) -> bool {
+    /// Queues `bytes` (whole frames) for connection `conn`: the reply bytes it has queued now
+    /// (past `reply_buffer_bytes`, stop answering it until [`Event::Drained`]), None when it is
+    /// gone.
+    pub fn write(&self, conn: u64, bytes: Vec<u8>) -> Option<usize> {
         let c = self.shared.conns.lock().unwrap().get(&conn).cloned();
-        match c {
-            Some(c) => {
-                c.write(bytes);
-                true
-            }
-            None => false,
-        }
+        c.map(|c| c.write(bytes))
     }
 
     /// Closes `conn` after its queued replies are written (`abort`: at once, dropping them).
@@ -375,10 +399,22 @@ impl DataPlane {
         }
     }
 
+    /// Connections served, and accepted ones whose first byte is awaited.
     pub fn open_connections(&self) -> usize {
-        self.shared.conns.lock().unwrap().len()
+        self.shared.conns.lock().unwrap().len() + self.shared.sniffing.load(Ordering::Acquire)
     }
 
+    /// Connections waiting for room in the request budget (not read meanwhile).
+    pub fn waiting_for_budget(&self) -> usize {
+        self.shared.budget_waiters.load(Ordering::Acquire)
+    }
+
+    /// Bytes of unfinished request frames reserved in the shared budget.
+    pub fn buffered_request_bytes(&self) -> usize {
+        self.shared.reserved.load(Ordering::Acquire)
+    }
+
+    /// Closes of connections Python never saw (refused, or silent before their first byte).
     pub fn closed_by_reason(&self) -> Vec<(&'static str, u64)> {
         let m = self.shared.closed_by_reason.lock().unwrap();
         m.iter().map(|(k, v)| (*k, *v)).collect()
@@ -424,13 +460,11 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 if shared.stopping.load(Ordering::Acquire) {
                     return;
                 }
-                if shared.conns.lock().unwrap().len() >= shared.cfg.max_connections {
+                let open =
+                    shared.conns.lock().unwrap().len() + shared.sniffing.load(Ordering::Acquire);
+                if open >= shared.cfg.max_connections {
                     shared.closed(reason::CONNECTION_LIMIT);
-                    log::warn!(
-                        "port {}: connection from {peer} refused: the limit ({}) is reached",
-                        listener.local_addr().map_or(0, |a| a.port()),
-                        shared.cfg.max_connections
-                    );
+                    refused(&shared, listener.local_addr().map_or(0, |a| a.port()), open);
                     continue;
                 }
                 let _ = sock.set_nodelay(true);
@@ -442,6 +476,22 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+    }
+}
+
+/// One warning per REFUSAL_LOG_INTERVAL at most, with the count since the last (a flood of
+/// connections writes a line, not a line each).
+fn refused(shared: &Shared, port: u16, open: usize) {
+    let mut r = shared.refusals.lock().unwrap();
+    r.1 += 1;
+    if r.0.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
+        log::warn!(
+            target: "ferromq.remoting.plane",
+            "port {port}: connection(s) refused: the limit (serverMaxConnections={}) is reached ({} since the last such line): {open} open",
+            shared.cfg.max_connections,
+            r.1
+        );
+        *r = (Some(Instant::now()), 0);
     }
 }
 
@@ -487,7 +537,10 @@ async fn peek_first(shared: &Shared, sock: &TcpStream) -> Option<u8> {
 
 async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
     if shared.cfg.hand_off_tls {
-        match peek_first(&shared, &sock).await {
+        shared.sniffing.fetch_add(1, Ordering::AcqRel);
+        let first = peek_first(&shared, &sock).await;
+        shared.sniffing.fetch_sub(1, Ordering::AcqRel);
+        match first {
             None => return,
             Some(TLS_HANDSHAKE) => {
                 match sock.into_std() {
@@ -506,11 +559,13 @@ async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
     let (rd, wr) = sock.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
     let conn = Arc::new(Conn {
+        id,
         peer,
         out: tx,
         queued: AtomicUsize::new(0),
         reply_bound: shared.cfg.reply_buffer_bytes,
         drained: Notify::new(),
+        over: AtomicBool::new(false),
         paused: AtomicBool::new(false),
         resumed: Notify::new(),
         kill: Notify::new(),
@@ -525,8 +580,8 @@ async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
     conn.kill(reason::LOCAL_CLOSE);
     let _ = reader.await;
     shared.conns.lock().unwrap().remove(&id);
+    // Python counts this close (it knows the reasons of its own closes).
     let why = conn.reason.lock().unwrap().unwrap_or(reason::LOCAL_CLOSE);
-    shared.closed(why);
     shared.push(Event::Closed {
         conn: id,
         reason: why,
@@ -583,8 +638,13 @@ async fn write_loop(
             }
             conn.last_activity.store(shared.now(), Ordering::Release);
             let before = conn.queued.fetch_sub(n, Ordering::AcqRel);
-            if before > conn.reply_bound && before - n <= conn.reply_bound / 2 {
-                conn.drained.notify_waiters();
+            if before - n <= conn.reply_bound / 2 {
+                if before > conn.reply_bound / 2 {
+                    conn.drained.notify_waiters();
+                }
+                if conn.over.swap(false, Ordering::AcqRel) {
+                    shared.push(Event::Drained { conn: conn.id });
+                }
             }
             joined.clear();
         }
@@ -612,7 +672,7 @@ async fn read_frames(
     let cfg = &shared.cfg;
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     // The budget reserved for the unfinished frame at the head of `buf`.
-    let mut permit: Option<OwnedSemaphorePermit> = None;
+    let mut permit: Option<Reservation> = None;
     let mut partial_since: Option<Instant> = None;
     loop {
         // Whole frames first: one Python chunk for those it does not serve.
@@ -660,14 +720,20 @@ async fn read_frames(
         if buf.len() >= 4 {
             let need = 4 + i32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
             if permit.is_none() {
-                let kib = u32::try_from(need.div_ceil(1024))
+                // A frame over the whole budget takes all of it (it still completes).
+                let bytes = u32::try_from(need)
                     .unwrap_or(u32::MAX)
-                    .min(shared.budget_kib);
+                    .min(shared.budget_bytes);
+                shared.budget_waiters.fetch_add(1, Ordering::AcqRel);
                 let acquired = tokio::select! {
-                    p = shared.budget.clone().acquire_many_owned(kib) => p.ok(),
-                    _ = until_killed(conn) => return reason::LOCAL_CLOSE,
+                    p = shared.budget.clone().acquire_many_owned(bytes) => p.ok(),
+                    _ = until_killed(conn) => None,
                 };
-                permit = acquired;
+                shared.budget_waiters.fetch_sub(1, Ordering::AcqRel);
+                let Some(acquired) = acquired else {
+                    return reason::LOCAL_CLOSE;
+                };
+                permit = Some(Reservation::new(acquired, &shared.reserved));
                 partial_since = Some(Instant::now());
             }
             buf.reserve(need.saturating_sub(buf.len()));
@@ -718,6 +784,31 @@ async fn read_frames(
                 return reason::READ_ERROR;
             }
         }
+    }
+}
+
+/// A frame's share of the request budget, counted in `Shared::reserved` while held.
+struct Reservation {
+    _permit: OwnedSemaphorePermit,
+    counter: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Reservation {
+    fn new(permit: OwnedSemaphorePermit, counter: &Arc<AtomicUsize>) -> Reservation {
+        let bytes = permit.num_permits();
+        counter.fetch_add(bytes, Ordering::AcqRel);
+        Reservation {
+            _permit: permit,
+            counter: counter.clone(),
+            bytes,
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
 

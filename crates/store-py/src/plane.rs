@@ -16,7 +16,8 @@ use crate::ha::HaMaster;
 use crate::{IntoPy, Store};
 
 /// An event: (0, conn, (host, port)) opened, (1, conn, bytes) frames, (2, conn, reason) closed,
-/// (3, file descriptor, (host, port)) a TLS connection handed over.
+/// (3, file descriptor, (host, port)) a TLS connection handed over, (4, conn, None) its queued
+/// replies drained to half their bound.
 type EventTuple = (u8, u64, Py<PyAny>);
 /// (topic, messages, bytes, sends) per topic; (milliseconds, store calls); per (request code,
 /// response code) the bucket counts and the sum of milliseconds.
@@ -92,7 +93,11 @@ impl DataPlane {
         };
         let inner = py
             .detach(|| Plane::start(cfg))
-            .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
+            .map_err(|e| match e.raw_os_error() {
+                // OSError(errno, text): callers tell "address in use" by its errno.
+                Some(errno) => PyOSError::new_err((errno, e.to_string())),
+                None => PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")),
+            })?;
         Ok(DataPlane { inner })
     }
 
@@ -112,6 +117,16 @@ impl DataPlane {
         self.inner.open_connections()
     }
 
+    #[getter]
+    fn waiting_for_budget(&self) -> usize {
+        self.inner.waiting_for_budget()
+    }
+
+    #[getter]
+    fn buffered_request_bytes(&self) -> usize {
+        self.inner.buffered_request_bytes()
+    }
+
     fn take_events(&self, py: Python<'_>) -> PyResult<Vec<EventTuple>> {
         self.inner
             .take_events()
@@ -128,6 +143,7 @@ impl DataPlane {
                     Event::Closed { conn, reason } => {
                         (2, conn, reason.into_pyobject(py)?.into_any().unbind())
                     }
+                    Event::Drained { conn } => (4, conn, py.None()),
                     Event::HandOff { fd, peer } => {
                         let addr = (peer.ip().to_string(), peer.port());
                         (3, fd as u64, addr.into_pyobject(py)?.into_any().unbind())
@@ -210,9 +226,11 @@ impl DataPlane {
         self.inner.set_send_config(None);
     }
 
-    /// Queues frames for `conn`; False when it is gone.
-    fn write(&self, conn: u64, data: &[u8]) -> bool {
-        self.inner.write(conn, data.to_vec())
+    /// Queues frames for `conn`: the reply bytes it has queued now, -1 when it is gone.
+    fn write(&self, conn: u64, data: &[u8]) -> i64 {
+        self.inner
+            .write(conn, data.to_vec())
+            .map_or(-1, |queued| queued as i64)
     }
 
     /// Closes `conn` once its queued frames are written, or at once with `abort`.

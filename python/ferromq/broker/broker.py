@@ -52,8 +52,6 @@ logger = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL = 10.0
 NAMESRV_TIMEOUT = 3.0
-# How often the data plane's counts join the broker's statistics.
-PLANE_STATS_INTERVAL = 1.0
 
 Server = RemotingServer | PlaneServer
 
@@ -210,11 +208,6 @@ class Broker:
             if server.plane is not None:
                 self.stats.add_plane(*server.plane.take_stats())
 
-    async def _plane_stats_loop(self) -> None:
-        while True:
-            await asyncio.sleep(PLANE_STATS_INTERVAL)
-            self.sync_plane_stats()
-
     async def _start_after_bind(self, server: Server) -> None:
         if self.config.listen_port == 0:
             # Any free port for the HA service too, unless haListenPort says which.
@@ -286,8 +279,8 @@ class Broker:
         if self._planes():
             self.topics.on_change = self.update_data_plane
             self.hold.on_watch = self._watch_arrivals
+            self.stats.counted_elsewhere = self.sync_plane_stats
             self.update_data_plane()
-            self._tasks.append(loop.create_task(self._plane_stats_loop(), name="plane-stats"))
         if cfg.namesrv_addrs:
             self._registering = True
             self._tasks.append(loop.create_task(self._register_loop(), name="namesrv-register"))

@@ -85,6 +85,7 @@ class BrokerCollector(Collector):
         names = list(common)
         values = list(common.values())
         stats = broker.stats
+        stats.catch_up()
 
         messages_in = CounterMetricFamily(
             "rocketmq_messages_in",

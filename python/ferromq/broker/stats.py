@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -325,7 +326,14 @@ class BrokerStats(TaskService):
         self._get_items: dict[tuple[str, str], tuple[StatsItem, StatsItem, StatsItem]] = {}
         # Request latency (ms) by (request code, response code): bucket counts and the sum.
         self.rpc: dict[tuple[int, int], RpcLatency] = {}
+        self.counted_elsewhere: Callable[[], None] | None = None
+        """Brings in what is counted outside these objects (the broker's data planes)."""
         super().__init__()
+
+    def catch_up(self) -> None:
+        """Called before the counters are read (they are then current)."""
+        if self.counted_elsewhere is not None:
+            self.counted_elsewhere()
 
     # -- the hot path: plain adds -----------------------------------------------------------------
 
@@ -479,6 +487,7 @@ class BrokerStats(TaskService):
             tick += 1
             # Paced on the monotonic clock from the start, so sampling does not drift.
             await asyncio.sleep(max(0.0, start + tick * STORE_SAMPLE_S - time.monotonic()))
+            self.catch_up()
             at = now_ms()
             self.sample_store(at)
             if tick % MINUTE_SAMPLE_S == 0:

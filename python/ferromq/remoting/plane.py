@@ -35,26 +35,51 @@ logger = logging.getLogger(__name__)
 # (topic, queue id, next offset, tags codes stored or None for any) of queues sends stored into.
 Arrivals = list[tuple[str, int, int, list[int] | None]]
 
-_OPEN, _DATA, _CLOSED, _HAND_OFF = 0, 1, 2, 3
+_OPEN, _DATA, _CLOSED, _HAND_OFF, _DRAINED = 0, 1, 2, 3, 4
 _REASONS = {r.value: r for r in CloseReason}
 
 
 class PlaneTransport(asyncio.Transport):
-    """What a `Connection` needs of a transport, over one plane connection."""
+    """What a `Connection` needs of a transport, over one plane connection. Past `reply_bound`
+    reply bytes queued in the plane, the connection is told to pause writing (it then stops
+    answering the peer's requests) until the plane says half of them are written."""
 
-    def __init__(self, plane: _store.DataPlane, conn_id: int, peer: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        plane: _store.DataPlane,
+        conn_id: int,
+        peer: tuple[str, int],
+        protocol: Connection,
+        reply_bound: int,
+    ) -> None:
         super().__init__()
         self._plane = plane
         self._id = conn_id
         self._peer = peer
+        self._protocol = protocol
+        self._reply_bound = reply_bound
         self._closing = False
+        self._writing_paused = False
+        self._reading = True
+        # Frames the plane read before it saw a pause: given to the connection on resume.
+        self._held = bytearray()
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._peer if name == "peername" else default
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if not self._closing:
-            self._plane.write(self._id, data if type(data) is bytes else bytes(data))
+        if self._closing:
+            return
+        queued = self._plane.write(self._id, data if type(data) is bytes else bytes(data))
+        if queued > self._reply_bound and not self._writing_paused:
+            self._writing_paused = True
+            self._protocol.pause_writing()
+
+    def drained(self) -> None:
+        """The plane wrote half of the replies queued past the bound."""
+        if self._writing_paused:
+            self._writing_paused = False
+            self._protocol.resume_writing()
 
     def close(self) -> None:
         if not self._closing:
@@ -68,20 +93,36 @@ class PlaneTransport(asyncio.Transport):
     def is_closing(self) -> bool:
         return self._closing
 
+    def feed(self, data: bytes) -> None:
+        """Frames from the plane: to the connection, unless it paused reading meanwhile."""
+        if self._reading and not self._held:
+            self._protocol.data_received(data)
+        else:
+            self._held += data
+
     def pause_reading(self) -> None:
+        self._reading = False
         self._plane.set_reading(self._id, False)
 
     def resume_reading(self) -> None:
+        self._reading = True
         self._plane.set_reading(self._id, True)
+        if self._held:
+            asyncio.get_running_loop().call_soon(self._give_held)
+
+    def _give_held(self) -> None:
+        if self._reading and self._held and not self._closing:
+            data, self._held = bytes(self._held), bytearray()
+            self._protocol.data_received(data)
 
     def is_reading(self) -> bool:
-        return not self._closing
+        return self._reading and not self._closing
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         """The plane bounds unsent replies itself (serverReplyBufferBytes)."""
 
     def get_write_buffer_size(self) -> int:
-        return 0
+        return 0  # the plane's (the Connection asks only to set its limits)
 
 
 class PlaneServer:
@@ -101,6 +142,7 @@ class PlaneServer:
         rpc_buckets_ms: Sequence[float] = (),
     ) -> None:
         tls = tls or TlsSettings(mode=TlsMode.DISABLED)
+        self.tls = tls
         if tls.mode == TlsMode.ENFORCING:
             raise ValueError("TLS enforcing mode is served by RemotingServer, not the data plane")
         self._tls = (
@@ -114,9 +156,10 @@ class PlaneServer:
         self.limits = limits or ServerLimits()
         self._threads = threads or os.cpu_count() or 1
         budget = RequestBudget(self.limits.request_buffer_bytes, self.limits.max_inflight_requests)
-        # Whole frames only reach a Connection here: the byte budget and the reply bound are the
-        # plane's, the bound of requests in flight stays the Connection's.
-        self._conn_limits = ConnectionLimits(None, budget)
+        # Whole frames only reach a Connection here: the byte budget is the plane's; the reply
+        # bound and the bound of requests in flight are kept by the Connection as on a socket.
+        self._conn_limits = ConnectionLimits(self.limits.reply_buffer_bytes, budget)
+        self._transports: dict[int, PlaneTransport] = {}
         self.plane: _store.DataPlane | None = None
         self.connections: set[Connection] = set()
         self._by_id: dict[int, Connection] = {}
@@ -135,15 +178,25 @@ class PlaneServer:
         return tls + (self.plane.open_connections if self.plane is not None else 0)
 
     @property
+    def waiting_for_budget(self) -> int:
+        """Connections not read until their unfinished frame fits in the request budget."""
+        return self.plane.waiting_for_budget if self.plane is not None else 0
+
+    @property
+    def buffered_request_bytes(self) -> int:
+        """Bytes reserved by unfinished request frames (the budget's use)."""
+        return self.plane.buffered_request_bytes if self.plane is not None else 0
+
+    @property
     def closed_by_reason(self) -> Counter[str]:
-        """Closes per `CloseReason`: those Python saw, and the plane's refusals."""
+        """Closes per `CloseReason`: those Python saw, and those of connections it never saw
+        (refused at the cap, silent before their first byte)."""
         out = Counter(self._closed_here)
         if self._tls is not None:
             out += self._tls.closed_by_reason
         if self.plane is not None:
             for why, n in self.plane.closed_by_reason():
-                if why == CloseReason.CONNECTION_LIMIT.value:
-                    out[why] += n
+                out[why] += n
         return out
 
     async def start(self) -> None:
@@ -173,14 +226,19 @@ class PlaneServer:
             return
         for kind, conn_id, payload in plane.take_events():
             if kind == _DATA:
-                conn = self._by_id.get(conn_id)
-                if conn is not None:
-                    conn.data_received(payload)
+                transport = self._transports.get(conn_id)
+                if transport is not None:
+                    transport.feed(payload)
             elif kind == _OPEN:
                 self._opened(plane, conn_id, payload)
+            elif kind == _DRAINED:
+                transport = self._transports.get(conn_id)
+                if transport is not None:
+                    transport.drained()
             elif kind == _HAND_OFF:
                 self._handed_off(conn_id)
             else:
+                self._transports.pop(conn_id, None)
                 conn = self._by_id.pop(conn_id, None)
                 if conn is not None:
                     conn.close_reason = conn.close_reason or _REASONS.get(payload, CloseReason.PEER_CLOSED)
@@ -193,7 +251,9 @@ class PlaneServer:
     def _opened(self, plane: _store.DataPlane, conn_id: int, peer: tuple[str, int]) -> None:
         conn = Connection(self._handler, max_frame=self._max_frame, limits=self._conn_limits)
         conn.on_close(self._closed)
-        conn.connection_made(PlaneTransport(plane, conn_id, peer))
+        transport = PlaneTransport(plane, conn_id, peer, conn, self.limits.reply_buffer_bytes)
+        conn.connection_made(transport)
+        self._transports[conn_id] = transport
         self._by_id[conn_id] = conn
         self.connections.add(conn)
 
@@ -225,4 +285,5 @@ class PlaneServer:
         for conn in list(self._by_id.values()):
             conn.connection_lost(None)
         self._by_id.clear()
+        self._transports.clear()
         self.plane = None

@@ -122,6 +122,7 @@ def runtime_table(broker: AdminStatusContext) -> dict[str, str]:
     """GET_BROKER_RUNTIME_INFO's table: the keys Java 4.9.7 fills, from ferromq's counters. Values
     with no counterpart (thread pool queues: ferromq has none) are what an idle Java broker reports."""
     store, stats, cfg = broker.store, broker.stats, broker.config
+    stats.catch_up()
     counters = stats.store
     now = int(time.time() * 1000)
     puts = counters.put_times or 1
@@ -219,6 +220,7 @@ def group_topic_progress(
         if consumer_offset > 0:
             wrapper["lastTimestamp"] = store.store_time(topic, queue_id, consumer_offset - 1) or 0
         entries.append((mq_key(topic, broker.config.broker_name, queue_id), wrapper))
+    broker.stats.catch_up()
     return entries, broker.stats.group_get_tps(group, topic)
 
 
@@ -619,6 +621,7 @@ async def system_topics(ctx: AdminStatusContext, conn: Connection, cmd: Remoting
 async def stats_data(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     h = ViewBrokerStatsDataRequestHeader.of(cmd)
     stats_name, key = h.stats_name, h.stats_key
+    ctx.stats.catch_up()
     item = ctx.stats.item(stats_name, key)
     if item is None:
         raise BrokerError(f"The stats <{stats_name}> <{key}> not exist", ResponseCode.SYSTEM_ERROR)
