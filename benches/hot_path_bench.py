@@ -18,7 +18,9 @@ shared machine msg/s and latencies move with the neighbours' load, CPU per messa
 with `new` for `--repeat` rounds) and prints the ratios. `--scaling` runs every case with the
 broker pinned to one core and to two (`taskset`; the load generator on the other cores) and
 prints the 2-core/1-core ratios: how far the broker uses a second core. `--tls-cost` runs every
-case with the load over plain TCP and over TLS and prints the tls/plain ratios.
+case with the load over plain TCP and over TLS and prints the tls/plain ratios. `--planes` runs
+every case with the Python server (dataPlane=python) and the Rust data plane (dataPlane=rust) and
+prints the rust/python ratios.
 
 With `--profile DIR` py-spy records the broker during each phase (`--native` adds native
 frames but pauses the broker per sample) and a text summary (the functions with the most own
@@ -37,6 +39,7 @@ import collections
 import itertools
 import json
 import os
+import shutil
 import signal
 import statistics
 import struct
@@ -483,12 +486,15 @@ class Variant:
         broker_cpus: str | None = None,
         load_cpus: str | None = None,
         tls: bool = False,
+        conf: str = "",
     ) -> None:
         self.name = name
         self.pythonpath = pythonpath
         self.broker_cpus = broker_cpus
         self.load_cpus = load_cpus
         self.tls = tls
+        self.conf = conf
+        """broker.conf lines of this variant."""
 
 
 def scaling_variants() -> list[Variant]:
@@ -512,11 +518,12 @@ def run_case(
     flush: str, size: int, args: argparse.Namespace, work: Path, variant: Variant
 ) -> list[dict[str, Any]]:
     ns_port, port = free_port(), free_port()
-    store = work / f"store-{flush}-{size}"
+    store = work / f"store-{flush}-{size}-{variant.name}"
+    shutil.rmtree(store, ignore_errors=True)
     conf = work / f"broker-{flush}-{size}.conf"
     conf.write_text(
         f"brokerName=hot\nflushDiskType={flush}\nstorePathRootDir={store}\n"
-        f"mappedFileSizeCommitLog={256 * 1024 * 1024}\n"
+        f"mappedFileSizeCommitLog={256 * 1024 * 1024}\n{variant.conf}"
     )
     env = dict(os.environ)
     if variant.pythonpath:
@@ -644,6 +651,11 @@ def main() -> None:
         help="each case with the load over plain TCP and over TLS (one permissive broker port); "
         "prints the tls/plain ratios",
     )
+    ap.add_argument(
+        "--planes",
+        action="store_true",
+        help="each case with dataPlane=python and dataPlane=rust; prints the rust/python ratios",
+    )
     ap.add_argument("--broker-uvloop", action="store_true", help="run the broker on uvloop (a trial)")
     ap.add_argument(
         "--broker-gc", help="Python run in the broker before it starts, e.g. 'gc.disable()' (a trial)"
@@ -662,6 +674,8 @@ def main() -> None:
         if args.tls_cost:
             # The same broker (permissive: plain and TLS on one port), the load without and with TLS.
             variants = [Variant("plain"), Variant("tls", tls=True)]
+        if args.planes:
+            variants = [Variant(plane, conf=f"dataPlane={plane}\n") for plane in ("python", "rust")]
         if args.baseline:
             variants.insert(0, Variant("base", args.baseline))
         for flush in args.flush.split(","):
@@ -675,6 +689,8 @@ def main() -> None:
         print_ratios(results, "2cores", "1core")
     if args.tls_cost:
         print_ratios(results, "tls", "plain")
+    if args.planes:
+        print_ratios(results, "rust", "python")
     write_results(args.json, {"params": vars(args), "results": results})
 
 
