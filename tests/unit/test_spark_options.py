@@ -88,9 +88,12 @@ def test_streams_have_no_end() -> None:
 def test_small_ranges_are_packed_by_their_expected_rows() -> None:
     ranges = [QueueRange("A", q, 0, 100) for q in range(5)]
     expected = {0: 30, 1: 0, 2: 50, 3: 60, 4: 200}
-    tasks = pack(ranges, lambda r: expected[r.queue_id], limit=100)
-    # Queue 1 is expected to yield nothing: left out; queue 4 alone exceeds the limit.
+    tasks = pack([(r, expected[r.queue_id]) for r in ranges if expected[r.queue_id]], limit=100)
+    # Queue 4 alone exceeds the limit.
     assert [[r.queue_id for r in t.ranges] for t in tasks] == [[0, 2], [3], [4]]
+    # Queue 1 is expected to yield nothing: left out.
+    planned = plan(ranges, None, lambda r: expected[r.queue_id], cores=2)
+    assert [[r.queue_id for r in t.ranges] for t in planned] == [[0, 2, 3, 4]]
     assert plan(ranges, None, lambda r: 0) == [NOTHING]
     # maxRecordsPerPartition: one task per piece, none packed.
     assert plan(ranges[:2], 60, lambda r: 1) == [
