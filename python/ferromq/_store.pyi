@@ -402,7 +402,13 @@ class DataPlane:
         region: str,
         trace_on: bool,
         topics: list[tuple[str, int, int, bool]],
-    ) -> None: ...
+        acl: tuple[int, list[tuple[str, str, list[str]]]] | None = None,
+    ) -> None:
+        """With `acl` ((ACL load, [(access key, secret key, topics it may send to)])) a send is
+        served only when its signature is the account's or `set_peer_acl` says the peer needs
+        none; every other goes to Python."""
+    def set_peer_acl(self, conn: int, generation: int, globally_white: bool, white: list[str]) -> bool:
+        """What ACL load `generation` decided about `conn`'s peer address; False when it is gone."""
     def stop_serving_sends(self) -> None: ...
     def write(self, conn: int, data: bytes) -> int: ...
     def close(self, conn: int, abort: bool, reason: str) -> None: ...

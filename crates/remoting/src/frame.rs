@@ -39,6 +39,12 @@ impl Header<'_> {
     /// The ext fields as text (clients send numbers and booleans too; nulls are dropped).
     /// None when they are not an object of scalars.
     pub fn ext(&self) -> Option<HashMap<&str, String>> {
+        self.ext_fields(false)
+    }
+
+    /// The ext fields; with `strings_only`, None unless every value is a JSON string (a signed
+    /// request's fields are then exactly the text the client signed).
+    pub fn ext_fields(&self, strings_only: bool) -> Option<HashMap<&str, String>> {
         let Some(raw) = self.ext_fields else {
             return Some(HashMap::new());
         };
@@ -46,8 +52,9 @@ impl Header<'_> {
         let mut out = HashMap::with_capacity(map.len());
         for (k, v) in map {
             let text = match v {
-                serde_json::Value::Null => continue,
                 serde_json::Value::String(s) => s,
+                _ if strings_only => return None,
+                serde_json::Value::Null => continue,
                 serde_json::Value::Bool(b) => b.to_string(),
                 serde_json::Value::Number(n) => n.to_string(),
                 _ => return None,

@@ -2,16 +2,19 @@
 //!
 //! * [`plane`]: the listener, connection bounds, frames to and from Python.
 //! * [`send`]: sends served from the store without Python, by rules Python pushes down.
+//! * [`acl`]: the plain ACL's signature check of those sends, by rules Python pushes down.
 //! * [`frame`]: the frame and JSON header codec it needs.
 //!
 //! No Python here: the PyO3 binding lives in `crates/store-py`.
 
+pub mod acl;
 pub mod frame;
 pub mod plane;
 pub mod send;
 pub mod stats;
 mod wake;
 
+pub use acl::{AclRules, PeerAcl};
 pub use plane::{DataPlane, Event, PlaneConfig};
 pub use send::{SendConfig, TopicRoute};
 pub use stats::{PlaneStats, RpcLatency, TopicPuts};

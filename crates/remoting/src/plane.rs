@@ -21,6 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
+use crate::acl::PeerAcl;
 use crate::frame::Frame;
 use crate::send::{self, SendConfig};
 use crate::stats::PlaneStats;
@@ -123,6 +124,8 @@ pub(crate) struct Conn {
     /// Milliseconds since the plane started of the last byte read or written.
     last_activity: AtomicU64,
     reason: Mutex<Option<&'static str>>,
+    /// What the ACL decided about the peer's address (None until Python says).
+    acl: RwLock<Option<Arc<PeerAcl>>>,
 }
 
 impl Conn {
@@ -135,6 +138,10 @@ impl Conn {
         }
         let _ = self.out.send(Out::Frame(bytes));
         queued
+    }
+
+    pub(crate) fn peer_acl(&self) -> Option<Arc<PeerAcl>> {
+        self.acl.read().unwrap().clone()
     }
 
     fn set_reason(&self, why: &'static str) {
@@ -388,6 +395,14 @@ impl DataPlane {
         }
     }
 
+    /// What the ACL decided about `conn`'s peer address (see [`crate::acl`]); false when the
+    /// connection is gone.
+    pub fn set_peer_acl(&self, conn: u64, acl: PeerAcl) -> bool {
+        let c = self.shared.conns.lock().unwrap().get(&conn).cloned();
+        c.map(|c| *c.acl.write().unwrap() = Some(Arc::new(acl)))
+            .is_some()
+    }
+
     /// Stops or resumes reading `conn` (Python's own bounds on requests it handles).
     pub fn set_reading(&self, conn: u64, reading: bool) {
         let c = self.shared.conns.lock().unwrap().get(&conn).cloned();
@@ -572,6 +587,7 @@ async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
         killed: AtomicBool::new(false),
         last_activity: AtomicU64::new(shared.now()),
         reason: Mutex::new(None),
+        acl: RwLock::new(None),
     });
     shared.conns.lock().unwrap().insert(id, conn.clone());
     shared.push(Event::Open { conn: id, peer });

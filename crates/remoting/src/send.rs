@@ -16,6 +16,7 @@ use ferromq_store::send::{decode_batch, Edit, Rewrite};
 use ferromq_store::MessageStore;
 use tokio::sync::oneshot;
 
+use crate::acl::AclRules;
 use crate::frame::{json_reply, Frame, Header};
 use crate::plane::{Conn, Shared};
 
@@ -56,6 +57,9 @@ pub struct SendConfig {
     pub region: String,
     pub trace_on: bool,
     pub topics: HashMap<String, TopicRoute>,
+    /// With aclEnable=true: a send is served here only when these rules and the connection's
+    /// [`crate::acl::PeerAcl`] allow it.
+    pub acl: Option<AclRules>,
 }
 
 pub(crate) enum Outcome {
@@ -149,7 +153,7 @@ pub(crate) fn serve(
     h: &Header<'_>,
     arrived_at: Instant,
 ) -> Outcome {
-    let Some(ext) = h.ext() else {
+    let Some(ext) = h.ext_fields(cfg.acl.is_some()) else {
         return Outcome::Forward;
     };
     let Some(req) = SendRequest::read(&ext) else {
@@ -158,6 +162,12 @@ pub(crate) fn serve(
     let Some(route) = cfg.topics.get(req.topic) else {
         return Outcome::Forward;
     };
+    // (Python's guard reads the topic with the same naming rule as `SendRequest::read`.)
+    if let Some(acl) = &cfg.acl {
+        if !acl.allows(conn.peer_acl().as_deref(), &ext, req.topic, frame.body()) {
+            return Outcome::Forward;
+        }
+    }
     // Transaction half messages are Python's (a substring test: Python reads the value).
     if req.properties.contains("TRAN_MSG") {
         return Outcome::Forward;

@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use ferromq_remoting::plane::reason;
-use ferromq_remoting::{DataPlane as Plane, Event, PlaneConfig, SendConfig, TopicRoute};
+use ferromq_remoting::{
+    AclRules, DataPlane as Plane, Event, PeerAcl, PlaneConfig, SendConfig, TopicRoute,
+};
 use ferromq_store::send::Edit;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -21,6 +23,8 @@ use crate::{IntoPy, Store};
 type EventTuple = (u8, u64, Py<PyAny>);
 /// (topic, messages, bytes, sends) per topic; (milliseconds, store calls); per (request code,
 /// response code) the bucket counts and the sum of milliseconds.
+/// (ACL load, [(access key, secret key, topics it may publish to here)]).
+type AclTuple = (u64, Vec<(String, String, Vec<String>)>);
 type StatsTuple = (
     Vec<(String, u64, u64, u64)>,
     Vec<(u64, u64)>,
@@ -176,10 +180,11 @@ impl DataPlane {
         )
     }
 
-    /// Serves plain sends to `topics` ((name, write queues, read queues, multi tag)) here.
+    /// Serves plain sends to `topics` ((name, write queues, read queues, multi tag)) here; with
+    /// `acl` only those its accounts signed (see `set_peer_acl`).
     #[pyo3(signature = (
         store, *, ha, sync_flush, sync_master, slave_timeout_ms, cluster, region, trace_on,
-        topics
+        topics, acl=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn serve_sends(
@@ -194,6 +199,7 @@ impl DataPlane {
         region: &str,
         trace_on: bool,
         topics: Vec<(String, i32, i32, bool)>,
+        acl: Option<AclTuple>,
     ) -> PyResult<()> {
         let edits = vec![Edit::new("set", "CLUSTER", cluster).py_err(py)?];
         let topics: HashMap<String, TopicRoute> = topics
@@ -217,8 +223,28 @@ impl DataPlane {
             region: region.to_string(),
             trace_on,
             topics,
+            acl: acl.map(|(generation, accounts)| AclRules::new(generation, accounts)),
         }));
         Ok(())
+    }
+
+    /// What ACL load `generation` decided about `conn`'s peer address: globally white, and the
+    /// access keys of the accounts white for it. False when the connection is gone.
+    fn set_peer_acl(
+        &self,
+        conn: u64,
+        generation: u64,
+        globally_white: bool,
+        white: Vec<String>,
+    ) -> bool {
+        self.inner.set_peer_acl(
+            conn,
+            PeerAcl {
+                generation,
+                globally_white,
+                white: white.into_iter().collect(),
+            },
+        )
     }
 
     /// Every frame goes to Python from now on.

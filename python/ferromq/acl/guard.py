@@ -54,15 +54,18 @@ class _Peer:
         return known
 
 
-# The fields that decide what a hot request touches (sends and pulls): an allowed combination is
-# remembered, so the next request with it needs only its signature checked.
-_DECIDING_FIELDS: dict[int, tuple[str, str]] = {
-    RequestCode.SEND_MESSAGE_V2: ("b", "a"),
-    RequestCode.SEND_BATCH_MESSAGE: ("b", "a"),
-    RequestCode.SEND_MESSAGE: ("topic", "group"),
-    RequestCode.PULL_MESSAGE: ("topic", "consumerGroup"),
-}
+_SENDS = frozenset((RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE))
 _MAX_DECISIONS = 65536
+
+
+def _send_fields(ext: dict[str, str]) -> tuple[str | None, str | None]:
+    """The topic a send is stored into and the group of a retry-topic send. The send path reads
+    either naming whatever the code (`SendMessageRequestHeader.from_ext`): so does this, or a
+    SEND_MESSAGE_V2 with V1 names would skip the topic's check. (Java reads the group of a V1
+    retry-topic send from "group", which SEND_MESSAGE does not have.)"""
+    if "a" in ext and "producerGroup" not in ext:
+        return ext.get("b"), ext.get("a")
+    return ext.get("topic"), ext.get("group")
 
 
 class AclGuard:
@@ -90,12 +93,17 @@ class AclGuard:
         account = self.acl.authenticate(cmd, peer.white_for)
         if account is None:
             return
-        fields = _DECIDING_FIELDS.get(cmd.code)
-        if fields is None:
+        # What decides a hot request (a send's or a pull's topic and group): an allowed
+        # combination is remembered, so the next request with it needs only its signature checked.
+        ext = cmd.ext
+        if cmd.code in _SENDS:
+            topic, group = _send_fields(ext)
+        elif cmd.code == RequestCode.PULL_MESSAGE:
+            topic, group = ext.get("topic"), ext.get("consumerGroup")
+        else:
             authorize(cmd.code, needed_resources(cmd), account)
             return
-        ext = cmd.ext
-        key = (account.access_key, cmd.code, ext.get(fields[0]), ext.get(fields[1]))
+        key = (account.access_key, cmd.code, topic, group)
         if key in self._allowed:
             return
         authorize(cmd.code, needed_resources(cmd), account)
@@ -120,16 +128,25 @@ def _send(out: dict[str, int], topic: str | None, group: str | None) -> None:
         _add(out, topic, perm.PUB)
 
 
+def may_send(account: Account, topic: str) -> bool:
+    """Whether the account may send to `topic` (not a retry topic), as the guard decides a
+    signed SEND_MESSAGE_V2 to it."""
+    needed: dict[str, int] = {}
+    _send(needed, topic, None)
+    try:
+        authorize(RequestCode.SEND_MESSAGE_V2, needed or None, account)
+    except AclError:
+        return False
+    return True
+
+
 def needed_resources(cmd: RemotingCommand) -> dict[str, int] | None:
     """The topics and groups (as retry topics) a request touches, with the permission it needs."""
     ext = cmd.ext
     code = cmd.code
     out: dict[str, int] = {}
-    if code == RequestCode.SEND_MESSAGE:
-        # Java reads the group of a retry-topic send from "group", which SEND_MESSAGE does not have.
-        _send(out, ext.get("topic"), ext.get("group"))
-    elif code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-        _send(out, ext.get("b"), ext.get("a"))
+    if code in _SENDS:
+        _send(out, *_send_fields(ext))
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         _add(out, _retry(ext.get("group")), perm.SUB)
     elif code == RequestCode.PULL_MESSAGE:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 
 from ferromq import _store
+from ferromq.acl.dataplane import peer_decision, send_rules
 from ferromq.acl.guard import AclGuard
 from ferromq.acl.plain import PlainAcl
 from ferromq.acl.signing import credentials_of
@@ -75,6 +76,8 @@ class Broker:
         self._started = False
         self.acl: PlainAcl | None = None
         """The plain ACL when aclEnable=true."""
+        self._acl_generation = 0
+        """Counts the ACL's loads: the data planes trust only decisions of the latest."""
         self.acl_watcher: AclFileWatcher | None = None
         self.metrics: MetricsExporter | None = None
         self.controller: ControllerLink | None = None
@@ -138,6 +141,7 @@ class Broker:
                 rpc_buckets_ms=RPC_LATENCY_BUCKETS_MS,
             )
             plane.on_arrivals = self._plane_arrivals
+            plane.on_open = self._plane_opened
             return plane
         return RemotingServer(self._dispatch, self._host, port, limits=server_limits(cfg), tls=tls)
 
@@ -146,8 +150,9 @@ class Broker:
 
     def update_data_plane(self) -> None:
         """Tells the data planes which sends they may store themselves: plain sends to the
-        writable topics a send may name, on a master that is not in controller mode and has no
-        ACL (those decisions stay Python's: every such send comes here)."""
+        writable topics a send may name, on a master that is not in controller mode (those
+        decisions stay Python's: every such send comes here). With the ACL, only sends the
+        ACL allows (see `ferromq.acl.dataplane`: Python decides, the plane checks signatures)."""
         planes = [p.plane for p in self._planes() if p.plane is not None]
         if not planes:
             return
@@ -156,9 +161,12 @@ class Broker:
             self._registry is None
             or cfg.is_slave
             or cfg.enable_controller_mode
-            or self.acl is not None
             or not cfg.broker_permission & 2
         )
+        topics = [t for t in self.topics.topics.values() if t.writable and _plane_may_send(t.topic_name)]
+        acl = None
+        if self.acl is not None and not off:
+            acl = (self._acl_generation, send_rules(self.acl, (t.topic_name for t in topics)))
         for plane in planes:
             if off:
                 plane.stop_serving_sends()
@@ -174,10 +182,27 @@ class Broker:
                 trace_on=cfg.trace_on,
                 topics=[
                     (t.topic_name, t.write_queue_nums, t.read_queue_nums, t.topic_filter_type == "MULTI_TAG")
-                    for t in self.topics.topics.values()
-                    if t.writable and _plane_may_send(t.topic_name)
+                    for t in topics
                 ],
+                acl=acl,
             )
+
+    def _plane_opened(self, plane: _store.DataPlane, conn_id: int, conn: Connection) -> None:
+        """With the ACL: tell the plane what the new connection's address decides (until then
+        its sends come here)."""
+        if self.acl is not None:
+            plane.set_peer_acl(conn_id, self._acl_generation, *peer_decision(self.acl, conn.peer_host))
+
+    def _acl_changed(self) -> None:
+        """The ACL reloaded: new rules for the planes, and every open connection's address
+        decided again (a decision of the older load is not trusted by the plane meanwhile)."""
+        self._acl_generation += 1
+        self.update_data_plane()
+        for server in self._planes():
+            plane = server.plane
+            if plane is not None:
+                for conn_id, conn in server.plane_connections():
+                    self._plane_opened(plane, conn_id, conn)
 
     def _plane_arrivals(self, arrivals: Arrivals) -> None:
         """Messages the data plane stored: wake held pulls and delayed delivery."""
@@ -301,6 +326,7 @@ class Broker:
         acl = plain_acl_of(cfg)
         acl.load()
         self.acl = acl
+        acl.on_change(self._acl_changed)
         self.acl_watcher = AclFileWatcher(acl)
         await self.acl_watcher.start()
         logger.info("ACL enabled: %s", acl.default_file)

@@ -166,6 +166,8 @@ class PlaneServer:
         self._closed_here: Counter[str] = Counter()
         self.on_arrivals: Callable[[Arrivals], None] | None = None
         """Called with what the plane stored when it wakes the loop (held pulls to wake)."""
+        self.on_open: Callable[[_store.DataPlane, int, Connection], None] | None = None
+        """Called with each plane connection as it opens (its id and its `Connection`)."""
 
     @property
     def port(self) -> int:
@@ -256,6 +258,12 @@ class PlaneServer:
         self._transports[conn_id] = transport
         self._by_id[conn_id] = conn
         self.connections.add(conn)
+        if self.on_open is not None:
+            self.on_open(plane, conn_id, conn)
+
+    def plane_connections(self) -> list[tuple[int, Connection]]:
+        """The plane's open connections (not the TLS ones Python serves) and their ids."""
+        return list(self._by_id.items())
 
     def _handed_off(self, fd: int) -> None:
         sock = socket.socket(fileno=fd)

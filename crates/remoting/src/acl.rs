@@ -1,0 +1,232 @@
+//! The plain ACL's check of a send served on the data plane: Python decides, Rust verifies.
+//!
+//! Python stays the only place where ACL policy is decided. It pushes down [`AclRules`] (per
+//! account: its secret key and the plane's topics it may publish to, as Python's `authorize`
+//! decided them) and, per connection, a [`PeerAcl`] (what the peer's address decides: globally
+//! white, or white for some accounts). Here only the signature is computed, as
+//! `Signer.server_signature` in `python/ferromq/acl/signing.py` does. Anything in doubt (no
+//! peer info yet or from an older ACL, no or unknown AccessKey, a topic not allowed, a missing
+//! or wrong signature) is not served here: Python answers it, with Java's refusals.
+
+use std::collections::{HashMap, HashSet};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha1::Sha1;
+
+pub const ACCESS_KEY: &str = "AccessKey";
+pub const SIGNATURE: &str = "Signature";
+/// MixAll.UNIQUE_MSG_QUERY_FLAG: left out of the content the broker checks.
+pub const UNIQUE_MSG_QUERY_FLAG: &str = "_UNIQUE_KEY_QUERY";
+
+type HmacSha1 = Hmac<Sha1>;
+
+struct Account {
+    /// Keyed once; cloned per request (the key's inner and outer states are kept).
+    mac: HmacSha1,
+    /// Topics a signed send of this account may go to without asking Python.
+    topics: HashSet<String>,
+}
+
+/// The accounts of one ACL load.
+pub struct AclRules {
+    /// Which ACL load these are (a [`PeerAcl`] of another load is not trusted).
+    pub generation: u64,
+    accounts: HashMap<String, Account>,
+}
+
+impl AclRules {
+    /// `accounts`: (access key, secret key, topics it may publish to on the plane).
+    pub fn new(generation: u64, accounts: Vec<(String, String, Vec<String>)>) -> AclRules {
+        let accounts = accounts
+            .into_iter()
+            .map(|(access_key, secret_key, topics)| {
+                let account = Account {
+                    mac: keyed(&secret_key),
+                    topics: topics.into_iter().collect(),
+                };
+                (access_key, account)
+            })
+            .collect();
+        AclRules {
+            generation,
+            accounts,
+        }
+    }
+
+    /// Whether a send to `topic` with these ext fields and body may be served here (false:
+    /// Python decides, and refuses or serves it).
+    pub fn allows(
+        &self,
+        peer: Option<&PeerAcl>,
+        ext: &HashMap<&str, String>,
+        topic: &str,
+        body: &[u8],
+    ) -> bool {
+        let Some(peer) = peer.filter(|p| p.generation == self.generation) else {
+            return false;
+        };
+        if peer.globally_white {
+            return true;
+        }
+        let Some(access_key) = ext.get(ACCESS_KEY) else {
+            return false;
+        };
+        let Some(account) = self.accounts.get(access_key.as_str()) else {
+            return false;
+        };
+        // A peer in the account's white addresses is not checked further (as Java).
+        if peer.white.contains(access_key.as_str()) {
+            return true;
+        }
+        if !account.topics.contains(topic) {
+            return false;
+        }
+        ext.get(SIGNATURE)
+            .is_some_and(|given| signature(&account.mac, ext, body) == *given)
+    }
+}
+
+/// What one peer's address decides, for the ACL load `generation`.
+pub struct PeerAcl {
+    pub generation: u64,
+    pub globally_white: bool,
+    /// Access keys of the accounts whose white addresses hold the peer.
+    pub white: HashSet<String>,
+}
+
+fn keyed(secret_key: &str) -> HmacSha1 {
+    // HMAC takes a key of any length (a long one is hashed first, as RFC 2104 says).
+    HmacSha1::new_from_slice(secret_key.as_bytes()).expect("HMAC accepts any key length")
+}
+
+/// The signature a broker expects: HmacSHA1 over the ext values in key order (Signature and the
+/// unique-key query flag left out) then the body, in base64.
+fn signature(mac: &HmacSha1, ext: &HashMap<&str, String>, body: &[u8]) -> String {
+    let mut keys: Vec<&str> = ext
+        .keys()
+        .copied()
+        .filter(|k| *k != SIGNATURE && *k != UNIQUE_MSG_QUERY_FLAG)
+        .collect();
+    // Byte order of UTF-8 is code point order, as Python's `sorted` of the keys.
+    keys.sort_unstable();
+    let mut mac = mac.clone();
+    for k in keys {
+        mac.update(ext[k].as_bytes());
+    }
+    mac.update(body);
+    STANDARD.encode(mac.finalize().into_bytes())
+}
+
+/// The signature of `ext` and `body` with `secret_key` (tests and tools).
+pub fn server_signature(secret_key: &str, ext: &HashMap<&str, String>, body: &[u8]) -> String {
+    signature(&keyed(secret_key), ext, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(pairs: &[(&'static str, &str)]) -> HashMap<&'static str, String> {
+        pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
+    }
+
+    #[test]
+    fn hmac_sha1_matches_rfc_2202() {
+        // RFC 2202 test case 2: key "Jefe", data "what do ya want for nothing?".
+        let mac = keyed("Jefe");
+        let mut m = mac.clone();
+        m.update(b"what do ya want for nothing?");
+        let hex: String = m
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(hex, "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79");
+    }
+
+    #[test]
+    fn the_signature_is_pythons() {
+        // Computed with ferromq.acl.signing.Signer("benchSecret1").server_signature(ext, body).
+        let e = ext(&[
+            ("b", "TopicA"),
+            ("a", "PID_x"),
+            ("AccessKey", "benchProducer"),
+            ("Signature", "ignored"),
+            ("_UNIQUE_KEY_QUERY", "true"),
+            ("i", "TAGS\u{1}é\u{2}"),
+        ]);
+        assert_eq!(
+            server_signature("benchSecret1", &e, b"hello"),
+            "7JDqVrL/Kp0EbF4qayNBEXByptk="
+        );
+        // A long key is hashed first.
+        let long = "k".repeat(100);
+        assert_eq!(
+            server_signature(&long, &ext(&[("a", "1")]), b""),
+            "wb5D1xsmrDOLon6GtFk6CHZt6dM="
+        );
+    }
+
+    fn rules() -> AclRules {
+        AclRules::new(
+            3,
+            vec![(
+                "producer1".into(),
+                "secret123".into(),
+                vec!["TopicA".into()],
+            )],
+        )
+    }
+
+    fn signed(topic: &str, secret: &str) -> HashMap<&'static str, String> {
+        let mut e = ext(&[("b", "x"), ("AccessKey", "producer1")]);
+        e.insert("b", topic.to_string());
+        let sig = server_signature(secret, &e, b"body");
+        e.insert("Signature", sig);
+        e
+    }
+
+    fn peer(generation: u64, globally_white: bool, white: &[&str]) -> PeerAcl {
+        PeerAcl {
+            generation,
+            globally_white,
+            white: white.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn only_what_python_allowed_is_served() {
+        let r = rules();
+        let p = peer(3, false, &[]);
+        assert!(r.allows(Some(&p), &signed("TopicA", "secret123"), "TopicA", b"body"));
+        // No peer info, or info of an older load.
+        assert!(!r.allows(None, &signed("TopicA", "secret123"), "TopicA", b"body"));
+        let old = peer(2, true, &[]);
+        assert!(!r.allows(
+            Some(&old),
+            &signed("TopicA", "secret123"),
+            "TopicA",
+            b"body"
+        ));
+        // Wrong secret, other body, topic not allowed, unknown or missing key.
+        assert!(!r.allows(Some(&p), &signed("TopicA", "secret999"), "TopicA", b"body"));
+        assert!(!r.allows(Some(&p), &signed("TopicA", "secret123"), "TopicA", b"other"));
+        assert!(!r.allows(Some(&p), &signed("TopicB", "secret123"), "TopicB", b"body"));
+        let mut unknown = signed("TopicA", "secret123");
+        unknown.insert("AccessKey", "nobody1".into());
+        assert!(!r.allows(Some(&p), &unknown, "TopicA", b"body"));
+        let mut unsigned = signed("TopicA", "secret123");
+        unsigned.remove("Signature");
+        assert!(!r.allows(Some(&p), &unsigned, "TopicA", b"body"));
+        // White for the account: no signature needed, any plane topic; globally white: no key.
+        let white = peer(3, false, &["producer1"]);
+        assert!(r.allows(Some(&white), &unsigned, "TopicB", b"body"));
+        let mut no_key = unsigned.clone();
+        no_key.remove("AccessKey");
+        assert!(!r.allows(Some(&white), &no_key, "TopicA", b"body"));
+        assert!(r.allows(Some(&peer(3, true, &[])), &no_key, "TopicA", b"body"));
+    }
+}

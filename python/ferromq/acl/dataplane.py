@@ -1,0 +1,36 @@
+"""What the data plane needs to serve signed sends itself with aclEnable=true
+(`crates/remoting/src/acl.rs`). Python decides, Rust verifies signatures: the decisions below are
+made by the guard's own code (`may_send`, the address matchers); the plane only computes the
+signature, and hands Python every send it cannot serve (which answers it with Java's refusal or
+serves it as before).
+
+What the plane gets is valid for one ACL load (its generation): a reload pushes new rules and new
+peer decisions, and the plane serves nothing of a connection whose decision is of an older load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ferromq.acl.guard import may_send
+from ferromq.acl.plain import PlainAcl
+
+# (access key, secret key, topics of the plane the account may send to)
+SendRules = list[tuple[str, str, list[str]]]
+
+
+def send_rules(acl: PlainAcl, topics: Iterable[str]) -> SendRules:
+    """Per account: its keys and the topics (of `topics`) a signed send of it may go to."""
+    names = list(topics)
+    return [
+        (a.access_key, a.secret_key, [t for t in names if may_send(a, t)])
+        for a in acl.snapshot.accounts.values()
+    ]
+
+
+def peer_decision(acl: PlainAcl, host: str) -> tuple[bool, list[str]]:
+    """What a peer's address decides: globally white (nothing is checked), else the access keys
+    of the accounts whose white addresses hold it (their requests need no signature)."""
+    if acl.globally_white(host):
+        return True, []
+    return False, [a.access_key for a in acl.snapshot.accounts.values() if a.white(host)]
