@@ -198,6 +198,10 @@ class Broker:
         decided again (a decision of the older load is not trusted by the plane meanwhile)."""
         self._acl_generation += 1
         self.update_data_plane()
+        self._decide_open_peers()
+
+    def _decide_open_peers(self) -> None:
+        """Tells the planes what the ACL decides for each open connection's address."""
         for server in self._planes():
             plane = server.plane
             if plane is not None:
@@ -306,6 +310,7 @@ class Broker:
             self.hold.on_watch = self._watch_arrivals
             self.stats.counted_elsewhere = self.sync_plane_stats
             self.update_data_plane()
+            self._decide_open_peers()  # connections opened while the broker started
         if cfg.namesrv_addrs:
             self._registering = True
             self._tasks.append(loop.create_task(self._register_loop(), name="namesrv-register"))
