@@ -66,40 +66,40 @@ impl Header<'_> {
 }
 
 /// One whole frame (length prefix included) and where its parts are.
-pub struct Frame {
-    pub bytes: Vec<u8>,
+pub struct Frame<'a> {
+    pub bytes: &'a [u8],
     pub serialize_type: u8,
     header_end: usize,
 }
 
-impl Frame {
-    /// `bytes` is a whole frame as read; handed back when its header length overruns it.
-    pub fn new(bytes: Vec<u8>) -> Result<Frame, Vec<u8>> {
+impl<'a> Frame<'a> {
+    /// `bytes` is a whole frame as read; None when its header length overruns it.
+    pub fn new(bytes: &'a [u8]) -> Option<Frame<'a>> {
         if bytes.len() < 8 {
-            return Err(bytes);
+            return None;
         }
         let type_and_len = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
         let header_end = 8 + (type_and_len & 0x00FF_FFFF) as usize;
         if header_end > bytes.len() {
-            return Err(bytes);
+            return None;
         }
-        Ok(Frame {
+        Some(Frame {
             serialize_type: (type_and_len >> 24) as u8,
             bytes,
             header_end,
         })
     }
 
-    pub fn header_bytes(&self) -> &[u8] {
+    pub fn header_bytes(&self) -> &'a [u8] {
         &self.bytes[8..self.header_end]
     }
 
-    pub fn body(&self) -> &[u8] {
+    pub fn body(&self) -> &'a [u8] {
         &self.bytes[self.header_end..]
     }
 
     /// The JSON header, when it is one and parses.
-    pub fn json_header(&self) -> Option<Header<'_>> {
+    pub fn json_header(&self) -> Option<Header<'a>> {
         if self.serialize_type != SERIALIZE_JSON {
             return None;
         }
@@ -148,21 +148,22 @@ fn push_json_str(out: &mut String, s: &str) {
 mod tests {
     use super::*;
 
-    fn frame(header: &str, body: &[u8]) -> Frame {
+    fn frame(header: &str, body: &[u8]) -> Vec<u8> {
         let mut b = Vec::new();
         b.extend_from_slice(&((4 + header.len() + body.len()) as i32).to_be_bytes());
         b.extend_from_slice(&(header.len() as i32).to_be_bytes());
         b.extend_from_slice(header.as_bytes());
         b.extend_from_slice(body);
-        Frame::new(b).unwrap()
+        b
     }
 
     #[test]
     fn a_json_header_is_read_with_mixed_ext_values() {
-        let f = frame(
+        let b = frame(
             r#"{"code":310,"opaque":7,"flag":0,"language":"CPP","version":401,"extFields":{"a":"g","e":3,"k":false,"z":null}}"#,
             b"body",
         );
+        let f = Frame::new(&b).unwrap();
         let h = f.json_header().unwrap();
         assert_eq!(
             (h.code, h.opaque, h.is_request(), h.is_oneway()),
@@ -178,20 +179,22 @@ mod tests {
 
     #[test]
     fn bad_headers_are_not_read() {
-        assert!(frame("not json", b"").json_header().is_none());
-        assert!(frame(r#"{"opaque":1}"#, b"").json_header().is_none());
+        let header = |h: &str| Frame::new(&frame(h, b"")).unwrap().json_header().is_none();
+        assert!(header("not json"));
+        assert!(header(r#"{"opaque":1}"#));
         let nested = frame(r#"{"code":1,"extFields":{"a":{"b":1}}}"#, b"");
+        let nested = Frame::new(&nested).unwrap();
         assert!(nested.json_header().unwrap().ext().is_none());
         // A header length past the frame.
         let mut b = vec![0, 0, 0, 8, 0, 0, 0, 99];
         b.extend_from_slice(b"abcd");
-        assert!(Frame::new(b).is_err());
+        assert!(Frame::new(&b).is_none());
     }
 
     #[test]
     fn a_reply_is_a_frame_with_string_ext_fields() {
         let r = json_reply(0, 9, Some("a \"q\""), &[("queueId", "2"), ("msgId", "AB")]);
-        let f = Frame::new(r).unwrap();
+        let f = Frame::new(&r).unwrap();
         let v: serde_json::Value = serde_json::from_slice(f.header_bytes()).unwrap();
         assert_eq!(v["code"], 0);
         assert_eq!(v["flag"], 1);

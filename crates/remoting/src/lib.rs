@@ -12,6 +12,7 @@ pub mod frame;
 pub mod plane;
 pub mod send;
 pub mod stats;
+mod waits;
 mod wake;
 
 pub use acl::{AclRules, PeerAcl};

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::acl::PeerAcl;
 use crate::frame::Frame;
-use crate::send::{self, SendConfig};
+use crate::send::{self, SendConfig, Served};
 use crate::stats::PlaneStats;
 use crate::wake::Wake;
 
@@ -105,7 +105,7 @@ enum Out {
 }
 
 pub(crate) struct Conn {
-    id: u64,
+    pub(crate) id: u64,
     pub(crate) peer: SocketAddr,
     out: mpsc::UnboundedSender<Out>,
     /// Reply bytes queued and not yet written.
@@ -183,7 +183,7 @@ pub(crate) struct Shared {
     reserved: Arc<AtomicUsize>,
     /// When refusals were last logged, and how many since.
     refusals: Mutex<(Option<Instant>, u64)>,
-    pub(crate) send: RwLock<Option<Arc<SendConfig>>>,
+    pub(crate) send: RwLock<Option<Arc<Served>>>,
     stats: Mutex<PlaneStats>,
     /// Next offset of each queue a send stored into since Python last took them, and the tags
     /// codes stored (None: any, after a batch or too many to list).
@@ -371,7 +371,7 @@ impl DataPlane {
 
     /// What sends may be served here; None sends every frame to Python.
     pub fn set_send_config(&self, cfg: Option<SendConfig>) {
-        *self.shared.send.write().unwrap() = cfg.map(Arc::new);
+        *self.shared.send.write().unwrap() = cfg.map(|c| Arc::new(Served::new(c)));
     }
 
     /// Queues `bytes` (whole frames) for connection `conn`: the reply bytes it has queued now
@@ -691,8 +691,10 @@ async fn read_frames(
     let mut permit: Option<Reservation> = None;
     let mut partial_since: Option<Instant> = None;
     loop {
-        // Whole frames first: one Python chunk for those it does not serve.
+        // Whole frames first: one Python chunk for those it does not serve, one write for the
+        // replies given at once.
         let mut forward: Vec<u8> = Vec::new();
+        let mut replies: Vec<u8> = Vec::new();
         let mut at = 0;
         loop {
             if buf.len() - at < 4 {
@@ -718,9 +720,18 @@ async fn read_frames(
                 break;
             }
             let arrived = Instant::now();
-            let bytes = buf[at..end].to_vec();
+            handle_frame(
+                shared,
+                conn,
+                &buf[at..end],
+                &mut forward,
+                &mut replies,
+                arrived,
+            );
             at = end;
-            handle_frame(shared, conn, bytes, &mut forward, arrived);
+        }
+        if !replies.is_empty() {
+            conn.write(replies);
         }
         if at > 0 {
             buf.drain(..at);
@@ -853,30 +864,25 @@ async fn sleep_until(deadline: Option<Instant>) {
 fn handle_frame(
     shared: &Arc<Shared>,
     conn: &Arc<Conn>,
-    bytes: Vec<u8>,
+    bytes: &[u8],
     forward: &mut Vec<u8>,
+    replies: &mut Vec<u8>,
     arrived: Instant,
 ) {
     let config = shared.send.read().unwrap().clone();
-    let Some(cfg) = config else {
-        forward.extend_from_slice(&bytes);
-        return;
+    // A frame that does not split goes to Python too, which closes the connection over it.
+    let served = match (config, Frame::new(bytes)) {
+        (Some(cfg), Some(frame)) => frame.json_header().is_some_and(|h| {
+            h.is_request()
+                && send::is_send(h.code)
+                && matches!(
+                    send::serve(shared, &cfg, conn, &frame, &h, arrived, replies),
+                    send::Outcome::Served
+                )
+        }),
+        _ => false,
     };
-    // A frame that does not split goes to Python, which closes the connection over it.
-    let frame = match Frame::new(bytes) {
-        Ok(f) => f,
-        Err(bytes) => return forward.extend_from_slice(&bytes),
-    };
-    if let Some(h) = frame.json_header() {
-        if h.is_request()
-            && send::is_send(h.code)
-            && matches!(
-                send::serve(shared, &cfg, conn, &frame, &h, arrived),
-                send::Outcome::Served
-            )
-        {
-            return;
-        }
+    if !served {
+        forward.extend_from_slice(bytes);
     }
-    forward.extend_from_slice(&frame.bytes);
 }

@@ -14,11 +14,11 @@ use ferromq_store::ha::HaMaster;
 use ferromq_store::message::{normalize_host, sysflag, MessageMeta};
 use ferromq_store::send::{decode_batch, Edit, Rewrite};
 use ferromq_store::MessageStore;
-use tokio::sync::oneshot;
 
 use crate::acl::AclRules;
 use crate::frame::{json_reply, Frame, Header};
 use crate::plane::{Conn, Shared};
+use crate::waits::{GroupWait, Replies};
 
 pub const SEND_MESSAGE: i32 = 10;
 pub const SEND_MESSAGE_V2: i32 = 310;
@@ -145,14 +145,44 @@ struct Stored {
     tags_code: Option<i64>,
 }
 
+/// A [`SendConfig`] in service, with the groups of sends waiting for the disk and for slaves.
+pub(crate) struct Served {
+    pub(crate) cfg: SendConfig,
+    flush: Arc<GroupWait>,
+    replica: Option<Arc<GroupWait>>,
+}
+
+impl Served {
+    pub(crate) fn new(cfg: SendConfig) -> Served {
+        let store = cfg.store.clone();
+        let flush_timeout = store.sync_flush_timeout();
+        let flush = GroupWait::new(Box::new(move |offset, callback| {
+            store.notify_flushed(offset, flush_timeout, callback)
+        }));
+        let slave_timeout = cfg.slave_timeout;
+        let replica = cfg.ha.clone().map(|ha| {
+            GroupWait::new(Box::new(move |offset, callback| {
+                ha.notify_replicated(offset, slave_timeout, callback)
+            }))
+        });
+        Served {
+            cfg,
+            flush,
+            replica,
+        }
+    }
+}
+
 pub(crate) fn serve(
     shared: &Arc<Shared>,
-    cfg: &Arc<SendConfig>,
+    served: &Arc<Served>,
     conn: &Arc<Conn>,
-    frame: &Frame,
+    frame: &Frame<'_>,
     h: &Header<'_>,
     arrived_at: Instant,
+    replies: &mut Vec<u8>,
 ) -> Outcome {
+    let cfg = &served.cfg;
     let Some(ext) = h.ext_fields(cfg.acl.is_some()) else {
         return Outcome::Forward;
     };
@@ -274,55 +304,61 @@ pub(crate) fn serve(
     if !flush {
         arrived(shared, cfg, arrival.clone());
         if !replica {
-            reply.send(shared, conn, replica_code);
+            reply.append_to(shared, replies, replica_code);
             return Outcome::Served;
         }
     }
-    // Both waits are asked for now; the flush thread and the HA threads answer them.
-    let flushed = flush.then(|| {
-        let (tx, rx) = oneshot::channel();
-        cfg.store.notify_flushed(
-            s.end,
-            cfg.store.sync_flush_timeout(),
-            Box::new(move |ok| {
-                let _ = tx.send(ok);
+    // The flush thread (then the HA threads) answer, in groups (see `waits`).
+    let conn_of_reply = conn.clone();
+    let answer = move |shared: &Shared, code: i32, replies: &mut Replies| {
+        reply.append_for(shared, &conn_of_reply, code, replies);
+    };
+    let shared = shared.clone();
+    if flush {
+        let served2 = served.clone();
+        let replica_wait = if replica {
+            served.replica.clone()
+        } else {
+            None
+        };
+        let end = s.end;
+        served.flush.wait(
+            end,
+            Box::new(move |flushed, replies| {
+                arrived(&shared, &served2.cfg, arrival);
+                let flush_code = if flushed { SUCCESS } else { FLUSH_DISK_TIMEOUT };
+                match replica_wait {
+                    Some(wait) => wait.wait(
+                        end,
+                        Box::new(move |copied, replies| {
+                            let code = if copied {
+                                flush_code
+                            } else {
+                                FLUSH_SLAVE_TIMEOUT
+                            };
+                            answer(&shared, code, replies);
+                        }),
+                    ),
+                    None => {
+                        let code = if replica_code != SUCCESS {
+                            replica_code
+                        } else {
+                            flush_code
+                        };
+                        answer(&shared, code, replies);
+                    }
+                }
             }),
         );
-        rx
-    });
-    let replicated = match (&cfg.ha, replica) {
-        (Some(ha), true) => {
-            let (tx, rx) = oneshot::channel();
-            ha.notify_replicated(
-                s.end,
-                cfg.slave_timeout,
-                Box::new(move |ok| {
-                    let _ = tx.send(ok);
-                }),
-            );
-            Some(rx)
-        }
-        _ => None,
-    };
-    let (shared, cfg, conn) = (shared.clone(), cfg.clone(), conn.clone());
-    tokio::spawn(async move {
-        let mut code = SUCCESS;
-        if let Some(rx) = flushed {
-            let ok = rx.await.unwrap_or(false);
-            arrived(&shared, &cfg, arrival);
-            if !ok {
-                code = FLUSH_DISK_TIMEOUT;
-            }
-        }
-        if let Some(rx) = replicated {
-            if !rx.await.unwrap_or(false) {
-                code = FLUSH_SLAVE_TIMEOUT;
-            }
-        } else if replica_code != SUCCESS {
-            code = replica_code;
-        }
-        reply.send(&shared, &conn, code);
-    });
+    } else if let Some(wait) = &served.replica {
+        wait.wait(
+            s.end,
+            Box::new(move |copied, replies| {
+                let code = if copied { SUCCESS } else { FLUSH_SLAVE_TIMEOUT };
+                answer(&shared, code, replies);
+            }),
+        );
+    }
     Outcome::Served
 }
 
@@ -347,7 +383,17 @@ struct SendReply {
 }
 
 impl SendReply {
-    fn send(self, shared: &Shared, conn: &Conn, code: i32) {
+    /// Adds the reply to the replies released with it for its connection.
+    fn append_for(self, shared: &Shared, conn: &Arc<Conn>, code: i32, replies: &mut Replies) {
+        let out = &mut replies
+            .entry(conn.id)
+            .or_insert_with(|| (conn.clone(), Vec::new()))
+            .1;
+        self.append_to(shared, out, code);
+    }
+
+    /// Adds the reply to `out` (the replies of one read go out in one write).
+    fn append_to(self, shared: &Shared, out: &mut Vec<u8>, code: i32) {
         shared.rpc_done(self.code, code, self.arrived_at.elapsed());
         if self.oneway {
             return;
@@ -365,6 +411,6 @@ impl SendReply {
                 ("TRACE_ON", &e[4]),
             ],
         );
-        conn.write(frame);
+        out.extend_from_slice(&frame);
     }
 }
