@@ -244,7 +244,10 @@ class PlaneServer:
                 conn = self._by_id.pop(conn_id, None)
                 if conn is not None:
                     conn.close_reason = conn.close_reason or _REASONS.get(payload, CloseReason.PEER_CLOSED)
-                    conn.connection_lost(None)
+                    # After the requests read before the close have started (a closing consumer's
+                    # last offset commits run as tasks, which the close would cancel), as a
+                    # socket's connection_lost comes in a later loop iteration than its data.
+                    asyncio.get_running_loop().call_soon(conn.connection_lost, None)
         if self.on_arrivals is not None:
             arrivals = plane.take_arrivals()
             if arrivals:
