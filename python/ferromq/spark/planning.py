@@ -6,8 +6,8 @@ cuts ranges to at most `maxRecordsPerPartition` offsets, one task each; without 
 thousand records (50-150 ms of scheduling and Python worker round trips on a loaded 2-core
 machine): a selective query pruned down to a tenth of eight queues runs as one task, not eight.
 A read expected to yield enough rows to keep every core busy (`MIN_TASK_ROWS` a core) is
-`spread` over at least as many tasks as the machine has cores, cutting ranges where needed, so
-that the tasks run side by side.
+`spread` over at least as many tasks as the machine has cores, each reading a slice of every
+range, so that the tasks run side by side.
 """
 
 from __future__ import annotations
@@ -97,23 +97,16 @@ def pack(sized: Sequence[Sized], limit: int = PACK_ROWS) -> list[ReadTask]:
 
 
 def spread(sized: Sequence[Sized], tasks: int) -> list[ReadTask]:
-    """`tasks` tasks of about equal expected rows, in range order: a range is cut where a task's
-    share ends (its rows taken as spread evenly over its offsets)."""
-    total = sum(n for _, n in sized)
-    bounds = [total * k // tasks for k in range(1, tasks)]  # where each task's share ends
-    groups: list[list[QueueRange]] = [[]]
-    seen = 0
-    for r, n in sized:
-        start = r.start
-        while bounds and bounds[0] < seen + n:
-            cut = r.start + (r.end - r.start) * (bounds.pop(0) - seen) // n
-            if cut > start:
-                groups[-1].append(replace(r, start=start, end=cut))
-                start = cut
-            groups.append([])
-        if start < r.end:
-            groups[-1].append(replace(r, start=start))
-        seen += n
+    """`tasks` tasks, task j reading the j-th of `tasks` equal offset slices of every range: the
+    tasks share the rows evenly (a range's rows taken as spread evenly over its offsets), and as a
+    queue's offsets follow store time, each task reads about one stretch of the CommitLog instead
+    of every task mapping all of it (a fresh mapping pays a page fault per 64 KiB it touches)."""
+    groups: list[list[QueueRange]] = [[] for _ in range(tasks)]
+    for r, _ in sized:
+        cuts = [r.start + (r.end - r.start) * j // tasks for j in range(tasks + 1)]
+        for j in range(tasks):
+            if cuts[j] < cuts[j + 1]:
+                groups[j].append(replace(r, start=cuts[j], end=cuts[j + 1]))
     return [ReadTask(tuple(g)) for g in groups if g]
 
 
