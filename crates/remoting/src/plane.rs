@@ -455,6 +455,13 @@ impl DataPlane {
         }
         *self.shared.send.write().unwrap() = None;
         runtime.shutdown_timeout(grace);
+        // Connections handed over that Python will not take any more: closed here.
+        for event in std::mem::take(&mut *self.shared.events.lock().unwrap()) {
+            if let Event::HandOff { fd, .. } = event {
+                // SAFETY: the plane owns a handed-over descriptor until Python takes the event.
+                drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+            }
+        }
     }
 }
 
