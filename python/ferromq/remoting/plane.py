@@ -27,7 +27,7 @@ from ferromq.remoting.connection import (
     RequestBudget,
     RequestHandler,
 )
-from ferromq.remoting.server import RemotingServer, ServerLimits, _fd_bounded
+from ferromq.remoting.server import RemotingServer, ServerLimits, fd_bounded
 from ferromq.remoting.tls import TlsMode, TlsSettings
 
 logger = logging.getLogger(__name__)
@@ -208,7 +208,7 @@ class PlaneServer:
             self._port,
             threads=self._threads,
             max_frame=self._max_frame,
-            max_connections=_fd_bounded(lim.max_connections),
+            max_connections=fd_bounded(lim.max_connections),
             idle_timeout_ms=int((lim.idle_timeout or 0) * 1000),
             read_timeout_ms=int((lim.read_timeout or 0) * 1000),
             request_buffer_bytes=lim.request_buffer_bytes,

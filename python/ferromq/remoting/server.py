@@ -120,7 +120,7 @@ class RemotingServer:
     def start_sweeping(self) -> None:
         """Closes idle and slow connections (`start` does it; a server without a listener, whose
         sockets come through `adopt`, calls it alone)."""
-        self._max_connections = _fd_bounded(self.limits.max_connections)
+        self._max_connections = fd_bounded(self.limits.max_connections)
         timeouts = [t for t in (self.limits.idle_timeout, self.limits.read_timeout) if t]
         if timeouts:
             period = min(max(min(timeouts) / 4, 0.05), 5.0)
@@ -327,7 +327,7 @@ def _some(peers: list[str], shown: int = 3) -> str:
     return ", ".join(peers[:shown]) + (f" and {len(peers) - shown} more" if len(peers) > shown else "")
 
 
-def _fd_bounded(max_connections: int) -> int:
+def fd_bounded(max_connections: int) -> int:
     """`max_connections`, lowered to what the file descriptor limit leaves room for (accepts
     failing with EMFILE would lock every client out, and log each failure)."""
     try:
