@@ -134,7 +134,14 @@ fn slave_copies_the_master_byte_for_byte_and_resumes() {
         assert_eq!(mn, sn);
         assert!(mb == sb, "CommitLog file {mn} differs");
     }
-    // Every record the slave holds is in its queues, as on the master.
+    // Every record the slave holds is in its queues, as on the master (built after the slave
+    // reported the bytes: they may follow a moment later).
+    wait_until("the slave's consume queues", || {
+        (0..4).all(|q| {
+            slave_store.max_offset_in_queue("Repl", q).unwrap()
+                == master.max_offset_in_queue("Repl", q).unwrap()
+        })
+    });
     for q in 0..4 {
         let su = queue_units(&slave_store, "Repl", q);
         assert!(!su.is_empty());
@@ -248,13 +255,13 @@ fn a_former_master_cuts_its_log_and_follows_the_new_one() {
     let slave = HaSlave::start(log, Some(ha.local_addr().to_string()), ha_config());
     wait_until("the catch-up", || a.max_physical_offset() as u64 == b_end);
     assert!(slave.status().error.is_none());
-    for q in 0..4 {
-        // Same units: the cut queues continue with the new master's records.
-        assert_eq!(
-            a.max_offset_in_queue("Repl", q).unwrap(),
-            b.max_offset_in_queue("Repl", q).unwrap()
-        );
-    }
+    // Same units: the cut queues continue with the new master's records (the slave builds its
+    // queues after it reports the bytes, so they may follow a moment later).
+    wait_until("the same consume queues", || {
+        (0..4).all(|q| {
+            a.max_offset_in_queue("Repl", q).unwrap() == b.max_offset_in_queue("Repl", q).unwrap()
+        })
+    });
     slave.close();
     ha.close();
 }
