@@ -472,7 +472,11 @@ class PullConsumer(AsyncLifecycle):
         else:
             todo.update(offsets)
         try:
-            await asyncio.gather(*(self._commit_one(mq, offset) for mq, offset in todo.items()))
+            # One after the other, as Java's offset store does: Apache RocketMQ 4.9.7 creates a
+            # group's offset table on its first commit without a lock (ConsumerOffsetManager.
+            # commitOffset), so concurrent first commits of several queues lose all but one.
+            for mq, offset in todo.items():
+                await self._commit_one(mq, offset)
         except BaseException:
             for st in cleaned:
                 st.dirty = True
