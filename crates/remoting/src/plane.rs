@@ -702,6 +702,8 @@ async fn read_frames(
         // replies given at once.
         let mut forward: Vec<u8> = Vec::new();
         let mut replies: Vec<u8> = Vec::new();
+        // The send snapshot as it is now serves this read's frames.
+        let served = shared.send.read().unwrap().clone();
         let mut at = 0;
         loop {
             if buf.len() - at < 4 {
@@ -729,6 +731,7 @@ async fn read_frames(
             let arrived = Instant::now();
             handle_frame(
                 shared,
+                served.as_ref(),
                 conn,
                 &buf[at..end],
                 &mut forward,
@@ -870,20 +873,20 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 fn handle_frame(
     shared: &Arc<Shared>,
+    config: Option<&Arc<Served>>,
     conn: &Arc<Conn>,
     bytes: &[u8],
     forward: &mut Vec<u8>,
     replies: &mut Vec<u8>,
     arrived: Instant,
 ) {
-    let config = shared.send.read().unwrap().clone();
     // A frame that does not split goes to Python too, which closes the connection over it.
     let served = match (config, Frame::new(bytes)) {
         (Some(cfg), Some(frame)) => frame.json_header().is_some_and(|h| {
             h.is_request()
                 && send::is_send(h.code)
                 && matches!(
-                    send::serve(shared, &cfg, conn, &frame, &h, arrived, replies),
+                    send::serve(shared, cfg, conn, &frame, &h, arrived, replies),
                     send::Outcome::Served
                 )
         }),

@@ -163,14 +163,15 @@ class Broker:
             or cfg.enable_controller_mode
             or not cfg.broker_permission & 2
         )
+        if off:
+            for plane in planes:
+                plane.stop_serving_sends()
+            return
         topics = [t for t in self.topics.topics.values() if t.writable and _plane_may_send(t.topic_name)]
         acl = None
-        if self.acl is not None and not off:
+        if self.acl is not None:
             acl = (self._acl_generation, send_rules(self.acl, (t.topic_name for t in topics)))
         for plane in planes:
-            if off:
-                plane.stop_serving_sends()
-                continue
             plane.serve_sends(
                 self.store.raw,
                 ha=self.replication.master,

@@ -375,10 +375,7 @@ class BrokerStats(TaskService):
         for ms, n in took:
             self.store.put_took(ms, n)
         for request_code, response_code, counts, sum_ms in rpc:
-            key = (request_code, response_code)
-            hist = self.rpc.get(key)
-            if hist is None:
-                hist = self.rpc[key] = RpcLatency()
+            hist = self._rpc_latency(request_code, response_code)
             hist.counts = [a + b for a, b in zip(hist.counts, counts, strict=True)]
             hist.sum_ms += sum_ms
 
@@ -393,13 +390,17 @@ class BrokerStats(TaskService):
 
     def rpc_done(self, request_code: int, response_code: int, elapsed_ns: int) -> None:
         """A request answered `elapsed_ns` after it arrived."""
+        hist = self._rpc_latency(request_code, response_code)
+        ms = elapsed_ns / 1e6
+        hist.counts[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, ms)] += 1
+        hist.sum_ms += ms
+
+    def _rpc_latency(self, request_code: int, response_code: int) -> RpcLatency:
         key = (request_code, response_code)
         hist = self.rpc.get(key)
         if hist is None:
             hist = self.rpc[key] = RpcLatency()
-        ms = elapsed_ns / 1e6
-        hist.counts[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, ms)] += 1
-        hist.sum_ms += ms
+        return hist
 
     def got(self, group: str, topic: str, queue_id: int, next_offset: int, count: int, size: int) -> None:
         """A pull of `group` found `count` messages (`size` bytes) and answered `next_offset`;

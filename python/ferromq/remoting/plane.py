@@ -67,6 +67,9 @@ class PlaneTransport(asyncio.Transport):
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._peer if name == "peername" else default
 
+    def get_protocol(self) -> Connection:
+        return self._protocol
+
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing:
             return
@@ -162,7 +165,6 @@ class PlaneServer:
         self._transports: dict[int, PlaneTransport] = {}
         self.plane: _store.DataPlane | None = None
         self.connections: set[Connection] = set()
-        self._by_id: dict[int, Connection] = {}
         self._closed_here: Counter[str] = Counter()
         self.on_arrivals: Callable[[Arrivals], None] | None = None
         """Called with what the plane stored when it wakes the loop (held pulls to wake)."""
@@ -240,9 +242,9 @@ class PlaneServer:
             elif kind == _HAND_OFF:
                 self._handed_off(conn_id)
             else:
-                self._transports.pop(conn_id, None)
-                conn = self._by_id.pop(conn_id, None)
-                if conn is not None:
+                transport = self._transports.pop(conn_id, None)
+                if transport is not None:
+                    conn = transport.get_protocol()
                     conn.close_reason = conn.close_reason or _REASONS.get(payload, CloseReason.PEER_CLOSED)
                     # After the requests read before the close have started (a closing consumer's
                     # last offset commits run as tasks, which the close would cancel), as a
@@ -259,14 +261,13 @@ class PlaneServer:
         transport = PlaneTransport(plane, conn_id, peer, conn, self.limits.reply_buffer_bytes)
         conn.connection_made(transport)
         self._transports[conn_id] = transport
-        self._by_id[conn_id] = conn
         self.connections.add(conn)
         if self.on_open is not None:
             self.on_open(plane, conn_id, conn)
 
     def plane_connections(self) -> list[tuple[int, Connection]]:
         """The plane's open connections (not the TLS ones Python serves) and their ids."""
-        return list(self._by_id.items())
+        return [(conn_id, t.get_protocol()) for conn_id, t in self._transports.items()]
 
     def _handed_off(self, fd: int) -> None:
         sock = socket.socket(fileno=fd)
@@ -293,8 +294,7 @@ class PlaneServer:
             await self._tls.stop()
         asyncio.get_running_loop().remove_reader(plane.wake_fd)
         plane.stop(1000)
-        for conn in list(self._by_id.values()):
-            conn.connection_lost(None)
-        self._by_id.clear()
+        for transport in list(self._transports.values()):
+            transport.get_protocol().connection_lost(None)
         self._transports.clear()
         self.plane = None
