@@ -388,8 +388,13 @@ class DataPlane:
     def take_stats(
         self,
     ) -> tuple[
-        list[tuple[str, int, int, int]], list[tuple[int, int]], list[tuple[int, int, list[int], float]]
-    ]: ...
+        list[tuple[str, int, int, int]],
+        list[tuple[int, int]],
+        list[tuple[int, int, list[int], float]],
+        list[tuple[str, str, int, int, int, int, int, int]],
+    ]:
+        """Puts per topic, store-call milliseconds, request latencies, and per (group, topic,
+        queue) of pulls: (next offset, found, missed, messages, bytes)."""
     def serve_sends(
         self,
         store: Store,
@@ -410,6 +415,25 @@ class DataPlane:
     def set_peer_acl(self, conn: int, generation: int, globally_white: bool, white: list[str]) -> bool:
         """What ACL load `generation` decided about `conn`'s peer address; False when it is gone."""
     def stop_serving_sends(self) -> None: ...
+    def serve_pulls(
+        self,
+        store: Store,
+        *,
+        topics: list[tuple[str, int]],
+        groups: list[str],
+        subscriptions: list[tuple[str, str, int, list[int] | None]],
+        short_polling_ms: int | None,
+        check_interval_ms: int,
+    ) -> None:
+        """Pulls from readable `topics` ((name, read queues)) by `groups` with their TAG
+        `subscriptions` ((group, topic, version, tags codes or None for any)) are served here."""
+    def stop_serving_pulls(self) -> None: ...
+    def notify_arrival(
+        self, topic: str, queue_id: int, next_offset: int, tags_code: int | None = None
+    ) -> None: ...
+    @property
+    def held_pulls(self) -> int: ...
+    def take_commits(self) -> list[tuple[str, str, int, int]]: ...
     def write(self, conn: int, data: bytes) -> int: ...
     def close(self, conn: int, abort: bool, reason: str) -> None: ...
     def set_reading(self, conn: int, reading: bool) -> None: ...

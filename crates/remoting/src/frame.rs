@@ -110,6 +110,20 @@ impl<'a> Frame<'a> {
 /// A JSON reply frame as ferromq's Python broker writes it (flag 1, ext values as strings:
 /// the C++ client reads nothing else).
 pub fn json_reply(code: i32, opaque: i32, remark: Option<&str>, ext: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    json_reply_with_body(&mut out, code, opaque, remark, ext, &[]);
+    out
+}
+
+/// Appends a JSON reply frame with a body to `out`.
+pub fn json_reply_with_body(
+    out: &mut Vec<u8>,
+    code: i32,
+    opaque: i32,
+    remark: Option<&str>,
+    ext: &[(&str, &str)],
+    body: &[u8],
+) {
     let mut header = String::with_capacity(256);
     header.push_str("{\"code\":");
     header.push_str(&code.to_string());
@@ -132,11 +146,11 @@ pub fn json_reply(code: i32, opaque: i32, remark: Option<&str>, ext: &[(&str, &s
     header.push_str(&SERVER_VERSION.to_string());
     header.push('}');
     let h = header.as_bytes();
-    let mut out = Vec::with_capacity(8 + h.len());
-    out.extend_from_slice(&((4 + h.len()) as i32).to_be_bytes());
+    out.reserve(8 + h.len() + body.len());
+    out.extend_from_slice(&((4 + h.len() + body.len()) as i32).to_be_bytes());
     out.extend_from_slice(&(h.len() as i32).to_be_bytes());
     out.extend_from_slice(h);
-    out
+    out.extend_from_slice(body);
 }
 
 fn push_json_str(out: &mut String, s: &str) {

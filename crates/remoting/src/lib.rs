@@ -2,6 +2,7 @@
 //!
 //! * [`plane`]: the listener, connection bounds, frames to and from Python.
 //! * [`send`]: sends served from the store without Python, by rules Python pushes down.
+//! * [`pull`]: pulls (and held pulls) served from the store the same way.
 //! * [`acl`]: the plain ACL's signature check of those sends, by rules Python pushes down.
 //! * [`frame`]: the frame and JSON header codec it needs.
 //!
@@ -10,6 +11,7 @@
 pub mod acl;
 pub mod frame;
 pub mod plane;
+pub mod pull;
 pub mod send;
 pub mod stats;
 mod waits;
@@ -17,5 +19,6 @@ mod wake;
 
 pub use acl::{AclRules, PeerAcl};
 pub use plane::{DataPlane, Event, PlaneConfig};
+pub use pull::{PullConfig, Subscription, TagFilter};
 pub use send::{SendConfig, TopicRoute};
-pub use stats::{PlaneStats, RpcLatency, TopicPuts};
+pub use stats::{PlaneStats, QueueGets, RpcLatency, TopicPuts};

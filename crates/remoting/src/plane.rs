@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::acl::PeerAcl;
 use crate::frame::Frame;
+use crate::pull::{self, Holds, PullConfig};
 use crate::send::{self, SendConfig, Served};
 use crate::stats::PlaneStats;
 use crate::wake::Wake;
@@ -159,8 +160,30 @@ impl Conn {
         self.drained.notify_waiters();
     }
 
-    fn over_reply_bound(&self) -> bool {
+    pub(crate) fn over_reply_bound(&self) -> bool {
         self.queued.load(Ordering::Acquire) > self.reply_bound
+    }
+
+    pub(crate) fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Acquire)
+    }
+
+    /// Waits until the replies queued are at most half the bound; false when the connection
+    /// ends first.
+    pub(crate) async fn until_drained(&self) -> bool {
+        loop {
+            let drained = self.drained.notified();
+            if self.is_killed() {
+                return false;
+            }
+            if self.queued.load(Ordering::Acquire) <= self.reply_bound / 2 {
+                return true;
+            }
+            tokio::select! {
+                _ = drained => {}
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+        }
     }
 }
 
@@ -184,6 +207,11 @@ pub(crate) struct Shared {
     /// When refusals were last logged, and how many since.
     refusals: Mutex<(Option<Instant>, u64)>,
     pub(crate) send: RwLock<Option<Arc<Served>>>,
+    pub(crate) pull: RwLock<Option<Arc<PullConfig>>>,
+    pub(crate) holds: Holds,
+    /// The offsets pulls committed since Python last took them: (group, topic, queue) -> offset.
+    commits: Mutex<HashMap<(String, String, i32), i64>>,
+    runtime: tokio::runtime::Handle,
     stats: Mutex<PlaneStats>,
     /// Next offset of each queue a send stored into since Python last took them, and the tags
     /// codes stored (None: any, after a batch or too many to list).
@@ -200,7 +228,7 @@ impl Shared {
         self.started.elapsed().as_millis() as u64
     }
 
-    fn push(&self, event: Event) {
+    pub(crate) fn push(&self, event: Event) {
         let mut events = self.events.lock().unwrap();
         // Frames of one connection read together go to Python as one chunk.
         if let (
@@ -238,14 +266,65 @@ impl Shared {
             .rpc(request, response, ms, &self.cfg.rpc_buckets_ms);
     }
 
-    pub(crate) fn arrived(
+    pub(crate) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.runtime.spawn(task);
+    }
+
+    /// Sleeps `period`; false when the plane stops first.
+    pub(crate) async fn sleep_or_stop(&self, period: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => true,
+            _ = until_stopped(self) => false,
+        }
+    }
+
+    pub(crate) fn committed(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        self.commits
+            .lock()
+            .unwrap()
+            .insert((group.to_string(), topic.to_string(), queue_id), offset);
+    }
+
+    pub(crate) fn got(
         &self,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        r: &ferromq_store::GetResult,
+    ) {
+        self.stats.lock().unwrap().got(
+            group,
+            topic,
+            queue_id,
+            r.next_begin_offset,
+            r.message_count as u64,
+            r.body.len() as u64,
+        );
+    }
+
+    /// A message was stored (by the plane or by Python): held pulls it satisfies are answered.
+    pub(crate) fn wake_held(
+        self: &Arc<Self>,
+        topic: &str,
+        queue_id: i32,
+        next_offset: i64,
+        tags_code: Option<i64>,
+    ) {
+        if self.holds.len() > 0 {
+            let woken = self.holds.arrived(topic, queue_id, next_offset, tags_code);
+            pull::answer(self, woken);
+        }
+    }
+
+    pub(crate) fn arrived(
+        self: &Arc<Self>,
         topic: String,
         queue_id: i32,
         next_offset: i64,
         tags_code: Option<i64>,
         wake: bool,
     ) {
+        self.wake_held(&topic, queue_id, next_offset, tags_code);
         {
             let mut a = self.arrivals.lock().unwrap();
             let (offset, tags) = a
@@ -316,6 +395,10 @@ impl DataPlane {
             reserved: Arc::new(AtomicUsize::new(0)),
             refusals: Mutex::new((None, 0)),
             send: RwLock::new(None),
+            pull: RwLock::new(None),
+            holds: Holds::default(),
+            commits: Mutex::new(HashMap::new()),
+            runtime: runtime.handle().clone(),
             stats: Mutex::new(PlaneStats::default()),
             arrivals: Mutex::new(HashMap::new()),
             watching: AtomicBool::new(false),
@@ -325,6 +408,7 @@ impl DataPlane {
             cfg,
         });
         runtime.spawn(accept_loop(shared.clone(), listener));
+        runtime.spawn(pull::hold_loop(shared.clone()));
         if shared.cfg.idle_timeout.is_some() || shared.cfg.read_timeout.is_some() {
             runtime.spawn(sweep_loop(shared.clone()));
         }
@@ -372,6 +456,40 @@ impl DataPlane {
     /// What sends may be served here; None sends every frame to Python.
     pub fn set_send_config(&self, cfg: Option<SendConfig>) {
         *self.shared.send.write().unwrap() = cfg.map(|c| Arc::new(Served::new(c)));
+    }
+
+    /// What pulls may be served here; None sends every pull to Python (those held here are
+    /// answered now, with what their queues have).
+    pub fn set_pull_config(&self, cfg: Option<PullConfig>) {
+        let off = cfg.is_none();
+        *self.shared.pull.write().unwrap() = cfg.map(Arc::new);
+        if off {
+            pull::answer(&self.shared, self.shared.holds.take_all());
+        }
+    }
+
+    /// A message Python stored: pulls held here that it satisfies are answered.
+    pub fn notify_arrival(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        next_offset: i64,
+        tags_code: Option<i64>,
+    ) {
+        self.shared
+            .wake_held(topic, queue_id, next_offset, tags_code);
+    }
+
+    /// Pulls held here.
+    pub fn held_pulls(&self) -> usize {
+        self.shared.holds.len()
+    }
+
+    /// ((group, topic, queue id), offset) of the offsets pulls committed since the last call.
+    pub fn take_commits(&self) -> Vec<((String, String, i32), i64)> {
+        std::mem::take(&mut *self.shared.commits.lock().unwrap())
+            .into_iter()
+            .collect()
     }
 
     /// Queues `bytes` (whole frames) for connection `conn`: the reply bytes it has queued now
@@ -454,6 +572,8 @@ impl DataPlane {
             c.kill(reason::SHUTDOWN);
         }
         *self.shared.send.write().unwrap() = None;
+        *self.shared.pull.write().unwrap() = None;
+        drop(self.shared.holds.take_all());
         runtime.shutdown_timeout(grace);
         // Connections handed over that Python will not take any more: closed here.
         for event in std::mem::take(&mut *self.shared.events.lock().unwrap()) {
@@ -704,6 +824,7 @@ async fn read_frames(
         let mut replies: Vec<u8> = Vec::new();
         // The send snapshot as it is now serves this read's frames.
         let served = shared.send.read().unwrap().clone();
+        let pulls = shared.pull.read().unwrap().clone();
         let mut at = 0;
         loop {
             if buf.len() - at < 4 {
@@ -732,6 +853,7 @@ async fn read_frames(
             handle_frame(
                 shared,
                 served.as_ref(),
+                pulls.as_ref(),
                 conn,
                 &buf[at..end],
                 &mut forward,
@@ -871,9 +993,11 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn handle_frame(
     shared: &Arc<Shared>,
-    config: Option<&Arc<Served>>,
+    sends: Option<&Arc<Served>>,
+    pulls: Option<&Arc<PullConfig>>,
     conn: &Arc<Conn>,
     bytes: &[u8],
     forward: &mut Vec<u8>,
@@ -881,17 +1005,34 @@ fn handle_frame(
     arrived: Instant,
 ) {
     // A frame that does not split goes to Python too, which closes the connection over it.
-    let served = match (config, Frame::new(bytes)) {
-        (Some(cfg), Some(frame)) => frame.json_header().is_some_and(|h| {
-            h.is_request()
-                && send::is_send(h.code)
-                && matches!(
-                    send::serve(shared, cfg, conn, &frame, &h, arrived, replies),
-                    send::Outcome::Served
-                )
-        }),
-        _ => false,
+    let frame = match (sends, pulls) {
+        (None, None) => None,
+        _ => Frame::new(bytes),
     };
+    let served = frame.is_some_and(|frame| {
+        frame.json_header().is_some_and(|h| {
+            if !h.is_request() {
+                return false;
+            }
+            if send::is_send(h.code) {
+                sends.is_some_and(|cfg| {
+                    matches!(
+                        send::serve(shared, cfg, conn, &frame, &h, arrived, replies),
+                        send::Outcome::Served
+                    )
+                })
+            } else if h.code == pull::PULL_MESSAGE {
+                pulls.is_some_and(|cfg| {
+                    matches!(
+                        pull::serve(shared, cfg, conn, bytes, &h, arrived, replies),
+                        pull::Outcome::Served
+                    )
+                })
+            } else {
+                false
+            }
+        })
+    });
     if !served {
         forward.extend_from_slice(bytes);
     }

@@ -365,7 +365,7 @@ pub(crate) fn serve(
 /// (topic, queue id, next offset, tags code).
 type Arrived = (String, i32, i64, Option<i64>);
 
-fn arrived(shared: &Shared, cfg: &SendConfig, (topic, queue_id, next_offset, tags): Arrived) {
+fn arrived(shared: &Arc<Shared>, cfg: &SendConfig, (topic, queue_id, next_offset, tags): Arrived) {
     if let Some(ha) = &cfg.ha {
         ha.notify_appended();
     }

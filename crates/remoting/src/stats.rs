@@ -24,6 +24,20 @@ pub struct PlaneStats {
     pub put_took_ms: HashMap<u64, u64>,
     /// Per (request code, response code).
     pub rpc: HashMap<(i32, i32), RpcLatency>,
+    /// Pulls answered, per (group, topic, queue id).
+    pub got: HashMap<(String, String, i32), QueueGets>,
+}
+
+/// What pulls of one group from one queue found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QueueGets {
+    /// The next offset the last pull answered.
+    pub next_offset: i64,
+    /// Pulls that found messages, and those that found none.
+    pub found: u64,
+    pub missed: u64,
+    pub messages: u64,
+    pub bytes: u64,
 }
 
 impl PlaneStats {
@@ -36,6 +50,29 @@ impl PlaneStats {
         p.bytes += bytes;
         p.sends += 1;
         *self.put_took_ms.entry(took_ms).or_default() += 1;
+    }
+
+    pub fn got(
+        &mut self,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        next_offset: i64,
+        messages: u64,
+        bytes: u64,
+    ) {
+        let g = self
+            .got
+            .entry((group.to_string(), topic.to_string(), queue_id))
+            .or_default();
+        g.next_offset = next_offset;
+        if messages == 0 {
+            g.missed += 1;
+        } else {
+            g.found += 1;
+            g.messages += messages;
+            g.bytes += bytes;
+        }
     }
 
     /// Counts a request answered after `ms` in the first bucket whose bound is not below it.

@@ -1,13 +1,14 @@
 //! `DataPlane`: the broker's listening socket served on Rust threads (see `ferromq-remoting`).
 //! Python takes events from it when its wake descriptor turns readable.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use ferromq_remoting::plane::reason;
 use ferromq_remoting::{
-    AclRules, DataPlane as Plane, Event, PeerAcl, PlaneConfig, SendConfig, TopicRoute,
+    AclRules, DataPlane as Plane, Event, PeerAcl, PlaneConfig, PullConfig, SendConfig,
+    Subscription, TagFilter, TopicRoute,
 };
 use ferromq_store::send::Edit;
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -25,11 +26,15 @@ type EventTuple = (u8, u64, Py<PyAny>);
 /// response code) the bucket counts and the sum of milliseconds.
 /// (ACL load, [(access key, secret key, topics it may publish to here)]).
 type AclTuple = (u64, Vec<(String, String, Vec<String>)>);
+/// ... and per (group, topic, queue id) of pulls: (next offset, found, missed, messages, bytes).
 type StatsTuple = (
     Vec<(String, u64, u64, u64)>,
     Vec<(u64, u64)>,
     Vec<(i32, i32, Vec<u64>, f64)>,
+    Vec<(String, String, i32, i64, u64, u64, u64, u64)>,
 );
+/// (group, topic, subscription version, tags codes or None for any).
+type SubscriptionTuple = (String, String, i64, Option<Vec<i32>>);
 
 #[pyclass(frozen, module = "ferromq._store")]
 pub struct DataPlane {
@@ -177,6 +182,21 @@ impl DataPlane {
                 .into_iter()
                 .map(|((req, resp), h)| (req, resp, h.counts, h.sum_ms))
                 .collect(),
+            s.got
+                .into_iter()
+                .map(|((g, t, q), n)| {
+                    (
+                        g,
+                        t,
+                        q,
+                        n.next_offset,
+                        n.found,
+                        n.missed,
+                        n.messages,
+                        n.bytes,
+                    )
+                })
+                .collect(),
         )
     }
 
@@ -247,9 +267,66 @@ impl DataPlane {
         )
     }
 
-    /// Every frame goes to Python from now on.
+    /// Every send goes to Python from now on.
     fn stop_serving_sends(&self) {
         self.inner.set_send_config(None);
+    }
+
+    /// Serves pulls here from readable `topics` ((name, read queues)) by `groups` (existing,
+    /// allowed to consume) with their TAG `subscriptions`; held pulls wait
+    /// `short_polling_ms` (None: their own suspend time) and look at their queue every
+    /// `check_interval_ms`.
+    #[pyo3(signature = (store, *, topics, groups, subscriptions, short_polling_ms, check_interval_ms))]
+    fn serve_pulls(
+        &self,
+        store: &Store,
+        topics: Vec<(String, i32)>,
+        groups: Vec<String>,
+        subscriptions: Vec<SubscriptionTuple>,
+        short_polling_ms: Option<u64>,
+        check_interval_ms: u64,
+    ) {
+        let mut subs: HashMap<String, HashMap<String, Subscription>> = HashMap::new();
+        for (group, topic, version, codes) in subscriptions {
+            let filter = codes.map_or(TagFilter::Any, TagFilter::Codes);
+            subs.entry(group)
+                .or_default()
+                .insert(topic, Subscription { version, filter });
+        }
+        self.inner.set_pull_config(Some(PullConfig {
+            store: store.store.clone(),
+            topics: topics.into_iter().collect(),
+            groups: groups.into_iter().collect::<HashSet<_>>(),
+            subscriptions: subs,
+            short_polling: short_polling_ms.map(Duration::from_millis),
+            check_interval: Duration::from_millis(check_interval_ms.max(1)),
+        }));
+    }
+
+    /// Every pull goes to Python from now on; those held here are answered now.
+    fn stop_serving_pulls(&self) {
+        self.inner.set_pull_config(None);
+    }
+
+    /// A message Python stored: pulls held here that it satisfies are answered.
+    #[pyo3(signature = (topic, queue_id, next_offset, tags_code=None))]
+    fn notify_arrival(&self, topic: &str, queue_id: i32, next_offset: i64, tags_code: Option<i64>) {
+        self.inner
+            .notify_arrival(topic, queue_id, next_offset, tags_code);
+    }
+
+    #[getter]
+    fn held_pulls(&self) -> usize {
+        self.inner.held_pulls()
+    }
+
+    /// (group, topic, queue id, offset) of the offsets pulls committed since the last call.
+    fn take_commits(&self) -> Vec<(String, String, i32, i64)> {
+        self.inner
+            .take_commits()
+            .into_iter()
+            .map(|((g, t, q), o)| (g, t, q, o))
+            .collect()
     }
 
     /// Queues frames for `conn`: the reply bytes it has queued now, -1 when it is gone.

@@ -149,21 +149,26 @@ class Broker:
         return [s for s in (self.server, self.vip_server) if isinstance(s, PlaneServer)]
 
     def update_data_plane(self) -> None:
-        """Tells the data planes which sends they may store themselves: plain sends to the
-        writable topics a send may name, on a master that is not in controller mode (those
-        decisions stay Python's: every such send comes here). With the ACL, only sends the
-        ACL allows (see `ferromq.acl.dataplane`: Python decides, the plane checks signatures)."""
+        """Tells the data planes what they may serve themselves (sends and pulls)."""
+        self._update_send_plane()
+        self.update_pull_plane()
+
+    def _plane_off(self) -> bool:
+        """A slave, a broker in controller mode (its role may change) or one still starting: every
+        request to Python."""
+        cfg = self.config
+        return self._registry is None or cfg.is_slave or cfg.enable_controller_mode
+
+    def _update_send_plane(self) -> None:
+        """Plain sends to the writable topics a send may name, on a master that is not in
+        controller mode (those decisions stay Python's: every such send comes here). With the
+        ACL, only sends the ACL allows (see `ferromq.acl.dataplane`: Python decides, the plane
+        checks signatures)."""
         planes = [p.plane for p in self._planes() if p.plane is not None]
         if not planes:
             return
         cfg = self.config
-        off = (
-            self._registry is None
-            or cfg.is_slave
-            or cfg.enable_controller_mode
-            or not cfg.broker_permission & 2
-        )
-        if off:
+        if self._plane_off() or not cfg.broker_permission & 2:
             for plane in planes:
                 plane.stop_serving_sends()
             return
@@ -187,6 +192,48 @@ class Broker:
                 ],
                 acl=acl,
             )
+
+    def update_pull_plane(self) -> None:
+        """Pulls from readable topics by existing groups that may consume, with TAG subscriptions
+        (given in the pull or registered by heartbeat), on a master without slaveReadEnable and
+        without the ACL; every other pull comes here (SQL92, unknown groups and subscriptions,
+        offsets to correct)."""
+        planes = [p.plane for p in self._planes() if p.plane is not None]
+        if not planes:
+            return
+        cfg = self.config
+        readable = cfg.broker_permission & 4
+        if self._plane_off() or not readable or cfg.slave_read_enable or self.acl is not None:
+            for plane in planes:
+                plane.stop_serving_pulls()
+            return
+        topics = [(t.topic_name, t.read_queue_nums) for t in self.topics.topics.values() if t.readable]
+        groups = [name for name, g in self.groups.groups.items() if g.consume_enable]
+        subscriptions = [
+            (group, topic, sub.sub_version, None if sub.codes is None else list(sub.codes))
+            for group, info in self.clients.consumers.items()
+            for topic, sub in info.subscriptions.items()
+            if sub.expression_type == "TAG"
+        ]
+        short_polling = None if cfg.long_polling_enable else cfg.short_polling_time_mills
+        for plane in planes:
+            plane.serve_pulls(
+                self.store.raw,
+                topics=topics,
+                groups=groups,
+                subscriptions=subscriptions,
+                short_polling_ms=short_polling,
+                check_interval_ms=int(self.hold.interval * 1000),
+            )
+
+    def _take_plane_commits(self) -> None:
+        """Offsets the planes' pulls committed (taken before any frame read after them is handled)."""
+        if self._registry is None or self.config.is_slave:
+            return
+        for server in self._planes():
+            if server.plane is not None:
+                for group, topic, queue_id, offset in server.plane.take_commits():
+                    self.offsets.commit(group, topic, queue_id, offset)
 
     def _plane_opened(self, plane: _store.DataPlane, conn_id: int, conn: Connection) -> None:
         """With the ACL: tell the plane what the new connection's address decides (until then
@@ -233,7 +280,9 @@ class Broker:
                     self._plane_arrivals(server.plane.take_arrivals())
 
     def sync_plane_stats(self) -> None:
-        """Adds what the data planes counted to the broker's statistics."""
+        """Adds what the data planes counted to the broker's statistics (and the offsets their
+        pulls committed)."""
+        self._take_plane_commits()
         for server in self._planes():
             if server.plane is not None:
                 self.stats.add_plane(*server.plane.take_stats())
@@ -308,6 +357,10 @@ class Broker:
         ]
         if self._planes():
             self.topics.on_change = self.update_data_plane
+            self.groups.on_change = self.update_pull_plane
+            self.clients.on_subscriptions_changed = self.update_pull_plane
+            for server in self._planes():
+                server.before_events = self._take_plane_commits
             self.hold.on_watch = self._watch_arrivals
             self.stats.counted_elsewhere = self.sync_plane_stats
             self.update_data_plane()
@@ -351,10 +404,11 @@ class Broker:
         Undoes only what `start` did (all of it, or the steps before one failed); idempotent."""
         if self.server is None:
             return
-        # Every send through Python from here: the store and the HA service close below.
+        # Every request through Python from here: the store and the HA service close below.
         for server in self._planes():
             if server.plane is not None:
                 server.plane.stop_serving_sends()
+                server.plane.stop_serving_pulls()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -406,11 +460,24 @@ class Broker:
         if topic == SCHEDULE_TOPIC:
             self.schedule.wake(queue_id + 1)
             return
-        self.hold.notify(topic, queue_id, next_offset, tags_code)
+        self._wake_pulls(topic, queue_id, next_offset, tags_code)
 
     def _delivered(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:
         self.replication.notify_appended()
+        self._wake_pulls(topic, queue_id, next_offset, tags_code)
+
+    def _wake_pulls(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:
+        """Pulls held here and on the data planes."""
         self.hold.notify(topic, queue_id, next_offset, tags_code)
+        for server in self._planes():
+            if server.plane is not None:
+                server.plane.notify_arrival(topic, queue_id, next_offset, tags_code)
+
+    @property
+    def held_pulls(self) -> int:
+        """Pulls waiting for messages, here and on the data planes."""
+        on_planes = sum(s.plane.held_pulls for s in self._planes() if s.plane is not None)
+        return self.hold.held_count + on_planes
 
     def _consumers_changed(self, group: str, info: ConsumerGroupInfo) -> None:
         if not self.config.notify_consumer_ids_changed_enable:
@@ -454,6 +521,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.config.flush_consumer_offset_interval / 1000.0)
+            self._take_plane_commits()  # a consumer that only pulls never wakes the loop
             # On a thread: its fsync takes milliseconds (tens under SYNC_FLUSH load), which on the
             # event loop would hold every request meanwhile. `stop` waits for it.
             self._offsets_persisting = loop.run_in_executor(None, self.offsets.persist)

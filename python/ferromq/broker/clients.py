@@ -108,6 +108,9 @@ class ClientManager:
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self._on_consumers_changed = on_consumers_changed
         self._watched: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self.on_subscriptions_changed: Callable[[], None] | None = None
+        """Called when a group's subscriptions change or the group goes (the data planes serve
+        pulls by them)."""
 
     def watch(self, conn: Connection) -> None:
         """Drops the connection's clients as soon as it closes (once per connection)."""
@@ -166,6 +169,7 @@ class ClientManager:
         subs_changed = {t: (s.sub_string, s.expression_type) for t, s in new_subs.items()} != {
             t: (s.sub_string, s.expression_type) for t, s in info.subscriptions.items()
         }
+        newer = False
         if subs_changed:
             # Keep a newer version when the same expression arrives again.
             info.subscriptions = new_subs
@@ -173,6 +177,9 @@ class ClientManager:
             for t, s in new_subs.items():
                 if s.sub_version > info.subscriptions[t].sub_version:
                     info.subscriptions[t] = s
+                    newer = True
+        if (subs_changed or newer) and self.on_subscriptions_changed is not None:
+            self.on_subscriptions_changed()
         if member_changed:
             logger.info("consumer %s joined group %s from %s", channel.client_id, group, channel.conn.peer)
             self._on_consumers_changed(group, info)
@@ -202,6 +209,8 @@ class ClientManager:
     def _after_leave(self, info: ConsumerGroupInfo) -> None:
         if not info.channels:
             del self.consumers[info.group]
+            if self.on_subscriptions_changed is not None:
+                self.on_subscriptions_changed()
         else:
             self._on_consumers_changed(info.group, info)
 

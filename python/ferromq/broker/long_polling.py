@@ -23,7 +23,7 @@ class HeldPull:
 class PullRequestHoldService:
     def __init__(self, max_offset: Callable[[str, int], int], check_interval: float) -> None:
         self._max_offset = max_offset
-        self._interval = check_interval
+        self.interval = check_interval
         self._held: dict[tuple[str, int], list[HeldPull]] = {}
         self._task: asyncio.Task[None] | None = None
         self.on_watch: Callable[[bool], None] | None = None
@@ -87,7 +87,7 @@ class PullRequestHoldService:
 
     async def _check_loop(self) -> None:
         while True:
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(self.interval)
             for (topic, queue_id), pulls in list(self._held.items()):
                 try:
                     max_offset = self._max_offset(topic, queue_id)

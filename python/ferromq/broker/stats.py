@@ -367,9 +367,11 @@ class BrokerStats(TaskService):
         puts: list[tuple[str, int, int, int]],
         took: list[tuple[int, int]],
         rpc: list[tuple[int, int, list[int], float]],
+        got: list[tuple[str, str, int, int, int, int, int, int]],
     ) -> None:
         """What a data plane counted since it was last asked (`DataPlane.take_stats`): per topic
-        (messages, bytes, sends), store calls per whole millisecond, request latencies."""
+        (messages, bytes, sends), store calls per whole millisecond, request latencies, and per
+        (group, topic, queue) of pulls (next offset, pulls that found and missed, messages, bytes)."""
         for topic, count, size, sends in puts:
             self._count_put(topic, count, size, sends)
         for ms, n in took:
@@ -378,6 +380,8 @@ class BrokerStats(TaskService):
             hist = self._rpc_latency(request_code, response_code)
             hist.counts = [a + b for a, b in zip(hist.counts, counts, strict=True)]
             hist.sum_ms += sum_ms
+        for group, topic, queue_id, next_offset, found, missed, count, size in got:
+            self._count_got(group, topic, queue_id, next_offset, found, missed, count, size)
 
     def put_failed(self) -> None:
         self.store.put_failed += 1
@@ -405,12 +409,29 @@ class BrokerStats(TaskService):
     def got(self, group: str, topic: str, queue_id: int, next_offset: int, count: int, size: int) -> None:
         """A pull of `group` found `count` messages (`size` bytes) and answered `next_offset`;
         `count` 0 is a miss."""
+        if count <= 0:
+            self._count_got(group, topic, queue_id, next_offset, 0, 1, 0, 0)
+        else:
+            self._count_got(group, topic, queue_id, next_offset, 1, 0, count, size)
+
+    def _count_got(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        next_offset: int,
+        found: int,
+        missed: int,
+        count: int,
+        size: int,
+    ) -> None:
+        """`found` pulls that got `count` messages (`size` bytes) and `missed` that got none."""
         store = self.store
         self.pulled[(group, topic, queue_id)] = next_offset
-        if count <= 0:
-            store.get_miss += 1
+        store.get_miss += missed
+        if not found:
             return
-        store.get_found += 1
+        store.get_found += found
         store.get_transferred += count
         items = self._get_items.get((topic, group))
         if items is None:
@@ -422,11 +443,11 @@ class BrokerStats(TaskService):
             )
         nums, sizes, broker = items
         nums.value += count
-        nums.times += 1
+        nums.times += found
         sizes.value += size
-        sizes.times += 1
+        sizes.times += found
         broker.value += count
-        broker.times += 1
+        broker.times += found
 
     # -- reading ----------------------------------------------------------------------------------
 

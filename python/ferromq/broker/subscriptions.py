@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,8 @@ class SubscriptionGroupManager:
         self._lock = threading.Lock()
         self.groups: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = {"counter": 0, "timestamp": int(time.time() * 1000)}
+        self.on_change: Callable[[], None] | None = None
+        """Called after a group is added, changed or removed (the data planes serve pulls by them)."""
         data = load_config_file(path)
         for name, raw in ((data or {}).get("subscriptionGroupTable") or {}).items():
             try:
@@ -84,6 +87,7 @@ class SubscriptionGroupManager:
                 "timestamp": int(time.time() * 1000),
             }
         self.persist()
+        self._changed()
 
     def replace_all(self, groups: dict[str, SubscriptionGroupConfig], data_version: dict[str, int]) -> None:
         """A slave takes its master's groups and version as they are (SlaveSynchronize)."""
@@ -91,11 +95,17 @@ class SubscriptionGroupManager:
             self.groups = dict(groups)
             self.data_version = dict(data_version)
         self.persist()
+        self._changed()
 
     def delete(self, group: str) -> None:
         with self._lock:
             self.groups.pop(group, None)
         self.persist()
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def persist(self) -> None:
         with self._lock:

@@ -181,7 +181,7 @@ def runtime_table(broker: AdminStatusContext) -> dict[str, str]:
         "startAcceptSendRequestTimeStamp": "0",
         "remainTransientStoreBufferNumbs": str(2**31 - 1),
         # ferromq's own: pulls held by long polling now.
-        "pullHeldCount": str(broker.hold.held_count),
+        "pullHeldCount": str(broker.held_pulls),
         "remainHowManyDataToFlush": human_bytes(
             max(0, store.max_physical_offset - store.flushed_physical_offset)
         ),

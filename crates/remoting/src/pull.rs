@@ -1,0 +1,539 @@
+//! PULL_MESSAGE served on the data plane's threads, held pulls (long polling) included.
+//!
+//! Python decides what may be served here and pushes it down as a [`PullConfig`]: the readable
+//! topics, the groups that exist and may consume, and the TAG subscriptions consumers registered
+//! by heartbeat. A pull this path is not sure of (a topic, group or subscription it does not know,
+//! an SQL92 or newer subscription, a header it cannot read, an offset to correct, a store error)
+//! goes to Python whole, which answers it as before.
+//!
+//! A pull that finds nothing new and may wait is held here until a matching message is stored
+//! (by a send on the plane, or by Python: [`crate::DataPlane::notify_arrival`]), a periodic
+//! re-check finds one, or its suspend time is up; then it reads once more and is answered with
+//! whatever it finds. The offsets pulls commit and the pull statistics go to Python in batches
+//! (it takes the commits before it handles any frame read after them).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ferromq_store::hash::java_string_hash;
+use ferromq_store::{GetResult, GetStatus, MessageStore};
+
+use crate::frame::{json_reply_with_body, Header};
+use crate::plane::{Conn, Event, Shared};
+
+pub const PULL_MESSAGE: i32 = 11;
+
+const SUCCESS: i32 = 0;
+const PULL_NOT_FOUND: i32 = 19;
+const PULL_RETRY_IMMEDIATELY: i32 = 20;
+const PULL_OFFSET_MOVED: i32 = 21;
+
+/// PullSysFlag bits.
+const FLAG_COMMIT_OFFSET: i32 = 0x1;
+const FLAG_SUSPEND: i32 = 0x2;
+const FLAG_SUBSCRIPTION: i32 = 0x4;
+
+/// The most one answer carries (maxTransferBytesOnMessageInMemory); the first message always goes.
+const MAX_TRANSFER_BYTES: usize = 256 * 1024;
+
+/// Which tags a pull takes: any, or those whose tags code (low 32 bits) is listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TagFilter {
+    Any,
+    Codes(Vec<i32>),
+}
+
+impl TagFilter {
+    /// A TAG expression (`*`, `TagA || TagB`) as Python's `parse_subscription` reads it; None
+    /// when it names no tag (Python refuses it).
+    pub fn parse(expression: &str) -> Option<TagFilter> {
+        let text = expression.trim();
+        if text.is_empty() || text == "*" {
+            return Some(TagFilter::Any);
+        }
+        let tags: Vec<&str> = text
+            .split("||")
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect();
+        if tags.is_empty() {
+            return None;
+        }
+        if tags.contains(&"*") {
+            return Some(TagFilter::Any);
+        }
+        let mut codes: Vec<i32> = tags.into_iter().map(java_string_hash).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        Some(TagFilter::Codes(codes))
+    }
+
+    fn codes(&self) -> Option<&[i32]> {
+        match self {
+            TagFilter::Any => None,
+            TagFilter::Codes(c) => Some(c),
+        }
+    }
+
+    /// Whether a message stored with `tags_code` (None: unknown, as after a batch) may match.
+    fn may_take(&self, tags_code: Option<i64>) -> bool {
+        match (self, tags_code) {
+            (TagFilter::Codes(codes), Some(code)) => codes.contains(&(code as i32)),
+            _ => true,
+        }
+    }
+}
+
+/// A consumer group's subscription to a topic, as its heartbeats registered it.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    pub version: i64,
+    pub filter: TagFilter,
+}
+
+/// What the data plane needs to serve pulls; replaced whole when any of it changes.
+pub struct PullConfig {
+    pub store: Arc<MessageStore>,
+    /// Readable topics and their read queue counts.
+    pub topics: HashMap<String, i32>,
+    /// Groups that exist and may consume.
+    pub groups: HashSet<String>,
+    /// group -> topic -> its TAG subscription (SQL92 ones are Python's: not listed).
+    pub subscriptions: HashMap<String, HashMap<String, Subscription>>,
+    /// None: long polling (a pull waits its suspendTimeoutMillis); Some: short polling's wait.
+    pub short_polling: Option<Duration>,
+    /// How often held pulls look at their queue's max offset themselves.
+    pub check_interval: Duration,
+}
+
+pub(crate) enum Outcome {
+    Served,
+    Forward,
+}
+
+/// The fields of a PullMessageRequestHeader this path uses, or None when one is missing or does
+/// not parse as this path expects (Python answers those).
+struct PullRequest<'a> {
+    group: &'a str,
+    topic: &'a str,
+    queue_id: i32,
+    offset: i64,
+    max_msgs: usize,
+    sys_flag: i32,
+    commit_offset: i64,
+    suspend_ms: i64,
+    subscription: Option<&'a str>,
+    sub_version: i64,
+    expression_type: Option<&'a str>,
+}
+
+impl<'a> PullRequest<'a> {
+    fn read(ext: &'a HashMap<&str, String>) -> Option<PullRequest<'a>> {
+        let text = |k: &str| ext.get(k).map(String::as_str);
+        fn num<T: std::str::FromStr>(v: Option<&str>, default: Option<T>) -> Option<T> {
+            match v {
+                Some(v) => v.parse().ok(),
+                None => default,
+            }
+        }
+        let max_msgs: i32 = num(text("maxMsgNums"), Some(32))?;
+        Some(PullRequest {
+            group: text("consumerGroup")?,
+            topic: text("topic")?,
+            queue_id: num(text("queueId"), None)?,
+            offset: num(text("queueOffset"), None)?,
+            max_msgs: max_msgs.max(1) as usize,
+            sys_flag: num(text("sysFlag"), Some(0))?,
+            commit_offset: num(text("commitOffset"), Some(-1))?,
+            suspend_ms: num(text("suspendTimeoutMillis"), Some(15_000))?,
+            subscription: text("subscription"),
+            sub_version: num(text("subVersion"), Some(0))?,
+            expression_type: text("expressionType"),
+        })
+    }
+
+    /// The tags this pull takes: its own expression (FLAG_SUBSCRIPTION) or the group's.
+    fn filter(&self, cfg: &PullConfig) -> Option<TagFilter> {
+        if self.sys_flag & FLAG_SUBSCRIPTION != 0 {
+            let etype = self.expression_type.filter(|t| !t.is_empty());
+            if !etype.is_none_or(|t| t.eq_ignore_ascii_case("TAG")) {
+                return None;
+            }
+            return TagFilter::parse(self.subscription.unwrap_or("*"));
+        }
+        let sub = cfg.subscriptions.get(self.group)?.get(self.topic)?;
+        // An older registration than the consumer's: Python says so (or has the newer one).
+        (sub.version >= self.sub_version).then(|| sub.filter.clone())
+    }
+}
+
+/// PullMessageProcessor's response code for a read at `offset`.
+fn code_of(status: GetStatus, offset: i64) -> i32 {
+    match status {
+        GetStatus::Found => SUCCESS,
+        GetStatus::NoMatchedMessage | GetStatus::MessageWasRemoving => PULL_RETRY_IMMEDIATELY,
+        GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue if offset == 0 => {
+            PULL_NOT_FOUND
+        }
+        GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue => PULL_OFFSET_MOVED,
+        GetStatus::OffsetFoundNull | GetStatus::OffsetOverflowOne => PULL_NOT_FOUND,
+        GetStatus::OffsetOverflowBadly | GetStatus::OffsetTooSmall => PULL_OFFSET_MOVED,
+    }
+}
+
+/// A queue's max offset, by topic and queue id.
+type MaxOffset<'a> = &'a dyn Fn(&str, i32) -> i64;
+
+/// A pull waiting for messages.
+pub(crate) struct Held {
+    conn: Arc<Conn>,
+    /// The request, for Python when the read after the hold needs it (an offset to correct).
+    frame: Vec<u8>,
+    opaque: i32,
+    group: String,
+    topic: String,
+    queue_id: i32,
+    offset: i64,
+    max_msgs: usize,
+    filter: TagFilter,
+    deadline: Instant,
+    arrived_at: Instant,
+    store: Arc<MessageStore>,
+}
+
+/// Held pulls by topic and queue.
+#[derive(Default)]
+pub(crate) struct Holds {
+    count: AtomicUsize,
+    table: Mutex<HashMap<String, HashMap<i32, Vec<Held>>>>,
+}
+
+impl Holds {
+    pub(crate) fn len(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    fn add(&self, held: Held) {
+        let mut table = self.table.lock().unwrap();
+        table
+            .entry(held.topic.clone())
+            .or_default()
+            .entry(held.queue_id)
+            .or_default()
+            .push(held);
+        self.count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Takes the pulls of `(topic, queue_id)` selected by `wake`.
+    fn take_where(&self, topic: &str, queue_id: i32, wake: impl Fn(&Held) -> bool) -> Vec<Held> {
+        if self.len() == 0 {
+            return Vec::new();
+        }
+        let mut table = self.table.lock().unwrap();
+        let Some(queues) = table.get_mut(topic) else {
+            return Vec::new();
+        };
+        let Some(pulls) = queues.get_mut(&queue_id) else {
+            return Vec::new();
+        };
+        let (woken, waiting): (Vec<Held>, Vec<Held>) =
+            std::mem::take(pulls).into_iter().partition(|p| wake(p));
+        *pulls = waiting;
+        if pulls.is_empty() {
+            queues.remove(&queue_id);
+            if queues.is_empty() {
+                table.remove(topic);
+            }
+        }
+        self.count.fetch_sub(woken.len(), Ordering::AcqRel);
+        woken
+    }
+
+    /// The pulls a message stored in `(topic, queue_id)` (the queue's next offset now
+    /// `next_offset`, its tags code `tags_code` or None for unknown) may satisfy.
+    pub(crate) fn arrived(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        next_offset: i64,
+        tags_code: Option<i64>,
+    ) -> Vec<Held> {
+        self.take_where(topic, queue_id, |p| {
+            next_offset > p.offset && p.filter.may_take(tags_code)
+        })
+    }
+
+    /// Pulls past their deadline, and with `max_offset` those whose queue has grown past them.
+    fn due(&self, now: Instant, max_offset: Option<MaxOffset<'_>>) -> Vec<Held> {
+        let mut table = self.table.lock().unwrap();
+        let mut woken = Vec::new();
+        for (topic, queues) in table.iter_mut() {
+            for (queue_id, pulls) in queues.iter_mut() {
+                let max = max_offset.map(|f| f(topic, *queue_id));
+                let (due, waiting): (Vec<Held>, Vec<Held>) = std::mem::take(pulls)
+                    .into_iter()
+                    .partition(|p| p.deadline <= now || max.is_some_and(|m| m > p.offset));
+                *pulls = waiting;
+                woken.extend(due);
+            }
+            queues.retain(|_, pulls| !pulls.is_empty());
+        }
+        table.retain(|_, queues| !queues.is_empty());
+        self.count.fetch_sub(woken.len(), Ordering::AcqRel);
+        woken
+    }
+
+    pub(crate) fn take_all(&self) -> Vec<Held> {
+        let mut table = self.table.lock().unwrap();
+        let all: Vec<Held> = std::mem::take(&mut *table)
+            .into_values()
+            .flat_map(HashMap::into_values)
+            .flatten()
+            .collect();
+        self.count.fetch_sub(all.len(), Ordering::AcqRel);
+        all
+    }
+}
+
+pub(crate) fn serve(
+    shared: &Arc<Shared>,
+    cfg: &Arc<PullConfig>,
+    conn: &Arc<Conn>,
+    bytes: &[u8],
+    h: &Header<'_>,
+    arrived_at: Instant,
+    replies: &mut Vec<u8>,
+) -> Outcome {
+    if h.is_oneway() {
+        return Outcome::Forward;
+    }
+    let Some(ext) = h.ext_fields(false) else {
+        return Outcome::Forward;
+    };
+    let Some(req) = PullRequest::read(&ext) else {
+        return Outcome::Forward;
+    };
+    if req.queue_id < 0 || req.offset < 0 || !cfg.groups.contains(req.group) {
+        return Outcome::Forward;
+    }
+    if cfg
+        .topics
+        .get(req.topic)
+        .is_none_or(|read_queues| req.queue_id >= *read_queues)
+    {
+        return Outcome::Forward; // unknown, unreadable, or Python names the illegal queue
+    }
+    let Some(filter) = req.filter(cfg) else {
+        return Outcome::Forward;
+    };
+    let Ok(result) = cfg.store.get_messages(
+        req.topic,
+        req.queue_id,
+        req.offset,
+        req.max_msgs,
+        MAX_TRANSFER_BYTES,
+        filter.codes(),
+    ) else {
+        return Outcome::Forward;
+    };
+    let code = code_of(result.status, req.offset);
+    if code == PULL_OFFSET_MOVED {
+        // Python corrects the offset and records the OffsetMovedEvent.
+        return Outcome::Forward;
+    }
+    if req.sys_flag & FLAG_COMMIT_OFFSET != 0 && req.commit_offset >= 0 {
+        shared.committed(req.group, req.topic, req.queue_id, req.commit_offset);
+    }
+    if code == PULL_NOT_FOUND && req.sys_flag & FLAG_SUSPEND != 0 {
+        let wait = cfg
+            .short_polling
+            .unwrap_or(Duration::from_millis(req.suspend_ms.max(0) as u64));
+        hold(
+            shared,
+            Held {
+                conn: conn.clone(),
+                frame: bytes.to_vec(),
+                opaque: h.opaque,
+                group: req.group.to_string(),
+                topic: req.topic.to_string(),
+                queue_id: req.queue_id,
+                offset: req.offset,
+                max_msgs: req.max_msgs,
+                filter,
+                deadline: Instant::now() + wait,
+                arrived_at,
+                store: cfg.store.clone(),
+            },
+        );
+        return Outcome::Served;
+    }
+    shared.got(req.group, req.topic, req.queue_id, &result);
+    shared.rpc_done(PULL_MESSAGE, code, arrived_at.elapsed());
+    append_reply(replies, h.opaque, code, &result);
+    Outcome::Served
+}
+
+/// Holds a pull; a message stored between its read and now wakes it at once.
+fn hold(shared: &Arc<Shared>, held: Held) {
+    let (topic, queue_id, offset) = (held.topic.clone(), held.queue_id, held.offset);
+    let store = held.store.clone();
+    shared.holds.add(held);
+    let max = store.max_offset_in_queue(&topic, queue_id).unwrap_or(0);
+    if max > offset {
+        let woken = shared.holds.arrived(&topic, queue_id, max, None);
+        answer(shared, woken);
+    }
+}
+
+/// Answers woken pulls: each reads its queue again and gets what it finds. A pull whose peer
+/// has not taken the replies before waits for it on its own task (many pulls woken by one large
+/// message do not make the plane hold a copy each for a peer that reads nothing).
+pub(crate) fn answer(shared: &Arc<Shared>, woken: Vec<Held>) {
+    if woken.is_empty() {
+        return;
+    }
+    // Off the plane's threads (the flush thread releasing SYNC_FLUSH sends, Python's): the
+    // reads run on the plane.
+    if tokio::runtime::Handle::try_current().is_err() {
+        let shared2 = shared.clone();
+        shared.spawn(async move { answer(&shared2, woken) });
+        return;
+    }
+    for p in woken {
+        if p.conn.is_killed() {
+            continue;
+        }
+        if p.conn.over_reply_bound() {
+            let shared2 = shared.clone();
+            shared.spawn(async move {
+                if p.conn.until_drained().await {
+                    answer_one(&shared2, p);
+                }
+            });
+        } else {
+            answer_one(shared, p);
+        }
+    }
+}
+
+fn answer_one(shared: &Shared, p: Held) {
+    let read = p.store.get_messages(
+        &p.topic,
+        p.queue_id,
+        p.offset,
+        p.max_msgs,
+        MAX_TRANSFER_BYTES,
+        p.filter.codes(),
+    );
+    let result = match read {
+        Ok(r) if code_of(r.status, p.offset) != PULL_OFFSET_MOVED => r,
+        // Python answers it (an offset to correct, a store that closed meanwhile).
+        _ => {
+            shared.push(Event::Data {
+                conn: p.conn.id,
+                bytes: p.frame,
+            });
+            return;
+        }
+    };
+    let code = code_of(result.status, p.offset);
+    shared.got(&p.group, &p.topic, p.queue_id, &result);
+    shared.rpc_done(PULL_MESSAGE, code, p.arrived_at.elapsed());
+    let mut reply = Vec::new();
+    append_reply(&mut reply, p.opaque, code, &result);
+    p.conn.write(reply);
+}
+
+/// The answer to a pull, as PullMessageProcessor gives it (the body only with SUCCESS).
+fn append_reply(out: &mut Vec<u8>, opaque: i32, code: i32, r: &GetResult) {
+    let (next, min, max) = (
+        r.next_begin_offset.to_string(),
+        r.min_offset.to_string(),
+        r.max_offset.to_string(),
+    );
+    let body: &[u8] = if code == SUCCESS { &r.body } else { &[] };
+    json_reply_with_body(
+        out,
+        code,
+        opaque,
+        Some(r.status.name()),
+        &[
+            ("suggestWhichBrokerId", "0"),
+            ("nextBeginOffset", &next),
+            ("minOffset", &min),
+            ("maxOffset", &max),
+        ],
+        body,
+    );
+}
+
+/// Wakes held pulls past their deadline, and every `check_interval` those whose queue grew
+/// (a message stored by a path that told nobody).
+pub(crate) async fn hold_loop(shared: Arc<Shared>) {
+    const TICK: Duration = Duration::from_millis(50);
+    let mut checked = Instant::now();
+    loop {
+        if !shared.sleep_or_stop(TICK).await {
+            return;
+        }
+        if shared.holds.len() == 0 {
+            continue;
+        }
+        let now = Instant::now();
+        let cfg = shared.pull.read().unwrap().clone();
+        let check = cfg
+            .as_ref()
+            .filter(|c| now.duration_since(checked) >= c.check_interval);
+        let woken = match check {
+            Some(c) => {
+                checked = now;
+                let max = |topic: &str, queue_id: i32| {
+                    c.store.max_offset_in_queue(topic, queue_id).unwrap_or(0)
+                };
+                shared.holds.due(now, Some(&max))
+            }
+            None => shared.holds.due(now, None),
+        };
+        answer(&shared, woken);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_expressions_read_as_python_reads_them() {
+        assert_eq!(TagFilter::parse(" * "), Some(TagFilter::Any));
+        assert_eq!(TagFilter::parse(""), Some(TagFilter::Any));
+        assert_eq!(TagFilter::parse("a || *"), Some(TagFilter::Any));
+        assert_eq!(TagFilter::parse(" || "), None);
+        let a = java_string_hash("TagA");
+        let b = java_string_hash("TagB");
+        let mut both = vec![a, b];
+        both.sort_unstable();
+        assert_eq!(
+            TagFilter::parse("TagB || TagA ||TagA"),
+            Some(TagFilter::Codes(both))
+        );
+        let f = TagFilter::parse("TagA").unwrap();
+        assert!(f.may_take(Some(a as i64)));
+        assert!(!f.may_take(Some(b as i64)));
+        assert!(f.may_take(None));
+    }
+
+    #[test]
+    fn status_codes_follow_the_pull_processor() {
+        assert_eq!(code_of(GetStatus::Found, 5), SUCCESS);
+        assert_eq!(code_of(GetStatus::NoMessageInQueue, 0), PULL_NOT_FOUND);
+        assert_eq!(code_of(GetStatus::NoMessageInQueue, 3), PULL_OFFSET_MOVED);
+        assert_eq!(code_of(GetStatus::OffsetOverflowOne, 3), PULL_NOT_FOUND);
+        assert_eq!(
+            code_of(GetStatus::NoMatchedMessage, 3),
+            PULL_RETRY_IMMEDIATELY
+        );
+        assert_eq!(code_of(GetStatus::OffsetTooSmall, 0), PULL_OFFSET_MOVED);
+    }
+}
