@@ -510,6 +510,16 @@ def scaling_variants() -> list[Variant]:
     ]
 
 
+def native_loadgen() -> Path:
+    """crates/loadgen's send load (cargo build --release, once per run)."""
+    root = Path(__file__).resolve().parent.parent
+    exe = root / "target" / "release" / "ferromq-loadgen"
+    if not getattr(native_loadgen, "built", False):
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "ferromq-loadgen"], cwd=root, check=True)
+        native_loadgen.built = True  # type: ignore[attr-defined]
+    return exe
+
+
 def _pinned(cpus: str | None, cmd: list[str]) -> list[str]:
     return cmd if cpus is None else ["taskset", "-c", cpus, *cmd]
 
@@ -537,16 +547,22 @@ def run_case(
     results = []
     log = work / f"broker-{flush}-{size}.log"
     with serving(conf, log, port, ns_port, _pinned(variant.broker_cpus, launcher), env) as broker:
-        phases = ["send", "pull", "rate"] if args.rate else ["send", "pull"]
+        phases = args.phases.split(",") if args.phases else ["send", "pull"] + (["rate"] if args.rate else [])
         for phase in phases:
-            cmd = [sys.executable, __file__, "load", phase, "--port", str(port), "--size", str(size)]
-            cmd = _pinned(variant.load_cpus, cmd)
-            cmd += ["--style", args.style, "--seconds", str(args.seconds), "--warmup", str(args.warmup)]
+            if phase == "send" and args.native_load:
+                cmd = [str(native_loadgen()), "--port", str(port), "--size", str(size)]
+                cmd = _pinned(variant.load_cpus, cmd)
+            else:
+                cmd = [sys.executable, __file__, "load", phase, "--port", str(port), "--size", str(size)]
+                cmd = _pinned(variant.load_cpus, cmd)
+                cmd += ["--style", args.style, "--rate", str(args.rate)]
+            cmd += ["--seconds", str(args.seconds), "--warmup", str(args.warmup)]
             cmd += ["--connections", str(args.connections), "--inflight", str(args.inflight)]
-            cmd += ["--rate", str(args.rate)]
-            if args.live_consumer:
+            if args.live_consumer and phase == "rate":
                 cmd.append("--live-consumer")
             if variant.tls:
+                if phase == "send" and args.native_load:
+                    raise SystemExit("--native-load speaks plain TCP only")
                 cmd.append("--tls")
             spy = None
             if args.profile:
@@ -656,6 +672,13 @@ def main() -> None:
         action="store_true",
         help="each case with dataPlane=python and dataPlane=rust; prints the rust/python ratios",
     )
+    ap.add_argument(
+        "--native-load",
+        action="store_true",
+        help="the send phase from crates/loadgen (Rust, one thread: SEND_MESSAGE_V2 as --style v2) "
+        "instead of this file's Python generator, which costs more CPU per message than the broker",
+    )
+    ap.add_argument("--phases", help="comma-separated phases to run (default send,pull and rate with --rate)")
     ap.add_argument("--broker-uvloop", action="store_true", help="run the broker on uvloop (a trial)")
     ap.add_argument(
         "--broker-gc", help="Python run in the broker before it starts, e.g. 'gc.disable()' (a trial)"

@@ -1,0 +1,338 @@
+//! A native send load for the broker benchmarks: C connections x K SEND_MESSAGE_V2 requests in
+//! flight each (closed loop), JSON headers as a Java producer writes them, on one thread.
+//!
+//! benches/hot_path_bench.py's Python load generator costs more CPU per message than the
+//! broker's data plane; measuring how the broker scales over cores needs a load that leaves
+//! them to the broker. Prints `RESULT` and a JSON object as the Python generator's `send` phase does:
+//! count, total, elapsed, errors, p50_ms, p99_ms, p999_ms.
+//!
+//! ferromq-loadgen --port P [--topic T] [--queues 8] [--size 1024] [--connections 4]
+//!     [--inflight 16] [--seconds 5] [--warmup 1]
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+
+const SEND_MESSAGE_V2: i32 = 310;
+const UPDATE_AND_CREATE_TOPIC: i32 = 17;
+/// Sends built and written together at most (one write per batch of freed slots).
+const MAX_BATCH: usize = 64;
+
+struct Args {
+    port: u16,
+    topic: String,
+    queues: i32,
+    size: usize,
+    connections: usize,
+    inflight: usize,
+    seconds: f64,
+    warmup: f64,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        port: 0,
+        topic: "HotPathBench".to_string(),
+        queues: 8,
+        size: 1024,
+        connections: 4,
+        inflight: 16,
+        seconds: 5.0,
+        warmup: 1.0,
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut it = argv.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or(format!("{flag} needs a value"))?;
+        let bad = |_| format!("{flag}: not a number: {value}");
+        match flag.as_str() {
+            "--port" => a.port = value.parse().map_err(bad)?,
+            "--topic" => a.topic = value.clone(),
+            "--queues" => a.queues = value.parse().map_err(bad)?,
+            "--size" => a.size = value.parse().map_err(bad)?,
+            "--connections" => a.connections = value.parse().map_err(bad)?,
+            "--inflight" => a.inflight = value.parse().map_err(bad)?,
+            "--seconds" => a.seconds = value.parse().map_err(|_| format!("{flag}: {value}"))?,
+            "--warmup" => a.warmup = value.parse().map_err(|_| format!("{flag}: {value}"))?,
+            _ => return Err(format!("unknown option {flag}")),
+        }
+    }
+    if a.port == 0 {
+        return Err("--port is required".to_string());
+    }
+    Ok(a)
+}
+
+/// A JSON request header with `ext` and a placeholder opaque, split around the values each
+/// request changes (opaque, queue id, UNIQ_KEY) so that building one is a few copies.
+struct Template {
+    parts: Vec<Vec<u8>>,
+}
+
+const OPAQUE_MARK: &str = "999999999";
+const QUEUE_MARK: &str = "@QID@";
+const UNIQ_MARK: &str = "@UNIQ@";
+
+impl Template {
+    fn new(topic: &str) -> Template {
+        let born = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+            .to_string();
+        let props = format!(
+            "TAGS\u{1}TagA\u{2}KEYS\u{1}key-1\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}{UNIQ_MARK}\u{2}"
+        );
+        let ext = serde_json::json!({
+            "a": "PID_hot", "b": topic, "c": "TBW102", "d": "4", "e": QUEUE_MARK, "f": "0",
+            "g": born, "h": "0", "i": props, "j": "0", "k": "false", "m": "false",
+        });
+        let header = serde_json::json!({
+            "code": SEND_MESSAGE_V2, "extFields": ext, "flag": 0, "language": "JAVA",
+            "opaque": 999_999_999, "version": 399,
+        })
+        .to_string();
+        // The marks in the order they occur: opaque last (serde_json sorts keys: extFields first).
+        let mut parts = Vec::new();
+        let mut rest = header.as_str();
+        for mark in [QUEUE_MARK, UNIQ_MARK, OPAQUE_MARK] {
+            let at = rest.find(mark).expect("mark in the rendered header");
+            parts.push(rest.as_bytes()[..at].to_vec());
+            rest = &rest[at + mark.len()..];
+        }
+        parts.push(rest.as_bytes().to_vec());
+        Template { parts }
+    }
+
+    /// Appends a whole request frame to `out`.
+    fn frame(&self, out: &mut Vec<u8>, opaque: i32, queue_id: i32, body: &[u8]) {
+        let queue = queue_id.to_string();
+        let uniq = format!("0A000001{:024X}", opaque as u32);
+        let op = opaque.to_string();
+        let values = [queue.as_bytes(), uniq.as_bytes(), op.as_bytes()];
+        let header_len: usize = self.parts.iter().map(Vec::len).sum::<usize>()
+            + values.iter().map(|v| v.len()).sum::<usize>();
+        out.extend_from_slice(&((4 + header_len + body.len()) as i32).to_be_bytes());
+        out.extend_from_slice(&(header_len as i32).to_be_bytes());
+        for (part, value) in self.parts.iter().zip(values) {
+            out.extend_from_slice(part);
+            out.extend_from_slice(value);
+        }
+        out.extend_from_slice(self.parts.last().unwrap());
+        out.extend_from_slice(body);
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    latencies: Vec<f64>,
+    errors: HashMap<i32, u64>,
+}
+
+struct Shared {
+    measure: AtomicBool,
+    stop: AtomicBool,
+    total: AtomicU64,
+    tally: Mutex<Tally>,
+}
+
+/// (code, opaque) of a reply header.
+fn code_and_opaque(header: &[u8]) -> Option<(i32, i32)> {
+    let v: serde_json::Value = serde_json::from_slice(header).ok()?;
+    Some((v["code"].as_i64()? as i32, v["opaque"].as_i64()? as i32))
+}
+
+async fn read_frame(rd: &mut OwnedReadHalf, buf: &mut Vec<u8>) -> io::Result<(i32, i32)> {
+    let mut len = [0u8; 4];
+    rd.read_exact(&mut len).await?;
+    let len = i32::from_be_bytes(len) as usize;
+    buf.resize(len, 0);
+    rd.read_exact(buf).await?;
+    let header_len = (u32::from_be_bytes(buf[..4].try_into().unwrap()) & 0x00FF_FFFF) as usize;
+    code_and_opaque(&buf[4..4 + header_len.min(len - 4)])
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unreadable reply header"))
+}
+
+async fn create_topic(port: u16, topic: &str, queues: i32) -> io::Result<()> {
+    let (mut rd, mut wr) = TcpStream::connect(("127.0.0.1", port)).await?.into_split();
+    let q = queues.to_string();
+    let header = serde_json::json!({
+        "code": UPDATE_AND_CREATE_TOPIC,
+        "extFields": {"topic": topic, "readQueueNums": q, "writeQueueNums": q, "perm": "6"},
+        "flag": 0, "language": "JAVA", "opaque": 1, "version": 399,
+    })
+    .to_string();
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&((4 + header.len()) as i32).to_be_bytes());
+    frame.extend_from_slice(&(header.len() as i32).to_be_bytes());
+    frame.extend_from_slice(header.as_bytes());
+    wr.write_all(&frame).await?;
+    let (code, _) = read_frame(&mut rd, &mut Vec::new()).await?;
+    if code != 0 {
+        return Err(io::Error::other(format!(
+            "UPDATE_AND_CREATE_TOPIC answered {code}"
+        )));
+    }
+    Ok(())
+}
+
+/// One connection's requests in flight: free slots, and when each opaque was sent.
+struct Lane {
+    slots: Semaphore,
+    sent: Mutex<HashMap<i32, Instant>>,
+}
+
+async fn writer(
+    shared: Arc<Shared>,
+    tpl: Arc<Template>,
+    mut wr: OwnedWriteHalf,
+    lane: Arc<Lane>,
+    first_opaque: i32,
+    queues: i32,
+    body: Vec<u8>,
+) -> io::Result<()> {
+    let (slots, sent) = (&lane.slots, &lane.sent);
+    let mut opaque = first_opaque;
+    let mut out = Vec::with_capacity(MAX_BATCH * (body.len() + 512));
+    while !shared.stop.load(Ordering::Acquire) {
+        let Ok(first) = slots.acquire().await else {
+            return Ok(());
+        };
+        first.forget();
+        let mut n = 1;
+        while n < MAX_BATCH {
+            match slots.try_acquire() {
+                Ok(p) => {
+                    p.forget();
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        out.clear();
+        let now = Instant::now();
+        {
+            let mut sent = sent.lock().unwrap();
+            for _ in 0..n {
+                opaque = opaque.wrapping_add(1);
+                tpl.frame(&mut out, opaque, opaque.rem_euclid(queues), &body);
+                sent.insert(opaque, now);
+            }
+        }
+        wr.write_all(&out).await?;
+    }
+    Ok(())
+}
+
+async fn reader(shared: Arc<Shared>, mut rd: OwnedReadHalf, lane: Arc<Lane>) {
+    let mut buf = Vec::new();
+    while let Ok((code, opaque)) = read_frame(&mut rd, &mut buf).await {
+        let at = lane.sent.lock().unwrap().remove(&opaque);
+        shared.total.fetch_add(1, Ordering::Relaxed);
+        if shared.measure.load(Ordering::Acquire) {
+            let mut t = shared.tally.lock().unwrap();
+            match (code, at) {
+                (0, Some(at)) => t.latencies.push(at.elapsed().as_secs_f64()),
+                _ => *t.errors.entry(code).or_default() += 1,
+            }
+        }
+        lane.slots.add_permits(1);
+    }
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((q * sorted.len() as f64) as usize).min(sorted.len() - 1)] * 1000.0
+}
+
+async fn run(a: Args) -> io::Result<serde_json::Value> {
+    create_topic(a.port, &a.topic, a.queues).await?;
+    let shared = Arc::new(Shared {
+        measure: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        total: AtomicU64::new(0),
+        tally: Mutex::new(Tally::default()),
+    });
+    let tpl = Arc::new(Template::new(&a.topic));
+    let body = vec![b'x'; a.size];
+    let mut tasks = Vec::new();
+    for c in 0..a.connections {
+        let stream = TcpStream::connect(("127.0.0.1", a.port)).await?;
+        stream.set_nodelay(true)?;
+        let (rd, wr) = stream.into_split();
+        let lane = Arc::new(Lane {
+            slots: Semaphore::new(a.inflight),
+            sent: Mutex::new(HashMap::new()),
+        });
+        let first = (c as i32) * 100_000_000;
+        tasks.push(tokio::spawn(reader(shared.clone(), rd, lane.clone())));
+        let w = writer(
+            shared.clone(),
+            tpl.clone(),
+            wr,
+            lane,
+            first,
+            a.queues,
+            body.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let _ = w.await;
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs_f64(a.warmup)).await;
+    shared.measure.store(true, Ordering::Release);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs_f64(a.seconds)).await;
+    shared.measure.store(false, Ordering::Release);
+    let elapsed = started.elapsed().as_secs_f64();
+    shared.stop.store(true, Ordering::Release);
+    for t in &tasks {
+        t.abort();
+    }
+    let mut tally = std::mem::take(&mut *shared.tally.lock().unwrap());
+    tally.latencies.sort_by(f64::total_cmp);
+    let lat = &tally.latencies;
+    let errors: serde_json::Map<String, serde_json::Value> = tally
+        .errors
+        .iter()
+        .map(|(code, n)| (code.to_string(), (*n).into()))
+        .collect();
+    Ok(serde_json::json!({
+        "count": lat.len(),
+        "total": shared.total.load(Ordering::Relaxed),
+        "elapsed": elapsed,
+        "errors": errors,
+        "p50_ms": percentile(lat, 0.50),
+        "p99_ms": percentile(lat, 0.99),
+        "p999_ms": percentile(lat, 0.999),
+    }))
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ferromq-loadgen: {e}");
+            std::process::exit(2);
+        }
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    match rt.block_on(run(args)) {
+        Ok(out) => println!("RESULT {out}"),
+        Err(e) => {
+            eprintln!("ferromq-loadgen: {e}");
+            std::process::exit(1);
+        }
+    }
+}
