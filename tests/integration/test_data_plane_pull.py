@@ -52,14 +52,20 @@ async def fill(c: Client, topic: str) -> None:
     assert r.code == R.SUCCESS, r.remark
 
 
+async def ready(broker: Broker, topic: str) -> Client:
+    """A client, `topic` filled, and group G known to the plane (its first pull, answered by
+    Python, creates it)."""
+    c = await Client().connect(broker.port)
+    await fill(c, topic)
+    r = await c.call(RC.PULL_MESSAGE, pull_ext("G", topic, 0, 0))
+    assert r.code == R.SUCCESS
+    return c
+
+
 def test_pulls_are_answered_on_the_plane_as_python_answers_them(tmp_path: Path) -> None:
     async def main() -> None:
         async with running(tmp_path) as (_, broker):
-            c = await Client().connect(broker.port)
-            await fill(c, "PL")
-            # The group's first pull creates it (Python), then the plane knows it.
-            r = await c.call(RC.PULL_MESSAGE, pull_ext("G", "PL", 0, 0))
-            assert r.code == R.SUCCESS
+            c = await ready(broker, "PL")
             seen = count_python_requests(broker)
             pulls = [
                 pull_ext("G", "PL", 0, 0, maxMsgNums=5),
@@ -100,10 +106,7 @@ def test_pulls_are_answered_on_the_plane_as_python_answers_them(tmp_path: Path) 
 def test_pulls_the_plane_cannot_decide_reach_python(tmp_path: Path) -> None:
     async def main() -> None:
         async with running(tmp_path, enable_property_filter=True) as (_, broker):
-            c = await Client().connect(broker.port)
-            await fill(c, "PY")
-            r = await c.call(RC.PULL_MESSAGE, pull_ext("G", "PY", 0, 0))
-            assert r.code == R.SUCCESS
+            c = await ready(broker, "PY")
             seen = count_python_requests(broker)
             # SQL92 is Python's.
             r = await c.call(
@@ -166,10 +169,7 @@ def test_subscriptions_registered_by_heartbeat_filter_pulls_on_the_plane(tmp_pat
 def test_pulls_held_on_the_plane(tmp_path: Path) -> None:
     async def main() -> None:
         async with running(tmp_path, message_delay_level="1s 2s") as (_, broker):
-            c = await Client().connect(broker.port)
-            await fill(c, "H")
-            r = await c.call(RC.PULL_MESSAGE, pull_ext("G", "H", 0, 0))
-            assert r.code == R.SUCCESS
+            c = await ready(broker, "H")
             seen = count_python_requests(broker)
             # Held at the end with a tag filter: another tag does not wake it, its tag does.
             held = asyncio.ensure_future(
@@ -226,10 +226,7 @@ def test_pulls_held_on_the_plane(tmp_path: Path) -> None:
 def test_commits_and_statistics_of_plane_pulls_reach_python(tmp_path: Path) -> None:
     async def main() -> None:
         async with running(tmp_path) as (_, broker):
-            c = await Client().connect(broker.port)
-            await fill(c, "CS")
-            r = await c.call(RC.PULL_MESSAGE, pull_ext("G", "CS", 0, 0))
-            assert r.code == R.SUCCESS
+            c = await ready(broker, "CS")
             seen = count_python_requests(broker)
             # A pull that commits the consumer's offset (sysFlag COMMIT_OFFSET | SUBSCRIPTION).
             r = await c.call(RC.PULL_MESSAGE, pull_ext("G", "CS", 0, 10, sysFlag=5, commitOffset=7))
