@@ -424,9 +424,12 @@ class DataPlane:
         subscriptions: list[tuple[str, str, int, list[int] | None]],
         short_polling_ms: int | None,
         check_interval_ms: int,
+        acl: tuple[int, list[tuple[str, str, list[str], list[str]]]] | None = None,
     ) -> None:
         """Pulls from readable `topics` ((name, read queues)) by `groups` with their TAG
-        `subscriptions` ((group, topic, version, tags codes or None for any)) are served here."""
+        `subscriptions` ((group, topic, version, tags codes or None for any)) are served here;
+        with `acl` ((ACL load, [(access key, secret key, topics, groups it may pull)])) only those
+        signed by an account allowed both, or from a peer `set_peer_acl` says needs no signature."""
     def stop_serving_pulls(self) -> None: ...
     def notify_arrival(
         self, topic: str, queue_id: int, next_offset: int, tags_code: int | None = None

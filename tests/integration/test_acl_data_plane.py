@@ -2,7 +2,8 @@
 the ACL allows are stored and answered on the plane's threads (they never reach the Python
 dispatcher); every send the plane may not serve (bad signature, unknown or missing key, a topic
 without PUB or with DENY) reaches Python, which refuses it with Java's code and remark as before.
-Address decisions (white for an account, globally white) and ACL file changes reach the plane."""
+Address decisions (white for an account, globally white) and ACL file changes reach the plane.
+Signed pulls of a topic and group the account may subscribe to are the plane's too."""
 
 from __future__ import annotations
 
@@ -12,17 +13,20 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ferromq.acl.signing import Credentials
 from ferromq.broker import Broker
 from ferromq.client.message import Message
 from ferromq.client.producer import Producer
+from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.plane import PlaneServer
 
-from .brokerkit import Client, batch_body, properties, running, send_ext
-from .test_acl import ADMIN, PRODUCER, home, java_remark, signed_call
+from .brokerkit import Client, batch_body, properties, pull_ext, running, send_ext
+from .test_acl import ADMIN, CONSUMER, PRODUCER, home, java_remark, signed_call
 from .test_data_plane import count_python_requests
 
 SENDS = (RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE)
@@ -221,6 +225,91 @@ def test_an_acl_file_change_reaches_the_plane(tmp_path: Path) -> None:
             assert r.code == ResponseCode.SUCCESS, r.remark
             assert python_sends(seen) == before, "the reloaded rules are the plane's"
             assert stored(broker, "SubOnly") == 1
+            await c.close()
+
+    run(main())
+
+
+PULL_ACL = f"""
+accounts:
+  - accessKey: {CONSUMER[0]}
+    secretKey: {CONSUMER[1]}
+    defaultTopicPerm: SUB
+    defaultGroupPerm: SUB
+    topicPerms:
+      - DeniedTopic=DENY
+    groupPerms:
+      - DeniedGroup=DENY
+  - accessKey: {ADMIN[0]}
+    secretKey: {ADMIN[1]}
+    admin: true
+"""
+
+
+def test_signed_pulls_are_served_by_the_plane_and_the_rest_by_python(tmp_path: Path) -> None:
+    async def main() -> None:
+        root = home(tmp_path, PULL_ACL)
+        async with running(tmp_path, acl_enable=True, rocketmq_home=str(root)) as (_, broker):
+            c = await Client().connect(broker.port)
+            await create_topics(c)
+            await ready(c)
+            for topic in ("PlaneTopic", "DeniedTopic"):
+                for i in range(5):
+                    r = await signed_call(c, RC.SEND_MESSAGE_V2, send_v2(topic), ADMIN, b"m%d" % i)
+                    assert r.code == ResponseCode.SUCCESS, r.remark
+            for group in ("CG", "DeniedGroup"):
+                r = await signed_call(
+                    c, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, ADMIN, orjson.dumps({"groupName": group})
+                )
+                assert r.code == ResponseCode.SUCCESS, r.remark
+            seen = count_python_requests(broker)
+            r = await signed_call(c, RC.PULL_MESSAGE, pull_ext("CG", "PlaneTopic", 0, 0), CONSUMER)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert len(decode_messages(r.body)) == 5
+            # Held on the plane, woken by a send.
+            held = asyncio.ensure_future(
+                signed_call(c, RC.PULL_MESSAGE, pull_ext("CG", "PlaneTopic", 0, 5, sysFlag=6), CONSUMER)
+            )
+            for _ in range(500):
+                if broker.held_pulls:
+                    break
+                await asyncio.sleep(0.01)
+            assert broker.held_pulls == 1 and broker.hold.held_count == 0
+            r = await signed_call(c, RC.SEND_MESSAGE_V2, send_v2("PlaneTopic"), ADMIN, b"late")
+            assert r.code == ResponseCode.SUCCESS
+            r = await asyncio.wait_for(held, 10)
+            assert r.code == ResponseCode.SUCCESS and [m.body for m in decode_messages(r.body)] == [b"late"]
+            assert seen[RC.PULL_MESSAGE] == 0, "signed pulls the ACL allows are the plane's"
+            # What the plane may not serve reaches Python, which refuses it as Java does.
+            refusals = [
+                (
+                    "DeniedTopic",
+                    "CG",
+                    CONSUMER,
+                    "No default permission for topic:DeniedTopic",
+                    "checkPerm:610",
+                ),
+                (
+                    "PlaneTopic",
+                    "DeniedGroup",
+                    CONSUMER,
+                    "No default permission for group:DeniedGroup",
+                    "checkPerm:610",
+                ),
+                (
+                    "PlaneTopic",
+                    "CG",
+                    (CONSUMER[0], "wrong"),
+                    "Check signature failed for accessKey=" + CONSUMER[0],
+                    "validate:683",
+                ),
+                ("PlaneTopic", "CG", None, "No accessKey is configured", "validate:663"),
+            ]
+            for n, (topic, group, keys, message, where) in enumerate(refusals, 1):
+                r = await signed_call(c, RC.PULL_MESSAGE, pull_ext(group, topic, 0, 0), keys)
+                assert r.code == ResponseCode.SYSTEM_ERROR, (topic, group, r.remark)
+                assert r.remark == java_remark(message, where)
+                assert seen[RC.PULL_MESSAGE] == n
             await c.close()
 
     run(main())

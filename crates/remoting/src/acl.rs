@@ -1,12 +1,14 @@
-//! The plain ACL's check of a send served on the data plane: Python decides, Rust verifies.
+//! The plain ACL's check of a send or pull served on the data plane: Python decides, Rust
+//! verifies.
 //!
 //! Python stays the only place where ACL policy is decided. It pushes down [`AclRules`] (per
-//! account: its secret key and the plane's topics it may publish to, as Python's `authorize`
-//! decided them) and, per connection, a [`PeerAcl`] (what the peer's address decides: globally
-//! white, or white for some accounts). Here only the signature is computed, as
-//! `Signer.server_signature` in `python/ferromq/acl/signing.py` does. Anything in doubt (no
-//! peer info yet or from an older ACL, no or unknown AccessKey, a topic not allowed, a missing
-//! or wrong signature) is not served here: Python answers it, with Java's refusals.
+//! account: its secret key and the plane's topics it may publish to, or subscribe to and the
+//! groups it may pull as, as Python's `authorize` decided them) and, per connection, a
+//! [`PeerAcl`] (what the peer's address decides: globally white, or white for some accounts).
+//! Here only the signature is computed, as `Signer.server_signature` in
+//! `python/ferromq/acl/signing.py` does. Anything in doubt (no peer info yet or from an older
+//! ACL, no or unknown AccessKey, a topic or group not allowed, a missing or wrong signature) is
+//! not served here: Python answers it, with Java's refusals.
 
 use std::collections::{HashMap, HashSet};
 
@@ -25,9 +27,15 @@ type HmacSha1 = Hmac<Sha1>;
 struct Account {
     /// Keyed once; cloned per request (the key's inner and outer states are kept).
     mac: HmacSha1,
-    /// Topics a signed send of this account may go to without asking Python.
+    /// Topics a signed request of this account may name without asking Python (PUB for the
+    /// send rules, SUB for the pull rules).
     topics: HashSet<String>,
+    /// Groups a signed pull of this account may name (SUB on the group).
+    groups: HashSet<String>,
 }
+
+/// (access key, secret key, topics, groups) of one account.
+pub type AccountRules = (String, String, Vec<String>, Vec<String>);
 
 /// The accounts of one ACL load.
 pub struct AclRules {
@@ -37,14 +45,16 @@ pub struct AclRules {
 }
 
 impl AclRules {
-    /// `accounts`: (access key, secret key, topics it may publish to on the plane).
-    pub fn new(generation: u64, accounts: Vec<(String, String, Vec<String>)>) -> AclRules {
+    /// `accounts`: (access key, secret key, the plane's topics it may publish to or subscribe
+    /// to, the groups it may pull as).
+    pub fn new(generation: u64, accounts: Vec<AccountRules>) -> AclRules {
         let accounts = accounts
             .into_iter()
-            .map(|(access_key, secret_key, topics)| {
+            .map(|(access_key, secret_key, topics, groups)| {
                 let account = Account {
                     mac: keyed(&secret_key),
                     topics: topics.into_iter().collect(),
+                    groups: groups.into_iter().collect(),
                 };
                 (access_key, account)
             })
@@ -64,6 +74,29 @@ impl AclRules {
         topic: &str,
         body: &[u8],
     ) -> bool {
+        self.allows_if(peer, ext, body, |a| a.topics.contains(topic))
+    }
+
+    /// Whether a pull of `topic` by `group` with these ext fields may be served here.
+    pub fn allows_pull(
+        &self,
+        peer: Option<&PeerAcl>,
+        ext: &HashMap<&str, String>,
+        topic: &str,
+        group: &str,
+    ) -> bool {
+        self.allows_if(peer, ext, &[], |a| {
+            a.topics.contains(topic) && a.groups.contains(group)
+        })
+    }
+
+    fn allows_if(
+        &self,
+        peer: Option<&PeerAcl>,
+        ext: &HashMap<&str, String>,
+        body: &[u8],
+        permitted: impl Fn(&Account) -> bool,
+    ) -> bool {
         let Some(peer) = peer.filter(|p| p.generation == self.generation) else {
             return false;
         };
@@ -80,7 +113,7 @@ impl AclRules {
         if peer.white.contains(access_key.as_str()) {
             return true;
         }
-        if !account.topics.contains(topic) {
+        if !permitted(account) {
             return false;
         }
         ext.get(SIGNATURE)
@@ -177,6 +210,7 @@ mod tests {
                 "producer1".into(),
                 "secret123".into(),
                 vec!["TopicA".into()],
+                vec!["GroupA".into()],
             )],
         )
     }
@@ -228,5 +262,27 @@ mod tests {
         no_key.remove("AccessKey");
         assert!(!r.allows(Some(&white), &no_key, "TopicA", b"body"));
         assert!(r.allows(Some(&peer(3, true, &[])), &no_key, "TopicA", b"body"));
+    }
+
+    #[test]
+    fn a_pull_needs_its_topic_and_its_group() {
+        let r = rules();
+        let p = peer(3, false, &[]);
+        let pull = |topic: &str, group: &str| {
+            let mut e = ext(&[
+                ("topic", topic),
+                ("consumerGroup", group),
+                ("AccessKey", "producer1"),
+            ]);
+            let sig = server_signature("secret123", &e, b"");
+            e.insert("Signature", sig);
+            e
+        };
+        assert!(r.allows_pull(Some(&p), &pull("TopicA", "GroupA"), "TopicA", "GroupA"));
+        assert!(!r.allows_pull(Some(&p), &pull("TopicA", "GroupB"), "TopicA", "GroupB"));
+        assert!(!r.allows_pull(Some(&p), &pull("TopicB", "GroupA"), "TopicB", "GroupA"));
+        let mut tampered = pull("TopicA", "GroupA");
+        tampered.insert("queueOffset", "5".into());
+        assert!(!r.allows_pull(Some(&p), &tampered, "TopicA", "GroupA"));
     }
 }

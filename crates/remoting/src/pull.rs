@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use ferromq_store::hash::java_string_hash;
 use ferromq_store::{GetResult, GetStatus, MessageStore};
 
+use crate::acl::AclRules;
 use crate::frame::{json_reply_with_body, Header};
 use crate::plane::{Conn, Event, Shared};
 
@@ -106,6 +107,10 @@ pub struct PullConfig {
     pub short_polling: Option<Duration>,
     /// How often held pulls look at their queue's max offset themselves.
     pub check_interval: Duration,
+    /// With aclEnable=true: a pull is served here only when these rules (topics the accounts
+    /// may subscribe to, groups they may pull as) and the connection's
+    /// [`crate::acl::PeerAcl`] allow it.
+    pub acl: Option<AclRules>,
 }
 
 pub(crate) enum Outcome {
@@ -309,12 +314,17 @@ pub(crate) fn serve(
     if h.is_oneway() {
         return Outcome::Forward;
     }
-    let Some(ext) = h.ext_fields(false) else {
+    let Some(ext) = h.ext_fields(cfg.acl.is_some()) else {
         return Outcome::Forward;
     };
     let Some(req) = PullRequest::read(&ext) else {
         return Outcome::Forward;
     };
+    if let Some(acl) = &cfg.acl {
+        if !acl.allows_pull(conn.peer_acl().as_deref(), &ext, req.topic, req.group) {
+            return Outcome::Forward;
+        }
+    }
     if req.queue_id < 0 || req.offset < 0 || !cfg.groups.contains(req.group) {
         return Outcome::Forward;
     }

@@ -26,6 +26,8 @@ type EventTuple = (u8, u64, Py<PyAny>);
 /// response code) the bucket counts and the sum of milliseconds.
 /// (ACL load, [(access key, secret key, topics it may publish to here)]).
 type AclTuple = (u64, Vec<(String, String, Vec<String>)>);
+/// (ACL load, [(access key, secret key, topics it may subscribe to, groups it may pull as)]).
+type PullAclTuple = (u64, Vec<(String, String, Vec<String>, Vec<String>)>);
 /// ... and per (group, topic, queue id) of pulls: (next offset, found, missed, messages, bytes).
 type StatsTuple = (
     Vec<(String, u64, u64, u64)>,
@@ -243,7 +245,13 @@ impl DataPlane {
             region: region.to_string(),
             trace_on,
             topics,
-            acl: acl.map(|(generation, accounts)| AclRules::new(generation, accounts)),
+            acl: acl.map(|(generation, accounts)| {
+                let accounts = accounts
+                    .into_iter()
+                    .map(|(ak, sk, topics)| (ak, sk, topics, Vec::new()))
+                    .collect();
+                AclRules::new(generation, accounts)
+            }),
         }));
         Ok(())
     }
@@ -276,7 +284,10 @@ impl DataPlane {
     /// allowed to consume) with their TAG `subscriptions`; held pulls wait
     /// `short_polling_ms` (None: their own suspend time) and look at their queue every
     /// `check_interval_ms`.
-    #[pyo3(signature = (store, *, topics, groups, subscriptions, short_polling_ms, check_interval_ms))]
+    #[pyo3(signature = (
+        store, *, topics, groups, subscriptions, short_polling_ms, check_interval_ms, acl=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn serve_pulls(
         &self,
         store: &Store,
@@ -285,6 +296,7 @@ impl DataPlane {
         subscriptions: Vec<SubscriptionTuple>,
         short_polling_ms: Option<u64>,
         check_interval_ms: u64,
+        acl: Option<PullAclTuple>,
     ) {
         let mut subs: HashMap<String, HashMap<String, Subscription>> = HashMap::new();
         for (group, topic, version, codes) in subscriptions {
@@ -300,6 +312,7 @@ impl DataPlane {
             subscriptions: subs,
             short_polling: short_polling_ms.map(Duration::from_millis),
             check_interval: Duration::from_millis(check_interval_ms.max(1)),
+            acl: acl.map(|(generation, accounts)| AclRules::new(generation, accounts)),
         }));
     }
 

@@ -140,6 +140,19 @@ def may_send(account: Account, topic: str) -> bool:
     return True
 
 
+def may_pull(account: Account, topic: str | None = None, group: str | None = None) -> bool:
+    """Whether the account may pull from `topic`, or as `group`: the guard checks each resource
+    of a PULL_MESSAGE on its own, so a pull is allowed when both are."""
+    needed: dict[str, int] = {}
+    _add(needed, topic, perm.SUB)
+    _add(needed, _retry(group), perm.SUB)
+    try:
+        authorize(RequestCode.PULL_MESSAGE, needed or None, account)
+    except AclError:
+        return False
+    return True
+
+
 def needed_resources(cmd: RemotingCommand) -> dict[str, int] | None:
     """The topics and groups (as retry topics) a request touches, with the permission it needs."""
     ext = cmd.ext

@@ -13,7 +13,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 
 from ferromq import _store
-from ferromq.acl.dataplane import peer_decision, send_rules
+from ferromq.acl.dataplane import peer_decision, pull_rules, send_rules
 from ferromq.acl.guard import AclGuard
 from ferromq.acl.plain import PlainAcl
 from ferromq.acl.signing import credentials_of
@@ -195,15 +195,15 @@ class Broker:
 
     def update_pull_plane(self) -> None:
         """Pulls from readable topics by existing groups that may consume, with TAG subscriptions
-        (given in the pull or registered by heartbeat), on a master without slaveReadEnable and
-        without the ACL; every other pull comes here (SQL92, unknown groups and subscriptions,
-        offsets to correct)."""
+        (given in the pull or registered by heartbeat), on a master without slaveReadEnable; with
+        the ACL only those its accounts may make (as for sends); every other pull comes here
+        (SQL92, unknown groups and subscriptions, offsets to correct)."""
         planes = [p.plane for p in self._planes() if p.plane is not None]
         if not planes:
             return
         cfg = self.config
         readable = cfg.broker_permission & 4
-        if self._plane_off() or not readable or cfg.slave_read_enable or self.acl is not None:
+        if self._plane_off() or not readable or cfg.slave_read_enable:
             for plane in planes:
                 plane.stop_serving_pulls()
             return
@@ -216,6 +216,9 @@ class Broker:
             if sub.expression_type == "TAG"
         ]
         short_polling = None if cfg.long_polling_enable else cfg.short_polling_time_mills
+        acl = None
+        if self.acl is not None:
+            acl = (self._acl_generation, pull_rules(self.acl, (t for t, _ in topics), groups))
         for plane in planes:
             plane.serve_pulls(
                 self.store.raw,
@@ -224,6 +227,7 @@ class Broker:
                 subscriptions=subscriptions,
                 short_polling_ms=short_polling,
                 check_interval_ms=int(self.hold.interval * 1000),
+                acl=acl,
             )
 
     def _take_plane_commits(self) -> None:
