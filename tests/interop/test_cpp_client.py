@@ -23,23 +23,9 @@ from typing import Any
 
 import pytest
 
-SCENARIOS = Path(__file__).with_name("cpp_scenarios.py")
+from tests.interop.cpp_kit import SCENARIOS, cpp_client_problem
 
-
-def _cpp_client_problem() -> str | None:
-    """Import the client in a child, so that librocketmq.so is never loaded into the test process."""
-    try:
-        r = subprocess.run(
-            [sys.executable, "-c", "import rocketmq.client"], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return repr(e)
-    if r.returncode != 0:
-        return (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1]
-    return None
-
-
-_problem = _cpp_client_problem()
+_problem = cpp_client_problem()
 if _problem is not None:
     pytest.skip(
         "the RocketMQ C++ client is not usable: `import rocketmq.client` failed "
