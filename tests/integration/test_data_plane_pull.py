@@ -201,10 +201,10 @@ def test_pulls_held_on_the_plane(tmp_path: Path) -> None:
             r = await asyncio.wait_for(held, 10)
             assert r.code == R.SUCCESS and [m.body for m in decode_messages(r.body)] == [b"later"]
             assert seen[RC.PULL_MESSAGE] == 0
-            # A held pull whose connection closes is dropped.
+            # A held pull whose connection closes is dropped with it.
             gone = await Client().connect(broker.port)
             lost = asyncio.ensure_future(
-                gone.call(RC.PULL_MESSAGE, pull_ext("G", "H", 1, 0, sysFlag=6, suspendTimeoutMillis=300))
+                gone.call(RC.PULL_MESSAGE, pull_ext("G", "H", 1, 0, sysFlag=6, suspendTimeoutMillis=60_000))
             )
             await until(lambda: broker.held_pulls == 1, "the held pull")
             await gone.close()

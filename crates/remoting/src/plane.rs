@@ -723,6 +723,7 @@ async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
     conn.kill(reason::LOCAL_CLOSE);
     let _ = reader.await;
     shared.conns.lock().unwrap().remove(&id);
+    shared.holds.drop_conn(id);
     // Python counts this close (it knows the reasons of its own closes).
     let why = conn.reason.lock().unwrap().unwrap_or(reason::LOCAL_CLOSE);
     shared.push(Event::Closed {

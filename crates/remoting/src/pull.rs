@@ -290,6 +290,25 @@ impl Holds {
         woken
     }
 
+    /// Forgets the pulls held for a connection that closed.
+    pub(crate) fn drop_conn(&self, conn: u64) {
+        if self.len() == 0 {
+            return;
+        }
+        let mut table = self.table.lock().unwrap();
+        let mut dropped = 0;
+        for queues in table.values_mut() {
+            for pulls in queues.values_mut() {
+                let before = pulls.len();
+                pulls.retain(|p| p.conn.id != conn);
+                dropped += before - pulls.len();
+            }
+            queues.retain(|_, pulls| !pulls.is_empty());
+        }
+        table.retain(|_, queues| !queues.is_empty());
+        self.count.fetch_sub(dropped, Ordering::AcqRel);
+    }
+
     pub(crate) fn take_all(&self) -> Vec<Held> {
         let mut table = self.table.lock().unwrap();
         let all: Vec<Held> = std::mem::take(&mut *table)
