@@ -101,3 +101,7 @@ class PullRequestHoldService:
     @property
     def held_count(self) -> int:
         return sum(len(v) for v in self._held.values())
+
+    def held_of(self, topic: str) -> int:
+        """Pulls of one topic held here."""
+        return sum(len(v) for (t, _), v in self._held.items() if t == topic)
