@@ -863,12 +863,14 @@ async fn read_frames(
             );
             at = end;
         }
-        if !replies.is_empty() {
-            conn.write(replies);
-        }
+        // The finished frames leave the budget before their replies go out (a peer that read
+        // its reply finds the budget free).
         if at > 0 {
             buf.drain(..at);
             permit = None;
+        }
+        if !replies.is_empty() {
+            conn.write(replies);
         }
         if !forward.is_empty() {
             shared.push(Event::Data {
