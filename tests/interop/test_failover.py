@@ -14,6 +14,7 @@ controller group and three ferromq brokers of one group (SYNC_MASTER, allAckInSy
 from __future__ import annotations
 
 import importlib.util
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -281,5 +282,29 @@ def test_controller_inside_name_servers(tmp_path: Path) -> None:
             load.stop()
         acked = {a.id for a in load.acked}
         assert not acked - set(stored_ids(new_addr, "FailoverEmbedded"))
+    finally:
+        cluster.stop_all()
+
+
+def test_elected_replica_takes_the_role_once_its_ha_port_is_free(tmp_path: Path) -> None:
+    """The replica the controllers elect cannot listen on its HA port (held by another socket, as a
+    replica's own connect attempt can hold it for a moment): it is not the master meanwhile, and it
+    takes the role on a later view once the port is free."""
+    cluster = start_cluster(tmp_path, brokers=2)
+    try:
+        old = cluster.wait_master()
+        old_addr = cluster.brokers[old].addr
+        heir = next(n for n in cluster.brokers if n != old)
+        with socket.socket() as holder:
+            holder.bind(("127.0.0.1", int(cluster.broker_confs[heir]["haListenPort"])))
+            holder.listen()
+            cluster.brokers[old].kill()
+            wait_until(
+                f"{heir} to fail to listen as the elected master",
+                lambda: cluster.brokers[heir].logged("cannot listen for slaves"),
+                60,
+            )
+            assert cluster.role_of(heir) != "master"
+        assert cluster.wait_master(not_addr=old_addr) == heir
     finally:
         cluster.stop_all()

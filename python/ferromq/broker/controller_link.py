@@ -244,7 +244,14 @@ class ControllerLink:
         )
         self.role, self.epoch, self.master_id = "MASTER", epoch, self.broker_id or NO_MASTER
         self._out_since.clear()
-        await broker.replication.start()
+        try:
+            await broker.replication.start()
+        except OSError:
+            # The HA port is taken (for a moment, e.g. by a socket a replica's connect attempt
+            # bound): not a master yet, so that the next view from the controllers tries again.
+            self.role = "NONE"
+            await self._stop_master_services()
+            raise
         self._set_sync_state_set(view["syncStateSet"], int(view["syncStateSetEpoch"]))
         self._adopt_replicated_topics()
         await broker.schedule.start()

@@ -189,11 +189,24 @@ fn connect(addr: &str) -> std::io::Result<TcpStream> {
     let mut last = std::io::Error::new(ErrorKind::InvalidInput, "no address");
     for a in addr.to_socket_addrs()? {
         match TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+            // A connect to a local port nobody listens on yet can pick that same port as its
+            // source and connect the socket to itself (TCP simultaneous open): it would hold
+            // the port the new master is about to listen on. Dropped at once, as a refusal.
+            Ok(st) if is_self_connected(&st) => {
+                last = std::io::Error::new(
+                    ErrorKind::ConnectionRefused,
+                    "the socket connected to itself (nothing listens there yet)",
+                );
+            }
             Ok(st) => return Ok(st),
             Err(e) => last = e,
         }
     }
     Err(last)
+}
+
+fn is_self_connected(st: &TcpStream) -> bool {
+    matches!((st.local_addr(), st.peer_addr()), (Ok(l), Ok(p)) if l == p)
 }
 
 fn report(s: &Shared, sock: &mut TcpStream, offset: u64) -> std::io::Result<()> {
@@ -305,4 +318,26 @@ fn store_chunks(s: &Shared, buf: &[u8], dispatched: &mut u64) -> Result<usize, S
         at += HEADER_SIZE + size;
     }
     Ok(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use socket2::{Domain, Socket, Type};
+    use std::net::{SocketAddr, TcpListener};
+
+    #[test]
+    fn a_socket_connected_to_itself_is_recognised() {
+        // Bound to a port and connected to that same port: TCP simultaneous open with itself.
+        let sock = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        sock.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        let addr = sock.local_addr().unwrap();
+        sock.connect(&addr).unwrap();
+        assert!(is_self_connected(&TcpStream::from(sock)));
+
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let st = connect(&listener.local_addr().unwrap().to_string()).unwrap();
+        assert!(!is_self_connected(&st));
+    }
 }
