@@ -77,23 +77,18 @@ def pulls_answered(broker: Broker) -> int:
     return broker.stats.store.get_found + broker.stats.store.get_miss
 
 
-def held_on_planes(broker: Broker) -> int:
-    return sum(s.plane.held_pulls for s in broker._planes() if s.plane is not None)
-
-
 async def until_held_on_the_plane(
     broker: Broker, topic: str, pulls: int, consumer: asyncio.Task[Any]
 ) -> None:
     """Waits until the consumer's `pulls` long polls are held and none of `topic`'s in Python (the
     group's retry queue may wait there: nothing is sent to it)."""
     for _ in range(1200):
-        on_planes, in_python = held_on_planes(broker), broker.hold.held_count
-        if on_planes + in_python >= pulls and broker.hold.held_of(topic) == 0:
+        if broker.held_pulls >= pulls and broker.hold.held_of(topic) == 0:
             return
         if consumer.done():
             pytest.fail(f"the consumer ended before its pulls were held: {consumer.result()}")
         await asyncio.sleep(0.05)
-    pytest.fail(f"{held_on_planes(broker)} pulls held on the plane, {broker.hold.held_count} in Python")
+    pytest.fail(f"{broker.held_pulls} pulls held, {broker.hold.held_of(topic)} of {topic} in Python")
 
 
 def assert_served_on_the_plane(broker: Broker, seen: list[tuple[str, str]], early: int, before: int) -> None:
