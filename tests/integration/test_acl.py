@@ -410,3 +410,78 @@ def test_name_server_takes_writes_only_from_trusted_brokers(tmp_path: Path) -> N
             await ns.stop()
 
     run(main())
+
+
+def test_non_admin_accounts_cannot_read_secrets_or_move_other_groups_offsets(tmp_path: Path) -> None:
+    """Stricter than Java 4.9.7 (which allows every one of these to any signed account): the broker's
+    configuration, its maintenance requests and other groups' offsets are the operator's."""
+
+    async def main() -> None:
+        root = home(tmp_path)
+        secret = {"namesrv_access_key": "brokerAK", "namesrv_secret_key": "brokerSecretValue"}
+        async with running(tmp_path, acl_enable=True, rocketmq_home=str(root), **secret) as (_ns, broker):
+            c = await Client().connect(broker.port)
+            topic = {"topic": "AclTopic", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}
+            r = await signed_call(c, RC.UPDATE_AND_CREATE_TOPIC, topic, ADMIN)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            offset = {"consumerGroup": "AclGroup", "topic": "AclTopic", "queueId": 0, "commitOffset": 0}
+            r = await signed_call(c, RC.UPDATE_CONSUMER_OFFSET, offset, CONSUMER)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+
+            def admin_only(code: int) -> str:
+                return java_remark(
+                    f"Need admin permission for request code={code}, but accessKey=consumerAK is not",
+                    "checkPerm:580",
+                )
+
+            refused: list[tuple[str, int, dict[str, Any], str]] = [
+                ("broker config", RC.GET_BROKER_CONFIG, {}, admin_only(RC.GET_BROKER_CONFIG)),
+                (
+                    "delete expired CommitLog",
+                    RC.DELETE_EXPIRED_COMMITLOG,
+                    {},
+                    admin_only(RC.DELETE_EXPIRED_COMMITLOG),
+                ),
+                (
+                    "clean expired consume queues",
+                    RC.CLEAN_EXPIRED_CONSUMEQUEUE,
+                    {},
+                    admin_only(RC.CLEAN_EXPIRED_CONSUMEQUEUE),
+                ),
+                ("clean unused topics", RC.CLEAN_UNUSED_TOPIC, {}, admin_only(RC.CLEAN_UNUSED_TOPIC)),
+                (
+                    "reset another group's offsets",
+                    RC.INVOKE_BROKER_TO_RESET_OFFSET,
+                    {"topic": "AclTopic", "group": "OtherGroup", "timestamp": -1, "isForce": "true"},
+                    java_remark("No default permission for group:OtherGroup", "checkPerm:605"),
+                ),
+                (
+                    "clone offsets into another group",
+                    RC.CLONE_GROUP_OFFSET,
+                    {
+                        "srcGroup": "AclGroup",
+                        "destGroup": "OtherGroup",
+                        "topic": "AclTopic",
+                        "isOffline": "true",
+                    },
+                    java_remark("No default permission for group:OtherGroup", "checkPerm:605"),
+                ),
+            ]
+            for what, code, ext, remark in refused:
+                r = await signed_call(c, code, ext, CONSUMER)
+                assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark), what
+            assert broker.offsets.query("OtherGroup", "AclTopic", 0) == -1
+
+            # The group's own SUB permission is enough to clone within it; the admin reads the
+            # configuration, without its secrets.
+            own = {"srcGroup": "AclGroup", "destGroup": "AclGroup", "topic": "AclTopic", "isOffline": "true"}
+            r = await signed_call(c, RC.CLONE_GROUP_OFFSET, own, CONSUMER)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await signed_call(c, RC.GET_BROKER_CONFIG, {}, ADMIN)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            text = r.body.decode()
+            assert "namesrvAccessKey=brokerAK" in text and "brokerName=broker-a" in text
+            assert "brokerSecretValue" not in text and "namesrvSecretKey" not in text
+            await c.close()
+
+    run(main())

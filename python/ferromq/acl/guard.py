@@ -7,9 +7,10 @@ the consumer group, a heartbeat SUB on each consumer group and subscribed topic,
 unregister, consumer list or offset update SUB on the group (and the topic for an offset update),
 a query SUB on the topic. Other requests need only a good signature, except the admin requests.
 
-ferromq is stricter than Java in two places (both documented in the README): SEND_BATCH_MESSAGE
-is checked like SEND_MESSAGE_V2 (Java checks no topic for it, so a batch reaches a topic the account
-may not publish to), and the ACL admin requests (codes 50-54) need an admin account.
+ferromq is stricter than Java (documented in the README): SEND_BATCH_MESSAGE is checked like
+SEND_MESSAGE_V2 (Java checks no topic for it, so a batch reaches a topic the account may not publish
+to); the ACL admin requests (codes 50-54), GET_BROKER_CONFIG and the store's maintenance requests
+need an admin account; resetting or cloning a group's offsets needs SUB on each group (and topic).
 
 Cheap on the send path: what depends only on the peer's address (is it globally white, is it in
 an account's white addresses) is cached by address, and an allowed (account, send or pull, topic,
@@ -173,6 +174,14 @@ def needed_resources(cmd: RemotingCommand) -> dict[str, int] | None:
         _add(out, _retry(ext.get("consumerGroup")), perm.SUB)
     elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
         _add(out, _retry(ext.get("consumerGroup")), perm.SUB)
+        _add(out, ext.get("topic"), perm.SUB)
+    # Offset writes Java checks nothing of (stricter here): SUB on every group they read or move.
+    elif code == RequestCode.INVOKE_BROKER_TO_RESET_OFFSET:
+        _add(out, _retry(ext.get("group")), perm.SUB)
+        _add(out, ext.get("topic"), perm.SUB)
+    elif code == RequestCode.CLONE_GROUP_OFFSET:
+        _add(out, _retry(ext.get("srcGroup")), perm.SUB)
+        _add(out, _retry(ext.get("destGroup")), perm.SUB)
         _add(out, ext.get("topic"), perm.SUB)
     return out or None
 

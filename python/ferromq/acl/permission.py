@@ -35,7 +35,17 @@ ACL_ADMIN_CODES = frozenset(
         RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
     )
 )
-ADMIN_CODES = JAVA_ADMIN_CODES | ACL_ADMIN_CODES
+# Also stricter: Java lets any signed account read the broker's configuration (with whatever
+# secret broker.conf holds) and run the store's maintenance requests.
+BROKER_ADMIN_CODES = frozenset(
+    (
+        RequestCode.GET_BROKER_CONFIG,
+        RequestCode.DELETE_EXPIRED_COMMITLOG,
+        RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
+        RequestCode.CLEAN_UNUSED_TOPIC,
+    )
+)
+ADMIN_CODES = JAVA_ADMIN_CODES | ACL_ADMIN_CODES | BROKER_ADMIN_CODES
 
 
 def parse_perm(text: str | None) -> int:

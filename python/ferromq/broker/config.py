@@ -70,6 +70,7 @@ _PERCENT_KEYS = (
     "disk_max_used_space_ratio",
     "disk_space_clean_forcibly_ratio",
     "disk_space_warning_level_ratio",
+    "access_message_in_memory_max_ratio",
 )
 
 
@@ -206,6 +207,11 @@ class BrokerConfig:
     in_sync_replicas: int = 1
     ha_max_time_slave_not_catchup: int = 15_000
     access_message_in_memory_max_ratio: int = 40
+    # What one pull answer carries: fewer, smaller answers for messages read from disk.
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
     # Metrics as RocketMQ 5.x exports them: PROM serves Prometheus text at
     # http://metricsPromExporterHost:metricsPromExporterPort/metrics (host "": every interface).
     metrics_exporter_type: str = "DISABLE"
@@ -238,6 +244,11 @@ class BrokerConfig:
             delete_consume_queue_files_interval_ms=self.delete_consume_queue_files_interval,
             destroy_mapped_file_interval_forcibly_ms=self.destroy_mapped_file_interval_forcibly,
             clean_resource_interval_ms=self.clean_resource_interval,
+            max_transfer_count_on_message_in_memory=self.max_transfer_count_on_message_in_memory,
+            max_transfer_bytes_on_message_in_memory=self.max_transfer_bytes_on_message_in_memory,
+            max_transfer_count_on_message_in_disk=self.max_transfer_count_on_message_in_disk,
+            max_transfer_bytes_on_message_in_disk=self.max_transfer_bytes_on_message_in_disk,
+            access_message_in_memory_max_ratio=self.access_message_in_memory_max_ratio,
         )
 
     @property
@@ -413,6 +424,10 @@ _AT_LEAST: dict[str, int] = {
     "in_sync_replicas": 1,
     "ha_max_time_slave_not_catchup": 1,
     "access_message_in_memory_max_ratio": 0,
+    "max_transfer_count_on_message_in_memory": 1,
+    "max_transfer_bytes_on_message_in_memory": 1,
+    "max_transfer_count_on_message_in_disk": 1,
+    "max_transfer_bytes_on_message_in_disk": 1,
 }
 _JAVA_INT_MAX = 2**31 - 1
 _JAVA_LONG_MAX = 2**63 - 1
@@ -436,6 +451,10 @@ _MAX_VALUE: dict[str, int] = {
         "delete_consume_queue_files_interval",
         "destroy_mapped_file_interval_forcibly",
         "clean_resource_interval",
+        "max_transfer_count_on_message_in_memory",
+        "max_transfer_bytes_on_message_in_memory",
+        "max_transfer_count_on_message_in_disk",
+        "max_transfer_bytes_on_message_in_disk",
     )
 }
 _MAX_VALUE["server_io_threads"] = 1024
@@ -509,8 +528,7 @@ _ROCKETMQ_KEYS_NOT_USED = frozenset(
     flushIntervalConsumeQueue redeleteHangedFileInterval putMsgIndexHightWater checkCRCOnRecover
     flushCommitLogLeastPages commitCommitLogLeastPages flushLeastPagesWhenWarmMapedFile
     flushConsumeQueueLeastPages flushCommitLogThoroughInterval commitCommitLogThoroughInterval
-    flushConsumeQueueThoroughInterval maxTransferBytesOnMessageInMemory
-    maxTransferCountOnMessageInMemory maxTransferBytesOnMessageInDisk maxTransferCountOnMessageInDisk
+    flushConsumeQueueThoroughInterval
     maxMsgsNumBatch messageIndexSafe warmMapedFileEnable
     debugLockEnable duplicationEnable diskFallRecorded osPageCacheBusyTimeOutMills defaultQueryMaxNum
     transientStorePoolEnable transientStorePoolSize fastFailIfNoBufferInStorePool
@@ -750,8 +768,13 @@ def check_store_files(cfg: BrokerConfig) -> None:
 
 # -- UPDATE_BROKER_CONFIG / GET_BROKER_CONFIG ------------------------------------------------------
 
+# Fields that hold secrets: GET_BROKER_CONFIG never lists them (Java lists every field).
+SECRET_FIELDS = frozenset({"namesrv_secret_key", "tls_server_key_password", "tls_client_key_password"})
+
 # RocketMQ key -> field, one key per field (no old spellings): what GET_BROKER_CONFIG lists.
-BROKER_CONFIG_KEYS: Mapping[str, str] = MappingProxyType(dict(sorted((k, n) for n, k in _KEY_OF.items())))
+BROKER_CONFIG_KEYS: Mapping[str, str] = MappingProxyType(
+    dict(sorted((k, n) for n, k in _KEY_OF.items() if n not in SECRET_FIELDS))
+)
 
 # Fields the broker reads from its config on every request, so UPDATE_BROKER_CONFIG can change
 # them while it runs; the others are taken once at start (store, ports, paths, services).
