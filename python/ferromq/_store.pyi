@@ -188,6 +188,11 @@ class Store:
         delete_consume_queue_files_interval_ms: int = 100,
         destroy_mapped_file_interval_forcibly_ms: int = 120000,
         clean_resource_interval_ms: int = 10000,
+        max_transfer_count_on_message_in_memory: int = 32,
+        max_transfer_bytes_on_message_in_memory: int = 262144,
+        max_transfer_count_on_message_in_disk: int = 8,
+        max_transfer_bytes_on_message_in_disk: int = 65536,
+        access_message_in_memory_max_ratio: int = 40,
     ) -> Store: ...
     def put(
         self,
@@ -255,6 +260,14 @@ class Store:
         offset: int,
         max_count: int = 32,
         max_bytes: int = 262144,
+        tag_codes: list[int] | None = None,
+    ) -> GetResult: ...
+    def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
         tag_codes: list[int] | None = None,
     ) -> GetResult: ...
     def read_columns(

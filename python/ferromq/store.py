@@ -65,6 +65,12 @@ class StoreConfig:
     delete_consume_queue_files_interval_ms: int = 100
     destroy_mapped_file_interval_forcibly_ms: int = 120_000
     clean_resource_interval_ms: int = 10_000
+    # What one pull answer carries (RocketMQ's isTheBatchFull; see `pull`).
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    access_message_in_memory_max_ratio: int = 40
 
 
 @dataclass(frozen=True)
@@ -425,6 +431,22 @@ class MessageStore:
         `tag_codes` gives the tag hashes directly instead."""
         codes = list(tag_codes) if tag_codes is not None else _tag_codes(tags)
         return self._store.get(topic, queue_id, offset, max_count, max_bytes, codes)
+
+    def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        *,
+        tag_codes: Sequence[int] | None = None,
+    ) -> _store.GetResult:
+        """A pull's read: up to `max_count` records of one queue from `offset`, under the
+        store's `max_transfer_*` caps (the smaller `..._in_disk` ones for records further behind
+        the CommitLog's end than `access_message_in_memory_max_ratio` percent of memory)."""
+        return self._store.pull(
+            topic, queue_id, offset, max_count, None if tag_codes is None else list(tag_codes)
+        )
 
     def get_messages(
         self,

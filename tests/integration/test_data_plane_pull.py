@@ -103,6 +103,36 @@ def test_pulls_are_answered_on_the_plane_as_python_answers_them(tmp_path: Path) 
     run(main())
 
 
+def test_pull_answers_keep_to_the_transfer_caps(tmp_path: Path) -> None:
+    """maxTransferCountOnMessageInMemory and maxTransferBytesOnMessageInMemory cap what one pull
+    carries (a Java client asks for up to 32, but may ask for more); with
+    accessMessageInMemoryMaxRatio=0 every message counts as read from disk and the ...InDisk caps
+    apply. Plane and Python answer alike."""
+
+    async def main() -> None:
+        caps = {"max_transfer_count_on_message_in_memory": 5, "max_transfer_bytes_on_message_in_memory": 2500}
+        async with running(tmp_path / "memory", **caps) as (_, broker):
+            c = await ready(broker, "CAP")  # 23 records of ~100 bytes, then four of ~1.1 KB
+            big = [(await c.call(RC.SEND_MESSAGE, send_ext("CAP", 0), b"x" * 1000)).code for _ in range(4)]
+            assert big == [R.SUCCESS] * 4
+            pulls = [pull_ext("G", "CAP", 0, 0, maxMsgNums=50), pull_ext("G", "CAP", 0, 23, maxMsgNums=50)]
+            on_plane = [answer(await c.call(RC.PULL_MESSAGE, ext)) for ext in pulls]
+            plane_of(broker).stop_serving_pulls()
+            by_python = [answer(await c.call(RC.PULL_MESSAGE, ext)) for ext in pulls]
+            assert by_python == on_plane
+            counts = [len(decode_messages(a[3])) for a in on_plane]
+            assert counts[0] == 5, "the count cap"
+            assert counts[1] == 2, "the byte cap: two ~1.1 KB records fit in 2,500 bytes, not three"
+            await c.close()
+        async with running(tmp_path / "disk", access_message_in_memory_max_ratio=0) as (_, broker):
+            c = await ready(broker, "CAP")
+            r = answer(await c.call(RC.PULL_MESSAGE, pull_ext("G", "CAP", 0, 0, maxMsgNums=50)))
+            assert len(decode_messages(r[3])) == 8, "maxTransferCountOnMessageInDisk"
+            await c.close()
+
+    run(main())
+
+
 def test_pulls_the_plane_cannot_decide_reach_python(tmp_path: Path) -> None:
     async def main() -> None:
         async with running(tmp_path, enable_property_filter=True) as (_, broker):

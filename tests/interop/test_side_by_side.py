@@ -14,7 +14,9 @@ difference"); everything compared is recorded through the `compat` fixture for t
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -1065,4 +1067,53 @@ def test_java_transactions(endpoints: dict[str, Endpoint], compat: Callable[...,
         note="ferromq marks every check copy of a half message with the original's queue offset (a late "
         "answer to an earlier check then resolves the transaction once); Java 4.9.7 does so only for "
         "messages with a check immunity time",
+    )
+
+
+def java_pull_transfer_caps(ep: Endpoint) -> dict[str, Any]:
+    """What one pull of up to 50 messages carries: 32 small messages (maxTransferCountOnMessageInMemory),
+    or as many ~75 KB records as fit in 256 KiB (maxTransferBytesOnMessageInMemory; the first always goes).
+    The big bodies are random (the Java client compresses bodies over 4 KiB) and the same on both brokers."""
+    rng = random.Random(27)
+    out: dict[str, Any] = {}
+    for name, topic, count in (("count", "SbsPullCapCount", 60), ("bytes", "SbsPullCapBytes", 8)):
+        msgs: list[Record] = [
+            {
+                "id": f"{name}-{i}",
+                "mode": "orderly",
+                "shard": 0,
+                "text": f"cap {i}" if name == "count" else base64.b64encode(rng.randbytes(75_000)).decode(),
+            }
+            for i in range(count)
+        ]
+        sent = events(
+            run_java(ep, "Generic", "produce", spec=java_spec(ep, f"spec-{topic}", topic, msgs)), "sent"
+        )
+        pulled = run_java(
+            ep,
+            "Generic",
+            "pull",
+            topic=topic,
+            group="SbsPullCapCG",
+            queue=sent[0]["queueId"],
+            maxNums=50,
+            expect=count,
+        )
+        out[name] = [(p["status"], p["count"], p["next"]) for p in events(pulled, "pulled")]
+    return out
+
+
+def test_java_pull_answers_keep_to_the_transfer_caps(
+    endpoints: dict[str, Endpoint], compat: Callable[..., None]
+) -> None:
+    results = both(endpoints, java_pull_transfer_caps)
+    r = results["ferromq"]
+    assert [c for _s, c, _n in r["count"]] == [32, 28], r["count"]
+    assert len(r["bytes"]) > 1 and sum(c for _s, c, _n in r["bytes"]) == 8, r["bytes"]
+    same(
+        results,
+        compat,
+        endpoints,
+        JAVA_CLIENT,
+        [("count", "a pull of 50 small messages answers 32"), ("bytes", "a pull answer stops at 256 KiB")],
     )

@@ -36,9 +36,6 @@ const FLAG_COMMIT_OFFSET: i32 = 0x1;
 const FLAG_SUSPEND: i32 = 0x2;
 const FLAG_SUBSCRIPTION: i32 = 0x4;
 
-/// The most one answer carries (maxTransferBytesOnMessageInMemory); the first message always goes.
-const MAX_TRANSFER_BYTES: usize = 256 * 1024;
-
 /// Which tags a pull takes: any, or those whose tags code (low 32 bits) is listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TagFilter {
@@ -357,12 +354,11 @@ pub(crate) fn serve(
     let Some(filter) = req.filter(cfg) else {
         return Outcome::Forward;
     };
-    let Ok(result) = cfg.store.get_messages(
+    let Ok(result) = cfg.store.pull_messages(
         req.topic,
         req.queue_id,
         req.offset,
         req.max_msgs,
-        MAX_TRANSFER_BYTES,
         filter.codes(),
     ) else {
         return Outcome::Forward;
@@ -448,14 +444,9 @@ pub(crate) fn answer(shared: &Arc<Shared>, woken: Vec<Held>) {
 }
 
 fn answer_one(shared: &Shared, p: Held) {
-    let read = p.store.get_messages(
-        &p.topic,
-        p.queue_id,
-        p.offset,
-        p.max_msgs,
-        MAX_TRANSFER_BYTES,
-        p.filter.codes(),
-    );
+    let read = p
+        .store
+        .pull_messages(&p.topic, p.queue_id, p.offset, p.max_msgs, p.filter.codes());
     let result = match read {
         Ok(r) if code_of(r.status, p.offset) != PULL_OFFSET_MOVED => r,
         // Python answers it (an offset to correct, a store that closed meanwhile).

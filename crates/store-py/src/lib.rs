@@ -370,7 +370,10 @@ impl Store {
         disk_space_clean_forcibly_ratio=85, disk_space_warning_level_ratio=90,
         clean_file_forcibly_enable=true,
         delete_commitlog_files_interval_ms=100, delete_consume_queue_files_interval_ms=100,
-        destroy_mapped_file_interval_forcibly_ms=120000, clean_resource_interval_ms=10000
+        destroy_mapped_file_interval_forcibly_ms=120000, clean_resource_interval_ms=10000,
+        max_transfer_count_on_message_in_memory=32, max_transfer_bytes_on_message_in_memory=262144,
+        max_transfer_count_on_message_in_disk=8, max_transfer_bytes_on_message_in_disk=65536,
+        access_message_in_memory_max_ratio=40
     ))]
     fn new(
         py: Python<'_>,
@@ -405,6 +408,11 @@ impl Store {
         delete_consume_queue_files_interval_ms: u64,
         destroy_mapped_file_interval_forcibly_ms: u64,
         clean_resource_interval_ms: u64,
+        max_transfer_count_on_message_in_memory: usize,
+        max_transfer_bytes_on_message_in_memory: usize,
+        max_transfer_count_on_message_in_disk: usize,
+        max_transfer_bytes_on_message_in_disk: usize,
+        access_message_in_memory_max_ratio: u32,
     ) -> PyResult<Self> {
         let mut c = StoreConfig::new(root);
         c.read_only = read_only;
@@ -438,6 +446,11 @@ impl Store {
         c.delete_consume_queue_files_interval_ms = delete_consume_queue_files_interval_ms;
         c.destroy_mapped_file_interval_forcibly_ms = destroy_mapped_file_interval_forcibly_ms;
         c.clean_resource_interval_ms = clean_resource_interval_ms;
+        c.max_transfer_count_on_message_in_memory = max_transfer_count_on_message_in_memory;
+        c.max_transfer_bytes_on_message_in_memory = max_transfer_bytes_on_message_in_memory;
+        c.max_transfer_count_on_message_in_disk = max_transfer_count_on_message_in_disk;
+        c.max_transfer_bytes_on_message_in_disk = max_transfer_bytes_on_message_in_disk;
+        c.access_message_in_memory_max_ratio = access_message_in_memory_max_ratio;
         let store = py.detach(|| MessageStore::open(c)).py_err(py)?;
         Ok(Store {
             store: Arc::new(store),
@@ -718,6 +731,27 @@ impl Store {
                     max_bytes,
                     tag_codes.as_deref(),
                 )
+            })
+            .py_err(py)?;
+        let body = PyBytes::new(py, &inner.body).unbind();
+        Ok(GetResult { inner, body })
+    }
+
+    /// A pull's read: up to `max_count` messages under the store's transfer caps.
+    #[pyo3(signature = (topic, queue_id, offset, max_count, tag_codes=None))]
+    fn pull(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_count: usize,
+        tag_codes: Option<Vec<i32>>,
+    ) -> PyResult<GetResult> {
+        let inner = py
+            .detach(|| {
+                self.store
+                    .pull_messages(topic, queue_id, offset, max_count, tag_codes.as_deref())
             })
             .py_err(py)?;
         let body = PyBytes::new(py, &inner.body).unbind();

@@ -68,6 +68,18 @@ pub struct StoreConfig {
     pub destroy_mapped_file_interval_forcibly_ms: u64,
     /// `cleanResourceInterval`: how often the clean service runs a round.
     pub clean_resource_interval_ms: u64,
+    // -- what one pull answer carries (RocketMQ's isTheBatchFull) --
+    /// `maxTransferCountOnMessageInMemory` / `maxTransferBytesOnMessageInMemory`: the caps of an
+    /// answer whose messages are still in memory (near the CommitLog's end).
+    pub max_transfer_count_on_message_in_memory: usize,
+    pub max_transfer_bytes_on_message_in_memory: usize,
+    /// `maxTransferCountOnMessageInDisk` / `maxTransferBytesOnMessageInDisk`: the caps once a
+    /// message lies further behind the end than `access_message_in_memory_max_ratio` percent of
+    /// the machine's memory.
+    pub max_transfer_count_on_message_in_disk: usize,
+    pub max_transfer_bytes_on_message_in_disk: usize,
+    /// `accessMessageInMemoryMaxRatio` (percent of physical memory).
+    pub access_message_in_memory_max_ratio: u32,
 }
 
 pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
@@ -107,6 +119,11 @@ impl StoreConfig {
             delete_consume_queue_files_interval_ms: 100,
             destroy_mapped_file_interval_forcibly_ms: 120_000,
             clean_resource_interval_ms: 10_000,
+            max_transfer_count_on_message_in_memory: 32,
+            max_transfer_bytes_on_message_in_memory: 256 * 1024,
+            max_transfer_count_on_message_in_disk: 8,
+            max_transfer_bytes_on_message_in_disk: 64 * 1024,
+            access_message_in_memory_max_ratio: 40,
         }
     }
 
@@ -149,6 +166,16 @@ impl StoreConfig {
         if self.disk_space_warning_level_ratio > 100 {
             problems
                 .push("disk_space_warning_level_ratio must be a percentage (0-100)".to_string());
+        }
+        if self.max_transfer_count_on_message_in_memory == 0
+            || self.max_transfer_count_on_message_in_disk == 0
+        {
+            problems.push("the max_transfer_count_* caps must be > 0".to_string());
+        }
+        if self.access_message_in_memory_max_ratio > 100 {
+            problems.push(
+                "access_message_in_memory_max_ratio must be a percentage (0-100)".to_string(),
+            );
         }
         if self.clean_resource_interval_ms == 0 {
             problems.push("clean_resource_interval_ms must be > 0".to_string());

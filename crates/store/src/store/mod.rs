@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::checkpoint::{Checkpoint, StoreLock};
 
+mod batch;
 mod columns;
 mod recovery;
 mod replica;
@@ -22,6 +23,7 @@ mod schedule;
 mod services;
 mod space;
 
+use self::batch::BatchLimit;
 use crate::columnar::{ColumnBatch, ColumnBuilder, ColumnFilter};
 use crate::commitlog::CommitLog;
 use crate::config::{FlushDiskType, StoreConfig};
@@ -376,8 +378,9 @@ impl MessageStore {
         Duration::from_millis(self.inner.config.sync_flush_timeout_ms)
     }
 
-    /// Reads up to `max_count` messages of one queue from `offset` (RocketMQ `getMessage`).
-    /// `tag_codes`: accept only units whose tags code (low 32 bits) is in the list; `None` takes all.
+    /// Reads up to `max_count` messages of one queue from `offset`, about `max_bytes` of records
+    /// at most (the first always goes). `tag_codes`: accept only units whose tags code (low 32
+    /// bits) is in the list; `None` takes all.
     pub fn get_messages(
         &self,
         topic: &str,
@@ -388,14 +391,24 @@ impl MessageStore {
         tag_codes: Option<&[i32]>,
     ) -> Result<GetResult> {
         let inner = self.check_open()?;
-        inner.get_messages(
-            topic,
-            queue_id,
-            offset,
-            max_count,
-            max_bytes,
-            &accepts_tags(tag_codes),
-        )
+        let limit = BatchLimit::uniform(max_count, max_bytes);
+        inner.get_messages(topic, queue_id, offset, &limit, &accepts_tags(tag_codes))
+    }
+
+    /// A pull's read (RocketMQ `getMessage`): up to `max_count` messages of one queue from
+    /// `offset`, under the store's transfer caps (`max_transfer_*`: fewer and smaller answers for
+    /// messages far behind the CommitLog's end, which are read from disk).
+    pub fn pull_messages(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_count: usize,
+        tag_codes: Option<&[i32]>,
+    ) -> Result<GetResult> {
+        let inner = self.check_open()?;
+        let limit = BatchLimit::pull(&inner.config, max_count, inner.commitlog.max_offset());
+        inner.get_messages(topic, queue_id, offset, &limit, &accepts_tags(tag_codes))
     }
 
     /// Decodes the records of one queue in `[from, to)` into columns (see [`columnar`]), stopping
@@ -432,8 +445,7 @@ impl MessageStore {
                 queue_id,
                 next,
                 to,
-                max_rows - builder.rows(),
-                max_bytes - read_bytes,
+                &BatchLimit::uniform(max_rows - builder.rows(), max_bytes - read_bytes),
                 &accept,
                 &mut |rec, view, _| {
                     read_bytes += rec.len();
@@ -1231,8 +1243,7 @@ impl Inner {
         topic: &str,
         queue_id: i32,
         offset: i64,
-        max_count: usize,
-        max_bytes: usize,
+        limit: &BatchLimit,
         filter: &dyn Fn(i64) -> bool,
     ) -> Result<GetResult> {
         let mut body = Vec::new();
@@ -1242,8 +1253,7 @@ impl Inner {
             queue_id,
             offset,
             i64::MAX,
-            max_count,
-            max_bytes,
+            limit,
             filter,
             &mut |rec, _, queue_offset| {
                 body.extend_from_slice(rec);
@@ -1271,8 +1281,7 @@ impl Inner {
         queue_id: i32,
         offset: i64,
         end: i64,
-        max_count: usize,
-        max_bytes: usize,
+        limit: &BatchLimit,
         filter: &dyn Fn(i64) -> bool,
         visit: &mut Visitor,
     ) -> Result<Scan> {
@@ -1302,35 +1311,25 @@ impl Inner {
         } else if offset > max {
             (GetStatus::OffsetOverflowBadly, max)
         } else {
-            self.scan_queue(
-                &cq,
-                offset,
-                max.min(end),
-                max_count.max(1),
-                max_bytes,
-                filter,
-                visit,
-            )
+            self.scan_queue(&cq, offset, max.min(end), limit, filter, visit)
         };
         scan.status = status;
         scan.next_begin_offset = next;
         Ok(scan)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn scan_queue(
         &self,
         cq: &ConsumeQueue,
         offset: i64,
         max: i64,
-        max_count: usize,
-        max_bytes: usize,
+        limit: &BatchLimit,
         filter: &dyn Fn(i64) -> bool,
         visit: &mut Visitor,
     ) -> (GetStatus, i64) {
         // RocketMQ scans at most max(16000 bytes, maxMsgNums * 20 bytes) of consume queue.
-        let scan_end = max.min(offset + (max_count as i64).max(800));
-        let limit = self.read_limit();
+        let scan_end = max.min(offset + (limit.max_count as i64).max(800));
+        let read_limit = self.read_limit();
         let min_phys = self.commitlog.min_offset() as i64;
         let mut next = offset;
         let mut removed = false;
@@ -1352,12 +1351,12 @@ impl Inner {
                 continue;
             }
             let size = unit.size as usize;
-            if count >= max_count || (count > 0 && bytes + size > max_bytes) {
+            if limit.full(count, bytes, size, unit.offset as u64) {
                 break;
             }
             let copied = self
                 .commitlog
-                .with_record(unit.offset as u64, limit, |rec| {
+                .with_record(unit.offset as u64, read_limit, |rec| {
                     if rec.len() != size {
                         return false;
                     }

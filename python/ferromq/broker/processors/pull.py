@@ -35,9 +35,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# The most a pull answer carries (maxTransferBytesOnMessageInMemory); the first message always goes.
-MAX_TRANSFER_BYTES = 256 * 1024
-
 # Store status -> (response code when the request offset is 0, otherwise).
 _STATUS_CODES = {
     "FOUND": (ResponseCode.SUCCESS, ResponseCode.SUCCESS),
@@ -153,7 +150,7 @@ def pull_message(
         )
     sub = _subscription(broker, h)
     sql = check_sql92(broker, sub.sub_string) if sub.expression_type == "SQL92" else None
-    result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
+    result = broker.store.pull(topic, queue_id, offset, max_msgs, tag_codes=sub.codes)
     code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
     if code != ResponseCode.PULL_NOT_FOUND or not sys_flag & PULL_FLAG_SUSPEND:
         broker.stats.got(
@@ -238,7 +235,7 @@ async def _pull_after_hold(
     # Many held pulls woken at once by one large message: each reads it only when the peer has
     # taken the replies before (a peer that reads nothing does not make the broker hold them all).
     await conn.replies_drained()
-    result = broker.store.get(topic, queue_id, offset, max_msgs, MAX_TRANSFER_BYTES, tag_codes=sub.codes)
+    result = broker.store.pull(topic, queue_id, offset, max_msgs, tag_codes=sub.codes)
     group = h.consumer_group
     broker.stats.got(group, topic, queue_id, result.next_begin_offset, result.message_count, len(result.body))
     code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]

@@ -23,7 +23,9 @@ import com.alibaba.fastjson.JSONArray;
 import com.alibaba.fastjson.JSONObject;
 
 import org.apache.rocketmq.client.ClientConfig;
+import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyContext;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyContext;
@@ -47,6 +49,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * java -cp ferromq-interop.jar io.ferromq.interop.Generic produce namesrv=H:P spec=FILE [timeout=S]
  * java -cp ferromq-interop.jar io.ferromq.interop.Generic consume namesrv=H:P topic=T group=G expect=N
  *      [orderly=true] [expr=TAGS] [linger=MILLIS] [timeout=S]
+ * java -cp ferromq-interop.jar io.ferromq.interop.Generic pull namesrv=H:P topic=T group=G queue=Q
+ *      maxNums=N expect=M [timeout=S]
  * </pre>
  *
  * <p>produce: FILE is JSON {@code {"topic": T, "group": G, "messages": [{"id", "mode", "tags", "keys": [..],
@@ -59,6 +63,9 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * prints one {@code RESULT {"event":"received",...}} line per delivery, in delivery order (body in base64,
  * every property), stops once {@code expect} distinct message ids arrived and {@code linger} more
  * milliseconds passed (duplicates would show), then prints a {@code summary}.
+ *
+ * <p>pull: a DefaultMQPullConsumer pulls queue {@code Q} from offset 0, {@code maxNums} at a time, until
+ * {@code expect} messages arrived; one {@code RESULT {"event":"pulled","count":C,"next":O}} line per answer.
  *
  * <p>Exit code 0 on success, 1 when something is missing or failed, 2 on an exception, 3 when the deadline
  * ({@code timeout}, default 60 s) passed. Stdout is UTF-8.
@@ -99,6 +106,8 @@ public final class Generic {
                 rc = g.produce();
             } else if (args[0].equals("consume")) {
                 rc = g.consume();
+            } else if (args[0].equals("pull")) {
+                rc = g.pull();
             } else {
                 System.err.println("FAIL unknown scenario " + args[0]);
                 rc = 64;
@@ -174,6 +183,40 @@ public final class Generic {
         c.setVipChannelEnabled(false);
         c.setInstanceName("generic-" + Interop.pid() + "-" + role + "-" + INSTANCES.incrementAndGet());
         return c;
+    }
+
+    // -- pull -----------------------------------------------------------------------------------
+
+    private int pull() throws Exception {
+        DefaultMQPullConsumer c = configure(new DefaultMQPullConsumer(opt("group")), "pull");
+        c.start();
+        try {
+            MessageQueue mq = null;
+            for (MessageQueue q : c.fetchSubscribeMessageQueues(opt("topic"))) {
+                if (q.getQueueId() == Integer.parseInt(opt("queue"))) {
+                    mq = q;
+                }
+            }
+            if (mq == null) {
+                fail("no queue " + opt("queue") + " in the route of " + opt("topic"));
+                return 1;
+            }
+            int maxNums = Integer.parseInt(opt("maxNums"));
+            int expect = Integer.parseInt(opt("expect"));
+            long offset = 0;
+            int got = 0;
+            while (got < expect && remainingMillis() > 0) {
+                PullResult r = c.pull(mq, "*", offset, maxNums, Math.min(10_000L, remainingMillis()));
+                int count = r.getMsgFoundList() == null ? 0 : r.getMsgFoundList().size();
+                result(Interop.map("event", "pulled", "status", String.valueOf(r.getPullStatus()),
+                    "count", count, "next", r.getNextBeginOffset()));
+                got += count;
+                offset = r.getNextBeginOffset();
+            }
+            return got >= expect ? 0 : 3;
+        } finally {
+            c.shutdown();
+        }
     }
 
     // -- produce --------------------------------------------------------------------------------
