@@ -12,6 +12,7 @@ import asyncio
 import errno
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferromq import __version__, admin_cli
 from ferromq.acl.errors import AclError
-from ferromq.acl.plain import DEFAULT_ACL_FILE, PlainAcl
+from ferromq.acl.plain import DEFAULT_ACL_FILE, Account, PlainAcl, build_account
 from ferromq.broker import Broker, BrokerConfig, load_broker_config
 from ferromq.broker.broker import plain_acl_of, server_limits
 from ferromq.broker.config import PROFILES, ConfigError
@@ -33,6 +34,7 @@ from ferromq.errors import (
 )
 from ferromq.logfiles import close_log_files, open_log_files
 from ferromq.namesrv import NameServer
+from ferromq.netaddr import is_loopback
 from ferromq.remoting.tls import DEFAULT_CONFIG_FILE, TlsMode, TlsSettings, read_properties_file
 from ferromq.store import MessageStore
 
@@ -168,14 +170,26 @@ def _embedded_controller(args: argparse.Namespace) -> Controller | None:
     )
 
 
+def _exposed_namesrv_error(host: str, what_to_set: str) -> StartupError:
+    return StartupError(
+        f"the name server would listen on {host} without ACL, so anyone who reaches it could rewrite "
+        f"the routes; {what_to_set}, or listen on 127.0.0.1 with --host"
+    )
+
+
 async def _run_namesrv(args: argparse.Namespace) -> None:
+    acl = _namesrv_acl(args.config)
+    if acl is None and not is_loopback(args.host):
+        raise _exposed_namesrv_error(
+            args.host, "set aclEnable=true in its namesrv.conf (-c), with an admin account for the brokers"
+        )
     controller = _embedded_controller(args)
     # Java's name server reads TLS from system properties and tls.config.file; ferromq from the file.
     ns = NameServer(
         args.host,
         args.port,
         tls=TlsSettings.from_properties(read_properties_file(DEFAULT_CONFIG_FILE)),
-        acl=_namesrv_acl(args.config),
+        acl=acl,
         extra_handlers=controller.handlers() if controller is not None else None,
     )
     await _start_namesrv(ns, args.host, args.port, "--port")
@@ -238,14 +252,40 @@ def _slave_config(master: BrokerConfig, port: int | None) -> BrokerConfig:
     )
 
 
+def _embedded_broker_account() -> Account:
+    """An admin account for `serve`'s own broker, made up for this process: its name server trusts
+    it besides the ACL files' accounts, so the broker registers with no account configured."""
+    return build_account(
+        {
+            "accessKey": f"ferromq-serve-{secrets.token_hex(8)}",
+            "secretKey": secrets.token_urlsafe(24),
+            "admin": True,
+        }
+    )
+
+
 async def _run_serve(args: argparse.Namespace) -> None:
     cfg = _broker_config(args)
     _open_logs(cfg)
-    ns_acl = plain_acl_of(cfg) if cfg.namesrv_acl_enable else None
+    # The broker's ACL covers its name server too (namesrvAclEnable alone also turns it on there).
+    ns_acl = plain_acl_of(cfg) if cfg.namesrv_acl_enable or cfg.acl_enable else None
+    if ns_acl is None and not is_loopback(args.host):
+        raise _exposed_namesrv_error(
+            args.host, "set aclEnable=true (or namesrvAclEnable=true) in broker.conf"
+        )
+    own: Account | None = None
     if ns_acl is not None:
         ns_acl.load()
+        if cfg.namesrv_access_key is None:
+            own = _embedded_broker_account()
+            cfg = cfg.replace(namesrv_access_key=own.access_key, namesrv_secret_key=own.secret_key)
     ns = NameServer(
-        args.host, args.namesrv_port, limits=server_limits(cfg), tls=cfg.tls_settings(), acl=ns_acl
+        args.host,
+        args.namesrv_port,
+        limits=server_limits(cfg),
+        tls=cfg.tls_settings(),
+        acl=ns_acl,
+        broker_account=own,
     )
     await _start_namesrv(ns, args.host, args.namesrv_port, "--namesrv-port")
     try:

@@ -26,6 +26,7 @@ from ferromq.namesrv import NameServer
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from tests.interop.conftest import start_ferromq, stop_ferromq
 
 from .brokerkit import SMALL_STORE, Client, pull_ext, register_broker_request, running
 
@@ -485,3 +486,45 @@ def test_non_admin_accounts_cannot_read_secrets_or_move_other_groups_offsets(tmp
             await c.close()
 
     run(main())
+
+
+def test_serve_with_acl_guards_its_name_server(tmp_path: Path) -> None:
+    """`ferromq serve` with aclEnable=true: its name server takes route changes only signed (its own
+    broker signs with an account made up in the process, with none configured), so an unsigned fake
+    registration cannot redirect a topic and an unsigned write cannot remove the broker."""
+    root = home(tmp_path)
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"brokerName=broker-a\naclEnable=true\nrocketmqHome={root}\n")
+    server = start_ferromq(tmp_path, config=conf)
+
+    async def main() -> None:
+        admin_keys = {"access_key": ADMIN[0], "secret_key": ADMIN[1]}
+        async with Admin(server.namesrv, **admin_keys) as admin:
+            await admin.create_topic("Routed", 2)
+        c = await Client().connect(int(server.namesrv.rsplit(":", 1)[1]))
+        fake, body = register_broker_request("broker-a", "127.0.0.1:1")
+        r = await signed_call(c, RC.REGISTER_BROKER, fake, None, body)
+        assert (r.code, r.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            java_remark("No accessKey is configured", "validate:663"),
+        )
+        r = await signed_call(c, RC.REGISTER_BROKER, fake, PRODUCER, body)
+        assert r.code == ResponseCode.SYSTEM_ERROR and "needs an admin account" in (r.remark or "")
+        for code, ext in (
+            (RC.UNREGISTER_BROKER, {k: fake[k] for k in ("brokerName", "clusterName", "brokerId")}),
+            (RC.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}),
+            (RC.DELETE_TOPIC_IN_NAMESRV, {"topic": "Routed"}),
+        ):
+            r = await signed_call(c, code, {**ext, "brokerAddr": server.broker_addr}, None)
+            assert r.code == ResponseCode.SYSTEM_ERROR, (code, r.remark)
+        r = await signed_call(c, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "Routed"}, None)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        route = orjson.loads(r.body)
+        assert [b["brokerAddrs"] for b in route["brokerDatas"]] == [{"0": server.broker_addr}]
+        assert all(q["perm"] == 6 for q in route["queueDatas"]), "write permission kept"
+        await c.close()
+
+    try:
+        run(main())
+    finally:
+        stop_ferromq(server)

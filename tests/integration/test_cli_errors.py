@@ -223,3 +223,26 @@ def test_controller_mode_without_controller_addr(tmp_path: Path) -> None:
     conf.write_text(f"enableControllerMode = true\nlistenPort = 0\nstorePathRootDir = {tmp_path / 'store'}\n")
     result = ferromq("broker", "-c", str(conf), "-n", "127.0.0.1:9876", cwd=tmp_path)
     assert_usage_error(result, "enableControllerMode=true needs controllerAddr (host:port;host:port)")
+
+
+@pytest.mark.parametrize(
+    ("argv", "what_to_set"),
+    [
+        (
+            ["namesrv", "--port", "0"],
+            "set aclEnable=true in its namesrv.conf (-c), with an admin account for the brokers",
+        ),
+        (
+            ["serve", "-p", "0", "--namesrv-port", "0", "--store", "store"],
+            "set aclEnable=true (or namesrvAclEnable=true) in broker.conf",
+        ),
+    ],
+)
+def test_a_name_server_beyond_loopback_needs_acl(tmp_path: Path, argv: list[str], what_to_set: str) -> None:
+    """Refused before anything listens: an unauthenticated name server on the network lets anyone
+    rewrite the routes (REGISTER_BROKER, DELETE_TOPIC_IN_NAMESRV, ...)."""
+    assert_usage_error(
+        ferromq(*argv, "--host", "0.0.0.0", cwd=tmp_path),
+        "the name server would listen on 0.0.0.0 without ACL, so anyone who reaches it could rewrite the "
+        f"routes; {what_to_set}, or listen on 127.0.0.1 with --host",
+    )

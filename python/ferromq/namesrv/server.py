@@ -10,7 +10,7 @@ import zlib
 from typing import Any
 
 from ferromq.acl.namesrv import NamesrvGuard
-from ferromq.acl.plain import PlainAcl
+from ferromq.acl.plain import Account, PlainAcl
 from ferromq.acl.watch import AclFileWatcher
 from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps, loads_lenient
@@ -55,10 +55,12 @@ class NameServer:
         limits: ServerLimits | None = None,
         tls: TlsSettings | None = None,
         acl: PlainAcl | None = None,
+        broker_account: Account | None = None,
         extra_handlers: dict[int, Handler] | None = None,
     ) -> None:
         """`extra_handlers`: more request codes served on this port (an embedded controller's,
-        enableControllerInNamesrv)."""
+        enableControllerInNamesrv). `broker_account`: with an ACL, an admin account trusted besides
+        the files' (the embedded broker's of `ferromq serve`)."""
         self.acl = acl
         """With an ACL (aclEnable=true), writes need a trusted account and a broker name is never
         taken over from another live address (ferromq.acl.namesrv)."""
@@ -84,7 +86,7 @@ class NameServer:
             RequestCode.GET_NAMESRV_CONFIG: self._get_config,
             **(extra_handlers or {}),
         }
-        guard = NamesrvGuard(acl) if acl is not None else None
+        guard = NamesrvGuard(acl, broker_account) if acl is not None else None
         self.server = RemotingServer(
             Dispatcher(handlers, "namesrv", guard=guard), host, port, limits=limits, tls=tls
         )
