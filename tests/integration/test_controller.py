@@ -2,12 +2,23 @@
 brokers played by bare protocol requests: the first replica of a new group becomes master, a dead
 master is replaced by the in-sync replica with the longest CommitLog, never by a replica outside
 the SyncStateSet (the group then has no master) unless enableElectUncleanMaster, and a SyncStateSet
-change is accepted only from the current master at the current epochs."""
+change is accepted only from the current master at the current epochs. Its Raft port: bound to the
+node's own address, a pickle that would run code is refused (logged, the controller keeps working),
+and a `ferromq controller` process with a password closes a connection whose first frame claims
+2 GiB without buffering it."""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import logging
+import os
+import pickle
+import shlex
+import socket
+import struct
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +31,8 @@ from ferromq.controller.server import Controller
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
-from tests.interop.conftest import free_port
+from tests.interop.conftest import ferromq_executable, free_port
+from tests.interop.replication_kit import spawn, wait_until, write_conf
 
 GROUP = "broker-c"
 TIMEOUT_MS = 600
@@ -166,3 +178,179 @@ def _true(cond: Any) -> Any:
         return bool(cond())
 
     return check
+
+
+# -- the Raft port ------------------------------------------------------------------------------------
+
+
+class RunsOnLoad:
+    """Unpickling this calls `func(*args)` (what an attacker sends)."""
+
+    def __init__(self, func: Any, *args: Any) -> None:
+        self.func, self.args = func, args
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self.func, self.args
+
+
+def raft_frame(message: Any) -> bytes:
+    """A PySyncObj frame without a password: length, then zlib-compressed pickle."""
+    data = zlib.compress(pickle.dumps(message))
+    return struct.pack("i", len(data)) + data
+
+
+def raft_port(controller: Controller) -> tuple[str, int]:
+    host, _, port = controller.config.self_raft_addr.rpartition(":")
+    return host, int(port)
+
+
+def test_a_pickle_that_runs_code_is_refused(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    asyncio.run(asyncio.wait_for(hostile_pickle(make_controller(tmp_path, False), tmp_path, caplog), 90))
+
+
+async def hostile_pickle(controller: Controller, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    marker = tmp_path / "pwned"
+    await controller.start()
+    conn = await open_connection("127.0.0.1", controller.port)
+    try:
+        await until("a Raft leader", _true(lambda: controller.is_leader))
+        reader, writer = await asyncio.open_connection(*raft_port(controller))
+        writer.write(raft_frame(RunsOnLoad(os.system, f"touch {shlex.quote(str(marker))}")))
+        await writer.drain()
+        try:
+            assert await asyncio.wait_for(reader.read(), 10) == b"", "the connection stayed open"
+        except ConnectionResetError:
+            pass
+        writer.close()
+        assert not marker.exists(), "the controller ran the pickle's code"
+
+        def refused() -> bool:
+            return any(
+                r.levelno == logging.WARNING
+                and "refused 127.0.0.1:" in r.getMessage()
+                and "system" in r.getMessage()
+                for r in caplog.records
+            )
+
+        await until("the refusal in the log", _true(refused))
+        # The controller keeps working.
+        broker = FakeBroker(conn, "127.0.0.1:10100")
+        assert (await broker.register())["known"]
+        reply = await broker.call(ControllerCode.CONTROLLER_GET_METADATA_INFO, {})
+        assert reply.code == ResponseCode.SUCCESS and reply.ext["isLeader"] == "true"
+        assert not marker.exists()
+    finally:
+        await conn.close()
+        await controller.stop()
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The addresses of the TCP sockets listening on `port` (/proc/net/tcp and tcp6)."""
+    found: set[str] = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            ip_hex, _, port_hex = fields[1].partition(":")
+            if fields[3] != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                continue
+            # Each 32-bit word of the address is in host (little-endian) order.
+            raw = b"".join(bytes.fromhex(ip_hex[i : i + 8])[::-1] for i in range(0, len(ip_hex), 8))
+            found.add(str(ipaddress.ip_address(raw)))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc/net/tcp (Linux)")
+def test_the_raft_port_listens_on_its_own_address_only(tmp_path: Path) -> None:
+    asyncio.run(asyncio.wait_for(raft_listener(make_controller(tmp_path, False)), 60))
+
+
+async def raft_listener(controller: Controller) -> None:
+    await controller.start()
+    try:
+        _, port = raft_port(controller)
+
+        async def bound() -> set[str]:
+            return listening_addresses(port)
+
+        assert await until("the Raft port to listen", bound) == {"127.0.0.1"}
+    finally:
+        await controller.stop()
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/<pid>/status (Linux)")
+def test_a_huge_frame_is_refused_before_authentication(tmp_path: Path) -> None:
+    raft, listen = free_port(), free_port()
+    conf = write_conf(
+        tmp_path / "controller.conf",
+        {
+            "listenPort": str(listen),
+            "controllerDLegerPeers": f"n0-127.0.0.1:{raft}",
+            "controllerDLegerSelfId": "n0",
+            "controllerStorePath": str(tmp_path / "store"),
+            "controllerRaftPassword": "s3cret",
+        },
+    )
+    argv = [ferromq_executable(), "controller", "-c", str(conf), "--host", "127.0.0.1"]
+    p = spawn("controller", argv, tmp_path / "controller.log", "ferromq controller", f"127.0.0.1:{listen}")
+    try:
+
+        def raft_listens() -> bool:
+            with socket.socket() as probe:
+                return probe.connect_ex(("127.0.0.1", raft)) == 0
+
+        wait_until("the Raft port", raft_listens, 20, p.log)
+        before = peak = rss_bytes(p.proc.pid)
+        sent, chunk, closed_after = 0, b"\0" * (1 << 20), None
+        with socket.create_connection(("127.0.0.1", raft), timeout=5) as s:
+            s.sendall(struct.pack("i", (1 << 31) - 1))  # "2 GiB follow"
+            start = time.monotonic()
+            try:
+                while sent < 64 << 20 and time.monotonic() - start < 30:
+                    s.sendall(chunk)
+                    sent += len(chunk)
+                    peak = max(peak, rss_bytes(p.proc.pid))
+                s.settimeout(5)
+                closed = s.recv(1) == b""
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+            except TimeoutError:
+                closed = False
+            closed_after = time.monotonic() - start
+        peak = max(peak, rss_bytes(p.proc.pid))
+        growth = (peak - before) >> 20
+        assert closed and closed_after < 5, (
+            f"open after {sent >> 20} MiB, {closed_after:.1f} s; RSS +{growth} MiB"
+        )
+        assert sent < 64 << 20 and growth < 32, f"{sent >> 20} MiB sent, RSS +{growth} MiB"
+        wait_until(
+            "the refusal in the log",
+            lambda: p.logged("Raft port refused 127.0.0.1:") and p.logged("a frame of 2147483647 bytes"),
+            10,
+            p.log,
+        )
+
+        async def metadata() -> RemotingCommand:
+            conn = await open_connection("127.0.0.1", listen)
+            try:
+                return await conn.request(
+                    RemotingCommand(code=ControllerCode.CONTROLLER_GET_METADATA_INFO), 5.0
+                )
+            finally:
+                await conn.close()
+
+        assert asyncio.run(asyncio.wait_for(metadata(), 10)).code == ResponseCode.SUCCESS
+    finally:
+        code = p.stop()
+    assert code == 0 and "Traceback" not in p.log(), p.log()

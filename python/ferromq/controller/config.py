@@ -9,6 +9,10 @@ enableElectUncleanMaster = false
 controllerHeartBeatTimeoutMills = 10000 # a broker silent this long is dead (brokers may send theirs)
 scanNotActiveBrokerInterval = 5000
 controllerRaftPassword = ...            # ferromq's: encrypts and authenticates the Raft traffic
+
+Each node's Raft port listens on its own address in controllerDLegerPeers only. A group whose Raft
+addresses are not all loopback ones needs controllerRaftPassword (the same on every node): without
+it, whoever reaches a Raft port is a member of the group.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferromq.broker.config import ConfigError, parse_properties
+from ferromq.netaddr import is_loopback
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +40,9 @@ class ControllerConfig:
     scan_interval_ms: int = 5_000
     group: str = "group1"
     raft_password: str | None = None
-    """PySyncObj's `password`: the nodes' messages are encrypted and authenticated with it (they
-    are pickled Python objects: without it, anyone who reaches a Raft port can run code)."""
+    """PySyncObj's `password`: the nodes' messages are encrypted and authenticated with it. Without
+    it anyone who reaches a Raft port can speak Raft to the node (not run code: see
+    `raft_safety`), so `load_controller_config` requires it unless every Raft address is loopback."""
 
     @property
     def self_raft_addr(self) -> str:
@@ -86,6 +92,13 @@ def parse_peers(text: str) -> dict[str, str]:
     return peers
 
 
+def exposed_without_password(cfg: ControllerConfig) -> list[str]:
+    """The Raft addresses that are not loopback when no controllerRaftPassword is set."""
+    if cfg.raft_password:
+        return []
+    return [addr for addr in cfg.peers.values() if not is_loopback(addr.rpartition(":")[0])]
+
+
 def load_controller_config(
     path: str | os.PathLike[str] | None, *, in_namesrv: bool = False, **overrides: object
 ) -> ControllerConfig:
@@ -124,6 +137,12 @@ def load_controller_config(
         problems.append("controllerDLegerPeers is not set (n0-host:port;n1-host:port;...)")
     elif cfg.self_id not in cfg.peers:
         problems.append(f"controllerDLegerSelfId {cfg.self_id!r} is not one of {', '.join(cfg.peers)}")
+    exposed = exposed_without_password(cfg)
+    if exposed:
+        problems.append(
+            f"controllerDLegerPeers has Raft addresses that are not loopback ({', '.join(exposed)}): "
+            "set controllerRaftPassword, the same on every node"
+        )
     if not 0 <= cfg.listen_port <= 65535:
         problems.append("listenPort must be a port number (0-65535)")
     if cfg.heartbeat_timeout_ms <= 0 or cfg.scan_interval_ms <= 0:

@@ -3,6 +3,10 @@
 Brokers send heartbeats to every controller node, so every node knows who is alive without
 replicating it; only the Raft leader elects. An election is a compare-and-set on the group's
 epoch in the Raft log, so two leaders of different terms cannot both elect for the same epoch.
+
+The Raft port listens on this node's own address in controllerDLegerPeers, and PySyncObj is
+patched (`raft_safety`) so that nothing a peer sends is unpickled into code and no frame is
+buffered beyond a bound; without controllerRaftPassword the Raft addresses must all be loopback.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf
 
+from ferromq.broker.config import ConfigError
+from ferromq.controller import raft_safety
 from ferromq.controller.codes import NO_MASTER, ControllerCode
-from ferromq.controller.config import ControllerConfig
+from ferromq.controller.config import ControllerConfig, exposed_without_password
 from ferromq.controller.state import GroupTable
 from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps, loads_lenient
@@ -94,12 +100,20 @@ class Controller:
         return next((node for node, a in self.config.peers.items() if a == addr), addr)
 
     async def start(self) -> None:
+        """Raises ConfigError for Raft addresses that are not loopback without a password (as
+        `load_controller_config` does: a hand-made ControllerConfig must not expose the port)."""
         cfg = self.config
+        exposed = exposed_without_password(cfg)
+        if exposed:
+            raise ConfigError(
+                f"Raft addresses {', '.join(exposed)} are not loopback: set controllerRaftPassword"
+            )
         if not cfg.raft_password:
             logger.warning(
-                "controllerRaftPassword is not set: keep the Raft ports (%s) on a trusted network",
-                ", ".join(sorted(cfg.peers.values())),
+                "controllerRaftPassword is not set: any process on this host can speak Raft to %s",
+                cfg.self_raft_addr,
             )
+        raft_safety.install()
         Path(cfg.store_path).mkdir(parents=True, exist_ok=True)
         conf = SyncObjConf(
             journalFile=str(cfg.journal_file),
@@ -109,6 +123,8 @@ class Controller:
             appendEntriesUseBatch=False,
             connectionRetryTime=1.0,
             bindRetryTime=0.2,
+            # PySyncObj binds 0.0.0.0 (or ::) by default: only this node's own address.
+            bindAddress=cfg.self_raft_addr,
             password=cfg.raft_password or None,
         )
         loop = asyncio.get_running_loop()
