@@ -375,6 +375,7 @@ class DataPlane:
         threads: int,
         max_frame: int,
         max_connections: int,
+        max_connections_per_address: int,
         idle_timeout_ms: int,
         read_timeout_ms: int,
         request_buffer_bytes: int,

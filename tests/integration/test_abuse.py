@@ -118,35 +118,94 @@ def test_slowloris_unfinished_frame_times_out(tmp_path: Path) -> None:
     run(main())
 
 
-def test_connection_cap_refuses_with_one_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def connect_from(source: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection from another loopback address (127.0.0.0/8): another host, as the server sees it."""
+    return await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+
+
+async def served(port: int) -> bool:
+    """A new client from 127.0.0.1 gets its request answered."""
+    c = await Client().connect(port)
+    try:
+        return (await c.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == R.SUCCESS
+    finally:
+        await c.close()
+
+
+@pytest.mark.parametrize("plane", ["rust", "python"])
+def test_one_host_cannot_take_every_connection(
+    tmp_path: Path, plane: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A host opening idle connections by the hundred holds its address's share
+    (serverMaxConnectionsPerAddress), one log line for all the refusals; at the global limit the
+    longest-idle connection makes room for a new one, so a new client is served while the flood
+    holds every slot; the clients that talk keep being served."""
+
     async def main() -> None:
-        async with running(tmp_path, server_max_connections=4) as (_, broker):
+        async with running(
+            tmp_path,
+            data_plane=plane,
+            server_max_connections=12,
+            server_max_connections_per_address=5,
+        ) as (_, broker):
             server = broker.server
             assert server is not None
-            clients = [await Client().connect(broker.port) for _ in range(4)]
-            for c in clients:
-                assert (await c.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == R.SUCCESS
-            # The data plane logs its refusals (dataPlane=rust), the Python server its own.
             logger_name = (
                 "ferromq.remoting.plane" if isinstance(server, PlaneServer) else "ferromq.remoting.server"
             )
             with caplog.at_level(logging.WARNING, logger=logger_name):
-                refused = [await raw_connect(broker.port) for _ in range(30)]
-                for reader, _ in refused:
-                    assert await closed_by_server(reader)
-            for _, writer in refused:
+                flood = [await connect_from("127.0.0.2", broker.port) for _ in range(60)]
+                await until(lambda: server.closed_by_reason[CloseReason.ADDRESS_LIMIT] == 55, "refusals")
+            await until(lambda: server.open_connections == 5, "the address's share open")
+            lines = [r.getMessage() for r in caplog.records if r.name == logger_name]
+            assert len(lines) == 1 and "serverMaxConnectionsPerAddress=5" in lines[0], lines
+            # More hosts fill every slot; each newcomer past the limit closes the longest idle.
+            talker = await Client().connect(broker.port)
+            for source in ("127.0.0.3", "127.0.0.4"):
+                flood += [await connect_from(source, broker.port) for _ in range(5)]
+                assert (await talker.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == 0
+            await until(lambda: server.closed_by_reason[CloseReason.EVICTED] >= 4, "evictions")
+            assert await served(broker.port), "a new client is served while the flood holds every slot"
+            assert (await talker.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == 0
+            assert server.open_connections <= 12
+            await talker.close()
+            for _, writer in flood:
                 writer.close()
-            assert server.closed_by_reason[CloseReason.CONNECTION_LIMIT] == 30
-            lines = [r for r in caplog.records if r.name == logger_name]
-            assert len(lines) == 1 and "refused" in lines[0].getMessage()
-            # Those served before keep being served; a slot freed is a slot for a new client.
-            assert (await clients[0].call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == 0
-            await clients[3].close()
-            await until(lambda: len(server.connections) == 3, "the closed slot is free")
-            late = await Client().connect(broker.port)
-            assert (await late.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})).code == R.SUCCESS
-            for c in [*clients[:3], late]:
-                await c.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("plane", ["rust", "python"])
+def test_bytes_alone_do_not_keep_a_connection_open(tmp_path: Path, plane: str) -> None:
+    """The idle clock counts complete requests: a peer dripping a frame that never completes (the
+    read timeout off) is closed as idle, one that sends requests is not."""
+
+    async def main() -> None:
+        async with running(
+            tmp_path,
+            data_plane=plane,
+            server_channel_max_idle_time_seconds=1,
+            server_read_timeout_seconds=0,
+        ) as (_, broker):
+            server = broker.server
+            assert server is not None
+            reader, writer = await raw_connect(broker.port)
+            writer.write(struct.pack(">i", 10_000))
+            talker = await Client().connect(broker.port)
+            drip = 0
+            while server.closed_by_reason[CloseReason.IDLE] == 0:
+                assert drip < WAIT * 10, "the dripping connection was not closed as idle"
+                with contextlib.suppress(ConnectionError):
+                    writer.write(b" ")
+                    await writer.drain()
+                r = await talker.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})
+                assert r.code == R.SUCCESS, "a client that sends requests is not idle"
+                drip += 1
+                await asyncio.sleep(0.1)
+            assert await closed_by_server(reader)
+            assert server.closed_by_reason[CloseReason.IDLE] == 1
+            await talker.close()
+            writer.close()
 
     run(main())
 
@@ -639,6 +698,55 @@ def test_rss_pipelined_pulls_without_reading(serve: Serve) -> None:
                 serve.rss()
     assert serve.peak < RSS_CEILING, f"RssAnon {serve.peak >> 20} MiB while the pulls were read"
     logger.info("300 unread pulls of 3 MiB: RssAnon peak %d MiB", serve.peak >> 20)
+
+
+def _pull_flood(serve: Serve, topic: str, connections: int, pulls: int) -> list[socket.socket]:
+    """`connections` sockets that read nothing, each with `pulls` pipelined pulls (a subscription,
+    the suspend flag, maxMsgNums=32) across the stored offsets of queue 0 of `topic`."""
+    socks = []
+    for c in range(connections):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.connect(("127.0.0.1", serve.broker_port))
+        frames = b"".join(
+            encode(
+                RemotingCommand(
+                    RC.PULL_MESSAGE,
+                    opaque=i + 1,
+                    ext=_strs(pull_ext(f"Flood{c}", topic, 0, i % 24, sysFlag=6, maxMsgNums=32)),
+                )
+            )
+            for i in range(pulls)
+        )
+        sock.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            sock.send(frames)  # what fits: the broker stops reading a peer that reads nothing
+        socks.append(sock)
+    return socks
+
+
+def test_rss_pipelined_pulls_of_large_messages_on_many_connections(serve: Serve) -> None:
+    """24 messages of ~4 MiB; 8 connections each pipeline 300 pulls and read nothing: the replies
+    built wait within the per-connection and the process-wide reply budgets, and a new client is
+    served meanwhile."""
+    size = 4 * 1024 * 1024 - 4096
+    for i in range(24):
+        r = serve.call(serve.broker_port, RC.SEND_MESSAGE, send_ext("FloodPull", 0), bytes([i]) * size)
+        assert r.code == R.SUCCESS, r.remark
+    _settle(serve)
+    idle = serve.rss()
+    serve.peak = 0
+    socks = _pull_flood(serve, "FloodPull", 8, 300)
+    try:
+        _settle(serve, seconds=2.0)
+        r = serve.call(serve.broker_port, RC.SEND_MESSAGE, send_ext("Normal", 0), b"served meanwhile")
+        assert r.code == R.SUCCESS, r.remark
+        grown = serve.peak - idle
+        assert grown < RSS_CEILING, f"RssAnon grew {grown >> 20} MiB with 8 x 300 unread pulls of 4 MiB"
+        logger.info("8 x 300 unread pulls of 4 MiB: RssAnon +%d MiB", grown >> 20)
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def _held_pulls(serve: Serve, topic: str, count: int) -> socket.socket:

@@ -3,14 +3,15 @@
 //! to the Python event loop through [`Event`]s, and Python's replies come back through
 //! [`DataPlane::write`].
 //!
-//! Bounds (as ferromq's Python server keeps them): a connection cap, an idle timeout (no byte
-//! read or written), a read timeout for unfinished frames, a budget of request bytes shared by
+//! Bounds (as ferromq's Python server keeps them): a connection cap (at which the longest-idle
+//! connection makes room for a new one) and a smaller cap per peer address, an idle timeout (no
+//! complete request), a read timeout for unfinished frames, a budget of request bytes shared by
 //! all connections (a connection whose frame does not fit waits unread), and a bound of unsent
 //! reply bytes per connection (past it the connection is not read).
 
 use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -38,6 +39,8 @@ pub mod reason {
     pub const IDLE: &str = "idle timeout";
     pub const READ_TIMEOUT: &str = "unfinished frame timed out";
     pub const CONNECTION_LIMIT: &str = "connection limit reached";
+    pub const ADDRESS_LIMIT: &str = "connection limit of the address reached";
+    pub const EVICTED: &str = "longest idle at the connection limit";
 }
 
 #[derive(Debug, Clone)]
@@ -47,6 +50,9 @@ pub struct PlaneConfig {
     pub threads: usize,
     pub max_frame: usize,
     pub max_connections: usize,
+    /// Connections one peer address may hold (one host cannot take every slot).
+    pub max_connections_per_address: usize,
+    /// No complete request for this long closes a connection.
     pub idle_timeout: Option<Duration>,
     pub read_timeout: Option<Duration>,
     pub request_buffer_bytes: usize,
@@ -122,7 +128,8 @@ pub(crate) struct Conn {
     /// Ends the reader and the writer at once (abort, idle, shutdown).
     kill: Notify,
     killed: AtomicBool,
-    /// Milliseconds since the plane started of the last byte read or written.
+    /// Milliseconds since the plane started of the last complete request read (or of the
+    /// last time the plane let it read again): the idle clock, and the order of eviction.
     last_activity: AtomicU64,
     reason: Mutex<Option<&'static str>>,
     /// What the ACL decided about the peer's address (None until Python says).
@@ -198,14 +205,17 @@ pub(crate) struct Shared {
     budget: Arc<Semaphore>,
     budget_bytes: u32,
     /// Accepted connections whose first byte is awaited (TLS or not).
-    sniffing: AtomicUsize,
+    /// Accepted connections whose first byte is awaited (TLS or not), by id.
+    sniffing: Mutex<HashMap<u64, Arc<Sniffing>>>,
     /// Connections not read until their unfinished frame fits in the budget.
     budget_waiters: AtomicUsize,
     /// Bytes granted from the budget (tokio hands a waiter permits as they free up, so the
     /// semaphore's count alone would show those too).
     reserved: Arc<AtomicUsize>,
-    /// When refusals were last logged, and how many since.
-    refusals: Mutex<(Option<Instant>, u64)>,
+    /// When refusals were last logged, and how many since, per kind.
+    refusals: Mutex<HashMap<&'static str, (Instant, u64)>>,
+    /// Open connections (and ones still being looked at) per peer address.
+    per_address: Mutex<HashMap<IpAddr, usize>>,
     pub(crate) send: RwLock<Option<Arc<Served>>>,
     pub(crate) pull: RwLock<Option<Arc<PullConfig>>>,
     pub(crate) holds: Holds,
@@ -390,10 +400,11 @@ impl DataPlane {
             next_id: AtomicU64::new(1),
             budget: Arc::new(Semaphore::new(budget_bytes as usize)),
             budget_bytes,
-            sniffing: AtomicUsize::new(0),
+            sniffing: Mutex::new(HashMap::new()),
             budget_waiters: AtomicUsize::new(0),
             reserved: Arc::new(AtomicUsize::new(0)),
-            refusals: Mutex::new((None, 0)),
+            refusals: Mutex::new(HashMap::new()),
+            per_address: Mutex::new(HashMap::new()),
             send: RwLock::new(None),
             pull: RwLock::new(None),
             holds: Holds::default(),
@@ -534,7 +545,7 @@ impl DataPlane {
 
     /// Connections served, and accepted ones whose first byte is awaited.
     pub fn open_connections(&self) -> usize {
-        self.shared.conns.lock().unwrap().len() + self.shared.sniffing.load(Ordering::Acquire)
+        self.shared.conns.lock().unwrap().len() + self.shared.sniffing.lock().unwrap().len()
     }
 
     /// Connections waiting for room in the request budget (not read meanwhile).
@@ -602,15 +613,12 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 if shared.stopping.load(Ordering::Acquire) {
                     return;
                 }
-                let open =
-                    shared.conns.lock().unwrap().len() + shared.sniffing.load(Ordering::Acquire);
-                if open >= shared.cfg.max_connections {
-                    shared.closed(reason::CONNECTION_LIMIT);
-                    refused(&shared, listener.local_addr().map_or(0, |a| a.port()), open);
+                let port = listener.local_addr().map_or(0, |a| a.port());
+                let Some(slot) = admit(&shared, port, peer) else {
                     continue;
-                }
+                };
                 let _ = sock.set_nodelay(true);
-                tokio::spawn(serve(shared.clone(), sock, peer));
+                tokio::spawn(serve(shared.clone(), sock, peer, slot));
             }
             Err(e) => {
                 // Out of descriptors and the like: wait instead of spinning on the error.
@@ -621,23 +629,142 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
-/// One warning per REFUSAL_LOG_INTERVAL at most, with the count since the last (a flood of
-/// connections writes a line, not a line each).
-fn refused(shared: &Shared, port: u16, open: usize) {
-    let mut r = shared.refusals.lock().unwrap();
-    r.1 += 1;
-    if r.0.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
-        log::warn!(
-            target: "ferromq.remoting.plane",
-            "port {port}: connection(s) refused: the limit (serverMaxConnections={}) is reached ({} since the last such line): {open} open",
-            shared.cfg.max_connections,
-            r.1
-        );
-        *r = (Some(Instant::now()), 0);
+/// A new connection from `peer` is refused past its address's share of the connections; at the
+/// global limit the longest-idle connection is closed to make room for it (a host that opens
+/// idle connections by the thousand cannot lock everyone else out). Its slot of the address.
+fn admit(shared: &Arc<Shared>, port: u16, peer: SocketAddr) -> Option<AddressSlot> {
+    let cfg = &shared.cfg;
+    {
+        let mut per = shared.per_address.lock().unwrap();
+        let held = per.entry(peer.ip()).or_insert(0);
+        if *held >= cfg.max_connections_per_address {
+            drop(per);
+            shared.closed(reason::ADDRESS_LIMIT);
+            log_refusal(
+                shared,
+                port,
+                "connection(s) refused: an address holds its share",
+                &format!(
+                    "serverMaxConnectionsPerAddress={}, last from {}",
+                    cfg.max_connections_per_address,
+                    peer.ip()
+                ),
+            );
+            return None;
+        }
+        *held += 1;
+    }
+    let slot = AddressSlot {
+        shared: shared.clone(),
+        ip: peer.ip(),
+    };
+    let conns = shared.conns.lock().unwrap();
+    let sniffing = shared.sniffing.lock().unwrap();
+    let open = conns.len() + sniffing.len();
+    if open < cfg.max_connections {
+        return Some(slot);
+    }
+    // The longest idle: a connection by its last request, one still silent by its accept.
+    let served = conns
+        .values()
+        .filter(|c| !c.killed.load(Ordering::Acquire))
+        .map(|c| {
+            (
+                c.last_activity.load(Ordering::Acquire),
+                Victim::Served(c.clone()),
+            )
+        });
+    let silent = sniffing
+        .values()
+        .filter(|s| !s.evicted.load(Ordering::Acquire))
+        .map(|s| (s.since, Victim::Silent(s.clone())));
+    let victim = served
+        .chain(silent)
+        .min_by_key(|(at, _)| *at)
+        .map(|(_, v)| v);
+    drop(sniffing);
+    drop(conns);
+    let detail = format!("serverMaxConnections={}, {open} open", cfg.max_connections);
+    match victim {
+        Some(v) => {
+            log_refusal(
+                shared,
+                port,
+                "longest-idle connection(s) closed for new ones at the limit",
+                &detail,
+            );
+            match v {
+                Victim::Served(c) => c.kill(reason::EVICTED),
+                Victim::Silent(s) => {
+                    s.evicted.store(true, Ordering::Release);
+                    s.evict.notify_one();
+                }
+            }
+            Some(slot)
+        }
+        None => {
+            shared.closed(reason::CONNECTION_LIMIT);
+            log_refusal(
+                shared,
+                port,
+                "connection(s) refused: the limit is reached",
+                &detail,
+            );
+            None
+        }
     }
 }
 
-/// Closes connections idle past the idle timeout (no byte either way), as the Python server's
+enum Victim {
+    Served(Arc<Conn>),
+    Silent(Arc<Sniffing>),
+}
+
+/// An accepted connection whose first byte is awaited.
+struct Sniffing {
+    /// When it was accepted (the plane's milliseconds).
+    since: u64,
+    evict: Notify,
+    evicted: AtomicBool,
+}
+
+/// A connection's place in its address's count, given back when the connection ends (or is
+/// handed to Python, which counts it there).
+struct AddressSlot {
+    shared: Arc<Shared>,
+    ip: IpAddr,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut per = self.shared.per_address.lock().unwrap();
+        if let Some(held) = per.get_mut(&self.ip) {
+            *held -= 1;
+            if *held == 0 {
+                per.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// One warning per kind and REFUSAL_LOG_INTERVAL at most, with the count since the last (a flood
+/// of connections writes a line, not a line each).
+fn log_refusal(shared: &Shared, port: u16, kind: &'static str, detail: &str) {
+    let mut lines = shared.refusals.lock().unwrap();
+    let now = Instant::now();
+    let line = lines.entry(kind).or_insert((now - REFUSAL_LOG_INTERVAL, 0));
+    line.1 += 1;
+    if now.duration_since(line.0) >= REFUSAL_LOG_INTERVAL {
+        log::warn!(
+            target: "ferromq.remoting.plane",
+            "port {port}: {kind} ({} since the last such line): {detail}",
+            line.1
+        );
+        *line = (now, 0);
+    }
+}
+
+/// Closes connections idle past the idle timeout (no complete request), as the Python server's
 /// sweeper does. (Unfinished frames are timed by their reader.)
 async fn sweep_loop(shared: Arc<Shared>) {
     let Some(idle) = shared.cfg.idle_timeout else {
@@ -654,7 +781,7 @@ async fn sweep_loop(shared: Arc<Shared>) {
         let conns: Vec<_> = shared.conns.lock().unwrap().values().cloned().collect();
         for c in conns {
             if now.saturating_sub(c.last_activity.load(Ordering::Acquire)) > idle_ms {
-                log::info!("closing {}: no traffic for {:?}", c.peer, idle);
+                log::info!("closing {}: no request for {:?}", c.peer, idle);
                 c.kill(reason::IDLE);
             }
         }
@@ -662,8 +789,15 @@ async fn sweep_loop(shared: Arc<Shared>) {
 }
 
 /// The first byte, left in the socket (None: the peer closed or was silent past the idle
-/// timeout, or the plane stops).
+/// timeout, it was evicted for a newer connection, or the plane stops).
 async fn peek_first(shared: &Shared, sock: &TcpStream) -> Option<u8> {
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let sniffing = Arc::new(Sniffing {
+        since: shared.now(),
+        evict: Notify::new(),
+        evicted: AtomicBool::new(false),
+    });
+    shared.sniffing.lock().unwrap().insert(id, sniffing.clone());
     let mut first = [0u8; 1];
     let idle = shared.cfg.idle_timeout;
     let peeked = tokio::select! {
@@ -672,16 +806,19 @@ async fn peek_first(shared: &Shared, sock: &TcpStream) -> Option<u8> {
             shared.closed(reason::IDLE);
             None
         }
+        _ = sniffing.evict.notified() => {
+            shared.closed(reason::EVICTED);
+            None
+        }
         _ = until_stopped(shared) => None,
     };
+    shared.sniffing.lock().unwrap().remove(&id);
     (peeked == Some(1)).then_some(first[0])
 }
 
-async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
+async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr, _slot: AddressSlot) {
     if shared.cfg.hand_off_tls {
-        shared.sniffing.fetch_add(1, Ordering::AcqRel);
         let first = peek_first(&shared, &sock).await;
-        shared.sniffing.fetch_sub(1, Ordering::AcqRel);
         match first {
             None => return,
             Some(TLS_HANDSHAKE) => {
@@ -780,7 +917,6 @@ async fn write_loop(
                 conn.set_reason(reason::READ_ERROR);
                 return;
             }
-            conn.last_activity.store(shared.now(), Ordering::Release);
             let before = conn.queued.fetch_sub(n, Ordering::AcqRel);
             if before - n <= conn.reply_bound / 2 {
                 if before > conn.reply_bound / 2 {
@@ -868,6 +1004,7 @@ async fn read_frames(
         if at > 0 {
             buf.drain(..at);
             permit = None;
+            conn.last_activity.store(shared.now(), Ordering::Release);
         }
         if !replies.is_empty() {
             conn.write(replies);
@@ -923,6 +1060,7 @@ async fn read_frames(
             if partial_since.is_some() {
                 partial_since = Some(Instant::now());
             }
+            conn.last_activity.store(shared.now(), Ordering::Release);
         }
         if buf.capacity() - buf.len() < 16 * 1024 {
             buf.reserve(64 * 1024);
@@ -940,7 +1078,7 @@ async fn read_frames(
         };
         match read {
             Ok(0) => return reason::PEER_CLOSED,
-            Ok(_) => conn.last_activity.store(shared.now(), Ordering::Release),
+            Ok(_) => {}
             Err(e) => {
                 log::debug!("read error on {}: {e}", conn.peer);
                 return reason::READ_ERROR;

@@ -68,7 +68,7 @@ impl DataPlane {
     /// to Python until `serve_sends` says which sends may be answered here.
     #[new]
     #[pyo3(signature = (
-        host, port, *, threads, max_frame, max_connections, idle_timeout_ms,
+        host, port, *, threads, max_frame, max_connections, max_connections_per_address, idle_timeout_ms,
         read_timeout_ms, request_buffer_bytes, reply_buffer_bytes, rpc_buckets_ms,
         hand_off_tls
     ))]
@@ -80,6 +80,7 @@ impl DataPlane {
         threads: usize,
         max_frame: usize,
         max_connections: usize,
+        max_connections_per_address: usize,
         idle_timeout_ms: u64,
         read_timeout_ms: u64,
         request_buffer_bytes: usize,
@@ -95,6 +96,7 @@ impl DataPlane {
             threads,
             max_frame,
             max_connections,
+            max_connections_per_address,
             idle_timeout: millis(idle_timeout_ms),
             read_timeout: millis(read_timeout_ms),
             request_buffer_bytes,

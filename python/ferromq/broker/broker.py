@@ -644,6 +644,7 @@ def server_limits(cfg: BrokerConfig) -> ServerLimits:
         idle_timeout=cfg.server_channel_max_idle_time_seconds or None,
         read_timeout=cfg.server_read_timeout_seconds or None,
         max_connections=cfg.server_max_connections,
+        max_connections_per_address=cfg.server_max_connections_per_address,
         request_buffer_bytes=cfg.server_request_buffer_bytes,
         reply_buffer_bytes=cfg.server_reply_buffer_bytes,
         max_inflight_requests=cfg.server_max_inflight_requests,

@@ -126,6 +126,8 @@ class BrokerConfig:
     server_channel_max_idle_time_seconds: int = 120
     server_read_timeout_seconds: int = 30
     server_max_connections: int = 10_000
+    # ferromq's: how many of them one peer address may hold (one host cannot take every slot).
+    server_max_connections_per_address: int = 1000
     server_request_buffer_bytes: int = 128 * 1024 * 1024
     server_reply_buffer_bytes: int = 16 * 1024 * 1024
     server_max_inflight_requests: int = 100_000
@@ -403,6 +405,7 @@ _AT_LEAST: dict[str, int] = {
     "server_channel_max_idle_time_seconds": 0,
     "server_read_timeout_seconds": 0,
     "server_max_connections": 1,
+    "server_max_connections_per_address": 1,
     "server_request_buffer_bytes": 1,
     "server_reply_buffer_bytes": 1,
     "server_max_inflight_requests": 1,

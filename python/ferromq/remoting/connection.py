@@ -69,13 +69,23 @@ class CloseReason(StrEnum):
     IDLE = "idle timeout"
     READ_TIMEOUT = "unfinished frame timed out"
     CONNECTION_LIMIT = "connection limit reached"
+    ADDRESS_LIMIT = "connection limit of the address reached"
+    EVICTED = "longest idle at the connection limit"
     TLS_REQUIRED = "plain connection in TLS enforcing mode"
     TLS_HANDSHAKE = "TLS handshake failed"
 
 
 # Closes that drop unsent replies (the peer stopped reading, or is not wanted) instead of
 # waiting for them to drain.
-_ABORTIVE = frozenset({CloseReason.IDLE, CloseReason.READ_TIMEOUT, CloseReason.CONNECTION_LIMIT})
+_ABORTIVE = frozenset(
+    {
+        CloseReason.IDLE,
+        CloseReason.READ_TIMEOUT,
+        CloseReason.CONNECTION_LIMIT,
+        CloseReason.ADDRESS_LIMIT,
+        CloseReason.EVICTED,
+    }
+)
 
 
 class RequestBudget:
@@ -165,8 +175,12 @@ class Connection(asyncio.Protocol):
         *,
         max_frame: int = MAX_FRAME_SIZE,
         limits: ConnectionLimits | None = None,
+        admit: Callable[[Connection], CloseReason | None] | None = None,
     ) -> None:
+        """`admit`: asked once the peer's address is known (a server's connection limits); a
+        reason closes the connection at once."""
         self._handler = handler
+        self._admit = admit
         self._max_frame = max_frame
         self._limits = limits or ConnectionLimits()
         self._transport: asyncio.Transport | None = None
@@ -188,11 +202,13 @@ class Connection(asyncio.Protocol):
         self._pauses: set[str] = set()
         # Bytes of `_buf` counted in the request budget.
         self._budgeted = 0
-        # Monotonic times: the last bytes read, the last bytes written, the start of the
-        # unfinished frame at the head of `_buf` (None when there is none).
+        # Monotonic times: the last bytes read, the last bytes written, the last complete frame
+        # read (or reading resumed: the idle clock), the start of the unfinished frame at the head
+        # of `_buf` (None when there is none).
         now = time.monotonic()
         self.last_read = now
         self.last_write = now
+        self.last_request = now
         self.partial_since: float | None = None
         self._refuse: CloseReason | None = None
         self._closed = asyncio.Event()
@@ -216,11 +232,15 @@ class Connection(asyncio.Protocol):
         # uvloop's transports are not asyncio.Transport subclasses but have the same methods.
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername") or ("?", 0)
-        self.peer_host = _ipv4(str(peer[0]))
+        self.peer_host = plain_host(str(peer[0]))
         self.peer_port = int(peer[1])
         self.peer = f"{self.peer_host}:{self.peer_port}"
         if self._refuse is not None:
             self._shutdown(self._refuse)
+            return
+        refusal = self._admit(self) if self._admit is not None else None
+        if refusal is not None:
+            self._shutdown(refusal)
             return
         limit = self._limits.reply_buffer_bytes
         if limit is not None:
@@ -263,6 +283,8 @@ class Connection(asyncio.Protocol):
             self._flush()
         if self.closed:
             return
+        if consumed:
+            self.last_request = time.monotonic()
         if fresh:
             if consumed < len(buf):
                 self._buf = bytearray(buf[consumed:])
@@ -314,6 +336,7 @@ class Connection(asyncio.Protocol):
         self._pauses.discard(why)
         if not self._pauses and self._transport is not None and not self.closed:
             self._transport.resume_reading()
+            self.last_request = time.monotonic()  # the idle clock measures the peer, too
             if self.partial_since is not None:
                 # The read timeout measures the peer, not the time the server held it back.
                 self.partial_since = time.monotonic()
@@ -599,7 +622,7 @@ class Connection(asyncio.Protocol):
                 await self._lost
 
 
-def _ipv4(host: str) -> str:
+def plain_host(host: str) -> str:
     """`::ffff:a.b.c.d` peers of a dual-stack socket are IPv4 clients."""
     return host[7:] if host.startswith("::ffff:") else host
 

@@ -214,6 +214,7 @@ class PlaneServer:
             threads=self._threads,
             max_frame=self._max_frame,
             max_connections=fd_bounded(lim.max_connections),
+            max_connections_per_address=lim.max_connections_per_address,
             idle_timeout_ms=int((lim.idle_timeout or 0) * 1000),
             read_timeout_ms=int((lim.read_timeout or 0) * 1000),
             request_buffer_bytes=lim.request_buffer_bytes,

@@ -1,6 +1,7 @@
 """A TCP server whose connections hand requests to one handler, with the bounds that keep a
-long-running server alive among misbehaving peers: a connection cap, an idle timeout (RocketMQ's
-`serverChannelMaxIdleTimeSeconds`: no byte read or written for that long), a read timeout for
+long-running server alive among misbehaving peers: a connection cap (at which the longest-idle
+connection makes room for a new one) and a smaller one per peer address, an idle timeout (RocketMQ's
+`serverChannelMaxIdleTimeSeconds`: no complete request for that long), a read timeout for
 unfinished frames, a shared budget of buffered request bytes and a per-connection bound of
 unread reply bytes; and TLS as RocketMQ's remoting serves it (see `ferromq.remoting.tls`)."""
 
@@ -22,6 +23,7 @@ from ferromq.remoting.connection import (
     ConnectionLimits,
     RequestBudget,
     RequestHandler,
+    plain_host,
 )
 from ferromq.remoting.tls import HANDSHAKE_FIRST_BYTE, TlsConfigError, TlsMode, TlsSettings
 
@@ -38,13 +40,15 @@ class ServerLimits:
     """Bounds of a remoting server; None or 0 turns a timeout off."""
 
     idle_timeout: float | None = 120.0
-    """Seconds without a byte read or written before a connection is closed (Java's
-    serverChannelMaxIdleTimeSeconds, 120)."""
+    """Seconds without a complete request before a connection is closed (Java's
+    serverChannelMaxIdleTimeSeconds, 120; a byte alone does not reset the clock)."""
     read_timeout: float | None = 30.0
     """Seconds an unfinished frame may take to arrive."""
     max_connections: int = 10_000
-    """Open connections; more are closed as soon as accepted. Kept under the process's file
-    descriptor limit."""
+    """Open connections; at the limit the longest-idle one is closed for each new one. Kept under
+    the process's file descriptor limit."""
+    max_connections_per_address: int = 1000
+    """Open connections of one peer address; more from it are closed as soon as accepted."""
     request_buffer_bytes: int = 128 * 1024 * 1024
     """Bytes of unfinished request frames all connections may hold together."""
     reply_buffer_bytes: int = 16 * 1024 * 1024
@@ -69,7 +73,8 @@ class RemotingServer:
         self._tls_context: ssl.SSLContext | None = None
         self._listener: socket.socket | None = None
         self._acceptor: asyncio.Task[None] | None = None
-        self._sniffing: set[asyncio.Task[None]] = set()
+        # Accepted sockets whose first byte is awaited: their peer host and accept time.
+        self._sniffing: dict[asyncio.Task[None], tuple[str, float]] = {}
         self._host = host
         self._port = port
         self._max_frame = max_frame
@@ -80,6 +85,7 @@ class RemotingServer:
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.connections: set[Connection] = set()
+        self._per_address: Counter[str] = Counter()
         self.closed_by_reason: Counter[str] = Counter()
         """How many connections closed for each `CloseReason` (refused ones included)."""
         # Per kind of refusal line: (refusals since the last line, when that line was written).
@@ -144,14 +150,26 @@ class RemotingServer:
     def adopt(self, sock: socket.socket) -> None:
         """Serves an accepted socket (from this server's listener, or handed over by the data
         plane, which serves plain connections itself): TLS or plain by its first byte."""
-        if self.open_connections >= self._max_connections:
+        try:
+            host = plain_host(str(sock.getpeername()[0]))
+        except OSError:
             sock.close()
-            self.closed_by_reason[str(CloseReason.CONNECTION_LIMIT)] += 1
-            self._note_refused()
+            return
+        refusal = self._make_room(host)
+        if refusal is not None:
+            self.closed_by_reason[str(refusal)] += 1
+            sock.close()
             return
         task = asyncio.get_running_loop().create_task(self._sniff(sock))
-        self._sniffing.add(task)
-        task.add_done_callback(self._sniffing.discard)
+        self._sniffing[task] = (host, time.monotonic())
+        self._per_address[host] += 1
+        task.add_done_callback(self._stop_sniffing)
+
+    def _stop_sniffing(self, task: asyncio.Task[None]) -> None:
+        """Gives the socket's place back (its connection, if it becomes one, takes its own)."""
+        entry = self._sniffing.pop(task, None)
+        if entry is not None:
+            self._release(entry[0])
 
     async def _sniff(self, sock: socket.socket) -> None:
         """Java's handshake sniffer: a first byte of 0x16 starts TLS, anything else is plain TCP
@@ -166,6 +184,9 @@ class RemotingServer:
             first = b""
         except OSError:
             first = b""
+        except asyncio.CancelledError:
+            sock.close()  # evicted for a newer connection, or the server stops
+            raise
         if not first:
             sock.close()
             return
@@ -180,6 +201,9 @@ class RemotingServer:
             self._log_refusal("plain connection(s) closed: tls.server.mode is enforcing")
             sock.close()
             return
+        task = asyncio.current_task()
+        if task is not None:
+            self._stop_sniffing(task)
         handshake_timeout = (self.limits.read_timeout or None) if context is not None else None
         try:
             await loop.connect_accepted_socket(
@@ -201,23 +225,62 @@ class RemotingServer:
         return self._tls_context
 
     def _accept(self) -> Connection:
-        conn = Connection(self._handler, max_frame=self._max_frame, limits=self._conn_limits)
+        conn = Connection(
+            self._handler, max_frame=self._max_frame, limits=self._conn_limits, admit=self._admit
+        )
         conn.on_close(self._closed)
-        if len(self.connections) >= self._max_connections:
-            self._refuse(conn)
-            return conn
-        self.connections.add(conn)
         return conn
 
-    def _closed(self, conn: Connection) -> None:
-        self.connections.discard(conn)
-        self.closed_by_reason[str(conn.close_reason)] += 1
+    def _admit(self, conn: Connection) -> CloseReason | None:
+        """A connection is served once its peer is known, if `_make_room` finds it a place."""
+        refusal = self._make_room(conn.peer_host)
+        if refusal is None:
+            self.connections.add(conn)
+            self._per_address[conn.peer_host] += 1
+        return refusal
 
-    def _refuse(self, conn: Connection) -> None:
-        """Closes the connection once its transport is made; logs refusals at most once per
-        REFUSAL_LOG_INTERVAL (a flood of connections writes a line, not a line each)."""
-        conn.refuse(CloseReason.CONNECTION_LIMIT)
-        self._note_refused()
+    def _make_room(self, host: str) -> CloseReason | None:
+        """A new connection is refused past its address's share of the connections; at the limit
+        the longest-idle connection (by its last request; a silent socket by its accept) is
+        closed to make room for it, so a host that opens idle connections by the thousand cannot
+        lock everyone else out. Refusals and evictions are logged at most once per
+        REFUSAL_LOG_INTERVAL each."""
+        share = self.limits.max_connections_per_address
+        if self._per_address[host] >= share:
+            self._log_refusal(
+                "connection(s) refused: an address holds its share",
+                f"serverMaxConnectionsPerAddress={share}, last from {host}",
+            )
+            return CloseReason.ADDRESS_LIMIT
+        if self.open_connections < self._max_connections:
+            return None
+        conn = min((c for c in self.connections if not c.closed), key=lambda c: c.last_request, default=None)
+        task = min(self._sniffing, key=lambda t: self._sniffing[t][1], default=None)
+        if conn is None and task is None:
+            self._note_refused()
+            return CloseReason.CONNECTION_LIMIT
+        self._log_refusal(
+            "longest-idle connection(s) closed for new ones at the limit",
+            f"serverMaxConnections={self._max_connections}, {self.open_connections} open",
+        )
+        if task is not None and (conn is None or self._sniffing[task][1] < conn.last_request):
+            self._stop_sniffing(task)  # its place is free at once
+            task.cancel()
+            self.closed_by_reason[str(CloseReason.EVICTED)] += 1
+        elif conn is not None:
+            conn.abort(CloseReason.EVICTED)
+        return None
+
+    def _release(self, host: str) -> None:
+        self._per_address[host] -= 1
+        if self._per_address[host] <= 0:
+            del self._per_address[host]
+
+    def _closed(self, conn: Connection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self._release(conn.peer_host)
+        self.closed_by_reason[str(conn.close_reason)] += 1
 
     def _note_refused(self) -> None:
         self._log_refusal(
@@ -256,7 +319,7 @@ class RemotingServer:
         idle_peers: list[str] = []
         slow_peers: list[str] = []
         for conn in list(self.connections):
-            if idle and now - max(conn.last_read, conn.last_write) > idle:
+            if idle and now - conn.last_request > idle and not conn.reading_paused_for:
                 idle_peers.append(conn.peer)
                 conn.abort(CloseReason.IDLE)
             elif (
