@@ -380,6 +380,7 @@ class DataPlane:
         read_timeout_ms: int,
         request_buffer_bytes: int,
         reply_buffer_bytes: int,
+        total_reply_buffer_bytes: int,
         rpc_buckets_ms: list[float],
         hand_off_tls: bool,
     ) -> DataPlane: ...

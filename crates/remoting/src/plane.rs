@@ -56,7 +56,11 @@ pub struct PlaneConfig {
     pub idle_timeout: Option<Duration>,
     pub read_timeout: Option<Duration>,
     pub request_buffer_bytes: usize,
+    /// Unsent reply bytes per connection past which its requests are not read.
     pub reply_buffer_bytes: usize,
+    /// Unsent reply bytes of all connections together past which only connections with none
+    /// queued are read.
+    pub total_reply_buffer_bytes: usize,
     /// Upper bounds (ms) of the request latency buckets the broker's statistics keep.
     pub rpc_buckets_ms: Vec<f64>,
     /// Connections that open with a TLS handshake are handed to Python (which speaks TLS).
@@ -118,6 +122,9 @@ pub(crate) struct Conn {
     /// Reply bytes queued and not yet written.
     queued: AtomicUsize,
     reply_bound: usize,
+    /// Reply bytes queued on every connection (the process-wide budget's use).
+    all_queued: Arc<AtomicUsize>,
+    all_bound: usize,
     drained: Notify,
     /// A write queued past the bound (Python was told, by the count `write` returned): the
     /// writer says when half of the bound is left.
@@ -140,6 +147,7 @@ impl Conn {
     /// Queues a frame (or several) for the peer; the reply bytes queued now.
     pub(crate) fn write(&self, bytes: Vec<u8>) -> usize {
         let n = bytes.len();
+        self.all_queued.fetch_add(n, Ordering::AcqRel);
         let queued = self.queued.fetch_add(n, Ordering::AcqRel) + n;
         if queued > self.reply_bound {
             self.over.store(true, Ordering::Release);
@@ -171,6 +179,24 @@ impl Conn {
         self.queued.load(Ordering::Acquire) > self.reply_bound
     }
 
+    /// Whether another request may be answered while `pending` more reply bytes wait to be
+    /// queued: replies build up to the connection's bound and, all connections together, to
+    /// the process-wide budget; past either, its requests wait unread until the peer takes
+    /// replies. A connection with nothing queued is always answered once (a new client is
+    /// served however full the budget is; each such connection holds one reply at most).
+    pub(crate) fn may_answer(&self, pending: usize) -> bool {
+        let queued = self.queued.load(Ordering::Acquire) + pending;
+        queued == 0
+            || (queued < self.reply_bound
+                && self.all_queued.load(Ordering::Acquire) + pending < self.all_bound)
+    }
+
+    /// Written (or dropped): `n` bytes leave both counts.
+    fn dequeued(&self, n: usize) -> usize {
+        self.all_queued.fetch_sub(n, Ordering::AcqRel);
+        self.queued.fetch_sub(n, Ordering::AcqRel)
+    }
+
     pub(crate) fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Acquire)
     }
@@ -194,6 +220,14 @@ impl Conn {
     }
 }
 
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // Replies never written leave the process-wide count with the connection.
+        self.all_queued
+            .fetch_sub(self.queued.load(Ordering::Acquire), Ordering::AcqRel);
+    }
+}
+
 pub(crate) struct Shared {
     cfg: PlaneConfig,
     started: Instant,
@@ -212,6 +246,8 @@ pub(crate) struct Shared {
     /// Bytes granted from the budget (tokio hands a waiter permits as they free up, so the
     /// semaphore's count alone would show those too).
     reserved: Arc<AtomicUsize>,
+    /// Reply bytes queued on every connection and not yet written.
+    replies_queued: Arc<AtomicUsize>,
     /// When refusals were last logged, and how many since, per kind.
     refusals: Mutex<HashMap<&'static str, (Instant, u64)>>,
     /// Open connections (and ones still being looked at) per peer address.
@@ -403,6 +439,7 @@ impl DataPlane {
             sniffing: Mutex::new(HashMap::new()),
             budget_waiters: AtomicUsize::new(0),
             reserved: Arc::new(AtomicUsize::new(0)),
+            replies_queued: Arc::new(AtomicUsize::new(0)),
             refusals: Mutex::new(HashMap::new()),
             per_address: Mutex::new(HashMap::new()),
             send: RwLock::new(None),
@@ -843,6 +880,8 @@ async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr, _slot: Ad
         out: tx,
         queued: AtomicUsize::new(0),
         reply_bound: shared.cfg.reply_buffer_bytes,
+        all_queued: shared.replies_queued.clone(),
+        all_bound: shared.cfg.total_reply_buffer_bytes,
         drained: Notify::new(),
         over: AtomicBool::new(false),
         paused: AtomicBool::new(false),
@@ -917,7 +956,7 @@ async fn write_loop(
                 conn.set_reason(reason::READ_ERROR);
                 return;
             }
-            let before = conn.queued.fetch_sub(n, Ordering::AcqRel);
+            let before = conn.dequeued(n);
             if before - n <= conn.reply_bound / 2 {
                 if before > conn.reply_bound / 2 {
                     conn.drained.notify_waiters();
@@ -932,6 +971,14 @@ async fn write_loop(
             let _ = wr.shutdown().await;
             return;
         }
+    }
+}
+
+/// Whether `buf` starts with a whole frame (of a valid length: the frame loop refuses others).
+fn whole_frame_at_head(buf: &[u8]) -> bool {
+    buf.len() >= 4 && {
+        let len = i32::from_be_bytes(buf[..4].try_into().unwrap());
+        len >= 4 && buf.len() >= 4 + len as usize
     }
 }
 
@@ -986,6 +1033,10 @@ async fn read_frames(
             if buf.len() < end {
                 break;
             }
+            // Replies wait within their budgets: the rest of the frames wait in the buffer.
+            if !conn.may_answer(replies.len()) {
+                break;
+            }
             let arrived = Instant::now();
             handle_frame(
                 shared,
@@ -1015,8 +1066,12 @@ async fn read_frames(
                 bytes: forward,
             });
         }
-        // An unfinished frame: reserve its length in the shared budget first.
-        if buf.len() >= 4 {
+        // Whole frames left for when the peer took its replies, or an unfinished frame, whose
+        // length is reserved in the shared budget first.
+        let waiting = whole_frame_at_head(&buf);
+        if waiting {
+            partial_since = None;
+        } else if buf.len() >= 4 {
             let need = 4 + i32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
             if permit.is_none() {
                 // A frame over the whole budget takes all of it (it still completes).
@@ -1041,14 +1096,15 @@ async fn read_frames(
         } else if partial_since.is_none() {
             partial_since = Some(Instant::now());
         }
-        // Held while Python asks, or while the peer leaves too many replies unread.
-        while conn.paused.load(Ordering::Acquire) || conn.over_reply_bound() {
+        // Held while Python asks, or while the peer leaves too many replies unread (its own, or
+        // all connections' past the process-wide budget).
+        while conn.paused.load(Ordering::Acquire) || !conn.may_answer(0) {
             let resumed = conn.resumed.notified();
             let drained = conn.drained.notified();
             if conn.killed.load(Ordering::Acquire) {
                 return reason::LOCAL_CLOSE;
             }
-            if !(conn.paused.load(Ordering::Acquire) || conn.over_reply_bound()) {
+            if !conn.paused.load(Ordering::Acquire) && conn.may_answer(0) {
                 break;
             }
             tokio::select! {
@@ -1061,6 +1117,9 @@ async fn read_frames(
                 partial_since = Some(Instant::now());
             }
             conn.last_activity.store(shared.now(), Ordering::Release);
+        }
+        if waiting {
+            continue; // answer what is read before reading more
         }
         if buf.capacity() - buf.len() < 16 * 1024 {
             buf.reserve(64 * 1024);

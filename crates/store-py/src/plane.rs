@@ -69,7 +69,7 @@ impl DataPlane {
     #[new]
     #[pyo3(signature = (
         host, port, *, threads, max_frame, max_connections, max_connections_per_address, idle_timeout_ms,
-        read_timeout_ms, request_buffer_bytes, reply_buffer_bytes, rpc_buckets_ms,
+        read_timeout_ms, request_buffer_bytes, reply_buffer_bytes, total_reply_buffer_bytes, rpc_buckets_ms,
         hand_off_tls
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -85,6 +85,7 @@ impl DataPlane {
         read_timeout_ms: u64,
         request_buffer_bytes: usize,
         reply_buffer_bytes: usize,
+        total_reply_buffer_bytes: usize,
         rpc_buckets_ms: Vec<f64>,
         hand_off_tls: bool,
     ) -> PyResult<Self> {
@@ -101,6 +102,7 @@ impl DataPlane {
             read_timeout: millis(read_timeout_ms),
             request_buffer_bytes,
             reply_buffer_bytes,
+            total_reply_buffer_bytes,
             rpc_buckets_ms,
             hand_off_tls,
         };

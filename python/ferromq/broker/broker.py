@@ -647,6 +647,7 @@ def server_limits(cfg: BrokerConfig) -> ServerLimits:
         max_connections_per_address=cfg.server_max_connections_per_address,
         request_buffer_bytes=cfg.server_request_buffer_bytes,
         reply_buffer_bytes=cfg.server_reply_buffer_bytes,
+        total_reply_buffer_bytes=cfg.server_total_reply_buffer_bytes,
         max_inflight_requests=cfg.server_max_inflight_requests,
     )
 

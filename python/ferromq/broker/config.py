@@ -130,6 +130,8 @@ class BrokerConfig:
     server_max_connections_per_address: int = 1000
     server_request_buffer_bytes: int = 128 * 1024 * 1024
     server_reply_buffer_bytes: int = 16 * 1024 * 1024
+    # ferromq's: unread reply bytes of all connections together (see ServerLimits).
+    server_total_reply_buffer_bytes: int = 128 * 1024 * 1024
     server_max_inflight_requests: int = 100_000
     # ferromq's data plane: "rust" serves the ports' connections and the plain sends on Rust
     # threads (serverIoThreads of them, 0: one per core); "python" serves all of it on the event
@@ -408,6 +410,7 @@ _AT_LEAST: dict[str, int] = {
     "server_max_connections_per_address": 1,
     "server_request_buffer_bytes": 1,
     "server_reply_buffer_bytes": 1,
+    "server_total_reply_buffer_bytes": 1,
     "server_max_inflight_requests": 1,
     "server_io_threads": 0,
     "max_topic_queue_nums": 1,

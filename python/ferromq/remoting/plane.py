@@ -219,6 +219,7 @@ class PlaneServer:
             read_timeout_ms=int((lim.read_timeout or 0) * 1000),
             request_buffer_bytes=lim.request_buffer_bytes,
             reply_buffer_bytes=lim.reply_buffer_bytes,
+            total_reply_buffer_bytes=lim.total_reply_buffer_bytes,
             rpc_buckets_ms=self._rpc_buckets_ms,
             hand_off_tls=self._tls is not None,
         )

@@ -53,6 +53,9 @@ class ServerLimits:
     """Bytes of unfinished request frames all connections may hold together."""
     reply_buffer_bytes: int = 16 * 1024 * 1024
     """Unread reply bytes per connection past which its requests are not read."""
+    total_reply_buffer_bytes: int = 128 * 1024 * 1024
+    """Unread reply bytes of all connections together past which only connections with none
+    unread are read (the data plane's)."""
     max_inflight_requests: int = 100_000
     """Requests being handled (held pulls included) of all connections together, past which no
     connection that adds one is read until an eighth of them are done."""
