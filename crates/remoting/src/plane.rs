@@ -958,7 +958,9 @@ async fn write_loop(
             }
             let before = conn.dequeued(n);
             if before - n <= conn.reply_bound / 2 {
-                if before > conn.reply_bound / 2 {
+                // Also when nothing is left: a reader held by the process-wide budget may answer
+                // this connection again (its peer may have read the reply already).
+                if before > conn.reply_bound / 2 || before == n {
                     conn.drained.notify_waiters();
                 }
                 if conn.over.swap(false, Ordering::AcqRel) {
