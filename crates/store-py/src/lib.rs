@@ -255,6 +255,18 @@ pub struct GetResult {
     body: Py<PyBytes>,
 }
 
+impl GetResult {
+    /// The result of a store read run without the GIL, its records as one `bytes`.
+    fn read(
+        py: Python<'_>,
+        read: impl FnOnce() -> ferromq_store::Result<CoreGetResult> + Send,
+    ) -> PyResult<Self> {
+        let inner = py.detach(read).py_err(py)?;
+        let body = PyBytes::new(py, &inner.body).unbind();
+        Ok(GetResult { inner, body })
+    }
+}
+
 #[pymethods]
 impl GetResult {
     /// RocketMQ's `GetMessageStatus` name, e.g. `FOUND` or `OFFSET_OVERFLOW_ONE`.
@@ -721,20 +733,16 @@ impl Store {
         max_bytes: usize,
         tag_codes: Option<Vec<i32>>,
     ) -> PyResult<GetResult> {
-        let inner = py
-            .detach(|| {
-                self.store.get_messages(
-                    topic,
-                    queue_id,
-                    offset,
-                    max_count,
-                    max_bytes,
-                    tag_codes.as_deref(),
-                )
-            })
-            .py_err(py)?;
-        let body = PyBytes::new(py, &inner.body).unbind();
-        Ok(GetResult { inner, body })
+        GetResult::read(py, || {
+            self.store.get_messages(
+                topic,
+                queue_id,
+                offset,
+                max_count,
+                max_bytes,
+                tag_codes.as_deref(),
+            )
+        })
     }
 
     /// A pull's read: up to `max_count` messages under the store's transfer caps.
@@ -748,14 +756,10 @@ impl Store {
         max_count: usize,
         tag_codes: Option<Vec<i32>>,
     ) -> PyResult<GetResult> {
-        let inner = py
-            .detach(|| {
-                self.store
-                    .pull_messages(topic, queue_id, offset, max_count, tag_codes.as_deref())
-            })
-            .py_err(py)?;
-        let body = PyBytes::new(py, &inner.body).unbind();
-        Ok(GetResult { inner, body })
+        GetResult::read(py, || {
+            self.store
+                .pull_messages(topic, queue_id, offset, max_count, tag_codes.as_deref())
+        })
     }
 
     /// Records of one queue in `[from_offset, to_offset)` decoded into Arrow column buffers
