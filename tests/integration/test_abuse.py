@@ -213,6 +213,67 @@ def test_bytes_alone_do_not_keep_a_connection_open(tmp_path: Path, plane: str) -
 # -- back-pressure ------------------------------------------------------------------------------
 
 
+def test_replies_of_all_connections_share_one_budget(tmp_path: Path) -> None:
+    """The Python server (dataPlane=python; TLS connections on either): 8 peers pipeline 50 pulls
+    of a 1 MiB message each and read nothing. Their unsent replies together stay within
+    serverTotalReplyBufferBytes plus one reply each (each alone would hold its 4 MiB bound); a new
+    client is served meanwhile; when the peers read, every pull is answered."""
+    size, pulls, peers = 1024 * 1024, 50, 8
+
+    async def main() -> None:
+        async with running(
+            tmp_path,
+            data_plane="python",
+            server_reply_buffer_bytes=4 * size,
+            server_total_reply_buffer_bytes=6 * size,
+            mapped_file_size_commitlog=8 * size,
+        ) as (_, broker):
+            server = broker.server
+            assert isinstance(server, RemotingServer)
+            c = await Client().connect(broker.port)
+            assert (await c.call(RC.SEND_MESSAGE, send_ext("Shared", 0), b"s" * size)).code == R.SUCCESS
+            socks = []
+            loop = asyncio.get_running_loop()
+            frames = b"".join(
+                encode(
+                    RemotingCommand(RC.PULL_MESSAGE, opaque=i + 1, ext=_strs(pull_ext("G", "Shared", 0, 0)))
+                )
+                for i in range(pulls)
+            )
+            for _ in range(peers):
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+                sock.setblocking(False)
+                await loop.sock_connect(sock, ("127.0.0.1", broker.port))
+                await loop.sock_sendall(sock, frames)
+                socks.append(sock)
+
+            def unsent() -> int:
+                return sum(
+                    conn._transport.get_write_buffer_size()
+                    for conn in server.connections
+                    if conn._transport is not None
+                )
+
+            await until(lambda: len(server.connections) == peers + 1, "the peers connected")
+            await asyncio.sleep(0)  # let each peer's first chunk be read
+            high = 0
+            for _ in range(20):  # the replies build while the peers read nothing
+                high = max(high, unsent())
+                await asyncio.sleep(0.05)
+            assert high <= 6 * size + peers * (size + 4096), f"{high >> 20} MiB unsent"
+            assert (await c.call(RC.GET_MAX_OFFSET, {"topic": "Shared", "queueId": 0})).code == R.SUCCESS
+            counts = await asyncio.gather(
+                *(loop.run_in_executor(None, _read_replies, s, pulls) for s in socks)
+            )
+            assert counts == [pulls] * peers
+            for sock in socks:
+                sock.close()
+            await c.close()
+
+    run(main())
+
+
 def test_peer_not_reading_replies_stops_being_read(tmp_path: Path) -> None:
     """300 pipelined pulls of a 1 MiB message from a peer that reads nothing: the broker holds at
     most its reply bound (plus one reply) for it, then stops reading; when the peer reads, every

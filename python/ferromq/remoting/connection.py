@@ -88,6 +88,54 @@ _ABORTIVE = frozenset(
 )
 
 
+class ReplyBudget:
+    """The reply bytes all connections of a server leave unsent together (their transports' write
+    buffers), past which a connection with replies of its own unsent is not read: pipelined
+    requests of peers that do not read cannot build replies without bound, whatever the number of
+    connections. A connection with none unsent is always read (a new client is served).
+
+    Each connection reports its transport's buffer after it writes and when it drains; those held
+    are looked at again every `RECHECK` seconds (a buffer shrinks without telling anyone)."""
+
+    RECHECK = 0.2
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._sizes: dict[Connection, int] = {}  # connections with replies unsent -> bytes
+        self._held: set[Connection] = set()
+        self._recheck: asyncio.TimerHandle | None = None
+
+    def report(self, conn: Connection, size: int) -> None:
+        self.used += size - self._sizes.get(conn, 0)
+        if size:
+            self._sizes[conn] = size
+        else:
+            self._sizes.pop(conn, None)
+
+    def holds(self, conn: Connection, size: int) -> bool:
+        """Whether `conn`, with `size` reply bytes unsent, must wait before it is read again."""
+        self.report(conn, size)
+        return size > 0 and self.used >= self.limit
+
+    def hold(self, conn: Connection) -> None:
+        self._held.add(conn)
+        if self._recheck is None:
+            self._recheck = asyncio.get_running_loop().call_later(self.RECHECK, self._look_again)
+
+    def forget(self, conn: Connection) -> None:
+        self.report(conn, 0)
+        self._held.discard(conn)
+
+    def _look_again(self) -> None:
+        self._recheck = None
+        for conn in list(self._sizes):
+            conn._report_replies()
+        held, self._held = self._held, set()
+        for conn in held:
+            conn._resume_after_replies()  # holds itself again if it must
+
+
 class RequestBudget:
     """The bytes of unfinished request frames all connections of a server may hold together, and
     the count of requests they are having handled.
@@ -163,6 +211,7 @@ class ConnectionLimits:
     reply_buffer_bytes: int | None = None
     """Reply bytes waiting for the peer to read them, past which its requests are not read."""
     request_budget: RequestBudget | None = None
+    reply_budget: ReplyBudget | None = None
 
 
 class Connection(asyncio.Protocol):
@@ -296,13 +345,28 @@ class Connection(asyncio.Protocol):
             self.partial_since = time.monotonic()
         if self._held_for_replies():
             self._pause("replies")
+            if not self._write_paused and self._limits.reply_budget is not None:
+                self._limits.reply_budget.hold(self)  # no drain event will come for this one
         self._account_buffer()
 
     def _held_for_replies(self) -> bool:
-        """A server connection whose peer leaves too many replies unread takes no more requests.
-        (Only with a reply bound: a client always reads, or two peers that both stop reading while
-        their writes wait would wait for each other forever.)"""
-        return self._write_paused and self._limits.reply_buffer_bytes is not None
+        """A server connection whose peer leaves too many replies unread takes no more requests:
+        its own (past its bound), or all connections' together (past the reply budget, while
+        some of them are its own). (Only with a reply bound: a client always reads, or two peers
+        that both stop reading while their writes wait would wait for each other forever.)"""
+        if self._limits.reply_buffer_bytes is None:
+            return False
+        if self._write_paused:
+            return True
+        budget = self._limits.reply_budget
+        if budget is None or self._transport is None:
+            return False
+        return budget.holds(self, self._transport.get_write_buffer_size())
+
+    def _report_replies(self) -> None:
+        budget = self._limits.reply_budget
+        if budget is not None and self._transport is not None:
+            budget.report(self, 0 if self.closed else self._transport.get_write_buffer_size())
 
     def _account_buffer(self) -> None:
         """Reserves the length of the unfinished frame at the head of `_buf` in the request
@@ -362,6 +426,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._report_replies()
         self.last_write = time.monotonic()
         self._wake_drainers()
         if "replies" in self._pauses and not self.closed:
@@ -374,7 +439,7 @@ class Connection(asyncio.Protocol):
         self._behind_task = False
         if self._buf:
             self._decode(self._buf, False)
-        if not self._write_paused:
+        if not self._held_for_replies():
             self._resume("replies")
 
     def _wake_drainers(self) -> None:
@@ -519,6 +584,7 @@ class Connection(asyncio.Protocol):
             transport.write(data)
         except (ConnectionError, RuntimeError) as e:
             logger.debug("write to %s failed: %s", self.peer, e)
+        self._report_replies()
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Sends a request and waits for its reply (or raises RequestTimeoutError)."""
@@ -583,6 +649,8 @@ class Connection(asyncio.Protocol):
         if budget is not None:
             budget.release(self, self._budgeted)
             self._budgeted = 0
+        if self._limits.reply_budget is not None:
+            self._limits.reply_budget.forget(self)
         self._buf = bytearray()
         logger.debug("connection %s closed: %s", self.peer, self.close_reason)
         err = ConnectionClosedError(f"connection to {self.peer} closed: {self.close_reason}")

@@ -21,6 +21,7 @@ from ferromq.remoting.connection import (
     CloseReason,
     Connection,
     ConnectionLimits,
+    ReplyBudget,
     RequestBudget,
     RequestHandler,
     plain_host,
@@ -55,7 +56,7 @@ class ServerLimits:
     """Unread reply bytes per connection past which its requests are not read."""
     total_reply_buffer_bytes: int = 128 * 1024 * 1024
     """Unread reply bytes of all connections together past which only connections with none
-    unread are read (the data plane's)."""
+    unread are read."""
     max_inflight_requests: int = 100_000
     """Requests being handled (held pulls included) of all connections together, past which no
     connection that adds one is read until an eighth of them are done."""
@@ -83,7 +84,9 @@ class RemotingServer:
         self._max_frame = max_frame
         self.limits = limits or ServerLimits()
         self._budget = RequestBudget(self.limits.request_buffer_bytes, self.limits.max_inflight_requests)
-        self._conn_limits = ConnectionLimits(self.limits.reply_buffer_bytes, self._budget)
+        self._conn_limits = ConnectionLimits(
+            self.limits.reply_buffer_bytes, self._budget, ReplyBudget(self.limits.total_reply_buffer_bytes)
+        )
         self._max_connections = self.limits.max_connections
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
