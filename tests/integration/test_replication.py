@@ -2,7 +2,8 @@
 files end up byte-identical to the master's, its queues equal; SYNC_MASTER answers only once the
 slave has a message (SLAVE_NOT_AVAILABLE without a slave, FLUSH_SLAVE_TIMEOUT when it does not
 report in time); the slave refuses sends, serves pulls, copies topics, offsets and groups from the
-master, and learns the master's addresses from the name server."""
+master (as soon as it reaches it), configures the topics it replicated before their configuration
+came, and learns the master's addresses from the name server."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from typing import Any
 import orjson
 
 from ferromq.broker import Broker
+from ferromq.message import decode_messages
 from ferromq.namesrv import NameServer
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from tests.integration.brokerkit import Client, properties, pull_ext, running, send_ext
+from tests.interop.conftest import free_port
 
 HA_FAST = {"ha_send_heartbeat_interval": 200, "ha_listen_port": 0}
 
@@ -325,3 +328,79 @@ async def test_slave_read_enable_suggests_the_slave_to_a_consumer_far_behind(tmp
                 assert r.ext["suggestWhichBrokerId"] == suggested, overrides
             finally:
                 await client.close()
+
+
+@sync_test
+async def test_slave_configures_replicated_topics_from_its_queues(tmp_path: Path) -> None:
+    """Issue 27, item 6: the master creates a topic after the slave's last metadata copy and stops
+    before the next one (10 s later): the slave, which has the messages, configures the topic from its
+    consume queues and serves it (pulls, consumer offsets, its own topic table). A topic the master
+    deleted stays deleted on the slave, although its queues are still there."""
+    async with pair(tmp_path, master_role="SYNC_MASTER") as (_, master, slave):
+        ha = master.replication.master
+        assert ha is not None
+        await wait_for("the slave to connect", lambda: ha.connections == 1)
+        mc = await Client().connect(master.port)
+        try:
+            for i in range(4):
+                assert (await send(mc, "ReplGone", i)).code == R.SUCCESS
+            slave.replication.sync_soon()
+            await wait_for("the copy of ReplGone", lambda: slave.topics.get("ReplGone") is not None)
+            r = await mc.call(RC.DELETE_TOPIC_IN_BROKER, {"topic": "ReplGone"})
+            assert r.code == R.SUCCESS
+            slave.replication.sync_soon()
+            await wait_for("the deletion of ReplGone", lambda: slave.topics.get("ReplGone") is None)
+            # SYNC_MASTER: each acknowledged message is on the slave.
+            for i in range(8):
+                assert (await send(mc, "ReplNew", i)).code == R.SUCCESS
+        finally:
+            await mc.close()
+        await master.stop()
+        await wait_for("ReplNew configured", lambda: slave.topics.get("ReplNew") is not None, timeout=5)
+        assert slave.store.max_offset("ReplGone", 0) == 1, "the deleted topic's queues are still there"
+        assert slave.topics.get("ReplGone") is None
+        tc = slave.topics.get("ReplNew")
+        assert tc is not None and tc.readable and tc.read_queue_nums >= 4
+        saved = Path(slave.config.store_path_root_dir) / "config" / "topics.json"
+        assert "ReplNew" in orjson.loads(saved.read_bytes())["topicConfigTable"]
+
+        sc = await Client().connect(slave.port)
+        try:
+            for q in range(4):
+                r = await sc.call(RC.PULL_MESSAGE, pull_ext("GNew", "ReplNew", q, 0))
+                assert r.code == R.SUCCESS, r.remark
+                assert [m.body for m in decode_messages(r.body)] == [
+                    f"body-{i}".encode() * (i % 50 + 1) for i in (q, q + 4)
+                ]
+            r = await sc.call(
+                RC.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": "GNew", "topic": "ReplNew", "queueId": 1, "commitOffset": 2},
+            )
+            assert r.code == R.SUCCESS
+            r = await sc.call(
+                RC.QUERY_CONSUMER_OFFSET, {"consumerGroup": "GNew", "topic": "ReplNew", "queueId": 1}
+            )
+            assert (r.code, r.ext["offset"]) == (R.SUCCESS, "2")
+            r = await sc.call(RC.PULL_MESSAGE, pull_ext("GGone", "ReplGone", 0, 0))
+            assert r.code == R.TOPIC_NOT_EXIST
+        finally:
+            await sc.close()
+
+
+@sync_test
+async def test_slave_copies_the_masters_metadata_as_soon_as_it_reaches_it(tmp_path: Path) -> None:
+    """A slave started before its master (haMasterAddress) copies the master's topics as soon as its
+    HA connection is up, not at its next registration (30 s) that names the master's request port."""
+    ha_port = free_port()
+    async with running(
+        tmp_path / "s",
+        broker_role="SLAVE",
+        broker_id=1,
+        ha_master_address=f"127.0.0.1:{ha_port}",
+        ha_send_heartbeat_interval=200,
+    ) as (ns, slave):
+        assert slave.replication.master_addr is None
+        async with running(tmp_path / "m", namesrv=ns, ha_listen_port=ha_port) as (_, master):
+            # Well before the slave's next registration (30 s) or periodic copy (10 s).
+            await wait_for("the copy", lambda: slave.topics.data_version == master.topics.data_version, 8)
+            assert slave.replication.master_addr == master.config.broker_addr

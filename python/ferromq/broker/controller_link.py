@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferromq import _store
 from ferromq.broker.epochs import EpochEntry, EpochFile, consistent_point
-from ferromq.broker.topics import TopicConfig
+from ferromq.broker.replication import configure_replicated_topics
 from ferromq.controller.codes import NO_MASTER, ControllerCode
 from ferromq.errors import FerroMQError
 from ferromq.jsonutil import dumps, loads_lenient
@@ -253,7 +253,8 @@ class ControllerLink:
             await self._stop_master_services()
             raise
         self._set_sync_state_set(view["syncStateSet"], int(view["syncStateSetEpoch"]))
-        self._adopt_replicated_topics()
+        # Topics replicated before their configuration was copied: the new master's route lists them.
+        configure_replicated_topics(broker)
         await broker.schedule.start()
         await broker.transactions.start()
         self.role_changes += 1
@@ -265,23 +266,6 @@ class ControllerLink:
             end,
         )
         broker.registration_changed()
-
-    def _adopt_replicated_topics(self) -> None:
-        """Topics whose messages came by replication but whose configuration did not yet (a
-        replica copies topic configs every few seconds): configured now, with as many queues as
-        were stored, so the new master's route lists them."""
-        topics = self._broker.topics
-        queues: dict[str, int] = {}
-        for topic, queue_id, _, _ in self._broker.store.queues():
-            queues[topic] = max(queues.get(topic, 0), queue_id + 1)
-        added = []
-        for topic, count in sorted(queues.items()):
-            if topics.get(topic) is None:
-                nums = max(count, self._broker.config.default_topic_queue_nums)
-                topics.update(TopicConfig(topic, read_queue_nums=nums, write_queue_nums=nums))
-                added.append(topic)
-        if added:
-            logger.info("controller mode: topics configured from the replicated queues: %s", ", ".join(added))
 
     async def _step_down(self, epoch: int) -> None:
         """No master any more (none of its in-sync replicas is alive, or this one was deposed):

@@ -3,8 +3,11 @@
 The CommitLog bytes travel on the HA port, in Rust (`_store.HaMaster` / `_store.HaSlave`); this
 module decides roles and addresses: a master listens on `haListenPort`; a slave follows the
 master's HA address (`haMasterAddress`, or the name server's REGISTER_BROKER reply) and, every
-10 s as RocketMQ 4.9.7's `SlaveSynchronize` does, copies topics, consumer offsets, delay offsets
-and subscription groups from the master through the ordinary request port.
+10 s as RocketMQ 4.9.7's `SlaveSynchronize` does (and, unlike it, as soon as it reaches a master),
+copies topics, consumer offsets, delay offsets and subscription groups from the master through the
+ordinary request port. Topics it replicated messages of before their configuration came are
+configured from its consume queues: a slave serves every message it holds, also when the master
+died before the next copy.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ferromq.remoting.connection import Connection, open_connection
 
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
+    from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +36,8 @@ logger = logging.getLogger(__name__)
 SYNC_FIRST_DELAY = 3.0
 SYNC_INTERVAL = 10.0
 SYNC_TIMEOUT = 3.0
+# How often a slave looks for a new HA connection and for replicated topics it has no configuration for.
+CHECK_INTERVAL = 1.0
 
 
 class ReplicationService:
@@ -50,6 +56,8 @@ class ReplicationService:
         self._task: asyncio.Task[None] | None = None
         self._conn: Connection | None = None
         self.syncs = 0
+        self._known: dict[str, int] | None = None
+        """Messages per topic when the master last listed its topics (None: it never did)."""
         self.ack_alone = False
         """Controller mode: the master is its SyncStateSet's only member; it acknowledges alone."""
 
@@ -178,17 +186,31 @@ class ReplicationService:
         }
 
     async def _sync_loop(self) -> None:
-        try:
-            async with asyncio.timeout(SYNC_FIRST_DELAY):
-                await self._sync_now.wait()
-        except TimeoutError:
-            pass
+        """Copies the master's metadata when the HA connection to a master comes up, when asked, and
+        every SYNC_INTERVAL; between copies, configures the topics of newer replicated messages."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + SYNC_FIRST_DELAY
+        was_connected = tried = False
         while True:
-            self._sync_now.clear()
-            await self.sync_all()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(SYNC_INTERVAL):
+                async with asyncio.timeout(CHECK_INTERVAL):
                     await self._sync_now.wait()
+            connected = self.slave is not None and self.slave.status()[1]
+            reached = connected and not was_connected
+            was_connected = connected
+            if connected and self.master_addr is None and (reached or loop.time() >= due):
+                # Connected through haMasterAddress: the name server's reply names the master's
+                # request port, which the copy needs; ask for it now rather than in 30 s.
+                self._broker.registration_changed()
+            if self._sync_now.is_set() or reached or loop.time() >= due:
+                self._sync_now.clear()
+                due = loop.time() + SYNC_INTERVAL
+                await self.sync_all()
+                tried = True
+            if tried:
+                # Messages newer than the master's last list of topics, whose topic may be new (the
+                # master may have died before the next copy). A topic the master deleted has none.
+                configure_replicated_topics(self._broker, self._known)
 
     async def sync_all(self) -> None:
         """RocketMQ's `SlaveSynchronize.syncAll`: each part on its own, a failure logged."""
@@ -221,15 +243,20 @@ class ReplicationService:
         return reply.body or b""
 
     async def _sync_topics(self, master: str) -> None:
+        # Messages stored here before the master's answer are the master's, with their topics
+        # configured there (unless deleted since).
+        known = _stored(self._broker.store)[1]
         data = _object(await self._ask(master, RequestCode.GET_ALL_TOPIC_CONFIG))
         topics = self._broker.topics
         version = _version(data.get("dataVersion"))
-        if version == topics.data_version:
-            return
-        table = {str(n): TopicConfig.from_json(t) for n, t in (data.get("topicConfigTable") or {}).items()}
-        topics.replace_all(table, version)
-        topics.persist()
-        logger.info("slave: topic config updated from master %s (%d topics)", master, len(table))
+        if version != topics.data_version:
+            table = {
+                str(n): TopicConfig.from_json(t) for n, t in (data.get("topicConfigTable") or {}).items()
+            }
+            topics.replace_all(table, version)
+            topics.persist()
+            logger.info("slave: topic config updated from master %s (%d topics)", master, len(table))
+        self._known = known
 
     async def _sync_offsets(self, master: str) -> None:
         data = _object(await self._ask(master, RequestCode.GET_ALL_CONSUMER_OFFSET))
@@ -260,6 +287,31 @@ class ReplicationService:
         }
         groups.replace_all(table, version)
         logger.info("slave: subscription groups updated from master %s (%d groups)", master, len(table))
+
+
+def configure_replicated_topics(broker: Broker, known: dict[str, int] | None = None) -> list[str]:
+    """Configures the topics whose messages this broker replicated but whose configuration it has not
+    copied from the master yet, with as many queues as were stored (at least defaultTopicQueueNums), so
+    that pulls, consumer offsets and route registrations work for them; the names configured. With
+    `known` (messages per topic at some point) only topics with messages since then."""
+    queues, messages = _stored(broker.store)
+    if known is not None:
+        queues = {t: n for t, n in queues.items() if messages[t] > known.get(t, 0)}
+    added = broker.topics.configure_missing(queues, broker.config.default_topic_queue_nums)
+    if added:
+        logger.info("topics configured from the replicated queues: %s", ", ".join(added))
+        broker.registration_changed()
+    return added
+
+
+def _stored(store: MessageStore) -> tuple[dict[str, int], dict[str, int]]:
+    """Per topic of the store: its number of queues, and of messages ever stored (the queues' ends)."""
+    queues: dict[str, int] = {}
+    messages: dict[str, int] = {}
+    for topic, queue_id, _, max_offset in store.queues():
+        queues[topic] = max(queues.get(topic, 0), queue_id + 1)
+        messages[topic] = messages.get(topic, 0) + max_offset
+    return queues, messages
 
 
 def _object(body: bytes) -> dict[str, Any]:

@@ -183,6 +183,21 @@ class TopicConfigManager:
             self.data_version = dict(data_version)
         self._notify()
 
+    def configure_missing(self, queue_counts: dict[str, int], min_queue_nums: int) -> list[str]:
+        """Configures each topic of `queue_counts` (topic -> queues it has in the store) that has no
+        configuration, with that many queues (at least `min_queue_nums`); the names configured."""
+        with self._lock:
+            added = sorted(t for t in queue_counts if t not in self.topics)
+            for topic in added:
+                n = max(queue_counts[topic], min_queue_nums)
+                self.topics[topic] = TopicConfig(topic, read_queue_nums=n, write_queue_nums=n)
+            if added:
+                self._changed()
+        if added:
+            self._notify()
+            self.persist()
+        return added
+
     def _notify(self) -> None:
         if self.on_change is not None:
             self.on_change()
