@@ -13,7 +13,6 @@ from collections.abc import Awaitable
 from pathlib import Path
 
 from ferromq import _store
-from ferromq.acl.dataplane import peer_decision, pull_rules, send_rules
 from ferromq.acl.guard import AclGuard
 from ferromq.acl.plain import PlainAcl
 from ferromq.acl.signing import credentials_of
@@ -21,6 +20,7 @@ from ferromq.acl.watch import AclFileWatcher
 from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
 from ferromq.broker.config import BrokerConfig, check_store_files, runtime_changes
 from ferromq.broker.controller_link import ControllerLink
+from ferromq.broker.dataplane import DataPlanes
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.metrics import MetricsExporter
@@ -30,13 +30,13 @@ from ferromq.broker.replication import ReplicationService
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.stats import RPC_LATENCY_BUCKETS_MS, BrokerStats
 from ferromq.broker.subscriptions import SubscriptionGroupManager
-from ferromq.broker.topics import NOT_ALLOWED_SEND, TopicConfigManager, topic_problem
+from ferromq.broker.topics import TopicConfigManager
 from ferromq.broker.transaction import TransactionalMessageService
 from ferromq.errors import StoreIOError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.constants import RETRY_PREFIX, SCHEDULE_TOPIC
+from ferromq.protocol.constants import SCHEDULE_TOPIC
 from ferromq.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerRequestHeader,
@@ -44,7 +44,7 @@ from ferromq.protocol.headers import (
 )
 from ferromq.remoting.connection import Connection, open_connection
 from ferromq.remoting.dispatch import Dispatcher
-from ferromq.remoting.plane import Arrivals, PlaneServer
+from ferromq.remoting.plane import PlaneServer
 from ferromq.remoting.server import RemotingServer, ServerLimits
 from ferromq.remoting.tls import TlsMode
 from ferromq.store import FlushDiskType, MessageStore
@@ -76,8 +76,8 @@ class Broker:
         self._started = False
         self.acl: PlainAcl | None = None
         """The plain ACL when aclEnable=true."""
-        self._acl_generation = 0
-        """Counts the ACL's loads: the data planes trust only decisions of the latest."""
+        self.planes = DataPlanes(self, self._planes)
+        """What the data planes may serve, kept told (ferromq.broker.dataplane)."""
         self.acl_watcher: AclFileWatcher | None = None
         self.metrics: MetricsExporter | None = None
         self.controller: ControllerLink | None = None
@@ -140,8 +140,7 @@ class Broker:
                 threads=cfg.server_io_threads,
                 rpc_buckets_ms=RPC_LATENCY_BUCKETS_MS,
             )
-            plane.on_arrivals = self._plane_arrivals
-            plane.on_open = self._plane_opened
+            self.planes.attach(plane)
             return plane
         return RemotingServer(self._dispatch, self._host, port, limits=server_limits(cfg), tls=tls)
 
@@ -149,147 +148,17 @@ class Broker:
         return [s for s in (self.server, self.vip_server) if isinstance(s, PlaneServer)]
 
     def update_data_plane(self) -> None:
-        """Tells the data planes what they may serve themselves (sends and pulls)."""
-        self._update_send_plane()
-        self.update_pull_plane()
-
-    def _plane_off(self) -> bool:
-        """A slave, a broker in controller mode (its role may change) or one still starting: every
-        request to Python."""
-        cfg = self.config
-        return self._registry is None or cfg.is_slave or cfg.enable_controller_mode
-
-    def _update_send_plane(self) -> None:
-        """Plain sends to the writable topics a send may name, on a master that is not in
-        controller mode (those decisions stay Python's: every such send comes here). With the
-        ACL, only sends the ACL allows (see `ferromq.acl.dataplane`: Python decides, the plane
-        checks signatures)."""
-        planes = [p.plane for p in self._planes() if p.plane is not None]
-        if not planes:
-            return
-        cfg = self.config
-        if self._plane_off() or not cfg.broker_permission & 2:
-            for plane in planes:
-                plane.stop_serving_sends()
-            return
-        topics = [t for t in self.topics.topics.values() if t.writable and _plane_may_send(t.topic_name)]
-        acl = None
-        if self.acl is not None:
-            acl = (self._acl_generation, send_rules(self.acl, (t.topic_name for t in topics)))
-        for plane in planes:
-            plane.serve_sends(
-                self.store.raw,
-                ha=self.replication.master,
-                sync_flush=self.sync_flush,
-                sync_master=cfg.broker_role == "SYNC_MASTER",
-                slave_timeout_ms=cfg.slave_timeout,
-                cluster=cfg.broker_cluster_name,
-                region=cfg.region_id,
-                trace_on=cfg.trace_on,
-                topics=[
-                    (t.topic_name, t.write_queue_nums, t.read_queue_nums, t.topic_filter_type == "MULTI_TAG")
-                    for t in topics
-                ],
-                acl=acl,
-            )
-
-    def update_pull_plane(self) -> None:
-        """Pulls from readable topics by existing groups that may consume, with TAG subscriptions
-        (given in the pull or registered by heartbeat), on a master without slaveReadEnable; with
-        the ACL only those its accounts may make (as for sends); every other pull comes here
-        (SQL92, unknown groups and subscriptions, offsets to correct)."""
-        planes = [p.plane for p in self._planes() if p.plane is not None]
-        if not planes:
-            return
-        cfg = self.config
-        readable = cfg.broker_permission & 4
-        if self._plane_off() or not readable or cfg.slave_read_enable:
-            for plane in planes:
-                plane.stop_serving_pulls()
-            return
-        topics = [(t.topic_name, t.read_queue_nums) for t in self.topics.topics.values() if t.readable]
-        groups = [name for name, g in self.groups.groups.items() if g.consume_enable]
-        subscriptions = [
-            (group, topic, sub.sub_version, None if sub.codes is None else list(sub.codes))
-            for group, info in self.clients.consumers.items()
-            for topic, sub in info.subscriptions.items()
-            if sub.expression_type == "TAG"
-        ]
-        short_polling = None if cfg.long_polling_enable else cfg.short_polling_time_mills
-        acl = None
-        if self.acl is not None:
-            acl = (self._acl_generation, pull_rules(self.acl, (t for t, _ in topics), groups))
-        for plane in planes:
-            plane.serve_pulls(
-                self.store.raw,
-                topics=topics,
-                groups=groups,
-                subscriptions=subscriptions,
-                short_polling_ms=short_polling,
-                check_interval_ms=int(self.hold.interval * 1000),
-                acl=acl,
-            )
-
-    def _take_plane_commits(self) -> None:
-        """Offsets the planes' pulls committed (taken before any frame read after them is handled)."""
-        if self._registry is None or self.config.is_slave:
-            return
-        for server in self._planes():
-            if server.plane is not None:
-                for group, topic, queue_id, offset in server.plane.take_commits():
-                    self.offsets.commit(group, topic, queue_id, offset)
-
-    def _plane_opened(self, plane: _store.DataPlane, conn_id: int, conn: Connection) -> None:
-        """With the ACL: tell the plane what the new connection's address decides (until then
-        its sends come here)."""
-        if self.acl is not None:
-            plane.set_peer_acl(conn_id, self._acl_generation, *peer_decision(self.acl, conn.peer_host))
-
-    def _acl_changed(self) -> None:
-        """The ACL reloaded: new rules for the planes, and every open connection's address
-        decided again (a decision of the older load is not trusted by the plane meanwhile)."""
-        self._acl_generation += 1
-        self.update_data_plane()
-        self._decide_open_peers()
-
-    def _decide_open_peers(self) -> None:
-        """Tells the planes what the ACL decides for each open connection's address."""
-        for server in self._planes():
-            plane = server.plane
-            if plane is not None:
-                for conn_id, conn in server.plane_connections():
-                    self._plane_opened(plane, conn_id, conn)
-
-    def _plane_arrivals(self, arrivals: Arrivals) -> None:
-        """Messages the data plane stored: wake held pulls and delayed delivery."""
-        if self._registry is None:
-            return
-        for topic, queue_id, next_offset, tags_codes in arrivals:
-            if topic == SCHEDULE_TOPIC:
-                self.schedule.wake(queue_id + 1)
-            elif tags_codes is None:
-                self.hold.notify(topic, queue_id, next_offset, None)
-            else:
-                for tags_code in tags_codes:
-                    self.hold.notify(topic, queue_id, next_offset, tags_code)
-
-    def _watch_arrivals(self, on: bool) -> None:
-        """Held pulls wait (or no longer do): arrivals on the data planes wake the loop (or not).
-        Turning it on takes what arrived meanwhile, so no pull misses a message stored between
-        its read and its hold."""
-        for server in self._planes():
-            if server.plane is not None:
-                server.plane.set_watching(on)
-                if on:
-                    self._plane_arrivals(server.plane.take_arrivals())
+        """Tells the data planes what they may serve themselves (a configuration change)."""
+        self.planes.update()
 
     def sync_plane_stats(self) -> None:
-        """Adds what the data planes counted to the broker's statistics (and the offsets their
-        pulls committed)."""
-        self._take_plane_commits()
-        for server in self._planes():
-            if server.plane is not None:
-                self.stats.add_plane(*server.plane.take_stats())
+        """Adds what the data planes counted to the broker's statistics."""
+        self.planes.sync_stats()
+
+    @property
+    def started_serving(self) -> bool:
+        """The services are up and requests reach their processors."""
+        return self._registry is not None
 
     async def _start_after_bind(self, server: Server) -> None:
         if self.config.listen_port == 0:
@@ -359,16 +228,7 @@ class Broker:
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
             loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
         ]
-        if self._planes():
-            self.topics.on_change = self.update_data_plane
-            self.groups.on_change = self.update_pull_plane
-            self.clients.on_subscriptions_changed = self.update_pull_plane
-            for server in self._planes():
-                server.before_events = self._take_plane_commits
-            self.hold.on_watch = self._watch_arrivals
-            self.stats.counted_elsewhere = self.sync_plane_stats
-            self.update_data_plane()
-            self._decide_open_peers()  # connections opened while the broker started
+        self.planes.start()
         if cfg.namesrv_addrs:
             self._registering = True
             self._tasks.append(loop.create_task(self._register_loop(), name="namesrv-register"))
@@ -389,7 +249,7 @@ class Broker:
         acl = plain_acl_of(cfg)
         acl.load()
         self.acl = acl
-        acl.on_change(self._acl_changed)
+        acl.on_change(self.planes.acl_changed)
         self.acl_watcher = AclFileWatcher(acl)
         await self.acl_watcher.start()
         logger.info("ACL enabled: %s", acl.default_file)
@@ -409,10 +269,7 @@ class Broker:
         if self.server is None:
             return
         # Every request through Python from here: the store and the HA service close below.
-        for server in self._planes():
-            if server.plane is not None:
-                server.plane.stop_serving_sends()
-                server.plane.stop_serving_pulls()
+        self.planes.stop_serving()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -473,15 +330,12 @@ class Broker:
     def _wake_pulls(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:
         """Pulls held here and on the data planes."""
         self.hold.notify(topic, queue_id, next_offset, tags_code)
-        for server in self._planes():
-            if server.plane is not None:
-                server.plane.notify_arrival(topic, queue_id, next_offset, tags_code)
+        self.planes.notify_arrival(topic, queue_id, next_offset, tags_code)
 
     @property
     def held_pulls(self) -> int:
         """Pulls waiting for messages, here and on the data planes."""
-        on_planes = sum(s.plane.held_pulls for s in self._planes() if s.plane is not None)
-        return self.hold.held_count + on_planes
+        return self.hold.held_count + self.planes.held_pulls
 
     def _consumers_changed(self, group: str, info: ConsumerGroupInfo) -> None:
         if not self.config.notify_consumer_ids_changed_enable:
@@ -525,7 +379,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.config.flush_consumer_offset_interval / 1000.0)
-            self._take_plane_commits()  # a consumer that only pulls never wakes the loop
+            self.planes.take_commits()  # a consumer that only pulls never wakes the loop
             # On a thread: its fsync takes milliseconds (tens under SYNC_FLUSH load), which on the
             # event loop would hold every request meanwhile. `stop` waits for it.
             self._offsets_persisting = loop.run_in_executor(None, self.offsets.persist)
@@ -628,14 +482,6 @@ def plain_acl_of(cfg: BrokerConfig) -> PlainAcl:
     """The ACL files of this configuration (rocketmqHome, else ROCKETMQ_HOME; aclPlainFile), not
     loaded yet."""
     return PlainAcl.locate(cfg.rocketmq_home or os.environ.get("ROCKETMQ_HOME"), cfg.acl_plain_file)
-
-
-def _plane_may_send(topic: str) -> bool:
-    """Topics whose plain sends follow the plain rule only (retry topics may turn a send into a
-    dead letter; system topics refuse sends)."""
-    if topic in NOT_ALLOWED_SEND or topic.startswith(RETRY_PREFIX):
-        return False
-    return topic_problem(topic) is None
 
 
 def server_limits(cfg: BrokerConfig) -> ServerLimits:

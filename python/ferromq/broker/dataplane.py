@@ -1,0 +1,228 @@
+"""The broker's side of the Rust data planes: what they may serve, pushed to them whenever the
+state it depends on changes (topics, groups, subscriptions, the ACL, the role, the configuration),
+and what they did, taken back (statistics, committed offsets, stored messages that wake pulls here).
+
+Python decides; a plane serves only sends and pulls it was told it may (every other request, and
+every request it is unsure of, reaches the broker's dispatcher)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ferromq import _store
+from ferromq.acl.dataplane import peer_decision, pull_rules, send_rules
+from ferromq.broker.topics import NOT_ALLOWED_SEND, topic_problem
+from ferromq.protocol.constants import RETRY_PREFIX, SCHEDULE_TOPIC
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.plane import Arrivals, PlaneServer
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+
+class DataPlanes:
+    """The broker's data planes (its port's and the VIP channel's), kept told."""
+
+    def __init__(self, broker: Broker, servers: Callable[[], list[PlaneServer]]) -> None:
+        self._broker = broker
+        self._servers = servers
+        self.acl_generation = 0
+        """Counts the ACL's loads: the planes trust only decisions of the latest."""
+
+    def _planes(self) -> list[_store.DataPlane]:
+        return [s.plane for s in self._servers() if s.plane is not None]
+
+    def attach(self, server: PlaneServer) -> None:
+        """Callbacks of a plane server the broker made (before it starts)."""
+        server.on_arrivals = self.arrivals
+        server.on_open = self.opened
+
+    def start(self) -> None:
+        """The broker's state is there: keep the planes told from now on."""
+        b = self._broker
+        if not self._servers():
+            return
+        b.topics.on_change = self.update
+        b.groups.on_change = self.update_pulls
+        b.clients.on_subscriptions_changed = self.update_pulls
+        for server in self._servers():
+            server.before_events = self.take_commits
+        b.hold.on_watch = self.watch
+        b.stats.counted_elsewhere = self.sync_stats
+        self.update()
+        self.decide_open_peers()  # connections opened while the broker started
+
+    def stop_serving(self) -> None:
+        """Every request through Python from here (the broker stops)."""
+        for plane in self._planes():
+            plane.stop_serving_sends()
+            plane.stop_serving_pulls()
+
+    # -- what they may serve -------------------------------------------------------------------
+
+    def update(self) -> None:
+        """Tells the planes what they may serve themselves (sends and pulls)."""
+        self.update_sends()
+        self.update_pulls()
+
+    def _off(self) -> bool:
+        """A slave, a broker in controller mode (its role may change) or one still starting: every
+        request to Python."""
+        b = self._broker
+        return not b.started_serving or b.config.is_slave or b.config.enable_controller_mode
+
+    def update_sends(self) -> None:
+        """Plain sends to the writable topics a send may name, on a master that is not in
+        controller mode (those decisions stay Python's: every such send comes here). With the
+        ACL, only sends the ACL allows (see `ferromq.acl.dataplane`: Python decides, the plane
+        checks signatures)."""
+        planes = self._planes()
+        if not planes:
+            return
+        b = self._broker
+        cfg = b.config
+        if self._off() or not cfg.broker_permission & 2:
+            for plane in planes:
+                plane.stop_serving_sends()
+            return
+        topics = [t for t in b.topics.topics.values() if t.writable and _may_send(t.topic_name)]
+        acl = None
+        if b.acl is not None:
+            acl = (self.acl_generation, send_rules(b.acl, (t.topic_name for t in topics)))
+        for plane in planes:
+            plane.serve_sends(
+                b.store.raw,
+                ha=b.replication.master,
+                sync_flush=b.sync_flush,
+                sync_master=cfg.broker_role == "SYNC_MASTER",
+                slave_timeout_ms=cfg.slave_timeout,
+                cluster=cfg.broker_cluster_name,
+                region=cfg.region_id,
+                trace_on=cfg.trace_on,
+                topics=[
+                    (t.topic_name, t.write_queue_nums, t.read_queue_nums, t.topic_filter_type == "MULTI_TAG")
+                    for t in topics
+                ],
+                acl=acl,
+            )
+
+    def update_pulls(self) -> None:
+        """Pulls from readable topics by existing groups that may consume, with TAG subscriptions
+        (given in the pull or registered by heartbeat), on a master without slaveReadEnable; with
+        the ACL only those its accounts may make (as for sends); every other pull comes here
+        (SQL92, unknown groups and subscriptions, offsets to correct)."""
+        planes = self._planes()
+        if not planes:
+            return
+        b = self._broker
+        cfg = b.config
+        readable = cfg.broker_permission & 4
+        if self._off() or not readable or cfg.slave_read_enable:
+            for plane in planes:
+                plane.stop_serving_pulls()
+            return
+        topics = [(t.topic_name, t.read_queue_nums) for t in b.topics.topics.values() if t.readable]
+        groups = [name for name, g in b.groups.groups.items() if g.consume_enable]
+        subscriptions = [
+            (group, topic, sub.sub_version, None if sub.codes is None else list(sub.codes))
+            for group, info in b.clients.consumers.items()
+            for topic, sub in info.subscriptions.items()
+            if sub.expression_type == "TAG"
+        ]
+        short_polling = None if cfg.long_polling_enable else cfg.short_polling_time_mills
+        acl = None
+        if b.acl is not None:
+            acl = (self.acl_generation, pull_rules(b.acl, (t for t, _ in topics), groups))
+        for plane in planes:
+            plane.serve_pulls(
+                b.store.raw,
+                topics=topics,
+                groups=groups,
+                subscriptions=subscriptions,
+                short_polling_ms=short_polling,
+                check_interval_ms=int(b.hold.interval * 1000),
+                acl=acl,
+            )
+
+    # -- the ACL -------------------------------------------------------------------------------
+
+    def opened(self, plane: _store.DataPlane, conn_id: int, conn: Connection) -> None:
+        """With the ACL: tell the plane what the new connection's address decides (until then
+        its sends come here)."""
+        acl = self._broker.acl
+        if acl is not None:
+            plane.set_peer_acl(conn_id, self.acl_generation, *peer_decision(acl, conn.peer_host))
+
+    def acl_changed(self) -> None:
+        """The ACL reloaded: new rules for the planes, and every open connection's address
+        decided again (a decision of the older load is not trusted by the plane meanwhile)."""
+        self.acl_generation += 1
+        self.update()
+        self.decide_open_peers()
+
+    def decide_open_peers(self) -> None:
+        """Tells the planes what the ACL decides for each open connection's address."""
+        for server in self._servers():
+            plane = server.plane
+            if plane is not None:
+                for conn_id, conn in server.plane_connections():
+                    self.opened(plane, conn_id, conn)
+
+    # -- what they did -------------------------------------------------------------------------
+
+    def take_commits(self) -> None:
+        """Offsets the planes' pulls committed (taken before any frame read after them is handled)."""
+        b = self._broker
+        if not b.started_serving or b.config.is_slave:
+            return
+        for plane in self._planes():
+            for group, topic, queue_id, offset in plane.take_commits():
+                b.offsets.commit(group, topic, queue_id, offset)
+
+    def sync_stats(self) -> None:
+        """Adds what the planes counted to the broker's statistics (and the offsets their pulls
+        committed)."""
+        self.take_commits()
+        for plane in self._planes():
+            self._broker.stats.add_plane(*plane.take_stats())
+
+    def arrivals(self, arrivals: Arrivals) -> None:
+        """Messages the planes stored: wake held pulls and delayed delivery."""
+        b = self._broker
+        if not b.started_serving:
+            return
+        for topic, queue_id, next_offset, tags_codes in arrivals:
+            if topic == SCHEDULE_TOPIC:
+                b.schedule.wake(queue_id + 1)
+            elif tags_codes is None:
+                b.hold.notify(topic, queue_id, next_offset, None)
+            else:
+                for tags_code in tags_codes:
+                    b.hold.notify(topic, queue_id, next_offset, tags_code)
+
+    def watch(self, on: bool) -> None:
+        """Held pulls wait (or no longer do): arrivals on the planes wake the loop (or not).
+        Turning it on takes what arrived meanwhile, so no pull misses a message stored between
+        its read and its hold."""
+        for plane in self._planes():
+            plane.set_watching(on)
+            if on:
+                self.arrivals(plane.take_arrivals())
+
+    def notify_arrival(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:
+        """A message Python stored: pulls held on the planes may take it."""
+        for plane in self._planes():
+            plane.notify_arrival(topic, queue_id, next_offset, tags_code)
+
+    @property
+    def held_pulls(self) -> int:
+        return sum(plane.held_pulls for plane in self._planes())
+
+
+def _may_send(topic: str) -> bool:
+    """Topics whose plain sends follow the plain rule only (retry topics may turn a send into a
+    dead letter; system topics refuse sends)."""
+    if topic in NOT_ALLOWED_SEND or topic.startswith(RETRY_PREFIX):
+        return False
+    return topic_problem(topic) is None
