@@ -8,14 +8,12 @@ import logging
 import os
 import ssl
 import time
-import zlib
 from collections.abc import Awaitable
 from pathlib import Path
 
 from ferromq import _store
 from ferromq.acl.guard import AclGuard
 from ferromq.acl.plain import PlainAcl
-from ferromq.acl.signing import credentials_of
 from ferromq.acl.watch import AclFileWatcher
 from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
 from ferromq.broker.config import BrokerConfig, check_store_files, runtime_changes
@@ -26,6 +24,7 @@ from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.metrics import MetricsExporter
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.processors import build_registry, pull, send
+from ferromq.broker.registration import NameServerRegistration
 from ferromq.broker.replication import ReplicationService
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.stats import RPC_LATENCY_BUCKETS_MS, BrokerStats
@@ -33,16 +32,13 @@ from ferromq.broker.subscriptions import SubscriptionGroupManager
 from ferromq.broker.topics import TopicConfigManager
 from ferromq.broker.transaction import TransactionalMessageService
 from ferromq.errors import StoreIOError
-from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.constants import SCHEDULE_TOPIC
 from ferromq.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
-    RegisterBrokerRequestHeader,
-    UnRegisterBrokerRequestHeader,
 )
-from ferromq.remoting.connection import Connection, open_connection
+from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Dispatcher
 from ferromq.remoting.plane import PlaneServer
 from ferromq.remoting.server import RemotingServer, ServerLimits
@@ -52,7 +48,6 @@ from ferromq.store import FlushDiskType, MessageStore
 logger = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL = 10.0
-NAMESRV_TIMEOUT = 3.0
 
 Server = RemotingServer | PlaneServer
 
@@ -68,11 +63,9 @@ class Broker:
         self._outgoing_ssl: ssl.SSLContext | None = None
         """RocketMQ's "VIP channel" on listenPort - 2, the port a Java slave syncs metadata through."""
         self._tasks: list[asyncio.Task[None]] = []
-        self._namesrv_conns: dict[str, Connection] = {}
-        self._register_now = asyncio.Event()
+        self.registration = NameServerRegistration(self, self.outgoing_ssl)
         self._registry: Dispatcher | None = None
         self._offsets_persisting: asyncio.Future[None] | None = None
-        self._registering = False
         self._started = False
         self.acl: PlainAcl | None = None
         """The plain ACL when aclEnable=true."""
@@ -229,9 +222,7 @@ class Broker:
             loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
         ]
         self.planes.start()
-        if cfg.namesrv_addrs:
-            self._registering = True
-            self._tasks.append(loop.create_task(self._register_loop(), name="namesrv-register"))
+        self.registration.start()
         logger.info(
             "broker %s (cluster %s) listening on %s:%d, store %s (profile %s)",
             cfg.broker_name,
@@ -276,9 +267,7 @@ class Broker:
         self._tasks.clear()
         if self._offsets_persisting is not None:
             await asyncio.gather(self._offsets_persisting, return_exceptions=True)
-        if self._registering:
-            self._registering = False
-            await self._unregister_all()
+        await self.registration.stop()
         if self.acl_watcher is not None:
             await self.acl_watcher.stop()
         if self.controller is not None:
@@ -371,7 +360,10 @@ class Broker:
 
     def registration_changed(self) -> None:
         """Topics changed: register with the name servers right away."""
-        self._register_now.set()
+        self.registration.changed()
+
+    async def register_all(self) -> None:
+        await self.registration.register_all()
 
     # -- background services -------------------------------------------------------------------
 
@@ -393,25 +385,6 @@ class Broker:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL)
             self.clients.expire(time.monotonic(), self.config.channel_expired_timeout / 1000.0)
 
-    async def _register_loop(self) -> None:
-        period = min(max(self.config.register_name_server_period, 10_000), 60_000) / 1000.0
-        while True:
-            self._register_now.clear()
-            await self.register_all()
-            try:
-                async with asyncio.timeout(period):
-                    await self._register_now.wait()
-            except TimeoutError:
-                pass
-
-    async def _namesrv(self, addr: str) -> Connection:
-        conn = self._namesrv_conns.get(addr)
-        if conn is None or conn.closed:
-            host, _, port = addr.rpartition(":")
-            conn = await open_connection(host, int(port), timeout=NAMESRV_TIMEOUT, ssl=self.outgoing_ssl())
-            self._namesrv_conns[addr] = conn
-        return conn
-
     def outgoing_ssl(self) -> ssl.SSLContext | None:
         """tls.enable: the broker's own connections (to name servers, a slave's to its master) use
         TLS, as Java's BrokerOuterAPI does, with the tls.client.* settings."""
@@ -420,62 +393,6 @@ class Broker:
         if self._outgoing_ssl is None:
             self._outgoing_ssl = self.config.tls_settings().outgoing_context()
         return self._outgoing_ssl
-
-    def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
-        """A name-server request, signed with namesrvAccessKey/namesrvSecretKey when set (a name
-        server with aclEnable=true takes writes only from its admin accounts)."""
-        cfg = self.config
-        credentials = credentials_of(cfg.namesrv_access_key, cfg.namesrv_secret_key)
-        if credentials is not None:
-            credentials.apply(cmd.ext, cmd.body)
-        return cmd
-
-    def _broker_header(self) -> UnRegisterBrokerRequestHeader:
-        cfg = self.config
-        return UnRegisterBrokerRequestHeader(
-            broker_name=cfg.broker_name,
-            broker_addr=cfg.broker_addr,
-            cluster_name=cfg.broker_cluster_name,
-            broker_id=cfg.broker_id,
-        )
-
-    async def register_all(self) -> None:
-        cfg = self.config
-        body = dumps({"topicConfigSerializeWrapper": self.topics.serialize_wrapper(), "filterServerList": []})
-        for addr in cfg.namesrv_addrs:
-            ext = RegisterBrokerRequestHeader(
-                broker_name=cfg.broker_name,
-                broker_addr=cfg.broker_addr,
-                cluster_name=cfg.broker_cluster_name,
-                broker_id=cfg.broker_id,
-                ha_server_addr=cfg.ha_server_addr,
-                compressed=False,
-                body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
-            ).to_ext()
-            cmd = self._signed(RemotingCommand(code=RequestCode.REGISTER_BROKER, ext=ext, body=body))
-            try:
-                reply = await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
-                if reply.code != ResponseCode.SUCCESS:
-                    logger.warning("name server %s refused registration: %s", addr, reply.remark)
-                else:
-                    self.replication.registered(reply.ext)
-            except (OSError, TimeoutError) as e:
-                logger.warning("registering with name server %s failed: %s", addr, e)
-            except Exception as e:
-                logger.warning("registering with name server %s failed: %s", addr, e)
-
-    async def _unregister_all(self) -> None:
-        for addr in self.config.namesrv_addrs:
-            cmd = self._signed(
-                RemotingCommand(code=RequestCode.UNREGISTER_BROKER, ext=self._broker_header().to_ext())
-            )
-            try:
-                await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
-            except Exception as e:
-                logger.debug("unregistering from %s failed: %s", addr, e)
-        for conn in self._namesrv_conns.values():
-            await conn.close()
-        self._namesrv_conns.clear()
 
 
 def plain_acl_of(cfg: BrokerConfig) -> PlainAcl:

@@ -1,0 +1,123 @@
+"""The broker's registration with its name servers: REGISTER_BROKER with its topics at start, every
+registerNameServerPeriod (10-60 s) and at once when its topics or role change; UNREGISTER_BROKER
+when it stops. Requests are signed with namesrvAccessKey/namesrvSecretKey when set (a name server
+with its ACL takes route changes only from its admin accounts)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import zlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ferromq.acl.signing import credentials_of
+from ferromq.jsonutil import dumps
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from ferromq.remoting.connection import Connection, open_connection
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+NAMESRV_TIMEOUT = 3.0
+
+
+class NameServerRegistration:
+    def __init__(self, broker: Broker, outgoing_ssl: Callable[[], ssl.SSLContext | None]) -> None:
+        self._broker = broker
+        self._outgoing_ssl = outgoing_ssl
+        self._conns: dict[str, Connection] = {}
+        self._now = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._broker.config.namesrv_addrs:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name="namesrv-register")
+
+    async def stop(self) -> None:
+        """Unregisters (if it registered) and closes its connections."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+        await self._unregister_all()
+
+    def changed(self) -> None:
+        """Topics or the role changed: register again right away."""
+        self._now.set()
+
+    async def _loop(self) -> None:
+        period = min(max(self._broker.config.register_name_server_period, 10_000), 60_000) / 1000.0
+        while True:
+            self._now.clear()
+            await self.register_all()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(period):
+                    await self._now.wait()
+
+    async def _namesrv(self, addr: str) -> Connection:
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:
+            host, _, port = addr.rpartition(":")
+            conn = await open_connection(host, int(port), timeout=NAMESRV_TIMEOUT, ssl=self._outgoing_ssl())
+            self._conns[addr] = conn
+        return conn
+
+    def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
+        cfg = self._broker.config
+        credentials = credentials_of(cfg.namesrv_access_key, cfg.namesrv_secret_key)
+        if credentials is not None:
+            credentials.apply(cmd.ext, cmd.body)
+        return cmd
+
+    async def register_all(self) -> None:
+        broker = self._broker
+        cfg = broker.config
+        body = dumps(
+            {"topicConfigSerializeWrapper": broker.topics.serialize_wrapper(), "filterServerList": []}
+        )
+        for addr in cfg.namesrv_addrs:
+            ext = RegisterBrokerRequestHeader(
+                broker_name=cfg.broker_name,
+                broker_addr=cfg.broker_addr,
+                cluster_name=cfg.broker_cluster_name,
+                broker_id=cfg.broker_id,
+                ha_server_addr=cfg.ha_server_addr,
+                compressed=False,
+                body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+            ).to_ext()
+            cmd = self._signed(RemotingCommand(code=RequestCode.REGISTER_BROKER, ext=ext, body=body))
+            try:
+                reply = await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
+                if reply.code != ResponseCode.SUCCESS:
+                    logger.warning("name server %s refused registration: %s", addr, reply.remark)
+                else:
+                    broker.replication.registered(reply.ext)
+            except Exception as e:
+                logger.warning("registering with name server %s failed: %s", addr, e)
+
+    async def _unregister_all(self) -> None:
+        cfg = self._broker.config
+        header = UnRegisterBrokerRequestHeader(
+            broker_name=cfg.broker_name,
+            broker_addr=cfg.broker_addr,
+            cluster_name=cfg.broker_cluster_name,
+            broker_id=cfg.broker_id,
+        )
+        for addr in cfg.namesrv_addrs:
+            cmd = self._signed(RemotingCommand(code=RequestCode.UNREGISTER_BROKER, ext=header.to_ext()))
+            try:
+                await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
+            except Exception as e:
+                logger.debug("unregistering from %s failed: %s", addr, e)
+        for conn in self._conns.values():
+            await conn.close()
+        self._conns.clear()
