@@ -26,6 +26,7 @@ from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.processors import build_registry, pull, send
 from ferromq.broker.registration import NameServerRegistration
 from ferromq.broker.replication import ReplicationService
+from ferromq.broker.roles import BrokerRoles
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.stats import RPC_LATENCY_BUCKETS_MS, BrokerStats
 from ferromq.broker.subscriptions import SubscriptionGroupManager
@@ -195,6 +196,7 @@ class Broker:
         # A slave writes nothing of its own: delayed delivery and transaction checks run on the master.
         if cfg.enable_controller_mode:
             # The controllers decide the role (and start the master's services).
+            self.roles = BrokerRoles(self)
             self.controller = ControllerLink(self)
             await self.controller.start()
             cfg = self.config

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from ferromq import _store
 from ferromq.broker.epochs import EpochEntry, EpochFile, consistent_point
-from ferromq.broker.replication import configure_replicated_topics
 from ferromq.controller.codes import NO_MASTER, ControllerCode
 from ferromq.errors import FerroMQError
 from ferromq.jsonutil import dumps, loads_lenient
@@ -79,8 +78,7 @@ class ControllerLink:
         """Registers (waiting up to START_TIMEOUT for a controller) and takes the role the
         controllers give; then heartbeats in the background."""
         broker = self._broker
-        broker.config = broker.config.replace(broker_role="SLAVE", broker_id=1, ha_master_address=None)
-        await broker.replication.start()
+        await broker.roles.start_as_replica()
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             try:
@@ -226,37 +224,23 @@ class ControllerLink:
         elif self.role != "SLAVE" or self.epoch != epoch or self.master_id != master:
             await self._follow(view)
 
-    async def _stop_master_services(self) -> None:
-        broker = self._broker
-        broker.config = broker.config.replace(broker_role="SLAVE", broker_id=self.broker_id or 1)
-        await broker.schedule.stop()
-        await broker.transactions.stop()
-        await broker.replication.stop()
-
     async def _become_master(self, view: dict[str, Any]) -> None:
         broker = self._broker
         epoch = int(view["epoch"])
-        await self._stop_master_services()
+        await broker.roles.stop_master_services(self.broker_id)
         end = broker.store.max_physical_offset
         self.epochs.begin(epoch, end)
-        broker.config = broker.config.replace(
-            broker_role=self.master_role, broker_id=0, ha_master_address=None
-        )
         self.role, self.epoch, self.master_id = "MASTER", epoch, self.broker_id or NO_MASTER
         self._out_since.clear()
         try:
-            await broker.replication.start()
+            await broker.roles.become_master(self.master_role, self.broker_id)
         except OSError:
             # The HA port is taken (for a moment, e.g. by a socket a replica's connect attempt
             # bound): not a master yet, so that the next view from the controllers tries again.
             self.role = "NONE"
-            await self._stop_master_services()
             raise
         self._set_sync_state_set(view["syncStateSet"], int(view["syncStateSetEpoch"]))
-        # Topics replicated before their configuration was copied: the new master's route lists them.
-        configure_replicated_topics(broker)
-        await broker.schedule.start()
-        await broker.transactions.start()
+        await broker.roles.start_master_services()
         self.role_changes += 1
         logger.warning(
             "controller mode: %s is now the master of %s (epoch %d, CommitLog end %d)",
@@ -265,19 +249,17 @@ class ControllerLink:
             epoch,
             end,
         )
-        broker.registration_changed()
 
     async def _step_down(self, epoch: int) -> None:
         """No master any more (none of its in-sync replicas is alive, or this one was deposed):
         stop taking writes until the controllers choose."""
-        await self._stop_master_services()
-        await self._broker.replication.start()
+        await self._broker.roles.stop_master_services(self.broker_id)
+        await self._broker.roles.follow(None)
         self.role, self.epoch, self.master_id = "NONE", epoch, NO_MASTER
         self.role_changes += 1
         logger.warning(
             "controller mode: %s is no longer master (epoch %d)", self._broker.config.broker_addr, epoch
         )
-        self._broker.registration_changed()
 
     async def _follow(self, view: dict[str, Any]) -> None:
         broker = self._broker
@@ -285,7 +267,7 @@ class ControllerLink:
         member = view["members"].get(str(master)) or {}
         master_addr, master_ha = member.get("addr", ""), member.get("haAddr", "")
         was_master = self.role == "MASTER"
-        await self._stop_master_services()
+        await broker.roles.stop_master_services(self.broker_id)
         self.role = "NONE"
         try:
             reply = await self._ask(
@@ -299,10 +281,9 @@ class ControllerLink:
             self._truncate_to_master(remote)
         except BaseException:
             # Asked again at the next heartbeat; meanwhile a replica without master.
-            await broker.replication.start()
+            await broker.roles.follow(None)
             raise
-        broker.config = broker.config.replace(ha_master_address=master_ha)
-        await broker.replication.start()
+        await broker.roles.follow(master_ha)
         self.role, self.epoch, self.master_id = "SLAVE", epoch, master
         self.sync_state_set, self.sync_state_set_epoch = (
             list(view["syncStateSet"]),
@@ -316,7 +297,6 @@ class ControllerLink:
             epoch,
             " after stepping down" if was_master else "",
         )
-        broker.registration_changed()
 
     def _truncate_to_master(self, remote: dict[str, Any]) -> None:
         """Cuts this CommitLog after the last point it shares with the master's, and takes the
