@@ -5,6 +5,7 @@ from os import PathLike
 from typing import Any, final
 
 __all__ = [
+    "STORE_ERROR_CLASSES",
     "DataPlane",
     "GetResult",
     "HaMaster",
@@ -30,6 +31,8 @@ __all__ = [
 
 __version__: str
 build_profile: str
+STORE_ERROR_CLASSES: list[str]
+"""The `ferromq.errors` classes the store's errors are raised as."""
 
 @final
 class RowFilter:

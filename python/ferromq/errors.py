@@ -1,6 +1,7 @@
 """The ferromq error hierarchy. Each error carries the RocketMQ response code a broker answers with.
 
-The Rust extension raises the store errors below by name, so this module is their only home.
+The Rust extension raises the store errors below by name (`_store.STORE_ERROR_CLASSES`, checked
+by tests/unit/test_errors.py), so this module is their only home.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ use ferromq_store::{
     hash, BatchItem, FlushDiskType, GetResult as CoreGetResult, MessageStore,
     PutBatchResult as CoreBatch, StoreConfig, StoreError,
 };
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
@@ -28,23 +28,42 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 /// deleted, min physical offset) of a retention round.
 type CleanReportTuple = (bool, bool, bool, bool, usize, usize, usize, i64);
 
-/// The class in `ferromq.errors` for each store error.
-fn error_class_name(e: &StoreError) -> &'static str {
+/// The classes of `ferromq.errors` the store's errors become, each named once (exported as
+/// `STORE_ERROR_CLASSES`; a unit test checks every name is a `StoreError` there).
+const ERROR_CLASSES: [&str; 14] = [
+    "StoreIOError",
+    "MessageTooLargeError",
+    "PropertiesTooLargeError",
+    "MessageIllegalError",
+    "InvalidTopicError",
+    "InvalidArgumentError",
+    "CorruptStoreError",
+    "NotAStoreError",
+    "StoreLockedError",
+    "FlushDiskTimeoutError",
+    "DiskFullError",
+    "DispatchBehindError",
+    "ReadOnlyStoreError",
+    "StoreClosedError",
+];
+
+/// The class in `ferromq.errors` for each store error (an index into ERROR_CLASSES).
+fn error_class(e: &StoreError) -> usize {
     match e {
-        StoreError::Io { .. } => "StoreIOError",
-        StoreError::MessageTooLarge { .. } => "MessageTooLargeError",
-        StoreError::PropertiesTooLarge(_) => "PropertiesTooLargeError",
-        StoreError::MessageIllegal(_) => "MessageIllegalError",
-        StoreError::InvalidTopic { .. } => "InvalidTopicError",
-        StoreError::InvalidArgument(_) => "InvalidArgumentError",
-        StoreError::Corrupt { .. } => "CorruptStoreError",
-        StoreError::NotAStore(_) => "NotAStoreError",
-        StoreError::Locked(_) => "StoreLockedError",
-        StoreError::FlushTimeout { .. } => "FlushDiskTimeoutError",
-        StoreError::DiskFull { .. } => "DiskFullError",
-        StoreError::DispatchBehind { .. } => "DispatchBehindError",
-        StoreError::ReadOnly => "ReadOnlyStoreError",
-        StoreError::Closed => "StoreClosedError",
+        StoreError::Io { .. } => 0,
+        StoreError::MessageTooLarge { .. } => 1,
+        StoreError::PropertiesTooLarge(_) => 2,
+        StoreError::MessageIllegal(_) => 3,
+        StoreError::InvalidTopic { .. } => 4,
+        StoreError::InvalidArgument(_) => 5,
+        StoreError::Corrupt { .. } => 6,
+        StoreError::NotAStore(_) => 7,
+        StoreError::Locked(_) => 8,
+        StoreError::FlushTimeout { .. } => 9,
+        StoreError::DiskFull { .. } => 10,
+        StoreError::DispatchBehind { .. } => 11,
+        StoreError::ReadOnly => 12,
+        StoreError::Closed => 13,
     }
 }
 
@@ -52,14 +71,17 @@ static ERRORS_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 fn to_pyerr(py: Python<'_>, e: StoreError) -> PyErr {
     let msg = e.to_string();
-    let module =
-        ERRORS_MODULE.get_or_try_init(py, || py.import("ferromq.errors").map(Bound::unbind));
-    match module.and_then(|m| m.bind(py).getattr(error_class_name(&e))) {
-        Ok(cls) => match cls.cast_into::<PyType>() {
-            Ok(cls) => PyErr::from_type(cls, msg),
-            Err(_) => PyValueError::new_err(msg),
-        },
-        Err(_) => PyValueError::new_err(msg),
+    let name = ERROR_CLASSES[error_class(&e)];
+    let class = ERRORS_MODULE
+        .get_or_try_init(py, || py.import("ferromq.errors").map(Bound::unbind))
+        .and_then(|m| m.bind(py).getattr(name))
+        .and_then(|cls| cls.cast_into::<PyType>().map_err(PyErr::from));
+    match class {
+        Ok(cls) => PyErr::from_type(cls, msg),
+        // Not a ValueError the caller might take for a bad argument: the mapping itself is broken.
+        Err(_) => PyRuntimeError::new_err(format!(
+            "ferromq.errors has no exception class {name} (the store failed: {msg})"
+        )),
     }
 }
 
@@ -1183,6 +1205,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "release"
         },
     )?;
+    m.add("STORE_ERROR_CLASSES", ERROR_CLASSES.to_vec())?;
     m.add_class::<Store>()?;
     m.add_class::<PutResult>()?;
     m.add_class::<PutBatchResult>()?;

@@ -1,0 +1,21 @@
+"""The store errors the Rust extension raises by name are the classes of `ferromq.errors`."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferromq import _store, errors
+from ferromq.protocol.codes import ResponseCode
+from ferromq.store import MessageStore
+
+
+@pytest.mark.parametrize("name", _store.STORE_ERROR_CLASSES)
+def test_each_store_error_has_its_class(name: str) -> None:
+    cls = getattr(errors, name, None)
+    assert isinstance(cls, type) and issubclass(cls, errors.StoreError), name
+    assert isinstance(cls.code, ResponseCode)
+
+
+def test_a_store_error_arrives_as_its_class(tmp_path: object) -> None:
+    with pytest.raises(errors.NotAStoreError, match="commitlog"):
+        MessageStore.open_read_only(str(tmp_path))
