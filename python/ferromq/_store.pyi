@@ -6,6 +6,7 @@ from typing import Any, final
 
 __all__ = [
     "STORE_ERROR_CLASSES",
+    "WIRE_CONSTANTS",
     "DataPlane",
     "GetResult",
     "HaMaster",
@@ -33,6 +34,8 @@ __version__: str
 build_profile: str
 STORE_ERROR_CLASSES: list[str]
 """The `ferromq.errors` classes the store's errors are raised as."""
+WIRE_CONSTANTS: list[tuple[str, str]]
+"""The codes, flags and system topics the Rust side defines, by their Python names (as text)."""
 
 @final
 class RowFilter:

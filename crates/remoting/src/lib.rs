@@ -5,10 +5,12 @@
 //! * [`pull`]: pulls (and held pulls) served from the store the same way.
 //! * [`acl`]: the plain ACL's signature check of those sends, by rules Python pushes down.
 //! * [`frame`]: the frame and JSON header codec it needs.
+//! * [`codes`]: the request and response codes and pull flags, defined once.
 //!
 //! No Python here: the PyO3 binding lives in `crates/store-py`.
 
 pub mod acl;
+pub mod codes;
 pub mod frame;
 pub mod plane;
 pub mod pull;

@@ -23,6 +23,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::acl::PeerAcl;
+use crate::codes;
 use crate::frame::Frame;
 use crate::pull::{self, Holds, PullConfig};
 use crate::send::{self, SendConfig, Served};
@@ -1223,7 +1224,7 @@ fn handle_frame(
                         send::Outcome::Served
                     )
                 })
-            } else if h.code == pull::PULL_MESSAGE {
+            } else if h.code == codes::PULL_MESSAGE {
                 pulls.is_some_and(|cfg| {
                     matches!(
                         pull::serve(shared, cfg, conn, bytes, &h, arrived, replies),

@@ -21,20 +21,12 @@ use ferromq_store::hash::java_string_hash;
 use ferromq_store::{GetResult, GetStatus, MessageStore};
 
 use crate::acl::AclRules;
+use crate::codes::{
+    FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND, PULL_MESSAGE, PULL_NOT_FOUND,
+    PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, SUCCESS,
+};
 use crate::frame::{json_reply_with_body, Header};
 use crate::plane::{Conn, Event, Shared};
-
-pub const PULL_MESSAGE: i32 = 11;
-
-const SUCCESS: i32 = 0;
-const PULL_NOT_FOUND: i32 = 19;
-const PULL_RETRY_IMMEDIATELY: i32 = 20;
-const PULL_OFFSET_MOVED: i32 = 21;
-
-/// PullSysFlag bits.
-const FLAG_COMMIT_OFFSET: i32 = 0x1;
-const FLAG_SUSPEND: i32 = 0x2;
-const FLAG_SUBSCRIPTION: i32 = 0x4;
 
 /// Which tags a pull takes: any, or those whose tags code (low 32 bits) is listed.
 #[derive(Debug, Clone, PartialEq, Eq)]

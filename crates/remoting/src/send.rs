@@ -12,25 +12,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferromq_store::ha::HaMaster;
 use ferromq_store::message::{normalize_host, sysflag, MessageMeta};
+use ferromq_store::send::SCHEDULE_TOPIC;
 use ferromq_store::send::{decode_batch, Edit, Rewrite};
 use ferromq_store::MessageStore;
 
 use crate::acl::AclRules;
+use crate::codes::{
+    FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2,
+    SLAVE_NOT_AVAILABLE, SUCCESS,
+};
 use crate::frame::{json_reply, Frame, Header};
 use crate::plane::{Conn, Shared};
 use crate::waits::{GroupWait, Replies};
-
-pub const SEND_MESSAGE: i32 = 10;
-pub const SEND_MESSAGE_V2: i32 = 310;
-pub const SEND_BATCH_MESSAGE: i32 = 320;
-
-const SUCCESS: i32 = 0;
-const FLUSH_DISK_TIMEOUT: i32 = 10;
-const SLAVE_NOT_AVAILABLE: i32 = 11;
-const FLUSH_SLAVE_TIMEOUT: i32 = 12;
-
-/// Where a delayed message waits (its arrival wakes Python's delivery timers).
-pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 
 pub fn is_send(code: i32) -> bool {
     matches!(code, SEND_MESSAGE | SEND_MESSAGE_V2 | SEND_BATCH_MESSAGE)

@@ -1206,6 +1206,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
         },
     )?;
     m.add("STORE_ERROR_CLASSES", ERROR_CLASSES.to_vec())?;
+    m.add("WIRE_CONSTANTS", ferromq_remoting::codes::table())?;
     m.add_class::<Store>()?;
     m.add_class::<PutResult>()?;
     m.add_class::<PutBatchResult>()?;

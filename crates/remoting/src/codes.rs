@@ -1,0 +1,54 @@
+//! The request codes, response codes and pull flags the data plane speaks, each defined once
+//! here (the binding exports them as `_store.WIRE_CONSTANTS`; a Python unit test checks them
+//! against `ferromq.protocol`, so the two languages cannot drift apart).
+
+/// Request codes.
+pub const SEND_MESSAGE: i32 = 10;
+pub const PULL_MESSAGE: i32 = 11;
+pub const SEND_MESSAGE_V2: i32 = 310;
+pub const SEND_BATCH_MESSAGE: i32 = 320;
+
+/// Response codes.
+pub const SUCCESS: i32 = 0;
+pub const FLUSH_DISK_TIMEOUT: i32 = 10;
+pub const SLAVE_NOT_AVAILABLE: i32 = 11;
+pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
+pub const PULL_NOT_FOUND: i32 = 19;
+pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
+pub const PULL_OFFSET_MOVED: i32 = 21;
+
+/// PullSysFlag bits.
+pub const FLAG_COMMIT_OFFSET: i32 = 0x1;
+pub const FLAG_SUSPEND: i32 = 0x2;
+pub const FLAG_SUBSCRIPTION: i32 = 0x4;
+
+/// Every constant above by the name Python gives it (`RequestCode.X`, `ResponseCode.X`,
+/// `PULL_FLAG_X`), and the store's system topic of delayed messages.
+pub fn table() -> Vec<(&'static str, String)> {
+    let ints = [
+        ("RequestCode.SEND_MESSAGE", SEND_MESSAGE),
+        ("RequestCode.PULL_MESSAGE", PULL_MESSAGE),
+        ("RequestCode.SEND_MESSAGE_V2", SEND_MESSAGE_V2),
+        ("RequestCode.SEND_BATCH_MESSAGE", SEND_BATCH_MESSAGE),
+        ("ResponseCode.SUCCESS", SUCCESS),
+        ("ResponseCode.FLUSH_DISK_TIMEOUT", FLUSH_DISK_TIMEOUT),
+        ("ResponseCode.SLAVE_NOT_AVAILABLE", SLAVE_NOT_AVAILABLE),
+        ("ResponseCode.FLUSH_SLAVE_TIMEOUT", FLUSH_SLAVE_TIMEOUT),
+        ("ResponseCode.PULL_NOT_FOUND", PULL_NOT_FOUND),
+        (
+            "ResponseCode.PULL_RETRY_IMMEDIATELY",
+            PULL_RETRY_IMMEDIATELY,
+        ),
+        ("ResponseCode.PULL_OFFSET_MOVED", PULL_OFFSET_MOVED),
+        ("PULL_FLAG_COMMIT_OFFSET", FLAG_COMMIT_OFFSET),
+        ("PULL_FLAG_SUSPEND", FLAG_SUSPEND),
+        ("PULL_FLAG_SUBSCRIPTION", FLAG_SUBSCRIPTION),
+    ];
+    let mut out: Vec<(&'static str, String)> =
+        ints.iter().map(|(n, v)| (*n, v.to_string())).collect();
+    out.push((
+        "SCHEDULE_TOPIC",
+        ferromq_store::send::SCHEDULE_TOPIC.to_string(),
+    ));
+    out
+}
