@@ -240,8 +240,9 @@ pub(crate) struct Shared {
     budget: Arc<Semaphore>,
     budget_bytes: u32,
     /// Accepted connections whose first byte is awaited (TLS or not).
-    /// Accepted connections whose first byte is awaited (TLS or not), by id.
-    sniffing: Mutex<HashMap<u64, Arc<Sniffing>>>,
+    /// Accepted connections not served yet (their task not started, or their first byte
+    /// awaited to tell TLS from plain), by id: counted against the limit from their accept.
+    opening: Mutex<HashMap<u64, Arc<Opening>>>,
     /// Connections not read until their unfinished frame fits in the budget.
     budget_waiters: AtomicUsize,
     /// Bytes granted from the budget (tokio hands a waiter permits as they free up, so the
@@ -437,7 +438,7 @@ impl DataPlane {
             next_id: AtomicU64::new(1),
             budget: Arc::new(Semaphore::new(budget_bytes as usize)),
             budget_bytes,
-            sniffing: Mutex::new(HashMap::new()),
+            opening: Mutex::new(HashMap::new()),
             budget_waiters: AtomicUsize::new(0),
             reserved: Arc::new(AtomicUsize::new(0)),
             replies_queued: Arc::new(AtomicUsize::new(0)),
@@ -583,7 +584,7 @@ impl DataPlane {
 
     /// Connections served, and accepted ones whose first byte is awaited.
     pub fn open_connections(&self) -> usize {
-        self.shared.conns.lock().unwrap().len() + self.shared.sniffing.lock().unwrap().len()
+        self.shared.conns.lock().unwrap().len() + self.shared.opening.lock().unwrap().len()
     }
 
     /// Connections waiting for room in the request budget (not read meanwhile).
@@ -652,11 +653,11 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                     return;
                 }
                 let port = listener.local_addr().map_or(0, |a| a.port());
-                let Some(slot) = admit(&shared, port, peer) else {
+                let Some(admission) = admit(&shared, port, peer) else {
                     continue;
                 };
                 let _ = sock.set_nodelay(true);
-                tokio::spawn(serve(shared.clone(), sock, peer, slot));
+                tokio::spawn(serve(shared.clone(), sock, peer, admission));
             }
             Err(e) => {
                 // Out of descriptors and the like: wait instead of spinning on the error.
@@ -669,8 +670,9 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
 
 /// A new connection from `peer` is refused past its address's share of the connections; at the
 /// global limit the longest-idle connection is closed to make room for it (a host that opens
-/// idle connections by the thousand cannot lock everyone else out). Its slot of the address.
-fn admit(shared: &Arc<Shared>, port: u16, peer: SocketAddr) -> Option<AddressSlot> {
+/// idle connections by the thousand cannot lock everyone else out). It counts against both
+/// from here, before its task starts.
+fn admit(shared: &Arc<Shared>, port: u16, peer: SocketAddr) -> Option<Admission> {
     let cfg = &shared.cfg;
     {
         let mut per = shared.per_address.lock().unwrap();
@@ -678,16 +680,13 @@ fn admit(shared: &Arc<Shared>, port: u16, peer: SocketAddr) -> Option<AddressSlo
         if *held >= cfg.max_connections_per_address {
             drop(per);
             shared.closed(reason::ADDRESS_LIMIT);
-            log_refusal(
-                shared,
-                port,
-                "connection(s) refused: an address holds its share",
-                &format!(
-                    "serverMaxConnectionsPerAddress={}, last from {}",
-                    cfg.max_connections_per_address,
-                    peer.ip()
-                ),
+            let detail = format!(
+                "serverMaxConnectionsPerAddress={}, last from {}",
+                cfg.max_connections_per_address,
+                peer.ip()
             );
+            let kind = "connection(s) refused: an address holds its share";
+            log_refusal(shared, port, kind, &detail);
             return None;
         }
         *held += 1;
@@ -697,73 +696,104 @@ fn admit(shared: &Arc<Shared>, port: u16, peer: SocketAddr) -> Option<AddressSlo
         ip: peer.ip(),
     };
     let conns = shared.conns.lock().unwrap();
-    let sniffing = shared.sniffing.lock().unwrap();
-    let open = conns.len() + sniffing.len();
-    if open < cfg.max_connections {
-        return Some(slot);
-    }
-    // The longest idle: a connection by its last request, one still silent by its accept.
-    let served = conns
-        .values()
-        .filter(|c| !c.killed.load(Ordering::Acquire))
-        .map(|c| {
-            (
-                c.last_activity.load(Ordering::Acquire),
-                Victim::Served(c.clone()),
-            )
-        });
-    let silent = sniffing
-        .values()
-        .filter(|s| !s.evicted.load(Ordering::Acquire))
-        .map(|s| (s.since, Victim::Silent(s.clone())));
-    let victim = served
-        .chain(silent)
-        .min_by_key(|(at, _)| *at)
-        .map(|(_, v)| v);
-    drop(sniffing);
-    drop(conns);
-    let detail = format!("serverMaxConnections={}, {open} open", cfg.max_connections);
-    match victim {
-        Some(v) => {
-            log_refusal(
-                shared,
-                port,
-                "longest-idle connection(s) closed for new ones at the limit",
-                &detail,
-            );
-            match v {
-                Victim::Served(c) => c.kill(reason::EVICTED),
-                Victim::Silent(s) => {
-                    s.evicted.store(true, Ordering::Release);
-                    s.evict.notify_one();
-                }
-            }
-            Some(slot)
-        }
-        None => {
+    let mut opening = shared.opening.lock().unwrap();
+    let open = conns.len() + opening.len();
+    let victim = if open < cfg.max_connections {
+        None
+    } else {
+        // The longest idle: a connection by its last request, one not served yet by its accept.
+        let served = conns
+            .values()
+            .filter(|c| !c.killed.load(Ordering::Acquire))
+            .map(|c| {
+                (
+                    c.last_activity.load(Ordering::Acquire),
+                    Victim::Served(c.clone()),
+                )
+            });
+        let silent = opening
+            .values()
+            .filter(|s| !s.evicted.load(Ordering::Acquire))
+            .map(|s| (s.since, Victim::Silent(s.clone())));
+        let Some((_, victim)) = served.chain(silent).min_by_key(|(at, _)| *at) else {
+            drop(opening);
+            drop(conns);
             shared.closed(reason::CONNECTION_LIMIT);
+            let detail = format!("serverMaxConnections={}, {open} open", cfg.max_connections);
             log_refusal(
                 shared,
                 port,
                 "connection(s) refused: the limit is reached",
                 &detail,
             );
-            None
+            return None;
+        };
+        Some(victim)
+    };
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let entry = Arc::new(Opening {
+        since: shared.now(),
+        evict: Notify::new(),
+        evicted: AtomicBool::new(false),
+    });
+    opening.insert(id, entry.clone());
+    drop(opening);
+    drop(conns);
+    if let Some(victim) = victim {
+        let detail = format!("serverMaxConnections={}, {open} open", cfg.max_connections);
+        let kind = "longest-idle connection(s) closed for new ones at the limit";
+        log_refusal(shared, port, kind, &detail);
+        match victim {
+            Victim::Served(c) => c.kill(reason::EVICTED),
+            Victim::Silent(s) => {
+                s.evicted.store(true, Ordering::Release);
+                s.evict.notify_one();
+            }
         }
     }
+    Some(Admission {
+        id,
+        entry,
+        _slot: slot,
+    })
 }
 
 enum Victim {
     Served(Arc<Conn>),
-    Silent(Arc<Sniffing>),
+    Silent(Arc<Opening>),
 }
 
-/// An accepted connection whose first byte is awaited.
-struct Sniffing {
+/// An accepted connection not served yet.
+struct Opening {
     /// When it was accepted (the plane's milliseconds).
     since: u64,
     evict: Notify,
     evicted: AtomicBool,
+}
+
+/// An accepted connection's place among those opening and in its address's count: its id
+/// leaves `opening` when it is served or gone, its address slot when it ends.
+struct Admission {
+    id: u64,
+    entry: Arc<Opening>,
+    _slot: AddressSlot,
+}
+
+impl Admission {
+    fn evicted(&self) -> bool {
+        self.entry.evicted.load(Ordering::Acquire)
+    }
+
+    fn opened(&self, shared: &Shared) {
+        shared.opening.lock().unwrap().remove(&self.id);
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        // Whatever way its task ended (opened already did it on the usual ones).
+        self._slot.shared.opening.lock().unwrap().remove(&self.id);
+    }
 }
 
 /// A connection's place in its address's count, given back when the connection ends (or is
@@ -828,14 +858,7 @@ async fn sweep_loop(shared: Arc<Shared>) {
 
 /// The first byte, left in the socket (None: the peer closed or was silent past the idle
 /// timeout, it was evicted for a newer connection, or the plane stops).
-async fn peek_first(shared: &Shared, sock: &TcpStream) -> Option<u8> {
-    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    let sniffing = Arc::new(Sniffing {
-        since: shared.now(),
-        evict: Notify::new(),
-        evicted: AtomicBool::new(false),
-    });
-    shared.sniffing.lock().unwrap().insert(id, sniffing.clone());
+async fn peek_first(shared: &Shared, sock: &TcpStream, admission: &Admission) -> Option<u8> {
     let mut first = [0u8; 1];
     let idle = shared.cfg.idle_timeout;
     let peeked = tokio::select! {
@@ -844,22 +867,27 @@ async fn peek_first(shared: &Shared, sock: &TcpStream) -> Option<u8> {
             shared.closed(reason::IDLE);
             None
         }
-        _ = sniffing.evict.notified() => {
-            shared.closed(reason::EVICTED);
-            None
-        }
+        _ = admission.entry.evict.notified() => None,
         _ = until_stopped(shared) => None,
     };
-    shared.sniffing.lock().unwrap().remove(&id);
     (peeked == Some(1)).then_some(first[0])
 }
 
-async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr, _slot: AddressSlot) {
+async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr, admission: Admission) {
     if shared.cfg.hand_off_tls {
-        let first = peek_first(&shared, &sock).await;
+        let first = peek_first(&shared, &sock, &admission).await;
+        if admission.evicted() {
+            admission.opened(&shared);
+            shared.closed(reason::EVICTED);
+            return;
+        }
         match first {
-            None => return,
+            None => {
+                admission.opened(&shared);
+                return;
+            }
             Some(TLS_HANDSHAKE) => {
+                admission.opened(&shared);
                 match sock.into_std() {
                     Ok(std) => {
                         let fd = std::os::fd::IntoRawFd::into_raw_fd(std);
@@ -872,7 +900,7 @@ async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr, _slot: Ad
             Some(_) => {}
         }
     }
-    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let id = admission.id;
     let (rd, wr) = sock.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
     let conn = Arc::new(Conn {
@@ -894,6 +922,13 @@ async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr, _slot: Ad
         acl: RwLock::new(None),
     });
     shared.conns.lock().unwrap().insert(id, conn.clone());
+    admission.opened(&shared);
+    if admission.evicted() {
+        // Evicted while its task started: it never opened.
+        shared.conns.lock().unwrap().remove(&id);
+        shared.closed(reason::EVICTED);
+        return;
+    }
     shared.push(Event::Open { conn: id, peer });
     let reader = tokio::spawn(read_loop(shared.clone(), conn.clone(), id, rd));
     write_loop(&shared, &conn, wr, rx).await;
