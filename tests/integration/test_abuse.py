@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import orjson
@@ -33,6 +33,7 @@ from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand, decode_fra
 from ferromq.remoting.connection import CloseReason, Connection
 from ferromq.remoting.plane import PlaneServer
 from ferromq.remoting.server import RemotingServer
+from tests.waiting import until
 
 from .brokerkit import Client, batch_body, properties, pull_ext, running, send_ext
 
@@ -44,13 +45,6 @@ WAIT = 20.0  # seconds any condition below may take on a loaded machine
 
 def run(coro: Awaitable[None]) -> None:
     asyncio.run(asyncio.wait_for(coro, 90))  # type: ignore[arg-type]
-
-
-async def until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.02)
-    assert condition(), what
 
 
 async def raw_connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

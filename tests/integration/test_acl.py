@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from tests.interop.conftest import start_ferromq, stop_ferromq
+from tests.waiting import until
 
 from .brokerkit import SMALL_STORE, Client, pull_ext, register_broker_request, running
 
@@ -65,14 +66,6 @@ def home(tmp_path: Path, text: str = PLAIN_ACL) -> Path:
     conf.mkdir(parents=True)
     (conf / "plain_acl.yml").write_text(text)
     return tmp_path / "home"
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 async def signed_call(
@@ -312,7 +305,7 @@ def test_acl_admin_requests_and_reload(tmp_path: Path) -> None:
                 )
                 return "No acl config" not in (r.remark or "")
 
-            await until(reloaded, 20.0, "the ACL file to be reloaded")
+            await until(reloaded, "the ACL file to be reloaded", timeout=20.0)
             # A broken file keeps the ACL as it was.
             acl_file.write_text("accounts: [\n")
             assert broker.acl_watcher is not None and not broker.acl_watcher.poll()

@@ -18,6 +18,7 @@ import pytest
 
 from ferromq.client import ConsumeStatus, Message, Producer, PushConsumer, ReceivedMessage, SendResult
 from tests.interop.conftest import FerromqServer, start_ferromq, stop_ferromq
+from tests.waiting import wait_until
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
 TIMEOUT = 60.0  # a bound only: a command takes well under a second
@@ -62,13 +63,6 @@ def failed(server: FerromqServer | str, code: int, *args: str) -> str:
     return lines[0]
 
 
-def until(check: Any, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def unique(kind: str) -> str:
     return f"{kind}{uuid.uuid4().hex[:8]}"
 
@@ -87,7 +81,7 @@ def send(namesrv: str, topic: str, messages: list[tuple[str, str]]) -> list[Send
 
 def created(server: FerromqServer, topic: str, queues: int) -> None:
     ok(server, "create-topic", topic, "--queues", str(queues))
-    until(lambda: admin(server, "route", topic).returncode == 0, f"the route of {topic}")
+    wait_until(lambda: admin(server, "route", topic).returncode == 0, f"the route of {topic}")
 
 
 def test_help_documents_exit_codes() -> None:
@@ -124,7 +118,7 @@ def test_topic_lifecycle(server: FerromqServer) -> None:
     topic = unique("CliT")
     out = ok(server, "create-topic", topic, "--queues", "3")
     assert out.startswith(f"topic {topic}: 3 queues on ")
-    until(lambda: topic in js(server, "topics"), f"{topic} in the topic list")
+    wait_until(lambda: topic in js(server, "topics"), f"{topic} in the topic list")
     assert topic in ok(server, "topics").splitlines()
     route = js(server, "route", topic)
     assert [(q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in route["queueDatas"]] == [(3, 3, 6)]
@@ -137,14 +131,14 @@ def test_topic_lifecycle(server: FerromqServer) -> None:
         q = js(server, "route", topic)["queueDatas"][0]
         return (q["readQueueNums"], q["writeQueueNums"], q["perm"]) == (3, 2, 4)
 
-    until(updated, "the updated route")
+    wait_until(updated, "the updated route")
     assert failed(server, 2, "update-topic", topic).endswith(
         "nothing to change: give --read-queues, --write-queues, --perm or --order"
         f" (name server {server.namesrv})"
     )
 
     assert ok(server, "delete-topic", topic).strip() == f"topic {topic} deleted"
-    until(lambda: admin(server, "route", topic).returncode == 3, f"{topic} to go")
+    wait_until(lambda: admin(server, "route", topic).returncode == 3, f"{topic} to go")
     line = failed(server, 3, "route", topic)
     assert line.startswith(f"ferromq admin route: No topic route info in name server for the topic: {topic}")
     assert "[TOPIC_NOT_EXIST]" in line
@@ -174,7 +168,7 @@ def test_messages(server: FerromqServer, tmp_path: Path) -> None:
     body = "é" * 100
     results = send(server.namesrv, topic, [("k-a", "first"), ("k-b", body), ("k-a", "third")])
 
-    until(lambda: admin(server, "query-key", topic, "k-a").returncode == 0, "the index")
+    wait_until(lambda: admin(server, "query-key", topic, "k-a").returncode == 0, "the index")
     got = js(server, "query-key", topic, "k-a")
     assert [m["body"] for m in got] == ["first", "third"] and got[0]["keys"] == ["k-a"]
     table = ok(server, "query-key", topic, "k-a")
@@ -388,7 +382,9 @@ def test_stats_per_topic_and_group(server: FerromqServer) -> None:
     ok(server, "reset-offset", group, topic, "--time", "0")  # the group's offsets at 0: lag 3
 
     # The broker samples its counters every 10 s (as Java); the stored count shows from then on.
-    until(lambda: js(server, "stats", "--topic", topic)[0]["inToday"] == 3, "3 stored messages in the stats")
+    wait_until(
+        lambda: js(server, "stats", "--topic", topic)[0]["inToday"] == 3, "3 stored messages in the stats"
+    )
     row = js(server, "stats", "--topic", topic)[0]
     assert row["topic"] == topic and row["inTps"] >= 0.0
     assert [(g["group"], g["lag"], g["outToday"]) for g in row["groups"]] == [(group, 3, 0)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +17,13 @@ from ferromq.client.message import Message, MessageQueue, ReceivedMessage
 from ferromq.client.producer import Producer
 from ferromq.client.pull_consumer import PullConsumer
 from ferromq.errors import QueryNotFoundError, TopicNotExistError
+from tests.waiting import until
 
 from .brokerkit import running
 
 
 def run(coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(asyncio.wait_for(coro, 30))
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def create_topic(admin: Admin, topic: str, queue_nums: int = 4) -> list[MessageQueue]:
@@ -46,7 +39,7 @@ async def wait_route(admin: Admin, topic: str, queue_nums: int) -> list[MessageQ
             return False
         return len(route.subscribe_queues()) == queue_nums
 
-    await until(routed, what=f"route of {topic}")
+    await until(routed, f"route of {topic}")
     return [MessageQueue(topic, "broker-a", i) for i in range(queue_nums)]
 
 
@@ -170,7 +163,7 @@ def test_assign_poll_long_poll_and_seek(tmp_path: Path) -> None:
                         task = consumer._queues[qs[1]].task
                         return task is not None and task.done()
 
-                    await until(arrived, what="the held pull to answer")
+                    await until(arrived, "the held pull to answer")
                     assert bodies(await consumer.poll(0)) == between
                     # stop() ends a waiting poll at once.
                     waiting = asyncio.ensure_future(consumer.poll(10.0))
@@ -217,7 +210,7 @@ def test_commit_resume_and_auto_commit(tmp_path: Path) -> None:
                     async def committed_all() -> bool:
                         return [await c3.committed(q) for q in qs] == ends
 
-                    await until(committed_all, what="auto-commit")
+                    await until(committed_all, "auto-commit")
                 async with PullConsumer("G-stop", addr, auto_commit_interval=3600) as c4:
                     c4.assign(qs)
                     await poll_until(c4, 16)
@@ -247,7 +240,7 @@ def test_subscribe_two_consumers_split_queues(tmp_path: Path) -> None:
                             a, b = c1.assignment(), c2.assignment()
                             return len(a) == 2 and len(b) == 2 and sorted(a + b) == qs
 
-                        await until(split, what="the queues to be split")
+                        await until(split, "the queues to be split")
                         sent = await send(producer, "SubT", 20)
                         got: list[ReceivedMessage] = []
                         deadline = time.monotonic() + 5
@@ -262,7 +255,7 @@ def test_subscribe_two_consumers_split_queues(tmp_path: Path) -> None:
                     async def all_back() -> bool:
                         return c1.assignment() == qs
 
-                    await until(all_back, what="c1 to get all queues back")
+                    await until(all_back, "c1 to get all queues back")
                     assert await c1.poll(0.2) == []
 
     run(main())
@@ -383,7 +376,7 @@ def test_admin_topics_and_cluster(tmp_path: Path) -> None:
                     q = (await admin.topic_route("AdminT")).queue_datas[0]
                     return (q.write_queue_nums, q.perm) == (2, 4)
 
-                await until(updated, what="the updated route")
+                await until(updated, "the updated route")
 
                 await admin.create_topic("OrderT", queue_nums=2, order=True)
                 await wait_route(admin, "OrderT", 2)
@@ -401,7 +394,7 @@ def test_admin_topics_and_cluster(tmp_path: Path) -> None:
                 async def deleted() -> bool:
                     return not {"AdminT", "OrderT"} & set(await admin.list_topics())
 
-                await until(deleted, what="the topics to go")
+                await until(deleted, "the topics to go")
                 with pytest.raises(TopicNotExistError):
                     await admin.topic_route("AdminT")
                 assert await admin.topic_config("AdminT") == {} and broker.topics.get("AdminT") is None
@@ -461,7 +454,7 @@ def test_admin_queries_and_offsets(tmp_path: Path) -> None:
                 async def indexed() -> bool:
                     return len(await admin.query_message_by_key("QueryT", "order-1")) == 2
 
-                await until(indexed, what="the index")
+                await until(indexed, "the index")
                 assert bodies(await admin.query_message_by_key("QueryT", "order-1")) == ["one", "three"]
                 assert bodies(await admin.query_message_by_key("QueryT", "x")) == ["two"]
                 assert await admin.query_message_by_key("QueryT", "order-1", end=before - 1000) == []
@@ -500,7 +493,7 @@ def test_admin_groups(tmp_path: Path) -> None:
                 async def retry_topic_gone() -> bool:
                     return "%RETRY%G-custom" not in await admin.list_topics()
 
-                await until(retry_topic_gone, what="the group's retry topic to go")
+                await until(retry_topic_gone, "the group's retry topic to go")
                 with pytest.raises(ValueError):
                     await admin.create_group("")
 

@@ -27,6 +27,7 @@ from ferromq.client.rebalance import (
 )
 from ferromq.namesrv import NameServer
 from ferromq.protocol.codes import RequestCode, ResponseCode
+from tests.waiting import until
 
 from .brokerkit import Client, running
 
@@ -45,14 +46,6 @@ def run(coro: Coroutine[Any, Any, None], timeout: float = 40.0) -> None:
     asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-async def until(check: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 async def create_topic(ns: NameServer, broker: Broker, topic: str, queues: int = 4) -> None:
     c = await Client().connect(broker.port)
     try:
@@ -63,7 +56,7 @@ async def create_topic(ns: NameServer, broker: Broker, topic: str, queues: int =
         assert r.code == ResponseCode.SUCCESS, r.remark
     finally:
         await c.close()
-    await until(lambda: ns.routes.route(topic) is not None, what=f"route of {topic}")
+    await until(lambda: ns.routes.route(topic) is not None, f"route of {topic}")
 
 
 def namesrv(ns: NameServer) -> str:
@@ -135,7 +128,7 @@ def test_tag_filter_delivers_exactly_the_matching_messages(tmp_path: Path) -> No
                             expected.append(body)
                     if i == 4:
                         await consumer.start()
-                await until(lambda: len(got.msgs) >= len(expected), what="tagged messages")
+                await until(lambda: len(got.msgs) >= len(expected), "tagged messages")
                 await asyncio.sleep(0.5)  # nothing else arrives
                 await consumer.stop()
             assert sorted(got.bodies()) == sorted(expected)
@@ -166,7 +159,7 @@ def test_heartbeat_registers_group_with_java_names(tmp_path: Path) -> None:
                 assert info.subscriptions["Beat"].tags == {"TagA", "TagB"}
                 assert info.subscriptions["%RETRY%BeatGroup"].sub_string == "*"
                 assert list(info.channels) == [consumer.client_id]
-                await until(lambda: len(consumer.assigned_queues()) == 5, what="queues incl. retry")
+                await until(lambda: len(consumer.assigned_queues()) == 5, "queues incl. retry")
             assert "BeatGroup" not in broker.clients.consumers  # unregistered at stop
 
     run(main())
@@ -198,10 +191,10 @@ def test_two_consumers_split_queues_and_one_takes_over(tmp_path: Path) -> None:
                 qa, qb = topic_queues(a, "Shared"), topic_queues(b, "Shared")
                 return len(qa) == 2 and len(qb) == 2 and not qa & qb
 
-            await until(split, what="a 2 + 2 split")
+            await until(split, "a 2 + 2 split")
             async with Producer("PG", namesrv(ns)) as producer:
                 sent = {(await producer.send(Message("Shared", b"m%d" % i))).msg_id for i in range(40)}
-                await until(lambda: len(got_a.msgs) + len(got_b.msgs) >= 40, what="40 messages")
+                await until(lambda: len(got_a.msgs) + len(got_b.msgs) >= 40, "40 messages")
                 await asyncio.sleep(0.3)
                 ids = [m.msg_id for m in got_a.msgs + got_b.msgs]
                 assert got_a.msgs and got_b.msgs
@@ -209,9 +202,9 @@ def test_two_consumers_split_queues_and_one_takes_over(tmp_path: Path) -> None:
                 assert {m.queue for m in got_a.msgs}.isdisjoint({m.queue for m in got_b.msgs})
 
                 await a.stop()
-                await until(lambda: len(topic_queues(b, "Shared")) == 4, what="b taking every queue")
+                await until(lambda: len(topic_queues(b, "Shared")) == 4, "b taking every queue")
                 later = {(await producer.send(Message("Shared", b"late%d" % i))).msg_id for i in range(20)}
-                await until(lambda: later <= {m.msg_id for m in got_b.msgs}, what="later messages at b")
+                await until(lambda: later <= {m.msg_id for m in got_b.msgs}, "later messages at b")
             await b.stop()
             # What a consumed was committed before it left: b did not get those again.
             assert not {m.msg_id for m in got_a.msgs} & {m.msg_id for m in got_b.msgs}
@@ -250,13 +243,13 @@ def test_broadcasting_delivers_everything_to_every_consumer(tmp_path: Path) -> N
                 await c.start()
                 consumers.append(c)
             for c in consumers:  # every queue, and no retry topic
-                await until(lambda c=c: len(c.assigned_queues()) == 4, what="all queues")  # type: ignore[misc]
+                await until(lambda c=c: len(c.assigned_queues()) == 4, "all queues")  # type: ignore[misc]
                 assert {mq.topic for mq in c.assigned_queues()} == {"News"}
             async with Producer("PG", namesrv(ns)) as producer:
                 for i in range(20):
                     await producer.send(Message("News", b"n%d" % i))
             expected = sorted(b"n%d" % i for i in range(20))
-            await until(lambda: all(len(v) >= 20 for v in seen.values()), what="both consumers")
+            await until(lambda: all(len(v) >= 20 for v in seen.values()), "both consumers")
             for c in consumers:
                 await c.stop()
             assert sorted(seen["x"]) == expected and sorted(seen["y"]) == expected
@@ -300,7 +293,7 @@ def test_orderly_keeps_per_key_order_with_a_slow_listener(tmp_path: Path) -> Non
             consumer.register_listener(listener, orderly=True)
             keys = [f"k{i}" for i in range(6)]
             async with consumer, Producer("PG", namesrv(ns)) as producer:
-                await until(lambda: len(topic_queues(consumer, "Ordered")) == 4, what="locked queues")
+                await until(lambda: len(topic_queues(consumer, "Ordered")) == 4, "locked queues")
                 now = time.monotonic()
                 for mq in topic_queues(consumer, "Ordered"):
                     owner = broker.locks.owner("OrderGroup", (mq.topic, mq.broker_name, mq.queue_id), now)
@@ -308,7 +301,7 @@ def test_orderly_keeps_per_key_order_with_a_slow_listener(tmp_path: Path) -> Non
                 for i in range(15):
                     for key in keys:
                         await producer.send_orderly(Message("Ordered", f"{key}:{i}".encode()), key)
-                await until(lambda: sum(map(len, got.values())) >= 90, what="90 orderly messages")
+                await until(lambda: sum(map(len, got.values())) >= 90, "90 orderly messages")
             assert {k: got[k] for k in keys} == {k: list(range(15)) for k in keys}
             assert not overlaps  # one batch at a time per queue
             # Unlocked at stop.
@@ -357,10 +350,10 @@ def test_orderly_queues_change_hands_without_breaking_order(tmp_path: Path) -> N
                 await send(range(10, 20))
                 await until(
                     lambda: len(topic_queues(a, "Handoff")) == 2 and len(topic_queues(b, "Handoff")) == 2,
-                    what="a 2 + 2 split",
+                    "a 2 + 2 split",
                 )
                 await send(range(20, 30))
-                await until(lambda: sum(map(len, got.values())) >= 240, what="every message")
+                await until(lambda: sum(map(len, got.values())) >= 240, "every message")
                 await asyncio.sleep(0.3)
                 await a.stop()
                 await b.stop()
@@ -398,11 +391,11 @@ def test_flow_control_pauses_pulling_a_busy_queue(tmp_path: Path) -> None:
                 for i in range(60):
                     await producer.send(Message("Flood", b"f%d" % i), queue=mq)
                 async with consumer:
-                    await until(lambda: consumer.cached_messages().get(mq, 0) > 10, what="a full queue")
+                    await until(lambda: consumer.cached_messages().get(mq, 0) > 10, "a full queue")
                     await asyncio.sleep(0.5)
                     assert 10 < consumer.cached_messages()[mq] <= 14  # threshold + one pull
                     gate.set()
-                    await until(lambda: len(done) >= 60, what="everything after the gate opens")
+                    await until(lambda: len(done) >= 60, "everything after the gate opens")
             assert sorted(done) == sorted(b"f%d" % i for i in range(60))
 
     run(main())
@@ -437,7 +430,7 @@ def test_orderly_suspend_retries_in_place_then_dead_letters(tmp_path: Path) -> N
                 for i in range(7):
                     await producer.send(Message("OrderedRetry", b"s%d" % i))
                 async with consumer:
-                    await until(lambda: ("s6", 0) in seen, what="the last message")
+                    await until(lambda: ("s6", 0) in seen, "the last message")
             assert seen == [
                 ("s0", 0),
                 ("s1", 0),
@@ -493,8 +486,8 @@ def test_failed_message_comes_back_through_the_retry_topic(tmp_path: Path) -> No
 
                 await until(
                     lambda: len(attempts(b"fail-me")) == 2 and len(attempts(b"raise-me")) == 2,
+                    "both retries",
                     timeout=15,
-                    what="both retries",
                 )
                 await asyncio.sleep(0.3)
             finally:
@@ -538,7 +531,7 @@ def test_message_lands_in_dlq_after_max_reconsume_times(tmp_path: Path) -> None:
                 def dead() -> list[Any]:
                     return broker.store.get_messages("%DLQ%PoisonGroup", 0, 0, 10)
 
-                await until(lambda: len(dead()) == 1, timeout=20, what="the DLQ message")
+                await until(lambda: len(dead()) == 1, "the DLQ message", timeout=20)
                 await asyncio.sleep(1.5)  # no further delivery
             assert attempts == [0, 1, 2]
             (m,) = dead()
@@ -593,11 +586,11 @@ def test_consume_from_first_last_and_timestamp(tmp_path: Path, monkeypatch: pyte
                     await c.start()
                     consumers.append(c)
                 for c in consumers:
-                    await until(lambda c=c: len(topic_queues(c, "Timeline")) == 2, what="queues")  # type: ignore[misc]
+                    await until(lambda c=c: len(topic_queues(c, "Timeline")) == 2, "queues")  # type: ignore[misc]
                 new = await batch("new")
-                await until(lambda: len(got["LAST"].msgs) >= len(new), what="new messages")
-                await until(lambda: len(got["FIRST"].msgs) >= 18, what="every message")
-                await until(lambda: len(got["TIMESTAMP"].msgs) >= 12, what="messages since")
+                await until(lambda: len(got["LAST"].msgs) >= len(new), "new messages")
+                await until(lambda: len(got["FIRST"].msgs) >= 18, "every message")
+                await until(lambda: len(got["TIMESTAMP"].msgs) >= 12, "messages since")
                 await asyncio.sleep(0.3)
                 for c in consumers:
                     await c.stop()
@@ -623,7 +616,7 @@ def test_offsets_survive_a_consumer_restart(tmp_path: Path) -> None:
                 c1.subscribe("Ledger")
                 c1.register_listener(first)
                 async with c1:
-                    await until(lambda: len(first.msgs) >= 20, what="first run")
+                    await until(lambda: len(first.msgs) >= 20, "first run")
                 committed = sum(broker.offsets.query("LedgerGroup", "Ledger", q) for q in range(4))
                 assert committed == 20
                 for i in range(10):
@@ -633,7 +626,7 @@ def test_offsets_survive_a_consumer_restart(tmp_path: Path) -> None:
                 c2.subscribe("Ledger")
                 c2.register_listener(second)
                 async with c2:
-                    await until(lambda: len(second.msgs) >= 10, what="second run")
+                    await until(lambda: len(second.msgs) >= 10, "second run")
                     await asyncio.sleep(0.3)
             assert sorted(first.bodies()) == sorted(b"a%d" % i for i in range(20))
             assert sorted(second.bodies()) == sorted(b"b%d" % i for i in range(10))

@@ -33,6 +33,7 @@ from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
 from tests.interop.conftest import ferromq_executable, free_port
 from tests.interop.replication_kit import spawn, wait_until, write_conf
+from tests.waiting import until
 
 GROUP = "broker-c"
 TIMEOUT_MS = 600
@@ -85,16 +86,6 @@ def make_controller(tmp_path: Path, unclean: bool) -> Controller:
     return Controller(cfg)
 
 
-async def until(what: str, cond: Any, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-
-
 @pytest.mark.parametrize("unclean", [False, True], ids=["clean", "unclean"])
 def test_elections(tmp_path: Path, unclean: bool) -> None:
     asyncio.run(asyncio.wait_for(elections(make_controller(tmp_path, unclean)), 90))
@@ -105,7 +96,7 @@ async def elections(controller: Controller) -> None:
     conn = await open_connection("127.0.0.1", controller.port)
     try:
         a, b, c = (FakeBroker(conn, f"127.0.0.1:{10_000 + i}") for i in range(3))
-        await until("a Raft leader", _true(lambda: controller.is_leader))
+        await until(_true(lambda: controller.is_leader), "a Raft leader")
         for broker, offset in ((a, 500), (b, 400), (c, 300)):
             broker.max_offset = offset
             await broker.register()
@@ -116,7 +107,7 @@ async def elections(controller: Controller) -> None:
             await c.beat()
             return await _mastered(a)
 
-        view = await until("a first master", first_master)
+        view = await until(first_master, "a first master")
         assert view["masterId"] == a.broker_id and view["epoch"] == 1
 
         # Only the current master at the current epochs changes the SyncStateSet.
@@ -144,7 +135,7 @@ async def elections(controller: Controller) -> None:
             v = await b.beat()
             return v if v["masterId"] != a.broker_id else None
 
-        view = await until("a new master", beat_others)
+        view = await until(beat_others, "a new master")
         assert (
             view["masterId"] == b.broker_id and view["epoch"] == 2 and view["syncStateSet"] == [b.broker_id]
         )
@@ -154,14 +145,14 @@ async def elections(controller: Controller) -> None:
             v = await c.beat()
             return v if v["masterId"] != b.broker_id else None
 
-        view = await until("the controller to give up on b", beat_c)
+        view = await until(beat_c, "the controller to give up on b")
         if controller.config.enable_elect_unclean_master:
             assert view["masterId"] == c.broker_id, view
         else:
             assert view["masterId"] == NO_MASTER and view["syncStateSet"] == [b.broker_id], view
             # b comes back: as the only in-sync replica, it is master again, in a new epoch.
             await b.beat()
-            view = await until("b elected again", lambda: _mastered(b))
+            view = await until(lambda: _mastered(b), "b elected again")
             assert view["epoch"] == 4
     finally:
         await conn.close()
@@ -214,7 +205,7 @@ async def hostile_pickle(controller: Controller, tmp_path: Path, caplog: pytest.
     await controller.start()
     conn = await open_connection("127.0.0.1", controller.port)
     try:
-        await until("a Raft leader", _true(lambda: controller.is_leader))
+        await until(_true(lambda: controller.is_leader), "a Raft leader")
         reader, writer = await asyncio.open_connection(*raft_port(controller))
         writer.write(raft_frame(RunsOnLoad(os.system, f"touch {shlex.quote(str(marker))}")))
         await writer.drain()
@@ -233,7 +224,7 @@ async def hostile_pickle(controller: Controller, tmp_path: Path, caplog: pytest.
                 for r in caplog.records
             )
 
-        await until("the refusal in the log", _true(refused))
+        await until(_true(refused), "the refusal in the log")
         # The controller keeps working.
         broker = FakeBroker(conn, "127.0.0.1:10100")
         assert (await broker.register())["known"]
@@ -277,7 +268,7 @@ async def raft_listener(controller: Controller) -> None:
         async def bound() -> set[str]:
             return listening_addresses(port)
 
-        assert await until("the Raft port to listen", bound) == {"127.0.0.1"}
+        assert await until(bound, "the Raft port to listen") == {"127.0.0.1"}
     finally:
         await controller.stop()
 

@@ -5,7 +5,7 @@ is up; what the plane cannot decide reaches Python; commits and statistics reach
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.plane import PlaneServer
+from tests.waiting import until
 
 from .brokerkit import Client, batch_body, heartbeat_body, properties, pull_ext, running, send_ext
 from .test_data_plane import count_python_requests
@@ -22,14 +23,6 @@ from .test_data_plane import count_python_requests
 
 def run(coro: Awaitable[None]) -> None:
     asyncio.run(asyncio.wait_for(coro, 60))  # type: ignore[arg-type]
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def plane_of(broker: Broker) -> Any:

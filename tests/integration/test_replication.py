@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from tests.integration.brokerkit import Client, properties, pull_ext, running, send_ext
 from tests.interop.conftest import free_port
+from tests.waiting import until
 
 HA_FAST = {"ha_send_heartbeat_interval": 200, "ha_listen_port": 0}
 
@@ -36,13 +36,6 @@ def sync_test(fn: Callable[[Path], Coroutine[Any, Any, None]]) -> Callable[[Path
         asyncio.run(asyncio.wait_for(fn(tmp_path), 90))
 
     return run
-
-
-async def wait_for(what: str, cond: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 @contextlib.asynccontextmanager
@@ -83,10 +76,10 @@ async def test_slave_copies_master_byte_for_byte(tmp_path: Path) -> None:
         finally:
             await client.close()
         end = master.store.max_physical_offset
-        await wait_for("the slave to catch up", lambda: slave.store.max_physical_offset == end)
-        await wait_for(
-            "the master to see the report",
+        await until(lambda: slave.store.max_physical_offset == end, "the slave to catch up")
+        await until(
             lambda: master.replication.master is not None and master.replication.master.acked_offset == end,
+            "the master to see the report",
         )
         master.store.flush()
         slave.store.flush()
@@ -99,7 +92,7 @@ async def test_slave_copies_master_byte_for_byte(tmp_path: Path) -> None:
         # Index queries answer the same on both.
         assert master.store.query_raw("ReplT", "k7", 10) == slave.store.query_raw("ReplT", "k7", 10)
         # The name server routes the slave under the same broker name with id 1.
-        await wait_for("the slave's registration", lambda: slave.config.broker_addr in ns.routes.live)
+        await until(lambda: slave.config.broker_addr in ns.routes.live, "the slave's registration")
         assert ns.routes.brokers["broker-a"].addrs == {
             0: master.config.broker_addr,
             1: slave.config.broker_addr,
@@ -121,8 +114,8 @@ async def test_slave_refuses_sends_and_serves_pulls(tmp_path: Path) -> None:
             r = await sc.call(RC.CONSUMER_SEND_MSG_BACK, {"group": "G1", "offset": 0, "delayLevel": 0})
             assert (r.code, r.remark) == (R.SYSTEM_ERROR, "SERVICE_NOT_AVAILABLE")
             end = master.store.max_physical_offset
-            await wait_for("the slave to catch up", lambda: slave.store.max_physical_offset == end)
-            await wait_for("topic sync", lambda: slave.topics.get("ReplPull") is not None, timeout=30)
+            await until(lambda: slave.store.max_physical_offset == end, "the slave to catch up")
+            await until(lambda: slave.topics.get("ReplPull") is not None, "topic sync", timeout=30)
             r = await sc.call(RC.PULL_MESSAGE, pull_ext("G1", "ReplPull", 0, 0))
             assert r.code == R.SUCCESS
             assert r.ext["suggestWhichBrokerId"] == "0"
@@ -158,9 +151,9 @@ async def test_slave_synchronises_metadata(tmp_path: Path) -> None:
             await mc.close()
         master.offsets.persist(force=True)
         slave.replication._sync_now.set()
-        await wait_for("offsets", lambda: slave.offsets.query("GM", "ReplMeta", 0) == 1, timeout=30)
-        await wait_for("delay offsets", lambda: slave.schedule.offsets.get(3) == 42, timeout=30)
-        await wait_for("groups", lambda: "GM" in slave.groups.groups, timeout=30)
+        await until(lambda: slave.offsets.query("GM", "ReplMeta", 0) == 1, "offsets", timeout=30)
+        await until(lambda: slave.schedule.offsets.get(3) == 42, "delay offsets", timeout=30)
+        await until(lambda: "GM" in slave.groups.groups, "groups", timeout=30)
         assert slave.groups.groups["GM"].retry_max_times == 7
         assert slave.topics.get("ReplMeta") is not None
         assert slave.topics.data_version == master.topics.data_version
@@ -170,7 +163,7 @@ async def test_slave_synchronises_metadata(tmp_path: Path) -> None:
 async def test_sync_master_waits_for_the_slave(tmp_path: Path) -> None:
     async with pair(tmp_path, master_role="SYNC_MASTER") as (_, master, slave):
         assert master.replication.master is not None
-        await wait_for("the slave to connect", lambda: master.replication.master.connections == 1)  # type: ignore[union-attr]
+        await until(lambda: master.replication.master.connections == 1, "the slave to connect")  # type: ignore[union-attr]
         client = await Client().connect(master.port)
         try:
             codes = await asyncio.gather(*(send(client, "ReplSync", i) for i in range(200)))
@@ -191,7 +184,7 @@ async def test_sync_master_with_sync_flush(tmp_path: Path) -> None:
     async with pair(tmp_path, master_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH") as (_, master, slave):
         ha = master.replication.master
         assert ha is not None
-        await wait_for("the slave to connect", lambda: ha.connections == 1)
+        await until(lambda: ha.connections == 1, "the slave to connect")
         client = await Client().connect(master.port)
         try:
             codes = await asyncio.gather(*(send(client, "ReplSyncFlush", i) for i in range(100)))
@@ -229,7 +222,7 @@ async def test_sync_master_after_the_slave_left(tmp_path: Path) -> None:
         ):
             ha = master.replication.master
             assert ha is not None
-            await wait_for("the slave to connect", lambda: ha.connections == 1)
+            await until(lambda: ha.connections == 1, "the slave to connect")
             client = await Client().connect(master.port)
             try:
                 assert (await send(client, "ReplTimeout", 1)).code == R.SUCCESS
@@ -237,7 +230,7 @@ async def test_sync_master_after_the_slave_left(tmp_path: Path) -> None:
                 assert slave.replication.slave is not None
                 await asyncio.get_running_loop().run_in_executor(None, slave.replication.slave.close)
                 slave.replication.slave = None
-                await wait_for("the master to drop the slave", lambda: ha.connections == 0)
+                await until(lambda: ha.connections == 0, "the master to drop the slave")
                 r = await send(client, "ReplTimeout", 2)
                 assert r.code == R.SLAVE_NOT_AVAILABLE
             finally:
@@ -254,7 +247,7 @@ async def test_sync_master_flush_slave_timeout(tmp_path: Path) -> None:
         try:
             writer.write((0).to_bytes(8, "big"))
             await writer.drain()
-            await wait_for("the fake slave", lambda: ha.connections == 1)
+            await until(lambda: ha.connections == 1, "the fake slave")
             client = await Client().connect(master.port)
             try:
                 r = await send(client, "ReplSilent", 1)
@@ -302,7 +295,7 @@ async def test_slave_with_haMasterAddress_and_divergence(tmp_path: Path) -> None
             assert slave.replication.slave is not None
             ha = slave.replication.slave
             # The master closes the connection after the report: the client is then between attempts.
-            await wait_for("the master's refusal", lambda: ha.status()[2] > 0 and not ha.status()[1])
+            await until(lambda: ha.status()[2] > 0 and not ha.status()[1], "the master's refusal")
             assert slave.store.max_physical_offset == other_end
             assert master.replication.master is not None and master.replication.master.acked_offset == 0
 
@@ -339,24 +332,24 @@ async def test_slave_configures_replicated_topics_from_its_queues(tmp_path: Path
     async with pair(tmp_path, master_role="SYNC_MASTER") as (_, master, slave):
         ha = master.replication.master
         assert ha is not None
-        await wait_for("the slave to connect", lambda: ha.connections == 1)
+        await until(lambda: ha.connections == 1, "the slave to connect")
         mc = await Client().connect(master.port)
         try:
             for i in range(4):
                 assert (await send(mc, "ReplGone", i)).code == R.SUCCESS
             slave.replication.sync_soon()
-            await wait_for("the copy of ReplGone", lambda: slave.topics.get("ReplGone") is not None)
+            await until(lambda: slave.topics.get("ReplGone") is not None, "the copy of ReplGone")
             r = await mc.call(RC.DELETE_TOPIC_IN_BROKER, {"topic": "ReplGone"})
             assert r.code == R.SUCCESS
             slave.replication.sync_soon()
-            await wait_for("the deletion of ReplGone", lambda: slave.topics.get("ReplGone") is None)
+            await until(lambda: slave.topics.get("ReplGone") is None, "the deletion of ReplGone")
             # SYNC_MASTER: each acknowledged message is on the slave.
             for i in range(8):
                 assert (await send(mc, "ReplNew", i)).code == R.SUCCESS
         finally:
             await mc.close()
         await master.stop()
-        await wait_for("ReplNew configured", lambda: slave.topics.get("ReplNew") is not None, timeout=5)
+        await until(lambda: slave.topics.get("ReplNew") is not None, "ReplNew configured", timeout=5)
         assert slave.store.max_offset("ReplGone", 0) == 1, "the deleted topic's queues are still there"
         assert slave.topics.get("ReplGone") is None
         tc = slave.topics.get("ReplNew")
@@ -402,5 +395,7 @@ async def test_slave_copies_the_masters_metadata_as_soon_as_it_reaches_it(tmp_pa
         assert slave.replication.master_addr is None
         async with running(tmp_path / "m", namesrv=ns, ha_listen_port=ha_port) as (_, master):
             # Well before the slave's next registration (30 s) or periodic copy (10 s).
-            await wait_for("the copy", lambda: slave.topics.data_version == master.topics.data_version, 8)
+            await until(
+                lambda: slave.topics.data_version == master.topics.data_version, "the copy", timeout=8
+            )
             assert slave.replication.master_addr == master.config.broker_addr

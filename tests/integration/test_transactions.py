@@ -7,7 +7,6 @@ import asyncio
 import struct
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.constants import TRANS_SYS_GROUP
+from tests.waiting import until
 
 from .brokerkit import Client, properties, pull_ext, running, send_ext
 
@@ -52,14 +52,6 @@ MANUAL: dict[str, Any] = {"transaction_check_interval": 3_600_000, "transaction_
 
 def run(coro: object, timeout: float = 60) -> None:
     asyncio.run(asyncio.wait_for(coro, timeout))  # type: ignore[arg-type]
-
-
-async def until(cond: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        await asyncio.sleep(0.02)
 
 
 def stored(broker: Broker, topic: str) -> list[StoredMessage]:
@@ -150,7 +142,7 @@ def test_commit_is_visible_rollback_never(tmp_path: Path) -> None:
                 # queue's (tests/integration/test_send_reply_queue.py).
                 assert rc.message_queue.queue_id == int(props["REAL_QID"]) and props["REAL_QID"] in "0123"
 
-                await until(lambda: len(stored(broker, OP)) == 2, what="two op messages")
+                await until(lambda: len(stored(broker, OP)) == 2, "two op messages")
                 (committed,) = stored(broker, "Pay")
                 assert committed.body == b"commit" and committed.uniq_key == rc.msg_id
                 assert committed.queue_id == int(props["REAL_QID"])
@@ -179,7 +171,7 @@ def test_commit_is_visible_rollback_never(tmp_path: Path) -> None:
                 assert [m.body for m in got] == [b"commit"]
                 await c.close()
                 assert listener.checked == [], "resolved transactions are never checked"
-                await until(lambda: sys_offset(broker, HALF) == 2, what="half offset past both")
+                await until(lambda: sys_offset(broker, HALF) == 2, "half offset past both")
                 assert sys_offset(broker, OP) == 2
 
     run(main())
@@ -197,7 +189,7 @@ def test_unknown_then_commit_on_check(tmp_path: Path, listener_class: type[Liste
                 }
                 assert {r.local_transaction_state for r in results.values()} == {UNKNOW}
                 assert stored(broker, "Later") == []
-                await until(lambda: len(stored(broker, "Later")) == 3, what="3 commits after checks")
+                await until(lambda: len(stored(broker, "Later")) == 3, "3 commits after checks")
                 bodies = sorted(m.body for m in stored(broker, "Later"))
                 assert bodies == [b"none", b"raise", b"unknown"]
                 for plan, r in results.items():
@@ -232,7 +224,7 @@ def test_unknown_forever_ends_in_the_check_max_topic(tmp_path: Path) -> None:
             listener = Listener(on_check=UNKNOW)
             async with TransactionProducer("TPG", f"127.0.0.1:{ns.port}", listener) as p:
                 r = await p.send_message_in_transaction(tx_message("Never", "unknown"))
-                await until(lambda: len(stored(broker, CHECK_MAX_TOPIC)) == 1, 15, "the discard")
+                await until(lambda: len(stored(broker, CHECK_MAX_TOPIC)) == 1, "the discard", timeout=15)
                 (dropped,) = stored(broker, CHECK_MAX_TOPIC)
                 assert dropped.uniq_key == r.msg_id and dropped.body == b"unknown"
                 assert dropped.properties["TRANSACTION_CHECK_TIMES"] == "3"
@@ -268,8 +260,8 @@ def test_restart_with_pending_transactions(tmp_path: Path) -> None:
                 ids = {r.msg_id for r in sent}
                 await until(
                     lambda: all(listener.checks_of(i) >= 2 for i in ids),
-                    15,
                     "two checks of each before the stop",
+                    timeout=15,
                 )
                 assert [m.body for m in stored(broker, "Resume")] == [b"commit"]
             before = Counter(m.msg_id for m in listener.checked)
@@ -278,7 +270,9 @@ def test_restart_with_pending_transactions(tmp_path: Path) -> None:
             listener.on_check = COMMIT
             async with running(tmp_path, namesrv=ns, listen_port=port, **FAST) as (_, broker):
                 await until(
-                    lambda: len(stored(broker, "Resume")) == 5, 15, "the pending commits after restart"
+                    lambda: len(stored(broker, "Resume")) == 5,
+                    "the pending commits after restart",
+                    timeout=15,
                 )
                 checks = len(listener.checked)
                 await asyncio.sleep(1.0)
@@ -410,7 +404,7 @@ def test_end_transaction_refusals_and_cpp_style_requests(tmp_path: Path) -> None
             await c.conn.oneway(
                 RemotingCommand(code=RC.END_TRANSACTION, ext={k: str(v) for k, v in end_ext(r2, 12).items()})
             )
-            await until(lambda: len(stored(broker, OP)) == 3, what="the rollback's op message")
+            await until(lambda: len(stored(broker, OP)) == 3, "the rollback's op message")
             await c.close()
 
     run(main())
@@ -431,7 +425,7 @@ def test_check_request_bytes_and_answer_to_the_copy(tmp_path: Path) -> None:
 
             round_ = await check_round(broker)
             assert (round_.checked, round_.next_half_offset) == (1, 1)
-            await until(lambda: len(c.server_requests) == 1, what="the check request")
+            await until(lambda: len(c.server_requests) == 1, "the check request")
             (req,) = c.server_requests
             assert req.code == RC.CHECK_TRANSACTION_STATE and req.is_oneway
             copy = broker.store.get_messages(HALF, 0, 1, 1)[0]
@@ -516,7 +510,7 @@ def test_a_flood_is_checked_in_bounded_rounds(tmp_path: Path) -> None:
                 )
 
             await c.close()
-            await until(lambda: "PG" not in broker.clients.producers, what="the producer to go")
+            await until(lambda: "PG" not in broker.clients.producers, "the producer to go")
             before = most_checks()
             fourth = await check_round(broker)
             assert fourth.no_producer == fourth.checked > 0
@@ -537,7 +531,7 @@ def test_immunity_defers_a_transaction_without_holding_back_others(tmp_path: Pat
             plain = await c.call(RC.SEND_MESSAGE, half_ext("Imm"), b"p")
             first = await check_round(broker)
             assert (first.deferred, first.checked, first.next_half_offset) == (1, 1, 2)
-            await until(lambda: len(c.server_requests) == 1, what="the check of the other one")
+            await until(lambda: len(c.server_requests) == 1, "the check of the other one")
             plain_half = broker.store.look_message_by_id(plain.ext["msgId"])
             assert plain_half is not None and c.server_requests[0].ext["msgId"] == plain_half.uniq_key
             deferred = broker.store.get_messages(HALF, 0, 2, 1)[0]
@@ -564,14 +558,14 @@ def test_a_producer_is_checked_on_the_connection_it_came_back_on(tmp_path: Path)
             old = await Client().connect(broker.port)
             assert (await old.call(RC.HEART_BEAT, body=hb)).code == R.SUCCESS
             await old.close()
-            await until(lambda: "PG" not in broker.clients.producers, what="the old connection to go")
+            await until(lambda: "PG" not in broker.clients.producers, "the old connection to go")
 
             new = await Client().connect(broker.port)
             r = await new.call(RC.SEND_MESSAGE, half_ext("Back"), b"tx")
             assert r.code == R.SUCCESS
             round_ = await check_round(broker)
             assert (round_.checked, round_.no_producer) == (1, 0)
-            await until(lambda: len(new.server_requests) == 1, what="the check on the new connection")
+            await until(lambda: len(new.server_requests) == 1, "the check on the new connection")
             (req,) = new.server_requests
             half = broker.store.look_message_by_id(r.ext["msgId"])
             assert req.code == RC.CHECK_TRANSACTION_STATE and half is not None
@@ -597,6 +591,6 @@ def test_a_producer_is_checked_on_the_connection_it_came_back_on(tmp_path: Path)
             assert (await new.call(RC.SEND_MESSAGE, half_ext("Back"), b"tx2")).code == R.SUCCESS
             assert list(broker.clients.producers["PG"]) == ["back@1"]
             await new.close()
-            await until(lambda: "PG" not in broker.clients.producers, what="the new connection to go")
+            await until(lambda: "PG" not in broker.clients.producers, "the new connection to go")
 
     run(main())
