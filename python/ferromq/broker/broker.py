@@ -8,7 +8,7 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from pathlib import Path
 
 from ferromq import _store
@@ -329,12 +329,20 @@ class Broker:
         return self.hold.held_count + self.planes.held_pulls
 
     def _consumers_changed(self, group: str, info: ConsumerGroupInfo) -> None:
+        self.notify_consumers(group)
+
+    def notify_consumers(self, group: str, client_ids: Collection[str] | None = None) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (a client rebalances on it) to the group's consumers, or to
+        those of `client_ids` still in it, unless the broker or the group turned it off."""
         if not self.config.notify_consumer_ids_changed_enable:
             return
         cfg = self.groups.groups.get(group)
-        if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
+        info = self.clients.consumers.get(group)
+        if info is None or (cfg is not None and not cfg.notify_consumer_ids_changed_enable):
             return
-        for ch in list(info.channels.values()):
+        for client_id, ch in list(info.channels.items()):
+            if client_ids is not None and client_id not in client_ids:
+                continue
             ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext()
             cmd = RemotingCommand(code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext=ext)
             task = asyncio.get_running_loop().create_task(ch.conn.oneway(cmd))
@@ -385,7 +393,12 @@ class Broker:
     async def _housekeeping_loop(self) -> None:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL)
-            self.clients.expire(time.monotonic(), self.config.channel_expired_timeout / 1000.0)
+            now = time.monotonic()
+            self.clients.expire(now, self.config.channel_expired_timeout / 1000.0)
+            # Queues whose owner died holding them: those refused them take them now, not at
+            # their next periodic rebalance.
+            for group, waiters in self.locks.take_expired_waiters(now):
+                self.notify_consumers(group, waiters)
 
     def outgoing_ssl(self) -> ssl.SSLContext | None:
         """tls.enable: the broker's own connections (to name servers, a slave's to its master) use

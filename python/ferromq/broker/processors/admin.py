@@ -135,7 +135,13 @@ async def unlock_batch(ctx: AdminContext, conn: Connection, cmd: RemotingCommand
     body = json_object(cmd, "the UNLOCK_BATCH_MQ body")
     with shaped("the UNLOCK_BATCH_MQ body"):
         mqs = _mqs(ctx, body)
-    ctx.locks.unlock_batch(str(body.get("consumerGroup", "")), mqs, str(body.get("clientId", "")))
+    group = str(body.get("consumerGroup", ""))
+    waiters = ctx.locks.unlock_batch(group, mqs, str(body.get("clientId", "")))
+    # The clients refused these queues would ask again only at their next rebalance (a Java
+    # consumer's comes every 20 s): a member that joined waited that long for queues its previous
+    # owner gave up a moment after refusing them (issue 27, item 8). They rebalance now instead.
+    if waiters:
+        ctx.notify_consumers(group, waiters)
     return cmd.reply(ResponseCode.SUCCESS)
 
 

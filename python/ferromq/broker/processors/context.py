@@ -10,7 +10,7 @@ Handlers are top-level functions `handler(ctx, conn, cmd)`; `bind` gives the dis
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ferromq.protocol.command import RemotingCommand
@@ -144,6 +144,7 @@ class AdminContext(HasConfig, Protocol):
     def offsets(self) -> ConsumerOffsetManager: ...
     @property
     def locks(self) -> RebalanceLockManager: ...
+    def notify_consumers(self, group: str, client_ids: Collection[str] | None = None) -> None: ...
     @property
     def stats(self) -> BrokerStats: ...
     @property
