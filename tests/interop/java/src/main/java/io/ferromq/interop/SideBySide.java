@@ -3,10 +3,10 @@ package io.ferromq.interop;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.ClientConfig;
@@ -50,56 +50,15 @@ public final class SideBySide {
     }
 
     public static void main(String[] args) {
-        Map<String, String> opts = new HashMap<String, String>();
-        for (int i = 1; i < args.length; i++) {
-            int eq = args[i].indexOf('=');
-            if (eq <= 0) {
-                System.err.println("FAIL bad argument (want key=value): " + args[i]);
-                Runtime.getRuntime().halt(64);
-            }
-            opts.put(args[i].substring(0, eq), args[i].substring(eq + 1));
-        }
+        Map<String, String> opts = Driver.options(args);
         final SideBySide s = new SideBySide(opts);
-        final long hardStop = s.deadline + 5000;
-        Thread watchdog = new Thread(new Runnable() {
+        boolean known = args.length > 0 && args[0].equals("retry-dlq");
+        Driver.run("retry-dlq", s.deadline, FAILURES, known ? new Callable<Integer>() {
             @Override
-            public void run() {
-                try {
-                    Thread.sleep(Math.max(1, hardStop - System.currentTimeMillis()));
-                } catch (InterruptedException e) {
-                    return;
-                }
-                System.out.flush();
-                System.err.println("FAIL past the deadline");
-                Runtime.getRuntime().halt(3);
+            public Integer call() throws Exception {
+                return s.retryDlq();
             }
-        }, "sbs-watchdog");
-        watchdog.setDaemon(true);
-        watchdog.start();
-        int rc;
-        try {
-            if (args.length > 0 && args[0].equals("retry-dlq")) {
-                rc = s.retryDlq();
-            } else {
-                System.err.println("FAIL unknown scenario");
-                rc = 64;
-            }
-        } catch (Throwable t) {
-            System.err.println("FAIL exception: " + t);
-            t.printStackTrace();
-            rc = 2;
-        }
-        synchronized (FAILURES) {
-            for (String f : FAILURES) {
-                System.err.println("FAIL " + f);
-            }
-            if (rc == 0 && !FAILURES.isEmpty()) {
-                rc = 1;
-            }
-        }
-        System.out.flush();
-        System.err.flush();
-        Runtime.getRuntime().halt(rc); // client threads are not daemons
+        } : null);
     }
 
     private String opt(String key, String dflt) {
