@@ -259,7 +259,6 @@ class Connection(asyncio.Protocol):
         self.last_write = now
         self.last_request = now
         self.partial_since: float | None = None
-        self._refuse: CloseReason | None = None
         self._closed = asyncio.Event()
         self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._on_close: list[Callable[[Connection], None]] = []
@@ -284,9 +283,6 @@ class Connection(asyncio.Protocol):
         self.peer_host = plain_host(str(peer[0]))
         self.peer_port = int(peer[1])
         self.peer = f"{self.peer_host}:{self.peer_port}"
-        if self._refuse is not None:
-            self._shutdown(self._refuse)
-            return
         refusal = self._admit(self) if self._admit is not None else None
         if refusal is not None:
             self._shutdown(refusal)
@@ -630,10 +626,6 @@ class Connection(asyncio.Protocol):
         waiter: asyncio.Future[None] = self._loop.create_future()
         self._drain_waiters.append(waiter)
         await waiter
-
-    def refuse(self, reason: CloseReason) -> None:
-        """Closes the connection as soon as it is made (a server over its connection limit)."""
-        self._refuse = reason
 
     def abort(self, reason: CloseReason) -> None:
         """Closes at once, recording `reason`; replies not yet sent are dropped for the reasons
