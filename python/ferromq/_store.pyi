@@ -25,6 +25,7 @@ __all__ = [
     "get_property",
     "java_hash",
     "offset_msg_id",
+    "parse_tag_expression",
     "records_examined",
     "tags_code",
     "truncate_commitlog",
@@ -484,6 +485,10 @@ class HaSlave:
 
 def java_hash(s: str) -> int: ...
 def tags_code(tags: str | None) -> int: ...
+def parse_tag_expression(expression: str) -> list[str] | None:
+    """The tags of a TAG subscription expression, sorted and each once; None takes every message;
+    ValueError when it names no tag."""
+
 def get_property(properties: str, name: str) -> str | None: ...
 def offset_msg_id(store_host: str, physical_offset: int) -> str: ...
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]: ...

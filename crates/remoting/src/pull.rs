@@ -35,29 +35,47 @@ pub enum TagFilter {
     Codes(Vec<i32>),
 }
 
+/// A TAG subscription expression that names no tag (`||`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoTags;
+
+/// The tags of a TAG subscription expression (`*`, `TagA || TagB`): `Ok(None)` takes every
+/// message, `Ok(Some(tags))` (sorted, each once) the messages with one of them. The one reading
+/// of the expression: Python's subscriptions call it too.
+pub fn parse_tags(expression: &str) -> Result<Option<Vec<String>>, NoTags> {
+    let text = expression.trim();
+    if text.is_empty() || text == "*" {
+        return Ok(None);
+    }
+    let mut tags: Vec<String> = text
+        .split("||")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    if tags.is_empty() {
+        return Err(NoTags);
+    }
+    if tags.iter().any(|t| t == "*") {
+        return Ok(None);
+    }
+    tags.sort_unstable();
+    tags.dedup();
+    Ok(Some(tags))
+}
+
 impl TagFilter {
-    /// A TAG expression (`*`, `TagA || TagB`) as Python's `parse_subscription` reads it; None
-    /// when it names no tag (Python refuses it).
+    /// A TAG expression (see [`parse_tags`]); None when it names no tag (Python refuses it).
     pub fn parse(expression: &str) -> Option<TagFilter> {
-        let text = expression.trim();
-        if text.is_empty() || text == "*" {
-            return Some(TagFilter::Any);
+        match parse_tags(expression).ok()? {
+            None => Some(TagFilter::Any),
+            Some(tags) => {
+                let mut codes: Vec<i32> = tags.iter().map(|t| java_string_hash(t)).collect();
+                codes.sort_unstable();
+                codes.dedup();
+                Some(TagFilter::Codes(codes))
+            }
         }
-        let tags: Vec<&str> = text
-            .split("||")
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .collect();
-        if tags.is_empty() {
-            return None;
-        }
-        if tags.contains(&"*") {
-            return Some(TagFilter::Any);
-        }
-        let mut codes: Vec<i32> = tags.into_iter().map(java_string_hash).collect();
-        codes.sort_unstable();
-        codes.dedup();
-        Some(TagFilter::Codes(codes))
     }
 
     fn codes(&self) -> Option<&[i32]> {

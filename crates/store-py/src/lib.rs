@@ -1109,6 +1109,14 @@ fn java_hash(s: &str) -> i32 {
     hash::java_string_hash(s)
 }
 
+/// The tags of a TAG subscription expression (`*`, `TagA || TagB`), sorted and each once; None
+/// when it takes every message; ValueError when it names no tag.
+#[pyfunction]
+fn parse_tag_expression(expression: &str) -> PyResult<Option<Vec<String>>> {
+    ferromq_remoting::pull::parse_tags(expression)
+        .map_err(|_| PyValueError::new_err(format!("subscription {expression:?} has no tags")))
+}
+
 /// ConsumeQueue tags code of a TAGS value (0 for None or empty).
 #[pyfunction]
 #[pyo3(signature = (tags))]
@@ -1218,6 +1226,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ha::truncate_commitlog, m)?)?;
     m.add_function(wrap_pyfunction!(java_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_tag_expression, m)?)?;
     m.add_function(wrap_pyfunction!(get_property, m)?)?;
     m.add_function(wrap_pyfunction!(offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(decode_offset_msg_id, m)?)?;

@@ -63,15 +63,14 @@ def parse_subscription(
     etype = (expression_type or "TAG").upper()
     text = (sub_string or "*").strip()
     if etype == "TAG":
-        if text in ("", "*"):
-            return Subscription(topic, "*", "TAG", version)
-        tags = frozenset(t.strip() for t in text.split("||") if t.strip())
-        if not tags:
-            raise SubscriptionParseError(f"subscription {text!r} has no tags")
-        if "*" in tags:
-            return Subscription(topic, text, "TAG", version)
+        try:
+            tags = _store.parse_tag_expression(text)  # the data plane reads it the same way
+        except ValueError as e:
+            raise SubscriptionParseError(str(e)) from None
+        if tags is None:
+            return Subscription(topic, "*" if text in ("", "*") else text, "TAG", version)
         return Subscription(
-            topic, text, "TAG", version, tags, tuple(sorted(_store.java_hash(t) for t in tags))
+            topic, text, "TAG", version, frozenset(tags), tuple(sorted(_store.java_hash(t) for t in tags))
         )
     if etype == "SQL92":
         return Subscription(topic, text, "SQL92", version)
