@@ -158,6 +158,8 @@ class GetResult:
     def queue_offsets(self) -> list[int]: ...
     @property
     def body(self) -> bytes: ...
+    def pull_code(self, request_offset: int) -> int:
+        """The response code of a pull at `request_offset` that read this (the data plane's)."""
 
 @final
 class Store:

@@ -182,7 +182,7 @@ impl<'a> PullRequest<'a> {
 }
 
 /// PullMessageProcessor's response code for a read at `offset`.
-fn code_of(status: GetStatus, offset: i64) -> i32 {
+pub fn code_of(status: GetStatus, offset: i64) -> i32 {
     match status {
         GetStatus::Found => SUCCESS,
         GetStatus::NoMatchedMessage | GetStatus::MessageWasRemoving => PULL_RETRY_IMMEDIATELY,

@@ -35,18 +35,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Store status -> (response code when the request offset is 0, otherwise).
-_STATUS_CODES = {
-    "FOUND": (ResponseCode.SUCCESS, ResponseCode.SUCCESS),
-    "NO_MATCHED_MESSAGE": (ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_RETRY_IMMEDIATELY),
-    "MESSAGE_WAS_REMOVING": (ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_RETRY_IMMEDIATELY),
-    "NO_MATCHED_LOGIC_QUEUE": (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED),
-    "NO_MESSAGE_IN_QUEUE": (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED),
-    "OFFSET_FOUND_NULL": (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_NOT_FOUND),
-    "OFFSET_OVERFLOW_ONE": (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_NOT_FOUND),
-    "OFFSET_OVERFLOW_BADLY": (ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_OFFSET_MOVED),
-    "OFFSET_TOO_SMALL": (ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_OFFSET_MOVED),
-}
 # Statuses whose next offset the store corrects (to the queue's min or max), except on a slave
 # without offsetCheckInSlave (`DefaultMessageStore.nextOffsetCorrection`).
 _CORRECTED = frozenset(
@@ -151,7 +139,7 @@ def pull_message(
     sub = _subscription(broker, h)
     sql = check_sql92(broker, sub.sub_string) if sub.expression_type == "SQL92" else None
     result = broker.store.pull(topic, queue_id, offset, max_msgs, tag_codes=sub.codes)
-    code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
+    code = result.pull_code(offset)  # the data plane's mapping
     if code != ResponseCode.PULL_NOT_FOUND or not sys_flag & PULL_FLAG_SUSPEND:
         broker.stats.got(
             group, topic, queue_id, result.next_begin_offset, result.message_count, len(result.body)
@@ -238,7 +226,7 @@ async def _pull_after_hold(
     result = broker.store.pull(topic, queue_id, offset, max_msgs, tag_codes=sub.codes)
     group = h.consumer_group
     broker.stats.got(group, topic, queue_id, result.next_begin_offset, result.message_count, len(result.body))
-    code: int = _STATUS_CODES[result.status][0 if offset == 0 else 1]
+    code = result.pull_code(offset)  # the data plane's mapping
     code, next_begin = _offset_moved(broker, group, topic, queue_id, offset, result, code)
     return _pull_reply(cmd, result, code, sql, next_begin, suggest_broker_id(broker, group, result))
 
