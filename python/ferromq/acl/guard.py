@@ -30,6 +30,7 @@ from ferromq.jsonutil import loads_lenient
 from ferromq.protocol.codes import RequestCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.constants import RETRY_PREFIX
+from ferromq.protocol.headers import send_names_v2
 from ferromq.remoting.connection import Connection
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def _send_fields(ext: dict[str, str]) -> tuple[str | None, str | None]:
     either naming whatever the code (`SendMessageRequestHeader.from_ext`): so does this, or a
     SEND_MESSAGE_V2 with V1 names would skip the topic's check. (Java reads the group of a V1
     retry-topic send from "group", which SEND_MESSAGE does not have.)"""
-    if "a" in ext and "producerGroup" not in ext:
+    if send_names_v2(ext):
         return ext.get("b"), ext.get("a")
     return ext.get("topic"), ext.get("group")
 

@@ -336,6 +336,12 @@ _LONGS = range(JAVA_LONG_MIN, JAVA_LONG_MAX + 1)
 _SEND_V2_ORDER = tuple(_SEND_V2_KEYS[f] for f in _SEND_FIELDS)
 
 
+def send_names_v2(ext: Mapping[str, str]) -> bool:
+    """Whether a send header uses SendMessageRequestHeaderV2's one-letter names. Either naming is
+    read whatever the request code (the data plane's send.rs decides the same way)."""
+    return "a" in ext and "producerGroup" not in ext
+
+
 def _num(
     ext: Mapping[str, str], key: str, name: str, default: int | None = None, high: int = JAVA_INT_MAX
 ) -> int:
@@ -379,7 +385,7 @@ class SendMessageRequestHeader:
         """Either naming, read in place (no renamed copy of the fields). `unitMode` is not read
         (the broker does not use it)."""
         kg, kt, kdt, kdq, kq, ksf, kbt, kf, kp, krt, kb, kmr = (
-            _SEND_V2_ORDER if "a" in ext and "producerGroup" not in ext else _SEND_V1_ORDER
+            _SEND_V2_ORDER if send_names_v2(ext) else _SEND_V1_ORDER
         )
         group = ext.get(kg)
         if group is None:
