@@ -22,7 +22,6 @@ from tests.interop.side_by_side import Endpoint, build_jar, run_java
 HAVE_JAVA = shutil.which("mvn") is not None and shutil.which("java") is not None
 
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(not HAVE_JAVA, reason="needs `java` and `mvn` (the official Java client)"),
     pytest.mark.timeout(600),
 ]

@@ -34,7 +34,6 @@ from tests.interop.side_by_side import BROKER_CONF, KINDS, Endpoint, build_jar, 
 HAVE_JAVA = shutil.which("mvn") is not None and shutil.which("java") is not None
 
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(
         not HAVE_JAVA, reason="the side-by-side tests need `java` and `mvn` (Apache RocketMQ)"
     ),

@@ -23,7 +23,6 @@ from ferromq.errors import BrokerError
 from ferromq.protocol.codes import ResponseCode
 
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(not have_java(), reason="the Apache RocketMQ broker needs `java` and `mvn` on PATH"),
 ]
 

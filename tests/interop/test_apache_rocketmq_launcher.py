@@ -14,7 +14,6 @@ from ferromq.client import ConsumeFromWhere, Message, MessageQueue, Producer, Pu
 from ferromq.jsonutil import loads_lenient
 
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(not have_java(), reason="the Apache RocketMQ launcher needs `java` and `mvn` on PATH"),
     # The first run resolves the broker's jars from Maven Central.
     pytest.mark.timeout(600),

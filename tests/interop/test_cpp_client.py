@@ -33,7 +33,6 @@ if _problem is not None:
         allow_module_level=True,
     )
 
-pytestmark = pytest.mark.interop
 
 Record = dict[str, Any]
 

@@ -34,7 +34,7 @@ from tests.interop.failover_kit import (
 from tests.interop.javabuild import build_interop_jar
 from tests.interop.replication_kit import wait_until
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

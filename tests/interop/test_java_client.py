@@ -29,7 +29,6 @@ from tests.interop.javabuild import build_interop_jar
 HAVE_TOOLS = shutil.which("mvn") is not None and shutil.which("java") is not None
 
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(not HAVE_TOOLS, reason="the Java interop tests need `mvn` and `java` on PATH"),
     # The first test also builds the jar, which on a fresh machine downloads the client from Maven Central.
     pytest.mark.timeout(600),

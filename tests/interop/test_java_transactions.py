@@ -28,7 +28,6 @@ from . import test_java_client as java
 from .test_java_client import HAVE_TOOLS, Run, Server, decode_offset_msg_id
 
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(not HAVE_TOOLS, reason="the Java interop tests need `mvn` and `java` on PATH"),
     pytest.mark.timeout(600),
 ]

@@ -31,7 +31,6 @@ from tests.interop.mqadmin import (
 from tests.interop.side_by_side import BROKER_CONF, KINDS, Endpoint, first_difference, running_broker
 
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(not have_java(), reason="java and mvn are needed for mqadmin and the Java broker"),
 ]
 

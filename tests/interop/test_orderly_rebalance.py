@@ -31,7 +31,6 @@ from tests.interop.side_by_side import KINDS, Endpoint, build_jar, events, run_j
 HAVE_JAVA = shutil.which("mvn") is not None and shutil.which("java") is not None
 
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(not HAVE_JAVA, reason="these tests need `java` and `mvn` (Apache RocketMQ)"),
     # The first run resolves the broker's and the client's jars from Maven Central.
     pytest.mark.timeout(900),

@@ -32,7 +32,7 @@ from tests.integration.brokerkit import running
 from tests.interop.cpp_kit import SCENARIOS, cpp_client_problem
 from tests.interop.javabuild import build_interop_jar
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 
 def run(coro: Awaitable[None]) -> None:

@@ -54,7 +54,7 @@ from ferromq.client import (
 
 from . import test_java_client as java
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 # The jar fixture of the Java tests: `mvn package` once per module (includes Generic.java).
 jar = java.jar

@@ -32,7 +32,6 @@ from tests.interop.side_by_side import Endpoint, build_jar, run_cpp, run_java
 
 HAVE_JAVA = have_java() and shutil.which("mvn") is not None
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(
         importlib.util.find_spec("rocketmq") is None, reason="needs the C++ client (PyPI rocketmq)"
     ),

@@ -25,7 +25,6 @@ from tests.interop.javabuild import build_interop_jar
 from tests.interop.test_java_client import HAVE_TOOLS, Server, _start, _stop, run_scenario
 
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(not HAVE_TOOLS, reason="the Java interop tests need `mvn` and `java` on PATH"),
     pytest.mark.timeout(600),
 ]

@@ -16,7 +16,6 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benches" / "vs_rocketmq.py"
 
 pytestmark = [
-    pytest.mark.interop,
     pytest.mark.skipif(
         shutil.which("java") is None or shutil.which("mvn") is None,
         reason="the benchmark needs `java` and `mvn` on PATH",

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ferromq.store import MessageStore
 from tests.spark.conftest import DELAYED_TOPIC, TOPIC, Produced
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 COMPRESSED = 0x1
 

@@ -27,7 +27,7 @@ from ferromq.spark import FerroMQDataSource
 from ferromq.store import MessageStore
 from tests.integration.brokerkit import running
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 WAIT = 90.0
 TOPIC = "Gone"

@@ -12,7 +12,6 @@ from pyspark.sql import SparkSession
 from tests.interop import crosscompat_data as cc
 
 pytestmark = [
-    pytest.mark.spark,
     pytest.mark.interop,
     pytest.mark.skipif(not have_java(), reason="needs java and mvn to run Apache RocketMQ"),
     pytest.mark.timeout(600),

@@ -29,7 +29,7 @@ from ferromq.spark.planning import ReadTask
 from ferromq.spark.source import FerroMQPushdownReader
 from tests.spark.conftest import TOPIC, Produced
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 QUERIES = 14

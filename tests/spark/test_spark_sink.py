@@ -21,7 +21,7 @@ from ferromq.spark.sink import uniq_key
 from tests.interop.conftest import FerromqServer, start_ferromq, stop_ferromq
 from tests.spark.conftest import TOPIC, Produced
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 WAIT = 120.0
 SCENARIOS = Path(__file__).resolve().parents[1] / "interop" / "cpp_scenarios.py"

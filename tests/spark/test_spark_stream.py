@@ -17,7 +17,7 @@ from ferromq.spark.local import LocalSource
 from ferromq.store import MessageStore
 from tests.spark.conftest import TOPIC, Produced
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 WAIT = 90.0
 
