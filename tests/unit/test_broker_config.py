@@ -15,10 +15,10 @@ from ferromq.broker.config import (
     PROFILES,
     ConfigError,
     StoreMismatchError,
-    check_store_files,
     load_broker_config,
     parse_properties,
 )
+from ferromq.broker.store_files import check_store_files
 from ferromq.cli import _broker_config
 from ferromq.store import FlushDiskType
 

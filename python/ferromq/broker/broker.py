@@ -16,7 +16,7 @@ from ferromq.acl.guard import AclGuard
 from ferromq.acl.plain import PlainAcl
 from ferromq.acl.watch import AclFileWatcher
 from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
-from ferromq.broker.config import BrokerConfig, check_store_files, runtime_changes
+from ferromq.broker.config import BrokerConfig, runtime_changes
 from ferromq.broker.controller_link import ControllerLink
 from ferromq.broker.dataplane import DataPlanes
 from ferromq.broker.locks import RebalanceLockManager
@@ -29,6 +29,7 @@ from ferromq.broker.replication import ReplicationService
 from ferromq.broker.roles import BrokerRoles
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.stats import RPC_LATENCY_BUCKETS_MS, BrokerStats
+from ferromq.broker.store_files import check_store_files
 from ferromq.broker.subscriptions import SubscriptionGroupManager
 from ferromq.broker.topics import TopicConfigManager
 from ferromq.broker.transaction import TransactionalMessageService
