@@ -21,6 +21,21 @@ SMALL = {
 }
 
 
+# Every test of these directories carries their marker (`-m "not interop"` selects by it).
+_DIRECTORY_MARKS = {"interop": pytest.mark.interop, "spark": pytest.mark.spark}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks each test by its directory under tests/ (before `-m` selects by marks)."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            mark = _DIRECTORY_MARKS.get(item.path.relative_to(here).parts[0])
+            if mark is not None:
+                item.add_marker(mark)
+
+
 @pytest.fixture
 def small_options() -> dict[str, int]:
     return dict(SMALL)

@@ -36,15 +36,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "interop: runs an official RocketMQ client against a ferromq broker")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test of this directory is marked `interop` (before `-m` selects by marks)."""
-    here = Path(__file__).parent
-    for item in items:
-        if here in item.path.parents:
-            item.add_marker(pytest.mark.interop)
-
-
 def ferromq_executable() -> str:
     exe = Path(sys.executable).with_name("ferromq")
     return str(exe) if exe.exists() else "ferromq"

@@ -33,15 +33,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: runs a local Spark session")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test of this directory is marked `spark` (before `-m` selects by marks)."""
-    here = Path(__file__).parent
-    for item in items:
-        if here in item.path.parents:
-            item.add_marker(pytest.mark.spark)
-
-
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # Executors' Python workers must import ferromq from this environment.
