@@ -47,6 +47,7 @@ from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.store import MessageStore
+from tests.waiting import until
 
 BROKER_NAME = "broker-a"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -213,17 +214,6 @@ async def _max_offsets(admin: Admin, topic: str) -> dict[int, int]:
     return {q: await admin.max_offset(MessageQueue(topic, BROKER_NAME, q)) for q in range(TOPICS[topic])}
 
 
-async def _until(what: str, check: object, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        ok = await check()  # type: ignore[operator]
-        if ok:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.2)
-
-
 async def produce(namesrv: str, store_root: Path, *, seed: int = 7) -> Dataset:
     """Sends the data set through the broker behind `namesrv` (whose store is `store_root`), commits GROUP's
     offsets, reads everything back once with a fresh group, and sends the pending delayed messages last.
@@ -308,7 +298,7 @@ async def produce(namesrv: str, store_root: Path, *, seed: int = 7) -> Dataset:
             async def all_delivered() -> bool:
                 return sum((await _max_offsets(admin, "CC_Delay")).values()) >= n_delivered
 
-            await _until("the delayed messages of levels 1-3", all_delivered, 60)
+            await until(all_delivered, "the delayed messages of levels 1-3", timeout=60, interval=0.2)
 
             # GROUP consumes part: a real poll from the first offsets, then explicit commits (about half of
             # CC_Plain and CC_Batch, nothing of CC_Zip).
@@ -355,7 +345,9 @@ async def produce(namesrv: str, store_root: Path, *, seed: int = 7) -> Dataset:
             async def on_disk() -> bool:
                 return offsets_on_disk()
 
-            await _until("consumer and delay offsets in the store's config files", on_disk, 30)
+            await until(
+                on_disk, "consumer and delay offsets in the store's config files", timeout=30, interval=0.2
+            )
 
             pending = [
                 Message(
@@ -873,7 +865,7 @@ async def produce_transactions(namesrv: str, broker_addr: str) -> list[TxSent]:
             halves = await _max_offset_at(admin, broker_addr, TX_HALF_TOPIC, 0)
             return halves == len(sent) and await _max_offset_at(admin, broker_addr, TX_OP_TOPIC, 0) == settled
 
-        await _until("the half and op messages of the transactions", ops_stored, 30)
+        await until(ops_stored, "the half and op messages of the transactions", timeout=30, interval=0.2)
     return sent
 
 

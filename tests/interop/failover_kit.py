@@ -29,7 +29,8 @@ from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import open_connection
 from tests.interop.conftest import ferromq_executable, free_port
 from tests.interop.javabuild import JAR
-from tests.interop.replication_kit import STORE_CONF, Process, spawn, wait_until, write_conf
+from tests.interop.replication_kit import STORE_CONF, Process, spawn, write_conf
+from tests.waiting import wait_until
 
 CPP_SCENARIOS = Path(__file__).with_name("cpp_scenarios.py")
 GROUP = "broker-f"
@@ -161,7 +162,7 @@ class FailoverCluster:
             holder["name"] = name
             return self.role_of(name) == "master"
 
-        wait_until("a master", ready, timeout, lambda: str(self.replica_info()))
+        wait_until(ready, "a master", timeout=timeout, why=lambda: str(self.replica_info()))
         return holder["name"]
 
     def role_of(self, name: str) -> str:
@@ -177,10 +178,10 @@ class FailoverCluster:
 
     def wait_in_sync(self, count: int, timeout: float = 60.0) -> None:
         wait_until(
-            f"{count} replicas in the SyncStateSet",
             lambda: len(self.replica_info().get("syncStateSet", [])) >= count,
-            timeout,
-            lambda: str(self.replica_info()),
+            f"{count} replicas in the SyncStateSet",
+            timeout=timeout,
+            why=lambda: str(self.replica_info()),
         )
 
     # -- brokers -----------------------------------------------------------------------------------
@@ -252,7 +253,7 @@ def start_cluster(
     try:
         for i in range(3):
             cluster.start_controller(i)
-        wait_until("a controller leader", lambda: cluster.leader() is not None, 60.0)
+        wait_until(lambda: cluster.leader() is not None, "a controller leader", timeout=60.0)
         cluster.add_broker("b0", **broker_extra)
         cluster.wait_master()
         for i in range(1, brokers):

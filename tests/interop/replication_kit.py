@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.interop.conftest import ferromq_executable, free_port, log_tail
+from tests.waiting import wait_until
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
@@ -29,16 +28,6 @@ STORE_CONF = {
     "autoCreateTopicEnable": "true",
     "autoCreateSubscriptionGroup": "true",
 }
-
-
-def wait_until(
-    what: str, cond: Callable[[], bool], timeout: float = 60.0, why: Callable[[], str] = str
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{why()}")
-        time.sleep(0.1)
 
 
 @dataclass
@@ -85,7 +74,10 @@ def spawn(name: str, argv: list[str], log_path: Path, ready: str, addr: str) -> 
     p = Process(name, proc, log_path, addr, start)
     try:
         wait_until(
-            f"{name} to start", lambda: p.logged(ready) or proc.poll() is not None, START_TIMEOUT, p.log
+            lambda: p.logged(ready) or proc.poll() is not None,
+            f"{name} to start",
+            timeout=START_TIMEOUT,
+            why=p.log,
         )
     except AssertionError:
         p.kill()

@@ -9,9 +9,8 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from apache_rocketmq import ApacheRocketMQ, have_java, start_rocketmq
 from ferromq.client import Admin, ConsumeStatus, Message, Producer, PushConsumer, ReceivedMessage
 from ferromq.errors import BrokerError
 from ferromq.protocol.codes import ResponseCode
+from tests.waiting import until
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the Apache RocketMQ broker needs `java` and `mvn` on PATH"),
@@ -41,13 +41,6 @@ def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocketMQ]:
 
 def run(coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(asyncio.wait_for(coro, 120))
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not await check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 def unique(kind: str) -> str:
@@ -76,7 +69,7 @@ async def topic_with_messages(admin: Admin, producer: Producer, n: int) -> str:
         except BrokerError:
             return False
 
-    await until(routed, f"the route of {topic}")
+    await until(routed, f"the route of {topic}", timeout=WAIT)
     for i in range(n):
         await producer.send(Message(topic, f"m{i}".encode(), keys=[f"k{i}"]))
     return topic
@@ -96,7 +89,7 @@ def test_runtime_info_topic_stats_and_broker_config(java: ApacheRocketMQ) -> Non
                     return False
                 return True
 
-            await until(sampled, "the Java broker's first stats samples")
+            await until(sampled, "the Java broker's first stats samples", timeout=WAIT)
             rt = await admin.broker_runtime_info(java.broker_addr)
             assert rt.version == "V4_9_7"
             assert rt.put_today >= 5 and rt.put_tps >= 0.0
@@ -166,7 +159,7 @@ def test_connections_consumer_groups_and_reset_with_consumers_online(java: Apach
                         return False
                     return True
 
-                await until(online, f"{group} online")
+                await until(online, f"{group} online", timeout=WAIT)
                 cc = await admin.consumer_connections(group)
                 assert [c.language for c in cc.connections] == ["PYTHON"]
                 assert cc.connections[0].client_id == consumer.client_id
@@ -187,7 +180,7 @@ def test_connections_consumer_groups_and_reset_with_consumers_online(java: Apach
                 async def consumed() -> bool:
                     return len(got) >= 6
 
-                await until(consumed, "the 6 messages")
+                await until(consumed, "the 6 messages", timeout=WAIT)
                 await consumer.persist_offsets(wait=True)
                 # Online consumers: the broker computes the offsets and tells the clients.
                 reset = await admin.reset_offset_by_time(group, topic, 0)
@@ -199,7 +192,7 @@ def test_connections_consumer_groups_and_reset_with_consumers_online(java: Apach
                 async def consumed_again() -> bool:
                     return len(got) >= 12
 
-                await until(consumed_again, "the messages consumed again after the reset")
+                await until(consumed_again, "the messages consumed again after the reset", timeout=WAIT)
                 assert sorted(m.body for m in got[6:]) == sorted(m.body for m in got[:6])
 
     run(main())

@@ -32,7 +32,7 @@ from tests.interop.failover_kit import (
     stored_ids,
 )
 from tests.interop.javabuild import build_interop_jar
-from tests.interop.replication_kit import wait_until
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(600)]
 
@@ -54,14 +54,14 @@ def max_offsets(cluster: FailoverCluster) -> dict[str, int]:
 def assert_rejoined_identical(cluster: FailoverCluster, old: str, master: str) -> None:
     """`old` follows `master` again, is back in the SyncStateSet, and its CommitLog is the master's
     byte for byte (what it had alone was cut)."""
-    wait_until(f"{old} to follow the new master", lambda: cluster.role_of(old) == "replica", 60)
+    wait_until(lambda: cluster.role_of(old) == "replica", f"{old} to follow the new master", timeout=60)
     cluster.wait_in_sync(3)
     old_addr, master_addr = cluster.brokers[old].addr, cluster.brokers[master].addr
     wait_until(
-        f"{old} to catch up",
         lambda: max_offsets(cluster).get(old_addr) == max_offsets(cluster).get(master_addr),
-        60,
-        lambda: str(max_offsets(cluster)),
+        f"{old} to catch up",
+        timeout=60,
+        why=lambda: str(max_offsets(cluster)),
     )
     end = max_offsets(cluster)[master_addr]
     assert commitlog_bytes(cluster.store(old), end) == commitlog_bytes(cluster.store(master), end)
@@ -84,17 +84,17 @@ def test_kill_master_under_sync_load(cluster: FailoverCluster) -> None:
         loads.append(ProcessLoad(kind, cluster.workdir / f"load-{kind}", cluster.namesrv_addr, topic, kind))
     try:
         for load in loads:
-            wait_until(f"sends before the kill ({load})", lambda ld=load: len(ld.acked) >= 100, 120)
+            wait_until(lambda ld=load: len(ld.acked) >= 100, f"sends before the kill ({load})", timeout=120)
         killed_at = time.time()
         cluster.brokers[old].kill()
         new = cluster.wait_master(not_addr=old_addr)
         new_addr = cluster.brokers[new].addr
         for load in loads:
             wait_until(
-                f"acknowledged sends after the kill ({load})",
                 lambda ld=load: ld.acked_since(killed_at) >= 100,
-                120,
-                lambda ld=load: "\n".join(ld.not_ok[-5:]),
+                f"acknowledged sends after the kill ({load})",
+                timeout=120,
+                why=lambda ld=load: "\n".join(ld.not_ok[-5:]),
             )
     finally:
         for load in loads:
@@ -108,10 +108,12 @@ def test_kill_master_under_sync_load(cluster: FailoverCluster) -> None:
             every |= acked
         # The consumer went on through the failover, without a restart, and got every one of them.
         wait_until(
-            "the consumer to receive every acknowledged message",
             lambda: every <= consumer.received,
-            120,
-            lambda: f"{len(every - consumer.received)} missing, e.g. {sorted(every - consumer.received)[:5]}",
+            "the consumer to receive every acknowledged message",
+            timeout=120,
+            why=lambda: (
+                f"{len(every - consumer.received)} missing, e.g. {sorted(every - consumer.received)[:5]}"
+            ),
         )
     finally:
         consumer.stop()
@@ -128,18 +130,22 @@ def test_paused_master_is_fenced(cluster: FailoverCluster) -> None:
     old_addr = cluster.brokers[old].addr
     load = PythonLoad(cluster.namesrv_addr, topic, "pause").start()
     try:
-        wait_until("acknowledged sends before the pause", lambda: len(load.acked) >= 200, 60)
+        wait_until(lambda: len(load.acked) >= 200, "acknowledged sends before the pause", timeout=60)
         cluster.pause(old)
         paused_at = time.time()
         try:
             new = cluster.wait_master(not_addr=old_addr)
             new_addr = cluster.brokers[new].addr
-            wait_until("sends on the new master", lambda: load.acked_since(paused_at, new_addr) >= 100, 90)
+            wait_until(
+                lambda: load.acked_since(paused_at, new_addr) >= 100, "sends on the new master", timeout=90
+            )
         finally:
             cluster.resume(old)
         resumed_at = time.time()
-        wait_until("the old master to step down", lambda: cluster.role_of(old) == "replica", 60)
-        wait_until("more sends on the new master", lambda: load.acked_since(resumed_at, new_addr) >= 100, 60)
+        wait_until(lambda: cluster.role_of(old) == "replica", "the old master to step down", timeout=60)
+        wait_until(
+            lambda: load.acked_since(resumed_at, new_addr) >= 100, "more sends on the new master", timeout=60
+        )
     finally:
         load.stop()
     assert load.acked_since(resumed_at, old_addr) == 0, "the deposed master acknowledged sends"
@@ -157,7 +163,7 @@ def test_old_master_cuts_what_it_wrote_alone(cluster: FailoverCluster) -> None:
     master = cluster.wait_master()
     load = PythonLoad(cluster.namesrv_addr, topic, "alone").start()
     try:
-        wait_until("acknowledged sends", lambda: len(load.acked) >= 100, 60)
+        wait_until(lambda: len(load.acked) >= 100, "acknowledged sends", timeout=60)
     finally:
         load.stop()
     replicas = [n for n in cluster.brokers if n != master]
@@ -166,7 +172,7 @@ def test_old_master_cuts_what_it_wrote_alone(cluster: FailoverCluster) -> None:
     before = max_offsets(cluster)[cluster.brokers[master].addr]
     alone = PythonLoad(cluster.namesrv_addr, topic, "alone2").start()
     try:
-        wait_until("sends the master stores alone", lambda: len(alone.not_ok) >= 20, 30)
+        wait_until(lambda: len(alone.not_ok) >= 20, "sends the master stores alone", timeout=30)
     finally:
         alone.stop()
     assert not alone.acked, "sends acknowledged without the in-sync replicas"
@@ -195,20 +201,20 @@ def test_sync_state_set_follows_its_replicas(cluster: FailoverCluster) -> None:
     )
     load = PythonLoad(cluster.namesrv_addr, "FailoverSet", "set").start()
     try:
-        wait_until("acknowledged sends", lambda: len(load.acked) >= 100, 60)
+        wait_until(lambda: len(load.acked) >= 100, "acknowledged sends", timeout=60)
         cluster.brokers[replica].kill()
         wait_until(
-            "the dead replica to leave the SyncStateSet",
             lambda: replica_id not in cluster.replica_info()["syncStateSet"],
-            30,
-            lambda: str(cluster.replica_info()),
+            "the dead replica to leave the SyncStateSet",
+            timeout=30,
+            why=lambda: str(cluster.replica_info()),
         )
         shrunk_at = time.time()
-        wait_until("sends acknowledged without it", lambda: load.acked_since(shrunk_at) >= 100, 30)
+        wait_until(lambda: load.acked_since(shrunk_at) >= 100, "sends acknowledged without it", timeout=30)
         cluster.start_broker(replica)
         cluster.wait_in_sync(3)
         joined_at = time.time()
-        wait_until("sends acknowledged with it again", lambda: load.acked_since(joined_at) >= 100, 30)
+        wait_until(lambda: load.acked_since(joined_at) >= 100, "sends acknowledged with it again", timeout=30)
     finally:
         load.stop()
     acked = {a.id for a in load.acked}
@@ -220,14 +226,16 @@ def test_controller_leader_kill_leaves_sends_alone(cluster: FailoverCluster) -> 
     master = cluster.wait_master()
     load = PythonLoad(cluster.namesrv_addr, "FailoverCtl", "ctl").start()
     try:
-        wait_until("acknowledged sends", lambda: len(load.acked) >= 100, 60)
+        wait_until(lambda: len(load.acked) >= 100, "acknowledged sends", timeout=60)
         leader = cluster.leader()
         assert leader is not None
         failures_before = len(load.failures) + len(load.not_ok)
         cluster.controllers[leader].kill()
         killed_at = time.time()
-        wait_until("another controller leader", lambda: cluster.leader() not in (None, leader), 30)
-        wait_until("sends after the controller leader died", lambda: load.acked_since(killed_at) >= 300, 60)
+        wait_until(lambda: cluster.leader() not in (None, leader), "another controller leader", timeout=30)
+        wait_until(
+            lambda: load.acked_since(killed_at) >= 300, "sends after the controller leader died", timeout=60
+        )
     finally:
         load.stop()
     assert len(load.failures) + len(load.not_ok) == failures_before, load.failures[-5:] + load.not_ok[-5:]
@@ -241,7 +249,7 @@ def test_controller_state_survives_full_restart(cluster: FailoverCluster) -> Non
         p.stop()
     for i in range(len(cluster.controller_ports)):
         cluster.start_controller(i)
-    wait_until("a controller leader", lambda: cluster.leader() is not None, 60)
+    wait_until(lambda: cluster.leader() is not None, "a controller leader", timeout=60)
     after = cluster.replica_info()
     for key in ("masterId", "epoch", "syncStateSet", "syncStateSetEpoch", "masterAddr", "nextId"):
         assert after[key] == before[key], key
@@ -272,12 +280,14 @@ def test_controller_inside_name_servers(tmp_path: Path) -> None:
         old_addr = cluster.brokers[old].addr
         load = PythonLoad(cluster.namesrv_addr, "FailoverEmbedded", "emb").start()
         try:
-            wait_until("acknowledged sends", lambda: len(load.acked) >= 100, 60)
+            wait_until(lambda: len(load.acked) >= 100, "acknowledged sends", timeout=60)
             killed_at = time.time()
             cluster.brokers[old].kill()
             new = cluster.wait_master(not_addr=old_addr)
             new_addr = cluster.brokers[new].addr
-            wait_until("sends on the new master", lambda: load.acked_since(killed_at, new_addr) >= 100, 90)
+            wait_until(
+                lambda: load.acked_since(killed_at, new_addr) >= 100, "sends on the new master", timeout=90
+            )
         finally:
             load.stop()
         acked = {a.id for a in load.acked}
@@ -300,9 +310,9 @@ def test_elected_replica_takes_the_role_once_its_ha_port_is_free(tmp_path: Path)
             holder.listen()
             cluster.brokers[old].kill()
             wait_until(
-                f"{heir} to fail to listen as the elected master",
                 lambda: cluster.brokers[heir].logged("cannot listen for slaves"),
-                60,
+                f"{heir} to fail to listen as the elected master",
+                timeout=60,
             )
             assert cluster.role_of(heir) != "master"
         assert cluster.wait_master(not_addr=old_addr) == heir

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -29,6 +28,7 @@ from tests.interop.mqadmin import (
     table,
 )
 from tests.interop.side_by_side import BROKER_CONF, KINDS, Endpoint, first_difference, running_broker
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="java and mvn are needed for mqadmin and the Java broker"),
@@ -126,14 +126,6 @@ def same(sides: dict[str, Side], outputs: dict[str, str], norm: Callable[[str, S
     diff = first_difference(got["ferromq"], got["rocketmq"])
     assert not diff, f"{diff}\n--- ferromq ---\n{outputs['ferromq']}\n--- rocketmq ---\n{outputs['rocketmq']}"
     return got["ferromq"]
-
-
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.5)
 
 
 def no_exception(text: str) -> None:
@@ -387,7 +379,12 @@ def test_stats_all(sides: dict[str, Side]) -> None:
         return bool(found) and found[0][-2:] == ["10", "10"]
 
     for side in sides.values():
-        wait_until(lambda side=side: sampled(side), SAMPLE_WAIT, f"the stats of {TOPIC} on {side.kind}")
+        wait_until(
+            lambda side=side: sampled(side),
+            f"the stats of {TOPIC} on {side.kind}",
+            timeout=SAMPLE_WAIT,
+            interval=0.2,
+        )
     outs = both(sides, "statsAll")
 
     def norm(text: str, side: Side) -> list[list[str]]:

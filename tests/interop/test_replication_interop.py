@@ -26,9 +26,9 @@ from tests.interop.replication_kit import (
     start_broker,
     start_namesrv,
     store_files,
-    wait_until,
 )
 from tests.interop.side_by_side import Endpoint, build_jar, run_cpp, run_java
+from tests.waiting import wait_until
 
 HAVE_JAVA = have_java() and shutil.which("mvn") is not None
 pytestmark = [
@@ -111,7 +111,7 @@ def wait_same_files(master_root: Path, slave_root: Path, commitlog_dir: str = "c
         last += differences(store_files(master_root, "consumequeue"), store_files(slave_root, "consumequeue"))
         return not last and bool(store_files(slave_root, commitlog_dir))
 
-    wait_until("byte-identical stores", same, 60, lambda: "\n".join(last[:20]))
+    wait_until(same, "byte-identical stores", timeout=60, why=lambda: "\n".join(last[:20]))
 
 
 @pytest.mark.parametrize("role", ["SYNC_MASTER", "ASYNC_MASTER"])
@@ -121,7 +121,12 @@ def test_ferromq_master_and_ferromq_slave(tmp_path: Path, role: str) -> None:
     slave = start_broker(tmp_path, "slave", ns.addr, slave_conf(haSendHeartbeatInterval="500"))
     procs = [slave, master, ns]
     try:
-        wait_until("the slave to connect", lambda: master.logged("asks for CommitLog offset"), 30, master.log)
+        wait_until(
+            lambda: master.logged("asks for CommitLog offset"),
+            "the slave to connect",
+            timeout=30,
+            why=master.log,
+        )
         ep = endpoint(ns.addr, tmp_path)
         topic = f"Repl{role[:4]}{uuid.uuid4().hex[:4]}"
         sent = {s["id"] for s in cpp_send(ep, topic, 300, "c")}
@@ -164,11 +169,19 @@ def test_slave_serves_a_topic_it_has_no_configuration_for_yet(tmp_path: Path) ->
     slave = start_broker(tmp_path, "slave", ns.addr, slave_conf())
     procs = [slave, master, ns]
     try:
-        wait_until("the slave to connect", lambda: master.logged("asks for CommitLog offset"), 30, master.log)
+        wait_until(
+            lambda: master.logged("asks for CommitLog offset"),
+            "the slave to connect",
+            timeout=30,
+            why=master.log,
+        )
         # The slave's first sync from the master is done: the next is 10 s away (the topic is not
         # created yet, so only the slave's queues can tell it about the topic before the kill).
         wait_until(
-            "the slave's first sync", lambda: slave.logged("topic config updated from master"), 30, slave.log
+            lambda: slave.logged("topic config updated from master"),
+            "the slave's first sync",
+            timeout=30,
+            why=slave.log,
         )
         synced = time.monotonic()
         ep = endpoint(ns.addr, tmp_path)
@@ -210,7 +223,9 @@ def test_ferromq_master_and_java_slave(tmp_path: Path) -> None:
     try:
         master = start_broker(tmp_path, "master", mq.namesrv, m_conf)
         # The Java slave reports its offset a heartbeat interval (5 s) after it connects.
-        wait_until("the Java slave", lambda: master.logged("asks for CommitLog offset"), 60, master.log)
+        wait_until(
+            lambda: master.logged("asks for CommitLog offset"), "the Java slave", timeout=60, why=master.log
+        )
         ep = endpoint(mq.namesrv, tmp_path)
         topic = f"ReplJ{uuid.uuid4().hex[:6]}"
         sent = {s["id"] for s in cpp_send(ep, topic, 300, "c")}
@@ -219,7 +234,7 @@ def test_ferromq_master_and_java_slave(tmp_path: Path) -> None:
         # The Java slave copies the topic from the ferromq master (SlaveSynchronize, every 10 s, through
         # the master's VIP channel on listenPort - 2).
         topics = tmp_path / "java-slave" / "store" / "config" / "topics.json"
-        wait_until("topic sync", lambda: topics.exists() and topic in topics.read_text(), 60)
+        wait_until(lambda: topics.exists() and topic in topics.read_text(), "topic sync", timeout=60)
         master.kill()
         assert cpp_consume_all(ep, topic, len(sent)) >= sent
         assert java_consume_all(ep, topic, len(sent)) >= sent
@@ -239,10 +254,10 @@ def test_java_master_and_ferromq_slave(tmp_path: Path) -> None:
     try:
         slave = start_broker(tmp_path, "slave", mq.namesrv, slave_conf())
         wait_until(
-            "the ferromq slave to connect",
             lambda: slave.logged("HA client: connected to master"),
-            60,
-            slave.log,
+            "the ferromq slave to connect",
+            timeout=60,
+            why=slave.log,
         )
         ep = endpoint(mq.namesrv, tmp_path)
         topic = f"ReplF{uuid.uuid4().hex[:6]}"
@@ -250,7 +265,7 @@ def test_java_master_and_ferromq_slave(tmp_path: Path) -> None:
         sent |= {s["id"] for s in java_send(ep, topic, 100, "j")}
         wait_same_files(tmp_path / "java-master" / "store", tmp_path / "slave" / "store")
         topics = tmp_path / "slave" / "store" / "config" / "topics.json"
-        wait_until("topic sync", lambda: topics.exists() and topic in topics.read_text(), 30)
+        wait_until(lambda: topics.exists() and topic in topics.read_text(), "topic sync", timeout=30)
         assert mq.broker_proc is not None
         mq.broker_proc.kill()
         mq.broker_proc.wait(timeout=15)

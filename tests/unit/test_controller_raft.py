@@ -32,6 +32,7 @@ from ferromq.controller import raft_safety
 from ferromq.controller.config import load_controller_config
 from ferromq.controller.state import GroupTable
 from tests.interop.conftest import free_port
+from tests.waiting import wait_until
 
 LOGGER = "ferromq.controller.raft_safety"
 
@@ -177,14 +178,6 @@ def test_loopback_raft_ports_need_no_password(tmp_path: Path) -> None:
 # -- a real PySyncObj group ------------------------------------------------------------------------
 
 
-def _until(what: str, cond: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := cond()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
-
-
 class Node:
     def __init__(self, store: Path, me: str, addrs: list[str], password: str | None) -> None:
         self.table = GroupTable()
@@ -215,25 +208,29 @@ def test_group_replicates_snapshots_and_restarts_with_nothing_refused(
     a, b = (Node(tmp_path / str(i), addrs[i], addrs, password) for i in range(2))
     nodes = [a, b]
     try:
-        leader = _until("a leader", lambda: next((n for n in nodes if n.raft._isLeader()), None))
+        leader = wait_until(
+            lambda: next((n for n in nodes if n.raft._isLeader()), None), "a leader", timeout=30.0
+        )
         for i in range(20):
             leader.table.register(
                 "C", f"g{i % 3}", f"127.0.0.1:{10_000 + i}", f"127.0.0.1:{20_000 + i}", sync=True, timeout=10
             )
         want = leader.table._serialize()
-        _until("b to catch up", lambda: b.table._serialize() == want)
+        wait_until(lambda: b.table._serialize() == want, "b to catch up", timeout=30.0)
         # The leader compacts its log: a node that joins now gets the snapshot.
         leader.raft.forceLogCompaction()
-        _until("a snapshot", lambda: (tmp_path / str(nodes.index(leader)) / "dump").exists())
-        _until("the log compacted", lambda: leader.raft.getStatus()["log_len"] <= 3)
+        wait_until(
+            lambda: (tmp_path / str(nodes.index(leader)) / "dump").exists(), "a snapshot", timeout=30.0
+        )
+        wait_until(lambda: leader.raft.getStatus()["log_len"] <= 3, "the log compacted", timeout=30.0)
         c = Node(tmp_path / "2", addrs[2], addrs, password)
         nodes.append(c)
-        _until("c to get the snapshot", lambda: c.table._serialize() == want)
+        wait_until(lambda: c.table._serialize() == want, "c to get the snapshot", timeout=30.0)
         assert (tmp_path / "2" / "dump").exists()
         snapshot = want
         leader.table.register("C", "g9", "127.0.0.1:9", "", sync=True, timeout=10)
         want = leader.table._serialize()
-        _until("c to get the next entry", lambda: c.table._serialize() == want)
+        wait_until(lambda: c.table._serialize() == want, "c to get the next entry", timeout=30.0)
     finally:
         for n in nodes:
             n.stop()
@@ -241,9 +238,13 @@ def test_group_replicates_snapshots_and_restarts_with_nothing_refused(
     # the others from theirs and their journals.
     nodes = [Node(tmp_path / "2", addrs[2], addrs, password)]
     try:
-        _until("c's state from its files", lambda: nodes[0].table._serialize() in (snapshot, want))
+        wait_until(
+            lambda: nodes[0].table._serialize() in (snapshot, want), "c's state from its files", timeout=30.0
+        )
         nodes += [Node(tmp_path / str(i), addrs[i], addrs, password) for i in range(2)]
-        _until("the group's state back", lambda: all(n.table._serialize() == want for n in nodes))
+        wait_until(
+            lambda: all(n.table._serialize() == want for n in nodes), "the group's state back", timeout=30.0
+        )
     finally:
         for n in nodes:
             n.stop()
@@ -287,7 +288,7 @@ def test_bad_frames_close_the_connection_logged_once_per_host(
         struct.pack("i", len(bomb)) + bomb,
     ]
     try:
-        _until("the node to lead", node.raft._isLeader)
+        wait_until(node.raft._isLeader, "the node to lead", timeout=30.0)
         for i, data in enumerate(hostile):
             with socket.create_connection((host, int(port)), timeout=5) as s:
                 s.sendall(data)
