@@ -383,7 +383,7 @@ def test_stats_all(sides: dict[str, Side]) -> None:
             lambda side=side: sampled(side),
             f"the stats of {TOPIC} on {side.kind}",
             timeout=SAMPLE_WAIT,
-            interval=0.2,
+            interval=0.5,
         )
     outs = both(sides, "statsAll")
 
