@@ -32,8 +32,8 @@ from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
 from tests.interop.conftest import ferromq_executable, free_port
-from tests.interop.replication_kit import spawn, wait_until, write_conf
-from tests.waiting import until
+from tests.interop.replication_kit import spawn, write_conf
+from tests.waiting import until, wait_until
 
 GROUP = "broker-c"
 TIMEOUT_MS = 600
@@ -301,7 +301,7 @@ def test_a_huge_frame_is_refused_before_authentication(tmp_path: Path) -> None:
             with socket.socket() as probe:
                 return probe.connect_ex(("127.0.0.1", raft)) == 0
 
-        wait_until("the Raft port", raft_listens, 20, p.log)
+        wait_until(raft_listens, "the Raft port", timeout=20, why=p.log)
         before = peak = rss_bytes(p.proc.pid)
         sent, chunk, closed_after = 0, b"\0" * (1 << 20), None
         with socket.create_connection(("127.0.0.1", raft), timeout=5) as s:
@@ -326,10 +326,10 @@ def test_a_huge_frame_is_refused_before_authentication(tmp_path: Path) -> None:
         )
         assert sent < 64 << 20 and growth < 32, f"{sent >> 20} MiB sent, RSS +{growth} MiB"
         wait_until(
-            "the refusal in the log",
             lambda: p.logged("Raft port refused 127.0.0.1:") and p.logged("a frame of 2147483647 bytes"),
-            10,
-            p.log,
+            "the refusal in the log",
+            timeout=10,
+            why=p.log,
         )
 
         async def metadata() -> RemotingCommand:

@@ -11,7 +11,8 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from tests.integration.brokerkit import Client, properties, send_ext
 from tests.interop.conftest import free_port
-from tests.interop.replication_kit import differences, spawn, store_files, wait_until
+from tests.interop.replication_kit import differences, spawn, store_files
+from tests.waiting import wait_until
 
 
 def test_serve_with_a_slave(tmp_path: Path) -> None:
@@ -48,12 +49,12 @@ def test_serve_with_a_slave(tmp_path: Path) -> None:
         asyncio.run(send())
         slave_store = Path(f"{store}-slave")
         wait_until(
-            "the slave's copy",
             lambda: (
                 bool(store_files(slave_store, "commitlog"))
                 and not differences(store_files(store, "commitlog"), store_files(slave_store, "commitlog"))
             ),
-            30,
+            "the slave's copy",
+            timeout=30,
         )
     finally:
         code = serve.stop()
