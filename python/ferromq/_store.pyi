@@ -158,6 +158,9 @@ class GetResult:
     def queue_offsets(self) -> list[int]: ...
     @property
     def body(self) -> bytes: ...
+    @property
+    def suggest_pulling_from_slave(self) -> bool:
+        """The last record read is read from disk (a pull's accessMessageInMemoryMaxRatio)."""
     def pull_code(self, request_offset: int) -> int:
         """The response code of a pull at `request_offset` that read this (the data plane's)."""
 

@@ -296,6 +296,12 @@ impl GetResult {
     fn status(&self) -> &'static str {
         self.inner.status.name()
     }
+    /// The last record read is read from disk (a pull's accessMessageInMemoryMaxRatio): a
+    /// slave may serve the consumer better.
+    #[getter]
+    fn suggest_pulling_from_slave(&self) -> bool {
+        self.inner.suggest_pulling_from_slave
+    }
     /// The response code a pull at `request_offset` that read this answers with (the data
     /// plane's mapping, so both sides answer alike).
     fn pull_code(&self, request_offset: i64) -> i32 {

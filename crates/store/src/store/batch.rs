@@ -67,12 +67,17 @@ impl BatchLimit {
         if count >= self.max_count {
             return true;
         }
-        let caps = if self.log_end.saturating_sub(offset) > self.disk_behind {
+        let caps = if self.on_disk(offset) {
             self.disk
         } else {
             self.memory
         };
         bytes + size > caps.bytes || count >= caps.count
+    }
+
+    /// Whether a record at CommitLog offset `offset` is read from disk, not memory.
+    pub(crate) fn on_disk(&self, offset: u64) -> bool {
+        self.log_end.saturating_sub(offset) > self.disk_behind
     }
 }
 

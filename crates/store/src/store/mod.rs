@@ -90,6 +90,9 @@ pub struct GetResult {
     pub message_count: usize,
     /// Queue offset of each returned record.
     pub queue_offsets: Vec<i64>,
+    /// The last record read lies so far behind the CommitLog's end that it is read from disk
+    /// (a pull's `accessMessageInMemoryMaxRatio`; Java's `suggestPullingFromSlave`).
+    pub suggest_pulling_from_slave: bool,
 }
 
 /// The consume-queue filter of a read: units whose tags code (low 32 bits) is listed, or all.

@@ -14,6 +14,7 @@ impl Inner {
     ) -> Result<GetResult> {
         let mut body = Vec::new();
         let mut queue_offsets = Vec::new();
+        let mut last_start = None;
         let scan = self.scan_messages(
             topic,
             queue_id,
@@ -22,10 +23,15 @@ impl Inner {
             limit,
             filter,
             &mut |rec, _, queue_offset| {
+                last_start = Some(body.len());
                 body.extend_from_slice(rec);
                 queue_offsets.push(queue_offset);
             },
         )?;
+        let last_offset = last_start.map(|at| {
+            let field = at + message::pos::PHYSICAL_OFFSET;
+            u64::from_be_bytes(body[field..field + 8].try_into().unwrap())
+        });
         Ok(GetResult {
             status: scan.status,
             next_begin_offset: scan.next_begin_offset,
@@ -34,6 +40,7 @@ impl Inner {
             body,
             message_count: queue_offsets.len(),
             queue_offsets,
+            suggest_pulling_from_slave: last_offset.is_some_and(|at| limit.on_disk(at)),
         })
     }
 

@@ -4,7 +4,6 @@ matching message is stored or its suspend time is up."""
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -258,39 +257,21 @@ def _pull_reply(
     )
 
 
-def total_physical_memory() -> int:
-    """RocketMQ's `StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE`."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
 def suggest_broker_id(broker: PullContext, group: str, result: GetResult) -> int:
     """PullMessageProcessor's `suggestWhichBrokerId`: the master (0) unless slaveReadEnable; then
     the group's `whichBrokerWhenConsumeSlowly` when the consumer reads further behind the CommitLog
     end than accessMessageInMemoryMaxRatio percent of the memory (its data is no longer in the page
-    cache: let a slave serve it), else the group's `brokerId`."""
+    cache: let a slave serve it; the store decides it as it applies the on-disk transfer caps),
+    else the group's `brokerId`."""
     cfg = broker.config
     if not cfg.slave_read_enable:
         return 0
     group_cfg = broker.groups.groups.get(group)
     if group_cfg is None:
         return 0
-    last = _last_physical_offset(result.body)
-    if last is not None:
-        behind = broker.store.max_physical_offset - last
-        if behind > total_physical_memory() * cfg.access_message_in_memory_max_ratio / 100:
-            return group_cfg.which_broker_when_consume_slowly
+    if result.suggest_pulling_from_slave:  # the store's reading of where the records lie
+        return group_cfg.which_broker_when_consume_slowly
     return group_cfg.broker_id
-
-
-def _last_physical_offset(body: bytes) -> int | None:
-    """The CommitLog offset of the last record in a pull body (records are size-prefixed)."""
-    at, last = 0, None
-    while at + 36 <= len(body):
-        last = at
-        at += int.from_bytes(body[at : at + 4], "big")
-    if last is None:
-        return None
-    return int.from_bytes(body[last + 28 : last + 36], "big")
 
 
 def _commit(
