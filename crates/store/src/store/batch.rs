@@ -1,5 +1,7 @@
 //! When a read's answer is full: RocketMQ's `isTheBatchFull`, the one place the pull caps live.
 
+use std::sync::OnceLock;
+
 use crate::config::StoreConfig;
 
 /// A count and a byte cap on one answer.
@@ -81,19 +83,23 @@ impl BatchLimit {
     }
 }
 
-/// The machine's physical memory in bytes (what Java's `TOTAL_PHYSICAL_MEMORY_SIZE` reads).
+/// The machine's physical memory in bytes (what Java's `TOTAL_PHYSICAL_MEMORY_SIZE` reads, once:
+/// every pull asks).
 fn physical_memory() -> u64 {
-    // SAFETY: sysconf has no preconditions; it returns -1 for a name it does not know.
-    let (pages, page_size) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    if pages <= 0 || page_size <= 0 {
-        return u64::MAX;
-    }
-    (pages as u64).saturating_mul(page_size as u64)
+    static BYTES: OnceLock<u64> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions; it returns -1 for a name it does not know.
+        let (pages, page_size) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        if pages <= 0 || page_size <= 0 {
+            return u64::MAX;
+        }
+        (pages as u64).saturating_mul(page_size as u64)
+    })
 }
 
 #[cfg(test)]
