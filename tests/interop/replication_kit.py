@@ -110,6 +110,11 @@ def start_broker(workdir: Path, name: str, namesrv: str, conf: dict[str, str]) -
     return spawn(name, argv, root / "broker.log", "ferromq broker", f"127.0.0.1:{full['listenPort']}")
 
 
+def wait_slave_connected(master: Process, what: str = "the slave to connect", timeout: float = 30.0) -> None:
+    """Until a slave's HA connection asked the master for its CommitLog (the master logs it)."""
+    wait_until(lambda: master.logged("asks for CommitLog offset"), what, timeout=timeout, why=master.log)
+
+
 def master_conf(role: str) -> dict[str, str]:
     return {
         "brokerRole": role,

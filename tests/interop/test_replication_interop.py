@@ -26,6 +26,7 @@ from tests.interop.replication_kit import (
     start_broker,
     start_namesrv,
     store_files,
+    wait_slave_connected,
 )
 from tests.interop.side_by_side import Endpoint, build_jar, run_cpp, run_java
 from tests.waiting import wait_until
@@ -121,12 +122,7 @@ def test_ferromq_master_and_ferromq_slave(tmp_path: Path, role: str) -> None:
     slave = start_broker(tmp_path, "slave", ns.addr, slave_conf(haSendHeartbeatInterval="500"))
     procs = [slave, master, ns]
     try:
-        wait_until(
-            lambda: master.logged("asks for CommitLog offset"),
-            "the slave to connect",
-            timeout=30,
-            why=master.log,
-        )
+        wait_slave_connected(master)
         ep = endpoint(ns.addr, tmp_path)
         topic = f"Repl{role[:4]}{uuid.uuid4().hex[:4]}"
         sent = {s["id"] for s in cpp_send(ep, topic, 300, "c")}
@@ -169,12 +165,7 @@ def test_slave_serves_a_topic_it_has_no_configuration_for_yet(tmp_path: Path) ->
     slave = start_broker(tmp_path, "slave", ns.addr, slave_conf())
     procs = [slave, master, ns]
     try:
-        wait_until(
-            lambda: master.logged("asks for CommitLog offset"),
-            "the slave to connect",
-            timeout=30,
-            why=master.log,
-        )
+        wait_slave_connected(master)
         # The slave's first sync from the master is done: the next is 10 s away (the topic is not
         # created yet, so only the slave's queues can tell it about the topic before the kill).
         wait_until(
@@ -223,9 +214,7 @@ def test_ferromq_master_and_java_slave(tmp_path: Path) -> None:
     try:
         master = start_broker(tmp_path, "master", mq.namesrv, m_conf)
         # The Java slave reports its offset a heartbeat interval (5 s) after it connects.
-        wait_until(
-            lambda: master.logged("asks for CommitLog offset"), "the Java slave", timeout=60, why=master.log
-        )
+        wait_slave_connected(master, "the Java slave", timeout=60)
         ep = endpoint(mq.namesrv, tmp_path)
         topic = f"ReplJ{uuid.uuid4().hex[:6]}"
         sent = {s["id"] for s in cpp_send(ep, topic, 300, "c")}
