@@ -15,7 +15,10 @@ __all__ = [
     "PutBatchResult",
     "PutResult",
     "RowFilter",
+    "SendOutcome",
+    "Sender",
     "Store",
+    "TopicRoute",
     "__version__",
     "build_profile",
     "decode_columns",
@@ -375,6 +378,80 @@ class HaMaster:
     def close(self) -> None: ...
 
 @final
+class TopicRoute:
+    """What a send's topic allows: its queues and whether its tags are multi-tags."""
+
+    write_queues: int
+    read_queues: int
+    multi_tag: bool
+    def __new__(cls, write_queues: int, read_queues: int, multi_tag: bool = False) -> TopicRoute: ...
+
+@final
+class SendOutcome:
+    """Where a send was stored and what its reply says."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def queue_id(self) -> int: ...
+    @property
+    def next_offset(self) -> int: ...
+    @property
+    def tags_code(self) -> int | None: ...
+    @property
+    def messages(self) -> int: ...
+    @property
+    def wrote_bytes(self) -> int: ...
+    @property
+    def reply_fields(self) -> dict[str, str]: ...
+
+@final
+class Sender:
+    """The broker's send rules (crates/remoting/src/sender.rs) for one set of settings: queue,
+    flags, property edits, the store call, and when and with which code the producer is answered.
+    The data plane serves its sends with the same object."""
+
+    def __new__(
+        cls,
+        store: Store,
+        *,
+        ha: HaMaster | None,
+        sync_flush: bool,
+        sync_master: bool,
+        ack_alone: bool,
+        slave_timeout_ms: int,
+        cluster: str,
+        region: str,
+        trace_on: bool,
+    ) -> Sender: ...
+    def send(
+        self,
+        route: TopicRoute,
+        producer_group: str,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: str,
+        *,
+        flag: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: str,
+        reconsume_times: int,
+        batch: bool,
+        dead_letter_topic: str | None = None,
+        half: bool = False,
+    ) -> SendOutcome:
+        """Stores a send by the rules, redirected to `dead_letter_topic` or (`half`) the
+        transaction half topic when the broker decided so; a refusal raises its
+        `ferromq.errors` class with the code the data plane answers."""
+    def settle(
+        self, outcome: SendOutcome, arrived: Callable[[], None], answered: Callable[[int], None]
+    ) -> int | None:
+        """The reply code when known now (`arrived()` called); else None, and `arrived()` then
+        `answered(code)` run later on the flush or HA thread."""
+
+@final
 class DataPlane:
     """The broker's port served on Rust threads: plain sends Python allows are answered there,
     every other frame is handed to Python as an event."""
@@ -424,21 +501,14 @@ class DataPlane:
         queue) of pulls: (next offset, found, missed, messages, bytes)."""
     def serve_sends(
         self,
-        store: Store,
-        *,
-        ha: HaMaster | None,
-        sync_flush: bool,
-        sync_master: bool,
-        slave_timeout_ms: int,
-        cluster: str,
-        region: str,
-        trace_on: bool,
-        topics: list[tuple[str, int, int, bool]],
+        sender: Sender,
+        topics: dict[str, TopicRoute],
         acl: tuple[int, list[tuple[str, str, list[str]]]] | None = None,
     ) -> None:
-        """With `acl` ((ACL load, [(access key, secret key, topics it may send to)])) a send is
-        served only when its signature is the account's or `set_peer_acl` says the peer needs
-        none; every other goes to Python."""
+        """Plain sends to `topics` served here by `sender`'s rules. With `acl` ((ACL load,
+        [(access key, secret key, topics it may send to)])) a send is served only when its
+        signature is the account's or `set_peer_acl` says the peer needs none; every other goes
+        to Python."""
     def set_peer_acl(self, conn: int, generation: int, globally_white: bool, white: list[str]) -> bool:
         """What ACL load `generation` decided about `conn`'s peer address; False when it is gone."""
     def stop_serving_sends(self) -> None: ...

@@ -2,6 +2,8 @@
 //! here (the binding exports them as `_store.WIRE_CONSTANTS`; a Python unit test checks them
 //! against `ferromq.protocol`, so the two languages cannot drift apart).
 
+use ferromq_store::StoreError;
+
 /// Request codes.
 pub const SEND_MESSAGE: i32 = 10;
 pub const PULL_MESSAGE: i32 = 11;
@@ -10,9 +12,12 @@ pub const SEND_BATCH_MESSAGE: i32 = 320;
 
 /// Response codes.
 pub const SUCCESS: i32 = 0;
+pub const SYSTEM_ERROR: i32 = 1;
 pub const FLUSH_DISK_TIMEOUT: i32 = 10;
 pub const SLAVE_NOT_AVAILABLE: i32 = 11;
 pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
+pub const MESSAGE_ILLEGAL: i32 = 13;
+pub const SERVICE_NOT_AVAILABLE: i32 = 14;
 pub const PULL_NOT_FOUND: i32 = 19;
 pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
 pub const PULL_OFFSET_MOVED: i32 = 21;
@@ -21,6 +26,27 @@ pub const PULL_OFFSET_MOVED: i32 = 21;
 pub const FLAG_COMMIT_OFFSET: i32 = 0x1;
 pub const FLAG_SUSPEND: i32 = 0x2;
 pub const FLAG_SUBSCRIPTION: i32 = 0x4;
+
+/// The response code a store refusal is answered with (the binding gives it to the exception
+/// it raises, so Python answers the same code).
+pub fn of_store_error(e: &StoreError) -> i32 {
+    match e {
+        StoreError::MessageTooLarge { .. }
+        | StoreError::PropertiesTooLarge(_)
+        | StoreError::MessageIllegal(_)
+        | StoreError::InvalidTopic { .. } => MESSAGE_ILLEGAL,
+        StoreError::FlushTimeout { .. } => FLUSH_DISK_TIMEOUT,
+        StoreError::Locked(_)
+        | StoreError::DiskFull { .. }
+        | StoreError::DispatchBehind { .. }
+        | StoreError::ReadOnly
+        | StoreError::Closed => SERVICE_NOT_AVAILABLE,
+        StoreError::Io { .. }
+        | StoreError::InvalidArgument(_)
+        | StoreError::Corrupt { .. }
+        | StoreError::NotAStore(_) => SYSTEM_ERROR,
+    }
+}
 
 /// Every constant above by the name Python gives it (`RequestCode.X`, `ResponseCode.X`,
 /// `PULL_FLAG_X`), and the store's system topic of delayed messages.
@@ -31,6 +57,9 @@ pub fn table() -> Vec<(&'static str, String)> {
         ("RequestCode.SEND_MESSAGE_V2", SEND_MESSAGE_V2),
         ("RequestCode.SEND_BATCH_MESSAGE", SEND_BATCH_MESSAGE),
         ("ResponseCode.SUCCESS", SUCCESS),
+        ("ResponseCode.SYSTEM_ERROR", SYSTEM_ERROR),
+        ("ResponseCode.MESSAGE_ILLEGAL", MESSAGE_ILLEGAL),
+        ("ResponseCode.SERVICE_NOT_AVAILABLE", SERVICE_NOT_AVAILABLE),
         ("ResponseCode.FLUSH_DISK_TIMEOUT", FLUSH_DISK_TIMEOUT),
         ("ResponseCode.SLAVE_NOT_AVAILABLE", SLAVE_NOT_AVAILABLE),
         ("ResponseCode.FLUSH_SLAVE_TIMEOUT", FLUSH_SLAVE_TIMEOUT),

@@ -26,7 +26,7 @@ use crate::acl::PeerAcl;
 use crate::codes;
 use crate::frame::Frame;
 use crate::pull::{self, Holds, PullConfig};
-use crate::send::{self, SendConfig, Served};
+use crate::send::{self, SendConfig};
 use crate::stats::PlaneStats;
 use crate::wake::Wake;
 
@@ -254,7 +254,7 @@ pub(crate) struct Shared {
     refusals: Mutex<HashMap<&'static str, (Instant, u64)>>,
     /// Open connections (and ones still being looked at) per peer address.
     per_address: Mutex<HashMap<IpAddr, usize>>,
-    pub(crate) send: RwLock<Option<Arc<Served>>>,
+    pub(crate) send: RwLock<Option<Arc<SendConfig>>>,
     pub(crate) pull: RwLock<Option<Arc<PullConfig>>>,
     pub(crate) holds: Holds,
     /// The offsets pulls committed since Python last took them: (group, topic, queue) -> offset.
@@ -505,7 +505,7 @@ impl DataPlane {
 
     /// What sends may be served here; None sends every frame to Python.
     pub fn set_send_config(&self, cfg: Option<SendConfig>) {
-        *self.shared.send.write().unwrap() = cfg.map(|c| Arc::new(Served::new(c)));
+        *self.shared.send.write().unwrap() = cfg.map(Arc::new);
     }
 
     /// What pulls may be served here; None sends every pull to Python (those held here are
@@ -1234,7 +1234,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 #[allow(clippy::too_many_arguments)]
 fn handle_frame(
     shared: &Arc<Shared>,
-    sends: Option<&Arc<Served>>,
+    sends: Option<&Arc<SendConfig>>,
     pulls: Option<&Arc<PullConfig>>,
     conn: &Arc<Conn>,
     bytes: &[u8],

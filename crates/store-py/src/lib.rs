@@ -7,6 +7,7 @@ mod client_batch;
 mod columns;
 mod ha;
 mod plane;
+mod send;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -69,20 +70,31 @@ fn error_class(e: &StoreError) -> usize {
 
 static ERRORS_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
-fn to_pyerr(py: Python<'_>, e: StoreError) -> PyErr {
-    let msg = e.to_string();
-    let name = ERROR_CLASSES[error_class(&e)];
+/// The class `name` of `ferromq.errors`, raised with `message` and the response `code` a broker
+/// answers it with.
+fn errors_class(py: Python<'_>, name: &str, message: String, code: i32) -> PyErr {
     let class = ERRORS_MODULE
         .get_or_try_init(py, || py.import("ferromq.errors").map(Bound::unbind))
         .and_then(|m| m.bind(py).getattr(name))
         .and_then(|cls| cls.cast_into::<PyType>().map_err(PyErr::from));
     match class {
-        Ok(cls) => PyErr::from_type(cls, msg),
+        Ok(cls) => PyErr::from_type(cls, (message, code)),
         // Not a ValueError the caller might take for a bad argument: the mapping itself is broken.
         Err(_) => PyRuntimeError::new_err(format!(
-            "ferromq.errors has no exception class {name} (the store failed: {msg})"
+            "ferromq.errors has no exception class {name} (the store failed: {message})"
         )),
     }
+}
+
+/// A store error as its `ferromq.errors` class, with the code the data plane answers it with.
+pub(crate) fn to_pyerr(py: Python<'_>, e: StoreError) -> PyErr {
+    let code = ferromq_remoting::codes::of_store_error(&e);
+    errors_class(py, ERROR_CLASSES[error_class(&e)], e.to_string(), code)
+}
+
+/// A refusal of the broker's rules (`ferromq.errors.BrokerError`).
+pub(crate) fn broker_error(py: Python<'_>, code: i32, message: String) -> PyErr {
+    errors_class(py, "BrokerError", message, code)
 }
 
 trait IntoPy<T> {
@@ -95,7 +107,7 @@ impl<T> IntoPy<T> for Result<T, StoreError> {
     }
 }
 
-fn parse_addr(s: &str) -> PyResult<SocketAddr> {
+pub(crate) fn parse_addr(s: &str) -> PyResult<SocketAddr> {
     s.parse()
         .map_err(|_| PyValueError::new_err(format!("not an address with a port: {s:?}")))
 }
@@ -1234,6 +1246,9 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ha::HaMaster>()?;
     m.add_class::<ha::HaSlave>()?;
     m.add_class::<plane::DataPlane>()?;
+    m.add_class::<send::Sender>()?;
+    m.add_class::<send::SendOutcome>()?;
+    m.add_class::<send::TopicRoute>()?;
     m.add_function(wrap_pyfunction!(ha::truncate_commitlog, m)?)?;
     m.add_function(wrap_pyfunction!(java_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;

@@ -8,15 +8,14 @@ use std::time::Duration;
 use ferromq_remoting::plane::reason;
 use ferromq_remoting::{
     AclRules, DataPlane as Plane, Event, PeerAcl, PlaneConfig, PullConfig, SendConfig,
-    Subscription, TagFilter, TopicRoute,
+    Subscription, TagFilter,
 };
-use ferromq_store::send::Edit;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::ha::HaMaster;
-use crate::{IntoPy, Store};
+use crate::send::{Sender, TopicRoute};
+use crate::Store;
 
 /// An event: (0, conn, (host, port)) opened, (1, conn, bytes) frames, (2, conn, reason) closed,
 /// (3, file descriptor, (host, port)) a TLS connection handed over, (4, conn, None) its queued
@@ -206,48 +205,21 @@ impl DataPlane {
         )
     }
 
-    /// Serves plain sends to `topics` ((name, write queues, read queues, multi tag)) here; with
-    /// `acl` only those its accounts signed (see `set_peer_acl`).
-    #[pyo3(signature = (
-        store, *, ha, sync_flush, sync_master, slave_timeout_ms, cluster, region, trace_on,
-        topics, acl=None
-    ))]
-    #[allow(clippy::too_many_arguments)]
+    /// Serves plain sends to `topics` here by `sender`'s rules; with `acl` only those its
+    /// accounts signed (see `set_peer_acl`).
+    #[pyo3(signature = (sender, topics, acl=None))]
     fn serve_sends(
         &self,
-        py: Python<'_>,
-        store: &Store,
-        ha: Option<&HaMaster>,
-        sync_flush: bool,
-        sync_master: bool,
-        slave_timeout_ms: u64,
-        cluster: &str,
-        region: &str,
-        trace_on: bool,
-        topics: Vec<(String, i32, i32, bool)>,
+        sender: &Sender,
+        topics: HashMap<String, PyRef<'_, TopicRoute>>,
         acl: Option<AclTuple>,
-    ) -> PyResult<()> {
-        let edits = vec![Edit::new("set", "CLUSTER", cluster).py_err(py)?];
-        let topics: HashMap<String, TopicRoute> = topics
+    ) {
+        let topics = topics
             .into_iter()
-            .map(|(name, write_queues, read_queues, multi_tag)| {
-                let route = TopicRoute {
-                    write_queues,
-                    read_queues,
-                    multi_tag,
-                };
-                (name, route)
-            })
+            .map(|(name, route)| (name, (&*route).into()))
             .collect();
         self.inner.set_send_config(Some(SendConfig {
-            store: store.store.clone(),
-            ha: ha.map(|h| h.inner.clone()),
-            sync_flush,
-            sync_master,
-            slave_timeout: Duration::from_millis(slave_timeout_ms),
-            edits,
-            region: region.to_string(),
-            trace_on,
+            sender: sender.inner.clone(),
             topics,
             acl: acl.map(|(generation, accounts)| {
                 let accounts = accounts
@@ -257,7 +229,6 @@ impl DataPlane {
                 AclRules::new(generation, accounts)
             }),
         }));
-        Ok(())
     }
 
     /// What ACL load `generation` decided about `conn`'s peer address: globally white, and the

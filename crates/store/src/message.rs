@@ -40,6 +40,8 @@ pub mod property {
     pub const DELAY: &str = "DELAY";
     pub const REAL_TOPIC: &str = "REAL_TOPIC";
     pub const REAL_QID: &str = "REAL_QID";
+    pub const CLUSTER: &str = "CLUSTER";
+    pub const PRODUCER_GROUP: &str = "PGROUP";
 }
 
 /// Byte positions of the fixed fields (IPv4 born host; later fields shift by 12 per IPv6 host).

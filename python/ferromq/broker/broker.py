@@ -87,6 +87,11 @@ class Broker:
         return self.config.flush_disk_type == FlushDiskType.SYNC_FLUSH
 
     @property
+    def sender(self) -> _store.Sender:
+        """The send rules for the broker's settings now (shared with the data planes)."""
+        return self.planes.sender()
+
+    @property
     def port(self) -> int:
         return self.config.listen_port
 

@@ -8,7 +8,7 @@ every request it is unsure of, reaches the broker's dispatcher)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ferromq import _store
 from ferromq.acl.dataplane import peer_decision, pull_rules, send_rules
@@ -29,6 +29,7 @@ class DataPlanes:
         self._servers = servers
         self.acl_generation = 0
         """Counts the ACL's loads: the planes trust only decisions of the latest."""
+        self._sender: tuple[tuple[_store.Store, dict[str, Any]], _store.Sender] | None = None
 
     def _planes(self) -> list[_store.DataPlane]:
         return [s.plane for s in self._servers() if s.plane is not None]
@@ -72,6 +73,27 @@ class DataPlanes:
         b = self._broker
         return not b.started_serving or b.config.is_slave or b.config.enable_controller_mode
 
+    def sender(self) -> _store.Sender:
+        """The send rules (`ferromq_remoting::sender`) for the broker's settings now, shared by
+        the planes and Python's own sends; made anew when a setting changes (the role, the flush
+        mode, the HA service, ...)."""
+        b = self._broker
+        cfg = b.config
+        settings: dict[str, Any] = {
+            "ha": b.replication.master,
+            "sync_flush": b.sync_flush,
+            "sync_master": cfg.broker_role == "SYNC_MASTER",
+            "ack_alone": b.replication.ack_alone,
+            "slave_timeout_ms": cfg.slave_timeout,
+            "cluster": cfg.broker_cluster_name,
+            "region": str(cfg.region_id),
+            "trace_on": cfg.trace_on,
+        }
+        key = (b.store.raw, settings)
+        if self._sender is None or self._sender[0] != key:
+            self._sender = (key, _store.Sender(b.store.raw, **settings))
+        return self._sender[1]
+
     def update_sends(self) -> None:
         """Plain sends to the writable topics a send may name, on a master that is not in
         controller mode (those decisions stay Python's: every such send comes here). With the
@@ -90,22 +112,10 @@ class DataPlanes:
         acl = None
         if b.acl is not None:
             acl = (self.acl_generation, send_rules(b.acl, (t.topic_name for t in topics)))
+        sender = self.sender()
+        routes = {t.topic_name: t.route for t in topics}
         for plane in planes:
-            plane.serve_sends(
-                b.store.raw,
-                ha=b.replication.master,
-                sync_flush=b.sync_flush,
-                sync_master=cfg.broker_role == "SYNC_MASTER",
-                slave_timeout_ms=cfg.slave_timeout,
-                cluster=cfg.broker_cluster_name,
-                region=cfg.region_id,
-                trace_on=cfg.trace_on,
-                topics=[
-                    (t.topic_name, t.write_queue_nums, t.read_queue_nums, t.topic_filter_type == "MULTI_TAG")
-                    for t in topics
-                ],
-                acl=acl,
-            )
+            plane.serve_sends(sender, routes, acl)
 
     def update_pulls(self) -> None:
         """Pulls from readable topics by existing groups that may consume, with TAG subscriptions

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ferromq import _store
 from ferromq.broker.config import BrokerConfig
 from ferromq.broker.config_file import load_config_file, save_config_file
 from ferromq.protocol.constants import (
@@ -104,6 +105,13 @@ class TopicConfig:
     @property
     def readable(self) -> bool:
         return bool(self.perm & PERM_READ)
+
+    @property
+    def route(self) -> _store.TopicRoute:
+        """What a send to this topic may use (the send rules' view of it)."""
+        return _store.TopicRoute(
+            self.write_queue_nums, self.read_queue_nums, self.topic_filter_type == "MULTI_TAG"
+        )
 
     @property
     def writable(self) -> bool:

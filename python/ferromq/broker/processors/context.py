@@ -18,6 +18,7 @@ from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
 if TYPE_CHECKING:
+    from ferromq import _store
     from ferromq.acl.plain import PlainAcl
     from ferromq.broker.clients import ClientManager
     from ferromq.broker.config import BrokerConfig
@@ -62,7 +63,7 @@ class SendContext(HasConfig, Protocol):
     @property
     def replication(self) -> ReplicationService: ...
     @property
-    def sync_flush(self) -> bool: ...
+    def sender(self) -> _store.Sender: ...
     def registration_changed(self) -> None: ...
     def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
 

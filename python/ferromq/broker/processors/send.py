@@ -4,13 +4,12 @@ CONSUMER_SEND_MSG_BACK."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import logging
 import random
+import threading
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable
 
 from ferromq import _store
 from ferromq.broker.processors.context import SendContext
@@ -25,25 +24,18 @@ from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import FLAG_RESPONSE, RemotingCommand
 from ferromq.protocol.constants import (
     DLQ_PREFIX,
-    PROPERTY_CLUSTER,
     PROPERTY_DELAY,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_PRODUCER_GROUP,
-    PROPERTY_REAL_QID,
-    PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TRAN_MSG,
     PROPERTY_WAIT,
     RETRY_PREFIX,
-    SYSFLAG_MULTI_TAGS,
     TRANS_HALF_TOPIC,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_TYPE_MASK,
 )
 from ferromq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
-    SendMessageResponseHeader,
 )
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
@@ -63,70 +55,17 @@ def handlers(broker: SendContext) -> dict[int, Handler]:
 
 
 def immediate_handlers(broker: SendContext) -> dict[int, ImmediateHandler]:
-    """The sends, answered without a task: at once in ASYNC_FLUSH mode, through a shared flush
-    wait in SYNC_FLUSH mode and a shared slave wait in SYNC_MASTER mode."""
-    waiter = StoreWaits(OffsetWaiter(broker.store.flushed), OffsetWaiter(broker.replication.replicated))
+    """The sends, answered without a task: at once, or (SYNC_FLUSH, SYNC_MASTER) by a future
+    the send rules complete from the flush or HA thread."""
 
     def send(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
-        return send_message(broker, waiter, conn, cmd)
+        return send_message(broker, conn, cmd)
 
     return {
         RequestCode.SEND_MESSAGE: send,
         RequestCode.SEND_MESSAGE_V2: send,
         RequestCode.SEND_BATCH_MESSAGE: send,
     }
-
-
-class OffsetWaiter:
-    """Sends waiting for an offset (on disk in SYNC_FLUSH, on a slave in SYNC_MASTER) share
-    callbacks: at most one per loop iteration asks `ask` for the highest offset waited for, and
-    its answer releases every send at or below that offset. (A callback per send costs a
-    thread-to-loop wakeup per send.)"""
-
-    def __init__(self, ask: Callable[[int], asyncio.Future[bool]]) -> None:
-        self._ask_for = ask
-        # (end offset, what to call with "flushed in time") in append order, hence offset order.
-        self._waiting: collections.deque[tuple[int, Callable[[bool], None]]] = collections.deque()
-        self._asked = 0
-        self._ask_scheduled = False
-
-    def wait(self, end_offset: int, then: Callable[[bool], None]) -> None:
-        self._waiting.append((end_offset, then))
-        if end_offset > self._asked and not self._ask_scheduled:
-            self._ask_scheduled = True
-            asyncio.get_running_loop().call_soon(self._ask)
-
-    def _ask(self) -> None:
-        self._ask_scheduled = False
-        if not self._waiting:
-            return
-        target = self._waiting[-1][0]
-        if target <= self._asked:
-            return
-        self._asked = target
-        self._ask_for(target).add_done_callback(functools.partial(self._answered, target))
-
-    def _answered(self, target: int, done: asyncio.Future[bool]) -> None:
-        ok = not done.cancelled() and done.exception() is None and done.result()
-        waiting = self._waiting
-        while waiting and waiting[0][0] <= target:
-            _, then = waiting.popleft()
-            try:
-                then(ok)
-            except Exception:
-                logger.exception("answering a send after the flush failed")
-        if not ok and waiting and self._asked <= target:
-            # Ask again for the sends this timed-out wait did not cover.
-            self._asked = 0
-            if not self._ask_scheduled:
-                self._ask_scheduled = True
-                asyncio.get_running_loop().call_soon(self._ask)
-
-
-@dataclass(slots=True)
-class StoreWaits:
-    flush: OffsetWaiter
-    replica: OffsetWaiter
 
 
 # Java 4.9.7's remark for a put the store refuses (a slave among the reasons it gives).
@@ -169,17 +108,6 @@ def _check_topic_for_send(broker: SendContext, h: SendMessageRequestHeader) -> T
     return tc
 
 
-# (topic, queue id, next queue offset, tags code or None) for `Broker.message_arrived`.
-Arrived = tuple[str, int, int, int | None]
-
-
-@functools.lru_cache(maxsize=16)
-def _send_edits(cluster: str, batch: bool) -> PropertyEdits:
-    """A send's edits: CLUSTER set; a single message loses WAIT unless delayed (4.9.7 keeps it only
-    where it re-encodes the properties: delayed messages and the shared properties of a batch)."""
-    return PropertyEdits([("set", PROPERTY_CLUSTER, cluster)], drop_wait=not batch)
-
-
 def _is_transaction(properties: str) -> bool:
     """TRAN_MSG parses as true (Java's Boolean.parseBoolean). The substring test spares most sends
     the lookup."""
@@ -190,70 +118,24 @@ def _is_transaction(properties: str) -> bool:
 
 
 def send_message(
-    broker: SendContext, waiter: StoreWaits, conn: Connection, cmd: RemotingCommand
+    broker: SendContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
-    """Stores the message(s) of a send and answers; in SYNC_FLUSH or SYNC_MASTER mode (unless
-    the message says WAIT=false) the answer is an awaitable that completes once the bytes are on
-    disk and on a slave. Python decides where the message goes and how its properties change;
-    one store call applies that to the raw properties, appends and dispatches."""
+    """A send the broker decides (the data plane serves the plain ones to known topics): whether
+    the topic may be sent to (or created), whether a retry is a dead letter, whether a half
+    message is accepted. The send rules (`broker.sender`, in Rust, as on the data plane) store
+    it and say when it is answered: in SYNC_FLUSH or SYNC_MASTER mode (unless the message says
+    WAIT=false) the answer is an awaitable completed once the bytes are on disk and on a slave."""
     refuse_on_slave(broker)
     h = SendMessageRequestHeader.from_ext(cmd.ext)
     tc = _check_topic_for_send(broker, h)
-    queue_id = h.queue_id
-    if queue_id < 0:
-        queue_id = random.randrange(tc.write_queue_nums)
-    if queue_id >= max(tc.write_queue_nums, tc.read_queue_nums):
-        raise BrokerError(
-            f"request queueId[{queue_id}] is illegal, {tc.topic_name} Producer: {conn.peer}",
-            ResponseCode.SYSTEM_ERROR,
-        )
-    # The answer names the queue the producer asked for, as Java's does, even when the message is stored
-    # elsewhere (a delay level's schedule queue, the transaction half queue, a DLQ).
-    requested_queue_id = queue_id
-    topic, sys_flag = h.topic, h.sys_flag
-    if tc.topic_filter_type == "MULTI_TAG":
-        sys_flag |= SYSFLAG_MULTI_TAGS
-    cluster = broker.config.broker_cluster_name
-    started = time.perf_counter_ns()
-    if h.batch:
-        result = broker.store.send_batch(
-            topic,
-            queue_id,
-            cmd.body,
-            h.properties,
-            _send_edits(cluster, True),
-            sys_flag=sys_flag,
-            born_timestamp=h.born_timestamp,
-            born_host=conn.peer,
-        )
-        broker.stats.put(result.topic, len(result), result.wrote_bytes, started)
-        # Batches may mix tags: a held pull is woken whatever its filter (tags code None).
-        batch_arrived: Arrived = (
-            result.topic,
-            result.queue_id,
-            result.first_queue_offset + len(result),
-            None,
-        )
-        reply_ext = SendMessageResponseHeader.broker_ext(
-            ",".join(result.msg_ids),
-            requested_queue_id,
-            result.first_queue_offset,
-            str(broker.config.region_id),
-            broker.config.trace_on,
-        )
-        return _answer(broker, waiter, result.wait, result.end_offset, cmd, batch_arrived, reply_ext)
-
-    edits = _send_edits(cluster, False)
-    dead_letter = topic.startswith(RETRY_PREFIX) and _dead_letter(broker, cmd, h, topic)
-    half = _is_transaction(h.properties)
-    if dead_letter or half:
-        changes = [("set", PROPERTY_CLUSTER, cluster)]
-        if dead_letter:
-            topic, queue_id = DLQ_PREFIX + topic[len(RETRY_PREFIX) :], 0
-            broker.topics.create_system_topic(topic, 1)
+    dead_letter_topic = None
+    half = False
+    if not h.batch:
+        if h.topic.startswith(RETRY_PREFIX) and _dead_letter(broker, cmd, h, h.topic):
+            dead_letter_topic = DLQ_PREFIX + h.topic[len(RETRY_PREFIX) :]
+            broker.topics.create_system_topic(dead_letter_topic, 1)
             broker.registration_changed()
-            changes.append(("remove", PROPERTY_DELAY, ""))
-        if half:
+        elif _is_transaction(h.properties):
             if broker.config.reject_transaction_message:
                 raise NoPermissionError(
                     f"the broker[{broker.config.broker_ip1}] sending transaction message is forbidden"
@@ -262,37 +144,55 @@ def send_message(
             # before (or without) a heartbeat on it.
             group = _store.get_property(h.properties, PROPERTY_PRODUCER_GROUP) or h.producer_group
             broker.clients.producer_seen(group, conn, cmd.language, cmd.version)
-            changes += [
-                ("set", PROPERTY_REAL_TOPIC, topic),
-                ("set", PROPERTY_REAL_QID, str(queue_id)),
-                ("default", PROPERTY_PRODUCER_GROUP, h.producer_group),
-            ]
-            topic, queue_id = TRANS_HALF_TOPIC, 0
-            sys_flag &= ~TRANSACTION_TYPE_MASK
             broker.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
-        # A half message keeps WAIT, as 4.9.7 (which re-encodes its properties) does.
-        edits = PropertyEdits(changes, drop_wait=not half)
-    elif sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
-        # A prepared flag without TRAN_MSG is not a transaction ferromq can finish: store it plainly.
-        sys_flag &= ~TRANSACTION_TYPE_MASK
-    r = broker.store.send(
-        topic,
-        queue_id,
+            half = True
+    sender = broker.sender
+    started = time.perf_counter_ns()
+    out = sender.send(
+        tc.route,
+        h.producer_group,
+        h.topic,
+        h.queue_id,
         cmd.body,
         h.properties,
-        edits,
         flag=h.flag,
-        sys_flag=sys_flag,
+        sys_flag=h.sys_flag,
         born_timestamp=h.born_timestamp,
         born_host=conn.peer,
         reconsume_times=h.reconsume_times,
+        batch=h.batch,
+        dead_letter_topic=dead_letter_topic,
+        half=half,
     )
-    broker.stats.put(r.topic, 1, r.wrote_bytes, started)
-    arrived: Arrived = (r.topic, r.queue_id, r.queue_offset + 1, r.tags_code)
-    reply_ext = SendMessageResponseHeader.broker_ext(
-        r.msg_id, requested_queue_id, r.queue_offset, str(broker.config.region_id), broker.config.trace_on
+    broker.stats.put(out.topic, out.messages, out.wrote_bytes, started)
+    # A batch may mix tags: a held pull is woken whatever its filter (tags code None).
+    arrived = functools.partial(
+        broker.message_arrived, out.topic, out.queue_id, out.next_offset, out.tags_code
     )
-    return _answer(broker, waiter, r.wait, r.end_offset, cmd, arrived, reply_ext)
+    reply_ext = out.reply_fields
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[RemotingCommand] = loop.create_future()
+    loop_thread = threading.get_ident()
+
+    # Called on this thread when nothing is waited for, else on the flush or HA thread.
+    def on_arrived() -> None:
+        if threading.get_ident() == loop_thread:
+            arrived()
+        else:
+            loop.call_soon_threadsafe(arrived)
+
+    def on_answered(code: int) -> None:
+        loop.call_soon_threadsafe(_complete, answer, _reply(cmd, code, reply_ext))
+
+    code = sender.settle(out, on_arrived, on_answered)
+    if code is not None:
+        return _reply(cmd, code, reply_ext)
+    return answer
+
+
+def _complete(answer: asyncio.Future[RemotingCommand], reply: RemotingCommand) -> None:
+    if not answer.done():
+        answer.set_result(reply)
 
 
 def _dead_letter(broker: SendContext, cmd: RemotingCommand, h: SendMessageRequestHeader, topic: str) -> bool:
@@ -309,54 +209,6 @@ def _dead_letter(broker: SendContext, cmd: RemotingCommand, h: SendMessageReques
 
 def _reply(cmd: RemotingCommand, code: int, ext: dict[str, str]) -> RemotingCommand:
     return RemotingCommand(code, cmd.opaque, FLAG_RESPONSE, ext=ext, serialize_type=cmd.serialize_type)
-
-
-def _answer(
-    broker: SendContext,
-    waiter: StoreWaits,
-    wait: bool,
-    end_offset: int,
-    cmd: RemotingCommand,
-    arrived: Arrived,
-    reply_ext: dict[str, str],
-) -> RemotingCommand | asyncio.Future[RemotingCommand]:
-    """The reply: at once, or (WAIT) a future completed once the message is on disk in SYNC_FLUSH
-    and on a slave in SYNC_MASTER, without a task. As CommitLog.asyncPutMessage combines them, a
-    flush failure answers FLUSH_DISK_TIMEOUT and a replication failure, which takes precedence,
-    SLAVE_NOT_AVAILABLE (no slave within haSlaveFallbehindMax, decided at once) or
-    FLUSH_SLAVE_TIMEOUT (not reported within slaveTimeout)."""
-    flush = wait and broker.sync_flush
-    replica = wait and broker.config.broker_role == "SYNC_MASTER"
-    replica_code = ResponseCode.SUCCESS
-    if replica and not broker.replication.slave_ok(end_offset):
-        replica, replica_code = False, ResponseCode.SLAVE_NOT_AVAILABLE
-    if not flush:
-        broker.message_arrived(*arrived)
-        if not replica:
-            return _reply(cmd, replica_code, reply_ext)
-    out: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-    codes = {"flush": ResponseCode.SUCCESS, "replica": replica_code}
-    pending = {"flush"} if flush else set()
-    if replica:
-        pending.add("replica")
-
-    def done(kind: str, ok: bool) -> None:
-        if kind == "flush":
-            broker.message_arrived(*arrived)
-            codes[kind] = ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_DISK_TIMEOUT
-        else:
-            codes[kind] = ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
-        pending.discard(kind)
-        if not pending and not out.done():
-            code = codes["replica"] if codes["replica"] != ResponseCode.SUCCESS else codes["flush"]
-            out.set_result(_reply(cmd, code, reply_ext))
-
-    # Asked now, so the callbacks are requested in this loop iteration.
-    if flush:
-        waiter.flush.wait(end_offset, functools.partial(done, "flush"))
-    if replica:
-        waiter.replica.wait(end_offset, functools.partial(done, "replica"))
-    return out
 
 
 async def consumer_send_msg_back(

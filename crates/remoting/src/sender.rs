@@ -1,0 +1,400 @@
+//! The rules of a send, in one place: which queue, which flags, which property edits, the store
+//! call, and when and with which code the producer is answered (after the disk in SYNC_FLUSH,
+//! after a slave in SYNC_MASTER). The data plane ([`crate::send`]) applies them to the sends it
+//! serves; the broker's Python applies them through the binding's `_store.Sender` to the sends
+//! it decides itself (new topics, dead letters, transaction half messages, TLS connections).
+//!
+//! Python's own decisions stay Python's and reach here as a [`Redirect`]: whether a topic may be
+//! sent to or created, whether a retry is a dead letter, whether a half message is accepted.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ferromq_store::ha::HaMaster;
+use ferromq_store::message::{property, sysflag, MessageMeta};
+use ferromq_store::send::{decode_batch, Edit, Rewrite};
+use ferromq_store::{MessageStore, StoreError};
+
+use crate::codes::{
+    FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, SUCCESS, SYSTEM_ERROR,
+};
+use crate::waits::{GroupWait, Replies};
+
+/// The topic transaction half messages are kept in until they are committed or rolled back.
+pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+
+/// What a send's topic allows: its queues and whether its tags are multi-tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicRoute {
+    pub write_queues: i32,
+    pub read_queues: i32,
+    pub multi_tag: bool,
+}
+
+/// The broker's settings a send depends on; a [`Sender`] is made anew when any of them changes.
+pub struct SendSettings {
+    pub store: Arc<MessageStore>,
+    /// The HA service of a master, when it runs.
+    pub ha: Option<Arc<HaMaster>>,
+    pub sync_flush: bool,
+    pub sync_master: bool,
+    /// Controller mode: the master is its SyncStateSet's only member and acknowledges alone.
+    pub ack_alone: bool,
+    pub slave_timeout: Duration,
+    pub cluster: String,
+    pub region: String,
+    pub trace_on: bool,
+}
+
+/// The fields of a SendMessageRequestHeader a send is made of.
+#[derive(Debug, Clone, Copy)]
+pub struct SendRequest<'a> {
+    pub producer_group: &'a str,
+    pub topic: &'a str,
+    /// Negative: any writable queue.
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    /// Zero or less: now.
+    pub born_timestamp: i64,
+    pub flag: i32,
+    pub properties: &'a str,
+    pub reconsume_times: i32,
+    pub batch: bool,
+}
+
+/// Where the broker's decisions send a message instead of its topic.
+#[derive(Debug, Clone, Copy)]
+pub enum Redirect<'a> {
+    /// A retry consumed too often: the group's dead-letter topic, queue 0, without DELAY.
+    DeadLetter { topic: &'a str },
+    /// A transaction half message: the half topic, queue 0, its real topic and queue kept in
+    /// REAL_TOPIC and REAL_QID (and PGROUP, unless the producer set it).
+    Half,
+}
+
+/// A send the rules refuse, with the code and remark it is answered with.
+#[derive(Debug)]
+pub enum SendError {
+    IllegalQueue {
+        queue_id: i32,
+        topic: String,
+        producer: SocketAddr,
+    },
+    Store(StoreError),
+}
+
+impl SendError {
+    pub fn code(&self) -> i32 {
+        match self {
+            SendError::IllegalQueue { .. } => SYSTEM_ERROR,
+            SendError::Store(e) => crate::codes::of_store_error(e),
+        }
+    }
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::IllegalQueue {
+                queue_id,
+                topic,
+                producer,
+            } => write!(
+                f,
+                "request queueId[{queue_id}] is illegal, {topic} Producer: {producer}"
+            ),
+            SendError::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+/// What a stored send tells its reply, the statistics and the pulls waiting for it.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// Where the message(s) went (the schedule topic for a delayed message).
+    pub topic: String,
+    pub queue_id: i32,
+    pub queue_offset: i64,
+    pub next_offset: i64,
+    pub messages: u64,
+    pub wrote_bytes: u64,
+    /// Comma-separated for a batch.
+    pub msg_id: String,
+    /// The queue the producer asked for (or was given): the reply names it, as Java's does,
+    /// even when the message is stored elsewhere.
+    pub reply_queue_id: i32,
+    pub end_offset: u64,
+    /// False when the producer said WAIT=false: answered at once.
+    pub wait: bool,
+    /// None for a batch (its messages may carry different tags).
+    pub tags_code: Option<i64>,
+}
+
+/// What a waiting send does with its code once it is decided.
+pub(crate) type Answer = Box<dyn FnOnce(i32, &mut Replies) + Send>;
+
+/// The send rules of one [`SendSettings`], with the groups of sends waiting for the disk and for
+/// slaves (see [`crate::waits`]).
+pub struct Sender {
+    pub settings: SendSettings,
+    /// `[set CLUSTER <cluster name>]`: what every send's properties get.
+    cluster: Vec<Edit>,
+    flush: Arc<GroupWait>,
+    replica: Option<Arc<GroupWait>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Sender {
+    /// Fails when the cluster name cannot be a property value (empty, or holding a separator).
+    pub fn new(settings: SendSettings) -> Result<Sender, StoreError> {
+        let cluster = vec![Edit::new("set", property::CLUSTER, &settings.cluster)?];
+        let store = settings.store.clone();
+        let flush_timeout = store.sync_flush_timeout();
+        let flush = GroupWait::new(Box::new(move |offset, callback| {
+            store.notify_flushed(offset, flush_timeout, callback)
+        }));
+        let slave_timeout = settings.slave_timeout;
+        let replica = match (&settings.ha, settings.ack_alone) {
+            (Some(ha), false) => {
+                let ha = ha.clone();
+                Some(GroupWait::new(Box::new(move |offset, callback| {
+                    ha.notify_replicated(offset, slave_timeout, callback)
+                })))
+            }
+            _ => None,
+        };
+        Ok(Sender {
+            settings,
+            cluster,
+            flush,
+            replica,
+        })
+    }
+
+    /// CLUSTER set, then `edits` ((operation, name, value), see [`Edit::new`]).
+    fn with_cluster(&self, edits: &[(&str, &str, &str)]) -> Result<Vec<Edit>, SendError> {
+        let mut out = self.cluster.clone();
+        for (op, name, value) in edits {
+            out.push(Edit::new(op, name, value).map_err(SendError::Store)?);
+        }
+        Ok(out)
+    }
+
+    /// Applies the rules and stores the send: the queue (a random writable one when none is
+    /// asked for), the multi-tag flag, the broker's redirect, CLUSTER, and WAIT dropped where
+    /// Java 4.9.7 drops it (a single message's properties it does not re-encode).
+    pub fn put(
+        &self,
+        req: &SendRequest<'_>,
+        route: TopicRoute,
+        redirect: Option<Redirect<'_>>,
+        body: &[u8],
+        producer: SocketAddr,
+    ) -> Result<Stored, SendError> {
+        let mut queue_id = req.queue_id;
+        if queue_id < 0 && route.write_queues > 0 {
+            queue_id = fastrand::i32(0..route.write_queues);
+        }
+        if queue_id < 0 || queue_id >= route.write_queues.max(route.read_queues) {
+            return Err(SendError::IllegalQueue {
+                queue_id,
+                topic: req.topic.to_string(),
+                producer,
+            });
+        }
+        let reply_queue_id = queue_id;
+        let mut sys_flag = req.sys_flag;
+        if route.multi_tag {
+            sys_flag |= sysflag::MULTI_TAGS;
+        }
+        let mut topic = req.topic;
+        let mut drop_wait = !req.batch;
+        let redirected: Vec<Edit>;
+        let edits: &[Edit] = match redirect {
+            None => {
+                // A prepared flag without TRAN_MSG is not a transaction the broker can finish:
+                // it is stored plainly.
+                if sys_flag & sysflag::TRANSACTION_ROLLBACK_TYPE
+                    == sysflag::TRANSACTION_PREPARED_TYPE
+                {
+                    sys_flag &= !sysflag::TRANSACTION_ROLLBACK_TYPE;
+                }
+                &self.cluster
+            }
+            Some(Redirect::DeadLetter { topic: dlq }) => {
+                redirected = self.with_cluster(&[("remove", property::DELAY, "")])?;
+                (topic, queue_id) = (dlq, 0);
+                &redirected
+            }
+            Some(Redirect::Half) => {
+                redirected = self.with_cluster(&[
+                    ("set", property::REAL_TOPIC, topic),
+                    ("set", property::REAL_QID, &queue_id.to_string()),
+                    ("default", property::PRODUCER_GROUP, req.producer_group),
+                ])?;
+                (topic, queue_id) = (TRANS_HALF_TOPIC, 0);
+                sys_flag &= !sysflag::TRANSACTION_ROLLBACK_TYPE;
+                // A half message keeps WAIT, as 4.9.7 (which re-encodes its properties) does.
+                drop_wait = false;
+                &redirected
+            }
+        };
+        let meta = MessageMeta {
+            topic,
+            queue_id,
+            flag: req.flag,
+            sys_flag,
+            born_timestamp: if req.born_timestamp > 0 {
+                req.born_timestamp
+            } else {
+                now_ms()
+            },
+            born_host: producer,
+            reconsume_times: req.reconsume_times,
+            prepared_transaction_offset: 0,
+        };
+        let rw = Rewrite {
+            edits,
+            drop_wait,
+            schedule: true,
+        };
+        let store = &self.settings.store;
+        let stored = if req.batch {
+            decode_batch(body).and_then(|items| {
+                let r = store.send_batch(&meta, &items, req.properties, &rw)?;
+                let n = items.len() as i64;
+                Ok(Stored {
+                    end_offset: r.end_offset(),
+                    msg_id: r.msg_ids().join(","),
+                    next_offset: r.first_queue_offset + n,
+                    queue_offset: r.first_queue_offset,
+                    messages: n as u64,
+                    wrote_bytes: r.wrote_bytes as u64,
+                    wait: r.wait,
+                    tags_code: None,
+                    topic: r.topic,
+                    queue_id: r.queue_id,
+                    reply_queue_id,
+                })
+            })
+        } else {
+            store
+                .send(&meta, body, req.properties, &rw)
+                .map(|r| Stored {
+                    end_offset: r.end_offset(),
+                    msg_id: r.msg_id(),
+                    next_offset: r.queue_offset + 1,
+                    queue_offset: r.queue_offset,
+                    messages: 1,
+                    wrote_bytes: r.wrote_bytes as u64,
+                    wait: r.wait,
+                    tags_code: Some(r.tags_code),
+                    topic: r.topic,
+                    queue_id: r.queue_id,
+                    reply_queue_id,
+                })
+        };
+        stored.map_err(SendError::Store)
+    }
+
+    /// The reply's header fields (SendMessageResponseHeader and the broker's two extras).
+    pub fn reply_fields(&self, s: &Stored) -> [(&'static str, String); 5] {
+        [
+            ("msgId", s.msg_id.clone()),
+            ("queueId", s.reply_queue_id.to_string()),
+            ("queueOffset", s.queue_offset.to_string()),
+            ("MSG_REGION", self.settings.region.clone()),
+            ("TRACE_ON", self.settings.trace_on.to_string()),
+        ]
+    }
+
+    /// When the producer is answered, and with what, as CommitLog.asyncPutMessage combines the
+    /// waits: in SYNC_FLUSH after the disk (FLUSH_DISK_TIMEOUT when it is late), in SYNC_MASTER
+    /// after a slave (SLAVE_NOT_AVAILABLE, decided at once, when no slave is within
+    /// haSlaveFallbehindMax; FLUSH_SLAVE_TIMEOUT when none reports within slaveTimeout; either
+    /// takes precedence over the flush's code). Returns the code when it is known now; else the
+    /// answer `answer` makes gets it later, on the thread that learnt it. `arrived` runs once the message may
+    /// be read (after the flush in SYNC_FLUSH), before the answer.
+    pub(crate) fn settle(
+        &self,
+        s: &Stored,
+        arrived: Box<dyn FnOnce() + Send>,
+        answer: impl FnOnce() -> Answer,
+    ) -> Option<i32> {
+        let flush = s.wait && self.settings.sync_flush;
+        let mut replica = s.wait && self.settings.sync_master;
+        let mut replica_code = SUCCESS;
+        if replica && !self.slave_ok(s.end_offset) {
+            (replica, replica_code) = (false, SLAVE_NOT_AVAILABLE);
+        }
+        // With ack_alone there is no slave to wait for: its acknowledgement is the master's own.
+        let replica_wait = if replica { self.replica.clone() } else { None };
+        if !flush {
+            arrived();
+            match replica_wait {
+                None => return Some(replica_code),
+                Some(wait) => {
+                    let answer = answer();
+                    wait.wait(
+                        s.end_offset,
+                        Box::new(move |copied, replies| {
+                            answer(if copied { SUCCESS } else { FLUSH_SLAVE_TIMEOUT }, replies)
+                        }),
+                    )
+                }
+            }
+            return None;
+        }
+        let end = s.end_offset;
+        let answer = answer();
+        self.flush.wait(
+            end,
+            Box::new(move |flushed, replies| {
+                arrived();
+                let flush_code = if flushed { SUCCESS } else { FLUSH_DISK_TIMEOUT };
+                match replica_wait {
+                    Some(wait) => wait.wait(
+                        end,
+                        Box::new(move |copied, replies| {
+                            answer(
+                                if copied {
+                                    flush_code
+                                } else {
+                                    FLUSH_SLAVE_TIMEOUT
+                                },
+                                replies,
+                            )
+                        }),
+                    ),
+                    None if replica_code != SUCCESS => answer(replica_code, replies),
+                    None => answer(flush_code, replies),
+                }
+            }),
+        );
+        None
+    }
+
+    /// [`Sender::settle`] for a caller that writes its own replies (the binding).
+    pub fn settle_then(
+        &self,
+        s: &Stored,
+        arrived: Box<dyn FnOnce() + Send>,
+        answered: Box<dyn FnOnce(i32) + Send>,
+    ) -> Option<i32> {
+        self.settle(s, arrived, || Box::new(move |code, _| answered(code)))
+    }
+
+    /// RocketMQ's `isSlaveOK`: a slave is connected and within haSlaveFallbehindMax.
+    fn slave_ok(&self, end: u64) -> bool {
+        self.settings
+            .ha
+            .as_ref()
+            .is_some_and(|ha| self.settings.ack_alone || ha.is_slave_ok(end))
+    }
+}
