@@ -20,19 +20,21 @@ Delivery is at least once. In CLUSTERING mode a failed message (RECONSUME_LATER,
 goes back to the broker and returns through `%RETRY%<group>` after a delay, with `reconsume_times`
 one higher; after `max_reconsume_times` retries it goes to `%DLQ%<group>`. An orderly listener sees
 a queue's messages one batch at a time, in queue order; a suspended batch is retried in place.
+
+This module pulls and keeps the group's state; `consume_concurrently` and `consume_orderly` hand the
+pulled messages to the listener (Java's ConsumeMessageConcurrentlyService and
+ConsumeMessageOrderlyService), with what they share in `consume_service`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime
 import inspect
 import logging
 import time
 import warnings
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -42,6 +44,22 @@ import orjson
 
 from ferromq import _store
 from ferromq.acl.signing import credentials_of
+
+# The constants re-exported `as` themselves moved from here to the consume services.
+from ferromq.client.consume_concurrently import LOCAL_RETRY_DELAY as LOCAL_RETRY_DELAY
+from ferromq.client.consume_concurrently import (
+    ConcurrentListener,
+    ConsumeMessageConcurrentlyService,
+    ConsumeStatus,
+)
+from ferromq.client.consume_orderly import (
+    ORDERLY_LOCK_WAIT,
+    ConsumeMessageOrderlyService,
+    ConsumeOrderlyStatus,
+    OrderlyListener,
+)
+from ferromq.client.consume_service import DEFAULT_MAX_RECONSUME_TIMES as DEFAULT_MAX_RECONSUME_TIMES
+from ferromq.client.consume_service import ConsumeService, log_crash
 from ferromq.client.instance import ClientInstance
 from ferromq.client.lifecycle import AsyncLifecycle
 from ferromq.client.message import MessageQueue, ReceivedMessage, decode_received
@@ -61,24 +79,16 @@ from ferromq.client.rebalance import (
     Rebalancer,
     allocate_function,
 )
-from ferromq.message import decode_messages, encode_properties
+from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.constants import (
-    AUTO_CREATE_TOPIC_KEY,
-    CLIENT_INNER_PRODUCER_GROUP,
-    DEFAULT_TOPIC_QUEUE_NUMS,
     PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
     PULL_FLAG_SUSPEND,
     RETRY_PREFIX,
 )
-from ferromq.protocol.headers import (
-    ConsumerSendMsgBackRequestHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    SendMessageRequestHeader,
-)
+from ferromq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 
 logger = logging.getLogger(__name__)
 
@@ -89,26 +99,6 @@ PULL_BACKOFF_REFUSED = 1.0
 PULL_BACKOFF_ERROR = 3.0
 # The longest flow control waits before looking again (it also wakes when messages are consumed).
 FLOW_CONTROL_WAIT = 1.0
-# Local retry of a failed message that could not be sent back to the broker.
-LOCAL_RETRY_DELAY = 5.0
-# Orderly: how often a queue whose lock is stale is looked at again.
-ORDERLY_LOCK_WAIT = 0.5
-# RocketMQ's default retry limit of concurrent consumers (maxReconsumeTimes = -1).
-DEFAULT_MAX_RECONSUME_TIMES = 16
-
-
-class ConsumeStatus(StrEnum):
-    """What a concurrent listener returns."""
-
-    CONSUME_SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-
-
-class ConsumeOrderlyStatus(StrEnum):
-    """What an orderly listener returns."""
-
-    SUCCESS = "SUCCESS"
-    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
 class ExpressionType(StrEnum):
@@ -117,12 +107,6 @@ class ExpressionType(StrEnum):
 
     TAG = "TAG"
     SQL92 = "SQL92"
-
-
-ConcurrentListener = Callable[[list[ReceivedMessage]], ConsumeStatus | Awaitable[ConsumeStatus]]
-"""`(msgs) -> ConsumeStatus`, sync (run in a worker thread) or async."""
-OrderlyListener = Callable[[list[ReceivedMessage]], ConsumeOrderlyStatus | Awaitable[ConsumeOrderlyStatus]]
-"""`(msgs) -> ConsumeOrderlyStatus`, sync (run in a worker thread) or async."""
 
 
 @dataclass(frozen=True)
@@ -279,13 +263,9 @@ class PushConsumer(AsyncLifecycle):
         self._stopping = False
         self._offsets: OffsetStore | None = None
         self._rebalancer: Rebalancer | None = None
-        self._semaphore = asyncio.Semaphore(max_concurrency)
-        self._executor: ThreadPoolExecutor | None = None
+        self._service: ConsumeService | None = None
+        """Hands the pulled messages to the listener (made at start, as the listener says)."""
         self._tasks: list[asyncio.Task[None]] = []
-        self._consume_tasks: set[asyncio.Task[None]] = set()
-        self._in_listener: set[asyncio.Task[Any]] = set()
-        """Consume tasks past the point of no return (the listener has the messages)."""
-        self._retry_tasks: set[asyncio.Task[None]] = set()
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._wakeup = asyncio.Event()
         self._wake_handle: asyncio.TimerHandle | None = None
@@ -364,12 +344,6 @@ class PushConsumer(AsyncLifecycle):
     def _retry_topic(self) -> str:
         return RETRY_PREFIX + self.group
 
-    def _max_reconsume(self) -> int:
-        """The retry limit; -1 means none (orderly default)."""
-        if self.max_reconsume_times >= 0:
-            return self.max_reconsume_times
-        return -1 if self.orderly else DEFAULT_MAX_RECONSUME_TIMES
-
     # -- ClientInstance member -----------------------------------------------------------------
 
     def heartbeat_data(self) -> dict[str, Any]:
@@ -425,8 +399,9 @@ class PushConsumer(AsyncLifecycle):
             allocate=self._allocate,
             orderly=self.orderly,
         )
+        service_type = ConsumeMessageOrderlyService if self.orderly else ConsumeMessageConcurrentlyService
+        self._service = service_type(self)
         self._stopping = False
-        self._semaphore = asyncio.Semaphore(self.max_concurrency)
         self._wakeup = asyncio.Event()
         self.instance.consumers[self.group] = self
         self._started_at_ms = int(time.time() * 1000)
@@ -446,10 +421,9 @@ class PushConsumer(AsyncLifecycle):
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._rebalance_loop(), name=f"rebalance-{self.group}")]
         self._tasks.append(loop.create_task(self._persist_loop(), name=f"persist-offsets-{self.group}"))
-        if self._rebalancer.needs_locks:
-            self._tasks.append(loop.create_task(self._lock_loop(), name=f"lock-queues-{self.group}"))
+        self._tasks += self._service.start()  # orderly, CLUSTERING: lock renewal
         for t in self._tasks:
-            t.add_done_callback(_log_crash)
+            t.add_done_callback(log_crash)
         logger.info("push consumer %s started as %s (%s)", self.group, self.client_id, self.message_model)
 
     async def stop(self) -> None:
@@ -458,8 +432,8 @@ class PushConsumer(AsyncLifecycle):
         if not self._started:
             return
         self._started = False
-        rb, offsets = self._rebalancer, self._offsets
-        assert rb is not None and offsets is not None
+        rb, offsets, service = self._rebalancer, self._offsets, self._service
+        assert rb is not None and offsets is not None and service is not None
         if self._wake_handle is not None:
             self._wake_handle.cancel()
         async with rb.round_lock:  # a rebalance round in progress ends first
@@ -470,16 +444,12 @@ class PushConsumer(AsyncLifecycle):
         self._stopping = True
         pqs = list(rb.process_queues.values())
         # 1. No more pulls, no more local retries.
-        stopping = [pq.pull_task for pq in pqs if pq.pull_task is not None] + list(self._retry_tasks)
+        stopping = [pq.pull_task for pq in pqs if pq.pull_task is not None] + service.retry_tasks()
         for t in stopping:
             t.cancel()
         await asyncio.gather(*stopping, return_exceptions=True)
         # 2. Listener calls in flight finish; queued ones do not start (their offsets stay put).
-        for t in self._consume_tasks - self._in_listener:
-            t.cancel()
-        for pq in pqs:
-            pq.has_waiting.set()
-        in_flight = list(self._consume_tasks) + [pq.consume_task for pq in pqs if pq.consume_task is not None]
+        in_flight = service.stop_consuming(pqs)
         if in_flight:
             _, late = await asyncio.wait(in_flight, timeout=self.shutdown_timeout)
             if late:
@@ -512,9 +482,7 @@ class PushConsumer(AsyncLifecycle):
             if self.instance.consumers.get(self.group) is self:
                 del self.instance.consumers[self.group]
             await self._unregister()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        service.shutdown()
         if self._clustering:
             self._subscriptions.pop(self._retry_topic, None)
         logger.info("push consumer %s stopped", self.group)
@@ -539,7 +507,7 @@ class PushConsumer(AsyncLifecycle):
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
-        task.add_done_callback(_log_crash)
+        task.add_done_callback(log_crash)
 
     def running_info(self) -> bytes:
         """GET_CONSUMER_RUNNING_INFO's answer (Java's ConsumerRunningInfo, for mqadmin
@@ -654,34 +622,20 @@ class PushConsumer(AsyncLifecycle):
             mqs.append(mq)
         await offsets.persist(mqs, wait=wait)
 
-    async def _lock_loop(self) -> None:
-        rb = self._rebalancer
-        assert rb is not None
-        while True:
-            await asyncio.sleep(self.lock_interval)
-            try:
-                await rb.lock_all()
-            except Exception:
-                logger.exception("group %s: renewing queue locks failed", self.group)
-
     # -- RebalanceHost -------------------------------------------------------------------------
 
     def queue_added(self, pq: ProcessQueue) -> None:
-        loop = asyncio.get_running_loop()
-        pq.pull_task = loop.create_task(self._pull_loop(pq), name=f"pull-{pq.mq}")
-        pq.pull_task.add_done_callback(_log_crash)
-        if self.orderly:
-            pq.consume_task = loop.create_task(self._orderly_loop(pq), name=f"consume-orderly-{pq.mq}")
-            pq.consume_task.add_done_callback(_log_crash)
+        assert self._service is not None
+        pq.pull_task = asyncio.get_running_loop().create_task(self._pull_loop(pq), name=f"pull-{pq.mq}")
+        pq.pull_task.add_done_callback(log_crash)
+        self._service.queue_added(pq)
 
     async def queue_removed(self, pq: ProcessQueue) -> None:
+        assert self._service is not None
         if pq.pull_task is not None:
             pq.pull_task.cancel()
             await asyncio.gather(pq.pull_task, return_exceptions=True)
-        if pq.consume_task is not None:
-            async with pq.consume_lock:  # the batch in the listener ends first
-                pq.consume_task.cancel()
-            await asyncio.gather(pq.consume_task, return_exceptions=True)
+        await self._service.queue_removed(pq)
 
     # -- pulling -------------------------------------------------------------------------------
 
@@ -708,7 +662,7 @@ class PushConsumer(AsyncLifecycle):
     async def _pull_once(self, pq: ProcessQueue) -> float:
         """One pull of the queue; returns how long to wait before the next one."""
         mq = pq.mq
-        assert self._offsets is not None and self._rebalancer is not None
+        assert self._offsets is not None and self._rebalancer is not None and self._service is not None
         if self._flow_controlled(pq):
             # Too much pulled and not consumed: wait until the listener catches up a little.
             pq.has_space.clear()
@@ -760,8 +714,8 @@ class PushConsumer(AsyncLifecycle):
         if reply.code == ResponseCode.SUCCESS:
             msgs = [m for m in self._decode(reply.body, mq) if sub.matches(m)]
             pq.add(msgs, next_begin, orderly=self.orderly)
-            if msgs and not self.orderly:
-                self._dispatch_concurrently(pq, msgs)
+            if msgs:
+                self._service.submit(pq, msgs)
         elif reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
             pq.next_offset = next_begin
         elif reply.code == ResponseCode.PULL_OFFSET_MOVED:
@@ -810,274 +764,10 @@ class PushConsumer(AsyncLifecycle):
                 )
         return out
 
-    # -- listener calls ------------------------------------------------------------------------
-
-    async def _call_listener(self, msgs: list[ReceivedMessage]) -> Any:
-        listener = self._listener
-        assert listener is not None
-        if self._listener_is_async:
-            result = listener(list(msgs))
-        else:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(
-                    max_workers=self.max_concurrency, thread_name_prefix=f"ferromq-consume-{self.group}"
-                )
-            result = await asyncio.get_running_loop().run_in_executor(self._executor, listener, list(msgs))
-        if inspect.isawaitable(result):
-            result = await result
-        return result
-
-    # -- concurrent consumption ----------------------------------------------------------------
-
-    def _dispatch_concurrently(self, pq: ProcessQueue, msgs: list[ReceivedMessage]) -> None:
-        loop = asyncio.get_running_loop()
-        for i in range(0, len(msgs), self.consume_batch_size):
-            batch = msgs[i : i + self.consume_batch_size]
-            task = loop.create_task(self._consume_concurrently(pq, batch))
-            self._consume_tasks.add(task)
-            task.add_done_callback(self._consume_tasks.discard)
-            task.add_done_callback(_log_crash)
-
-    async def _consume_concurrently(self, pq: ProcessQueue, msgs: list[ReceivedMessage]) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        try:
-            async with self._semaphore:
-                if pq.dropped or self._stopping:
-                    return  # still in flight: the offset stays before them
-                self._in_listener.add(task)
-                try:
-                    result = await self._call_listener(msgs)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    logger.exception(
-                        "group %s: listener failed on %d message(s) of %s", self.group, len(msgs), pq.mq
-                    )
-                    result = ConsumeStatus.RECONSUME_LATER
-            await self._concurrent_result(pq, msgs, result)
-        finally:
-            self._in_listener.discard(task)
-
-    async def _concurrent_result(self, pq: ProcessQueue, msgs: list[ReceivedMessage], result: Any) -> None:
-        status = self._concurrent_status(result)
-        if pq.dropped:
-            return  # the queue has a new owner, which consumes these again
-        done = msgs
-        if status == ConsumeStatus.RECONSUME_LATER:
-            if self._clustering:
-                failed = [m for m in msgs if not await self._send_back(m, 0)]
-                if failed:
-                    self._retry_locally(pq, failed)
-                    kept = {m.queue_offset for m in failed}
-                    done = [m for m in msgs if m.queue_offset not in kept]
-            else:
-                for m in msgs:
-                    logger.warning(
-                        "group %s (broadcasting): message %s failed and is dropped", self.group, m.msg_id
-                    )
-        pq.remove(done)
-        assert self._offsets is not None
-        if not pq.dropped:
-            self._offsets.update(pq.mq, pq.commit_offset(), increase_only=True)
-
-    def _concurrent_status(self, result: Any) -> ConsumeStatus:
-        try:
-            return ConsumeStatus(result)
-        except ValueError:
-            logger.warning(
-                "group %s: listener returned %r, not a ConsumeStatus: reconsume later", self.group, result
-            )
-            return ConsumeStatus.RECONSUME_LATER
-
-    def _retry_locally(self, pq: ProcessQueue, msgs: list[ReceivedMessage]) -> None:
-        """Messages that could not go back to the broker: consume them again here, later (when
-        stopping, they just stay uncommitted and come again after a restart)."""
-        if self._stopping:
-            return
-        again = [dataclasses.replace(m, reconsume_times=m.reconsume_times + 1) for m in msgs]
-
-        async def later() -> None:
-            await asyncio.sleep(LOCAL_RETRY_DELAY)
-            self._dispatch_concurrently(pq, again)
-
-        task = asyncio.get_running_loop().create_task(later())
-        self._retry_tasks.add(task)
-        task.add_done_callback(self._retry_tasks.discard)
-
-    # -- sending messages back -----------------------------------------------------------------
-
-    async def _send_back(self, msg: ReceivedMessage, delay_level: int) -> bool:
-        """CONSUMER_SEND_MSG_BACK to the message's store host (`delay_level` 0: the broker picks,
-        -1: straight to the DLQ); if that fails, the message is sent to `%RETRY%<group>` directly.
-        True when the broker has it again."""
-        max_times = self._max_reconsume()
-        addr = msg.store_host or self.instance.master_addr(msg.queue.broker_name)
-        if addr:
-            cmd = RemotingCommand(
-                code=RequestCode.CONSUMER_SEND_MSG_BACK,
-                ext=ConsumerSendMsgBackRequestHeader(
-                    offset=msg.commitlog_offset,
-                    group=self.group,
-                    delay_level=delay_level,
-                    origin_msg_id=msg.msg_id,
-                    origin_topic=msg.topic,
-                    unit_mode=False,
-                    max_reconsume_times=max_times if max_times >= 0 else DEFAULT_MAX_RECONSUME_TIMES,
-                ).to_ext(),
-            )
-            try:
-                reply = await self.instance.invoke(addr, cmd)
-                if reply.code == ResponseCode.SUCCESS:
-                    return True
-                logger.warning(
-                    "group %s: broker %s refused to take message %s back: %s",
-                    self.group,
-                    addr,
-                    msg.msg_id,
-                    reply.remark,
-                )
-            except NETWORK_ERRORS as e:
-                logger.warning("group %s: sending message %s back failed: %s", self.group, msg.msg_id, e)
-        return await self._resend_to_retry_topic(msg, delay_level, max_times)
-
-    async def _resend_to_retry_topic(self, msg: ReceivedMessage, delay_level: int, max_times: int) -> bool:
-        """What the Java client does when CONSUMER_SEND_MSG_BACK fails: a plain send to the retry
-        topic, with reconsumeTimes + 1 (the broker moves it to the DLQ past the limit)."""
-        addr = self.instance.master_addr(msg.queue.broker_name)
-        if addr is None:
-            return False
-        limit = max_times if max_times >= 0 else DEFAULT_MAX_RECONSUME_TIMES
-        props = dict(msg.properties)
-        props.setdefault("RETRY_TOPIC", msg.topic)
-        props.setdefault("ORIGIN_MESSAGE_ID", msg.msg_id)
-        props["MAX_RECONSUME_TIMES"] = str(limit)
-        props.pop("DELAY", None)
-        if delay_level >= 0:
-            props["DELAY"] = str(delay_level or 3 + msg.reconsume_times)
-            reconsume_times = msg.reconsume_times + 1
-        else:
-            reconsume_times = max(msg.reconsume_times, limit)  # at the limit: the broker DLQs it
-        cmd = RemotingCommand(
-            code=RequestCode.SEND_MESSAGE_V2,
-            ext=SendMessageRequestHeader(
-                producer_group=CLIENT_INNER_PRODUCER_GROUP,
-                topic=self._retry_topic,
-                default_topic=AUTO_CREATE_TOPIC_KEY,
-                default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS,
-                queue_id=0,
-                sys_flag=0,
-                born_timestamp=int(time.time() * 1000),
-                flag=msg.flag,
-                properties=encode_properties(props),
-                reconsume_times=reconsume_times,
-                max_reconsume_times=limit,
-            ).to_ext_v2(),
-            body=msg.body,
-        )
-        try:
-            reply = await self.instance.invoke(addr, cmd)
-        except NETWORK_ERRORS as e:
-            logger.warning("group %s: re-sending %s to the retry topic failed: %s", self.group, msg.msg_id, e)
-            return False
-        if reply.code != ResponseCode.SUCCESS:
-            logger.warning(
-                "group %s: re-sending %s to the retry topic refused: %s", self.group, msg.msg_id, reply.remark
-            )
-            return False
-        return True
-
-    # -- orderly consumption -------------------------------------------------------------------
-
-    async def _orderly_loop(self, pq: ProcessQueue) -> None:
-        rb = self._rebalancer
-        assert rb is not None
-        while not pq.dropped and not self._stopping:
-            await pq.has_waiting.wait()
-            if pq.dropped or self._stopping:
-                break
-            if rb.needs_locks and not pq.lock_valid(time.monotonic()):
-                await asyncio.sleep(ORDERLY_LOCK_WAIT)
-                continue
-            pause = 0.0
-            async with pq.consume_lock:
-                if pq.dropped or self._stopping:
-                    break
-                batch = pq.take(self.consume_batch_size)
-                if not batch:
-                    continue
-                async with self._semaphore:
-                    if pq.dropped or self._stopping:
-                        pq.put_back(batch)
-                        break
-                    try:
-                        result = await self._call_listener(batch)
-                    except asyncio.CancelledError:
-                        pq.put_back(batch)
-                        raise
-                    except Exception:
-                        logger.exception(
-                            "group %s: orderly listener failed on %d message(s) of %s",
-                            self.group,
-                            len(batch),
-                            pq.mq,
-                        )
-                        result = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                pause = await self._orderly_result(pq, batch, self._orderly_status(result))
-            if pause:
-                await asyncio.sleep(pause)
-
-    def _orderly_status(self, result: Any) -> ConsumeOrderlyStatus:
-        try:
-            return ConsumeOrderlyStatus(result)
-        except ValueError:
-            logger.warning(
-                "group %s: orderly listener returned %r, not a ConsumeOrderlyStatus: suspending",
-                self.group,
-                result,
-            )
-            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-
-    async def _orderly_result(
-        self, pq: ProcessQueue, batch: list[ReceivedMessage], status: ConsumeOrderlyStatus
-    ) -> float:
-        """Applies an orderly listener's answer; returns how long the queue pauses."""
-        assert self._offsets is not None
-        done: list[ReceivedMessage] = []
-        again: list[ReceivedMessage] = []
-        if status == ConsumeOrderlyStatus.SUCCESS:
-            done = batch
-        else:
-            limit = self._max_reconsume()
-            for m in batch:
-                if limit >= 0 and m.reconsume_times >= limit:
-                    if not self._clustering:
-                        logger.warning(
-                            "group %s (broadcasting): message %s failed %d times and is dropped",
-                            self.group,
-                            m.msg_id,
-                            m.reconsume_times + 1,
-                        )
-                        done.append(m)
-                        continue
-                    if await self._send_back(m, -1):
-                        done.append(m)
-                        continue
-                again.append(dataclasses.replace(m, reconsume_times=m.reconsume_times + 1))
-        pq.remove(done)
-        pq.put_back(again)
-        self._offsets.update(pq.mq, pq.commit_offset(), increase_only=True)
-        return self.suspend_current_queue_ms / 1000.0 if again else 0.0
-
 
 def _wall_ms(monotonic: float, now_wall: float, now_mono: float) -> int:
     """A time.monotonic() instant as wall-clock milliseconds."""
     return int((now_wall - (now_mono - monotonic)) * 1000)
-
-
-def _log_crash(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("task %s died", task.get_name(), exc_info=task.exception())
 
 
 __all__ = [

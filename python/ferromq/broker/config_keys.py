@@ -1,0 +1,308 @@
+"""broker.conf's keys and how they become `BrokerConfig` fields.
+
+A field's key is the camelCase of its name unless RocketMQ spells it otherwise (`_RENAMED`); the
+pre-4.5 "maped" spellings are accepted too. Keys RocketMQ has but ferromq does not use are logged
+and ignored, so existing broker.conf files keep working; any other key is logged as unknown (with
+the known key it is probably a typo of), or is an error in strict mode. A bad value is an error
+naming its key and line. The same table reads UPDATE_BROKER_CONFIG bodies (`runtime_changes`) and
+writes GET_BROKER_CONFIG answers (`BROKER_CONFIG_KEYS`, `java_config_value`).
+
+`ferromq.broker.config` re-exports these names; this module reads the fields defined there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ferromq.broker.config import PROFILES, BrokerConfig, ConfigError
+from ferromq.store import FlushDiskType
+
+logger = logging.getLogger(__name__)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+# RocketMQ key -> field: the camelCase of the field name, except where RocketMQ spells it otherwise;
+# the pre-4.5 "maped" spellings are accepted too. `profile` is chosen by the caller, not the file.
+_RENAMED = {
+    "broker_ip1": "brokerIP1",
+    "mapped_file_size_commitlog": "mappedFileSizeCommitLog",
+    "destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly",
+    "tls_server_mode": "tls.server.mode",
+    "tls_test_mode_enable": "tls.test.mode.enable",
+    "tls_server_need_client_auth": "tls.server.need.client.auth",
+    "tls_server_key_path": "tls.server.keyPath",
+    "tls_server_key_password": "tls.server.keyPassword",
+    "tls_server_cert_path": "tls.server.certPath",
+    "tls_server_auth_client": "tls.server.authClient",
+    "tls_server_trust_cert_path": "tls.server.trustCertPath",
+    "tls_client_key_path": "tls.client.keyPath",
+    "tls_client_key_password": "tls.client.keyPassword",
+    "tls_client_cert_path": "tls.client.certPath",
+    "tls_client_auth_server": "tls.client.authServer",
+    "tls_client_trust_cert_path": "tls.client.trustCertPath",
+    "tls_config_file": "tls.config.file",
+    "tls_enable": "tls.enable",
+}
+_KEYS: dict[str, str] = {
+    _RENAMED.get(f.name, _camel(f.name)): f.name
+    for f in dataclasses.fields(BrokerConfig)
+    if f.name != "profile"
+}
+KEY_OF: dict[str, str] = {name: key for key, name in _KEYS.items()}
+_KEYS["mapedFileSizeCommitLog"] = "mapped_file_size_commitlog"
+_KEYS["mapedFileSizeConsumeQueue"] = "mapped_file_size_consume_queue"
+
+# Keys of RocketMQ 4.9's BrokerConfig, MessageStoreConfig, NettyServerConfig and NettyClientConfig
+# that ferromq reads past (logged, never an error): a Java broker.conf keeps working as it is.
+_ROCKETMQ_KEYS_NOT_USED = frozenset(
+    """
+    brokerIP2 messageStorePlugIn msgTraceTopicName traceTopicEnable
+    sendMessageThreadPoolNums putMessageFutureThreadPoolNums pullMessageThreadPoolNums
+    processReplyMessageThreadPoolNums queryMessageThreadPoolNums adminBrokerThreadPoolNums
+    clientManageThreadPoolNums consumerManageThreadPoolNums heartbeatThreadPoolNums
+    endTransactionThreadPoolNums flushConsumerOffsetHistoryInterval fetchNamesrvAddrByAddressServer
+    sendThreadPoolQueueCapacity putThreadPoolQueueCapacity pullThreadPoolQueueCapacity
+    replyThreadPoolQueueCapacity queryThreadPoolQueueCapacity clientManagerThreadPoolQueueCapacity
+    consumerManagerThreadPoolQueueCapacity heartbeatThreadPoolQueueCapacity
+    endTransactionPoolQueueCapacity filterServerNums highSpeedMode commercialEnable
+    commercialTimerCount commercialTransCount commercialBigCount commercialBaseCount transferMsgByHeap
+    maxDelayTime registerBrokerTimeoutMills disableConsumeIfConsumerReadSlowly
+    consumerFallbehindThreshold brokerFastFailureEnable waitTimeMillsInSendQueue
+    waitTimeMillsInPullQueue waitTimeMillsInHeartbeatQueue waitTimeMillsInTransactionQueue
+    startAcceptSendRequestTimeStamp enableCalcFilterBitMap expectConsumerNumUseFilter
+    maxErrorRateOfBloomFilter filterDataCleanTimeSpan filterSupportRetry compressedRegister
+    forceRegister storeReplyMessageEnable autoDeleteUnusedStats
+    enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt
+    flushIntervalCommitLog commitIntervalCommitLog useReentrantLockWhenPutMessage flushCommitLogTimed
+    flushIntervalConsumeQueue redeleteHangedFileInterval putMsgIndexHightWater checkCRCOnRecover
+    flushCommitLogLeastPages commitCommitLogLeastPages flushLeastPagesWhenWarmMapedFile
+    flushConsumeQueueLeastPages flushCommitLogThoroughInterval commitCommitLogThoroughInterval
+    flushConsumeQueueThoroughInterval
+    maxMsgsNumBatch messageIndexSafe warmMapedFileEnable
+    debugLockEnable duplicationEnable diskFallRecorded osPageCacheBusyTimeOutMills defaultQueryMaxNum
+    transientStorePoolEnable transientStorePoolSize fastFailIfNoBufferInStorePool
+    enableDLegerCommitLog dLegerGroup dLegerPeers dLegerSelfId preferredLeaderId isEnableBatchPush
+    enableScheduleMessageStats enableLmq enableMultiDispatch maxLmqConsumeQueueNum
+    enableScheduleAsyncDeliver scheduleAsyncDeliverMaxPendingLimit
+    serverWorkerThreads serverCallbackExecutorThreads serverSelectorThreads serverOnewaySemaphoreValue
+    serverAsyncSemaphoreValue serverSocketSndBufSize
+    serverSocketRcvBufSize serverSocketBacklog writeBufferHighWaterMark writeBufferLowWaterMark
+    serverPooledByteBufAllocatorEnable useEpollNativeSelector
+    clientWorkerThreads clientCallbackExecutorThreads clientOnewaySemaphoreValue
+    clientAsyncSemaphoreValue connectTimeoutMillis channelNotActiveInterval
+    clientChannelMaxIdleTimeSeconds clientSocketSndBufSize clientSocketRcvBufSize
+    clientPooledByteBufAllocatorEnable clientCloseSocketIfTimeout useTLS
+    """.split()
+)
+# Every known key by its lower case (a wrong case is the commonest slip).
+_KNOWN_KEYS = {k.lower(): k for k in sorted(_KEYS.keys() | _ROCKETMQ_KEYS_NOT_USED)}
+
+
+def did_you_mean(key: str) -> str | None:
+    """The known RocketMQ key that `key` is most likely a misspelling of, if one is close."""
+    close = difflib.get_close_matches(key.lower(), _KNOWN_KEYS, n=1, cutoff=0.8)
+    return _KNOWN_KEYS[close[0]] if close else None
+
+
+def _unknown_key(key: str, strict: bool) -> str:
+    guess = did_you_mean(key)
+    if strict:
+        return f"unknown key {key!r}" + (f" (did you mean {guess!r}?)" if guess else "")
+    return f"unknown key {key!r} ignored" + (f"; did you mean {guess!r}?" if guess else "")
+
+
+def _convert(name: str, raw: str) -> Any:
+    """The field's value from its text; ValueError says what the key must be."""
+    ftype = {f.name: f.type for f in dataclasses.fields(BrokerConfig)}[name]
+    value = raw.strip()
+    if name == "flush_disk_type":
+        try:
+            return FlushDiskType(value.upper())
+        except ValueError:
+            raise ValueError(f"must be ASYNC_FLUSH or SYNC_FLUSH, not {raw!r}") from None
+    if "bool" in str(ftype):
+        low = value.lower()
+        if low not in ("true", "false"):
+            raise ValueError(f"must be true or false, not {raw!r}")
+        return low == "true"
+    if "int" in str(ftype):
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"must be an integer, not {raw!r}") from None
+    return value
+
+
+def parse_properties(text: str) -> list[tuple[int, str, str]]:
+    """Java-properties lines as (line number, key, value); comments and blanks skipped."""
+    out = []
+    pending: tuple[int, str] | None = None
+    for no, line in enumerate(text.splitlines(), 1):
+        if pending is not None:
+            start, acc = pending
+            line = acc + line.lstrip()
+            no = start
+            pending = None
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+            pending = (no, stripped[:-1])
+            continue
+        for i, ch in enumerate(stripped):
+            if ch in "=:":
+                key, value = stripped[:i].strip(), stripped[i + 1 :].strip()
+                break
+        else:
+            key, value = stripped, ""
+        out.append((no, key, value))
+    return out
+
+
+def _read_conf(path: str | os.PathLike[str]) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {os.fspath(path)} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {os.fspath(path)} is a directory") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {os.fspath(path)}: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {os.fspath(path)} is not UTF-8 text ({e.reason})") from e
+
+
+def load_broker_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    profile: str = "rocketmq",
+    strict: bool = False,
+    **overrides: Any,
+) -> BrokerConfig:
+    """Reads broker.conf (if given) over the `profile`'s values, then applies overrides (field
+    names; None means "not given"). Every problem is reported at once, with its line. Keys RocketMQ
+    has but ferromq does not use are logged; other keys are logged as unknown, or, with `strict`,
+    are errors too."""
+    if profile not in PROFILES:
+        raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not {profile!r}")
+    values: dict[str, Any] = dict(PROFILES[profile])
+    lines: dict[str, int] = {}
+    problems: list[tuple[float, str]] = []  # (line, text); problems of overrides come last
+    any_unknown = False
+    if path is not None:
+        for no, key, raw in parse_properties(_read_conf(path)):
+            name = _KEYS.get(key)
+            if name is None:
+                if key in _ROCKETMQ_KEYS_NOT_USED:
+                    logger.info("%s:%d: %s is not used by ferromq; ignored", path, no, key)
+                elif strict:
+                    problems.append((no, f"{path}:{no}: {_unknown_key(key, strict)}"))
+                    any_unknown = True
+                else:
+                    logger.warning("%s:%d: %s", path, no, _unknown_key(key, strict))
+                continue
+            try:
+                values[name] = _convert(name, raw)
+                lines[name] = no
+            except ValueError as e:
+                problems.append((no, f"{path}:{no}: {key} {e}"))
+    for name, value in overrides.items():
+        if value is not None:
+            values[name] = value
+            lines.pop(name, None)
+    cfg = BrokerConfig(profile=profile, **values)
+    for name, text in cfg.problems():
+        if name in lines:
+            problems.append((lines[name], f"{path}:{lines[name]}: {text}"))
+        else:
+            problems.append((math.inf, text))
+    if any_unknown:
+        problems.append((math.inf, "unknown keys are errors with --strict-config"))
+    if problems:
+        raise ConfigError("; ".join(text for _, text in sorted(problems, key=lambda p: p[0])))
+    return cfg
+
+
+# -- UPDATE_BROKER_CONFIG / GET_BROKER_CONFIG ------------------------------------------------------
+
+# Fields that hold secrets: GET_BROKER_CONFIG never lists them (Java lists every field).
+SECRET_FIELDS = frozenset({"namesrv_secret_key", "tls_server_key_password", "tls_client_key_password"})
+
+# RocketMQ key -> field, one key per field (no old spellings): what GET_BROKER_CONFIG lists.
+BROKER_CONFIG_KEYS: Mapping[str, str] = MappingProxyType(
+    dict(sorted((k, n) for n, k in KEY_OF.items() if n not in SECRET_FIELDS))
+)
+
+# Fields the broker reads from its config on every request, so UPDATE_BROKER_CONFIG can change
+# them while it runs; the others are taken once at start (store, ports, paths, services).
+RUNTIME_FIELDS = frozenset(
+    {
+        "broker_permission",
+        "trace_on",
+        "region_id",
+        "max_topic_queue_nums",
+        "short_polling_time_mills",
+        "long_polling_enable",
+        "reject_transaction_message",
+        "max_query_num",
+        "enable_property_filter",
+        "offset_check_in_slave",
+        "notify_consumer_ids_changed_enable",
+    }
+)
+RUNTIME_KEYS = frozenset(KEY_OF[n] for n in RUNTIME_FIELDS)
+
+
+def java_config_value(value: Any) -> str | None:
+    """A field's value as Java's Properties text holds it (None: no value, not listed)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, FlushDiskType):
+        return value.value
+    return str(value)
+
+
+def runtime_changes(text: str) -> dict[str, Any]:
+    """The field changes an UPDATE_BROKER_CONFIG body (Java properties) asks for. Keys of RocketMQ's
+    that ferromq has no use for are logged and skipped, as in broker.conf; a key that can only be set
+    at start, an unknown key or a bad value raises `ConfigError` naming every problem."""
+    changes: dict[str, Any] = {}
+    problems: list[str] = []
+    for _line, key, raw in parse_properties(text):
+        name = _KEYS.get(key)
+        if name is None:
+            if key in _ROCKETMQ_KEYS_NOT_USED:
+                logger.warning(
+                    "UPDATE_BROKER_CONFIG: %s is a RocketMQ key ferromq does not use; ignored", key
+                )
+                continue
+            hint = did_you_mean(key)
+            problems.append(f"unknown key {key}" + (f" (did you mean {hint}?)" if hint else ""))
+            continue
+        if name not in RUNTIME_FIELDS:
+            problems.append(
+                f"{key} cannot change while the broker runs (set it in broker.conf and restart); "
+                f"keys that can: {', '.join(sorted(RUNTIME_KEYS))}"
+            )
+            continue
+        try:
+            changes[name] = _convert(name, raw)
+        except ValueError as e:
+            problems.append(f"{key} {e}")
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return changes
