@@ -1,24 +1,35 @@
 //! ferromq's data plane: the broker's remoting connections on tokio threads.
 //!
-//! * [`plane`]: the listener, connection bounds, frames to and from Python.
+//! Modules, each using only those above it in this list (no import circles):
+//!
+//! * [`codes`], [`frame`], [`acl`], [`tags`], [`stats`]: wire constants, the frame and JSON
+//!   header codec, the plain ACL's signature check, the TAG expression reading, the counters.
+//! * `conn`: one connection's state (reply queue and its bounds, reading, idle clock, ACL).
+//! * `waits`: sends answered in groups once the disk or a slave has their offset.
+//! * `holds`: the table of held pulls (long polling).
+//! * `hub`: what commands share with the plane and Python (events, arrivals, statistics,
+//!   commits, the hold table).
 //! * [`sender`]: the rules of a send (queue, flags, edits, store call, waits, reply code), used
 //!   by the plane and, through the binding, by Python.
-//! * [`send`]: sends served from the store without Python, by rules Python pushes down.
-//! * [`pull`]: pulls (and held pulls) served from the store the same way.
-//! * [`acl`]: the plain ACL's signature check of those sends, by rules Python pushes down.
-//! * [`frame`]: the frame and JSON header codec it needs.
-//! * [`codes`]: the request and response codes and pull flags, defined once.
+//! * [`pull`], [`send`]: the pulls and sends the plane serves, by what Python pushes down.
+//! * `commands`: the hot commands as one enum (a request code names one; it applies itself).
+//! * [`plane`]: the listener, connection bounds and frames to and from Python.
 //!
 //! No Python here: the PyO3 binding lives in `crates/store-py`.
 
 pub mod acl;
 pub mod codes;
+mod commands;
+mod conn;
 pub mod frame;
+mod holds;
+mod hub;
 pub mod plane;
 pub mod pull;
 pub mod send;
 pub mod sender;
 pub mod stats;
+pub mod tags;
 mod waits;
 mod wake;
 

@@ -23,10 +23,13 @@ use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::acl::PeerAcl;
-use crate::codes;
+use crate::commands::{Command, Configs};
+use crate::conn::{until_killed, Conn, Out};
 use crate::frame::Frame;
-use crate::pull::{self, Holds, PullConfig};
-use crate::send::{self, SendConfig};
+pub use crate::hub::{Arrival, Event};
+use crate::hub::{Hub, Outcome};
+use crate::pull::{self, PullConfig};
+use crate::send::SendConfig;
 use crate::stats::PlaneStats;
 use crate::wake::Wake;
 
@@ -70,176 +73,16 @@ pub struct PlaneConfig {
 
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Tags codes an arrival lists before it says "any" (held pulls check each against their filter).
-const MAX_ARRIVAL_TAGS: usize = 16;
-
-/// Per queue: (next offset, tags codes or None for any).
-type ArrivalTable = HashMap<(String, i32), (i64, Option<Vec<i64>>)>;
-
-/// (topic, queue id, next offset, tags codes or None for any).
-pub type Arrival = (String, i32, i64, Option<Vec<i64>>);
-
 /// The first byte of a TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
 
-/// What Python is told, in order.
-#[derive(Debug)]
-pub enum Event {
-    Open {
-        conn: u64,
-        peer: SocketAddr,
-    },
-    /// One or more whole frames of one connection.
-    Data {
-        conn: u64,
-        bytes: Vec<u8>,
-    },
-    Closed {
-        conn: u64,
-        reason: &'static str,
-    },
-    /// The replies queued for `conn` went from over its bound to half of it (Python stopped
-    /// answering its requests while they were over).
-    Drained {
-        conn: u64,
-    },
-    /// A TLS connection, its first byte unread: the descriptor is Python's now.
-    HandOff {
-        fd: i32,
-        peer: SocketAddr,
-    },
-}
-
-enum Out {
-    Frame(Vec<u8>),
-    /// Write what is queued, then close.
-    Close,
-}
-
-pub(crate) struct Conn {
-    pub(crate) id: u64,
-    pub(crate) peer: SocketAddr,
-    out: mpsc::UnboundedSender<Out>,
-    /// Reply bytes queued and not yet written.
-    queued: AtomicUsize,
-    reply_bound: usize,
-    /// Reply bytes queued on every connection (the process-wide budget's use).
-    all_queued: Arc<AtomicUsize>,
-    all_bound: usize,
-    drained: Notify,
-    /// A write queued past the bound (Python was told, by the count `write` returned): the
-    /// writer says when half of the bound is left.
-    over: AtomicBool,
-    /// Reading paused by Python (its own per-connection bounds).
-    paused: AtomicBool,
-    resumed: Notify,
-    /// Ends the reader and the writer at once (abort, idle, shutdown).
-    kill: Notify,
-    killed: AtomicBool,
-    /// Milliseconds since the plane started of the last complete request read (or of the
-    /// last time the plane let it read again): the idle clock, and the order of eviction.
-    last_activity: AtomicU64,
-    reason: Mutex<Option<&'static str>>,
-    /// What the ACL decided about the peer's address (None until Python says).
-    acl: RwLock<Option<Arc<PeerAcl>>>,
-}
-
-impl Conn {
-    /// Queues a frame (or several) for the peer; the reply bytes queued now.
-    pub(crate) fn write(&self, bytes: Vec<u8>) -> usize {
-        let n = bytes.len();
-        self.all_queued.fetch_add(n, Ordering::AcqRel);
-        let queued = self.queued.fetch_add(n, Ordering::AcqRel) + n;
-        if queued > self.reply_bound {
-            self.over.store(true, Ordering::Release);
-        }
-        let _ = self.out.send(Out::Frame(bytes));
-        queued
-    }
-
-    pub(crate) fn peer_acl(&self) -> Option<Arc<PeerAcl>> {
-        self.acl.read().unwrap().clone()
-    }
-
-    fn set_reason(&self, why: &'static str) {
-        let mut r = self.reason.lock().unwrap();
-        if r.is_none() {
-            *r = Some(why);
-        }
-    }
-
-    fn kill(&self, why: &'static str) {
-        self.set_reason(why);
-        self.killed.store(true, Ordering::Release);
-        self.kill.notify_waiters();
-        self.resumed.notify_waiters();
-        self.drained.notify_waiters();
-    }
-
-    pub(crate) fn over_reply_bound(&self) -> bool {
-        self.queued.load(Ordering::Acquire) > self.reply_bound
-    }
-
-    /// Whether another request may be answered while `pending` more reply bytes wait to be
-    /// queued: replies build up to the connection's bound and, all connections together, to
-    /// the process-wide budget; past either, its requests wait unread until the peer takes
-    /// replies. A connection with nothing queued is always answered once (a new client is
-    /// served however full the budget is; each such connection holds one reply at most).
-    pub(crate) fn may_answer(&self, pending: usize) -> bool {
-        let queued = self.queued.load(Ordering::Acquire) + pending;
-        queued == 0
-            || (queued < self.reply_bound
-                && self.all_queued.load(Ordering::Acquire) + pending < self.all_bound)
-    }
-
-    /// Written (or dropped): `n` bytes leave both counts.
-    fn dequeued(&self, n: usize) -> usize {
-        self.all_queued.fetch_sub(n, Ordering::AcqRel);
-        self.queued.fetch_sub(n, Ordering::AcqRel)
-    }
-
-    pub(crate) fn is_killed(&self) -> bool {
-        self.killed.load(Ordering::Acquire)
-    }
-
-    /// Waits until the replies queued are at most half the bound; false when the connection
-    /// ends first.
-    pub(crate) async fn until_drained(&self) -> bool {
-        loop {
-            let drained = self.drained.notified();
-            if self.is_killed() {
-                return false;
-            }
-            if self.queued.load(Ordering::Acquire) <= self.reply_bound / 2 {
-                return true;
-            }
-            tokio::select! {
-                _ = drained => {}
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-            }
-        }
-    }
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        // Replies never written leave the process-wide count with the connection.
-        self.all_queued
-            .fetch_sub(self.queued.load(Ordering::Acquire), Ordering::AcqRel);
-    }
-}
-
 pub(crate) struct Shared {
     cfg: PlaneConfig,
-    started: Instant,
-    wake: Wake,
-    events: Mutex<Vec<Event>>,
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     next_id: AtomicU64,
     /// Permits are bytes.
     budget: Arc<Semaphore>,
     budget_bytes: u32,
-    /// Accepted connections whose first byte is awaited (TLS or not).
     /// Accepted connections not served yet (their task not started, or their first byte
     /// awaited to tell TLS from plain), by id: counted against the limit from their accept.
     opening: Mutex<HashMap<u64, Arc<Opening>>>,
@@ -255,143 +98,19 @@ pub(crate) struct Shared {
     /// Open connections (and ones still being looked at) per peer address.
     per_address: Mutex<HashMap<IpAddr, usize>>,
     pub(crate) send: RwLock<Option<Arc<SendConfig>>>,
-    pub(crate) pull: RwLock<Option<Arc<PullConfig>>>,
-    pub(crate) holds: Holds,
-    /// The offsets pulls committed since Python last took them: (group, topic, queue) -> offset.
-    commits: Mutex<HashMap<(String, String, i32), i64>>,
-    runtime: tokio::runtime::Handle,
-    stats: Mutex<PlaneStats>,
-    /// Next offset of each queue a send stored into since Python last took them, and the tags
-    /// codes stored (None: any, after a batch or too many to list).
-    arrivals: Mutex<ArrivalTable>,
-    /// Python holds pulls: arrivals wake it.
-    watching: AtomicBool,
+    /// Shared with the hold loop, which looks at the queues of held pulls.
+    pub(crate) pull: Arc<RwLock<Option<Arc<PullConfig>>>>,
+    pub(crate) hub: Arc<Hub>,
     closed_by_reason: Mutex<HashMap<&'static str, u64>>,
-    stop: Notify,
-    stopping: AtomicBool,
 }
 
 impl Shared {
     fn now(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        self.hub.now()
     }
 
-    pub(crate) fn push(&self, event: Event) {
-        let mut events = self.events.lock().unwrap();
-        // Frames of one connection read together go to Python as one chunk.
-        if let (
-            Event::Data { conn, bytes },
-            Some(Event::Data {
-                conn: last,
-                bytes: prev,
-            }),
-        ) = (&event, events.last_mut())
-        {
-            if conn == last {
-                prev.extend_from_slice(bytes);
-                drop(events);
-                self.wake.signal();
-                return;
-            }
-        }
-        events.push(event);
-        drop(events);
-        self.wake.signal();
-    }
-
-    pub(crate) fn put_done(&self, topic: &str, messages: u64, bytes: u64, took: Duration) {
-        self.stats
-            .lock()
-            .unwrap()
-            .put(topic, messages, bytes, took.as_millis() as u64);
-    }
-
-    pub(crate) fn rpc_done(&self, request: i32, response: i32, took: Duration) {
-        let ms = took.as_secs_f64() * 1e3;
-        self.stats
-            .lock()
-            .unwrap()
-            .rpc(request, response, ms, &self.cfg.rpc_buckets_ms);
-    }
-
-    pub(crate) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        self.runtime.spawn(task);
-    }
-
-    /// Sleeps `period`; false when the plane stops first.
-    pub(crate) async fn sleep_or_stop(&self, period: Duration) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep(period) => true,
-            _ = until_stopped(self) => false,
-        }
-    }
-
-    pub(crate) fn committed(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
-        self.commits
-            .lock()
-            .unwrap()
-            .insert((group.to_string(), topic.to_string(), queue_id), offset);
-    }
-
-    pub(crate) fn got(
-        &self,
-        group: &str,
-        topic: &str,
-        queue_id: i32,
-        r: &ferromq_store::GetResult,
-    ) {
-        self.stats.lock().unwrap().got(
-            group,
-            topic,
-            queue_id,
-            r.next_begin_offset,
-            r.message_count as u64,
-            r.body.len() as u64,
-        );
-    }
-
-    /// A message was stored (by the plane or by Python): held pulls it satisfies are answered.
-    pub(crate) fn wake_held(
-        self: &Arc<Self>,
-        topic: &str,
-        queue_id: i32,
-        next_offset: i64,
-        tags_code: Option<i64>,
-    ) {
-        if self.holds.len() > 0 {
-            let woken = self.holds.arrived(topic, queue_id, next_offset, tags_code);
-            pull::answer(self, woken);
-        }
-    }
-
-    pub(crate) fn arrived(
-        self: &Arc<Self>,
-        topic: String,
-        queue_id: i32,
-        next_offset: i64,
-        tags_code: Option<i64>,
-        wake: bool,
-    ) {
-        self.wake_held(&topic, queue_id, next_offset, tags_code);
-        {
-            let mut a = self.arrivals.lock().unwrap();
-            let (offset, tags) = a
-                .entry((topic, queue_id))
-                .or_insert_with(|| (next_offset, Some(Vec::new())));
-            *offset = (*offset).max(next_offset);
-            match (tags.as_mut(), tags_code) {
-                (Some(list), Some(code)) if list.len() < MAX_ARRIVAL_TAGS => {
-                    if !list.contains(&code) {
-                        list.push(code);
-                    }
-                }
-                (Some(list), Some(code)) if list.contains(&code) => {}
-                _ => *tags = None,
-            }
-        }
-        if wake || self.watching.load(Ordering::Acquire) {
-            self.wake.signal();
-        }
+    fn push(&self, event: Event) {
+        self.hub.push(event);
     }
 
     fn closed(&self, why: &'static str) {
@@ -430,10 +149,12 @@ impl DataPlane {
             sock.listen(1024)
         })?;
         let addr = listener.local_addr()?;
+        let hub = Arc::new(Hub::new(
+            Wake::new()?,
+            runtime.handle().clone(),
+            cfg.rpc_buckets_ms.clone(),
+        ));
         let shared = Arc::new(Shared {
-            started: Instant::now(),
-            wake: Wake::new()?,
-            events: Mutex::new(Vec::new()),
             conns: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             budget: Arc::new(Semaphore::new(budget_bytes as usize)),
@@ -445,20 +166,13 @@ impl DataPlane {
             refusals: Mutex::new(HashMap::new()),
             per_address: Mutex::new(HashMap::new()),
             send: RwLock::new(None),
-            pull: RwLock::new(None),
-            holds: Holds::default(),
-            commits: Mutex::new(HashMap::new()),
-            runtime: runtime.handle().clone(),
-            stats: Mutex::new(PlaneStats::default()),
-            arrivals: Mutex::new(HashMap::new()),
-            watching: AtomicBool::new(false),
+            pull: Arc::new(RwLock::new(None)),
+            hub: hub.clone(),
             closed_by_reason: Mutex::new(HashMap::new()),
-            stop: Notify::new(),
-            stopping: AtomicBool::new(false),
             cfg,
         });
         runtime.spawn(accept_loop(shared.clone(), listener));
-        runtime.spawn(pull::hold_loop(shared.clone()));
+        runtime.spawn(pull::hold_loop(hub, shared.pull.clone()));
         if shared.cfg.idle_timeout.is_some() || shared.cfg.read_timeout.is_some() {
             runtime.spawn(sweep_loop(shared.clone()));
         }
@@ -475,32 +189,27 @@ impl DataPlane {
 
     /// The descriptor that turns readable when events or arrivals wait for Python.
     pub fn wake_fd(&self) -> i32 {
-        self.shared.wake.fd()
+        self.shared.hub.wake_fd()
     }
 
     /// The events queued since the last call (call after the wake descriptor was readable).
     pub fn take_events(&self) -> Vec<Event> {
-        self.shared.wake.clear();
-        std::mem::take(&mut *self.shared.events.lock().unwrap())
+        self.shared.hub.take_events()
     }
 
     /// (topic, queue id, next offset, tags codes stored or None for any) of the queues sends
     /// stored into since the last call.
     pub fn take_arrivals(&self) -> Vec<Arrival> {
-        let taken = std::mem::take(&mut *self.shared.arrivals.lock().unwrap());
-        taken
-            .into_iter()
-            .map(|((t, q), (o, tags))| (t, q, o, tags))
-            .collect()
+        self.shared.hub.take_arrivals()
     }
 
     /// Whether arrivals should wake Python (it holds pulls that wait for messages).
     pub fn set_watching(&self, on: bool) {
-        self.shared.watching.store(on, Ordering::Release);
+        self.shared.hub.set_watching(on);
     }
 
     pub fn take_stats(&self) -> PlaneStats {
-        std::mem::take(&mut *self.shared.stats.lock().unwrap())
+        self.shared.hub.take_stats()
     }
 
     /// What sends may be served here; None sends every frame to Python.
@@ -514,7 +223,7 @@ impl DataPlane {
         let off = cfg.is_none();
         *self.shared.pull.write().unwrap() = cfg.map(Arc::new);
         if off {
-            pull::answer(&self.shared, self.shared.holds.take_all());
+            pull::answer(&self.shared.hub, self.shared.hub.holds.take_all());
         }
     }
 
@@ -526,20 +235,17 @@ impl DataPlane {
         next_offset: i64,
         tags_code: Option<i64>,
     ) {
-        self.shared
-            .wake_held(topic, queue_id, next_offset, tags_code);
+        pull::wake_held(&self.shared.hub, topic, queue_id, next_offset, tags_code);
     }
 
     /// Pulls held here.
     pub fn held_pulls(&self) -> usize {
-        self.shared.holds.len()
+        self.shared.hub.holds.len()
     }
 
     /// ((group, topic, queue id), offset) of the offsets pulls committed since the last call.
     pub fn take_commits(&self) -> Vec<((String, String, i32), i64)> {
-        std::mem::take(&mut *self.shared.commits.lock().unwrap())
-            .into_iter()
-            .collect()
+        self.shared.hub.take_commits()
     }
 
     /// Queues `bytes` (whole frames) for connection `conn`: the reply bytes it has queued now
@@ -608,8 +314,7 @@ impl DataPlane {
         let Some(runtime) = self.runtime.lock().unwrap().take() else {
             return;
         };
-        self.shared.stopping.store(true, Ordering::Release);
-        self.shared.stop.notify_waiters();
+        self.shared.hub.stop();
         let conns: Vec<_> = self
             .shared
             .conns
@@ -623,10 +328,10 @@ impl DataPlane {
         }
         *self.shared.send.write().unwrap() = None;
         *self.shared.pull.write().unwrap() = None;
-        drop(self.shared.holds.take_all());
+        drop(self.shared.hub.holds.take_all());
         runtime.shutdown_timeout(grace);
         // Connections handed over that Python will not take any more: closed here.
-        for event in std::mem::take(&mut *self.shared.events.lock().unwrap()) {
+        for event in self.shared.hub.take_events() {
             if let Event::HandOff { fd, .. } = event {
                 // SAFETY: the plane owns a handed-over descriptor until Python takes the event.
                 drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
@@ -645,11 +350,11 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
-            _ = until_stopped(&shared) => return,
+            _ = shared.hub.until_stopped() => return,
         };
         match accepted {
             Ok((sock, peer)) => {
-                if shared.stopping.load(Ordering::Acquire) {
+                if shared.hub.is_stopping() {
                     return;
                 }
                 let port = listener.local_addr().map_or(0, |a| a.port());
@@ -842,7 +547,7 @@ async fn sweep_loop(shared: Arc<Shared>) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
-            _ = until_stopped(&shared) => return,
+            _ = shared.hub.until_stopped() => return,
         }
         let now = shared.now();
         let idle_ms = idle.as_millis() as u64;
@@ -868,7 +573,7 @@ async fn peek_first(shared: &Shared, sock: &TcpStream, admission: &Admission) ->
             None
         }
         _ = admission.entry.evict.notified() => None,
-        _ = until_stopped(shared) => None,
+        _ = shared.hub.until_stopped() => None,
     };
     (peeked == Some(1)).then_some(first[0])
 }
@@ -935,7 +640,7 @@ async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr, admission
     conn.kill(reason::LOCAL_CLOSE);
     let _ = reader.await;
     shared.conns.lock().unwrap().remove(&id);
-    shared.holds.drop_conn(id);
+    shared.hub.holds.drop_conn(id);
     // Python counts this close (it knows the reasons of its own closes).
     let why = conn.reason.lock().unwrap().unwrap_or(reason::LOCAL_CLOSE);
     shared.push(Event::Closed {
@@ -1045,8 +750,10 @@ async fn read_frames(
         let mut forward: Vec<u8> = Vec::new();
         let mut replies: Vec<u8> = Vec::new();
         // The send snapshot as it is now serves this read's frames.
-        let served = shared.send.read().unwrap().clone();
-        let pulls = shared.pull.read().unwrap().clone();
+        let configs = Configs {
+            send: shared.send.read().unwrap().clone(),
+            pull: shared.pull.read().unwrap().clone(),
+        };
         let mut at = 0;
         loop {
             if buf.len() - at < 4 {
@@ -1077,9 +784,8 @@ async fn read_frames(
             }
             let arrived = Instant::now();
             handle_frame(
-                shared,
-                served.as_ref(),
-                pulls.as_ref(),
+                &shared.hub,
+                &configs,
                 conn,
                 &buf[at..end],
                 &mut forward,
@@ -1209,21 +915,6 @@ impl Drop for Reservation {
     }
 }
 
-/// Completes once the connection is killed (at once if it already is).
-async fn until_killed(conn: &Conn) {
-    let notified = conn.kill.notified();
-    if !conn.killed.load(Ordering::Acquire) {
-        notified.await;
-    }
-}
-
-async fn until_stopped(shared: &Shared) {
-    let notified = shared.stop.notified();
-    if !shared.stopping.load(Ordering::Acquire) {
-        notified.await;
-    }
-}
-
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -1231,46 +922,28 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Answers a frame here when it is a command the plane serves and may answer; else adds it
+/// to what goes to Python.
 fn handle_frame(
-    shared: &Arc<Shared>,
-    sends: Option<&Arc<SendConfig>>,
-    pulls: Option<&Arc<PullConfig>>,
+    hub: &Arc<Hub>,
+    configs: &Configs,
     conn: &Arc<Conn>,
     bytes: &[u8],
     forward: &mut Vec<u8>,
     replies: &mut Vec<u8>,
     arrived: Instant,
 ) {
-    // A frame that does not split goes to Python too, which closes the connection over it.
-    let frame = match (sends, pulls) {
-        (None, None) => None,
-        _ => Frame::new(bytes),
-    };
-    let served = frame.is_some_and(|frame| {
-        frame.json_header().is_some_and(|h| {
-            if !h.is_request() {
-                return false;
-            }
-            if send::is_send(h.code) {
-                sends.is_some_and(|cfg| {
-                    matches!(
-                        send::serve(shared, cfg, conn, &frame, &h, arrived, replies),
-                        send::Outcome::Served
-                    )
-                })
-            } else if h.code == codes::PULL_MESSAGE {
-                pulls.is_some_and(|cfg| {
-                    matches!(
-                        pull::serve(shared, cfg, conn, bytes, &h, arrived, replies),
-                        pull::Outcome::Served
-                    )
-                })
-            } else {
-                false
-            }
-        })
-    });
+    let served = configs.any()
+        && Frame::new(bytes).is_some_and(|frame| {
+            frame.json_header().is_some_and(|h| {
+                h.is_request()
+                    && Command::of(h.code).is_some_and(|command| {
+                        let outcome =
+                            command.apply(hub, configs, conn, &frame, &h, arrived, replies);
+                        matches!(outcome, Outcome::Served)
+                    })
+            })
+        });
     if !served {
         forward.extend_from_slice(bytes);
     }

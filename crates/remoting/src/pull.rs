@@ -13,11 +13,9 @@
 //! (it takes the commits before it handles any frame read after them).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use ferromq_store::hash::java_string_hash;
 use ferromq_store::{GetResult, GetStatus, MessageStore};
 
 use crate::acl::AclRules;
@@ -25,74 +23,11 @@ use crate::codes::{
     FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND, PULL_MESSAGE, PULL_NOT_FOUND,
     PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, SUCCESS,
 };
-use crate::frame::{json_reply_with_body, Header};
-use crate::plane::{Conn, Event, Shared};
-
-/// Which tags a pull takes: any, or those whose tags code (low 32 bits) is listed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TagFilter {
-    Any,
-    Codes(Vec<i32>),
-}
-
-/// A TAG subscription expression that names no tag (`||`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NoTags;
-
-/// The tags of a TAG subscription expression (`*`, `TagA || TagB`): `Ok(None)` takes every
-/// message, `Ok(Some(tags))` (sorted, each once) the messages with one of them. The one reading
-/// of the expression: Python's subscriptions call it too.
-pub fn parse_tags(expression: &str) -> Result<Option<Vec<String>>, NoTags> {
-    let text = expression.trim();
-    if text.is_empty() || text == "*" {
-        return Ok(None);
-    }
-    let mut tags: Vec<String> = text
-        .split("||")
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
-        .collect();
-    if tags.is_empty() {
-        return Err(NoTags);
-    }
-    if tags.iter().any(|t| t == "*") {
-        return Ok(None);
-    }
-    tags.sort_unstable();
-    tags.dedup();
-    Ok(Some(tags))
-}
-
-impl TagFilter {
-    /// A TAG expression (see [`parse_tags`]); None when it names no tag (Python refuses it).
-    pub fn parse(expression: &str) -> Option<TagFilter> {
-        match parse_tags(expression).ok()? {
-            None => Some(TagFilter::Any),
-            Some(tags) => {
-                let mut codes: Vec<i32> = tags.iter().map(|t| java_string_hash(t)).collect();
-                codes.sort_unstable();
-                codes.dedup();
-                Some(TagFilter::Codes(codes))
-            }
-        }
-    }
-
-    fn codes(&self) -> Option<&[i32]> {
-        match self {
-            TagFilter::Any => None,
-            TagFilter::Codes(c) => Some(c),
-        }
-    }
-
-    /// Whether a message stored with `tags_code` (None: unknown, as after a batch) may match.
-    fn may_take(&self, tags_code: Option<i64>) -> bool {
-        match (self, tags_code) {
-            (TagFilter::Codes(codes), Some(code)) => codes.contains(&(code as i32)),
-            _ => true,
-        }
-    }
-}
+use crate::conn::Conn;
+use crate::frame::{json_reply_with_body, Frame, Header};
+use crate::holds::Held;
+use crate::hub::{Event, Hub, Outcome};
+pub use crate::tags::{parse_tags, NoTags, TagFilter};
 
 /// A consumer group's subscription to a topic, as its heartbeats registered it.
 #[derive(Debug, Clone)]
@@ -118,11 +53,6 @@ pub struct PullConfig {
     /// may subscribe to, groups they may pull as) and the connection's
     /// [`crate::acl::PeerAcl`] allow it.
     pub acl: Option<AclRules>,
-}
-
-pub(crate) enum Outcome {
-    Served,
-    Forward,
 }
 
 /// The fields of a PullMessageRequestHeader this path uses, or None when one is missing or does
@@ -195,144 +125,11 @@ pub fn code_of(status: GetStatus, offset: i64) -> i32 {
     }
 }
 
-/// A queue's max offset, by topic and queue id.
-type MaxOffset<'a> = &'a dyn Fn(&str, i32) -> i64;
-
-/// A pull waiting for messages.
-pub(crate) struct Held {
-    conn: Arc<Conn>,
-    /// The request, for Python when the read after the hold needs it (an offset to correct).
-    frame: Vec<u8>,
-    opaque: i32,
-    group: String,
-    topic: String,
-    queue_id: i32,
-    offset: i64,
-    max_msgs: usize,
-    filter: TagFilter,
-    deadline: Instant,
-    arrived_at: Instant,
-    store: Arc<MessageStore>,
-}
-
-/// Held pulls by topic and queue.
-#[derive(Default)]
-pub(crate) struct Holds {
-    count: AtomicUsize,
-    table: Mutex<HashMap<String, HashMap<i32, Vec<Held>>>>,
-}
-
-impl Holds {
-    pub(crate) fn len(&self) -> usize {
-        self.count.load(Ordering::Acquire)
-    }
-
-    fn add(&self, held: Held) {
-        let mut table = self.table.lock().unwrap();
-        table
-            .entry(held.topic.clone())
-            .or_default()
-            .entry(held.queue_id)
-            .or_default()
-            .push(held);
-        self.count.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Takes the pulls of `(topic, queue_id)` selected by `wake`.
-    fn take_where(&self, topic: &str, queue_id: i32, wake: impl Fn(&Held) -> bool) -> Vec<Held> {
-        if self.len() == 0 {
-            return Vec::new();
-        }
-        let mut table = self.table.lock().unwrap();
-        let Some(queues) = table.get_mut(topic) else {
-            return Vec::new();
-        };
-        let Some(pulls) = queues.get_mut(&queue_id) else {
-            return Vec::new();
-        };
-        let (woken, waiting): (Vec<Held>, Vec<Held>) =
-            std::mem::take(pulls).into_iter().partition(|p| wake(p));
-        *pulls = waiting;
-        if pulls.is_empty() {
-            queues.remove(&queue_id);
-            if queues.is_empty() {
-                table.remove(topic);
-            }
-        }
-        self.count.fetch_sub(woken.len(), Ordering::AcqRel);
-        woken
-    }
-
-    /// The pulls a message stored in `(topic, queue_id)` (the queue's next offset now
-    /// `next_offset`, its tags code `tags_code` or None for unknown) may satisfy.
-    pub(crate) fn arrived(
-        &self,
-        topic: &str,
-        queue_id: i32,
-        next_offset: i64,
-        tags_code: Option<i64>,
-    ) -> Vec<Held> {
-        self.take_where(topic, queue_id, |p| {
-            next_offset > p.offset && p.filter.may_take(tags_code)
-        })
-    }
-
-    /// Pulls past their deadline, and with `max_offset` those whose queue has grown past them.
-    fn due(&self, now: Instant, max_offset: Option<MaxOffset<'_>>) -> Vec<Held> {
-        let mut table = self.table.lock().unwrap();
-        let mut woken = Vec::new();
-        for (topic, queues) in table.iter_mut() {
-            for (queue_id, pulls) in queues.iter_mut() {
-                let max = max_offset.map(|f| f(topic, *queue_id));
-                let (due, waiting): (Vec<Held>, Vec<Held>) = std::mem::take(pulls)
-                    .into_iter()
-                    .partition(|p| p.deadline <= now || max.is_some_and(|m| m > p.offset));
-                *pulls = waiting;
-                woken.extend(due);
-            }
-            queues.retain(|_, pulls| !pulls.is_empty());
-        }
-        table.retain(|_, queues| !queues.is_empty());
-        self.count.fetch_sub(woken.len(), Ordering::AcqRel);
-        woken
-    }
-
-    /// Forgets the pulls held for a connection that closed.
-    pub(crate) fn drop_conn(&self, conn: u64) {
-        if self.len() == 0 {
-            return;
-        }
-        let mut table = self.table.lock().unwrap();
-        let mut dropped = 0;
-        for queues in table.values_mut() {
-            for pulls in queues.values_mut() {
-                let before = pulls.len();
-                pulls.retain(|p| p.conn.id != conn);
-                dropped += before - pulls.len();
-            }
-            queues.retain(|_, pulls| !pulls.is_empty());
-        }
-        table.retain(|_, queues| !queues.is_empty());
-        self.count.fetch_sub(dropped, Ordering::AcqRel);
-    }
-
-    pub(crate) fn take_all(&self) -> Vec<Held> {
-        let mut table = self.table.lock().unwrap();
-        let all: Vec<Held> = std::mem::take(&mut *table)
-            .into_values()
-            .flat_map(HashMap::into_values)
-            .flatten()
-            .collect();
-        self.count.fetch_sub(all.len(), Ordering::AcqRel);
-        all
-    }
-}
-
 pub(crate) fn serve(
-    shared: &Arc<Shared>,
+    hub: &Arc<Hub>,
     cfg: &Arc<PullConfig>,
     conn: &Arc<Conn>,
-    bytes: &[u8],
+    frame: &Frame<'_>,
     h: &Header<'_>,
     arrived_at: Instant,
     replies: &mut Vec<u8>,
@@ -379,17 +176,17 @@ pub(crate) fn serve(
         return Outcome::Forward;
     }
     if req.sys_flag & FLAG_COMMIT_OFFSET != 0 && req.commit_offset >= 0 {
-        shared.committed(req.group, req.topic, req.queue_id, req.commit_offset);
+        hub.committed(req.group, req.topic, req.queue_id, req.commit_offset);
     }
     if code == PULL_NOT_FOUND && req.sys_flag & FLAG_SUSPEND != 0 {
         let wait = cfg
             .short_polling
             .unwrap_or(Duration::from_millis(req.suspend_ms.max(0) as u64));
         hold(
-            shared,
+            hub,
             Held {
                 conn: conn.clone(),
-                frame: bytes.to_vec(),
+                frame: frame.bytes.to_vec(),
                 opaque: h.opaque,
                 group: req.group.to_string(),
                 topic: req.topic.to_string(),
@@ -404,36 +201,64 @@ pub(crate) fn serve(
         );
         return Outcome::Served;
     }
-    shared.got(req.group, req.topic, req.queue_id, &result);
-    shared.rpc_done(PULL_MESSAGE, code, arrived_at.elapsed());
+    hub.got(req.group, req.topic, req.queue_id, &result);
+    hub.rpc_done(PULL_MESSAGE, code, arrived_at.elapsed());
     append_reply(replies, h.opaque, code, &result);
     Outcome::Served
 }
 
+/// A message was stored (by the plane or by Python): held pulls it satisfies are answered.
+pub(crate) fn wake_held(
+    hub: &Arc<Hub>,
+    topic: &str,
+    queue_id: i32,
+    next_offset: i64,
+    tags_code: Option<i64>,
+) {
+    if hub.holds.len() > 0 {
+        let woken = hub.holds.arrived(topic, queue_id, next_offset, tags_code);
+        answer(hub, woken);
+    }
+}
+
+/// A message the plane stored: held pulls here are answered, and Python is told (its held
+/// pulls; with `wake` at once, for delayed delivery).
+pub(crate) fn arrived(
+    hub: &Arc<Hub>,
+    topic: String,
+    queue_id: i32,
+    next_offset: i64,
+    tags_code: Option<i64>,
+    wake: bool,
+) {
+    wake_held(hub, &topic, queue_id, next_offset, tags_code);
+    hub.record_arrival(topic, queue_id, next_offset, tags_code, wake);
+}
+
 /// Holds a pull; a message stored between its read and now wakes it at once.
-fn hold(shared: &Arc<Shared>, held: Held) {
+fn hold(hub: &Arc<Hub>, held: Held) {
     let (topic, queue_id, offset) = (held.topic.clone(), held.queue_id, held.offset);
     let store = held.store.clone();
-    shared.holds.add(held);
+    hub.holds.add(held);
     let max = store.max_offset_in_queue(&topic, queue_id).unwrap_or(0);
     if max > offset {
-        let woken = shared.holds.arrived(&topic, queue_id, max, None);
-        answer(shared, woken);
+        let woken = hub.holds.arrived(&topic, queue_id, max, None);
+        answer(hub, woken);
     }
 }
 
 /// Answers woken pulls: each reads its queue again and gets what it finds. A pull whose peer
 /// has not taken the replies before waits for it on its own task (many pulls woken by one large
 /// message do not make the plane hold a copy each for a peer that reads nothing).
-pub(crate) fn answer(shared: &Arc<Shared>, woken: Vec<Held>) {
+pub(crate) fn answer(hub: &Arc<Hub>, woken: Vec<Held>) {
     if woken.is_empty() {
         return;
     }
     // Off the plane's threads (the flush thread releasing SYNC_FLUSH sends, Python's): the
     // reads run on the plane.
     if tokio::runtime::Handle::try_current().is_err() {
-        let shared2 = shared.clone();
-        shared.spawn(async move { answer(&shared2, woken) });
+        let hub2 = hub.clone();
+        hub.spawn(async move { answer(&hub2, woken) });
         return;
     }
     for p in woken {
@@ -441,19 +266,19 @@ pub(crate) fn answer(shared: &Arc<Shared>, woken: Vec<Held>) {
             continue;
         }
         if p.conn.over_reply_bound() {
-            let shared2 = shared.clone();
-            shared.spawn(async move {
+            let hub2 = hub.clone();
+            hub.spawn(async move {
                 if p.conn.until_drained().await {
-                    answer_one(&shared2, p);
+                    answer_one(&hub2, p);
                 }
             });
         } else {
-            answer_one(shared, p);
+            answer_one(hub, p);
         }
     }
 }
 
-fn answer_one(shared: &Shared, p: Held) {
+fn answer_one(hub: &Hub, p: Held) {
     let read = p
         .store
         .pull_messages(&p.topic, p.queue_id, p.offset, p.max_msgs, p.filter.codes());
@@ -461,7 +286,7 @@ fn answer_one(shared: &Shared, p: Held) {
         Ok(r) if code_of(r.status, p.offset) != PULL_OFFSET_MOVED => r,
         // Python answers it (an offset to correct, a store that closed meanwhile).
         _ => {
-            shared.push(Event::Data {
+            hub.push(Event::Data {
                 conn: p.conn.id,
                 bytes: p.frame,
             });
@@ -469,8 +294,8 @@ fn answer_one(shared: &Shared, p: Held) {
         }
     };
     let code = code_of(result.status, p.offset);
-    shared.got(&p.group, &p.topic, p.queue_id, &result);
-    shared.rpc_done(PULL_MESSAGE, code, p.arrived_at.elapsed());
+    hub.got(&p.group, &p.topic, p.queue_id, &result);
+    hub.rpc_done(PULL_MESSAGE, code, p.arrived_at.elapsed());
     let mut reply = Vec::new();
     append_reply(&mut reply, p.opaque, code, &result);
     p.conn.write(reply);
@@ -501,18 +326,18 @@ fn append_reply(out: &mut Vec<u8>, opaque: i32, code: i32, r: &GetResult) {
 
 /// Wakes held pulls past their deadline, and every `check_interval` those whose queue grew
 /// (a message stored by a path that told nobody).
-pub(crate) async fn hold_loop(shared: Arc<Shared>) {
+pub(crate) async fn hold_loop(hub: Arc<Hub>, config: Arc<RwLock<Option<Arc<PullConfig>>>>) {
     const TICK: Duration = Duration::from_millis(50);
     let mut checked = Instant::now();
     loop {
-        if !shared.sleep_or_stop(TICK).await {
+        if !hub.sleep_or_stop(TICK).await {
             return;
         }
-        if shared.holds.len() == 0 {
+        if hub.holds.len() == 0 {
             continue;
         }
         let now = Instant::now();
-        let cfg = shared.pull.read().unwrap().clone();
+        let cfg = config.read().unwrap().clone();
         let check = cfg
             .as_ref()
             .filter(|c| now.duration_since(checked) >= c.check_interval);
@@ -522,37 +347,17 @@ pub(crate) async fn hold_loop(shared: Arc<Shared>) {
                 let max = |topic: &str, queue_id: i32| {
                     c.store.max_offset_in_queue(topic, queue_id).unwrap_or(0)
                 };
-                shared.holds.due(now, Some(&max))
+                hub.holds.due(now, Some(&max))
             }
-            None => shared.holds.due(now, None),
+            None => hub.holds.due(now, None),
         };
-        answer(&shared, woken);
+        answer(&hub, woken);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tag_expressions_read_as_python_reads_them() {
-        assert_eq!(TagFilter::parse(" * "), Some(TagFilter::Any));
-        assert_eq!(TagFilter::parse(""), Some(TagFilter::Any));
-        assert_eq!(TagFilter::parse("a || *"), Some(TagFilter::Any));
-        assert_eq!(TagFilter::parse(" || "), None);
-        let a = java_string_hash("TagA");
-        let b = java_string_hash("TagB");
-        let mut both = vec![a, b];
-        both.sort_unstable();
-        assert_eq!(
-            TagFilter::parse("TagB || TagA ||TagA"),
-            Some(TagFilter::Codes(both))
-        );
-        let f = TagFilter::parse("TagA").unwrap();
-        assert!(f.may_take(Some(a as i64)));
-        assert!(!f.may_take(Some(b as i64)));
-        assert!(f.may_take(None));
-    }
 
     #[test]
     fn status_codes_follow_the_pull_processor() {

@@ -14,15 +14,12 @@ use ferromq_store::message::normalize_host;
 use ferromq_store::send::SCHEDULE_TOPIC;
 
 use crate::acl::AclRules;
-use crate::codes::{SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
+use crate::conn::Conn;
 use crate::frame::{json_reply, Frame, Header};
-use crate::plane::{Conn, Shared};
+use crate::hub::{Hub, Outcome};
+use crate::pull;
 use crate::sender::{Answer, SendRequest, Sender, Stored, TopicRoute};
 use crate::waits::Replies;
-
-pub fn is_send(code: i32) -> bool {
-    matches!(code, SEND_MESSAGE | SEND_MESSAGE_V2 | SEND_BATCH_MESSAGE)
-}
 
 /// What the data plane needs to serve sends; replaced whole when any of it changes.
 pub struct SendConfig {
@@ -32,11 +29,6 @@ pub struct SendConfig {
     /// With aclEnable=true: a send is served here only when these rules and the connection's
     /// [`crate::acl::PeerAcl`] allow it.
     pub acl: Option<AclRules>,
-}
-
-pub(crate) enum Outcome {
-    Served,
-    Forward,
 }
 
 /// SendMessageRequestHeader's fields by their V1 names and by SEND_MESSAGE_V2's letters.
@@ -84,7 +76,7 @@ fn read_request<'a>(ext: &'a HashMap<&str, String>) -> Option<SendRequest<'a>> {
 }
 
 pub(crate) fn serve(
-    shared: &Arc<Shared>,
+    hub: &Arc<Hub>,
     cfg: &SendConfig,
     conn: &Arc<Conn>,
     frame: &Frame<'_>,
@@ -119,14 +111,14 @@ pub(crate) fn serve(
         Err(e) => {
             log::debug!("send from {producer} refused: {e}");
             let refusal = json_reply(e.code(), h.opaque, Some(&e.to_string()), &[]);
-            shared.rpc_done(h.code, e.code(), arrived_at.elapsed());
+            hub.rpc_done(h.code, e.code(), arrived_at.elapsed());
             if !h.is_oneway() {
                 replies.extend_from_slice(&refusal);
             }
             return Outcome::Served;
         }
     };
-    shared.put_done(
+    hub.put_done(
         &stored.topic,
         stored.messages,
         stored.wrote_bytes,
@@ -140,7 +132,7 @@ pub(crate) fn serve(
         arrived_at,
     };
     let on_arrival = {
-        let (shared, sender) = (shared.clone(), cfg.sender.clone());
+        let (hub, sender) = (hub.clone(), cfg.sender.clone());
         let Stored {
             topic,
             queue_id,
@@ -153,23 +145,23 @@ pub(crate) fn serve(
                 ha.notify_appended();
             }
             let wake = topic == SCHEDULE_TOPIC;
-            shared.arrived(topic, queue_id, next_offset, tags_code, wake);
+            pull::arrived(&hub, topic, queue_id, next_offset, tags_code, wake);
         })
     };
     let mut reply = Some(reply);
     // When the reply waits, the flush thread (then the HA threads) answer, in groups (see
     // `waits`).
     let answer_later = || -> Answer {
-        let (shared, conn, reply) = (shared.clone(), conn.clone(), reply.take());
+        let (hub, conn, reply) = (hub.clone(), conn.clone(), reply.take());
         Box::new(move |code, replies: &mut Replies| {
             if let Some(reply) = reply {
-                reply.append_for(&shared, &conn, code, replies);
+                reply.append_for(&hub, &conn, code, replies);
             }
         })
     };
     if let Some(code) = sender.settle(&stored, on_arrival, answer_later) {
         if let Some(reply) = reply.take() {
-            reply.append_to(shared, replies, code);
+            reply.append_to(hub, replies, code);
         }
     }
     Outcome::Served
@@ -186,17 +178,17 @@ struct SendReply {
 
 impl SendReply {
     /// Adds the reply to the replies released with it for its connection.
-    fn append_for(self, shared: &Shared, conn: &Arc<Conn>, code: i32, replies: &mut Replies) {
+    fn append_for(self, hub: &Hub, conn: &Arc<Conn>, code: i32, replies: &mut Replies) {
         let out = &mut replies
             .entry(conn.id)
             .or_insert_with(|| (conn.clone(), Vec::new()))
             .1;
-        self.append_to(shared, out, code);
+        self.append_to(hub, out, code);
     }
 
     /// Adds the reply to `out` (the replies of one read go out in one write).
-    fn append_to(self, shared: &Shared, out: &mut Vec<u8>, code: i32) {
-        shared.rpc_done(self.code, code, self.arrived_at.elapsed());
+    fn append_to(self, hub: &Hub, out: &mut Vec<u8>, code: i32) {
+        hub.rpc_done(self.code, code, self.arrived_at.elapsed());
         if self.oneway {
             return;
         }

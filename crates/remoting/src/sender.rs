@@ -135,7 +135,7 @@ pub struct Stored {
 pub(crate) type Answer = Box<dyn FnOnce(i32, &mut Replies) + Send>;
 
 /// The send rules of one [`SendSettings`], with the groups of sends waiting for the disk and for
-/// slaves (see [`crate::waits`]).
+/// slaves (see `waits`).
 pub struct Sender {
     pub settings: SendSettings,
     /// `[set CLUSTER <cluster name>]`: what every send's properties get.
@@ -380,7 +380,7 @@ impl Sender {
         None
     }
 
-    /// [`Sender::settle`] for a caller that writes its own replies (the binding).
+    /// `Sender::settle` for a caller that writes its own replies (the binding).
     pub fn settle_then(
         &self,
         s: &Stored,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use ferromq_store::flush::FlushCallback;
 
-use crate::plane::Conn;
+use crate::conn::Conn;
 
 /// Replies released together, by connection.
 pub(crate) type Replies = HashMap<u64, (Arc<Conn>, Vec<u8>)>;
