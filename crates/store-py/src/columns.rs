@@ -6,6 +6,8 @@ use ferromq_store::columnar::{ColumnBatch, ColumnFilter, VarColumn};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
+use crate::errors::IntoPy;
+
 /// Which records `Store.read_columns` / `decode_columns` keep (ranges `[min, max)`, times in ms).
 #[pyclass(frozen, name = "RowFilter")]
 pub struct RowFilter {
@@ -155,4 +157,19 @@ pub fn to_py<'py>(
     d.set_item("sys_flag", bytes(py, b.sys_flag)?)?;
     d.set_item("flag", bytes(py, b.flag)?)?;
     Ok(d)
+}
+
+/// Packed records (a pull body) decoded into Arrow column buffers, as `Store.read_columns`.
+#[pyfunction]
+pub(crate) fn decode_columns<'py>(
+    py: Python<'py>,
+    buf: &[u8],
+    filter: &RowFilter,
+) -> PyResult<Bound<'py, PyDict>> {
+    let include_properties = filter.inner.include_properties;
+    let filter = filter.inner.clone();
+    let batch = py
+        .detach(|| ferromq_store::columnar::decode_columns(buf, filter))
+        .py_err(py)?;
+    to_py(py, batch, include_properties)
 }

@@ -9,7 +9,8 @@ use ferromq_store::ha::{self, HaConfig};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::{IntoPy, Store};
+use crate::errors::IntoPy;
+use crate::store::Store;
 
 fn ha_config(
     heartbeat_interval_ms: u64,

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::send::{Sender, TopicRoute};
-use crate::Store;
+use crate::store::Store;
 
 /// An event: (0, conn, (host, port)) opened, (1, conn, bytes) frames, (2, conn, reason) closed,
 /// (3, file descriptor, (host, port)) a TLS connection handed over, (4, conn, None) its queued

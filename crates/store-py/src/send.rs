@@ -8,8 +8,10 @@ use ferromq_remoting::sender::{self, Redirect, SendError, SendRequest, SendSetti
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::codec::parse_addr;
+use crate::errors::IntoPy;
 use crate::ha::HaMaster;
-use crate::{parse_addr, IntoPy, Store};
+use crate::store::Store;
 
 /// What a send's topic allows (its queues and multi-tag flag).
 #[pyclass(frozen, get_all, module = "ferromq._store")]
@@ -185,8 +187,8 @@ impl Sender {
         let stored = py
             .detach(|| self.inner.put(&req, route.into(), redirect, body, producer))
             .map_err(|e| match e {
-                SendError::Store(e) => crate::to_pyerr(py, e),
-                e => crate::broker_error(py, e.code(), e.to_string()),
+                SendError::Store(e) => crate::errors::to_pyerr(py, e),
+                e => crate::errors::broker_error(py, e.code(), e.to_string()),
             })?;
         let reply_fields = self.inner.reply_fields(&stored);
         Ok(SendOutcome {

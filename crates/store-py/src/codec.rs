@@ -1,0 +1,155 @@
+//! The message format's free functions: hashes and tags codes, properties and the edits the send
+//! pipeline makes to them, offsetMsgIds, and stored records decoded.
+
+use std::net::SocketAddr;
+
+use ferromq_store::hash;
+use ferromq_store::message::{self, iter_records};
+use ferromq_store::send::{Edit, Rewrite};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+
+use crate::errors::IntoPy;
+
+/// An `ip:port` argument as a socket address (ValueError when it is not one).
+pub(crate) fn parse_addr(s: &str) -> PyResult<SocketAddr> {
+    s.parse()
+        .map_err(|_| PyValueError::new_err(format!("not an address with a port: {s:?}")))
+}
+
+/// What the send pipeline does to a message's properties: `edits`, each `(op, name, value)`
+/// with op `set`, `default` (set if absent) or `remove` (value ignored), applied in order;
+/// `drop_wait` drops WAIT (unless the message is delayed); `schedule` sends a delayed message
+/// to the schedule topic. Built once and reused where the edits do not change.
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct PropertyEdits {
+    edits: Vec<Edit>,
+    drop_wait: bool,
+    schedule: bool,
+}
+
+impl PropertyEdits {
+    pub(crate) fn rewrite(&self) -> Rewrite<'_> {
+        Rewrite {
+            edits: &self.edits,
+            drop_wait: self.drop_wait,
+            schedule: self.schedule,
+        }
+    }
+}
+
+#[pymethods]
+impl PropertyEdits {
+    #[new]
+    #[pyo3(signature = (edits=Vec::new(), *, drop_wait=false, schedule=true))]
+    fn new(
+        py: Python<'_>,
+        edits: Vec<(String, String, String)>,
+        drop_wait: bool,
+        schedule: bool,
+    ) -> PyResult<Self> {
+        let edits = edits
+            .iter()
+            .map(|(op, name, value)| Edit::new(op, name, value))
+            .collect::<Result<_, _>>()
+            .py_err(py)?;
+        Ok(PropertyEdits {
+            edits,
+            drop_wait,
+            schedule,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "PropertyEdits({:?}, drop_wait={}, schedule={})",
+            self.edits,
+            if self.drop_wait { "True" } else { "False" },
+            if self.schedule { "True" } else { "False" }
+        )
+    }
+}
+
+/// Java `String.hashCode` of `s`.
+#[pyfunction]
+pub(crate) fn java_hash(s: &str) -> i32 {
+    hash::java_string_hash(s)
+}
+
+/// The tags of a TAG subscription expression (`*`, `TagA || TagB`), sorted and each once; None
+/// when it takes every message; ValueError when it names no tag.
+#[pyfunction]
+pub(crate) fn parse_tag_expression(expression: &str) -> PyResult<Option<Vec<String>>> {
+    ferromq_remoting::pull::parse_tags(expression)
+        .map_err(|_| PyValueError::new_err(format!("subscription {expression:?} has no tags")))
+}
+
+/// ConsumeQueue tags code of a TAGS value (0 for None or empty).
+#[pyfunction]
+#[pyo3(signature = (tags))]
+pub(crate) fn tags_code(tags: Option<&str>) -> i64 {
+    hash::tags_code(tags)
+}
+
+/// The value of property `name` in a properties string as Java's decoder reads it, or None.
+#[pyfunction]
+pub(crate) fn get_property<'a>(properties: &'a str, name: &str) -> Option<&'a str> {
+    message::get_property(properties, name)
+}
+
+/// offsetMsgId of a store host (`ip:port`) and CommitLog offset.
+#[pyfunction]
+pub(crate) fn offset_msg_id(store_host: &str, physical_offset: i64) -> PyResult<String> {
+    Ok(message::offset_msg_id(
+        &parse_addr(store_host)?,
+        physical_offset,
+    ))
+}
+
+/// (store host `ip:port`, CommitLog offset) of an offsetMsgId.
+#[pyfunction]
+pub(crate) fn decode_offset_msg_id(py: Python<'_>, msg_id: &str) -> PyResult<(String, i64)> {
+    let (host, offset) = message::decode_offset_msg_id(msg_id).py_err(py)?;
+    Ok((host.to_string(), offset))
+}
+
+/// Decodes stored records packed back to back. Each is a tuple:
+/// (topic, queue_id, queue_offset, physical_offset, flag, sys_flag, body_crc, born_timestamp,
+///  born_host, store_timestamp, store_host, reconsume_times, prepared_transaction_offset,
+///  properties, body, msg_id).
+#[pyfunction]
+#[pyo3(signature = (buf, check_crc=false))]
+pub(crate) fn decode_records<'py>(
+    py: Python<'py>,
+    buf: &[u8],
+    check_crc: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for rec in iter_records(buf, check_crc) {
+        let v = rec.py_err(py)?;
+        let t = PyTuple::new(
+            py,
+            [
+                v.topic.into_pyobject(py)?.into_any(),
+                v.queue_id.into_pyobject(py)?.into_any(),
+                v.queue_offset.into_pyobject(py)?.into_any(),
+                v.physical_offset.into_pyobject(py)?.into_any(),
+                v.flag.into_pyobject(py)?.into_any(),
+                v.sys_flag.into_pyobject(py)?.into_any(),
+                v.body_crc.into_pyobject(py)?.into_any(),
+                v.born_timestamp.into_pyobject(py)?.into_any(),
+                v.born_host.to_string().into_pyobject(py)?.into_any(),
+                v.store_timestamp.into_pyobject(py)?.into_any(),
+                v.store_host.to_string().into_pyobject(py)?.into_any(),
+                v.reconsume_times.into_pyobject(py)?.into_any(),
+                v.prepared_transaction_offset.into_pyobject(py)?.into_any(),
+                v.properties.into_pyobject(py)?.into_any(),
+                PyBytes::new(py, v.body).into_any(),
+                v.offset_msg_id().into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        out.append(t)?;
+    }
+    Ok(out)
+}
