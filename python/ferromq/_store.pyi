@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Sequence
 from os import PathLike
-from typing import Any, final
+from typing import Any, Protocol, final
 
 __all__ = [
     "STORE_ERROR_CLASSES",
@@ -377,6 +377,20 @@ class HaMaster:
     def set_ack_peers(self, peers: list[str] | None) -> None: ...
     def close(self) -> None: ...
 
+class _PlaneTls(Protocol):
+    """What `DataPlane` reads TLS settings from (ferromq.remoting.tls.PlaneTls)."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def cert_pem(self) -> bytes: ...
+    @property
+    def key_pem(self) -> bytes: ...
+    @property
+    def client_auth(self) -> str: ...
+    @property
+    def trust_pem(self) -> bytes | None: ...
+
 @final
 class TopicRoute:
     """What a send's topic allows: its queues and whether its tags are multi-tags."""
@@ -471,8 +485,10 @@ class DataPlane:
         reply_buffer_bytes: int,
         total_reply_buffer_bytes: int,
         rpc_buckets_ms: list[float],
-        hand_off_tls: bool,
-    ) -> DataPlane: ...
+        tls: _PlaneTls | None = None,
+    ) -> DataPlane:
+        """`tls`: TLS clients served too (rustls), beside plain ones in mode permissive, instead
+        of them in enforcing; a `ValueError` says which part of it is unusable."""
     @property
     def port(self) -> int: ...
     @property
@@ -485,8 +501,7 @@ class DataPlane:
     def waiting_for_budget(self) -> int: ...
     def take_events(self) -> list[tuple[int, int, Any]]:
         """(0, conn, (host, port)) opened, (1, conn, bytes) frames, (2, conn, reason) closed,
-        (3, file descriptor, (host, port)) a TLS connection handed over, (4, conn, None) its
-        queued replies drained to half their bound."""
+        (4, conn, None) its queued replies drained to half their bound."""
     def take_arrivals(self) -> list[tuple[str, int, int, list[int] | None]]: ...
     def set_watching(self, on: bool) -> None: ...
     def take_stats(

@@ -29,10 +29,10 @@ from ferromq.client.admin import parse_consume_stats
 from ferromq.jsonutil import loads_lenient
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
-from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand, decode_frame, encode
+from ferromq.protocol.command import FLAG_RESPONSE, MAX_FRAME_SIZE, RemotingCommand, decode_frame, encode
 from ferromq.remoting.connection import CloseReason, Connection
 from ferromq.remoting.plane import PlaneServer
-from ferromq.remoting.server import RemotingServer
+from ferromq.remoting.server import RemotingServer, ServerLimits
 from tests.waiting import until
 
 from .brokerkit import Client, batch_body, properties, pull_ext, running, send_ext
@@ -207,38 +207,32 @@ def test_bytes_alone_do_not_keep_a_connection_open(tmp_path: Path, plane: str) -
 # -- back-pressure ------------------------------------------------------------------------------
 
 
-def test_replies_of_all_connections_share_one_budget(tmp_path: Path) -> None:
-    """The Python server (dataPlane=python; TLS connections on either): 8 peers pipeline 50 pulls
-    of a 1 MiB message each and read nothing. Their unsent replies together stay within
+def test_replies_of_all_connections_share_one_budget() -> None:
+    """The Python server (the name server's and the controller's): 8 peers pipeline 50 requests
+    whose replies carry 1 MiB each and read nothing. Their unsent replies together stay within
     serverTotalReplyBufferBytes plus one reply each (each alone would hold its 4 MiB bound); a new
-    client is served meanwhile; when the peers read, every pull is answered."""
-    size, pulls, peers = 1024 * 1024, 50, 8
+    client is served meanwhile; when the peers read, every request is answered."""
+    size, requests, peers = 1024 * 1024, 50, 8
+    payload = b"s" * size
+
+    def answer(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return RemotingCommand(R.SUCCESS, cmd.opaque, FLAG_RESPONSE, body=payload)
 
     async def main() -> None:
-        async with running(
-            tmp_path,
-            data_plane="python",
-            server_reply_buffer_bytes=4 * size,
-            server_total_reply_buffer_bytes=6 * size,
-            mapped_file_size_commitlog=8 * size,
-        ) as (_, broker):
-            server = broker.server
-            assert isinstance(server, RemotingServer)
-            c = await Client().connect(broker.port)
-            assert (await c.call(RC.SEND_MESSAGE, send_ext("Shared", 0), b"s" * size)).code == R.SUCCESS
-            socks = []
+        limits = ServerLimits(reply_buffer_bytes=4 * size, total_reply_buffer_bytes=6 * size)
+        server = RemotingServer(answer, "127.0.0.1", 0, limits=limits)
+        await server.start()
+        try:
             loop = asyncio.get_running_loop()
             frames = b"".join(
-                encode(
-                    RemotingCommand(RC.PULL_MESSAGE, opaque=i + 1, ext=_strs(pull_ext("G", "Shared", 0, 0)))
-                )
-                for i in range(pulls)
+                encode(RemotingCommand(RC.GET_MAX_OFFSET, opaque=i + 1)) for i in range(requests)
             )
+            socks = []
             for _ in range(peers):
                 sock = socket.socket()
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
                 sock.setblocking(False)
-                await loop.sock_connect(sock, ("127.0.0.1", broker.port))
+                await loop.sock_connect(sock, ("127.0.0.1", server.port))
                 await loop.sock_sendall(sock, frames)
                 socks.append(sock)
 
@@ -249,21 +243,24 @@ def test_replies_of_all_connections_share_one_budget(tmp_path: Path) -> None:
                     if conn._transport is not None
                 )
 
-            await until(lambda: len(server.connections) == peers + 1, "the peers connected")
+            await until(lambda: len(server.connections) == peers, "the peers connected")
             await asyncio.sleep(0)  # let each peer's first chunk be read
             high = 0
             for _ in range(20):  # the replies build while the peers read nothing
                 high = max(high, unsent())
                 await asyncio.sleep(0.05)
             assert high <= 6 * size + peers * (size + 4096), f"{high >> 20} MiB unsent"
-            assert (await c.call(RC.GET_MAX_OFFSET, {"topic": "Shared", "queueId": 0})).code == R.SUCCESS
+            c = await Client().connect(server.port)
+            assert (await c.call(RC.GET_MAX_OFFSET, {})).code == R.SUCCESS
+            await c.close()
             counts = await asyncio.gather(
-                *(loop.run_in_executor(None, _read_replies, s, pulls) for s in socks)
+                *(loop.run_in_executor(None, _read_replies, s, requests) for s in socks)
             )
-            assert counts == [pulls] * peers
+            assert counts == [requests] * peers
             for sock in socks:
                 sock.close()
-            await c.close()
+        finally:
+            await server.stop()
 
     run(main())
 

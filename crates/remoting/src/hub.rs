@@ -52,11 +52,6 @@ pub enum Event {
     Drained {
         conn: u64,
     },
-    /// A TLS connection, its first byte unread: the descriptor is Python's now.
-    HandOff {
-        fd: i32,
-        peer: SocketAddr,
-    },
 }
 
 pub(crate) struct Hub {

@@ -13,7 +13,8 @@
 //!   by the plane and, through the binding, by Python.
 //! * [`pull`], [`send`]: the pulls and sends the plane serves, by what Python pushes down.
 //! * `commands`: the hot commands as one enum (a request code names one; it applies itself).
-//! * [`plane`]: the listener, connection bounds and frames to and from Python.
+//! * [`tls`]: TLS on the broker port (rustls), permissive or enforcing as Java has it.
+//! * [`plane`]: the listener, connection bounds, TLS, and frames to and from Python.
 //!
 //! No Python here: the PyO3 binding lives in `crates/store-py`.
 
@@ -30,6 +31,7 @@ pub mod send;
 pub mod sender;
 pub mod stats;
 pub mod tags;
+pub mod tls;
 mod waits;
 mod wake;
 

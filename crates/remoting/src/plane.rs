@@ -16,8 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
@@ -31,6 +30,7 @@ use crate::hub::{Hub, Outcome};
 use crate::pull::{self, PullConfig};
 use crate::send::SendConfig;
 use crate::stats::PlaneStats;
+use crate::tls::{TlsServer, HANDSHAKE_FIRST_BYTE};
 use crate::wake::Wake;
 
 /// Why a connection closed: the same words as the Python server's `CloseReason`.
@@ -45,6 +45,8 @@ pub mod reason {
     pub const CONNECTION_LIMIT: &str = "connection limit reached";
     pub const ADDRESS_LIMIT: &str = "connection limit of the address reached";
     pub const EVICTED: &str = "longest idle at the connection limit";
+    pub const TLS_REQUIRED: &str = "plain connection in TLS enforcing mode";
+    pub const TLS_HANDSHAKE: &str = "TLS handshake failed";
 }
 
 #[derive(Debug, Clone)]
@@ -67,14 +69,11 @@ pub struct PlaneConfig {
     pub total_reply_buffer_bytes: usize,
     /// Upper bounds (ms) of the request latency buckets the broker's statistics keep.
     pub rpc_buckets_ms: Vec<f64>,
-    /// Connections that open with a TLS handshake are handed to Python (which speaks TLS).
-    pub hand_off_tls: bool,
+    /// TLS clients served beside plain ones (`permissive`) or instead of them (`enforcing`).
+    pub tls: Option<TlsServer>,
 }
 
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
-
-/// The first byte of a TLS handshake record.
-const TLS_HANDSHAKE: u8 = 0x16;
 
 pub(crate) struct Shared {
     cfg: PlaneConfig,
@@ -330,13 +329,6 @@ impl DataPlane {
         *self.shared.pull.write().unwrap() = None;
         drop(self.shared.hub.holds.take_all());
         runtime.shutdown_timeout(grace);
-        // Connections handed over that Python will not take any more: closed here.
-        for event in self.shared.hub.take_events() {
-            if let Event::HandOff { fd, .. } = event {
-                // SAFETY: the plane owns a handed-over descriptor until Python takes the event.
-                drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
-            }
-        }
     }
 }
 
@@ -579,34 +571,70 @@ async fn peek_first(shared: &Shared, sock: &TcpStream, admission: &Admission) ->
 }
 
 async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr, admission: Admission) {
-    if shared.cfg.hand_off_tls {
-        let first = peek_first(&shared, &sock, &admission).await;
-        if admission.evicted() {
-            admission.opened(&shared);
-            shared.closed(reason::EVICTED);
-            return;
-        }
+    let Some(tls) = shared.cfg.tls.clone() else {
+        let (rd, wr) = sock.into_split();
+        return run(shared, peer, admission, rd, wr).await;
+    };
+    // Java's handshake sniffer: a first byte of 0x16 starts TLS, anything else is plain TCP.
+    let first = peek_first(&shared, &sock, &admission).await;
+    let refused = if admission.evicted() {
+        Some(reason::EVICTED)
+    } else {
         match first {
-            None => {
-                admission.opened(&shared);
-                return;
+            None => Some(reason::PEER_CLOSED),
+            Some(HANDSHAKE_FIRST_BYTE) => None,
+            Some(_) if tls.enforcing => Some(reason::TLS_REQUIRED),
+            Some(_) => {
+                let (rd, wr) = sock.into_split();
+                return run(shared, peer, admission, rd, wr).await;
             }
-            Some(TLS_HANDSHAKE) => {
-                admission.opened(&shared);
-                match sock.into_std() {
-                    Ok(std) => {
-                        let fd = std::os::fd::IntoRawFd::into_raw_fd(std);
-                        shared.push(Event::HandOff { fd, peer });
-                    }
-                    Err(e) => log::warn!("TLS connection from {peer} not handed over: {e}"),
-                }
-                return;
+        }
+    };
+    if let Some(why) = refused {
+        admission.opened(&shared);
+        match why {
+            reason::PEER_CLOSED => {}
+            reason::TLS_REQUIRED => {
+                shared.closed(why);
+                log_refusal(
+                    &shared,
+                    shared.cfg.bind.port(),
+                    "plain connection(s) closed",
+                    "tls.server.mode is enforcing",
+                );
             }
-            Some(_) => {}
+            _ => shared.closed(why),
+        }
+        return;
+    }
+    // The handshake must finish within the read timeout (a stalled one holds only its slot).
+    let handshake = tls.acceptor.accept(sock);
+    let stream = match shared.cfg.read_timeout {
+        Some(t) => tokio::time::timeout(t, handshake)
+            .await
+            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
+        None => handshake.await,
+    };
+    match stream {
+        Ok(stream) => {
+            let (rd, wr) = tokio::io::split(stream);
+            run(shared, peer, admission, rd, wr).await;
+        }
+        Err(e) => {
+            log::info!("TLS handshake with {peer} failed: {e}");
+            admission.opened(&shared);
+            shared.closed(reason::TLS_HANDSHAKE);
         }
     }
+}
+
+/// Serves one connection (plain, or TLS after its handshake) until it closes.
+async fn run<R, W>(shared: Arc<Shared>, peer: SocketAddr, admission: Admission, rd: R, wr: W)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin,
+{
     let id = admission.id;
-    let (rd, wr) = sock.into_split();
     let (tx, rx) = mpsc::unbounded_channel();
     let conn = Arc::new(Conn {
         id,
@@ -649,10 +677,10 @@ async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr, admission
     });
 }
 
-async fn write_loop(
+async fn write_loop<W: AsyncWrite + Unpin>(
     shared: &Shared,
     conn: &Conn,
-    mut wr: OwnedWriteHalf,
+    mut wr: W,
     mut rx: mpsc::UnboundedReceiver<Out>,
 ) {
     let mut joined: Vec<u8> = Vec::new();
@@ -726,18 +754,18 @@ fn whole_frame_at_head(buf: &[u8]) -> bool {
 }
 
 /// The reader: frames out of the socket, each served here or handed to Python.
-async fn read_loop(shared: Arc<Shared>, conn: Arc<Conn>, id: u64, mut rd: OwnedReadHalf) {
+async fn read_loop<R: AsyncRead + Unpin>(shared: Arc<Shared>, conn: Arc<Conn>, id: u64, mut rd: R) {
     let why = read_frames(&shared, &conn, id, &mut rd).await;
     conn.set_reason(why);
     // The writer sends what is queued, then closes.
     let _ = conn.out.send(Out::Close);
 }
 
-async fn read_frames(
+async fn read_frames<R: AsyncRead + Unpin>(
     shared: &Arc<Shared>,
     conn: &Arc<Conn>,
     id: u64,
-    rd: &mut OwnedReadHalf,
+    rd: &mut R,
 ) -> &'static str {
     let cfg = &shared.cfg;
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);

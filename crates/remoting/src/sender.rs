@@ -2,7 +2,7 @@
 //! call, and when and with which code the producer is answered (after the disk in SYNC_FLUSH,
 //! after a slave in SYNC_MASTER). The data plane ([`crate::send`]) applies them to the sends it
 //! serves; the broker's Python applies them through the binding's `_store.Sender` to the sends
-//! it decides itself (new topics, dead letters, transaction half messages, TLS connections).
+//! it decides itself (new topics, dead letters, transaction half messages, dataPlane=python).
 //!
 //! Python's own decisions stay Python's and reach here as a [`Redirect`]: whether a topic may be
 //! sent to or created, whether a retry is a dead letter, whether a half message is accepted.

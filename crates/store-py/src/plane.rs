@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use ferromq_remoting::plane::reason;
+use ferromq_remoting::tls::{ClientAuth, TlsServer, TlsSettings};
 use ferromq_remoting::{
     AclRules, DataPlane as Plane, Event, PeerAcl, PlaneConfig, PullConfig, SendConfig,
     Subscription, TagFilter,
@@ -18,8 +19,7 @@ use crate::send::{Sender, TopicRoute};
 use crate::store::Store;
 
 /// An event: (0, conn, (host, port)) opened, (1, conn, bytes) frames, (2, conn, reason) closed,
-/// (3, file descriptor, (host, port)) a TLS connection handed over, (4, conn, None) its queued
-/// replies drained to half their bound.
+/// (4, conn, None) its queued replies drained to half their bound.
 type EventTuple = (u8, u64, Py<PyAny>);
 /// (topic, messages, bytes, sends) per topic; (milliseconds, store calls); per (request code,
 /// response code) the bucket counts and the sum of milliseconds.
@@ -51,10 +51,53 @@ fn known_reason(why: &str) -> &'static str {
         reason::IDLE,
         reason::READ_TIMEOUT,
         reason::CONNECTION_LIMIT,
+        reason::ADDRESS_LIMIT,
+        reason::EVICTED,
+        reason::TLS_REQUIRED,
+        reason::TLS_HANDSHAKE,
     ]
     .into_iter()
     .find(|r| *r == why)
     .unwrap_or(reason::LOCAL_CLOSE)
+}
+
+/// TLS on the plane's port: `mode` permissive or enforcing, the server's certificate chain and
+/// (unencrypted) key as PEM, `client_auth` none, optional or require, and the PEM certificates
+/// client certificates are checked against.
+#[derive(FromPyObject)]
+pub struct PlaneTls {
+    mode: String,
+    cert_pem: Vec<u8>,
+    key_pem: Vec<u8>,
+    client_auth: String,
+    trust_pem: Option<Vec<u8>>,
+}
+
+impl PlaneTls {
+    fn settings(self) -> Result<TlsSettings, String> {
+        let enforcing = match self.mode.as_str() {
+            "permissive" => false,
+            "enforcing" => true,
+            other => return Err(format!("mode {other:?} is not permissive or enforcing")),
+        };
+        let client_auth = match self.client_auth.to_ascii_lowercase().as_str() {
+            "none" => ClientAuth::None,
+            "optional" => ClientAuth::Optional,
+            "require" => ClientAuth::Require,
+            other => {
+                return Err(format!(
+                    "client auth {other:?} is not none, optional or require"
+                ))
+            }
+        };
+        Ok(TlsSettings {
+            enforcing,
+            cert_chain_pem: self.cert_pem,
+            key_pem: self.key_pem,
+            client_auth,
+            trust_pem: self.trust_pem,
+        })
+    }
 }
 
 fn millis(ms: u64) -> Option<Duration> {
@@ -69,7 +112,7 @@ impl DataPlane {
     #[pyo3(signature = (
         host, port, *, threads, max_frame, max_connections, max_connections_per_address, idle_timeout_ms,
         read_timeout_ms, request_buffer_bytes, reply_buffer_bytes, total_reply_buffer_bytes, rpc_buckets_ms,
-        hand_off_tls
+        tls=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -86,11 +129,15 @@ impl DataPlane {
         reply_buffer_bytes: usize,
         total_reply_buffer_bytes: usize,
         rpc_buckets_ms: Vec<f64>,
-        hand_off_tls: bool,
+        tls: Option<PlaneTls>,
     ) -> PyResult<Self> {
         let ip = host
             .parse()
             .map_err(|_| PyValueError::new_err(format!("not an IP address: {host:?}")))?;
+        let tls = tls
+            .map(|t| TlsServer::new(&t.settings()?))
+            .transpose()
+            .map_err(|e: String| PyValueError::new_err(format!("TLS: {e}")))?;
         let cfg = PlaneConfig {
             bind: SocketAddr::new(ip, port),
             threads,
@@ -103,7 +150,7 @@ impl DataPlane {
             reply_buffer_bytes,
             total_reply_buffer_bytes,
             rpc_buckets_ms,
-            hand_off_tls,
+            tls,
         };
         let inner = py
             .detach(|| Plane::start(cfg))
@@ -158,10 +205,6 @@ impl DataPlane {
                         (2, conn, reason.into_pyobject(py)?.into_any().unbind())
                     }
                     Event::Drained { conn } => (4, conn, py.None()),
-                    Event::HandOff { fd, peer } => {
-                        let addr = (peer.ip().to_string(), peer.port());
-                        (3, fd as u64, addr.into_pyobject(py)?.into_any().unbind())
-                    }
                 })
             })
             .collect()

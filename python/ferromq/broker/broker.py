@@ -43,15 +43,12 @@ from ferromq.protocol.headers import (
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Dispatcher
 from ferromq.remoting.plane import PlaneServer
-from ferromq.remoting.server import RemotingServer, ServerLimits
-from ferromq.remoting.tls import TlsMode
+from ferromq.remoting.server import ServerLimits
 from ferromq.store import FlushDiskType, MessageStore
 
 logger = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL = 10.0
-
-Server = RemotingServer | PlaneServer
 
 
 class Broker:
@@ -59,9 +56,9 @@ class Broker:
         self.config = config
         self._host = host
         self.store: MessageStore
-        self.server: Server | None = None
+        self.server: PlaneServer | None = None
         """None until `start` has bound the listening port."""
-        self.vip_server: Server | None = None
+        self.vip_server: PlaneServer | None = None
         self._outgoing_ssl: ssl.SSLContext | None = None
         """RocketMQ's "VIP channel" on listenPort - 2, the port a Java slave syncs metadata through."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -125,27 +122,24 @@ class Broker:
             return
         self.vip_server = vip
 
-    def _server_on(self, port: int) -> Server:
-        """The data plane (dataPlane=rust), or the event loop's own server (dataPlane=python, and
-        TLS enforcing mode, whose handshakes are Python's)."""
+    def _server_on(self, port: int) -> PlaneServer:
+        """The data plane: the broker's one server (TLS included). With dataPlane=python it
+        serves nothing itself: every request is Python's."""
         cfg = self.config
-        tls = cfg.tls_settings()
-        if cfg.data_plane == "rust" and tls.mode != TlsMode.ENFORCING:
-            plane = PlaneServer(
-                self._dispatch,
-                self._host,
-                port,
-                limits=server_limits(cfg),
-                tls=tls,
-                threads=cfg.server_io_threads,
-                rpc_buckets_ms=RPC_LATENCY_BUCKETS_MS,
-            )
-            self.planes.attach(plane)
-            return plane
-        return RemotingServer(self._dispatch, self._host, port, limits=server_limits(cfg), tls=tls)
+        plane = PlaneServer(
+            self._dispatch,
+            self._host,
+            port,
+            limits=server_limits(cfg),
+            tls=cfg.tls_settings(),
+            threads=cfg.server_io_threads,
+            rpc_buckets_ms=RPC_LATENCY_BUCKETS_MS,
+        )
+        self.planes.attach(plane)
+        return plane
 
     def _planes(self) -> list[PlaneServer]:
-        return [s for s in (self.server, self.vip_server) if isinstance(s, PlaneServer)]
+        return [s for s in (self.server, self.vip_server) if s is not None]
 
     def update_data_plane(self) -> None:
         """Tells the data planes what they may serve themselves (a configuration change)."""
@@ -160,7 +154,7 @@ class Broker:
         """The services are up and requests reach their processors."""
         return self._registry is not None
 
-    async def _start_after_bind(self, server: Server) -> None:
+    async def _start_after_bind(self, server: PlaneServer) -> None:
         if self.config.listen_port == 0:
             # Any free port for the HA service too, unless haListenPort says which.
             ha_port = 0 if self.config.ha_listen_port is None else self.config.ha_listen_port

@@ -127,9 +127,9 @@ class BrokerConfig:
     # ferromq's: unread reply bytes of all connections together (see ServerLimits).
     server_total_reply_buffer_bytes: int = 128 * 1024 * 1024
     server_max_inflight_requests: int = 100_000
-    # ferromq's data plane: "rust" serves the ports' connections and the plain sends on Rust
-    # threads (serverIoThreads of them, 0: one per core); "python" serves all of it on the event
-    # loop. TLS enforcing mode always uses the Python server.
+    # ferromq's data plane serves the ports' connections (TLS included) on Rust threads
+    # (serverIoThreads of them, 0: one per core). "rust": it also answers the plain sends and
+    # pulls Python lets it; "python": every request goes to the event loop's processors.
     data_plane: str = "rust"
     server_io_threads: int = 0
     max_topic_queue_nums: int = 1024

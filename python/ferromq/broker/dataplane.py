@@ -68,10 +68,11 @@ class DataPlanes:
         self.update_pulls()
 
     def _off(self) -> bool:
-        """A slave, a broker in controller mode (its role may change) or one still starting: every
-        request to Python."""
+        """dataPlane=python, a slave, a broker in controller mode (its role may change) or one
+        still starting: every request to Python."""
         b = self._broker
-        return not b.started_serving or b.config.is_slave or b.config.enable_controller_mode
+        cfg = b.config
+        return cfg.data_plane != "rust" or not b.started_serving or cfg.is_slave or cfg.enable_controller_mode
 
     def sender(self) -> _store.Sender:
         """The send rules (`ferromq_remoting::sender`) for the broker's settings now, shared by

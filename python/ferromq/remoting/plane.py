@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,15 +26,15 @@ from ferromq.remoting.connection import (
     RequestBudget,
     RequestHandler,
 )
-from ferromq.remoting.server import RemotingServer, ServerLimits, fd_bounded
-from ferromq.remoting.tls import TlsMode, TlsSettings
+from ferromq.remoting.server import ServerLimits, fd_bounded
+from ferromq.remoting.tls import PlaneTls, TlsConfigError, TlsMode, TlsSettings
 
 logger = logging.getLogger(__name__)
 
 # (topic, queue id, next offset, tags codes stored or None for any) of queues sends stored into.
 Arrivals = list[tuple[str, int, int, list[int] | None]]
 
-_OPEN, _DATA, _CLOSED, _HAND_OFF, _DRAINED = 0, 1, 2, 3, 4
+_OPEN, _DATA, _CLOSED, _DRAINED = 0, 1, 2, 4
 _REASONS = {r.value: r for r in CloseReason}
 
 
@@ -129,9 +128,9 @@ class PlaneTransport(asyncio.Transport):
 
 
 class PlaneServer:
-    """`RemotingServer`'s surface over a data plane. In TLS permissive mode the plane hands a
-    connection that opens with a TLS handshake to a listener-less `RemotingServer` here (TLS
-    stays Python's); enforcing mode is not for the plane (use `RemotingServer`)."""
+    """`RemotingServer`'s surface over a data plane: the broker's one server. TLS clients are
+    served by the plane too (rustls), in permissive mode beside plain ones, in enforcing mode
+    instead of them."""
 
     def __init__(
         self,
@@ -144,13 +143,7 @@ class PlaneServer:
         threads: int = 0,
         rpc_buckets_ms: Sequence[float] = (),
     ) -> None:
-        tls = tls or TlsSettings(mode=TlsMode.DISABLED)
-        self.tls = tls
-        if tls.mode == TlsMode.ENFORCING:
-            raise ValueError("TLS enforcing mode is served by RemotingServer, not the data plane")
-        self._tls = (
-            None if tls.mode == TlsMode.DISABLED else RemotingServer(handler, host, 0, max_frame, limits, tls)
-        )
+        self.tls = tls or TlsSettings(mode=TlsMode.DISABLED)
         self._rpc_buckets_ms = list(rpc_buckets_ms)
         self._handler = handler
         self._host = host
@@ -181,8 +174,7 @@ class PlaneServer:
 
     @property
     def open_connections(self) -> int:
-        tls = self._tls.open_connections if self._tls is not None else 0
-        return tls + (self.plane.open_connections if self.plane is not None else 0)
+        return self.plane.open_connections if self.plane is not None else 0
 
     @property
     def waiting_for_budget(self) -> int:
@@ -199,15 +191,16 @@ class PlaneServer:
         """Closes per `CloseReason`: those Python saw, and those of connections it never saw
         (refused at the cap, silent before their first byte)."""
         out = Counter(self._closed_here)
-        if self._tls is not None:
-            out += self._tls.closed_by_reason
         if self.plane is not None:
             for why, n in self.plane.closed_by_reason():
                 out[why] += n
         return out
 
     async def start(self) -> None:
+        """Binds and serves. Raises `TlsConfigError` when the TLS settings cannot serve (in test
+        mode without the `cryptography` package TLS clients are not served: a warning says so)."""
         lim = self.limits
+        tls = self._plane_tls()
         self.plane = _store.DataPlane(
             self._host,
             self._port,
@@ -221,12 +214,21 @@ class PlaneServer:
             reply_buffer_bytes=lim.reply_buffer_bytes,
             total_reply_buffer_bytes=lim.total_reply_buffer_bytes,
             rpc_buckets_ms=self._rpc_buckets_ms,
-            hand_off_tls=self._tls is not None,
+            tls=tls,
         )
-        if self._tls is not None:
-            self._tls.start_sweeping()
         asyncio.get_running_loop().add_reader(self.plane.wake_fd, self.drain)
         logger.info("port %d served by the data plane on %d threads", self.plane.port, self._threads)
+
+    def _plane_tls(self) -> PlaneTls | None:
+        settings = self.tls
+        try:
+            return settings.plane_tls()
+        except TlsConfigError as e:
+            test_certificate = settings.test_mode_enable and not settings.cert_path
+            if settings.mode == TlsMode.PERMISSIVE and test_certificate:
+                logger.warning("port %d: TLS clients are not served: %s", self._port, e)
+                return None
+            raise
 
     def drain(self) -> None:
         """Takes what the plane has for Python: connection events in order, then arrivals."""
@@ -247,8 +249,6 @@ class PlaneServer:
                 transport = self._transports.get(conn_id)
                 if transport is not None:
                     transport.drained()
-            elif kind == _HAND_OFF:
-                self._handed_off(conn_id)
             else:
                 transport = self._transports.pop(conn_id, None)
                 if transport is not None:
@@ -274,16 +274,8 @@ class PlaneServer:
             self.on_open(plane, conn_id, conn)
 
     def plane_connections(self) -> list[tuple[int, Connection]]:
-        """The plane's open connections (not the TLS ones Python serves) and their ids."""
+        """The plane's open connections and their ids."""
         return [(conn_id, t.get_protocol()) for conn_id, t in self._transports.items()]
-
-    def _handed_off(self, fd: int) -> None:
-        sock = socket.socket(fileno=fd)
-        if self._tls is None:  # not asked for: the plane hands over only when told to
-            sock.close()
-            return
-        sock.setblocking(False)
-        self._tls.adopt(sock)
 
     def _closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
@@ -298,8 +290,6 @@ class PlaneServer:
             return
         # Graceful closes first: each lingers a moment for its peer to take its last replies.
         await asyncio.gather(*(conn.close(CloseReason.SHUTDOWN) for conn in list(self.connections)))
-        if self._tls is not None:
-            await self._tls.stop()
         asyncio.get_running_loop().remove_reader(plane.wake_fd)
         plane.stop(1000)
         for transport in list(self._transports.values()):

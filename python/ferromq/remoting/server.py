@@ -127,11 +127,10 @@ class RemotingServer:
             self._acceptor = loop.create_task(
                 self._accept_loop(self._listener), name=f"remoting-accept-{self.port}"
             )
-        self.start_sweeping()
+        self._start_sweeping()
 
-    def start_sweeping(self) -> None:
-        """Closes idle and slow connections (`start` does it; a server without a listener, whose
-        sockets come through `adopt`, calls it alone)."""
+    def _start_sweeping(self) -> None:
+        """Closes idle and slow connections."""
         self._max_connections = fd_bounded(self.limits.max_connections)
         timeouts = [t for t in (self.limits.idle_timeout, self.limits.read_timeout) if t]
         if timeouts:
@@ -151,11 +150,10 @@ class RemotingServer:
                 self._log_refusal("accept failed", str(e))
                 await asyncio.sleep(0.1)
                 continue
-            self.adopt(sock)
+            self._adopt(sock)
 
-    def adopt(self, sock: socket.socket) -> None:
-        """Serves an accepted socket (from this server's listener, or handed over by the data
-        plane, which serves plain connections itself): TLS or plain by its first byte."""
+    def _adopt(self, sock: socket.socket) -> None:
+        """Serves an accepted socket: TLS or plain by its first byte."""
         try:
             host = plain_host(str(sock.getpeername()[0]))
         except OSError:

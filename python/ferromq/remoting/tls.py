@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from ferromq.errors import FerroMQError
 
@@ -60,6 +61,19 @@ PROPERTY_OF = {
     "client_trust_cert_path": "tls.client.trustCertPath",
 }
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require": ssl.CERT_REQUIRED}
+
+
+class PlaneTls(NamedTuple):
+    """What the Rust data plane serves TLS with (`_store.DataPlane(tls=...)`)."""
+
+    mode: str
+    """permissive or enforcing."""
+    cert_pem: bytes
+    key_pem: bytes
+    """Not encrypted (a key with a password is decrypted here)."""
+    client_auth: str
+    """none, optional or require."""
+    trust_pem: bytes | None
 
 
 @dataclass(frozen=True)
@@ -144,6 +158,24 @@ class TlsSettings:
             ctx.verify_mode = _CLIENT_AUTH[auth]
         return ctx
 
+    def plane_tls(self) -> PlaneTls | None:
+        """What the data plane serves TLS clients with: the configured files (checked by loading
+        them as `server_context` does; a key with a password decrypted), or test mode's
+        self-signed certificate. None in mode disabled. Raises `TlsConfigError` saying why not."""
+        if self.mode == TlsMode.DISABLED:
+            return None
+        self.server_context()
+        if self.cert_path and self.key_path:
+            cert = _read(self.cert_path)
+            key = _read(self.key_path)
+            if self.key_password:
+                key = _decrypted_key(key, self.key_password, self.key_path)
+        else:
+            cert, key = _self_signed()
+        auth = self.need_client_auth.lower()
+        trust = _read(self.trust_cert_path) if auth != "none" and self.trust_cert_path else None
+        return PlaneTls(str(self.mode), cert, key, auth if trust is not None else "none", trust)
+
     def outgoing_context(self) -> ssl.SSLContext:
         """The context of this process's own TLS connections, as Java's client side builds it: in
         test mode no certificate of its own and none checked; otherwise the server's certificate
@@ -162,6 +194,32 @@ def _load_chain(ctx: ssl.SSLContext, cert_path: str, key_path: str, password: st
         ctx.load_cert_chain(cert_path, key_path, password)
     except (OSError, ssl.SSLError) as e:
         raise TlsConfigError(f"cannot load {cert_path} / {key_path}: {e}") from e
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise TlsConfigError(f"cannot read {path}: {e}") from e
+
+
+def _decrypted_key(pem: bytes, password: str, path: str) -> bytes:
+    """The PKCS#8 PEM of an encrypted private key (the data plane takes keys in the clear, in
+    memory only). Needs the `cryptography` package."""
+    try:
+        from cryptography.hazmat.primitives import serialization
+    except ImportError:
+        raise TlsConfigError(
+            "tls.server.keyPassword: decrypting the key needs the `cryptography` package "
+            "(pip install 'ferromq[tls]')"
+        ) from None
+    try:
+        key = serialization.load_pem_private_key(pem, password.encode())
+    except (ValueError, TypeError) as e:
+        raise TlsConfigError(f"cannot decrypt {path} with tls.server.keyPassword: {e}") from e
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def parse_mode(raw: str) -> TlsMode:
