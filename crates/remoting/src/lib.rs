@@ -2,8 +2,9 @@
 //!
 //! Modules, each using only those above it in this list (no import circles):
 //!
-//! * [`codes`], [`frame`], [`acl`], [`tags`], [`stats`]: wire constants, the frame and JSON
-//!   header codec, the plain ACL's signature check, the TAG expression reading, the counters.
+//! * [`codes`], [`frame`], [`acl`], [`tags`], [`stats`], `wake`: wire constants, the frame and
+//!   JSON header codec, the plain ACL's signature check, the TAG expression reading, the
+//!   counters, the eventfd that wakes Python.
 //! * `conn`: one connection's state (reply queue and its bounds, reading, idle clock, ACL).
 //! * `waits`: sends answered in groups once the disk or a slave has their offset.
 //! * `holds`: the table of held pulls (long polling).

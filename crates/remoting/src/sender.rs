@@ -8,7 +8,7 @@
 //! sent to or created, whether a retry is a dead letter, whether a half message is accepted.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferromq_store::ha::HaMaster;
@@ -133,6 +133,36 @@ pub struct Stored {
 
 /// What a waiting send does with its code once it is decided.
 pub(crate) type Answer = Box<dyn FnOnce(i32, &mut Replies) + Send>;
+
+/// The waits of one send (the flush's, the slave's), answered when the last is in.
+struct Joint {
+    left: u8,
+    flush_code: i32,
+    replica_code: i32,
+    answer: Option<Answer>,
+}
+
+impl Joint {
+    fn done(joint: &Mutex<Joint>, replies: &mut Replies, note: impl FnOnce(&mut Joint)) {
+        let ready = {
+            let mut j = joint.lock().unwrap();
+            note(&mut j);
+            j.left -= 1;
+            let code = if j.replica_code != SUCCESS {
+                j.replica_code
+            } else {
+                j.flush_code
+            };
+            (j.left == 0)
+                .then(|| j.answer.take())
+                .flatten()
+                .map(|a| (a, code))
+        };
+        if let Some((answer, code)) = ready {
+            answer(code, replies);
+        }
+    }
+}
 
 /// The send rules of one [`SendSettings`], with the groups of sends waiting for the disk and for
 /// slaves (see `waits`).
@@ -315,12 +345,12 @@ impl Sender {
     }
 
     /// When the producer is answered, and with what, as CommitLog.asyncPutMessage combines the
-    /// waits: in SYNC_FLUSH after the disk (FLUSH_DISK_TIMEOUT when it is late), in SYNC_MASTER
-    /// after a slave (SLAVE_NOT_AVAILABLE, decided at once, when no slave is within
-    /// haSlaveFallbehindMax; FLUSH_SLAVE_TIMEOUT when none reports within slaveTimeout; either
-    /// takes precedence over the flush's code). Returns the code when it is known now; else the
-    /// answer `answer` makes gets it later, on the thread that learnt it. `arrived` runs once the message may
-    /// be read (after the flush in SYNC_FLUSH), before the answer.
+    /// waits, both started at once: in SYNC_FLUSH after the disk (FLUSH_DISK_TIMEOUT when it is
+    /// late), in SYNC_MASTER after a slave (SLAVE_NOT_AVAILABLE, decided at once, when no slave
+    /// is within haSlaveFallbehindMax; FLUSH_SLAVE_TIMEOUT when none reports within
+    /// slaveTimeout; either takes precedence over the flush's code). Returns the code when it is
+    /// known now; else the answer `answer` makes gets it later, on the thread that learnt the
+    /// last of it. `arrived` runs once the message may be read (after the flush in SYNC_FLUSH).
     pub(crate) fn settle(
         &self,
         s: &Stored,
@@ -335,48 +365,48 @@ impl Sender {
         }
         // With ack_alone there is no slave to wait for: its acknowledgement is the master's own.
         let replica_wait = if replica { self.replica.clone() } else { None };
-        if !flush {
+        let arrived_after_flush = if flush {
+            Some(arrived)
+        } else {
             arrived();
-            match replica_wait {
-                None => return Some(replica_code),
-                Some(wait) => {
-                    let answer = answer();
-                    wait.wait(
-                        s.end_offset,
-                        Box::new(move |copied, replies| {
-                            answer(if copied { SUCCESS } else { FLUSH_SLAVE_TIMEOUT }, replies)
-                        }),
-                    )
-                }
+            if replica_wait.is_none() {
+                return Some(replica_code);
             }
-            return None;
-        }
+            None
+        };
+        let joint = Arc::new(Mutex::new(Joint {
+            left: u8::from(flush) + u8::from(replica_wait.is_some()),
+            flush_code: SUCCESS,
+            replica_code,
+            answer: Some(answer()),
+        }));
         let end = s.end_offset;
-        let answer = answer();
-        self.flush.wait(
-            end,
-            Box::new(move |flushed, replies| {
-                arrived();
-                let flush_code = if flushed { SUCCESS } else { FLUSH_DISK_TIMEOUT };
-                match replica_wait {
-                    Some(wait) => wait.wait(
-                        end,
-                        Box::new(move |copied, replies| {
-                            answer(
-                                if copied {
-                                    flush_code
-                                } else {
-                                    FLUSH_SLAVE_TIMEOUT
-                                },
-                                replies,
-                            )
-                        }),
-                    ),
-                    None if replica_code != SUCCESS => answer(replica_code, replies),
-                    None => answer(flush_code, replies),
-                }
-            }),
-        );
+        if let Some(arrived) = arrived_after_flush {
+            let joint = joint.clone();
+            self.flush.wait(
+                end,
+                Box::new(move |flushed, replies| {
+                    arrived();
+                    Joint::done(&joint, replies, |j| {
+                        if !flushed {
+                            j.flush_code = FLUSH_DISK_TIMEOUT;
+                        }
+                    });
+                }),
+            );
+        }
+        if let Some(wait) = replica_wait {
+            wait.wait(
+                end,
+                Box::new(move |copied, replies| {
+                    Joint::done(&joint, replies, |j| {
+                        if !copied {
+                            j.replica_code = FLUSH_SLAVE_TIMEOUT;
+                        }
+                    });
+                }),
+            );
+        }
         None
     }
 
