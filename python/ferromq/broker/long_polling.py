@@ -55,6 +55,10 @@ class PullRequestHoldService:
         self._held.setdefault(key, []).append(pull)
         if first and self.on_watch is not None:
             self.on_watch(True)
+        # A message stored between the pull's read and now (its arrival may have been handled
+        # before this hold began) ends the hold at once, as the data plane's holds do.
+        if self._max_offset(topic, queue_id) > offset:
+            fut.set_result(None)
         try:
             async with asyncio.timeout(timeout):
                 await fut
