@@ -36,8 +36,9 @@ __all__ = [
 
 __version__: str
 build_profile: str
-STORE_ERROR_CLASSES: list[str]
-"""The `ferromq.errors` classes the store's errors are raised as."""
+STORE_ERROR_CLASSES: list[tuple[str, int]]
+"""The `ferromq.errors` classes the store's errors are raised as, with the response code each is
+raised with (the one the data plane answers)."""
 WIRE_CONSTANTS: list[tuple[str, str]]
 """The codes, flags and system topics the Rust side defines, by their Python names (as text)."""
 

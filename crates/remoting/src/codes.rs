@@ -4,6 +4,9 @@
 
 use ferromq_store::StoreError;
 
+/// The topic transaction half messages are kept in until they are committed or rolled back.
+pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+
 /// Request codes.
 pub const SEND_MESSAGE: i32 = 10;
 pub const PULL_MESSAGE: i32 = 11;
@@ -49,7 +52,7 @@ pub fn of_store_error(e: &StoreError) -> i32 {
 }
 
 /// Every constant above by the name Python gives it (`RequestCode.X`, `ResponseCode.X`,
-/// `PULL_FLAG_X`), and the store's system topic of delayed messages.
+/// `PULL_FLAG_X`, the system topics), and the store's system topic of delayed messages.
 pub fn table() -> Vec<(&'static str, String)> {
     let ints = [
         ("RequestCode.SEND_MESSAGE", SEND_MESSAGE),
@@ -79,5 +82,6 @@ pub fn table() -> Vec<(&'static str, String)> {
         "SCHEDULE_TOPIC",
         ferromq_store::send::SCHEDULE_TOPIC.to_string(),
     ));
+    out.push(("TRANS_HALF_TOPIC", TRANS_HALF_TOPIC.to_string()));
     out
 }

@@ -18,11 +18,9 @@ use ferromq_store::{MessageStore, StoreError};
 
 use crate::codes::{
     FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, SUCCESS, SYSTEM_ERROR,
+    TRANS_HALF_TOPIC,
 };
 use crate::waits::{GroupWait, Replies};
-
-/// The topic transaction half messages are kept in until they are committed or rolled back.
-pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 
 /// What a send's topic allows: its queues and whether its tags are multi-tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,8 +7,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-/// The classes of `ferromq.errors` the store's errors become, each named once (exported as
-/// `STORE_ERROR_CLASSES`; a unit test checks every name is a `StoreError` there).
+/// The classes of `ferromq.errors` the store's errors become, each named once (exported with
+/// their response codes as `STORE_ERROR_CLASSES`; a unit test checks every name is a
+/// `StoreError` there whose own code is the one Rust gives).
 pub(crate) const ERROR_CLASSES: [&str; 14] = [
     "StoreIOError",
     "MessageTooLargeError",
@@ -44,6 +45,55 @@ fn error_class(e: &StoreError) -> usize {
         StoreError::ReadOnly => 12,
         StoreError::Closed => 13,
     }
+}
+
+/// (class name, response code) of each store error class: the code of one error of the class
+/// (every error of a class has the same).
+pub(crate) fn classes_and_codes() -> Vec<(&'static str, i32)> {
+    let path = std::path::PathBuf::new;
+    let examples = [
+        StoreError::Io {
+            path: path(),
+            source: std::io::ErrorKind::Other.into(),
+        },
+        StoreError::MessageTooLarge { size: 2, max: 1 },
+        StoreError::PropertiesTooLarge(32768),
+        StoreError::MessageIllegal(String::new()),
+        StoreError::InvalidTopic {
+            topic: String::new(),
+            reason: "",
+        },
+        StoreError::InvalidArgument(String::new()),
+        StoreError::Corrupt {
+            path: path(),
+            reason: String::new(),
+        },
+        StoreError::NotAStore(path()),
+        StoreError::Locked(path()),
+        StoreError::FlushTimeout {
+            offset: 0,
+            timeout_ms: 0,
+        },
+        StoreError::DiskFull {
+            path: path(),
+            detail: String::new(),
+        },
+        StoreError::DispatchBehind {
+            offset: 0,
+            reason: String::new(),
+        },
+        StoreError::ReadOnly,
+        StoreError::Closed,
+    ];
+    examples
+        .iter()
+        .map(|e| {
+            (
+                ERROR_CLASSES[error_class(e)],
+                ferromq_remoting::codes::of_store_error(e),
+            )
+        })
+        .collect()
 }
 
 static ERRORS_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();

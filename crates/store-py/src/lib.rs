@@ -27,7 +27,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "release"
         },
     )?;
-    m.add("STORE_ERROR_CLASSES", errors::ERROR_CLASSES.to_vec())?;
+    m.add("STORE_ERROR_CLASSES", errors::classes_and_codes())?;
     m.add("WIRE_CONSTANTS", ferromq_remoting::codes::table())?;
     m.add_class::<store::Store>()?;
     m.add_class::<results::PutResult>()?;
