@@ -1,6 +1,6 @@
 """The send pipeline (`MessageStore.send` / `send_batch`: one Rust call that rewrites the raw
 properties, appends and dispatches) against a reference encoder written here from the facts sheet
-(reference/rocketmq-4x-wire-and-store.md): §6.3 properties, §6.1 the stored record, §11.1 the
+(docs/reference/rocketmq-4x-wire-and-store.md): §6.3 properties, §6.1 the stored record, §11.1 the
 delay rewrite, §4.4 step 6 WAIT, §4.3 batch bodies and the joining of a batch's properties. On
 thousands of generated sends (hypothesis, derandomized), every stored byte must be the reference's.
 Then through a real broker: 600 seeded random sends of every kind (plain, delayed, retry topic and

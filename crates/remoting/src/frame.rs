@@ -1,6 +1,7 @@
-//! The remoting frame (facts sheet §2): `int length | int (serialize type << 24 | header
-//! length) | header | body`. The data plane reads a JSON header only as far as it needs to
-//! decide where the frame goes; a frame it does not serve itself goes to Python whole.
+//! The remoting frame (docs/reference/rocketmq-4x-wire-and-store.md, §1.1 "Frame layout"):
+//! `int length | int (serialize type << 24 | header length) | header | body`. The data plane
+//! reads a JSON header only as far as it needs to decide where the frame goes; a frame it does
+//! not serve itself goes to Python whole.
 
 use std::collections::HashMap;
 
