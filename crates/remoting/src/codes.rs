@@ -52,7 +52,8 @@ pub fn of_store_error(e: &StoreError) -> i32 {
 }
 
 /// Every constant above by the name Python gives it (`RequestCode.X`, `ResponseCode.X`,
-/// `PULL_FLAG_X`, the system topics), and the store's system topic of delayed messages.
+/// `PULL_FLAG_X`, the system topics), the store's system topic of delayed messages, and the
+/// property names the store and the send rules read or set.
 pub fn table() -> Vec<(&'static str, String)> {
     let ints = [
         ("RequestCode.SEND_MESSAGE", SEND_MESSAGE),
@@ -83,5 +84,8 @@ pub fn table() -> Vec<(&'static str, String)> {
         ferromq_store::send::SCHEDULE_TOPIC.to_string(),
     ));
     out.push(("TRANS_HALF_TOPIC", TRANS_HALF_TOPIC.to_string()));
+    for (name, value) in ferromq_store::message::property::ALL {
+        out.push((name, value.to_string()));
+    }
     out
 }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ferromq_store::message::normalize_host;
+use ferromq_store::message::{normalize_host, property};
 use ferromq_store::send::SCHEDULE_TOPIC;
 
 use crate::acl::AclRules;
@@ -100,7 +100,7 @@ pub(crate) fn serve(
         }
     }
     // Transaction half messages are Python's (a substring test: Python reads the value).
-    if req.properties.contains("TRAN_MSG") {
+    if req.properties.contains(property::TRAN_MSG) {
         return Outcome::Forward;
     }
     let sender = &cfg.sender;

@@ -42,6 +42,22 @@ pub mod property {
     pub const REAL_QID: &str = "REAL_QID";
     pub const CLUSTER: &str = "CLUSTER";
     pub const PRODUCER_GROUP: &str = "PGROUP";
+    pub const WAIT: &str = "WAIT";
+    pub const TRAN_MSG: &str = "TRAN_MSG";
+
+    /// Every name above with the name Python gives it (`PROPERTY_X` in ferromq.protocol).
+    pub const ALL: [(&str, &str); 10] = [
+        ("PROPERTY_TAGS", TAGS),
+        ("PROPERTY_KEYS", KEYS),
+        ("PROPERTY_UNIQ_KEY", UNIQ_KEY),
+        ("PROPERTY_DELAY", DELAY),
+        ("PROPERTY_REAL_TOPIC", REAL_TOPIC),
+        ("PROPERTY_REAL_QID", REAL_QID),
+        ("PROPERTY_CLUSTER", CLUSTER),
+        ("PROPERTY_PRODUCER_GROUP", PRODUCER_GROUP),
+        ("PROPERTY_WAIT", WAIT),
+        ("PROPERTY_TRAN_MSG", TRAN_MSG),
+    ];
 }
 
 /// Byte positions of the fixed fields (IPv4 born host; later fields shift by 12 per IPv6 host).

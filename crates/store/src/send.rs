@@ -25,7 +25,6 @@ use crate::store::BatchItem;
 
 /// Where delayed messages wait for their time.
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
-const WAIT: &str = "WAIT";
 
 /// One change the broker makes to a message's properties.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +123,7 @@ pub fn rewrite<'a>(
         }
     }
     let find = |name: &str| entries.iter().find(|(n, _)| *n == name).map(|e| e.1);
-    let wait = find(WAIT).is_none_or(|v| !v.eq_ignore_ascii_case("false"));
+    let wait = find(property::WAIT).is_none_or(|v| !v.eq_ignore_ascii_case("false"));
     let tx = sysflag::transaction_value(sys_flag);
     let schedule_level = find(property::DELAY)
         .filter(|_| {
@@ -148,7 +147,7 @@ pub fn rewrite<'a>(
         if scheduled {
             [property::DELAY, property::REAL_TOPIC, property::REAL_QID].contains(&name)
         } else {
-            rw.drop_wait && name == WAIT
+            rw.drop_wait && name == property::WAIT
         }
     };
     let kept = entries.iter().filter(|(n, _)| !dropped(n));
