@@ -8,7 +8,7 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Awaitable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 
 from ferromq import _store
@@ -48,6 +48,9 @@ from ferromq.store import FlushDiskType, MessageStore
 
 logger = logging.getLogger(__name__)
 
+# One step of starting or stopping the broker's parts.
+Step = Callable[[], Awaitable[None]]
+
 HOUSEKEEPING_INTERVAL = 10.0
 
 
@@ -66,6 +69,10 @@ class Broker:
         self._registry: Dispatcher | None = None
         self._offsets_persisting: asyncio.Future[None] | None = None
         self._started = False
+        # What `start` started, each stop declared where its service starts; `stop` runs them in
+        # reverse: the services (with `_services`), then the ports, then the storage.
+        self._services: list[tuple[str, Step]] = []
+        self._storage: list[tuple[str, Step]] = []
         self.acl: PlainAcl | None = None
         """The plain ACL when aclEnable=true."""
         self.planes = DataPlanes(self, self._planes)
@@ -167,6 +174,7 @@ class Broker:
         check_store_files(cfg)
         # Opening may run crash recovery: keep the loop free meanwhile.
         self.store = await loop.run_in_executor(None, MessageStore, cfg.store_config())
+        self._storage.append(("store", self._close_store))
         # Before any service that stores messages: each append wakes the streams to slaves.
         self.replication = ReplicationService(self, self._host)
         conf_dir = root / "config"
@@ -176,13 +184,14 @@ class Broker:
             conf_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group
         )
         self.offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json")
+        self._storage.append(("configs", self._persist_configs))
         self.clients = ClientManager(self._consumers_changed)
         self.locks = RebalanceLockManager()
         self.stats = BrokerStats(cfg.broker_cluster_name)
-        await self.stats.start()
+        await self._start_service("statistics", self.stats.start, self._stop_stats)
         interval = 5.0 if cfg.long_polling_enable else cfg.short_polling_time_mills / 1000.0
         self.hold = PullRequestHoldService(self.store.max_offset, interval)
-        await self.hold.start()
+        await self._start_service("held pulls", self.hold.start, self.hold.stop)
         self.schedule = ScheduleMessageService(
             self.store,
             cfg.message_delay_level,
@@ -193,12 +202,16 @@ class Broker:
         self.transactions = TransactionalMessageService(
             self.store, self.offsets, self.topics, self.clients, cfg, self.message_arrived
         )
+        # Started here on a master, by role changes in controller mode; stopping is idempotent.
+        self._services.append(("delayed delivery", self.schedule.stop))
+        self._services.append(("transaction checks", self.transactions.stop))
+        self._services.append(("replication", self.replication.stop))
         # A slave writes nothing of its own: delayed delivery and transaction checks run on the master.
         if cfg.enable_controller_mode:
             # The controllers decide the role (and start the master's services).
             self.roles = BrokerRoles(self)
             self.controller = ControllerLink(self)
-            await self.controller.start()
+            await self._start_service("controller link", self.controller.start, self.controller.stop)
             cfg = self.config
         else:
             if not cfg.is_slave:
@@ -215,16 +228,17 @@ class Broker:
             on_reply=self.stats.rpc_done,
         )
         if cfg.metrics_exporter_type == "PROM":
-            self.metrics = MetricsExporter(
-                self, cfg.metrics_prom_exporter_host, cfg.metrics_prom_exporter_port
-            )
-            await self.metrics.start()
+            metrics = MetricsExporter(self, cfg.metrics_prom_exporter_host, cfg.metrics_prom_exporter_port)
+            self.metrics = metrics
+            await self._start_service("metrics", metrics.start, metrics.stop)
         self._tasks = [
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
             loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
         ]
+        self._services.append(("background tasks", self._stop_tasks))
         self.planes.start()
         self.registration.start()
+        self._services.append(("name server registration", self.registration.stop))
         logger.info(
             "broker %s (cluster %s) listening on %s:%d, store %s (profile %s)",
             cfg.broker_name,
@@ -243,10 +257,37 @@ class Broker:
         acl.load()
         self.acl = acl
         acl.on_change(self.planes.acl_changed)
-        self.acl_watcher = AclFileWatcher(acl)
-        await self.acl_watcher.start()
+        watcher = AclFileWatcher(acl)
+        self.acl_watcher = watcher
+        await self._start_service("ACL file watcher", watcher.start, watcher.stop)
         logger.info("ACL enabled: %s", acl.default_file)
         return AclGuard(acl)
+
+    async def _start_service(self, name: str, start: Step, stop: Step) -> None:
+        """Starts a service; `stop` stops it again when the broker stops (or a later step of
+        `start` fails)."""
+        await start()
+        self._services.append((name, stop))
+
+    async def _stop_stats(self) -> None:
+        self.sync_plane_stats()
+        await self.stats.stop()
+
+    async def _stop_tasks(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._offsets_persisting is not None:
+            await asyncio.gather(self._offsets_persisting, return_exceptions=True)
+
+    async def _persist_configs(self) -> None:
+        self.offsets.persist(force=True)
+        self.topics.persist()
+        self.groups.persist()
+
+    async def _close_store(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.store.close)
 
     def _dispatch(
         self, conn: Connection, cmd: RemotingCommand
@@ -263,40 +304,18 @@ class Broker:
             return
         # Every request through Python from here: the store and the HA service close below.
         self.planes.stop_serving()
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
-        if self._offsets_persisting is not None:
-            await asyncio.gather(self._offsets_persisting, return_exceptions=True)
-        await self.registration.stop()
-        if self.acl_watcher is not None:
-            await self.acl_watcher.stop()
-        if self.controller is not None:
-            await self.controller.stop()
-        if hasattr(self, "replication"):
-            await self.replication.stop()
-        if self.metrics is not None:
-            await self.metrics.stop()
-        if hasattr(self, "transactions"):
-            await self.transactions.stop()
-        if hasattr(self, "schedule"):
-            await self.schedule.stop()
-        if hasattr(self, "hold"):
-            await self.hold.stop()
+        while self._services:
+            name, stop = self._services.pop()
+            await _logged(name, stop)
+        # The ports after the services that answer requests, before the configs are saved and
+        # the store is closed.
         if self.vip_server is not None:
             await self.vip_server.stop()
             self.vip_server = None
-        if hasattr(self, "stats"):
-            self.sync_plane_stats()
-            await self.stats.stop()
         await self.server.stop()
-        if hasattr(self, "offsets"):
-            self.offsets.persist(force=True)
-            self.topics.persist()
-            self.groups.persist()
-        if hasattr(self, "store"):
-            await asyncio.get_running_loop().run_in_executor(None, self.store.close)
+        while self._storage:
+            name, close = self._storage.pop()
+            await _logged(name, close)
         if self._started:
             self._started = False
             logger.info("broker %s stopped", self.config.broker_name)
@@ -443,3 +462,11 @@ def _prepare_store_dirs(*dirs: Path | None) -> None:
             raise StoreIOError(f"cannot create store directory {d}: {e.strerror}") from e
         if not os.access(d, os.W_OK | os.X_OK):
             raise StoreIOError(f"store directory {d} is not writable")
+
+
+async def _logged(name: str, step: Step) -> None:
+    """One step of a stop: a failure is logged and the next step still runs."""
+    try:
+        await step()
+    except Exception:
+        logger.exception("stopping the %s failed", name)
