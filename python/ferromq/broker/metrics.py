@@ -37,7 +37,7 @@ from ferromq.protocol.constants import (
 )
 
 if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
+    from ferromq.broker.processors.context import MetricsContext
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def _message_type(topic: str) -> str:
 class BrokerCollector(Collector):
     """Reads one broker's state at scrape time."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: MetricsContext) -> None:
         self.broker = broker
 
     def collect(self) -> Iterator[Metric]:
@@ -274,7 +274,7 @@ class MetricsExporter:
     """The /metrics endpoint: an asyncio HTTP/1.1 server answering GET /metrics (one request a
     connection) with the registry's text."""
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    def __init__(self, broker: MetricsContext, host: str, port: int) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(broker))
         self._host = host or None

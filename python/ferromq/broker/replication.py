@@ -27,7 +27,7 @@ from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
 
 if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
+    from ferromq.broker.processors.context import ReplicationContext
     from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class ReplicationService:
     """The broker's side of replication: the HA port of a master, or a slave's link to its master
     and its metadata synchronisation. `start`/`stop` like every broker service."""
 
-    def __init__(self, broker: Broker, host: str) -> None:
+    def __init__(self, broker: ReplicationContext, host: str) -> None:
         self._broker = broker
         self._host = host
         self.master: _store.HaMaster | None = None
@@ -289,7 +289,7 @@ class ReplicationService:
         logger.info("slave: subscription groups updated from master %s (%d groups)", master, len(table))
 
 
-def configure_replicated_topics(broker: Broker, known: dict[str, int] | None = None) -> list[str]:
+def configure_replicated_topics(broker: ReplicationContext, known: dict[str, int] | None = None) -> list[str]:
     """Configures the topics whose messages this broker replicated but whose configuration it has not
     copied from the master yet, with as many queues as were stored (at least defaultTopicQueueNums), so
     that pulls, consumer offsets and route registrations work for them; the names configured. With

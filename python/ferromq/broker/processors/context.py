@@ -1,5 +1,5 @@
-"""What each request processor may use of the broker: one protocol per processor module listing
-exactly the managers and callbacks it touches. The broker object is passed (it satisfies them
+"""What each request processor (and the HA service and the metrics exporter) may use of the
+broker: one protocol per module listing exactly the managers and callbacks it touches. The broker object is passed (it satisfies them
 all; its config is replaced at run time, so a processor reads it through the broker rather than
 from a copy), typed as the narrow protocol, so a processor cannot reach further without the
 type check saying so.
@@ -18,6 +18,8 @@ from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
 if TYPE_CHECKING:
+    import ssl
+
     from ferromq import _store
     from ferromq.acl.plain import PlainAcl
     from ferromq.broker.clients import ClientManager
@@ -176,3 +178,38 @@ class AdminStatusContext(HasConfig, Protocol):
     def config_timestamp(self) -> int: ...
     def update_config(self, text: str) -> list[str]: ...
     def tags_code_of(self, props: dict[str, str]) -> int: ...
+
+
+class ReplicationContext(HasConfig, Protocol):
+    """The HA service (broker/replication.py): a master's streams, a slave's copy of its master's
+    metadata (topics, groups, offsets, delay offsets)."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def schedule(self) -> ScheduleMessageService: ...
+    def outgoing_ssl(self) -> ssl.SSLContext | None: ...
+    def registration_changed(self) -> None: ...
+
+
+class MetricsContext(HasConfig, Protocol):
+    """The Prometheus exporter (broker/metrics.py): what it reads when scraped."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def clients(self) -> ClientManager: ...
+    @property
+    def stats(self) -> BrokerStats: ...
