@@ -1,8 +1,8 @@
 """What each request processor (and the HA service and the metrics exporter) may use of the
-broker: one protocol per module listing exactly the managers and callbacks it touches. The broker object is passed (it satisfies them
-all; its config is replaced at run time, so a processor reads it through the broker rather than
-from a copy), typed as the narrow protocol, so a processor cannot reach further without the
-type check saying so.
+broker: one protocol per module listing exactly the managers and callbacks it touches. The broker
+object is passed (it satisfies them all; its config is replaced at run time, so a processor reads
+it through the broker rather than from a copy), typed as the narrow protocol, so a processor
+cannot reach further without the type check saying so.
 
 Handlers are top-level functions `handler(ctx, conn, cmd)`; `bind` gives the dispatcher their
 `(conn, cmd)` form for one context."""
