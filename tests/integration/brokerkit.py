@@ -1,8 +1,8 @@
-"""In-process name server + broker on 127.0.0.1 port 0, and a raw protocol client for tests."""
+"""The in-process broker of the integration tests (ferromq.testing's, as `running`), and a raw
+protocol client for tests."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import struct
 from collections.abc import AsyncIterator
@@ -11,10 +11,11 @@ from typing import Any
 
 import orjson
 
-from ferromq.broker import Broker, load_broker_config
+from ferromq.broker import Broker
 from ferromq.namesrv import NameServer
 from ferromq.protocol.command import RemotingCommand, SerializeType
 from ferromq.remoting.connection import Connection, open_connection
+from ferromq.testing import Broker as TestBroker
 
 SMALL_STORE = {
     "mapped_file_size_commitlog": 1024 * 1024,
@@ -28,30 +29,12 @@ SMALL_STORE = {
 async def running(
     tmp_path: Path, *, namesrv: NameServer | None = None, **overrides: Any
 ) -> AsyncIterator[tuple[NameServer, Broker]]:
-    own_ns = namesrv is None
-    ns = namesrv or NameServer("127.0.0.1", 0)
-    if own_ns:
-        await ns.start()
-    settings: dict[str, Any] = {
-        "broker_name": "broker-a",
-        "listen_port": 0,
-        "store_path_root_dir": str(tmp_path / "store"),
-        "namesrv_addr": f"127.0.0.1:{ns.port}",
-        **SMALL_STORE,
-    }
-    settings.update(overrides)
-    broker = Broker(load_broker_config(None, **settings), "127.0.0.1")
-    await broker.start()
-    try:
-        for _ in range(100):  # wait for the first registration
-            if broker.config.broker_addr in ns.routes.live:
-                break
-            await asyncio.sleep(0.02)
-        yield ns, broker
-    finally:
-        await broker.stop()
-        if own_ns:
-            await ns.stop()
+    """A `ferromq.testing.Broker` on the running loop, yielded as (name server, broker): SMALL_STORE
+    and `overrides` (BrokerConfig fields), the store in `tmp_path/store` (kept: running again on
+    it is a restart), registered with `namesrv` if given (else its own)."""
+    settings = {**SMALL_STORE, **overrides}
+    async with TestBroker(store_dir=tmp_path, settings=settings, name_server=namesrv) as broker:
+        yield broker.name_server, broker.broker
 
 
 class Client:

@@ -26,7 +26,8 @@ from ferromq.namesrv import NameServer
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from tests.interop.conftest import start_ferromq, stop_ferromq
+from ferromq.testing import BrokerProcess
+from tests.interop.conftest import stop_ferromq
 from tests.waiting import until
 
 from .brokerkit import SMALL_STORE, Client, pull_ext, register_broker_request, running
@@ -488,7 +489,7 @@ def test_serve_with_acl_guards_its_name_server(tmp_path: Path) -> None:
     root = home(tmp_path)
     conf = tmp_path / "broker.conf"
     conf.write_text(f"brokerName=broker-a\naclEnable=true\nrocketmqHome={root}\n")
-    server = start_ferromq(tmp_path, config=conf)
+    server = BrokerProcess(tmp_path, conf).start()
 
     async def main() -> None:
         admin_keys = {"access_key": ADMIN[0], "secret_key": ADMIN[1]}

@@ -8,7 +8,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,9 @@ from typing import Any
 import pytest
 
 from ferromq.client import ConsumeStatus, Message, Producer, PushConsumer, ReceivedMessage, SendResult
-from tests.interop.conftest import FerromqServer, start_ferromq, stop_ferromq
-from tests.waiting import wait_until
+from ferromq.testing import BrokerProcess
+from tests.interop.conftest import stop_ferromq
+from tests.waiting import until, wait_until
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
 TIMEOUT = 60.0  # a bound only: a command takes well under a second
@@ -26,13 +26,13 @@ WAIT = 30.0
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FerromqServer]:
-    s = start_ferromq(tmp_path_factory.mktemp("admin-cli"))
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    s = BrokerProcess(tmp_path_factory.mktemp("admin-cli")).start()
     yield s
     stop_ferromq(s)
 
 
-def admin(server: FerromqServer | str, *args: str) -> subprocess.CompletedProcess[str]:
+def admin(server: BrokerProcess | str, *args: str) -> subprocess.CompletedProcess[str]:
     namesrv = server if isinstance(server, str) else server.namesrv
     return subprocess.run(
         [str(FERROMQ), "admin", "-n", namesrv, "--timeout", "5", *args],
@@ -43,18 +43,18 @@ def admin(server: FerromqServer | str, *args: str) -> subprocess.CompletedProces
     )
 
 
-def ok(server: FerromqServer, *args: str) -> str:
+def ok(server: BrokerProcess, *args: str) -> str:
     r = admin(server, *args)
     assert r.returncode == 0, f"ferromq admin {' '.join(args)}: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
     assert r.stderr == "", r.stderr
     return r.stdout
 
 
-def js(server: FerromqServer, *args: str) -> Any:
+def js(server: BrokerProcess, *args: str) -> Any:
     return json.loads(ok(server, *args, "--json"))
 
 
-def failed(server: FerromqServer | str, code: int, *args: str) -> str:
+def failed(server: BrokerProcess | str, code: int, *args: str) -> str:
     """Runs a command that must fail with exit `code`: one line on stderr, no traceback."""
     r = admin(server, *args)
     assert r.returncode == code, f"exit {r.returncode}, wanted {code}\n{r.stdout}\n{r.stderr}"
@@ -79,7 +79,7 @@ def send(namesrv: str, topic: str, messages: list[tuple[str, str]]) -> list[Send
     return asyncio.run(asyncio.wait_for(main(), TIMEOUT))
 
 
-def created(server: FerromqServer, topic: str, queues: int) -> None:
+def created(server: BrokerProcess, topic: str, queues: int) -> None:
     ok(server, "create-topic", topic, "--queues", str(queues))
     wait_until(lambda: admin(server, "route", topic).returncode == 0, f"the route of {topic}")
 
@@ -101,7 +101,7 @@ def test_help_documents_exit_codes() -> None:
     assert "--json" in r.stdout and "exit codes" in r.stdout
 
 
-def test_cluster_and_broker_status(server: FerromqServer) -> None:
+def test_cluster_and_broker_status(server: BrokerProcess) -> None:
     text = ok(server, "cluster")
     assert "DefaultCluster" in text and server.broker_addr in text
     rows = js(server, "cluster")
@@ -114,7 +114,7 @@ def test_cluster_and_broker_status(server: FerromqServer) -> None:
     assert server.broker_addr in ok(server, "broker-status")
 
 
-def test_topic_lifecycle(server: FerromqServer) -> None:
+def test_topic_lifecycle(server: BrokerProcess) -> None:
     topic = unique("CliT")
     out = ok(server, "create-topic", topic, "--queues", "3")
     assert out.startswith(f"topic {topic}: 3 queues on ")
@@ -151,7 +151,7 @@ def test_topic_lifecycle(server: FerromqServer) -> None:
     }
 
 
-def test_groups(server: FerromqServer) -> None:
+def test_groups(server: BrokerProcess) -> None:
     group = unique("CliG")
     ok(server, "create-group", group, "--retry-max-times", "3", "--no-broadcast")
     groups = {g["groupName"]: g for g in js(server, "groups")}
@@ -162,7 +162,7 @@ def test_groups(server: FerromqServer) -> None:
     assert group not in {g["groupName"] for g in js(server, "groups")}
 
 
-def test_messages(server: FerromqServer, tmp_path: Path) -> None:
+def test_messages(server: BrokerProcess, tmp_path: Path) -> None:
     topic = unique("CliM")
     created(server, topic, 2)
     body = "é" * 100
@@ -213,7 +213,7 @@ def test_messages(server: FerromqServer, tmp_path: Path) -> None:
     assert "not an offsetMsgId" in failed(server, 2, "view-message", "xyz")
 
 
-def test_progress_and_reset_offset(server: FerromqServer) -> None:
+def test_progress_and_reset_offset(server: BrokerProcess) -> None:
     topic, group = unique("CliR"), unique("CliRG")
     created(server, topic, 2)
     results = send(server.namesrv, topic, [(f"k{i}", f"m{i}") for i in range(5)])
@@ -238,7 +238,7 @@ def test_progress_and_reset_offset(server: FerromqServer) -> None:
     assert "not a time: 'yesterday'" in failed(server, 2, "reset-offset", group, topic, "--time", "yesterday")
 
 
-def test_usage_and_unreachable_errors(server: FerromqServer) -> None:
+def test_usage_and_unreachable_errors(server: BrokerProcess) -> None:
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
@@ -270,7 +270,7 @@ def test_signed_requests_for_an_acl_broker(tmp_path: Path) -> None:
     )
     conf = tmp_path / "broker.conf"
     conf.write_text(f"aclEnable=true\nrocketmqHome={tmp_path / 'home'}\n")
-    acl_server = start_ferromq(tmp_path, config=conf)
+    acl_server = BrokerProcess(tmp_path, conf).start()
     try:
         topic = unique("AclT")
         line = failed(acl_server, 1, "create-topic", topic)
@@ -287,7 +287,7 @@ def test_signed_requests_for_an_acl_broker(tmp_path: Path) -> None:
         stop_ferromq(acl_server)
 
 
-def test_topic_status_and_broker_config(server: FerromqServer) -> None:
+def test_topic_status_and_broker_config(server: BrokerProcess) -> None:
     topic = unique("CliS")
     created(server, topic, 2)
     send(server.namesrv, topic, [(f"k{i}", f"m{i}") for i in range(4)])
@@ -320,7 +320,7 @@ async def _cli(namesrv: str, *args: str) -> Any:
     return json.loads(out)
 
 
-def test_online_group_connections_and_reset(server: FerromqServer) -> None:
+def test_online_group_connections_and_reset(server: BrokerProcess) -> None:
     """A live Python consumer and producer: connections, producers, topic-groups, and a reset the
     broker relays to the consumer (which consumes everything again)."""
     topic, group, pgroup = unique("CliO"), unique("CliOG"), unique("CliOP")
@@ -333,19 +333,13 @@ def test_online_group_connections_and_reset(server: FerromqServer) -> None:
             got.extend(msgs)
             return ConsumeStatus.CONSUME_SUCCESS
 
-        async def until_async(check: Any, what: str) -> None:
-            deadline = time.monotonic() + WAIT
-            while not check():
-                assert time.monotonic() < deadline, f"timed out waiting for {what}"
-                await asyncio.sleep(0.05)
-
         consumer = PushConsumer(group, server.namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
         consumer.subscribe(topic, "*")
         consumer.register_listener(on_messages)
         async with Producer(pgroup, server.namesrv) as producer, consumer:
             for i in range(4):
                 await producer.send(Message(topic, f"o{i}".encode()))
-            await until_async(lambda: len(got) >= 4, "the 4 messages")
+            await until(lambda: len(got) >= 4, "the 4 messages", WAIT, interval=0.05)
             await consumer.persist_offsets(wait=True)
 
             cc = await _cli(server.namesrv, "connections", group)
@@ -369,13 +363,15 @@ def test_online_group_connections_and_reset(server: FerromqServer) -> None:
             reset = await _cli(server.namesrv, "reset-offset", group, topic, "--time", "0")
             assert reset["clientsNotified"] is True
             assert sorted(q["offset"] for q in reset["queues"]) == [0, 0]
-            await until_async(lambda: len(got) >= 8, "the messages consumed again after the reset")
+            await until(
+                lambda: len(got) >= 8, "the messages consumed again after the reset", WAIT, interval=0.05
+            )
             assert sorted(m.body for m in got[4:]) == sorted(m.body for m in got[:4])
 
     asyncio.run(asyncio.wait_for(main(), TIMEOUT))
 
 
-def test_stats_per_topic_and_group(server: FerromqServer) -> None:
+def test_stats_per_topic_and_group(server: BrokerProcess) -> None:
     topic, group = unique("CliT"), unique("CliTG")
     created(server, topic, 2)
     send(server.namesrv, topic, [(f"k{i}", f"m{i}") for i in range(3)])

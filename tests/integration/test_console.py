@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from ferromq.client import Admin, Message, Producer, SendResult
-from tests.interop.conftest import FerromqServer, start_ferromq, stop_ferromq
+from ferromq.testing import BrokerProcess
+from tests.interop.conftest import stop_ferromq
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
 TIMEOUT = 60.0
@@ -31,7 +32,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @dataclass
 class Cluster:
-    server: FerromqServer
+    server: BrokerProcess
     url: str
     topic: str
     group: str
@@ -64,7 +65,7 @@ def _prepare(namesrv: str, topic: str, group: str) -> list[SendResult]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    server = start_ferromq(tmp_path_factory.mktemp("console"))
+    server = BrokerProcess(tmp_path_factory.mktemp("console")).start()
     console: subprocess.Popen[str] | None = None
     try:
         topic, group = f"Orders{uuid.uuid4().hex[:6]}", f"Billing{uuid.uuid4().hex[:6]}"

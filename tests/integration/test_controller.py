@@ -31,8 +31,8 @@ from ferromq.controller.server import Controller
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
-from tests.interop.conftest import ferromq_executable, free_port
-from tests.interop.replication_kit import spawn, write_conf
+from ferromq.testing.process import ferromq_command, free_port, write_conf
+from tests.interop.replication_kit import spawn
 from tests.waiting import until, wait_until
 
 GROUP = "broker-c"
@@ -293,7 +293,7 @@ def test_a_huge_frame_is_refused_before_authentication(tmp_path: Path) -> None:
             "controllerRaftPassword": "s3cret",
         },
     )
-    argv = [ferromq_executable(), "controller", "-c", str(conf), "--host", "127.0.0.1"]
+    argv = [*ferromq_command(), "controller", "-c", str(conf), "--host", "127.0.0.1"]
     p = spawn("controller", argv, tmp_path / "controller.log", "ferromq controller", f"127.0.0.1:{listen}")
     try:
 

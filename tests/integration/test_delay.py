@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 
+from ferromq.broker import Broker
 from ferromq.client import Message, Producer
+from ferromq.message import StoredMessage
+from tests.waiting import WaitTimeout, until
 
 from .brokerkit import running
 
 LEVELS = "1s 2s 3s"
 
 
-async def delivered(broker: object, topic: str, queue_id: int, count: int, timeout: float) -> list:  # type: ignore[type-arg]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        msgs = broker.store.get_messages(topic, queue_id, 0, 100)  # type: ignore[attr-defined]
-        if len(msgs) >= count:
-            return msgs
-        await asyncio.sleep(0.02)
-    return broker.store.get_messages(topic, queue_id, 0, 100)  # type: ignore[attr-defined,no-any-return]
+async def delivered(
+    broker: Broker, topic: str, queue_id: int, count: int, timeout: float
+) -> list[StoredMessage]:
+    """The queue's messages once it holds `count` (what it holds after `timeout` seconds)."""
+    with contextlib.suppress(WaitTimeout):
+        await until(
+            lambda: len(broker.store.get_messages(topic, queue_id, 0, 100)) >= count,
+            f"{count} messages in {topic} queue {queue_id}",
+            timeout,
+        )
+    return broker.store.get_messages(topic, queue_id, 0, 100)
 
 
 def test_levels_are_delivered_on_time(tmp_path: Path) -> None:

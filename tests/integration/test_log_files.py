@@ -17,6 +17,7 @@ import pytest
 from ferromq.broker.config import ConfigError, load_broker_config
 from ferromq.client import Message, Producer
 from ferromq.logfiles import STATS_LOGGER, close_log_files, open_log_files
+from tests.waiting import wait_until
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
 READY = "ferromq serving:"
@@ -47,13 +48,16 @@ def stop(proc: subprocess.Popen[str]) -> str:
 
 
 def wait_for_text(path: Path, text: str) -> str:
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        content = path.read_text(encoding="utf-8") if path.exists() else ""
-        if text in content:
-            return content
-        assert time.monotonic() < deadline, f"{text!r} not in {path}:\n{content}"
-        time.sleep(0.05)
+    """The file's content, once it holds `text`."""
+
+    def content() -> str:
+        return path.read_text(encoding="utf-8") if path.exists() else ""
+
+    def holding() -> str:
+        now = content()
+        return now if text in now else ""
+
+    return str(wait_until(holding, f"{text!r} in {path}", TIMEOUT, why=content))
 
 
 def test_serve_logs_beside_the_store_and_to_stderr(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.conftest import free_port
+from ferromq.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -21,8 +21,8 @@ from ferromq.message import decode_messages
 from ferromq.namesrv import NameServer
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.testing import free_port
 from tests.integration.brokerkit import Client, properties, pull_ext, running, send_ext
-from tests.interop.conftest import free_port
 from tests.waiting import until
 
 HA_FAST = {"ha_send_heartbeat_interval": 200, "ha_listen_port": 0}

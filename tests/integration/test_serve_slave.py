@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.testing import free_port
 from tests.integration.brokerkit import Client, properties, send_ext
-from tests.interop.conftest import free_port
 from tests.interop.replication_kit import differences, spawn, store_files
 from tests.waiting import wait_until
 

@@ -19,7 +19,8 @@ import pytest
 from ferromq.broker.config import ConfigError
 from ferromq.client import Message, Producer, PushConsumer, ReceivedMessage
 from ferromq.client.blocking import BlockingProducer
-from ferromq.testing import Broker, unique_name
+from ferromq.namesrv import NameServer
+from ferromq.testing import Broker, BrokerProcess, unique_name, until, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "pytest_project"
@@ -162,3 +163,46 @@ def test_sync_broker_inside_a_running_event_loop() -> None:
             return broker.count("Inner")
 
     assert asyncio.run(inner()) == 1
+
+
+def test_kept_store_settings_and_a_shared_name_server(tmp_path: Path) -> None:
+    async def main() -> None:
+        ns = NameServer("127.0.0.1", 0)
+        await ns.start()
+        try:
+            small = {"mapped_file_size_commitlog": 1 << 20}
+            async with Broker(store_dir=tmp_path / "a", settings=small, name_server=ns) as a:
+                assert a.name_server is ns and a.namesrv == f"127.0.0.1:{ns.port}"
+                assert a.broker.config.mapped_file_size_commitlog == 1 << 20
+                async with Broker(store_dir=tmp_path / "b", broker_name="broker-b", name_server=ns) as b:
+                    assert {a.broker_addr, b.broker_addr} <= set(ns.routes.live)
+                async with Producer("testing-kept", a.namesrv) as producer:
+                    await producer.send(Message("Kept", b"x"))
+            assert ns.port > 0, "a given name server is left running"
+            async with Broker(store_dir=tmp_path / "a", settings=small, name_server=ns) as again:
+                assert again.count("Kept") == 1, "the store is kept: the same broker, restarted"
+        finally:
+            await ns.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def test_broker_process_serves_from_a_broker_conf_and_stops_by_pid(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path, {"brokerName": "broker-p", "autoCreateTopicEnable": True}) as server:
+        assert (tmp_path / "ferromq.conf").read_text().splitlines() == [
+            "brokerName=broker-p",
+            "autoCreateTopicEnable=true",
+        ]
+        with BlockingProducer("testing-process", server.namesrv) as producer:
+            assert producer.send(Message("Served", b"x")).message_queue.broker_name == "broker-p"
+        assert server.returncode is None and server.pid > 0
+    assert server.returncode == 0, server.log_tail()
+    assert not server.errors()
+    assert (server.store / "commitlog").is_dir()
+
+
+def test_waits_time_out_as_assertions_and_timeouts() -> None:
+    with pytest.raises(AssertionError, match="waiting for nothing\nstill nothing") as raised:
+        wait_until(lambda: False, "nothing", timeout=0.05, why=lambda: "still nothing")
+    assert isinstance(raised.value, TimeoutError)
+    assert asyncio.run(until(lambda: asyncio.sleep(0, result=7), "a coroutine's value")) == 7

@@ -17,13 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -562,85 +557,6 @@ def check_served(
 
 
 # -- brokers -----------------------------------------------------------------------------------
-
-
-def write_conf(path: Path, conf: dict[str, str]) -> Path:
-    path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
-    return path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Ferromq:
-    """A `ferromq -v serve` child process (name server + broker)."""
-
-    proc: subprocess.Popen[bytes]
-    namesrv: str
-    broker_addr: str
-    store: Path
-    log: Path
-
-    def log_tail(self, n: int = 80) -> str:
-        return "\n".join(self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-n:])
-
-    def errors(self) -> list[str]:
-        text = self.log.read_text(encoding="utf-8", errors="replace")
-        return [line for line in text.splitlines() if " ERROR " in line or line.startswith("Traceback")]
-
-    def stop(self, kill: bool = False) -> int | None:
-        """SIGTERM and wait (exit code), or SIGKILL (None)."""
-        if self.proc.poll() is not None:
-            return self.proc.returncode
-        os.kill(self.proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-            return None
-        return None if kill else code
-
-
-def start_ferromq(workdir: Path, store: Path, conf: dict[str, str], timeout: float = 60.0) -> Ferromq:
-    exe = Path(sys.executable).with_name("ferromq")
-    cmd0 = [str(exe)] if exe.exists() else [sys.executable, "-m", "ferromq.cli"]
-    last = ""
-    for attempt in range(3):
-        ns_port, port = _free_port(), _free_port()
-        conf_path = write_conf(workdir / f"ferromq{attempt}.conf", conf)
-        log = workdir / f"ferromq{attempt}.log"
-        cmd = [
-            *cmd0,
-            "-v",
-            "serve",
-            "-c",
-            str(conf_path),
-            "--store",
-            str(store),
-            "--namesrv-port",
-            str(ns_port),
-            "-p",
-            str(port),
-        ]
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and proc.poll() is None:
-            if "ferromq serving:" in log.read_text(encoding="utf-8", errors="replace"):
-                return Ferromq(proc, f"127.0.0.1:{ns_port}", f"127.0.0.1:{port}", store, log)
-            time.sleep(0.05)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-        last = log.read_text(encoding="utf-8", errors="replace")
-        if "address already in use" not in last.lower():
-            break
-    raise RuntimeError(f"ferromq serve did not start on {store}:\n{last[-5000:]}")
 
 
 async def check_queries(namesrv: str, broker_addr: str, ds: Dataset, samples: int = 60) -> None:

@@ -27,9 +27,9 @@ from ferromq.controller.codes import ControllerCode
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import open_connection
-from tests.interop.conftest import ferromq_executable, free_port
+from ferromq.testing.process import ferromq_command, free_port, write_conf
 from tests.interop.javabuild import JAR
-from tests.interop.replication_kit import STORE_CONF, Process, spawn, write_conf
+from tests.interop.replication_kit import STORE_CONF, Process, spawn
 from tests.waiting import wait_until
 
 CPP_SCENARIOS = Path(__file__).with_name("cpp_scenarios.py")
@@ -105,11 +105,11 @@ class FailoverCluster:
         if self.embedded:
             # A name server with the controller inside, on its port (enableControllerInNamesrv).
             path = write_conf(root / "namesrv.conf", {**conf, "enableControllerInNamesrv": "true"})
-            argv = [ferromq_executable(), "-v", "namesrv", "-c", str(path), "--port", conf["listenPort"]]
+            argv = [*ferromq_command(), "-v", "namesrv", "-c", str(path), "--port", conf["listenPort"]]
             ready = "ferromq name server listening"
         else:
             path = write_conf(root / "controller.conf", conf)
-            argv = [ferromq_executable(), "-v", "controller", "-c", str(path), "--host", "127.0.0.1"]
+            argv = [*ferromq_command(), "-v", "controller", "-c", str(path), "--host", "127.0.0.1"]
             ready = "ferromq controller"
         p = spawn(f"controller {node}", argv, root / "controller.log", ready, conf["listenPort"])
         p.addr = f"127.0.0.1:{self.controller_ports[i]}"
@@ -205,7 +205,7 @@ class FailoverCluster:
             "namesrvAddr": self.namesrv_addr,
         }
         path = write_conf(root / "broker.conf", conf)
-        argv = [ferromq_executable(), "-v", "broker", "-c", str(path), "--host", "127.0.0.1"]
+        argv = [*ferromq_command(), "-v", "broker", "-c", str(path), "--host", "127.0.0.1"]
         p = spawn(name, argv, root / "broker.log", "ferromq broker", f"127.0.0.1:{conf['listenPort']}")
         self.brokers[name] = p
         return p

@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.interop.conftest import ferromq_executable, free_port, log_tail
+from ferromq.testing.process import ferromq_command, free_port, log_tail, write_conf
 from tests.waiting import wait_until
 
 START_TIMEOUT = 30.0
@@ -89,16 +89,10 @@ def spawn(name: str, argv: list[str], log_path: Path, ready: str, addr: str) -> 
 
 def start_namesrv(workdir: Path) -> Process:
     port = free_port()
-    argv = [ferromq_executable(), "-v", "namesrv", "--port", str(port)]
+    argv = [*ferromq_command(), "-v", "namesrv", "--port", str(port)]
     return spawn(
         "name server", argv, workdir / "namesrv.log", "ferromq name server listening", f"127.0.0.1:{port}"
     )
-
-
-def write_conf(path: Path, conf: dict[str, str]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-    return path
 
 
 def start_broker(workdir: Path, name: str, namesrv: str, conf: dict[str, str]) -> Process:
@@ -106,7 +100,7 @@ def start_broker(workdir: Path, name: str, namesrv: str, conf: dict[str, str]) -
     root = workdir / name
     full = {**STORE_CONF, "storePathRootDir": str(root / "store"), "namesrvAddr": namesrv, **conf}
     conf_path = write_conf(root / "broker.conf", full)
-    argv = [ferromq_executable(), "-v", "broker", "-c", str(conf_path), "--host", "127.0.0.1"]
+    argv = [*ferromq_command(), "-v", "broker", "-c", str(conf_path), "--host", "127.0.0.1"]
     return spawn(name, argv, root / "broker.log", "ferromq broker", f"127.0.0.1:{full['listenPort']}")
 
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from apache_rocketmq import ROCKETMQ_VERSION, start_rocketmq
 
-from tests.interop.conftest import start_ferromq, stop_ferromq
+from ferromq.testing import BrokerProcess
+from tests.interop.conftest import stop_ferromq
 from tests.interop.javabuild import JAR, build_interop_jar
 
 KINDS = ("ferromq", "rocketmq")
@@ -68,9 +69,7 @@ def running_broker(kind: str, workdir: Path) -> Iterator[Endpoint]:
     """ferromq (`ferromq serve -c broker.conf`) or the Java name server and broker, same broker.conf."""
     workdir.mkdir(parents=True, exist_ok=True)
     if kind == "ferromq":
-        conf = workdir / "broker.conf"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in BROKER_CONF.items()))
-        server = start_ferromq(workdir, config=conf)
+        server = BrokerProcess(workdir, BROKER_CONF).start()
         ep = Endpoint(kind, server.namesrv, server.broker_addr, workdir)
         try:
             yield ep

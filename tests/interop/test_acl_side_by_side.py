@@ -27,8 +27,9 @@ from ferromq.client.pull_consumer import PullConsumer
 from ferromq.errors import BrokerError
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.command import RemotingCommand
+from ferromq.testing import BrokerProcess
 from tests.integration.brokerkit import Client, batch_body, properties, pull_ext, register_broker_request
-from tests.interop.conftest import start_ferromq, stop_ferromq
+from tests.interop.conftest import stop_ferromq
 from tests.interop.side_by_side import BROKER_CONF, KINDS, Endpoint, build_jar, events, run_cpp, run_java
 
 HAVE_JAVA = shutil.which("mvn") is not None and shutil.which("java") is not None
@@ -79,7 +80,6 @@ def acl_broker(kind: str, workdir: Path) -> Iterator[Endpoint]:
     (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
     conf = {**BROKER_CONF, "aclEnable": "true"}
     if kind == "ferromq":
-        path = workdir / "broker.conf"
         # ferromq's name server takes registrations only from an admin account (Java's checks nothing).
         ours = {
             **conf,
@@ -88,8 +88,7 @@ def acl_broker(kind: str, workdir: Path) -> Iterator[Endpoint]:
             "namesrvAccessKey": ADMIN[0],
             "namesrvSecretKey": ADMIN[1],
         }
-        path.write_text("".join(f"{k}={v}\n" for k, v in ours.items()))
-        server = start_ferromq(workdir, config=path)
+        server = BrokerProcess(workdir, ours).start()
         try:
             yield Endpoint(kind, server.namesrv, server.broker_addr, home)
         finally:

@@ -7,6 +7,7 @@ watchdog) because librocketmq runs its own threads and can crash or hang. The br
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.interop.cpp_kit import SCENARIOS, cpp_client_problem
+from tests.waiting import WaitTimeout, wait_until
 
 _problem = cpp_client_problem()
 if _problem is not None:
@@ -179,15 +181,6 @@ def by_id(records: list[Record]) -> dict[str, Record]:
     return {r["id"]: r for r in records}
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
-    until = time.monotonic() + timeout
-    while time.monotonic() < until:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
-
-
 def assert_same_message(sent: Record, got: Record, topic: str) -> None:
     assert got["topic"] == topic
     assert got["body_len"] == sent["body_len"] and got["body_sha"] == sent["body_sha"], (sent, got)
@@ -340,9 +333,13 @@ def _send_probes_until(cpp: CppClients, topic: str, consumers: list[Child], time
             assert c.proc.poll() is None, f"consumer {c.name} exited early\n{cpp.describe(c)}"
         cpp.produce(topic, 4, prefix=f"probe{rounds}")
         rounds += 1
-        if wait_until(
-            lambda: all(any(r["id"].startswith("probe") for r in c.records()) for c in consumers), 1.0
-        ):
+        with contextlib.suppress(WaitTimeout):
+            wait_until(
+                lambda: all(any(r["id"].startswith("probe") for r in c.records()) for c in consumers),
+                "a probe message at every consumer",
+                timeout=1.0,
+                interval=0.1,
+            )
             return rounds
     pytest.fail(f"not every consumer received a probe message within {timeout} s")
 
@@ -364,7 +361,13 @@ def _probe_until_split(cpp: CppClients, topic: str, consumers: list[Child], time
     while time.monotonic() < until:
         sent = set(ids(cpp.produce(topic, 4, prefix=f"split{rounds}")))
         rounds += 1
-        wait_until(functools.partial(_all_arrived, consumers, sent), 10.0)
+        with contextlib.suppress(WaitTimeout):
+            wait_until(
+                functools.partial(_all_arrived, consumers, sent),
+                "the probe round",
+                timeout=10.0,
+                interval=0.1,
+            )
         shares = _shares(consumers, sent)
         if sorted(i for share in shares for i in share) == sorted(sent) and all(shares):
             return
@@ -388,7 +391,8 @@ def test_clustering_two_consumers_share_the_queues(cpp: CppClients) -> None:
     def union() -> set[str]:
         return {r["id"] for c in consumers for r in c.records()} & main_ids
 
-    wait_until(lambda: union() == main_ids, 30.0)
+    with contextlib.suppress(WaitTimeout):  # the checks below say what is missing
+        wait_until(lambda: union() == main_ids, f"the {n} messages", timeout=30.0, interval=0.1)
     time.sleep(1.0)  # would-be duplicates
     stop.touch()
     results = [cpp.finish(c) for c in consumers]
@@ -419,7 +423,13 @@ def test_broadcasting_every_consumer_gets_everything(cpp: CppClients) -> None:
     n = 40
     sent = cpp.produce(topic, n, prefix="main")
     main_ids = set(ids(sent))
-    wait_until(lambda: all({r["id"] for r in c.records()} >= main_ids for c in consumers), 30.0)
+    with contextlib.suppress(WaitTimeout):  # the checks below say who missed what
+        wait_until(
+            lambda: all({r["id"] for r in c.records()} >= main_ids for c in consumers),
+            f"the {n} messages at every consumer",
+            timeout=30.0,
+            interval=0.1,
+        )
     time.sleep(0.5)
     stop.touch()
     results = [cpp.finish(c) for c in consumers]

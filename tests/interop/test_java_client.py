@@ -8,13 +8,10 @@ The scenarios bound their own waits; `subprocess.run` bounds them again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -24,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from ferromq.testing import BrokerProcess
 from tests.interop.javabuild import build_interop_jar
 
 HAVE_TOOLS = shutil.which("mvn") is not None and shutil.which("java") is not None
@@ -41,7 +39,6 @@ NOTE = "h\u00e9llo \u2192 \u2713 \u4e2d\u6587"
 COMPRESSED_FLAG = 0x1
 RUN = uuid.uuid4().hex[:8]
 TOPIC = f"InteropAll_{RUN}"
-SERVE_READY = "ferromq serving:"
 
 
 def tag_of(kind: str, idx: int) -> str:
@@ -72,85 +69,25 @@ class Server:
         return "\n".join(text[-lines:])
 
 
-def _free_ports(count: int) -> list[int]:
-    socks = []
+@contextlib.contextmanager
+def serving(root: Path, conf: Path | None = None) -> Iterator[Server]:
+    """`ferromq -v serve [-c conf]` (a `ferromq.testing.BrokerProcess` in `root`) as a Server; after,
+    stopped through its PID, it must exit with code 0 and no traceback in its log."""
+    process = BrokerProcess(root, conf, start_timeout=30).start()
+    srv = Server(root, process.namesrv, process.port, process.log_path)
     try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        yield srv
     finally:
-        for s in socks:
-            s.close()
-
-
-def _ferromq_command() -> list[str]:
-    script = Path(sys.executable).with_name("ferromq")
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-m", "ferromq.cli"]
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> int | None:
-    """SIGTERM by PID, then wait; returns the exit code, None if it had to be killed."""
-    if proc.poll() is not None:
-        return proc.returncode
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=30)
-        return None
-
-
-def _start(root: Path, conf: Path | None = None) -> tuple[subprocess.Popen[bytes], Server]:
-    """`ferromq -v serve [-c conf]` on free ports; tried again on new ports if one was taken meanwhile."""
-    for attempt in range(3):
-        ns_port, port = _free_ports(2)
-        log = root / f"serve{attempt}.log"
-        cmd = [
-            *_ferromq_command(),
-            "-v",
-            "serve",
-            *(["-c", str(conf)] if conf is not None else []),
-            "--store",
-            str(root / f"store{attempt}"),
-            "--namesrv-port",
-            str(ns_port),
-            "-p",
-            str(port),
-        ]
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root
-            )
-        srv = Server(root, f"127.0.0.1:{ns_port}", port, log)
-        deadline = time.monotonic() + 30
-        while SERVE_READY not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        else:
-            return proc, srv
-        rc = _stop(proc)
-        if "address already in use" not in log.read_text(errors="replace").lower():
-            break
-    pytest.fail(f"ferromq serve did not become ready (exit code {rc}): {' '.join(cmd)}\n{srv.log_tail()}")
+        rc = process.stop(timeout=30)
+    assert rc == 0, f"ferromq serve did not exit cleanly on SIGTERM (exit code {rc}):\n{srv.log_tail()}"
+    text = srv.log.read_text(errors="replace")
+    assert "Traceback" not in text, f"the broker logged a traceback:\n{srv.log_tail(200)}"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    proc, srv = _start(tmp_path_factory.mktemp("ferromq-java"))
-    log = srv.log
-    try:
+    with serving(tmp_path_factory.mktemp("ferromq-java")) as srv:
         yield srv
-    finally:
-        rc = _stop(proc)
-    assert rc == 0, f"ferromq serve did not exit cleanly on SIGTERM (exit code {rc}):\n{srv.log_tail()}"
-    text = log.read_text(errors="replace")
-    assert "Traceback" not in text, f"the broker logged a traceback:\n{srv.log_tail(200)}"
 
 
 # -- the Java driver -----------------------------------------------------------------------------

@@ -52,23 +52,14 @@ transactionCheckMax=15
 """
 
 
-def _start(root: Path) -> tuple[subprocess.Popen[bytes], Server]:
-    """`ferromq -v serve -c broker.conf` with fast transaction checks."""
-    conf = root / "broker.conf"
-    conf.write_text(BROKER_CONF)
-    return java._start(root, conf)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    proc, srv = _start(tmp_path_factory.mktemp("ferromq-java-tx"))
-    try:
+    """`ferromq -v serve -c broker.conf` with fast transaction checks."""
+    root = tmp_path_factory.mktemp("ferromq-java-tx")
+    conf = root / "broker.conf"
+    conf.write_text(BROKER_CONF)
+    with java.serving(root, conf) as srv:
         yield srv
-    finally:
-        rc = java._stop(proc)
-    assert rc == 0, f"ferromq serve did not exit cleanly on SIGTERM (exit code {rc}):\n{srv.log_tail()}"
-    text = srv.log.read_text(errors="replace")
-    assert "Traceback" not in text, f"the broker logged a traceback:\n{srv.log_tail(200)}"
 
 
 def run_transactions(jar: Path, server: Server, timeout: int = 60, **opts: object) -> Run:

@@ -27,6 +27,7 @@ from ferromq.protocol.codes import RequestCode, ResponseCode
 from tests.integration.brokerkit import Client
 from tests.interop.compat import JAVA, OFFICIAL, RAW
 from tests.interop.side_by_side import KINDS, Endpoint, build_jar, events, run_java, running_broker
+from tests.waiting import until
 
 HAVE_JAVA = shutil.which("mvn") is not None and shutil.which("java") is not None
 
@@ -78,14 +79,6 @@ def _notifications(client: Client, group: str) -> int:
     )
 
 
-async def _until(what: str, check: Any, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        await asyncio.sleep(0.02)
-
-
 async def _lock_scenario(ep: Endpoint) -> dict[str, Any]:
     """Clients A and B of one group contend for queues 0-2 of a topic. Returns every answer, and for
     each UNLOCK of A whether B (refused that queue before) was sent NOTIFY_CONSUMER_IDS_CHANGED."""
@@ -115,9 +108,10 @@ async def _lock_scenario(ep: Endpoint) -> dict[str, Any]:
             before = _notifications(b, group)
             await unlock(a, "A", queues)
             if ep.kind == "ferromq":
-                await _until(
-                    f"NOTIFY_CONSUMER_IDS_CHANGED to B once A unlocked {queues}",
+                await until(
                     lambda: _notifications(b, group) > before,
+                    f"NOTIFY_CONSUMER_IDS_CHANGED to B once A unlocked {queues}",
+                    WAIT,
                 )
                 told.append(True)
 
@@ -125,7 +119,7 @@ async def _lock_scenario(ep: Endpoint) -> dict[str, Any]:
             r = await c.call(RequestCode.HEART_BEAT, body=_heartbeat(cid, group, topic))
             answers.append(["heartbeat", cid, r.code])
         # B's own join is notified to both: wait for it, so that what B is told later is told anew.
-        await _until("NOTIFY_CONSUMER_IDS_CHANGED of B's join", lambda: _notifications(b, group) >= 1)
+        await until(lambda: _notifications(b, group) >= 1, "NOTIFY_CONSUMER_IDS_CHANGED of B's join", WAIT)
 
         await lock(a, "A", [0, 1])
         await lock(b, "B", [0, 1, 2])  # partly held by A: B gets what it could lock

@@ -31,6 +31,7 @@ from ferromq.remoting.connection import Connection
 from tests.integration.brokerkit import running
 from tests.interop.cpp_kit import SCENARIOS, cpp_client_problem
 from tests.interop.javabuild import build_interop_jar
+from tests.waiting import until
 
 pytestmark = [pytest.mark.timeout(600)]
 
@@ -82,13 +83,21 @@ async def until_held_on_the_plane(
 ) -> None:
     """Waits until the consumer's `pulls` long polls are held and none of `topic`'s in Python (the
     group's retry queue may wait there: nothing is sent to it)."""
-    for _ in range(1200):
+
+    def held() -> bool:
         if broker.held_pulls >= pulls and broker.hold.held_of(topic) == 0:
-            return
+            return True
         if consumer.done():
             pytest.fail(f"the consumer ended before its pulls were held: {consumer.result()}")
-        await asyncio.sleep(0.05)
-    pytest.fail(f"{broker.held_pulls} pulls held, {broker.hold.held_of(topic)} of {topic} in Python")
+        return False
+
+    await until(
+        held,
+        f"{pulls} pulls held on the plane",
+        timeout=60.0,
+        why=lambda: f"{broker.held_pulls} pulls held, {broker.hold.held_of(topic)} of {topic} in Python",
+        interval=0.05,
+    )
 
 
 def assert_served_on_the_plane(broker: Broker, seen: list[tuple[str, str]], early: int, before: int) -> None:

@@ -27,6 +27,7 @@ from apache_rocketmq import ApacheRocketMQ, have_java, start_rocketmq
 from ferromq.client import Admin
 from ferromq.jsonutil import loads_lenient
 from ferromq.store import MessageStore
+from ferromq.testing import BrokerProcess
 
 from . import crosscompat_data as cc
 
@@ -117,7 +118,7 @@ def _serve_check(workdir: Path, store: Path, ds: cc.Dataset) -> None:
     and delivers the pending delayed messages on time."""
     with MessageStore.open_read_only(store, **cc.STORE_OPTIONS) as s:
         scheduled = cc.scheduled_records(s, ds)
-    server = cc.start_ferromq(workdir, store, cc.BROKER_CONF)
+    server = BrokerProcess(workdir, cc.BROKER_CONF, store=store).start()
     try:
         got = asyncio.run(cc.consume_all(server.namesrv, "CC_Fresh", ds.queue_ends()))
         cc.check_served(got, ds)
@@ -190,7 +191,7 @@ def test_java_reads_ferromq_store(java_store: WrittenStore, tmp_path: Path, kill
     root = tmp_path / "java"
     store = root / "store"
     conf = {**cc.BROKER_CONF, "flushDiskType": "SYNC_FLUSH" if kill else "ASYNC_FLUSH"}
-    server = cc.start_ferromq(tmp_path, store, conf)
+    server = BrokerProcess(tmp_path, conf, store=store).start()
     try:
         ds = asyncio.run(cc.produce(server.namesrv, store))
     except BaseException:
@@ -255,7 +256,7 @@ def test_ferromq_finishes_java_transactions(tmp_path: Path) -> None:
         sent = asyncio.run(cc.produce_transactions(mq.namesrv, mq.broker_addr))
     finally:
         mq.stop()
-    server = cc.start_ferromq(tmp_path, mq.store, {**cc.BROKER_CONF, **cc.TX_READER_CONF})
+    server = BrokerProcess(tmp_path, {**cc.BROKER_CONF, **cc.TX_READER_CONF}, store=mq.store).start()
     try:
         asyncio.run(cc.finish_transactions(server.namesrv, sent))
     except BaseException:
@@ -271,7 +272,7 @@ def test_java_finishes_ferromq_transactions(tmp_path: Path) -> None:
     """The same the other way: ferromq's half and op messages (and its CID_RMQ_SYS_TRANS offsets) as the
     Java broker's transaction checker reads them."""
     root = tmp_path / "java"
-    server = cc.start_ferromq(tmp_path, root / "store", {**cc.BROKER_CONF, **cc.TX_WRITER_CONF})
+    server = BrokerProcess(tmp_path, {**cc.BROKER_CONF, **cc.TX_WRITER_CONF}, store=root / "store").start()
     try:
         sent = asyncio.run(cc.produce_transactions(server.namesrv, server.broker_addr))
     finally:

@@ -22,7 +22,8 @@ from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import open_connection
 from ferromq.remoting.tls import client_context, self_signed_pem
 from tests.interop.javabuild import build_interop_jar
-from tests.interop.test_java_client import HAVE_TOOLS, Server, _start, _stop, run_scenario
+from tests.interop.test_java_client import HAVE_TOOLS, Server, run_scenario
+from tests.interop.test_java_client import serving as java_serving
 
 pytestmark = [
     pytest.mark.skipif(not HAVE_TOOLS, reason="the Java interop tests need `mvn` and `java` on PATH"),
@@ -40,13 +41,8 @@ def serving(root: Path, conf_text: str) -> Iterator[Server]:
     """`ferromq serve` with this broker.conf in `root`, stopped (exit code 0, no traceback) after."""
     conf = root / "broker.conf"
     conf.write_text(conf_text)
-    proc, srv = _start(root, conf)
-    try:
+    with java_serving(root, conf) as srv:
         yield srv
-    finally:
-        rc = _stop(proc)
-    assert rc == 0, srv.log_tail()
-    assert "Traceback" not in srv.log.read_text(errors="replace"), srv.log_tail(200)
 
 
 @pytest.fixture(scope="module")

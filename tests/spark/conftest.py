@@ -21,7 +21,8 @@ from pyspark.sql import SparkSession
 from ferromq.client import Message
 from ferromq.client.blocking import BlockingProducer
 from ferromq.spark import FerroMQDataSource
-from tests.interop.conftest import FerromqServer, start_ferromq, stop_ferromq
+from ferromq.testing import BrokerProcess
+from tests.interop.conftest import stop_ferromq
 
 TOPIC = "SparkOrders"
 DELAYED_TOPIC = "SparkLater"
@@ -76,7 +77,7 @@ class Sent:
 
 @dataclass
 class Produced:
-    server: FerromqServer
+    server: BrokerProcess
     sent: dict[tuple[int, int], Sent] = field(default_factory=dict)
 
     @property
@@ -97,7 +98,7 @@ def produced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Produced]:
         f"mapedFileSizeCommitLog={COMMITLOG_FILE}\nmappedFileSizeConsumeQueue={CQ_FILE}\n"
         "defaultTopicQueueNums=4\nflushDiskType=ASYNC_FLUSH\n"
     )
-    server = start_ferromq(work, config=conf)
+    server = BrokerProcess(work, conf).start()
     out = Produced(server)
     try:
         with BlockingProducer("spark_test_producer", server.namesrv) as producer:

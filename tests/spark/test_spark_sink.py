@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ferromq.spark.sink import uniq_key
-from tests.interop.conftest import FerromqServer, start_ferromq, stop_ferromq
+from ferromq.testing import BrokerProcess
+from tests.interop.conftest import stop_ferromq
 from tests.spark.conftest import TOPIC, Produced
 
 pytestmark = [pytest.mark.timeout(600)]
@@ -28,9 +29,9 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "interop" / "cpp_scenarios.py"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FerromqServer]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """The sink's own `ferromq serve` (what it writes stays out of the other tests' store)."""
-    server = start_ferromq(tmp_path_factory.mktemp("sink-broker"))
+    server = BrokerProcess(tmp_path_factory.mktemp("sink-broker")).start()
     try:
         yield server
     finally:
@@ -53,7 +54,7 @@ def rows_df(spark: SparkSession, n: int, prefix: str, partitions: int = 3) -> Da
 
 
 def read_back(
-    spark: SparkSession, cluster: FerromqServer, topic: str, done: int | Callable[[list[Any]], bool]
+    spark: SparkSession, cluster: BrokerProcess, topic: str, done: int | Callable[[list[Any]], bool]
 ) -> list[Any]:
     """The topic's rows through the source (local mode: the broker's store files), once there are
     `done` of them (or `done(rows)` holds), or what there is after WAIT seconds."""
@@ -71,14 +72,14 @@ def read_back(
     return rows
 
 
-def write(df: DataFrame, cluster: FerromqServer, topic: str | None = None, **options: str) -> None:
+def write(df: DataFrame, cluster: BrokerProcess, topic: str | None = None, **options: str) -> None:
     w = df.write.format("ferromq").option("namesrv", cluster.namesrv).mode("append")
     if topic is not None:
         w = w.option("topic", topic)
     w.options(**options).save()
 
 
-def test_batch_write_every_row_exactly_once(spark: SparkSession, cluster: FerromqServer) -> None:
+def test_batch_write_every_row_exactly_once(spark: SparkSession, cluster: BrokerProcess) -> None:
     topic = "SinkBatch"
     n = 500
     write(rows_df(spark, n, "b"), cluster, topic, batchSize="50")
@@ -92,7 +93,7 @@ def test_batch_write_every_row_exactly_once(spark: SparkSession, cluster: Ferrom
     assert len({r.uniq_key for r in rows}) == n
 
 
-def test_topic_queue_and_delay_columns(spark: SparkSession, cluster: FerromqServer) -> None:
+def test_topic_queue_and_delay_columns(spark: SparkSession, cluster: BrokerProcess) -> None:
     df = spark.range(40).select(
         F.concat(F.lit("q-"), F.col("id").cast("string")).alias("body"),  # a string body
         F.when(F.col("id") < 20, F.lit("SinkColA")).otherwise(F.lit("SinkColB")).alias("topic"),
@@ -119,7 +120,7 @@ def test_topic_queue_and_delay_columns(spark: SparkSession, cluster: FerromqServ
 
 
 def test_sharding_keys_keep_their_order_and_large_rows_split_by_bytes(
-    spark: SparkSession, cluster: FerromqServer
+    spark: SparkSession, cluster: BrokerProcess
 ) -> None:
     """24 rows of 300 KB (7 MB: batches are cut at the 3 MiB cap) with three sharding keys, from
     one task: each key's rows land in one queue, in row order."""
@@ -142,7 +143,7 @@ def test_sharding_keys_keep_their_order_and_large_rows_split_by_bytes(
         assert got == sorted(got)
 
 
-def test_bad_options_and_columns_are_refused_by_name(spark: SparkSession, cluster: FerromqServer) -> None:
+def test_bad_options_and_columns_are_refused_by_name(spark: SparkSession, cluster: BrokerProcess) -> None:
     df = spark.range(1).select(F.lit(b"x").alias("body"))
     with pytest.raises(Exception, match=r"unknown option\(s\) topik"):
         write(df, cluster, topik="T")
@@ -164,7 +165,7 @@ def test_bad_options_and_columns_are_refused_by_name(spark: SparkSession, cluste
         ).save()
 
 
-def test_a_failed_send_fails_the_job(spark: SparkSession, cluster: FerromqServer) -> None:
+def test_a_failed_send_fails_the_job(spark: SparkSession, cluster: BrokerProcess) -> None:
     df = spark.range(2).select(F.lit(b"x").alias("body"), F.lit(99).cast("int").alias("queue_id"))
     with pytest.raises(Exception, match="has no writable queue 99"):
         write(df, cluster, "SinkNoQueue")
@@ -176,7 +177,7 @@ def test_retried_rows_keep_their_uniq_key() -> None:
 
 
 def test_streaming_write_available_now_and_processing_time(
-    spark: SparkSession, produced: Produced, cluster: FerromqServer, tmp_path: Path
+    spark: SparkSession, produced: Produced, cluster: BrokerProcess, tmp_path: Path
 ) -> None:
     """A stream from the ferromq source (topic A) into the sink (topic B): at least once, and
     every duplicate carries the UNIQ_KEY of its first copy."""
@@ -253,7 +254,7 @@ def test_streaming_write_available_now_and_processing_time(
 
 
 def test_the_official_cpp_consumer_reads_what_the_sink_wrote(
-    spark: SparkSession, cluster: FerromqServer, tmp_path: Path
+    spark: SparkSession, cluster: BrokerProcess, tmp_path: Path
 ) -> None:
     probe = subprocess.run([sys.executable, "-c", "import rocketmq.client"], capture_output=True, timeout=60)
     if probe.returncode != 0:

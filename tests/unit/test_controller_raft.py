@@ -31,7 +31,7 @@ from ferromq.broker.config import ConfigError
 from ferromq.controller import raft_safety
 from ferromq.controller.config import load_controller_config
 from ferromq.controller.state import GroupTable
-from tests.interop.conftest import free_port
+from ferromq.testing import free_port
 from tests.waiting import wait_until
 
 LOGGER = "ferromq.controller.raft_safety"

@@ -16,7 +16,20 @@
 `{"flushDiskType": "SYNC_FLUSH", "autoCreateTopicEnable": "false"}`. `fast=True` makes every
 delay level 1 s and checks unresolved transactions every second once they are a second old, so
 tests of delayed messages and transaction check-backs take seconds, not minutes; real clocks
-throughout.
+throughout. `settings` sets fields of `ferromq.broker.BrokerConfig` by their Python names, over
+`config`, e.g. `{"mapped_file_size_commitlog": 1 << 20}`.
+
+A broker that keeps its store: `Broker(store_dir=path)` puts it in `path/store` and leaves it
+there when it stops, so a second `Broker(store_dir=path)` is the same broker restarted. Brokers
+of one cluster: start a `ferromq.namesrv.NameServer` yourself on the event loop and give it to
+each as `name_server` (used with `async with`; they register with it and leave it running).
+
+Also here, for tests:
+
+- `BrokerProcess` (`ferromq.testing.process`): `ferromq serve` in a child process, started from
+  a broker.conf on free ports and stopped through its PID.
+- `until` and `wait_until` (`ferromq.testing.waiting`): waiting, bounded, for a condition.
+- `free_port()` and `unique_name(prefix)`.
 
 The pytest plugin (`ferromq.testing.pytest_plugin`, registered on install) gives the fixtures
 `ferromq_broker`, `ferromq_session_broker` and `ferromq_topic`.
@@ -29,9 +42,8 @@ import contextlib
 import shutil
 import tempfile
 import threading
-import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
@@ -42,8 +54,19 @@ from ferromq.broker import load_broker_config
 from ferromq.client import Admin
 from ferromq.message import StoredMessage
 from ferromq.namesrv import NameServer
+from ferromq.testing.process import BrokerProcess, free_port, write_conf
+from ferromq.testing.waiting import WaitTimeout, until, wait_until
 
-__all__ = ["FAST_CONFIG", "Broker", "unique_name"]
+__all__ = [
+    "FAST_CONFIG",
+    "Broker",
+    "BrokerProcess",
+    "WaitTimeout",
+    "free_port",
+    "unique_name",
+    "until",
+    "wait_until",
+]
 
 T = TypeVar("T")
 
@@ -68,7 +91,7 @@ def unique_name(prefix: str) -> str:
 class Broker:
     """A name server and a broker; see the module's documentation. Use it with `with` or `async
     with` (or `start()`/`stop()`, `await astart()`/`await astop()`). Helpers wait with bounded
-    timeouts and raise `TimeoutError` naming what they waited for."""
+    timeouts and raise `WaitTimeout` (a TimeoutError) naming what they waited for."""
 
     def __init__(
         self,
@@ -77,12 +100,19 @@ class Broker:
         fast: bool = False,
         store_dir: str | Path | None = None,
         broker_name: str = "broker-a",
+        settings: Mapping[str, Any] | None = None,
+        name_server: NameServer | None = None,
     ) -> None:
-        conf = {**(FAST_CONFIG if fast else {}), **(config or {})}
-        self._conf = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in conf.items()}
+        """`config`: broker.conf keys; `fast`: 1 s delay levels and transaction checks;
+        `store_dir`: where the store goes (`store_dir/store`, kept), instead of a temporary
+        directory removed at the stop; `settings`: BrokerConfig fields by name, over `config`;
+        `name_server`: a started NameServer to register with instead of one of its own."""
+        self._conf = {**(FAST_CONFIG if fast else {}), **(config or {})}
+        self._settings = dict(settings or {})
         self._broker_name = broker_name
         self._own_dir = store_dir is None
         self._dir = Path(tempfile.mkdtemp(prefix="ferromq-test-")) if store_dir is None else Path(store_dir)
+        self._given_ns = name_server
         self._ns: NameServer | None = None
         self._broker: _Broker | None = None
         self._admin: Admin | None = None
@@ -107,6 +137,12 @@ class Broker:
         return self._dir
 
     @property
+    def name_server(self) -> NameServer:
+        """The name server object (its own, or the one given as `name_server`)."""
+        assert self._ns is not None, "the broker is not started"
+        return self._ns
+
+    @property
     def broker(self) -> _Broker:
         """The broker object itself (its config, store and managers)."""
         assert self._broker is not None, "the broker is not started"
@@ -115,42 +151,43 @@ class Broker:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def astart(self) -> None:
-        """Starts on the running event loop; returns once the broker is registered."""
-        conf_path = self._dir / "broker.conf"
-        conf_path.write_text("".join(f"{k}={v}\n" for k, v in self._conf.items()), encoding="utf-8")
-        self._ns = NameServer("127.0.0.1", 0)
-        await self._ns.start()
+        """Starts on the running event loop; returns once the broker is registered (if it has a
+        name server to register with)."""
+        conf_path = write_conf(self._dir / "broker.conf", self._conf) if self._conf else None
+        if self._given_ns is not None:
+            self._ns = self._given_ns
+        else:
+            self._ns = NameServer("127.0.0.1", 0)
+            await self._ns.start()
         try:
-            cfg = load_broker_config(
-                conf_path,
-                profile="small",
-                strict=True,
-                broker_name=self._broker_name,
-                listen_port=0,
-                namesrv_addr=self.namesrv,
-                store_path_root_dir=str(self._dir / "store"),
-            )
+            settings = {
+                "broker_name": self._broker_name,
+                "listen_port": 0,
+                "namesrv_addr": self.namesrv,
+                "store_path_root_dir": str(self._dir / "store"),
+                **self._settings,
+            }
+            cfg = load_broker_config(conf_path, profile="small", strict=True, **settings)
             self._broker = _Broker(cfg, "127.0.0.1")
             await self._broker.start()
-            if not await self._ns.wait_registered(self.broker_addr, START_TIMEOUT):
+            registers = bool(cfg.namesrv_addrs)  # not when `settings` take its name servers away
+            if registers and not await self._ns.wait_registered(self.broker_addr, START_TIMEOUT):
                 raise TimeoutError(f"the broker did not register within {START_TIMEOUT} s")
-            self._admin = Admin(self.namesrv)
-            await self._admin.start()
         except BaseException:
             await self.astop()
             raise
 
     async def astop(self) -> None:
-        """Stops what `astart` started and removes the temporary store."""
+        """Stops what `astart` started (not a given name server) and removes the temporary store."""
         if self._admin is not None:
             await self._admin.stop()
             self._admin = None
         if self._broker is not None:
             await self._broker.stop()
             self._broker = None
-        if self._ns is not None:
+        if self._ns is not None and self._ns is not self._given_ns:
             await self._ns.stop()
-            self._ns = None
+        self._ns = None
         if self._own_dir:
             shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -211,17 +248,20 @@ class Broker:
     async def acreate_topic(self, topic: str, queues: int = 4, *, order: bool = False) -> None:
         """Creates `topic` with `queues` read and write queues (through the admin protocol, as
         mqadmin would) and waits until the name server routes it."""
-        assert self._admin is not None, "the broker is not started"
-        await self._admin.create_topic(topic, queue_nums=queues, order=order)
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
+        if self._admin is None:  # made on first use: a broker that is not asked has no client
+            admin = Admin(self.namesrv)
+            await admin.start()
+            self._admin = admin
+        admin = self._admin
+        await admin.create_topic(topic, queue_nums=queues, order=order)
+
+        async def routed() -> bool:
             with contextlib.suppress(Exception):
-                route = await self._admin.topic_route(topic)
-                if any(q.write_queue_nums == queues for q in route.queue_datas):
-                    return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"topic {topic} did not appear at the name server")
-            await asyncio.sleep(POLL_INTERVAL)
+                route = await admin.topic_route(topic)
+                return any(q.write_queue_nums == queues for q in route.queue_datas)
+            return False
+
+        await until(routed, f"topic {topic} at the name server", START_TIMEOUT, interval=POLL_INTERVAL)
 
     def create_topic(self, topic: str, queues: int = 4, *, order: bool = False) -> None:
         self._call(self.acreate_topic(topic, queues, order=order), START_TIMEOUT + 10)
@@ -250,11 +290,13 @@ class Broker:
     def wait_for_messages(self, topic: str, count: int, timeout: float = 30.0) -> list[StoredMessage]:
         """Waits until `topic` holds at least `count` messages (delayed ones count once delivered)
         and returns them."""
-        _wait(lambda: self.count(topic) >= count, timeout, f"{count} messages in {topic}")
+        what = f"{count} messages in {topic}"
+        wait_until(lambda: self.count(topic) >= count, what, timeout, interval=POLL_INTERVAL)
         return self.messages(topic)
 
     async def await_messages(self, topic: str, count: int, timeout: float = 30.0) -> list[StoredMessage]:
-        await _await(lambda: self.count(topic) >= count, timeout, f"{count} messages in {topic}")
+        what = f"{count} messages in {topic}"
+        await until(lambda: self.count(topic) >= count, what, timeout, interval=POLL_INTERVAL)
         return self.messages(topic)
 
     def consumed(self, group: str, topic: str) -> bool:
@@ -266,23 +308,9 @@ class Broker:
     def wait_consumed(self, group: str, topic: str, timeout: float = 30.0) -> None:
         """Waits until consumer `group` has committed every message of `topic`. Clients commit
         offsets on a timer (the official ones every 5 s) and when they shut down."""
-        _wait(lambda: self.consumed(group, topic), timeout, f"group {group} to consume {topic}")
+        what = f"group {group} to consume {topic}"
+        wait_until(lambda: self.consumed(group, topic), what, timeout, interval=POLL_INTERVAL)
 
     async def await_consumed(self, group: str, topic: str, timeout: float = 30.0) -> None:
-        await _await(lambda: self.consumed(group, topic), timeout, f"group {group} to consume {topic}")
-
-
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(POLL_INTERVAL)
-
-
-async def _await(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(POLL_INTERVAL)
+        what = f"group {group} to consume {topic}"
+        await until(lambda: self.consumed(group, topic), what, timeout, interval=POLL_INTERVAL)
