@@ -12,7 +12,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -24,10 +23,10 @@ from apache_rocketmq import ROCKETMQ_VERSION, start_rocketmq
 
 from ferromq.testing import BrokerProcess
 from tests.interop.conftest import stop_ferromq
+from tests.interop.cpp_kit import scenario_argv
 from tests.interop.javabuild import JAR, build_interop_jar
 
 KINDS = ("ferromq", "rocketmq")
-CPP_SCENARIOS = Path(__file__).with_name("cpp_scenarios.py")
 QUEUES = 4  # the clients' default queue count for auto-created topics
 
 # The same broker.conf for both brokers: every delay level is 1 s, so retries come back at once.
@@ -94,16 +93,7 @@ def run_cpp(ep: Endpoint, scenario: str, timeout: float = 60.0, **opts: Any) -> 
     """One cpp_scenarios.py child (its own HOME for the C++ log); the final RESULT line."""
     home = ep.workdir / f"cpp-{scenario}-{uuid.uuid4().hex[:6]}"
     home.mkdir(parents=True)
-    argv = [sys.executable, str(CPP_SCENARIOS), scenario, ep.namesrv, "--deadline", str(timeout - 5)]
-    for key, value in opts.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            argv.append(flag)
-        elif isinstance(value, list | tuple):
-            for v in value:
-                argv += [flag, str(v)]
-        elif value is not None and value is not False:
-            argv += [flag, str(value)]
+    argv = scenario_argv(scenario, ep.namesrv, timeout - 5, **opts)
     env = {**os.environ, "HOME": str(home), "PYTHONUNBUFFERED": "1"}
     r = subprocess.run(
         argv, capture_output=True, text=True, timeout=timeout + 30, env=env, stdin=subprocess.DEVNULL

@@ -13,7 +13,6 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.interop.cpp_kit import SCENARIOS, cpp_client_problem
+from tests.interop.cpp_kit import cpp_client_problem, scenario_argv
 from tests.waiting import WaitTimeout, wait_until
 
 _problem = cpp_client_problem()
@@ -79,21 +78,6 @@ class CppClients:
     def name(self, kind: str) -> str:
         return f"{kind}_{self.unique}"
 
-    def _argv(self, scenario: str, opts: dict[str, Any]) -> list[str]:
-        argv = [sys.executable, str(SCENARIOS), scenario, self.namesrv]
-        for key, value in opts.items():
-            flag = "--" + key.replace("_", "-")
-            if value is True:
-                argv.append(flag)
-            elif value is False or value is None:
-                continue
-            elif isinstance(value, list | tuple):
-                for v in value:
-                    argv += [flag, str(v)]
-            else:
-                argv += [flag, str(value)]
-        return argv
-
     def start(self, scenario: str, timeout: float = 60.0, **opts: Any) -> Child:
         n = len(self.children)
         name = f"{n}-{scenario}"
@@ -107,7 +91,11 @@ class CppClients:
         stdout, stderr = self.workdir / f"{name}.stdout", self.workdir / f"{name}.stderr"
         with open(stdout, "wb") as o, open(stderr, "wb") as e:
             proc = subprocess.Popen(
-                self._argv(scenario, opts), stdout=o, stderr=e, stdin=subprocess.DEVNULL, env=env
+                scenario_argv(scenario, self.namesrv, **opts),
+                stdout=o,
+                stderr=e,
+                stdin=subprocess.DEVNULL,
+                env=env,
             )
         child = Child(name, proc, home, stdout, stderr, out, timeout)
         self.children.append(child)

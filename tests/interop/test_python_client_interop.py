@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -51,6 +50,7 @@ from ferromq.client import (
     SendResult,
     SendStatus,
 )
+from tests.interop.cpp_kit import cpp_client_problem, scenario_argv
 
 from . import test_java_client as java
 
@@ -59,7 +59,6 @@ pytestmark = [pytest.mark.timeout(300)]
 # The jar fixture of the Java tests: `mvn package` once per module (includes Generic.java).
 jar = java.jar
 
-SCENARIOS = Path(__file__).with_name("cpp_scenarios.py")
 PY_TIMEOUT = 60.0
 NOTE = "h\u00e9llo \u2192 \u2713 \u4e2d\u6587 \u00fc\u00df"
 COMPRESSED = 0x1
@@ -308,19 +307,6 @@ async def consume_python_pull(
 # -- the C++ client (child processes) --------------------------------------------------------------------
 
 
-def _cpp_client_problem() -> str | None:
-    """Import the client in a child, so that librocketmq.so is never loaded into the test process."""
-    try:
-        r = subprocess.run(
-            [sys.executable, "-c", "import rocketmq.client"], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return repr(e)
-    if r.returncode != 0:
-        return (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1]
-    return None
-
-
 @dataclass
 class Cpp:
     """Runs cpp_scenarios.py children one at a time; keeps their outputs for failure reports."""
@@ -333,16 +319,7 @@ class Cpp:
         name = f"{len(self.runs)}-{scenario}"
         home = self.workdir / f"cpp-{name}"  # the C++ log goes to $HOME/logs/rocketmq-cpp
         home.mkdir(parents=True)
-        argv = [sys.executable, str(SCENARIOS), scenario, self.namesrv, "--deadline", str(timeout - 5)]
-        for key, value in opts.items():
-            flag = "--" + key.replace("_", "-")
-            if value is True:
-                argv.append(flag)
-            elif isinstance(value, list | tuple):
-                for v in value:
-                    argv += [flag, str(v)]
-            elif value is not False and value is not None:
-                argv += [flag, str(value)]
+        argv = scenario_argv(scenario, self.namesrv, timeout - 5, **opts)
         self.runs.append((name, argv, home))
         env = {**os.environ, "HOME": str(home), "PYTHONUNBUFFERED": "1"}
         with open(home / "stdout", "wb") as out, open(home / "stderr", "wb") as err:
@@ -386,7 +363,7 @@ class Cpp:
 
 @pytest.fixture(scope="module")
 def cpp_usable() -> None:
-    problem = _cpp_client_problem()
+    problem = cpp_client_problem()
     if problem is not None:
         pytest.skip(f"the RocketMQ C++ client (PyPI rocketmq==0.4.4) is not usable: {problem}")
 
