@@ -139,11 +139,19 @@ class Run:
 
 
 def run_scenario(
-    jar: Path, server: Server, scenario: str, timeout: int = 60, jvm: tuple[str, ...] = (), **opts: object
+    jar: Path,
+    server: Server,
+    scenario: str,
+    timeout: int = 60,
+    jvm: tuple[str, ...] = (),
+    main: str | None = None,
+    **opts: object,
 ) -> Run:
-    """Runs one scenario of the interop jar; `jvm` adds JVM options (system properties)."""
+    """Runs one scenario of the interop jar (its default main, Interop, or the class `main`, then
+    without a scenario argument); `jvm` adds JVM options (system properties)."""
     logs = server.root / "client-logs" / f"{scenario}-{uuid.uuid4().hex[:6]}"
     logs.mkdir(parents=True)
+    entry = ["-jar", str(jar), scenario] if main is None else ["-cp", str(jar), main]
     cmd = [
         "java",
         f"-Drocketmq.client.logRoot={logs}",
@@ -151,9 +159,7 @@ def run_scenario(
         "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1",
         *jvm,
-        "-jar",
-        str(jar),
-        scenario,
+        *entry,
         f"namesrv={server.namesrv}",
         f"timeout={timeout}",
         *(f"{k}={v}" for k, v in opts.items()),

@@ -9,8 +9,6 @@ check-backs; the test then pulls the topic straight from the broker and compares
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -63,29 +61,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def run_transactions(jar: Path, server: Server, timeout: int = 60, **opts: object) -> Run:
-    logs = server.root / "client-logs" / f"transactions-{uuid.uuid4().hex[:6]}"
-    logs.mkdir(parents=True)
-    cmd = [
-        "java",
-        f"-Drocketmq.client.logRoot={logs}",
-        "-Xmx256m",
-        "-XX:+UseSerialGC",
-        "-XX:TieredStopAtLevel=1",
-        "-cp",
-        str(jar),
-        "io.ferromq.interop.Transactions",
-        f"namesrv={server.namesrv}",
-        f"timeout={timeout}",
-        *(f"{k}={v}" for k, v in opts.items()),
-    ]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60, cwd=logs)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout or ""
-        pytest.fail(f"transactions still running after {timeout + 60} s\n{out[-3000:]}\n{server.log_tail()}")
-    prefix = "RESULT "
-    results = [json.loads(line[len(prefix) :]) for line in r.stdout.splitlines() if line.startswith(prefix)]
-    return Run("transactions", r.returncode, r.stdout, r.stderr, results, logs, server)
+    return java.run_scenario(
+        jar, server, "transactions", timeout, main="io.ferromq.interop.Transactions", **opts
+    )
 
 
 async def _pull_topic(port: int, topic: str) -> list[StoredMessage]:
