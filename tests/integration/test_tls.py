@@ -24,6 +24,7 @@ from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import CloseReason, open_connection
 from ferromq.remoting.tls import TlsSettings, client_context, self_signed_pem
+from tests.waiting import until
 
 from .brokerkit import running
 
@@ -149,3 +150,85 @@ def test_bad_tls_settings_are_refused_naming_the_key(tmp_path: Path) -> None:
         load_broker_config(
             None, tls_client_cert_path=__file__, tls_client_key_path=str(tmp_path / "nope.key")
         )
+
+
+def _expired_self_signed(name: str) -> tuple[bytes, bytes]:
+    """A self-signed client certificate (its own CA) whose validity ended five days ago."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=10))
+        .not_valid_after(now - datetime.timedelta(days=5))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), pem_key
+
+
+def test_client_certificate_listed_in_the_trust_file_is_trusted_while_valid(tmp_path: Path) -> None:
+    """need.client.auth=require with the clients' own self-signed certificates in the trust file
+    (as RocketMQ deployments do): a client showing a listed certificate is served, one showing an
+    expired listed certificate or none is refused at the handshake."""
+    server_cert, server_key = self_signed_pem("broker", ["127.0.0.1"], days=2)
+    good_cert, good_key = self_signed_pem("good client", [], days=2)
+    old_cert, old_key = _expired_self_signed("expired client")
+    files = {}
+    for name, data in [
+        ("server.pem", server_cert),
+        ("server.key", server_key),
+        ("good.pem", good_cert),
+        ("good.key", good_key),
+        ("old.pem", old_cert),
+        ("old.key", old_key),
+        ("trusted.pem", good_cert + old_cert),
+    ]:
+        files[name] = tmp_path / name
+        files[name].write_bytes(data)
+
+    def client(cert: str | None) -> ssl.SSLContext:
+        ctx = client_context()
+        if cert is not None:
+            ctx.load_cert_chain(files[f"{cert}.pem"], files[f"{cert}.key"])
+        return ctx
+
+    async def main() -> None:
+        async with running(
+            tmp_path,
+            tls_server_mode="enforcing",
+            tls_test_mode_enable=False,
+            tls_server_cert_path=str(files["server.pem"]),
+            tls_server_key_path=str(files["server.key"]),
+            tls_server_need_client_auth="require",
+            tls_server_trust_cert_path=str(files["trusted.pem"]),
+            namesrv_addr=None,
+        ) as (_, broker):
+            assert (await call(broker.port, client("good"))).code == R.SUCCESS
+            for refused in ("old", None):
+                with pytest.raises((ssl.SSLError, OSError, FerroMQError)):
+                    await call(broker.port, client(refused))
+            assert broker.server is not None
+            await until(
+                lambda: (
+                    broker.server is not None
+                    and broker.server.closed_by_reason[str(CloseReason.TLS_HANDSHAKE)] >= 2
+                ),
+                "the two handshakes refused",
+            )
+
+    run(main())

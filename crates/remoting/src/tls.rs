@@ -113,6 +113,23 @@ impl TlsServer {
     }
 }
 
+/// A certificate trusted as it is still has to be within its validity dates (as Java's trust
+/// manager and OpenSSL require of it).
+fn within_validity(cert: &CertificateDer<'_>, now: UnixTime) -> Result<(), Error> {
+    use rustls::CertificateError;
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
+        .map_err(|_| Error::InvalidCertificate(CertificateError::BadEncoding))?;
+    let now = now.as_secs() as i64;
+    let validity = parsed.validity();
+    if now < validity.not_before.timestamp() {
+        return Err(Error::InvalidCertificate(CertificateError::NotValidYet));
+    }
+    if now > validity.not_after.timestamp() {
+        return Err(Error::InvalidCertificate(CertificateError::Expired));
+    }
+    Ok(())
+}
+
 /// Client certificates as Java's trust manager (and OpenSSL) take them: one listed in the trust
 /// file itself is trusted as it is, a self-signed one included (RocketMQ deployments commonly
 /// trust each client's self-signed certificate; webpki alone refuses a CA certificate as a
@@ -148,7 +165,7 @@ impl ClientCertVerifier for TrustedClients {
             .iter()
             .any(|t| t.as_ref() == end_entity.as_ref())
         {
-            return Ok(ClientCertVerified::assertion());
+            return within_validity(end_entity, now).map(|()| ClientCertVerified::assertion());
         }
         self.chains
             .verify_client_cert(end_entity, intermediates, now)
