@@ -5,6 +5,7 @@
 //! * [`index`]: the hash index from `topic#key` to CommitLog offsets.
 //! * [`columnar`]: records decoded into Arrow-layout columns for analytics readers.
 //! * [`store`]: [`MessageStore`], which keeps them consistent, flushes and recovers.
+//! * [`timer`]: the files of RocketMQ 5.x's timer messages (timer log, wheel, checkpoint).
 //!
 //! No Python here: the PyO3 binding lives in `crates/store-py`.
 
@@ -24,6 +25,7 @@ pub mod mapped_file_queue;
 pub mod message;
 pub mod send;
 pub mod store;
+pub mod timer;
 
 pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Result, StoreError};
