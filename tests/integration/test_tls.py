@@ -152,42 +152,13 @@ def test_bad_tls_settings_are_refused_naming_the_key(tmp_path: Path) -> None:
         )
 
 
-def _expired_self_signed(name: str) -> tuple[bytes, bytes]:
-    """A self-signed client certificate (its own CA) whose validity ended five days ago."""
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=10))
-        .not_valid_after(now - datetime.timedelta(days=5))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    pem_key = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), pem_key
-
-
 def test_client_certificate_listed_in_the_trust_file_is_trusted_while_valid(tmp_path: Path) -> None:
     """need.client.auth=require with the clients' own self-signed certificates in the trust file
     (as RocketMQ deployments do): a client showing a listed certificate is served, one showing an
     expired listed certificate or none is refused at the handshake."""
     server_cert, server_key = self_signed_pem("broker", ["127.0.0.1"], days=2)
     good_cert, good_key = self_signed_pem("good client", [], days=2)
-    old_cert, old_key = _expired_self_signed("expired client")
+    old_cert, old_key = self_signed_pem("expired client", [], days=-5, since_days=10)
     files = {}
     for name, data in [
         ("server.pem", server_cert),

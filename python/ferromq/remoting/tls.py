@@ -280,10 +280,11 @@ def _self_signed() -> tuple[bytes, bytes]:
 
 
 def self_signed_pem(
-    common_name: str, ip_addresses: Sequence[str] = (), days: int = 365
+    common_name: str, ip_addresses: Sequence[str] = (), days: int = 365, since_days: int = 1
 ) -> tuple[bytes, bytes]:
     """(certificate, PKCS#8 key) PEM of a self-signed P-256 certificate that is its own CA, valid
-    for `ip_addresses` (subject alternative names) for `days`. Needs the `cryptography` package."""
+    for `ip_addresses` (subject alternative names) from `since_days` ago to `days` from now (a
+    negative `days`: expired). Needs the `cryptography` package."""
     try:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
@@ -303,7 +304,7 @@ def self_signed_pem(
         .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_before(now - datetime.timedelta(days=since_days))
         .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
     )
