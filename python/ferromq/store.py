@@ -493,6 +493,10 @@ class MessageStore:
     def min_offset(self, topic: str, queue_id: int) -> int:
         return self._store.min_offset(topic, queue_id)
 
+    def confirm_reads_by(self, ha: _store.HaMaster | None) -> None:
+        """Readers see only what `ha`'s slaves acknowledged (None: everything stored)."""
+        self._store.confirm_reads_by(ha)
+
     def max_offset(self, topic: str, queue_id: int) -> int:
         return self._store.max_offset(topic, queue_id)
 

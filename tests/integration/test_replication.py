@@ -16,14 +16,18 @@ from typing import Any
 
 import orjson
 
+from ferromq import _store
 from ferromq.broker import Broker
 from ferromq.message import decode_messages
 from ferromq.namesrv import NameServer
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.store import MessageStore
 from ferromq.testing import free_port
 from tests.integration.brokerkit import Client, properties, pull_ext, running, send_ext
-from tests.waiting import until
+from tests.waiting import until, wait_until
+
+from ..conftest import SMALL
 
 HA_FAST = {"ha_send_heartbeat_interval": 200, "ha_listen_port": 0}
 
@@ -399,3 +403,35 @@ async def test_slave_copies_the_masters_metadata_as_soon_as_it_reaches_it(tmp_pa
                 lambda: slave.topics.data_version == master.topics.data_version, "the copy", timeout=8
             )
             assert slave.replication.master_addr == master.config.broker_addr
+
+
+def test_reads_wait_for_the_replicas_when_confirmed_by_them(tmp_path: Path) -> None:
+    """A controller-mode master whose SyncStateSet holds replicas (`confirm_reads_by`): a stored
+    message is not visible to readers until a slave acknowledged it, so no consumer reads what a
+    failover to that slave would not have; without the bound it is visible at once."""
+    with (
+        MessageStore(tmp_path / "m", **SMALL) as master_store,
+        MessageStore(tmp_path / "s", **SMALL) as slave_store,
+    ):
+        ha = _store.HaMaster(master_store.raw, "127.0.0.1:0", heartbeat_interval_ms=100)
+        try:
+            master_store.confirm_reads_by(ha)
+            master_store.put("Confirmed", 0, b"only once replicated")
+            assert master_store.max_offset("Confirmed", 0) == 0
+            got = master_store.pull("Confirmed", 0, 0, 32)
+            assert got.message_count == 0
+            slave = _store.HaSlave(slave_store.raw, f"127.0.0.1:{ha.port}", heartbeat_interval_ms=100)
+            try:
+                ha.notify_appended()
+                wait_until(
+                    lambda: master_store.max_offset("Confirmed", 0) == 1, "the slave's acknowledgement"
+                )
+                assert master_store.pull("Confirmed", 0, 0, 32).message_count == 1
+            finally:
+                slave.close()
+            master_store.put("Confirmed", 0, b"not yet replicated")
+            master_store.confirm_reads_by(None)
+            assert master_store.max_offset("Confirmed", 0) == 2
+        finally:
+            master_store.confirm_reads_by(None)
+            ha.close()

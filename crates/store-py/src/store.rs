@@ -615,6 +615,14 @@ impl Store {
         self.store.min_offset_in_queue(topic, queue_id).py_err(py)
     }
 
+    /// Readers see only what `ha`'s slaves acknowledged (None: no such bound); see
+    /// `MessageStore::confirm_reads_by`.
+    #[pyo3(signature = (ha=None))]
+    fn confirm_reads_by(&self, ha: Option<&crate::ha::HaMaster>) {
+        self.store
+            .confirm_reads_by(ha.map(|h| h.inner.acked_signal()));
+    }
+
     fn max_offset(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
         py.detach(|| self.store.max_offset_in_queue(topic, queue_id))
             .py_err(py)

@@ -356,6 +356,7 @@ class ControllerLink:
             rep.master.set_ack_peers([self._ha_client(m) for m in others])
         else:
             rep.master.set_ack_peers(None)
+        rep.confirm_reads()
 
     async def _maintain_sync_state_set(self, view: dict[str, Any]) -> None:
         master = self._broker.replication.master

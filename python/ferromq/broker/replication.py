@@ -117,12 +117,21 @@ class ReplicationService:
         # Set to None first: a controller-mode broker starts again in another role.
         slave, master, self.slave, self.master = self.slave, self.master, None, None
         self.ack_alone = False
+        self.confirm_reads()
         if slave is not None:
             await loop.run_in_executor(None, slave.close)
         if master is not None:
             await loop.run_in_executor(None, master.close)
 
     # -- master ------------------------------------------------------------------------------------
+
+    def confirm_reads(self) -> None:
+        """Controller mode, on a master whose SyncStateSet holds replicas: consumers read only what
+        the replicas acknowledged (RocketMQ's confirm offset), so none reads a message a failover
+        to a replica would not have, and skips what the new master stores at those offsets.
+        Anywhere else, readers see everything stored (on disk, in SYNC_FLUSH)."""
+        gated = self._broker.config.enable_controller_mode and not self.ack_alone
+        self._broker.store.confirm_reads_by(self.master if gated else None)
 
     def notify_appended(self) -> None:
         """New CommitLog data: wake the streams to slaves."""

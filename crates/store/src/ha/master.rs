@@ -25,7 +25,7 @@ struct Shared {
     cfg: HaConfig,
     /// The highest CommitLog offset a slave reported (RocketMQ's `push2SlaveMaxOffset`); its
     /// waiters are the SYNC_MASTER sends, released together by the report that covers them.
-    acked: FlushSignal,
+    acked: Arc<FlushSignal>,
     connections: AtomicUsize,
     stop: AtomicBool,
     /// Wakes idle writers when data is appended (the count is only a sequence number).
@@ -60,7 +60,7 @@ impl HaMaster {
     pub fn start(log: ReplicaLog, bind: SocketAddr, cfg: HaConfig) -> std::io::Result<Self> {
         let listener = TcpListener::bind(bind)?;
         let addr = listener.local_addr()?;
-        let acked = FlushSignal::new(0);
+        let acked = Arc::new(FlushSignal::new(0));
         let shared = Arc::new(Shared {
             log,
             cfg,
@@ -99,6 +99,11 @@ impl HaMaster {
     /// Slaves connected now.
     pub fn connections(&self) -> usize {
         self.shared.connections.load(Ordering::Acquire)
+    }
+
+    /// What the slaves acknowledged, live (readers of the store may be bounded by it).
+    pub fn acked_signal(&self) -> Arc<FlushSignal> {
+        self.shared.acked.clone()
     }
 
     /// The highest CommitLog offset a slave has reported.

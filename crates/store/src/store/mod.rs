@@ -221,6 +221,10 @@ struct Inner {
     stop: (Mutex<bool>, Condvar),
     retention: retention::Retention,
     space: space::DiskSpace,
+    /// Controller mode with replicas in the SyncStateSet: readers see only what the replicas
+    /// acknowledged (the HA master's acked offset), so no consumer reads a message that a
+    /// failover to a replica would not have (RocketMQ's confirm offset).
+    read_confirm: RwLock<Option<Arc<FlushSignal>>>,
 }
 
 pub struct MessageStore {
@@ -560,6 +564,14 @@ impl MessageStore {
         Ok(inner.queue(topic, queue_id).map_or(0, |cq| cq.min_offset()))
     }
 
+    /// Readers see only the CommitLog up to what `acked` says the replicas have (None: no such
+    /// bound). Set on a controller-mode master whose SyncStateSet holds replicas.
+    pub fn confirm_reads_by(&self, acked: Option<Arc<FlushSignal>>) {
+        if let Ok(inner) = self.check_open() {
+            *inner.read_confirm.write().unwrap() = acked;
+        }
+    }
+
     pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
         let inner = self.check_open()?;
         Ok(inner
@@ -806,6 +818,7 @@ impl Inner {
             stop: (Mutex::new(false), Condvar::new()),
             retention: Default::default(),
             space: Default::default(),
+            read_confirm: RwLock::new(None),
             config,
         };
         if writable {
@@ -928,12 +941,18 @@ impl Inner {
         Ok(out)
     }
 
-    /// How far readers may read in the CommitLog: in SYNC_FLUSH mode only what is on disk.
+    /// How far readers may read in the CommitLog: in SYNC_FLUSH mode only what is on disk, and
+    /// with a read confirm only what the replicas acknowledged.
     fn read_limit(&self) -> u64 {
-        if !self.config.read_only && self.config.flush_disk_type == FlushDiskType::Sync {
-            self.flush.flushed()
-        } else {
-            u64::MAX
+        let flushed =
+            if !self.config.read_only && self.config.flush_disk_type == FlushDiskType::Sync {
+                self.flush.flushed()
+            } else {
+                u64::MAX
+            };
+        match self.read_confirm.read().unwrap().as_ref() {
+            Some(acked) => flushed.min(acked.flushed()),
+            None => flushed,
         }
     }
 
