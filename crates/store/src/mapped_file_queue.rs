@@ -35,7 +35,11 @@ impl MappedFileQueue {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
             remove_unfinished_files(dir)?;
         }
-        let listed = list_files(dir)?;
+        let listed = if writable {
+            list_files(dir)?
+        } else {
+            list_published_files(dir, file_size)?
+        };
         // A read-only view takes the segment size from the files themselves, so tools need not
         // know the writer's configuration (Java brokers and tests often use small segments).
         let file_size = match listed.first() {
@@ -390,6 +394,28 @@ fn written_extent(f: &MappedFile, from: usize) -> usize {
     end
 }
 
+/// The files of a log a writer may be growing, listed again (a bounded number of times) while
+/// the listing has a gap: the writer names a new file only once it has its full length, and its
+/// warmer may publish the file after that one first, so a listing can catch a file still under
+/// its temporary name with its successor already there. A gap that stays is reported by `load`.
+fn list_published_files(dir: &Path, configured_size: usize) -> Result<Vec<(u64, PathBuf)>> {
+    const ATTEMPTS: usize = 20;
+    let mut listed = list_files(dir)?;
+    for _ in 1..ATTEMPTS {
+        let size = match listed.first() {
+            Some((_, path)) => std::fs::metadata(path).map_or(configured_size as u64, |m| m.len()),
+            None => return Ok(listed),
+        };
+        let gap = listed.windows(2).any(|pair| pair[1].0 != pair[0].0 + size);
+        if !gap {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        listed = list_files(dir)?;
+    }
+    Ok(listed)
+}
+
 fn list_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -568,5 +594,42 @@ impl Drop for Warmer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapped_file::offset_to_file_name;
+
+    #[test]
+    fn a_read_only_listing_waits_out_a_file_published_after_its_successor() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 4096;
+        let write = |n: u64| {
+            std::fs::write(
+                dir.path().join(offset_to_file_name(n * size as u64)),
+                vec![0u8; size],
+            )
+            .unwrap()
+        };
+        write(0);
+        write(2); // the successor first, as a warmer racing the writer may publish it
+        let late = {
+            let path = dir.path().join(offset_to_file_name(size as u64));
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                std::fs::write(path, vec![0u8; 4096]).unwrap();
+            })
+        };
+        let view = MappedFileQueue::load(dir.path(), size, false, false).unwrap();
+        late.join().unwrap();
+        assert_eq!(view.files().len(), 3);
+        // A gap that stays is still an error.
+        std::fs::remove_file(dir.path().join(offset_to_file_name(size as u64))).unwrap();
+        assert!(matches!(
+            MappedFileQueue::load(dir.path(), size, false, false),
+            Err(StoreError::Corrupt { .. })
+        ));
     }
 }
