@@ -441,6 +441,7 @@ class Sender:
         cluster: str,
         region: str,
         trace_on: bool,
+        reads_wait_for_replicas: bool = False,
     ) -> Sender: ...
     def send(
         self,

@@ -43,6 +43,10 @@ pub struct SendSettings {
     pub cluster: String,
     pub region: String,
     pub trace_on: bool,
+    /// Readers see only what the replicas acknowledged (controller mode with replicas in the
+    /// SyncStateSet, `MessageStore::confirm_reads_by`): a message may be read, and its pulls
+    /// woken, once the replica wait is over, not at the store or the flush.
+    pub reads_wait_for_replicas: bool,
 }
 
 /// The fields of a SendMessageRequestHeader a send is made of.
@@ -132,11 +136,16 @@ pub struct Stored {
 /// What a waiting send does with its code once it is decided.
 pub(crate) type Answer = Box<dyn FnOnce(i32, &mut Replies) + Send>;
 
-/// The waits of one send (the flush's, the slave's), answered when the last is in.
+/// What runs once a stored message may be read (it wakes the pulls waiting for it).
+type Arrived = Box<dyn FnOnce() + Send>;
+
+/// The waits of one send (the flush's, the slave's), answered when the last is in (and its
+/// arrival told then, when reads wait for the replicas).
 struct Joint {
     left: u8,
     flush_code: i32,
     replica_code: i32,
+    arrived: Option<Arrived>,
     answer: Option<Answer>,
 }
 
@@ -151,13 +160,15 @@ impl Joint {
             } else {
                 j.flush_code
             };
-            (j.left == 0)
-                .then(|| j.answer.take())
-                .flatten()
-                .map(|a| (a, code))
+            (j.left == 0).then(|| (j.arrived.take(), j.answer.take(), code))
         };
-        if let Some((answer, code)) = ready {
-            answer(code, replies);
+        if let Some((arrived, answer, code)) = ready {
+            if let Some(arrived) = arrived {
+                arrived();
+            }
+            if let Some(answer) = answer {
+                answer(code, replies);
+            }
         }
     }
 }
@@ -348,11 +359,12 @@ impl Sender {
     /// is within haSlaveFallbehindMax; FLUSH_SLAVE_TIMEOUT when none reports within
     /// slaveTimeout; either takes precedence over the flush's code). Returns the code when it is
     /// known now; else the answer `answer` makes gets it later, on the thread that learnt the
-    /// last of it. `arrived` runs once the message may be read (after the flush in SYNC_FLUSH).
+    /// last of it. `arrived` runs once the message may be read: after the flush in SYNC_FLUSH,
+    /// after every wait when reads wait for the replicas, before the answer.
     pub(crate) fn settle(
         &self,
         s: &Stored,
-        arrived: Box<dyn FnOnce() + Send>,
+        arrived: Arrived,
         answer: impl FnOnce() -> Answer,
     ) -> Option<i32> {
         let flush = s.wait && self.settings.sync_flush;
@@ -363,28 +375,38 @@ impl Sender {
         }
         // With ack_alone there is no slave to wait for: its acknowledgement is the master's own.
         let replica_wait = if replica { self.replica.clone() } else { None };
-        let arrived_after_flush = if flush {
-            Some(arrived)
+        // When the message may be read: now, after the flush, or after every wait (reads bounded
+        // by the replicas' acknowledgement).
+        let (mut now, mut after_flush, mut after_all) = (None, None, None);
+        if self.settings.reads_wait_for_replicas && replica_wait.is_some() {
+            after_all = Some(arrived);
+        } else if flush {
+            after_flush = Some(arrived);
         } else {
+            now = Some(arrived);
+        }
+        if let Some(arrived) = now {
             arrived();
-            if replica_wait.is_none() {
-                return Some(replica_code);
-            }
-            None
-        };
+        }
+        if !flush && replica_wait.is_none() {
+            return Some(replica_code);
+        }
         let joint = Arc::new(Mutex::new(Joint {
             left: u8::from(flush) + u8::from(replica_wait.is_some()),
             flush_code: SUCCESS,
             replica_code,
+            arrived: after_all,
             answer: Some(answer()),
         }));
         let end = s.end_offset;
-        if let Some(arrived) = arrived_after_flush {
+        if flush {
             let joint = joint.clone();
             self.flush.wait(
                 end,
                 Box::new(move |flushed, replies| {
-                    arrived();
+                    if let Some(arrived) = after_flush {
+                        arrived();
+                    }
                     Joint::done(&joint, replies, |j| {
                         if !flushed {
                             j.flush_code = FLUSH_DISK_TIMEOUT;

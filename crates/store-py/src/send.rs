@@ -109,7 +109,8 @@ pub struct Sender {
 impl Sender {
     #[new]
     #[pyo3(signature = (
-        store, *, ha, sync_flush, sync_master, ack_alone, slave_timeout_ms, cluster, region, trace_on
+        store, *, ha, sync_flush, sync_master, ack_alone, slave_timeout_ms, cluster, region, trace_on,
+        reads_wait_for_replicas=false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -123,6 +124,7 @@ impl Sender {
         cluster: &str,
         region: &str,
         trace_on: bool,
+        reads_wait_for_replicas: bool,
     ) -> PyResult<Self> {
         let settings = SendSettings {
             store: store.store.clone(),
@@ -134,6 +136,7 @@ impl Sender {
             cluster: cluster.to_string(),
             region: region.to_string(),
             trace_on,
+            reads_wait_for_replicas,
         };
         let inner = ferromq_remoting::Sender::new(settings).py_err(py)?;
         Ok(Sender {

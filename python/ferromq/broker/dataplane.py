@@ -89,6 +89,7 @@ class DataPlanes:
             "cluster": cfg.broker_cluster_name,
             "region": str(cfg.region_id),
             "trace_on": cfg.trace_on,
+            "reads_wait_for_replicas": b.replication.reads_wait_for_replicas,
         }
         key = (b.store.raw, settings)
         if self._sender is None or self._sender[0] != key:

@@ -125,13 +125,17 @@ class ReplicationService:
 
     # -- master ------------------------------------------------------------------------------------
 
-    def confirm_reads(self) -> None:
+    @property
+    def reads_wait_for_replicas(self) -> bool:
         """Controller mode, on a master whose SyncStateSet holds replicas: consumers read only what
         the replicas acknowledged (RocketMQ's confirm offset), so none reads a message a failover
         to a replica would not have, and skips what the new master stores at those offsets.
         Anywhere else, readers see everything stored (on disk, in SYNC_FLUSH)."""
-        gated = self._broker.config.enable_controller_mode and not self.ack_alone
-        self._broker.store.confirm_reads_by(self.master if gated else None)
+        return self.master is not None and self._broker.config.enable_controller_mode and not self.ack_alone
+
+    def confirm_reads(self) -> None:
+        """Bounds the store's readers as `reads_wait_for_replicas` says."""
+        self._broker.store.confirm_reads_by(self.master if self.reads_wait_for_replicas else None)
 
     def notify_appended(self) -> None:
         """New CommitLog data: wake the streams to slaves."""

@@ -183,8 +183,6 @@ def send_message(
 
     def on_answered(code: int) -> None:
         loop.call_soon_threadsafe(_complete, answer, _reply(cmd, code, reply_ext))
-        # Where reads wait for the replicas (controller mode), the message may be read now.
-        loop.call_soon_threadsafe(arrived)
 
     code = sender.settle(out, on_arrived, on_answered)
     if code is not None:
