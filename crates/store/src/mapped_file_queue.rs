@@ -35,18 +35,12 @@ impl MappedFileQueue {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
             remove_unfinished_files(dir)?;
         }
-        let listed = if writable {
-            list_files(dir)?
-        } else {
-            list_published_files(dir, file_size)?
-        };
         // A read-only view takes the segment size from the files themselves, so tools need not
         // know the writer's configuration (Java brokers and tests often use small segments).
-        let file_size = match listed.first() {
-            Some((_, path)) if !writable => {
-                std::fs::metadata(path).map_err(io_err(path))?.len() as usize
-            }
-            _ => file_size,
+        let (listed, file_size) = if writable {
+            (list_files(dir)?, file_size)
+        } else {
+            list_published_files(dir, file_size)?
         };
         let mut files = Vec::new();
         for (offset, path) in listed {
@@ -398,22 +392,34 @@ fn written_extent(f: &MappedFile, from: usize) -> usize {
 /// the listing has a gap: the writer names a new file only once it has its full length, and its
 /// warmer may publish the file after that one first, so a listing can catch a file still under
 /// its temporary name with its successor already there. A gap that stays is reported by `load`.
-fn list_published_files(dir: &Path, configured_size: usize) -> Result<Vec<(u64, PathBuf)>> {
+fn list_published_files(
+    dir: &Path,
+    configured_size: usize,
+) -> Result<(Vec<(u64, PathBuf)>, usize)> {
     const ATTEMPTS: usize = 20;
     let mut listed = list_files(dir)?;
     for _ in 1..ATTEMPTS {
-        let size = match listed.first() {
-            Some((_, path)) => std::fs::metadata(path).map_or(configured_size as u64, |m| m.len()),
-            None => return Ok(listed),
-        };
-        let gap = listed.windows(2).any(|pair| pair[1].0 != pair[0].0 + size);
+        let size = segment_size(&listed, configured_size)?;
+        let gap = listed
+            .windows(2)
+            .any(|pair| pair[1].0 != pair[0].0 + size as u64);
         if !gap {
-            break;
+            return Ok((listed, size));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
         listed = list_files(dir)?;
     }
-    Ok(listed)
+    // `load` refuses the gap that stayed.
+    let size = segment_size(&listed, configured_size)?;
+    Ok((listed, size))
+}
+
+/// The segment size of listed files: the first one's length (`configured` when there is none).
+fn segment_size(listed: &[(u64, PathBuf)], configured: usize) -> Result<usize> {
+    match listed.first() {
+        Some((_, path)) => Ok(std::fs::metadata(path).map_err(io_err(path))?.len() as usize),
+        None => Ok(configured),
+    }
 }
 
 fn list_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
