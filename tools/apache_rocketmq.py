@@ -1,14 +1,17 @@
-"""Run the real Apache RocketMQ 4.9.7 name server and broker as child processes, for interop and store
-cross-compatibility tests and benchmarks.
+"""Run the real Apache RocketMQ 4.9.7 (the default) or 5.3.3 name server and broker as child processes, for
+interop and store cross-compatibility tests and benchmarks.
 
-The jars come from Maven Central: `tools/apache-rocketmq/pom.xml` depends on rocketmq-namesrv,
-rocketmq-broker and rocketmq-tools (mqadmin), and `classpath()` resolves their runtime classpath once with `mvn dependency:build-classpath`
-into `tools/apache-rocketmq/target/` (rebuilt only when the pom changes). `start_rocketmq(root)` writes every
-file the two JVMs use (configs, logback files, store, logs, user.home) under `root` and returns once the
-broker is registered with the name server.
+The jars come from Maven Central: `tools/apache-rocketmq/pom.xml` (4.9.7) and
+`tools/apache-rocketmq-5/pom.xml` (5.3.3) depend on rocketmq-namesrv, rocketmq-broker and rocketmq-tools
+(mqadmin), and `classpath(version)` resolves a version's runtime classpath once with
+`mvn dependency:build-classpath` into that project's `target/` (rebuilt only when its pom changes).
+`start_rocketmq(root)` writes every file the two JVMs use (configs, logback files, store, logs, user.home)
+under `root` and returns once the broker is registered with the name server.
 
     with start_rocketmq(tmp_path, {"mappedFileSizeCommitLog": str(1 << 20)}) as mq:
         ...  # clients use mq.namesrv
+    with start_rocketmq(tmp_path, version=ROCKETMQ_5_VERSION) as mq:
+        ...  # a 5.3.3 broker (timer messages, POP) run from the same mains
 """
 
 from __future__ import annotations
@@ -30,9 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+# The default version: what every caller that names none runs.
 ROCKETMQ_VERSION = "4.9.7"
+ROCKETMQ_5_VERSION = "5.3.3"
 
-PROJECT_DIR = Path(__file__).resolve().parent / "apache-rocketmq"
+# Each version's Maven project (a pom whose dependencies are the distribution).
+PROJECTS = {
+    ROCKETMQ_VERSION: Path(__file__).resolve().parent / "apache-rocketmq",
+    ROCKETMQ_5_VERSION: Path(__file__).resolve().parent / "apache-rocketmq-5",
+}
+
+PROJECT_DIR = PROJECTS[ROCKETMQ_VERSION]
 POM = PROJECT_DIR / "pom.xml"
 TARGET = PROJECT_DIR / "target"
 CLASSPATH_FILE = TARGET / "classpath.txt"
@@ -64,9 +75,21 @@ JAVA17_FLAGS = [
 START_ATTEMPTS = 3
 STOP_TIMEOUT = 60.0
 GET_BROKER_CLUSTER_INFO = 106
+# 5.x's periodic loggers besides the 4.x ones (RocketmqStats, ...): kept out of broker.log.
+_STATS_LOGGERS_5 = (
+    "RocketmqTraffic",
+    "RocketmqWaterMark",
+    "io.opentelemetry.exporter.logging.otlp.OtlpJsonLoggingMetricExporter",
+    "io.opentelemetry.exporter.logging.LoggingMetricExporter",
+)
 
 # Our own logback configuration (not the distribution's): everything at INFO into one file per process,
-# with the store's and the broker's lines included, so failures can be read from log_tail().
+# with the store's and the broker's lines included, so failures can be read from log_tail(). 4.9.7's
+# BrokerStartup / NamesrvStartup load ROCKETMQ_HOME/conf/logback_{broker,namesrv}.xml themselves; 5.x logs
+# through a shaded logback (org.apache.rocketmq.logging.ch.qos.logback, which reads the same XML with the
+# unshaded class names) that is pointed at the same file by -Drmq.logback.configurationFile. 5.x loggers
+# are the 4.x ones plus a few (RocketmqTraffic, RocketmqPop, ...); only the periodic statistics are kept
+# out of the main log.
 _LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
 <configuration>
   <appender name="FILE" class="ch.qos.logback.core.FileAppender">
@@ -82,7 +105,7 @@ _LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
   <logger name="RocketmqStats" additivity="false" level="INFO"><appender-ref ref="STATS"/></logger>
   <logger name="RocketmqCommercial" additivity="false" level="INFO"><appender-ref ref="STATS"/></logger>
   <logger name="RocketmqLockStats" additivity="false" level="INFO"><appender-ref ref="STATS"/></logger>
-  <root level="INFO"><appender-ref ref="FILE"/></root>
+{extra_loggers}  <root level="INFO"><appender-ref ref="FILE"/></root>
 </configuration>
 """
 
@@ -136,33 +159,37 @@ def maven_package(project: Path, artifact: Path, timeout: float = 600) -> Path:
     return artifact
 
 
-def _pom_hash() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()
+def _project(version: str) -> Path:
+    try:
+        return PROJECTS[version]
+    except KeyError:
+        raise ValueError(f"no Apache RocketMQ {version!r} here; known: {', '.join(PROJECTS)}") from None
 
 
-def classpath() -> str:
-    """The broker's and name server's runtime classpath; resolved with Maven on first use and whenever
-    pom.xml changed since, then read from tools/apache-rocketmq/target/classpath.txt."""
-    digest = _pom_hash()
+def classpath(version: str = ROCKETMQ_VERSION) -> str:
+    """The broker's and name server's runtime classpath of `version`; resolved with Maven on first use and
+    whenever the version's pom.xml changed since, then read from its target/classpath.txt (for 4.9.7
+    tools/apache-rocketmq/target/classpath.txt, for 5.3.3 tools/apache-rocketmq-5/target/classpath.txt)."""
+    target = _project(version) / "target"
+    classpath_file = target / CLASSPATH_FILE.name
+    stamp = target / CLASSPATH_STAMP.name
+    digest = hashlib.sha256((_project(version) / "pom.xml").read_bytes()).hexdigest()
     with maven_lock():
-        if not (
-            CLASSPATH_FILE.is_file()
-            and CLASSPATH_STAMP.is_file()
-            and CLASSPATH_STAMP.read_text().strip() == digest
-        ):
-            _resolve_classpath(digest)
-    return CLASSPATH_FILE.read_text().strip()
+        if not (classpath_file.is_file() and stamp.is_file() and stamp.read_text().strip() == digest):
+            _resolve_classpath(version, digest)
+    return classpath_file.read_text().strip()
 
 
-def _resolve_classpath(digest: str) -> None:
-    TARGET.mkdir(parents=True, exist_ok=True)
-    tmp = TARGET / f"classpath.{os.getpid()}.tmp"
+def _resolve_classpath(version: str, digest: str) -> None:
+    target = _project(version) / "target"
+    target.mkdir(parents=True, exist_ok=True)
+    tmp = target / f"classpath.{os.getpid()}.tmp"
     cmd = [
         "mvn",
         "-q",
         "-B",
         "-f",
-        str(POM),
+        str(_project(version) / "pom.xml"),
         "dependency:build-classpath",
         f"-Dmdep.outputFile={tmp}",
     ]
@@ -172,8 +199,8 @@ def _resolve_classpath(digest: str) -> None:
             f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}"
         )
     # Rename last, so concurrent callers see either no file or a whole one.
-    os.replace(tmp, CLASSPATH_FILE)
-    CLASSPATH_STAMP.write_text(digest + "\n")
+    os.replace(tmp, target / CLASSPATH_FILE.name)
+    (target / CLASSPATH_STAMP.name).write_text(digest + "\n")
 
 
 def _port_free(port: int) -> bool:
@@ -246,7 +273,13 @@ def _tail(path: Path, n: int) -> str:
     return "\n".join(lines[-n:])
 
 
-def _java_command(root: Path, heap: str, main: str, conf: Path, extra: list[str]) -> list[str]:
+def _java_command(
+    root: Path, heap: str, main: str, conf: Path, extra: list[str], version: str = ROCKETMQ_VERSION
+) -> list[str]:
+    logback = []
+    if version.startswith("5."):
+        name = "broker" if main == BROKER_MAIN else "namesrv"
+        logback = [f"-Drmq.logback.configurationFile={root / 'conf' / f'logback_{name}.xml'}"]
     return [
         "java",
         "-server",
@@ -266,8 +299,9 @@ def _java_command(root: Path, heap: str, main: str, conf: Path, extra: list[str]
         # share disks, so only a really full one should stop it.
         "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.98",
         "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.97",
+        *logback,
         "-cp",
-        classpath(),
+        classpath(version),
         main,
         "-c",
         str(conf),
@@ -304,6 +338,7 @@ class ApacheRocketMQ:
     # Exit codes after stop(): None while running or when the process had to be killed.
     broker_exit: int | None = None
     namesrv_exit: int | None = None
+    version: str = ROCKETMQ_VERSION
 
     @property
     def store(self) -> Path:
@@ -362,26 +397,32 @@ class ApacheRocketMQ:
 
 
 def _start_once(
-    root: Path, conf: dict[str, str], heap: str, deadline: float
+    root: Path, conf: dict[str, str], heap: str, deadline: float, version: str
 ) -> tuple[ApacheRocketMQ | None, str]:
     logs = root / "logs"
     conf_dir = root / "conf"
     logs.mkdir(parents=True, exist_ok=True)
     conf_dir.mkdir(parents=True, exist_ok=True)
+    extra_loggers = "".join(
+        f'  <logger name="{name}" additivity="false" level="INFO"><appender-ref ref="STATS"/></logger>\n'
+        for name in (_STATS_LOGGERS_5 if version.startswith("5.") else ())
+    )
     for name in ("broker", "namesrv"):
         (conf_dir / f"logback_{name}.xml").write_text(
-            _LOGBACK.format(log=logs / f"{name}.log", stats=logs / f"{name}-stats.log")
+            _LOGBACK.format(
+                log=logs / f"{name}.log", stats=logs / f"{name}-stats.log", extra_loggers=extra_loggers
+            )
         )
     ns_port = _free_port()
     namesrv = f"127.0.0.1:{ns_port}"
-    _write_properties(
-        root / "namesrv.conf",
-        {
-            "listenPort": str(ns_port),
-            "kvConfigPath": str(root / "namesrv" / "kvConfig.json"),
-            "configStorePath": str(root / "namesrv" / "namesrv.properties"),
-        },
-    )
+    ns_conf = {
+        "listenPort": str(ns_port),
+        "kvConfigPath": str(root / "namesrv" / "kvConfig.json"),
+        "configStorePath": str(root / "namesrv" / "namesrv.properties"),
+    }
+    if version.startswith("5."):
+        ns_conf["bindAddress"] = "127.0.0.1"  # 5.x binds 0.0.0.0 unless told (4.9.7 cannot be told)
+    _write_properties(root / "namesrv.conf", ns_conf)
     port = conf.get("listenPort") or str(_broker_port())
     conf = {**conf, "listenPort": port, "namesrvAddr": namesrv}
     _write_properties(root / "broker.conf", conf)
@@ -390,14 +431,14 @@ def _start_once(
     env["ROCKETMQ_HOME"] = str(root)
     with open(logs / "namesrv.out", "ab") as ns_out:
         ns_proc = subprocess.Popen(
-            _java_command(root, "256m", NAMESRV_MAIN, root / "namesrv.conf", []),
+            _java_command(root, "256m", NAMESRV_MAIN, root / "namesrv.conf", [], version),
             stdout=ns_out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=root,
             env=env,
         )
-    mq = ApacheRocketMQ(root, namesrv, f"127.0.0.1:{port}", -1, conf, ns_proc, None)
+    mq = ApacheRocketMQ(root, namesrv, f"127.0.0.1:{port}", -1, conf, ns_proc, None, version=version)
     # The name server answers once it listens; the broker registers at start, so wait for it first.
     while time.monotonic() < deadline and ns_proc.poll() is None:
         if not _port_free(ns_port):
@@ -413,7 +454,7 @@ def _start_once(
 
     with open(logs / "broker.out", "ab") as br_out:
         br_proc = subprocess.Popen(
-            _java_command(root, heap, BROKER_MAIN, root / "broker.conf", []),
+            _java_command(root, heap, BROKER_MAIN, root / "broker.conf", [], version),
             stdout=br_out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -432,11 +473,20 @@ def _start_once(
 
 
 def start_rocketmq(
-    root: Path, broker_conf: dict[str, str] | None = None, *, timeout: float = 120.0, heap: str = "512m"
+    root: Path,
+    broker_conf: dict[str, str] | None = None,
+    *,
+    timeout: float = 120.0,
+    heap: str = "512m",
+    version: str = ROCKETMQ_VERSION,
 ) -> ApacheRocketMQ:
-    """Start a Java name server and broker under `root` (store in root/store, logs in root/logs, config in
-    root/broker.conf) on free 127.0.0.1 ports; returns once the broker is registered with the name server.
-    `broker_conf` overrides or adds broker.conf keys (e.g. mappedFileSizeCommitLog, flushDiskType)."""
+    """Start a Java name server and broker of `version` (4.9.7 or 5.3.3) under `root` (store in root/store,
+    logs in root/logs, config in root/broker.conf) on free 127.0.0.1 ports; returns once the broker is
+    registered with the name server. `broker_conf` overrides or adds broker.conf keys (e.g.
+    mappedFileSizeCommitLog, flushDiskType). 5.3.3 keeps every store file (commit log, consume queues,
+    timerwheel / timerlog, config/) under storePathRootDir and everything else (rocksdb, auth) under
+    user.home, which is `root`."""
+    _project(version)
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     store = root / "store"
@@ -457,12 +507,19 @@ def start_rocketmq(
         "fileReservedTime": "72",
         "diskMaxUsedSpaceRatio": "95",
     }
+    if version.startswith("5."):
+        conf |= {
+            "bindAddress": "127.0.0.1",
+            # Controller-mode files, by default under user.home/store: name them next to the rest.
+            "storePathEpochFile": str(store / "epochFileCheckpoint"),
+            "storePathBrokerIdentity": str(store / "brokerIdentity"),
+        }
     if broker_conf:
         conf.update({k: str(v) for k, v in broker_conf.items()})
     deadline = time.monotonic() + timeout
     why = ""
     for _ in range(START_ATTEMPTS):
-        mq, why = _start_once(root, dict(conf), heap, deadline)
+        mq, why = _start_once(root, dict(conf), heap, deadline, version)
         if mq is not None:
             return mq
         tail = ApacheRocketMQ(root, "", "", -1).log_tail()

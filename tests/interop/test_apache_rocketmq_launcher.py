@@ -1,6 +1,7 @@
-"""The Apache RocketMQ 4.9.7 launcher (tools/apache_rocketmq.py) works: the real Java name server and broker
-start under a temporary root, ferromq's Python client sends to and pulls from them, and a SIGTERM stops both
-cleanly (no abort file, offsets persisted, nothing written outside the root)."""
+"""The Apache RocketMQ launcher (tools/apache_rocketmq.py) works for 4.9.7 (the default) and 5.3.3: the
+real Java name server and broker start under a temporary root, ferromq's Python client sends to and pulls
+from them, and a SIGTERM stops both cleanly (no abort file, offsets persisted, nothing written outside the
+root)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from apache_rocketmq import ROCKETMQ_VERSION, ApacheRocketMQ, have_java, start_rocketmq
+from apache_rocketmq import ROCKETMQ_5_VERSION, ROCKETMQ_VERSION, ApacheRocketMQ, have_java, start_rocketmq
 
 from ferromq.client import ConsumeFromWhere, Message, MessageQueue, Producer, PullConsumer
 from ferromq.jsonutil import loads_lenient
@@ -72,6 +73,37 @@ def test_launcher_roundtrip_and_clean_stop(tmp_path: Path) -> None:
     assert (store / "commitlog" / f"{0:020d}").stat().st_size == 1 << 20
     # Nothing the Java processes wrote is outside the root (logs under root/logs).
     assert (tmp_path / "logs" / "broker.log").stat().st_size > 0
+
+
+def test_launcher_5_roundtrip_and_clean_stop(tmp_path: Path) -> None:
+    """The same with Apache RocketMQ 5.3.3 (its own classpath, its shaded logback pointed at our config)."""
+    assert ROCKETMQ_5_VERSION == "5.3.3"
+    mq = start_rocketmq(tmp_path, {"mappedFileSizeCommitLog": str(1 << 20)}, version=ROCKETMQ_5_VERSION)
+    try:
+        assert mq.version == "5.3.3" and mq.broker_pid > 0 and mq.running()
+        sent, got = asyncio.run(_roundtrip(mq))
+        assert got == sent, mq.log_tail()
+    finally:
+        mq.stop()
+    assert not mq.running()
+    # SIGTERM ends the JVM through its shutdown hooks: 128 + 15, not a SIGKILL (None).
+    assert mq.broker_exit == 143 and mq.namesrv_exit == 143, mq.log_tail()
+    store = tmp_path / "store"
+    assert not (store / "abort").exists(), mq.log_tail()
+    assert (store / "checkpoint").is_file()
+    offsets = loads_lenient((store / "config" / "consumerOffset.json").read_text())["offsetTable"]
+    committed = {int(q): o for q, o in offsets[f"{TOPIC}@{GROUP}"].items()}
+    assert sum(committed.values()) == len(sent), offsets
+    topics = loads_lenient((store / "config" / "topics.json").read_text())["topicConfigTable"]
+    assert TOPIC in topics
+    assert list((store / "commitlog").iterdir()) == [store / "commitlog" / f"{0:020d}"]
+    assert (store / "commitlog" / f"{0:020d}").stat().st_size == 1 << 20
+    # The timer store (on by default in 5.x) lives in the store root too.
+    assert (store / "timerwheel").is_file() and (store / "config" / "timercheck").is_file()
+    # The broker's own lines (5.x logger names) reach the file log_tail() reads.
+    log = (tmp_path / "logs" / "broker.log").read_text(encoding="utf-8", errors="replace")
+    assert "RocketmqBroker" in log and "RocketmqStore" in log, mq.log_tail()
+    assert "boot success" in (tmp_path / "logs" / "broker.out").read_text(), mq.log_tail()
 
 
 def test_java_send_reply_names_the_requested_queue(tmp_path: Path) -> None:
