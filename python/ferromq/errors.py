@@ -96,6 +96,18 @@ class StoreClosedError(StoreError):
     code = ResponseCode.SERVICE_NOT_AVAILABLE
 
 
+class TimerDisabledError(StoreError):
+    """A timer message was sent to a broker whose timer wheel is off (`timerWheelEnable=false`)."""
+
+    code = ResponseCode.SYSTEM_ERROR
+
+
+class TimerFlowControlError(StoreError):
+    """A timer message was due in a slot holding more than `timerCongestNumEachSlot` messages."""
+
+    code = ResponseCode.SYSTEM_ERROR
+
+
 class DataLossError(StoreError):
     """Offsets a reader planned to read are gone (files deleted, store replaced)."""
 

@@ -71,6 +71,13 @@ class StoreConfig:
     max_transfer_count_on_message_in_disk: int = 8
     max_transfer_bytes_on_message_in_disk: int = 64 * 1024
     access_message_in_memory_max_ratio: int = 40
+    # Timer messages (RocketMQ 5.x's TimerMessageStore; see `timer_enqueue`, `timer_dequeue`).
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_roll_window_slot: int = 2 * 24 * 3600
+    timer_congest_num_each_slot: int = 2**31 - 1
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -396,6 +403,36 @@ class MessageStore:
             level, from_offset, now_ms, max_count
         )
         return next_offset, next_due, delivered
+
+    # -- timer messages ------------------------------------------------------------------------
+
+    def timer_enqueue(self, max_count: int = 4096) -> tuple[int, list[tuple[str, int, int, int]]]:
+        """Takes up to `max_count` new messages of the timer topic into the timer wheel. Returns
+        how many it took and (topic, queue id, queue offset, tags code) of the ones already due,
+        which it put back into their topics at once."""
+        return self._store.timer_enqueue(max_count)
+
+    def timer_dequeue(
+        self, now_ms: int, max_count: int = 4096
+    ) -> tuple[list[tuple[str, int, int, int]], int, bool]:
+        """Puts back the timer messages whose slot has passed at `now_ms`, at most `max_count`.
+        Returns (topic, queue id, queue offset, tags code) of each delivered message, how many
+        went back into the timer topic for another round, and whether due slots are left."""
+        return self._store.timer_dequeue(now_ms, max_count)
+
+    def timer_checkpoint(self) -> None:
+        """Flushes the timer log and wheel and saves the timer's progress (config/timercheck)."""
+        self._store.timer_checkpoint()
+
+    def timer_clean(self) -> int:
+        """Deletes timer log files whose messages retention removed from the CommitLog."""
+        return self._store.timer_clean()
+
+    def timer_stats(self) -> dict[str, int]:
+        """The timer's counters since the store opened and its backlog: enqueued, delivered,
+        rolled, recalled, skipped, pending, enqueue_behind, dequeue_behind_ms, read_time_ms,
+        queue_offset."""
+        return self._store.timer_stats()
 
     def wait_flushed(self, offset: int, timeout_ms: int | None = None) -> bool:
         """Blocks until the CommitLog is on disk up to `offset` (a result's `end_offset`)."""

@@ -247,6 +247,7 @@ ROCKETMQ_SIZES = {
     "mapped_file_size_consume_queue": 6_000_000,
     "max_hash_slot_num": 5_000_000,
     "max_index_num": 20_000_000,
+    "mapped_file_size_timer_log": 100 * 1024 * 1024,
 }
 
 
@@ -256,6 +257,7 @@ def test_profiles() -> None:
         "mapped_file_size_consume_queue": 600_000,
         "max_hash_slot_num": 500_000,
         "max_index_num": 2_000_000,
+        "mapped_file_size_timer_log": 4 * 1024 * 1024,
     }
     rocketmq = load_broker_config(None)
     assert {k: getattr(rocketmq, k) for k in SMALL} == ROCKETMQ_SIZES

@@ -46,6 +46,8 @@ pub fn of_store_error(e: &StoreError) -> i32 {
         | StoreError::Closed => SERVICE_NOT_AVAILABLE,
         StoreError::Io { .. }
         | StoreError::InvalidArgument(_)
+        | StoreError::TimerDisabled
+        | StoreError::TimerFlowControl { .. }
         | StoreError::Corrupt { .. }
         | StoreError::NotAStore(_) => SYSTEM_ERROR,
     }
@@ -84,6 +86,7 @@ pub fn table() -> Vec<(&'static str, String)> {
         ferromq_store::send::SCHEDULE_TOPIC.to_string(),
     ));
     out.push(("TRANS_HALF_TOPIC", TRANS_HALF_TOPIC.to_string()));
+    out.push(("TIMER_TOPIC", ferromq_store::timer::TIMER_TOPIC.to_string()));
     for (name, value) in ferromq_store::message::property::ALL {
         out.push((name, value.to_string()));
     }

@@ -172,7 +172,7 @@ struct SendReply {
     opaque: i32,
     oneway: bool,
     /// msgId, queueId, queueOffset, MSG_REGION, TRACE_ON.
-    ext: [(&'static str, String); 5],
+    ext: Vec<(&'static str, String)>,
     arrived_at: Instant,
 }
 
@@ -192,8 +192,11 @@ impl SendReply {
         if self.oneway {
             return;
         }
-        let e = &self.ext;
-        let fields = e.each_ref().map(|(name, value)| (*name, value.as_str()));
+        let fields: Vec<(&str, &str)> = self
+            .ext
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
+            .collect();
         let frame = json_reply(code, self.opaque, None, &fields);
         out.extend_from_slice(&frame);
     }

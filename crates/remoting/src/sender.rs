@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferromq_store::ha::HaMaster;
-use ferromq_store::message::{property, sysflag, MessageMeta};
+use ferromq_store::message::{get_property, property, sysflag, MessageMeta};
 use ferromq_store::send::{decode_batch, Edit, Rewrite};
 use ferromq_store::{MessageStore, StoreError};
 
@@ -41,12 +41,26 @@ pub struct SendSettings {
     pub ack_alone: bool,
     pub slave_timeout: Duration,
     pub cluster: String,
+    pub broker_name: String,
     pub region: String,
     pub trace_on: bool,
     /// Readers see only what the replicas acknowledged (controller mode with replicas in the
     /// SyncStateSet, `MessageStore::confirm_reads_by`): a message may be read, and its pulls
     /// woken, once the replica wait is over, not at the store or the flush.
     pub reads_wait_for_replicas: bool,
+}
+
+/// Retry topics' prefix (`MixAll.RETRY_GROUP_TOPIC_PREFIX`): their timer messages get no recall
+/// handle.
+const RETRY_PREFIX: &str = "%RETRY%";
+
+/// RocketMQ's recall handle of a timer message (`RecallMessageHandle.HandleV1`): URL-safe
+/// base64 of "v1 TOPIC BROKER_NAME DELIVER_MS UNIQ_KEY", the deliver time one past the rounded
+/// one, so that the recall lands in the same slot.
+pub fn recall_handle(topic: &str, broker_name: &str, deliver_ms: i64, uniq_key: &str) -> String {
+    use base64::Engine;
+    let raw = format!("v1 {topic} {broker_name} {deliver_ms} {uniq_key}");
+    base64::engine::general_purpose::URL_SAFE.encode(raw)
 }
 
 /// The fields of a SendMessageRequestHeader a send is made of.
@@ -131,6 +145,8 @@ pub struct Stored {
     pub wait: bool,
     /// None for a batch (its messages may carry different tags).
     pub tags_code: Option<i64>,
+    /// A timer message's handle for RECALL_MESSAGE (see [`recall_handle`]).
+    pub recall_handle: Option<String>,
 }
 
 /// What a waiting send does with its code once it is decided.
@@ -320,12 +336,21 @@ impl Sender {
                     topic: r.topic,
                     queue_id: r.queue_id,
                     reply_queue_id,
+                    recall_handle: None,
                 })
             })
         } else {
             store
                 .send(&meta, body, req.properties, &rw)
                 .map(|r| Stored {
+                    recall_handle: r
+                        .timer_out_ms
+                        .filter(|_| !topic.starts_with(RETRY_PREFIX))
+                        .and_then(|out| {
+                            let uniq = get_property(req.properties, property::UNIQ_KEY)?;
+                            let name = &self.settings.broker_name;
+                            Some(recall_handle(topic, name, out + 1, uniq))
+                        }),
                     end_offset: r.end_offset(),
                     msg_id: r.msg_id(),
                     next_offset: r.queue_offset + 1,
@@ -342,15 +367,20 @@ impl Sender {
         stored.map_err(SendError::Store)
     }
 
-    /// The reply's header fields (SendMessageResponseHeader and the broker's two extras).
-    pub fn reply_fields(&self, s: &Stored) -> [(&'static str, String); 5] {
-        [
+    /// The reply's header fields (SendMessageResponseHeader and the broker's two extras), and
+    /// a timer message's `recallHandle` (RocketMQ 5.3.2+).
+    pub fn reply_fields(&self, s: &Stored) -> Vec<(&'static str, String)> {
+        let mut fields = vec![
             ("msgId", s.msg_id.clone()),
             ("queueId", s.reply_queue_id.to_string()),
             ("queueOffset", s.queue_offset.to_string()),
             ("MSG_REGION", self.settings.region.clone()),
             ("TRACE_ON", self.settings.trace_on.to_string()),
-        ]
+        ];
+        if let Some(handle) = &s.recall_handle {
+            fields.push(("recallHandle", handle.clone()));
+        }
+        fields
     }
 
     /// When the producer is answered, and with what, as CommitLog.asyncPutMessage combines the

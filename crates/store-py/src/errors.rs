@@ -10,7 +10,7 @@ use pyo3::types::PyType;
 /// The classes of `ferromq.errors` the store's errors become, each named once (exported with
 /// their response codes as `STORE_ERROR_CLASSES`; a unit test checks every name is a
 /// `StoreError` there whose own code is the one Rust gives).
-pub(crate) const ERROR_CLASSES: [&str; 14] = [
+pub(crate) const ERROR_CLASSES: [&str; 16] = [
     "StoreIOError",
     "MessageTooLargeError",
     "PropertiesTooLargeError",
@@ -25,6 +25,8 @@ pub(crate) const ERROR_CLASSES: [&str; 14] = [
     "DispatchBehindError",
     "ReadOnlyStoreError",
     "StoreClosedError",
+    "TimerDisabledError",
+    "TimerFlowControlError",
 ];
 
 /// The class in `ferromq.errors` for each store error (an index into ERROR_CLASSES).
@@ -44,6 +46,8 @@ fn error_class(e: &StoreError) -> usize {
         StoreError::DispatchBehind { .. } => 11,
         StoreError::ReadOnly => 12,
         StoreError::Closed => 13,
+        StoreError::TimerDisabled => 14,
+        StoreError::TimerFlowControl { .. } => 15,
     }
 }
 
@@ -84,6 +88,8 @@ pub(crate) fn classes_and_codes() -> Vec<(&'static str, i32)> {
         },
         StoreError::ReadOnly,
         StoreError::Closed,
+        StoreError::TimerDisabled,
+        StoreError::TimerFlowControl { limit: 1 },
     ];
     examples
         .iter()

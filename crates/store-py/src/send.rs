@@ -49,7 +49,7 @@ impl From<&TopicRoute> for sender::TopicRoute {
 #[pyclass(frozen, module = "ferromq._store")]
 pub struct SendOutcome {
     stored: sender::Stored,
-    reply_fields: [(&'static str, String); 5],
+    reply_fields: Vec<(&'static str, String)>,
 }
 
 #[pymethods]
@@ -110,7 +110,7 @@ impl Sender {
     #[new]
     #[pyo3(signature = (
         store, *, ha, sync_flush, sync_master, ack_alone, slave_timeout_ms, cluster, region, trace_on,
-        reads_wait_for_replicas=false
+        reads_wait_for_replicas=false, broker_name="broker-a"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -125,6 +125,7 @@ impl Sender {
         region: &str,
         trace_on: bool,
         reads_wait_for_replicas: bool,
+        broker_name: &str,
     ) -> PyResult<Self> {
         let settings = SendSettings {
             store: store.store.clone(),
@@ -134,6 +135,7 @@ impl Sender {
             ack_alone,
             slave_timeout: Duration::from_millis(slave_timeout_ms),
             cluster: cluster.to_string(),
+            broker_name: broker_name.to_string(),
             region: region.to_string(),
             trace_on,
             reads_wait_for_replicas,

@@ -1,11 +1,13 @@
 //! The `Store` class: a store directory opened by `MessageStore`, its writes, reads, queries
 //! and retention.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferromq_store::message::MessageMeta;
+use ferromq_store::store::Delivered;
 use ferromq_store::{BatchItem, FlushDiskType, MessageStore, StoreConfig};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -101,7 +103,9 @@ impl Store {
         destroy_mapped_file_interval_forcibly_ms=120000, clean_resource_interval_ms=10000,
         max_transfer_count_on_message_in_memory=32, max_transfer_bytes_on_message_in_memory=262144,
         max_transfer_count_on_message_in_disk=8, max_transfer_bytes_on_message_in_disk=65536,
-        access_message_in_memory_max_ratio=40
+        access_message_in_memory_max_ratio=40, timer_wheel_enable=true, timer_precision_ms=1000,
+        timer_max_delay_sec=259200, timer_roll_window_slot=172800,
+        timer_congest_num_each_slot=2147483647, mapped_file_size_timer_log=104857600
     ))]
     fn new(
         py: Python<'_>,
@@ -141,6 +145,12 @@ impl Store {
         max_transfer_count_on_message_in_disk: usize,
         max_transfer_bytes_on_message_in_disk: usize,
         access_message_in_memory_max_ratio: u32,
+        timer_wheel_enable: bool,
+        timer_precision_ms: i64,
+        timer_max_delay_sec: i64,
+        timer_roll_window_slot: i64,
+        timer_congest_num_each_slot: i64,
+        mapped_file_size_timer_log: usize,
     ) -> PyResult<Self> {
         let mut c = StoreConfig::new(root);
         c.read_only = read_only;
@@ -179,6 +189,12 @@ impl Store {
         c.max_transfer_count_on_message_in_disk = max_transfer_count_on_message_in_disk;
         c.max_transfer_bytes_on_message_in_disk = max_transfer_bytes_on_message_in_disk;
         c.access_message_in_memory_max_ratio = access_message_in_memory_max_ratio;
+        c.timer_wheel_enable = timer_wheel_enable;
+        c.timer_precision_ms = timer_precision_ms;
+        c.timer_max_delay_sec = timer_max_delay_sec;
+        c.timer_roll_window_slot = timer_roll_window_slot;
+        c.timer_congest_num_each_slot = timer_congest_num_each_slot;
+        c.mapped_file_size_timer_log = mapped_file_size_timer_log;
         let store = py.detach(|| MessageStore::open(c)).py_err(py)?;
         Ok(Store {
             store: Arc::new(store),
@@ -556,12 +572,69 @@ impl Store {
                     .deliver_due_delayed(level, from_offset, now_ms, max_count)
             })
             .py_err(py)?;
-        let delivered = r
-            .delivered
-            .into_iter()
-            .map(|d| (d.topic, d.queue_id, d.queue_offset, d.tags_code))
-            .collect();
-        Ok((r.next_offset, r.next_due, delivered, r.skipped))
+        Ok((
+            r.next_offset,
+            r.next_due,
+            delivered_tuples(r.delivered),
+            r.skipped,
+        ))
+    }
+
+    /// Takes up to `max_count` new timer-topic messages into the timer wheel: (messages taken,
+    /// [(topic, queue_id, queue_offset, tags_code)] of the ones already due, put back at once).
+    #[allow(clippy::type_complexity)]
+    fn timer_enqueue(
+        &self,
+        py: Python<'_>,
+        max_count: usize,
+    ) -> PyResult<(usize, Vec<(String, i32, i64, i64)>)> {
+        let r = py
+            .detach(|| self.store.timer_enqueue(max_count))
+            .py_err(py)?;
+        Ok((r.taken, delivered_tuples(r.delivered)))
+    }
+
+    /// Puts back the timer messages whose slot has passed at `now_ms`, at most `max_count`:
+    /// ([(topic, queue_id, queue_offset, tags_code)] delivered, messages rolled back into the
+    /// timer topic, whether due slots are left).
+    #[allow(clippy::type_complexity)]
+    fn timer_dequeue(
+        &self,
+        py: Python<'_>,
+        now_ms: i64,
+        max_count: usize,
+    ) -> PyResult<(Vec<(String, i32, i64, i64)>, usize, bool)> {
+        let r = py
+            .detach(|| self.store.timer_dequeue(now_ms, max_count))
+            .py_err(py)?;
+        Ok((delivered_tuples(r.delivered), r.rolled, r.more))
+    }
+
+    /// Flushes the timer log and wheel and saves `config/timercheck`.
+    fn timer_checkpoint(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.store.timer_checkpoint()).py_err(py)
+    }
+
+    /// Deletes timer log files whose messages are gone from the CommitLog; how many.
+    fn timer_clean(&self, py: Python<'_>) -> PyResult<usize> {
+        py.detach(|| self.store.timer_clean()).py_err(py)
+    }
+
+    /// The timer's counters and backlog, by name.
+    fn timer_stats(&self, py: Python<'_>) -> PyResult<HashMap<&'static str, i64>> {
+        let s = self.store.timer_stats().py_err(py)?;
+        Ok(HashMap::from([
+            ("enqueued", s.enqueued as i64),
+            ("delivered", s.delivered as i64),
+            ("rolled", s.rolled as i64),
+            ("recalled", s.recalled as i64),
+            ("skipped", s.skipped as i64),
+            ("pending", s.pending),
+            ("enqueue_behind", s.enqueue_behind),
+            ("dequeue_behind_ms", s.dequeue_behind_ms),
+            ("read_time_ms", s.read_time_ms),
+            ("queue_offset", s.queue_offset),
+        ]))
     }
 
     /// The record at a CommitLog offset, or None.
@@ -800,4 +873,12 @@ impl Store {
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| self.store.close()).py_err(py)
     }
+}
+
+/// Delivered messages as Python sees them: (topic, queue_id, queue_offset, tags_code).
+fn delivered_tuples(delivered: Vec<Delivered>) -> Vec<(String, i32, i64, i64)> {
+    delivered
+        .into_iter()
+        .map(|d| (d.topic, d.queue_id, d.queue_offset, d.tags_code))
+        .collect()
 }

@@ -80,6 +80,20 @@ pub struct StoreConfig {
     pub max_transfer_bytes_on_message_in_disk: usize,
     /// `accessMessageInMemoryMaxRatio` (percent of physical memory).
     pub access_message_in_memory_max_ratio: u32,
+    // -- timer messages (RocketMQ 5.x's TimerMessageStore) --
+    /// `timerWheelEnable`: off, a timer message is refused and no timer files are opened.
+    pub timer_wheel_enable: bool,
+    /// `timerPrecisionMs`: 100, 200, 500 or 1000; deliver times are rounded down to it.
+    pub timer_precision_ms: i64,
+    /// `timerMaxDelaySec`: the furthest a timer message may be due.
+    pub timer_max_delay_sec: i64,
+    /// `timerRollWindowSlot`: a message due further than this many slots ahead waits in a
+    /// nearer slot and is put back ("rolled") when that one is due.
+    pub timer_roll_window_slot: i64,
+    /// `timerCongestNumEachSlot`: sends due in a slot holding more are refused (flow control).
+    pub timer_congest_num_each_slot: i64,
+    /// `mappedFileSizeTimerLog`.
+    pub mapped_file_size_timer_log: usize,
 }
 
 pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
@@ -124,6 +138,12 @@ impl StoreConfig {
             max_transfer_count_on_message_in_disk: 8,
             max_transfer_bytes_on_message_in_disk: 64 * 1024,
             access_message_in_memory_max_ratio: 40,
+            timer_wheel_enable: true,
+            timer_precision_ms: 1000,
+            timer_max_delay_sec: 3 * 24 * 3600,
+            timer_roll_window_slot: 2 * 24 * 3600,
+            timer_congest_num_each_slot: i32::MAX as i64,
+            mapped_file_size_timer_log: 100 * 1024 * 1024,
         }
     }
 
@@ -176,6 +196,15 @@ impl StoreConfig {
             problems.push(
                 "access_message_in_memory_max_ratio must be a percentage (0-100)".to_string(),
             );
+        }
+        if ![100, 200, 500, 1000].contains(&self.timer_precision_ms) {
+            problems.push("timer_precision_ms must be 100, 200, 500 or 1000".to_string());
+        }
+        if self.timer_max_delay_sec <= 0 {
+            problems.push("timer_max_delay_sec must be > 0".to_string());
+        }
+        if self.mapped_file_size_timer_log < 4096 {
+            problems.push("mapped_file_size_timer_log must be at least 4096 bytes".to_string());
         }
         if self.clean_resource_interval_ms == 0 {
             problems.push("clean_resource_interval_ms must be > 0".to_string());

@@ -56,6 +56,16 @@ pub enum StoreError {
     #[error("store was opened read-only")]
     ReadOnly,
 
+    /// A timer message (`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`, `TIMER_DELAY_MS`) sent to a store
+    /// whose timer wheel is off (RocketMQ: WHEEL_TIMER_NOT_ENABLE, answered SYSTEM_ERROR).
+    #[error("accurate timer message is not enabled, timerWheelEnable is false")]
+    TimerDisabled,
+
+    /// A timer message due in a slot already holding more than `timerCongestNumEachSlot`
+    /// (RocketMQ: WHEEL_TIMER_FLOW_CONTROL, answered SYSTEM_ERROR).
+    #[error("timer message is under flow control, max num limit is {} or the current value is greater than {limit} and less than {}, trigger random flow control", limit * 2, limit * 2)]
+    TimerFlowControl { limit: i64 },
+
     #[error("store is closed")]
     Closed,
 }

@@ -44,9 +44,19 @@ pub mod property {
     pub const PRODUCER_GROUP: &str = "PGROUP";
     pub const WAIT: &str = "WAIT";
     pub const TRAN_MSG: &str = "TRAN_MSG";
+    // RocketMQ 5.x's timer messages: what a sender sets (one of three), what the broker adds.
+    pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+    pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+    pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
+    pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
+    pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
+    pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
+    pub const TIMER_ROLL_TIMES: &str = "TIMER_ROLL_TIMES";
+    /// A recall: `REAL_TOPIC+UNIQ_KEY` of the timer message it cancels.
+    pub const TIMER_DEL_UNIQKEY: &str = "TIMER_DEL_UNIQKEY";
 
     /// Every name above with the name Python gives it (`PROPERTY_X` in ferromq.protocol).
-    pub const ALL: [(&str, &str); 10] = [
+    pub const ALL: [(&str, &str); 18] = [
         ("PROPERTY_TAGS", TAGS),
         ("PROPERTY_KEYS", KEYS),
         ("PROPERTY_UNIQ_KEY", UNIQ_KEY),
@@ -57,6 +67,14 @@ pub mod property {
         ("PROPERTY_PRODUCER_GROUP", PRODUCER_GROUP),
         ("PROPERTY_WAIT", WAIT),
         ("PROPERTY_TRAN_MSG", TRAN_MSG),
+        ("PROPERTY_TIMER_DELIVER_MS", TIMER_DELIVER_MS),
+        ("PROPERTY_TIMER_DELAY_SEC", TIMER_DELAY_SEC),
+        ("PROPERTY_TIMER_DELAY_MS", TIMER_DELAY_MS),
+        ("PROPERTY_TIMER_OUT_MS", TIMER_OUT_MS),
+        ("PROPERTY_TIMER_ENQUEUE_MS", TIMER_ENQUEUE_MS),
+        ("PROPERTY_TIMER_DEQUEUE_MS", TIMER_DEQUEUE_MS),
+        ("PROPERTY_TIMER_ROLL_TIMES", TIMER_ROLL_TIMES),
+        ("PROPERTY_TIMER_DEL_UNIQKEY", TIMER_DEL_UNIQKEY),
     ];
 }
 

@@ -169,6 +169,8 @@ def needed_resources(cmd: RemotingCommand) -> dict[str, int] | None:
         _add(out, _retry(ext.get("consumerGroup")), perm.SUB)
     elif code == RequestCode.QUERY_MESSAGE:
         _add(out, ext.get("topic"), perm.SUB)
+    elif code == RequestCode.RECALL_MESSAGE:  # 5.x's @RocketMQAction(RECALL_MESSAGE, PUB)
+        _add(out, ext.get("topic"), perm.PUB)
     elif code == RequestCode.HEART_BEAT:
         _heartbeat(out, cmd.body)
     elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):

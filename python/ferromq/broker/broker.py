@@ -31,12 +31,13 @@ from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.stats import RPC_LATENCY_BUCKETS_MS, BrokerStats
 from ferromq.broker.store_files import check_store_files
 from ferromq.broker.subscriptions import SubscriptionGroupManager
+from ferromq.broker.timer import TimerMessageService
 from ferromq.broker.topics import TopicConfigManager
 from ferromq.broker.transaction import TransactionalMessageService
 from ferromq.errors import StoreIOError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.constants import SCHEDULE_TOPIC
+from ferromq.protocol.constants import SCHEDULE_TOPIC, TIMER_TOPIC
 from ferromq.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
 )
@@ -199,6 +200,17 @@ class Broker:
             cfg.flush_delay_offset_interval / 1000.0,
             self._delivered,
         )
+        self.timer: TimerMessageService | None = None
+        if cfg.timer_wheel_enable:
+            self.timer = TimerMessageService(
+                self.store,
+                self.store.config.timer_precision_ms,
+                cfg.timer_flush_interval_ms,
+                self._delivered,
+                stop_enqueue=lambda: self.config.timer_stop_enqueue,
+                stop_dequeue=lambda: self.config.timer_stop_dequeue,
+            )
+            self._services.append(("timer messages", self.timer.stop))
         self.transactions = TransactionalMessageService(
             self.store, self.offsets, self.topics, self.clients, cfg, self.message_arrived
         )
@@ -216,6 +228,8 @@ class Broker:
         else:
             if not cfg.is_slave:
                 await self.schedule.start()
+                if self.timer is not None:
+                    await self.timer.start()
                 await self.transactions.start()
             await self.replication.start()
         if self.replication.ha_port not in (None, cfg.ha_port):
@@ -330,6 +344,10 @@ class Broker:
         self.replication.notify_appended()
         if topic == SCHEDULE_TOPIC:
             self.schedule.wake(queue_id + 1)
+            return
+        if topic == TIMER_TOPIC:
+            if self.timer is not None:
+                self.timer.arrived()
             return
         self._wake_pulls(topic, queue_id, next_offset, tags_code)
 

@@ -46,6 +46,7 @@ PROFILES: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 "mapped_file_size_consume_queue": 30_000 * 20,
                 "max_hash_slot_num": 500_000,
                 "max_index_num": 2_000_000,
+                "mapped_file_size_timer_log": 4 * 1024 * 1024,
             }
         ),
         "rocketmq": MappingProxyType({}),
@@ -66,6 +67,12 @@ _PERCENT_KEYS = (
     "disk_space_warning_level_ratio",
     "access_message_in_memory_max_ratio",
 )
+
+
+def timer_precision(ms: int) -> int:
+    """timerPrecisionMs as Java's setter takes it: the largest of 100, 200, 500 and 1000 not
+    above it (100 for less)."""
+    return max([c for c in (100, 200, 500, 1000) if c <= ms] or [100])
 
 
 @dataclass(frozen=True)
@@ -210,6 +217,17 @@ class BrokerConfig:
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_disk: int = 8
     max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    # Timer messages (RocketMQ 5.x): TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS on a send
+    # (ferromq.broker.timer). timerPrecisionMs becomes 100, 200, 500 or 1000 as Java rounds it.
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_roll_window_slot: int = 2 * 24 * 3600
+    timer_flush_interval_ms: int = 1000
+    timer_congest_num_each_slot: int = 2**31 - 1
+    timer_stop_enqueue: bool = False
+    timer_stop_dequeue: bool = False
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
     # Metrics as RocketMQ 5.x exports them: PROM serves Prometheus text at
     # http://metricsPromExporterHost:metricsPromExporterPort/metrics (host "": every interface).
     metrics_exporter_type: str = "DISABLE"
@@ -247,6 +265,12 @@ class BrokerConfig:
             max_transfer_count_on_message_in_disk=self.max_transfer_count_on_message_in_disk,
             max_transfer_bytes_on_message_in_disk=self.max_transfer_bytes_on_message_in_disk,
             access_message_in_memory_max_ratio=self.access_message_in_memory_max_ratio,
+            timer_wheel_enable=self.timer_wheel_enable,
+            timer_precision_ms=timer_precision(self.timer_precision_ms),
+            timer_max_delay_sec=self.timer_max_delay_sec,
+            timer_roll_window_slot=self.timer_roll_window_slot,
+            timer_congest_num_each_slot=self.timer_congest_num_each_slot,
+            mapped_file_size_timer_log=self.mapped_file_size_timer_log,
         )
 
     @property
@@ -428,6 +452,11 @@ _AT_LEAST: dict[str, int] = {
     "max_transfer_bytes_on_message_in_memory": 1,
     "max_transfer_count_on_message_in_disk": 1,
     "max_transfer_bytes_on_message_in_disk": 1,
+    "timer_precision_ms": 1,
+    "timer_max_delay_sec": 1,
+    "timer_flush_interval_ms": 1,
+    "timer_congest_num_each_slot": 1,
+    "mapped_file_size_timer_log": 4096,
 }
 _JAVA_INT_MAX = 2**31 - 1
 _JAVA_LONG_MAX = 2**63 - 1
@@ -455,6 +484,12 @@ _MAX_VALUE: dict[str, int] = {
         "max_transfer_bytes_on_message_in_memory",
         "max_transfer_count_on_message_in_disk",
         "max_transfer_bytes_on_message_in_disk",
+        "timer_precision_ms",
+        "timer_max_delay_sec",
+        "timer_roll_window_slot",
+        "timer_flush_interval_ms",
+        "timer_congest_num_each_slot",
+        "mapped_file_size_timer_log",
     )
 }
 _MAX_VALUE["server_io_threads"] = 1024

@@ -65,7 +65,8 @@ _KEYS["mapedFileSizeCommitLog"] = "mapped_file_size_commitlog"
 _KEYS["mapedFileSizeConsumeQueue"] = "mapped_file_size_consume_queue"
 
 # Keys of RocketMQ 4.9's BrokerConfig, MessageStoreConfig, NettyServerConfig and NettyClientConfig
-# that ferromq reads past (logged, never an error): a Java broker.conf keeps working as it is.
+# (and 5.x's timer keys ferromq has no use for) that ferromq reads past (logged, never an
+# error): a Java broker.conf keeps working as it is.
 _ROCKETMQ_KEYS_NOT_USED = frozenset(
     """
     brokerIP2 messageStorePlugIn msgTraceTopicName traceTopicEnable
@@ -104,6 +105,10 @@ _ROCKETMQ_KEYS_NOT_USED = frozenset(
     clientAsyncSemaphoreValue connectTimeoutMillis channelNotActiveInterval
     clientChannelMaxIdleTimeSeconds clientSocketSndBufSize clientSocketRcvBufSize
     clientPooledByteBufAllocatorEnable clientCloseSocketIfTimeout useTLS
+    timerGetMessageThreadNum timerPutMessageThreadNum timerEnableDisruptor timerEnableCheckMetrics
+    timerInterceptDelayLevel timerCheckMetricsWhen timerSkipUnknownError timerWarmEnable
+    timerEnableRetryUntilSuccess timerMetricSmallThreshold timerProgressLogIntervalMs
+    timerColdDataCheckIntervalMs
     """.split()
 )
 # Every known key by its lower case (a wrong case is the commonest slip).

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ferromq import _store
 from ferromq.acl.dataplane import peer_decision, pull_rules, send_rules
 from ferromq.broker.topics import NOT_ALLOWED_SEND, topic_problem
-from ferromq.protocol.constants import RETRY_PREFIX, SCHEDULE_TOPIC
+from ferromq.protocol.constants import RETRY_PREFIX, SCHEDULE_TOPIC, TIMER_TOPIC
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.plane import Arrivals, PlaneServer
 
@@ -87,6 +87,7 @@ class DataPlanes:
             "ack_alone": b.replication.ack_alone,
             "slave_timeout_ms": cfg.slave_timeout,
             "cluster": cfg.broker_cluster_name,
+            "broker_name": cfg.broker_name,
             "region": str(cfg.region_id),
             "trace_on": cfg.trace_on,
             "reads_wait_for_replicas": b.replication.reads_wait_for_replicas,
@@ -207,6 +208,9 @@ class DataPlanes:
         for topic, queue_id, next_offset, tags_codes in arrivals:
             if topic == SCHEDULE_TOPIC:
                 b.schedule.wake(queue_id + 1)
+            elif topic == TIMER_TOPIC:
+                if b.timer is not None:
+                    b.timer.arrived()
             elif tags_codes is None:
                 b.hold.notify(topic, queue_id, next_offset, None)
             else:

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from ferromq.message import StoredMessage, decode_messages, encode_properties
-from ferromq.protocol.constants import PROPERTY_RETRY_TOPIC, RETRY_PREFIX, SYSFLAG_COMPRESSED
+from ferromq.protocol.constants import (
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELIVER_MS,
+    RETRY_PREFIX,
+    SYSFLAG_COMPRESSED,
+)
 
 # Bodies above this are zlib-compressed (level 5), as the Java and C++ clients do.
 COMPRESS_OVER = 4096
@@ -32,6 +38,11 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
     delay_level: int = 0
     flag: int = 0
+    deliver_time_ms: int | None = None
+    """A timer message (RocketMQ 5.x brokers and ferromq): delivered at this epoch time in ms,
+    rounded down to the broker's timerPrecisionMs (TIMER_DELIVER_MS)."""
+    delay_ms: int | None = None
+    """A timer message delivered this many ms after the broker stores it (TIMER_DELAY_MS)."""
 
     def all_properties(self) -> dict[str, str]:
         """User properties plus the system ones the fields stand for."""
@@ -42,6 +53,10 @@ class Message:
             props["KEYS"] = self.keys if isinstance(self.keys, str) else " ".join(self.keys)
         if self.delay_level > 0:
             props["DELAY"] = str(self.delay_level)
+        if self.deliver_time_ms is not None:
+            props[PROPERTY_TIMER_DELIVER_MS] = str(self.deliver_time_ms)
+        if self.delay_ms is not None:
+            props[PROPERTY_TIMER_DELAY_MS] = str(self.delay_ms)
         return props
 
 
@@ -83,6 +98,8 @@ class SendResult:
     message_queue: MessageQueue
     queue_offset: int
     transaction_id: str | None = None
+    recall_handle: str | None = None
+    """A timer message's handle for `Producer.recall` (RocketMQ 5.3.2+ brokers and ferromq)."""
 
 
 @dataclass(frozen=True)

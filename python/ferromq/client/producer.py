@@ -4,6 +4,7 @@ retries on another queue or broker with latency fault tolerance."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import logging
 import time
@@ -241,6 +242,7 @@ class Producer(AsyncLifecycle):
                 message_queue=MessageQueue(mq.topic, mq.broker_name, answer.queue_id),
                 queue_offset=answer.queue_offset,
                 transaction_id=answer.transaction_id,
+                recall_handle=reply.ext.get("recallHandle"),
             )
         assert last_error is not None
         if isinstance(last_error, FerroMQError):
@@ -270,6 +272,30 @@ class Producer(AsyncLifecycle):
         return await self._send_with_retries(
             msg.topic, RequestCode.SEND_MESSAGE_V2, build, props["UNIQ_KEY"], queue
         )
+
+    async def recall(self, topic: str, recall_handle: str) -> str:
+        """Cancels a timer message not yet due (RECALL_MESSAGE) with the handle its send result
+        carried; returns its message id. BrokerError when the broker refuses."""
+        handle = recall_handle.encode()
+        try:
+            broker_name = base64.urlsafe_b64decode(handle).decode().split(" ")[2]
+        except (ValueError, IndexError) as e:
+            raise ValueError(f"not a recall handle: {recall_handle!r}") from e
+        addr = self.instance.master_addr(broker_name)
+        if addr is None:
+            await self.instance.route(topic, refresh=True)
+            addr = self.instance.master_addr(broker_name)
+        if addr is None:
+            raise BrokerError(
+                f"no master address for broker {broker_name}", ResponseCode.SERVICE_NOT_AVAILABLE
+            )
+        ext = {"producerGroup": self.group, "topic": topic, "recallHandle": recall_handle}
+        reply = await self.instance.invoke(
+            addr, RemotingCommand(code=RequestCode.RECALL_MESSAGE, ext=ext), self.send_timeout
+        )
+        if reply.code != ResponseCode.SUCCESS:
+            raise BrokerError(reply.remark or f"recall failed with code {reply.code}", _code(reply.code))
+        return str(reply.ext.get("msgId", ""))
 
     async def send_orderly(
         self, msg: Message, sharding_key: Any, selector: QueueSelector = hash_selector

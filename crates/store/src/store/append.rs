@@ -12,6 +12,19 @@ impl Inner {
             .map_or(0, |l| levels[(l.min(levels.len() as i32) - 1) as usize])
     }
 
+    /// The delay levels and the timer rule a put applies now.
+    pub(super) fn schedules(&self) -> send::Schedules {
+        let c = &self.config;
+        send::Schedules {
+            delay_levels: c.message_delay_level.len(),
+            timer: c.timer_wheel_enable.then_some(send::TimerRule {
+                precision_ms: c.timer_precision_ms,
+                max_delay_ms: c.timer_max_delay_sec.saturating_mul(1000),
+            }),
+            now_ms: now_ms(),
+        }
+    }
+
     /// Tags code of a record as RocketMQ dispatches it.
     pub(super) fn record_tags_code(
         &self,
@@ -54,8 +67,8 @@ impl Inner {
             meta.topic,
             meta.queue_id,
             meta.sys_flag,
-            levels.len(),
-        );
+            &self.schedules(),
+        )?;
         let props: &str = &rewritten.properties;
         message::validate(meta, body.len(), props.len(), self.config.max_message_size)?;
         let store_host = self.config.store_host;
@@ -65,6 +78,11 @@ impl Inner {
             meta.queue_id = level - 1;
             levels[level as usize - 1]
         });
+        if let Some(deliver_ms) = rewritten.timer_out_ms {
+            self.admit_timer(deliver_ms)?;
+            meta.topic = crate::timer::TIMER_TOPIC;
+            meta.queue_id = 0;
+        }
         let tx = sysflag::transaction_value(meta.sys_flag);
         let dispatched =
             tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE;
@@ -152,6 +170,7 @@ impl Inner {
             store_host,
             wait: rewritten.wait,
             tags_code: tags_code(dp.tags),
+            timer_out_ms: rewritten.timer_out_ms,
         })
     }
 
@@ -178,7 +197,14 @@ impl Inner {
             schedule: false,
             ..*rw
         };
-        let shared = send::rewrite(properties, &rw, meta.topic, meta.queue_id, meta.sys_flag, 0);
+        let shared = send::rewrite(
+            properties,
+            &rw,
+            meta.topic,
+            meta.queue_id,
+            meta.sys_flag,
+            &send::Schedules::NONE,
+        )?;
         let props: Vec<_> = items
             .iter()
             .map(|item| message::join_properties(item.properties, &shared.properties))

@@ -24,6 +24,7 @@ mod retention;
 mod schedule;
 mod services;
 mod space;
+mod timer;
 
 use self::batch::BatchLimit;
 use crate::columnar::{ColumnBatch, ColumnBuilder, ColumnFilter};
@@ -46,6 +47,7 @@ pub use retention::{
 };
 pub use schedule::{DeliverResult, Delivered};
 pub use space::{SpaceStatus, SPACE_CHECK_INTERVAL_MS};
+pub use timer::{TimerDequeued, TimerEnqueued, TimerStats};
 
 pub use crate::send::SCHEDULE_TOPIC;
 
@@ -127,6 +129,8 @@ pub struct PutResult {
     pub wait: bool,
     /// Tags code of the stored `TAGS` (what a consumer's filter sees, also for a delayed message).
     pub tags_code: i64,
+    /// A timer message: its (rounded) deliver time; it landed in the timer topic.
+    pub timer_out_ms: Option<i64>,
 }
 
 impl PutResult {
@@ -225,6 +229,9 @@ struct Inner {
     /// acknowledged (the HA master's acked offset), so no consumer reads a message that a
     /// failover to a replica would not have (RocketMQ's confirm offset).
     read_confirm: RwLock<Option<Arc<FlushSignal>>>,
+    /// The timer wheel's files and progress (a writable store with `timer_wheel_enable`),
+    /// opened at start when its files exist, else by the first timer message.
+    timer: Mutex<Option<timer::TimerState>>,
 }
 
 pub struct MessageStore {
@@ -261,6 +268,10 @@ impl MessageStore {
 
         let inner = Inner::load(config, true)?;
         let recovery = inner.recover(abnormal_exit)?;
+        if inner.config.timer_wheel_enable && timer::files_exist(&inner.config.root_dir) {
+            let timer = inner.open_timer()?;
+            *inner.timer.lock().unwrap() = Some(timer);
+        }
         let inner = Arc::new(inner);
         let store = MessageStore {
             inner: inner.clone(),
@@ -527,6 +538,32 @@ impl MessageStore {
         inner.deliver_due(level, from, now_ms, max_count)
     }
 
+    /// Takes up to `max_count` new messages of the timer topic into the timer wheel; the ones
+    /// already due are put back into their topics at once (see [`timer`](self::timer)).
+    pub fn timer_enqueue(&self, max_count: usize) -> Result<TimerEnqueued> {
+        self.writable()?.timer_enqueue(max_count)
+    }
+
+    /// Puts back the timer messages of the slots whose time has passed at `now_ms`, at most
+    /// `max_count` (a later call continues where this one stopped).
+    pub fn timer_dequeue(&self, now_ms: i64, max_count: usize) -> Result<TimerDequeued> {
+        self.writable()?.timer_dequeue(now_ms, max_count)
+    }
+
+    /// Flushes the timer log and wheel and saves the timer's checkpoint.
+    pub fn timer_checkpoint(&self) -> Result<()> {
+        self.writable()?.timer_checkpoint()
+    }
+
+    /// Deletes timer log files whose messages are gone from the CommitLog; how many.
+    pub fn timer_clean(&self) -> Result<usize> {
+        self.writable()?.timer_clean()
+    }
+
+    pub fn timer_stats(&self) -> Result<TimerStats> {
+        self.check_open()?.timer_stats()
+    }
+
     /// The stored record at a CommitLog offset.
     pub fn read_message(&self, physical_offset: i64) -> Result<Option<Vec<u8>>> {
         Ok(self.check_open()?.read_record(physical_offset))
@@ -741,7 +778,10 @@ impl MessageStore {
         if inner.config.read_only {
             return Ok(());
         }
-        let result = inner.flush_all();
+        let mut result = inner.flush_all();
+        if inner.timer.lock().unwrap().is_some() {
+            result = result.and(inner.timer_checkpoint());
+        }
         if result.is_ok() {
             let abort = inner.config.root_dir.join("abort");
             let _ = std::fs::remove_file(abort);
@@ -819,6 +859,7 @@ impl Inner {
             retention: Default::default(),
             space: Default::default(),
             read_confirm: RwLock::new(None),
+            timer: Mutex::new(None),
             config,
         };
         if writable {

@@ -119,6 +119,8 @@ impl TimerLog {
             None => self.files.roll(0)?,
         };
         let mut pos = file.wrote_position();
+        // Blocks first: a write into a hole of a full disk would kill the process (SIGBUS).
+        file.reserve((pos + UNIT_SIZE + MIN_BLANK_LEN).min(file_size))?;
         if pos + UNIT_SIZE + MIN_BLANK_LEN > file_size {
             let mut blank = [0u8; MIN_BLANK_LEN];
             blank[0..4].copy_from_slice(&((file_size - pos) as i32).to_be_bytes());
@@ -129,6 +131,7 @@ impl TimerLog {
                 .files
                 .roll(file.file_from_offset() + file_size as u64)?;
             pos = 0;
+            file.reserve(UNIT_SIZE + MIN_BLANK_LEN)?;
         }
         file.write_at(pos, &unit.encode());
         file.set_wrote_position(pos + UNIT_SIZE);
@@ -143,6 +146,42 @@ impl TimerLog {
             return None;
         }
         TimerUnit::decode(file.slice(pos, UNIT_SIZE)?)
+    }
+
+    /// Calls `f` with each unit from the start of the file holding `from` on, with its position.
+    pub fn scan(&self, from: u64, mut f: impl FnMut(u64, TimerUnit)) {
+        for file in self.files.files() {
+            let start = file.file_from_offset();
+            if start + file.file_size() as u64 <= from {
+                continue;
+            }
+            let mut pos = 0;
+            while pos + UNIT_SIZE <= file.wrote_position() {
+                match file.slice(pos, UNIT_SIZE).and_then(TimerUnit::decode) {
+                    Some(unit) => f(start + pos as u64, unit),
+                    None => break, // the file's blank
+                }
+                pos += UNIT_SIZE;
+            }
+        }
+    }
+
+    /// Deletes the files before the one holding `position` whose units all point below
+    /// `min_commitlog_offset` (their messages are gone from the CommitLog, as Java's
+    /// `deleteExpiredFileByOffsetForTimerLog` decides); how many went.
+    pub fn delete_expired(&self, min_commitlog_offset: i64, position: u64) -> Result<usize> {
+        let expired = |file: &MappedFile| {
+            let last = (0..file.wrote_position() / UNIT_SIZE).rev().find_map(|i| {
+                file.slice(i * UNIT_SIZE, UNIT_SIZE)
+                    .and_then(TimerUnit::decode)
+            });
+            file.file_from_offset() + file.file_size() as u64 <= position
+                && last.is_some_and(|u| u.commitlog_offset < min_commitlog_offset)
+        };
+        Ok(self
+            .files
+            .delete_head_files(usize::MAX, || true, expired)?
+            .len())
     }
 
     /// Writes what was appended to disk; the position up to which the log is on disk.

@@ -5,6 +5,7 @@
 //! one asked for is empty for that time (it belongs to an earlier turn of the wheel).
 
 use std::fs::OpenOptions;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
@@ -72,7 +73,18 @@ impl TimerWheel {
                 reason: format!("timer wheel of {found} bytes, expected {len}"),
             });
         }
-        file.set_len(len).map_err(io_err(path))?;
+        if found == 0 {
+            // Its blocks are reserved now: a write into a hole of a full disk would kill the
+            // process (SIGBUS) instead of failing.
+            file.set_len(len).map_err(io_err(path))?;
+            // SAFETY: plain libc call on a valid descriptor.
+            let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
+            if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+                let e = std::io::Error::from_raw_os_error(rc);
+                let _ = std::fs::remove_file(path);
+                return Err(io_err(path)(e));
+            }
+        }
         // SAFETY: the file is this process's to map; the store's lock keeps other writers out.
         let map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err(path))?;
         Ok(TimerWheel {
@@ -120,9 +132,24 @@ impl TimerWheel {
         b[28..32].copy_from_slice(&magic.to_be_bytes());
     }
 
-    /// Messages in the slots of the turn from `start_ms` on.
-    pub fn all_num(&self, start_ms: i64) -> i64 {
-        (0..2 * SLOTS_TOTAL as i64)
+    /// Recovery's repair of a slot (Java's `reviseSlot(time, IGNORE, pos, true)`): the unit at
+    /// `pos` is the newest of `time_ms`'s slot. A slot still holding another turn's time becomes
+    /// this one's, its chain starting and ending at `pos` (count and magic left as they were).
+    pub fn revise_last(&mut self, time_ms: i64, pos: i64) {
+        let at = self.index(time_ms);
+        let b = &mut self.map[at..at + SLOT_SIZE];
+        let slot_time = time_ms / self.precision_ms;
+        if i64::from_be_bytes(b[0..8].try_into().unwrap()) != slot_time {
+            b[0..8].copy_from_slice(&slot_time.to_be_bytes());
+            b[8..16].copy_from_slice(&pos.to_be_bytes());
+        }
+        b[16..24].copy_from_slice(&pos.to_be_bytes());
+    }
+
+    /// Messages in the slots from `start_ms` up to `end_ms` (at most one turn of the wheel).
+    pub fn all_num(&self, start_ms: i64, end_ms: i64) -> i64 {
+        let slots = ((end_ms - start_ms) / self.precision_ms).clamp(0, 2 * SLOTS_TOTAL as i64);
+        (0..slots)
             .map(|i| self.slot(start_ms + i * self.precision_ms))
             .filter(|s| s.time_ms >= 0)
             .map(|s| s.num as i64)
@@ -163,7 +190,7 @@ mod tests {
         // The same slot a turn later is another time: empty for it.
         let next_turn = t + 2 * 604_800 * 1000;
         assert_eq!(wheel.slot(next_turn), Slot::EMPTY);
-        assert_eq!(wheel.all_num(t - 10_000), 2);
+        assert_eq!(wheel.all_num(t - 10_000, t + 3_600_000), 2);
         wheel.flush().unwrap();
         drop(wheel);
         let wheel = TimerWheel::open(&path, 1000).unwrap();

@@ -13,6 +13,7 @@ from ferromq.broker.processors import (
     end_transaction,
     pull,
     query,
+    recall,
     retention,
     send,
 )
@@ -34,6 +35,7 @@ def build_registry(broker: Broker) -> dict[int, Handler]:
         admin_status,
         end_transaction,
         retention,
+        recall,
         acl,
     ):
         registry.update(module.handlers(broker))
