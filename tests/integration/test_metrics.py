@@ -13,6 +13,7 @@ from ferromq.broker.topics import TopicConfig
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from tests.integration.brokerkit import Client, properties, pull_ext, running, send_ext
+from tests.waiting import until
 
 TOPIC = "MetricsT"
 GROUP = "MetricsG"
@@ -82,6 +83,13 @@ def test_metrics_follow_sends_pulls_commits_and_dead_letters(tmp_path: Path) -> 
                 },
             )
             assert r.code == R.SUCCESS
+            # A timer message a minute ahead: taken into the wheel, not delivered.
+            broker.topics.update(TopicConfig("MetricsTimer", 1, 1))
+            r = await c.call(
+                RC.SEND_MESSAGE, send_ext("MetricsTimer", 0, properties(TIMER_DELAY_SEC="60")), b"t"
+            )
+            assert r.code == R.SUCCESS
+            await until(lambda: broker.store.timer_stats()["pending"] == 1, "the timer message in the wheel")
 
             status, body = await http_get(port, "/metrics")
             assert status == "HTTP/1.1 200 OK"
@@ -109,13 +117,18 @@ def test_metrics_follow_sends_pulls_commits_and_dead_letters(tmp_path: Path) -> 
             assert value(found, "rocketmq_send_to_dlq_messages_total", topic=TOPIC, consumer_group=GROUP) == 1
             assert value(found, "rocketmq_messages_in_total", topic=f"%DLQ%{GROUP}") == 1
             send = {"protocol_type": "remoting", "request_code": "send_message", "response_code": "success"}
-            assert value(found, "rocketmq_rpc_latency_count", **send) == 5
-            assert value(found, "rocketmq_rpc_latency_bucket", le="+Inf", **send) == 5
+            assert value(found, "rocketmq_rpc_latency_count", **send) == 6  # with the timer message
+            assert value(found, "rocketmq_rpc_latency_bucket", le="+Inf", **send) == 6
             assert value(found, "rocketmq_storage_flush_behind_bytes") >= 0
             assert value(found, "rocketmq_storage_message_reserve_time") >= 0
             assert value(found, "rocketmq_half_messages") == 0
             assert value(found, "rocketmq_broker_permission") == 6
             assert value(found, "rocketmq_topic_number") == len(broker.topics.topics)
+            assert value(found, "rocketmq_timing_messages") == 1
+            assert value(found, "rocketmq_timer_enqueue_total") == 1
+            assert value(found, "rocketmq_timer_dequeue_total") == 0
+            assert value(found, "rocketmq_timer_enqueue_lag") == 0
+            assert value(found, "rocketmq_timer_dequeue_latency") >= 0
 
             status, _ = await http_get(port, "/other")
             assert status == "HTTP/1.1 404 Not Found"

@@ -258,9 +258,40 @@ class BrokerCollector(Collector):
             values,
             broker.config.broker_permission,
         )
+        yield from self._timer_metrics(names, values)
         yield _gauge("rocketmq_topic_number", "Topics", names, values, len(broker.topics.topics))
         yield _gauge(
             "rocketmq_consumer_group_number", "Subscription groups", names, values, len(broker.groups.groups)
+        )
+
+    def _timer_metrics(self, names: list[str], values: list[str]) -> Iterator[Metric]:
+        """RocketMQ 5.x's timer metrics (DefaultStoreMetricsManager), for the whole wheel."""
+        if not self.broker.config.timer_wheel_enable:
+            return
+        t = self.broker.store.timer_stats()
+        for name, doc, key in (
+            ("rocketmq_timer_enqueue_total", "Messages taken into the timer wheel", "enqueued"),
+            ("rocketmq_timer_dequeue_total", "Timer messages put back into their topics", "delivered"),
+        ):
+            counter = CounterMetricFamily(name, doc, labels=names)
+            counter.add_metric(values, t[key])
+            yield counter
+        yield _gauge(
+            "rocketmq_timer_enqueue_lag",
+            "Timer messages not in the wheel yet",
+            names,
+            values,
+            t["enqueue_behind"],
+        )
+        yield _gauge(
+            "rocketmq_timer_dequeue_latency",
+            "How far delivery of due timer messages is behind the clock (ms)",
+            names,
+            values,
+            t["dequeue_behind_ms"],
+        )
+        yield _gauge(
+            "rocketmq_timing_messages", "Timer messages waiting in the wheel", names, values, t["pending"]
         )
 
 
