@@ -232,6 +232,8 @@ struct Inner {
     /// The timer wheel's files and progress (a writable store with `timer_wheel_enable`),
     /// opened at start when its files exist, else by the first timer message.
     timer: Mutex<Option<timer::TimerState>>,
+    /// Held while a timer checkpoint is written.
+    timer_saving: Mutex<()>,
 }
 
 pub struct MessageStore {
@@ -860,6 +862,7 @@ impl Inner {
             space: Default::default(),
             read_confirm: RwLock::new(None),
             timer: Mutex::new(None),
+            timer_saving: Mutex::new(()),
             config,
         };
         if writable {

@@ -19,6 +19,7 @@
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::MutexGuard;
 
 use super::{now_ms, Delivered, Inner};
@@ -37,7 +38,8 @@ const MAX_CHAIN: usize = 50_000_000;
 
 /// The timer's files and progress.
 pub(super) struct TimerState {
-    log: TimerLog,
+    /// Shared with checkpoints, which flush it without the timer's lock.
+    log: Arc<TimerLog>,
     wheel: TimerWheel,
     checkpoint_path: PathBuf,
     checkpoint: TimerCheckpoint,
@@ -161,7 +163,7 @@ impl Inner {
             log.end()
         );
         Ok(TimerState {
-            log,
+            log: Arc::new(log),
             wheel,
             checkpoint_path,
             checkpoint,
@@ -499,24 +501,40 @@ impl Inner {
         }))
     }
 
-    /// Flushes the timer log and wheel, then records the progress in `config/timercheck`.
+    /// Flushes the timer log and wheel, then records the progress in `config/timercheck`. The
+    /// progress is taken first and the files synced after, without the timer's lock (enqueuing
+    /// and delivery go on meanwhile): everything the progress counts is on disk when it is saved.
     pub(super) fn timer_checkpoint(&self) -> Result<()> {
-        let mut guard = self.timer(false)?;
-        let Some(st) = guard.as_mut() else {
-            return Ok(());
+        let (log, wheel, path, last, read_time_ms, queue_offset) = {
+            let guard = self.timer(false)?;
+            let Some(st) = guard.as_ref() else {
+                return Ok(());
+            };
+            (
+                st.log.clone(),
+                st.wheel.syncer(),
+                st.checkpoint_path.clone(),
+                st.checkpoint,
+                st.read_time_ms,
+                st.queue_offset,
+            )
         };
-        let flushed = st.log.flush()?;
-        st.wheel.flush()?;
+        let flushed = log.flush()?;
+        wheel.sync()?;
         let cp = TimerCheckpoint {
-            last_read_time_ms: st.read_time_ms,
+            last_read_time_ms: read_time_ms,
             last_timer_log_flush_pos: flushed as i64,
-            last_timer_queue_offset: st.queue_offset,
-            master_timer_queue_offset: st.queue_offset,
-            ..st.checkpoint
+            last_timer_queue_offset: queue_offset,
+            master_timer_queue_offset: queue_offset,
+            ..last
         };
-        if cp != st.checkpoint {
-            cp.save(&st.checkpoint_path)?;
-            st.checkpoint = cp;
+        if cp != last {
+            // One checkpoint at a time (the broker's loop, then the store's close).
+            let _saving = self.timer_saving.lock().unwrap();
+            cp.save(&path)?;
+            if let Some(st) = self.timer(false)?.as_mut() {
+                st.checkpoint = cp;
+            }
         }
         Ok(())
     }

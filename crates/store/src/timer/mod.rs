@@ -15,7 +15,7 @@ mod wheel;
 
 pub use checkpoint::TimerCheckpoint;
 pub use log::{TimerLog, TimerUnit, BLANK_MAGIC, UNIT_SIZE};
-pub use wheel::{Slot, TimerWheel, SLOTS_TOTAL};
+pub use wheel::{Slot, TimerWheel, WheelSync, SLOTS_TOTAL};
 
 /// The system topic timer messages wait in (queue 0) until they are due.
 pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";

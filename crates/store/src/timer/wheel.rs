@@ -4,9 +4,10 @@
 //! A time's slot is `time / precision % (2 × SLOTS_TOTAL)`; a slot whose stored time is not the
 //! one asked for is empty for that time (it belongs to an earlier turn of the wheel).
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::MmapMut;
 
@@ -43,6 +44,9 @@ impl Slot {
 pub struct TimerWheel {
     path: PathBuf,
     map: MmapMut,
+    /// The file, for syncing without the map (Linux writes back pages dirtied through a shared
+    /// mapping on fsync): a checkpoint syncs while the timer goes on writing.
+    file: Arc<File>,
     precision_ms: i64,
 }
 
@@ -90,6 +94,7 @@ impl TimerWheel {
         Ok(TimerWheel {
             path: path.to_path_buf(),
             map,
+            file: Arc::new(file),
             precision_ms,
         })
     }
@@ -158,6 +163,26 @@ impl TimerWheel {
 
     pub fn flush(&self) -> Result<()> {
         self.map.flush().map_err(io_err(&self.path))
+    }
+
+    /// Something that writes the wheel to disk (see [`WheelSync`]).
+    pub fn syncer(&self) -> WheelSync {
+        WheelSync {
+            file: self.file.clone(),
+            path: self.path.clone(),
+        }
+    }
+}
+
+/// Writes a wheel's pages to disk from another thread than its writer's.
+pub struct WheelSync {
+    file: Arc<File>,
+    path: PathBuf,
+}
+
+impl WheelSync {
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync_data().map_err(io_err(&self.path))
     }
 }
 
