@@ -406,11 +406,24 @@ class MessageStore:
 
     # -- timer messages ------------------------------------------------------------------------
 
-    def timer_enqueue(self, max_count: int = 4096) -> tuple[int, list[tuple[str, int, int, int]]]:
+    def timer_enqueue(
+        self, max_count: int = 4096, deliver_due: bool = True
+    ) -> tuple[int, list[tuple[str, int, int, int]]]:
         """Takes up to `max_count` new messages of the timer topic into the timer wheel. Returns
         how many it took and (topic, queue id, queue offset, tags code) of the ones already due,
-        which it put back into their topics at once."""
-        return self._store.timer_enqueue(max_count)
+        which a master (`deliver_due`) puts back into their topics at once; a slave chains them
+        into the wheel, for a promotion to deliver the ones its master had not."""
+        return self._store.timer_enqueue(max_count, deliver_due)
+
+    def timer_follow(self, read_time_ms: int, queue_offset: int) -> None:
+        """A slave takes its master's timer progress (GET_TIMER_CHECK_POINT): the next slot the
+        master delivers and its next timer-topic offset."""
+        self._store.timer_follow(read_time_ms, queue_offset)
+
+    def timer_progress(self) -> tuple[int, int, int]:
+        """(next slot to deliver, next timer-topic offset to enqueue, timer log flushed end);
+        zeros before the timer was first used."""
+        return self._store.timer_progress()
 
     def timer_dequeue(
         self, now_ms: int, max_count: int = 4096

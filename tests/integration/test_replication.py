@@ -164,6 +164,37 @@ async def test_slave_synchronises_metadata(tmp_path: Path) -> None:
 
 
 @sync_test
+async def test_a_slave_builds_its_timer_wheel_and_follows_the_master_without_delivering(
+    tmp_path: Path,
+) -> None:
+    async with pair(tmp_path, timer_precision_ms=100) as (_, master, slave):
+        mc = await Client().connect(master.port)
+        try:
+            soon = properties(TIMER_DELAY_MS="1500", KEYS="soon")
+            later = properties(TIMER_DELAY_SEC="3600", KEYS="later")
+            for props in (soon, later):
+                assert (
+                    await mc.call(RC.SEND_MESSAGE, send_ext("ReplTimer", 0, props), b"t")
+                ).code == R.SUCCESS
+            r = await mc.call(RC.GET_TIMER_CHECK_POINT)
+            assert r.code == R.SUCCESS and len(r.body) == 56
+        finally:
+            await mc.close()
+        # The master delivers the first; the slave gets it by replication only, once.
+        await until(
+            lambda: len(slave.store.get_messages("ReplTimer", 0, 0, 10)) == 1, "delivery replicated", 30
+        )
+        # The slave's wheel holds both (its own timer files), and its read time follows the master's.
+        await until(lambda: slave.store.timer_stats()["enqueued"] == 2, "the slave's wheel", 30)
+        slave.replication._sync_now.set()
+        master_read = master.store.timer_progress()[0]
+        await until(lambda: slave.store.timer_progress()[0] >= master_read, "the master's read time", 30)
+        assert slave.store.timer_stats()["delivered"] == 0
+        assert [m.keys for m in slave.store.get_messages("ReplTimer", 0, 0, 10)] == [["soon"]]
+        assert master.store.timer_stats()["pending"] == 1
+
+
+@sync_test
 async def test_sync_master_waits_for_the_slave(tmp_path: Path) -> None:
     async with pair(tmp_path, master_role="SYNC_MASTER") as (_, master, slave):
         assert master.replication.master is not None

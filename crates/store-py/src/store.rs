@@ -581,17 +581,33 @@ impl Store {
     }
 
     /// Takes up to `max_count` new timer-topic messages into the timer wheel: (messages taken,
-    /// [(topic, queue_id, queue_offset, tags_code)] of the ones already due, put back at once).
+    /// [(topic, queue_id, queue_offset, tags_code)] of the ones already due, put back at once
+    /// when `deliver_due`; a slave's are chained into the wheel instead).
     #[allow(clippy::type_complexity)]
+    #[pyo3(signature = (max_count, deliver_due=true))]
     fn timer_enqueue(
         &self,
         py: Python<'_>,
         max_count: usize,
+        deliver_due: bool,
     ) -> PyResult<(usize, Vec<(String, i32, i64, i64)>)> {
         let r = py
-            .detach(|| self.store.timer_enqueue(max_count))
+            .detach(|| self.store.timer_enqueue(max_count, deliver_due))
             .py_err(py)?;
         Ok((r.taken, delivered_tuples(r.delivered)))
+    }
+
+    /// A slave takes its master's timer progress: the next slot the master delivers and its
+    /// next timer-topic offset.
+    fn timer_follow(&self, py: Python<'_>, read_time_ms: i64, queue_offset: i64) -> PyResult<()> {
+        self.store
+            .timer_follow(read_time_ms, queue_offset)
+            .py_err(py)
+    }
+
+    /// (next slot to deliver, next timer-topic offset to enqueue, timer log flushed end).
+    fn timer_progress(&self, py: Python<'_>) -> PyResult<(i64, i64, i64)> {
+        self.store.timer_progress().py_err(py)
     }
 
     /// Puts back the timer messages whose slot has passed at `now_ms`, at most `max_count`:

@@ -79,8 +79,8 @@ fn a_timer_message_waits_in_the_wheel_and_comes_back_once_its_slot_has_passed() 
     assert_eq!(prop(&waiting[0], "REAL_TOPIC"), Some("T"));
     assert_eq!(prop(&waiting[0], "REAL_QID"), Some("1"));
 
-    assert_eq!(store.timer_enqueue(100).unwrap().taken, 1);
-    assert_eq!(store.timer_enqueue(100).unwrap().taken, 0);
+    assert_eq!(store.timer_enqueue(100, true).unwrap().taken, 1);
+    assert_eq!(store.timer_enqueue(100, true).unwrap().taken, 0);
     assert_eq!(store.timer_stats().unwrap().pending, 1);
     // Not while its slot is current, nor a moment before it has passed.
     assert!(store
@@ -129,7 +129,7 @@ fn a_message_due_by_the_time_it_is_enqueued_goes_back_at_once() {
     let mut delivered = Vec::new();
     while delivered.is_empty() && Instant::now() < deadline {
         // Enqueued while still ahead, it waits in the wheel; else it is back at once.
-        let e = store.timer_enqueue(10).unwrap();
+        let e = store.timer_enqueue(10, true).unwrap();
         delivered.extend(e.delivered);
         delivered.extend(store.timer_dequeue(now(), 10).unwrap().delivered);
         std::thread::sleep(Duration::from_millis(10));
@@ -152,12 +152,12 @@ fn due_messages_come_back_in_send_order_across_calls_and_a_reopen() {
             );
         }
         // A small log file size: the units cross several timer log files.
-        assert_eq!(store.timer_enqueue(1000).unwrap().taken, 150);
+        assert_eq!(store.timer_enqueue(1000, true).unwrap().taken, 150);
         store.close().unwrap();
     }
     let store = MessageStore::open(config(dir.path())).unwrap();
     assert_eq!(store.timer_stats().unwrap().pending, 150);
-    assert_eq!(store.timer_enqueue(1000).unwrap().taken, 0);
+    assert_eq!(store.timer_enqueue(1000, true).unwrap().taken, 0);
     let mut keys = Vec::new();
     for _ in 0..10 {
         let d = store.timer_dequeue(deliver + 100, 40).unwrap();
@@ -187,17 +187,17 @@ fn after_a_crash_no_timer_is_lost_or_enqueued_twice() {
                 &format!("TIMER_DELIVER_MS\u{1}{}\u{2}KEYS\u{1}k{i}", deliver + i),
             );
         }
-        store.timer_enqueue(10).unwrap();
+        store.timer_enqueue(10, true).unwrap();
         store.timer_checkpoint().unwrap();
         // Ten more enqueued after the checkpoint, then the process dies.
-        store.timer_enqueue(10).unwrap();
+        store.timer_enqueue(10, true).unwrap();
         store.flush().unwrap();
         std::mem::forget(store);
     }
     let _ = std::fs::remove_file(dir.path().join("lock"));
     let store = MessageStore::open(config(dir.path())).unwrap();
     assert_eq!(
-        store.timer_enqueue(100).unwrap().taken,
+        store.timer_enqueue(100, true).unwrap().taken,
         0,
         "resumes after the newest unit"
     );
@@ -219,7 +219,7 @@ fn a_message_beyond_the_roll_window_is_rolled_then_delivered_on_time() {
     let mut rolled = 0;
     let mut delivered_at = None;
     while delivered_at.is_none() && Instant::now() < deadline {
-        store.timer_enqueue(10).unwrap();
+        store.timer_enqueue(10, true).unwrap();
         let t = now();
         let d = store.timer_dequeue(t, 10).unwrap();
         rolled += d.rolled;
@@ -256,7 +256,7 @@ fn a_recall_in_the_same_slot_cancels_the_message() {
         &store,
         &format!("TIMER_DELIVER_MS\u{1}{deliver}\u{2}TIMER_DEL_UNIQKEY\u{1}T+GONE"),
     );
-    assert_eq!(store.timer_enqueue(10).unwrap().taken, 3);
+    assert_eq!(store.timer_enqueue(10, true).unwrap().taken, 3);
     let d = store.timer_dequeue(deliver + 100, 10).unwrap();
     assert_eq!(d.delivered.len(), 1);
     let got = read(&store, "T", 1, 0);
@@ -280,7 +280,7 @@ fn a_store_without_the_wheel_refuses_timer_messages() {
         .unwrap_err();
     assert!(matches!(e, StoreError::TimerDisabled), "{e}");
     assert!(matches!(
-        store.timer_enqueue(1),
+        store.timer_enqueue(1, true),
         Err(StoreError::TimerDisabled)
     ));
     assert!(!dir.path().join("timerwheel").exists());
@@ -292,7 +292,7 @@ fn a_store_that_never_had_a_timer_message_has_no_timer_files() {
     {
         let store = MessageStore::open(config(dir.path())).unwrap();
         send(&store, "KEYS\u{1}plain");
-        assert_eq!(store.timer_enqueue(10).unwrap().taken, 0);
+        assert_eq!(store.timer_enqueue(10, true).unwrap().taken, 0);
         assert!(store.timer_dequeue(now(), 10).unwrap().delivered.is_empty());
         store.timer_checkpoint().unwrap();
         assert_eq!(store.timer_stats().unwrap().pending, 0);

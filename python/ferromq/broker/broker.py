@@ -207,10 +207,13 @@ class Broker:
                 self.store.config.timer_precision_ms,
                 cfg.timer_flush_interval_ms,
                 self._delivered,
+                is_master=lambda: not self.config.is_slave,
                 stop_enqueue=lambda: self.config.timer_stop_enqueue,
                 stop_dequeue=lambda: self.config.timer_stop_dequeue,
             )
             self._services.append(("timer messages", self.timer.stop))
+            # On masters and slaves alike (a slave's only builds its wheel; see broker/timer.py).
+            await self.timer.start()
         self.transactions = TransactionalMessageService(
             self.store, self.offsets, self.topics, self.clients, cfg, self.message_arrived
         )
@@ -228,8 +231,6 @@ class Broker:
         else:
             if not cfg.is_slave:
                 await self.schedule.start()
-                if self.timer is not None:
-                    await self.timer.start()
                 await self.transactions.start()
             await self.replication.start()
         if self.replication.ha_port not in (None, cfg.ha_port):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferromq import _store
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
+from ferromq.broker.timer import follow_checkpoint
 from ferromq.broker.topics import TopicConfig
 from ferromq.errors import FerroMQError
 from ferromq.jsonutil import loads_lenient
@@ -234,6 +235,7 @@ class ReplicationService:
             ("topic config", self._sync_topics),
             ("consumer offsets", self._sync_offsets),
             ("delay offsets", self._sync_delay_offsets),
+            ("timer checkpoint", self._sync_timer_checkpoint),
             ("subscription groups", self._sync_groups),
         ):
             try:
@@ -287,6 +289,10 @@ class ReplicationService:
         self._broker.schedule.replace_offsets(
             {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
         )
+
+    async def _sync_timer_checkpoint(self, master: str) -> None:
+        if self._broker.config.timer_wheel_enable:
+            follow_checkpoint(self._broker.store, await self._ask(master, RequestCode.GET_TIMER_CHECK_POINT))
 
     async def _sync_groups(self, master: str) -> None:
         data = _object(await self._ask(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))

@@ -33,8 +33,6 @@ class BrokerRoles:
         broker = self._broker
         broker.config = broker.config.replace(broker_role="SLAVE", broker_id=broker_id or 1)
         await broker.schedule.stop()
-        if broker.timer is not None:
-            await broker.timer.stop()
         await broker.transactions.stop()
         await broker.replication.stop()
 
@@ -57,8 +55,6 @@ class BrokerRoles:
         broker = self._broker
         configure_replicated_topics(broker)
         await broker.schedule.start()
-        if broker.timer is not None:
-            await broker.timer.start()
         await broker.transactions.start()
         broker.registration_changed()
 

@@ -11,13 +11,17 @@ work in Rust:
 * checkpoint: every `timerFlushIntervalMs`, flushes the timer files and saves their progress
   (`config/timercheck`); a restart resumes from there.
 
-`timerStopEnqueue` and `timerStopDequeue` pause the first two, as in Java.
+`timerStopEnqueue` and `timerStopDequeue` pause the first two, as in Java. On a slave only
+enqueue and checkpoint run, and nothing is delivered: its wheel is built from the replicated
+timer topic and its read time follows the master's (replication's GET_TIMER_CHECK_POINT), so a
+promotion delivers from where the master stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections.abc import Callable
 
@@ -38,6 +42,25 @@ CLEAN_INTERVAL_SECONDS = 30.0
 
 Delivered = Callable[[str, int, int, int | None], None]
 
+# GET_TIMER_CHECK_POINT's body (Java's TimerCheckpoint.encode): last read time, timer log flush
+# position, timer queue offset, master timer queue offset, data version (state version,
+# timestamp, counter), big-endian longs.
+_CHECKPOINT = struct.Struct(">7q")
+
+
+def encode_checkpoint(store: MessageStore) -> bytes:
+    """The master's timer progress as it answers GET_TIMER_CHECK_POINT."""
+    read_time_ms, queue_offset, flushed = store.timer_progress()
+    return _CHECKPOINT.pack(read_time_ms, flushed, queue_offset, queue_offset, 0, int(time.time() * 1000), 0)
+
+
+def follow_checkpoint(store: MessageStore, body: bytes) -> None:
+    """A slave takes the master's timer progress from its GET_TIMER_CHECK_POINT answer."""
+    if len(body) < 32:
+        raise ValueError(f"a timer checkpoint of {len(body)} bytes (at least 32 expected)")
+    read_time_ms, _flushed, _queue_offset, master_queue_offset = struct.unpack_from(">4q", body)
+    store.timer_follow(read_time_ms, master_queue_offset)
+
 
 class TimerMessageService:
     def __init__(
@@ -46,6 +69,7 @@ class TimerMessageService:
         precision_ms: int,
         flush_interval_ms: int,
         delivered: Delivered,
+        is_master: Callable[[], bool] = lambda: True,
         stop_enqueue: Callable[[], bool] = lambda: False,
         stop_dequeue: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -53,6 +77,7 @@ class TimerMessageService:
         self._precision_ms = precision_ms
         self._flush_interval = flush_interval_ms / 1000.0
         self._delivered = delivered
+        self._is_master = is_master
         self._stop_enqueue = stop_enqueue
         self._stop_dequeue = stop_dequeue
         self._enqueue_wake = asyncio.Event()
@@ -126,12 +151,12 @@ class TimerMessageService:
         if self._stop_enqueue():
             return PAUSED_RECHECK_SECONDS
         self._enqueue_wake.clear()
-        taken, delivered = self._store.timer_enqueue(BATCH)
+        taken, delivered = self._store.timer_enqueue(BATCH, deliver_due=self._is_master())
         self._wake_pulls(delivered)
         return 0.0 if taken >= BATCH else ENQUEUE_RECHECK_SECONDS
 
     def _dequeue(self) -> float:
-        if self._stop_dequeue():
+        if self._stop_dequeue() or not self._is_master():
             return PAUSED_RECHECK_SECONDS
         now_ms = int(time.time() * 1000)
         delivered, rolled, more = self._store.timer_dequeue(now_ms, BATCH)

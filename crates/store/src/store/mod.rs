@@ -542,8 +542,19 @@ impl MessageStore {
 
     /// Takes up to `max_count` new messages of the timer topic into the timer wheel; the ones
     /// already due are put back into their topics at once (see [`timer`](self::timer)).
-    pub fn timer_enqueue(&self, max_count: usize) -> Result<TimerEnqueued> {
-        self.writable()?.timer_enqueue(max_count)
+    pub fn timer_enqueue(&self, max_count: usize, deliver_due: bool) -> Result<TimerEnqueued> {
+        self.writable()?.timer_enqueue(max_count, deliver_due)
+    }
+
+    /// A slave takes its master's timer progress (see [`timer`](self::timer)).
+    pub fn timer_follow(&self, master_read_time_ms: i64, master_queue_offset: i64) -> Result<()> {
+        self.writable()?
+            .timer_follow(master_read_time_ms, master_queue_offset)
+    }
+
+    /// (next slot to deliver, next timer-topic offset to enqueue, timer log flushed end).
+    pub fn timer_progress(&self) -> Result<(i64, i64, i64)> {
+        self.check_open()?.timer_progress()
     }
 
     /// Puts back the timer messages of the slots whose time has passed at `now_ms`, at most

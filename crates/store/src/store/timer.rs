@@ -237,8 +237,15 @@ impl Inner {
         Ok(())
     }
 
-    /// Takes up to `max_count` messages of the timer topic into the wheel.
-    pub(super) fn timer_enqueue(&self, max_count: usize) -> Result<TimerEnqueued> {
+    /// Takes up to `max_count` messages of the timer topic into the wheel. A master
+    /// (`deliver_due`) puts back the ones already due at once; a slave writes nothing into the
+    /// store and chains them into their (past) slots, for a promotion to deliver the ones its
+    /// master had not (the slots from the master's read time on).
+    pub(super) fn timer_enqueue(
+        &self,
+        max_count: usize,
+        deliver_due: bool,
+    ) -> Result<TimerEnqueued> {
         let mut out = TimerEnqueued::default();
         let Some(cq) = self.queue(TIMER_TOPIC, 0) else {
             drop(self.timer(false)?); // refused when the wheel is off
@@ -276,7 +283,7 @@ impl Inner {
                     );
                     st.stats.skipped += 1;
                 }
-                Some(deliver_ms) if deliver_ms < write_time => {
+                Some(deliver_ms) if deliver_due && deliver_ms < write_time => {
                     // Already due: back to its topic now (TIMER_ENQUEUE_MS = Long.MAX_VALUE
                     // says it never waited in the wheel, as Java marks it).
                     if find(property::TIMER_DEL_UNIQKEY).is_none() {
@@ -498,6 +505,39 @@ impl Inner {
             queue_id: r.queue_id,
             queue_offset: r.queue_offset,
             tags_code: r.tags_code,
+        }))
+    }
+
+    /// A slave follows its master's progress (`SlaveSynchronize.syncTimerCheckPoint`): the slot
+    /// the master delivers next, so that after a promotion delivery resumes there.
+    pub(super) fn timer_follow(
+        &self,
+        master_read_time_ms: i64,
+        master_queue_offset: i64,
+    ) -> Result<()> {
+        if master_read_time_ms <= 0 {
+            return Ok(()); // the master never used its timer
+        }
+        let mut guard = self.timer(true)?;
+        let st = guard.as_mut().expect("opened");
+        if st.read_time_ms != master_read_time_ms {
+            st.slot = None;
+            st.read_time_ms = master_read_time_ms;
+        }
+        st.checkpoint.master_timer_queue_offset = master_queue_offset;
+        Ok(())
+    }
+
+    /// (the next slot to deliver, the next timer-topic offset to enqueue, the timer log's
+    /// flushed end): what a master tells its slaves; zeros before the timer was used.
+    pub(super) fn timer_progress(&self) -> Result<(i64, i64, i64)> {
+        let guard = self.timer(false)?;
+        Ok(guard.as_ref().map_or((0, 0, 0), |st| {
+            (
+                st.read_time_ms,
+                st.queue_offset,
+                st.checkpoint.last_timer_log_flush_pos,
+            )
         }))
     }
 

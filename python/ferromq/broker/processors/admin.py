@@ -8,6 +8,7 @@ from typing import Any
 from ferromq.broker.processors.bodies import json_object, shaped
 from ferromq.broker.processors.context import AdminContext, ContextHandler, bind
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
+from ferromq.broker.timer import encode_checkpoint
 from ferromq.broker.topics import TopicConfig, topic_problem
 from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps
@@ -181,6 +182,12 @@ async def all_delay_offsets(ctx: AdminContext, conn: Connection, cmd: RemotingCo
     return cmd.reply(ResponseCode.SUCCESS, body=ctx.schedule.encode())
 
 
+async def timer_check_point(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    if not ctx.config.timer_wheel_enable:
+        return cmd.reply(ResponseCode.SYSTEM_ERROR, remark="The checkpoint is null")
+    return cmd.reply(ResponseCode.SUCCESS, body=encode_checkpoint(ctx.store))
+
+
 HANDLERS: dict[int, ContextHandler[AdminContext]] = {
     RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic,
     RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
@@ -196,6 +203,7 @@ HANDLERS: dict[int, ContextHandler[AdminContext]] = {
     RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
     RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
     RequestCode.GET_ALL_DELAY_OFFSET: all_delay_offsets,
+    RequestCode.GET_TIMER_CHECK_POINT: timer_check_point,
 }
 
 
