@@ -57,6 +57,16 @@ class _Peer:
 
 
 _SENDS = frozenset((RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE))
+_POPS = frozenset(
+    (
+        RequestCode.POP_MESSAGE,
+        RequestCode.ACK_MESSAGE,
+        RequestCode.PEEK_MESSAGE,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+        RequestCode.NOTIFICATION,
+        RequestCode.POLLING_INFO,
+    )
+)
 _MAX_DECISIONS = 65536
 
 
@@ -169,6 +179,9 @@ def needed_resources(cmd: RemotingCommand) -> dict[str, int] | None:
         _add(out, _retry(ext.get("consumerGroup")), perm.SUB)
     elif code == RequestCode.QUERY_MESSAGE:
         _add(out, ext.get("topic"), perm.SUB)
+    elif code in _POPS:  # 5.x's @RocketMQAction(..., SUB) on the topic and the group
+        _add(out, ext.get("topic"), perm.SUB)
+        _add(out, _retry(ext.get("consumerGroup")), perm.SUB)
     elif code == RequestCode.RECALL_MESSAGE:  # 5.x's @RocketMQAction(RECALL_MESSAGE, PUB)
         _add(out, ext.get("topic"), perm.PUB)
     elif code == RequestCode.HEART_BEAT:

@@ -23,6 +23,8 @@ from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.metrics import MetricsExporter
 from ferromq.broker.offsets import ConsumerOffsetManager
+from ferromq.broker.pop.modes import RequestModeManager
+from ferromq.broker.pop.service import PopService
 from ferromq.broker.processors import build_registry, pull, send
 from ferromq.broker.registration import NameServerRegistration
 from ferromq.broker.replication import ReplicationService
@@ -185,6 +187,7 @@ class Broker:
             conf_dir / "subscriptionGroup.json", cfg.auto_create_subscription_group
         )
         self.offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json")
+        self.request_modes = RequestModeManager(conf_dir / "messageRequestMode.json")
         self._storage.append(("configs", self._persist_configs))
         self.clients = ClientManager(self._consumers_changed)
         self.locks = RebalanceLockManager()
@@ -214,6 +217,8 @@ class Broker:
             self._services.append(("timer messages", self.timer.stop))
             # On masters and slaves alike (a slave's only builds its wheel; see broker/timer.py).
             await self.timer.start()
+        self.pop = PopService(self)
+        await self._start_service("pop revive", self.pop.start, self.pop.stop)
         self.transactions = TransactionalMessageService(
             self.store, self.offsets, self.topics, self.clients, cfg, self.message_arrived
         )

@@ -228,6 +228,12 @@ class BrokerConfig:
     timer_stop_enqueue: bool = False
     timer_stop_dequeue: bool = False
     mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    # POP consumption (RocketMQ 5.x; ferromq.broker.pop): checkpoints and acks in
+    # rmq_sys_REVIVE_LOG_<cluster>'s reviveQueueNum queues; pop retry topics %RETRY%<group>_<topic>
+    # (v2: %RETRY%<group>+<topic>); QUERY_ASSIGNMENT's mode for groups setConsumeMode did not set.
+    revive_queue_num: int = 8
+    enable_retry_topic_v2: bool = False
+    default_message_request_mode: str = "PULL"
     # Metrics as RocketMQ 5.x exports them: PROM serves Prometheus text at
     # http://metricsPromExporterHost:metricsPromExporterPort/metrics (host "": every interface).
     metrics_exporter_type: str = "DISABLE"
@@ -392,6 +398,8 @@ class BrokerConfig:
             bad("metrics_prom_exporter_port", "a port number (0-65535)")
         if (self.namesrv_access_key is None) != (self.namesrv_secret_key is None):
             bad("namesrv_access_key", "set together with namesrvSecretKey (both or neither)")
+        if self.default_message_request_mode not in ("PULL", "POP"):
+            bad("default_message_request_mode", "PULL or POP")
         if self.data_plane not in DATA_PLANES:
             bad("data_plane", " or ".join(DATA_PLANES))
         if self.profile not in PROFILES:
@@ -457,6 +465,7 @@ _AT_LEAST: dict[str, int] = {
     "timer_flush_interval_ms": 1,
     "timer_congest_num_each_slot": 1,
     "mapped_file_size_timer_log": 4096,
+    "revive_queue_num": 1,
 }
 _JAVA_INT_MAX = 2**31 - 1
 _JAVA_LONG_MAX = 2**63 - 1
@@ -490,6 +499,7 @@ _MAX_VALUE: dict[str, int] = {
         "timer_flush_interval_ms",
         "timer_congest_num_each_slot",
         "mapped_file_size_timer_log",
+        "revive_queue_num",
     )
 }
 _MAX_VALUE["server_io_threads"] = 1024

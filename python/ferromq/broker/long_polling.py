@@ -48,16 +48,27 @@ class PullRequestHoldService:
         self, topic: str, queue_id: int, offset: int, timeout: float, tag_filter: Callable[[int], bool]
     ) -> None:
         """Returns when the pull should run again (message arrived, re-check, or timeout)."""
+        await self.hold_any([(topic, queue_id, offset)], timeout, tag_filter)
+
+    async def hold_any(
+        self, positions: list[tuple[str, int, int]], timeout: float, tag_filter: Callable[[int], bool]
+    ) -> None:
+        """Like `hold`, on several queues at once (a pop of every queue of a topic and its retry
+        topic): returns when any of them has a message past its position."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        pull = HeldPull(offset, time.monotonic() + timeout, tag_filter, fut)
-        key = (topic, queue_id)
+        deadline = time.monotonic() + timeout
+        held = [
+            ((topic, queue_id), HeldPull(offset, deadline, tag_filter, fut))
+            for topic, queue_id, offset in positions
+        ]
         first = not self._held
-        self._held.setdefault(key, []).append(pull)
-        if first and self.on_watch is not None:
+        for key, pull in held:
+            self._held.setdefault(key, []).append(pull)
+        if first and held and self.on_watch is not None:
             self.on_watch(True)
         # A message stored between the pull's read and now (its arrival may have been handled
         # before this hold began) ends the hold at once, as the data plane's holds do.
-        if self._max_offset(topic, queue_id) > offset:
+        if any(self._max_offset(topic, queue_id) > offset for topic, queue_id, offset in positions):
             fut.set_result(None)
         try:
             async with asyncio.timeout(timeout):
@@ -65,16 +76,18 @@ class PullRequestHoldService:
         except TimeoutError:
             pass
         finally:
-            pulls = self._held.get(key)
-            if pulls is not None:
+            for key, pull in held:
+                pulls = self._held.get(key)
+                if pulls is None:
+                    continue
                 try:
                     pulls.remove(pull)
                 except ValueError:
                     pass
                 if not pulls:
                     del self._held[key]
-                    if not self._held and self.on_watch is not None:
-                        self.on_watch(False)
+            if held and not self._held and self.on_watch is not None:
+                self.on_watch(False)
 
     def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
         """A message was stored (max_offset is the queue's new max): wake the pulls it satisfies."""

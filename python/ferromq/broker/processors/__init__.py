@@ -11,6 +11,7 @@ from ferromq.broker.processors import (
     client_manage,
     consumer_manage,
     end_transaction,
+    pop,
     pull,
     query,
     recall,
@@ -36,6 +37,7 @@ def build_registry(broker: Broker) -> dict[int, Handler]:
         end_transaction,
         retention,
         recall,
+        pop,
         acl,
     ):
         registry.update(module.handlers(broker))

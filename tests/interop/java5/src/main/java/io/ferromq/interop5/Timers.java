@@ -9,8 +9,15 @@ import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
@@ -41,6 +48,13 @@ import org.apache.rocketmq.common.message.MessageExt;
  *     A DefaultLitePullConsumer from the first offset; prints each message as {"topic","queueId",
  *     "queueOffset","body","msgId","bornTimestamp","storeTimestamp","receivedAtMs","commitLogOffset",
  *     "sysFlag","properties":{...all of them...}} until COUNT arrived (exit 0) or TIMEOUT_MS passed (exit 1).
+ *     The lite pull consumer pulls with LITE_PULL_MESSAGE (request code 361).
+ *
+ * push NAMESRV TOPIC GROUP COUNT TIMEOUT_MS
+ *     The same with a DefaultMQPushConsumer (pulls with PULL_MESSAGE, code 11), from the first offset: prints
+ *     each delivery (redeliveries too, with "reconsumeTimes") as "consume" does until COUNT distinct
+ *     messages (by msgId) arrived (exit 0) or TIMEOUT_MS passed (exit 1). The push consumer adds
+ *     CONSUME_START_TIME to each message's properties before its listener sees it.
  * </pre>
  */
 public final class Timers {
@@ -61,9 +75,12 @@ public final class Timers {
             code = send(args[1], args[2], Integer.parseInt(args[3]), args[4], args[5]);
         } else if (args.length == 6 && args[0].equals("consume")) {
             code = consume(args[1], args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5]));
+        } else if (args.length == 6 && args[0].equals("push")) {
+            code = push(args[1], args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5]));
         } else {
             System.err.println("usage: Timers send NAMESRV TOPIC COUNT PROPERTY VALUE_SPEC");
             System.err.println("       Timers consume NAMESRV TOPIC GROUP COUNT TIMEOUT_MS");
+            System.err.println("       Timers push NAMESRV TOPIC GROUP COUNT TIMEOUT_MS");
             code = 2;
         }
         out.flush();
@@ -204,19 +221,7 @@ public final class Timers {
                 List<MessageExt> msgs = consumer.poll(Math.min(left, 500));
                 long receivedAt = System.currentTimeMillis();
                 for (MessageExt m : msgs) {
-                    Map<String, Object> o = new LinkedHashMap<>();
-                    o.put("topic", m.getTopic());
-                    o.put("queueId", m.getQueueId());
-                    o.put("queueOffset", m.getQueueOffset());
-                    o.put("body", new String(m.getBody(), StandardCharsets.UTF_8));
-                    o.put("msgId", m.getMsgId());
-                    o.put("bornTimestamp", m.getBornTimestamp());
-                    o.put("storeTimestamp", m.getStoreTimestamp());
-                    o.put("receivedAtMs", receivedAt);
-                    o.put("commitLogOffset", m.getCommitLogOffset());
-                    o.put("sysFlag", m.getSysFlag());
-                    o.put("properties", new TreeMap<>(m.getProperties()));
-                    print(o);
+                    print(received(m, receivedAt));
                     got++;
                 }
             }
@@ -224,6 +229,52 @@ public final class Timers {
             consumer.shutdown();
         }
         return got >= count ? 0 : 1;
+    }
+
+    private static Map<String, Object> received(MessageExt m, long receivedAt) {
+        Map<String, Object> o = new LinkedHashMap<>();
+        o.put("topic", m.getTopic());
+        o.put("queueId", m.getQueueId());
+        o.put("queueOffset", m.getQueueOffset());
+        o.put("body", new String(m.getBody(), StandardCharsets.UTF_8));
+        o.put("msgId", m.getMsgId());
+        o.put("bornTimestamp", m.getBornTimestamp());
+        o.put("storeTimestamp", m.getStoreTimestamp());
+        o.put("receivedAtMs", receivedAt);
+        o.put("commitLogOffset", m.getCommitLogOffset());
+        o.put("sysFlag", m.getSysFlag());
+        o.put("reconsumeTimes", m.getReconsumeTimes());
+        o.put("properties", new TreeMap<>(m.getProperties()));
+        return o;
+    }
+
+    private static int push(String namesrv, String topic, String group, int count, long timeoutMs)
+            throws MQClientException, InterruptedException {
+        Set<String> seen = ConcurrentHashMap.newKeySet();
+        CountDownLatch done = new CountDownLatch(count);
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName("timers5-" + pid());
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            long receivedAt = System.currentTimeMillis();
+            for (MessageExt m : msgs) {
+                synchronized (Timers.class) {
+                    print(received(m, receivedAt));
+                }
+                if (seen.add(m.getMsgId())) {
+                    done.countDown();
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        try {
+            return done.await(timeoutMs, TimeUnit.MILLISECONDS) ? 0 : 1;
+        } finally {
+            consumer.shutdown();
+        }
     }
 
     /** The JVM's process id (compiled for Java 8, so no ProcessHandle). */

@@ -1,0 +1,314 @@
+"""RocketMQ 5.x's POP requests over remoting: POP_MESSAGE (with long polling), ACK_MESSAGE,
+BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, PEEK_MESSAGE, NOTIFICATION, POLLING_INFO, and the
+two that put a push consumer into POP mode, QUERY_ASSIGNMENT and SET_MESSAGE_REQUEST_MODE. The
+rules are in `ferromq.broker.pop.service`; this module reads the headers and writes the replies
+with Java's codes and remarks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Protocol
+
+import orjson
+
+from ferromq.broker.clients import ClientManager
+from ferromq.broker.pop.formats import ExtraInfo
+from ferromq.broker.pop.modes import RequestMode, RequestModeManager, allocate_averagely, effective_mode
+from ferromq.broker.pop.service import MAX_POP_NUMS, PopContext, PopRequest, PopService, pop_subscription
+from ferromq.broker.processors.context import ContextHandler, bind
+from ferromq.errors import BrokerError, SubscriptionParseError
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.dispatch import Handler
+
+
+class PopHandlersContext(PopContext, Protocol):
+    @property
+    def pop(self) -> PopService: ...
+    @property
+    def request_modes(self) -> RequestModeManager: ...
+    @property
+    def clients(self) -> ClientManager: ...
+
+
+def _int(ext: dict[str, str], name: str, default: int | None = None) -> int:
+    value = ext.get(name)
+    if value is None or value == "":
+        if default is None:
+            raise BrokerError(f"the custom field <{name}> is null", ResponseCode.SYSTEM_ERROR)
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise BrokerError(
+            f"the custom field <{name}> is not a number: {value!r}", ResponseCode.SYSTEM_ERROR
+        ) from None
+
+
+def _str(ext: dict[str, str], name: str) -> str:
+    value = ext.get(name)
+    if not value:
+        raise BrokerError(f"the custom field <{name}> is null", ResponseCode.SYSTEM_ERROR)
+    return value
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _check_topic_and_group(
+    ctx: PopHandlersContext, topic: str, group: str, queue_id: int, what: str = "peeking"
+) -> None:
+    ip = ctx.config.broker_ip1
+    if not ctx.config.broker_permission & 4:
+        raise BrokerError(f"the broker[{ip}] pop message is forbidden", ResponseCode.NO_PERMISSION)
+    tc = ctx.topics.get(topic)
+    if tc is None:
+        raise BrokerError(f"topic[{topic}] not exist, apply first please!", ResponseCode.TOPIC_NOT_EXIST)
+    if not tc.readable:
+        raise BrokerError(f"the topic[{topic}] {what} message is forbidden", ResponseCode.NO_PERMISSION)
+    if queue_id >= tc.read_queue_nums:
+        raise BrokerError(
+            f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+            f"[{tc.read_queue_nums}] consumer:[{group}]",
+            ResponseCode.INVALID_PARAMETER,
+        )
+    cfg = ctx.groups.find_or_create(group)
+    if cfg is None:
+        raise BrokerError(
+            f"subscription group [{group}] does not exist", ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+        )
+    if not cfg.consume_enable:
+        raise BrokerError(f"subscription group no permission, {group}", ResponseCode.NO_PERMISSION)
+
+
+def _pop_request(ctx: PopHandlersContext, cmd: RemotingCommand) -> PopRequest:
+    ext = cmd.ext
+    ip = ctx.config.broker_ip1
+    now = _now()
+    born = _int(ext, "bornTime", 0) or now
+    poll = _int(ext, "pollTime", 0)
+    if now - born - poll > 500:
+        raise BrokerError(f"the broker[{ip}] pop message is timeout too much", ResponseCode.POLLING_TIMEOUT)
+    if not ctx.config.broker_permission & 4:
+        raise BrokerError(f"the broker[{ip}] pop message is forbidden", ResponseCode.NO_PERMISSION)
+    max_msgs = _int(ext, "maxMsgNums")
+    if max_msgs > MAX_POP_NUMS:
+        raise BrokerError(
+            f"the broker[{ip}] pop message's num is greater than 32", ResponseCode.INVALID_PARAMETER
+        )
+    if not ctx.config.timer_wheel_enable:
+        raise BrokerError(
+            f"the broker[{ip}] pop message is forbidden because timerWheelEnable is false",
+            ResponseCode.SYSTEM_ERROR,
+        )
+    group, topic = _str(ext, "consumerGroup"), _str(ext, "topic")
+    queue_id = max(-1, _int(ext, "queueId"))
+    _check_topic_and_group(ctx, topic, group, queue_id)
+    try:
+        sub = pop_subscription(topic, ext.get("exp"), ext.get("expType"))
+    except SubscriptionParseError:
+        raise BrokerError(
+            "parse the consumer's subscription failed", ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        ) from None
+    if sub.expression_type == "SQL92":
+        raise BrokerError(
+            "SQL92 filtering of pops is not supported yet", ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        )
+    order = ext.get("order", "false").lower() == "true"
+    if order:
+        raise BrokerError("orderly pop is not supported yet", ResponseCode.SYSTEM_ERROR)
+    return PopRequest(
+        group=group,
+        topic=topic,
+        queue_id=queue_id,
+        max_msgs=max(1, max_msgs),
+        invisible_time=_int(ext, "invisibleTime"),
+        # Counted from the broker's clock: a client clock ahead does not stretch the wait.
+        poll_time=max(0, poll - max(0, now - born)),
+        born_time=born,
+        init_mode=_int(ext, "initMode", 1),
+        subscription=sub,
+        order=order,
+    )
+
+
+async def pop_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    req = _pop_request(ctx, cmd)
+    result = ctx.pop.try_pop(req)
+    deadline = time.monotonic() + req.poll_time / 1000.0
+    codes = req.subscription.codes
+
+    def accepts(tags_code: int) -> bool:
+        return codes is None or tags_code in codes
+
+    while not result.found and req.poll_time > 0:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0.05:
+            break
+        ctx.pop.polling(req, +1)
+        try:
+            await ctx.hold.hold_any(ctx.pop.positions(req), remaining, accepts)
+        finally:
+            ctx.pop.polling(req, -1)
+        result = ctx.pop.try_pop(req)
+    if not result.found:
+        return cmd.reply(ResponseCode.POLLING_TIMEOUT, remark="NO_MESSAGE_IN_QUEUE", ext=result.header())
+    return cmd.reply(ResponseCode.SUCCESS, remark="FOUND", ext=result.header(), body=b"".join(result.records))
+
+
+def _receipt(ext: dict[str, str]) -> ExtraInfo:
+    try:
+        return ExtraInfo.parse(_str(ext, "extraInfo"))
+    except ValueError as e:
+        raise BrokerError(f"extraInfo is illegal: {e}", ResponseCode.SYSTEM_ERROR) from None
+
+
+async def ack_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    ext = cmd.ext
+    receipt = _receipt(ext)
+    ctx.pop.ack(
+        _str(ext, "consumerGroup"), _str(ext, "topic"), _int(ext, "queueId"), _int(ext, "offset"), receipt
+    )
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def batch_ack_message(
+    ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    try:
+        ctx.pop.batch_ack(cmd.body or b"")
+    except (orjson.JSONDecodeError, ValueError, TypeError, KeyError) as e:
+        raise BrokerError(f"batch ack body is illegal: {e}", ResponseCode.SYSTEM_ERROR) from None
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def change_invisible_time(
+    ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    ext = cmd.ext
+    receipt = _receipt(ext)
+    if receipt.orderly:
+        raise BrokerError("orderly pop is not supported yet", ResponseCode.SYSTEM_ERROR)
+    pop_time, invisible, revive_qid = ctx.pop.change_invisible(
+        _str(ext, "consumerGroup"),
+        _str(ext, "topic"),
+        _int(ext, "queueId"),
+        _int(ext, "offset"),
+        receipt,
+        _int(ext, "invisibleTime"),
+    )
+    return cmd.reply(
+        ResponseCode.SUCCESS,
+        ext={"popTime": str(pop_time), "invisibleTime": str(invisible), "reviveQid": str(revive_qid)},
+    )
+
+
+async def peek_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    ext = cmd.ext
+    group, topic = _str(ext, "consumerGroup"), _str(ext, "topic")
+    queue_id = max(-1, _int(ext, "queueId"))
+    _check_topic_and_group(ctx, topic, group, queue_id)
+    records, rest = ctx.pop.peek(group, topic, queue_id, max(1, _int(ext, "maxMsgNums")))
+    header = {"popTime": "0", "invisibleTime": "0", "reviveQid": "0", "restNum": str(rest)}
+    if not records:
+        return cmd.reply(ResponseCode.PULL_NOT_FOUND, ext=header)
+    return cmd.reply(ResponseCode.SUCCESS, ext=header, body=b"".join(records))
+
+
+async def notification(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    ext = cmd.ext
+    group, topic = _str(ext, "consumerGroup"), _str(ext, "topic")
+    queue_id = max(-1, _int(ext, "queueId"))
+    _check_topic_and_group(ctx, topic, group, queue_id)
+    now = _now()
+    poll = max(0, _int(ext, "pollTime", 0) - max(0, now - (_int(ext, "bornTime", 0) or now)))
+    req = PopRequest(group, topic, queue_id, 1, 0, poll, now, 1, pop_subscription(topic, None, None))
+    deadline = time.monotonic() + poll / 1000.0
+    has = ctx.pop.has_message(req)
+    while not has and deadline - time.monotonic() > 0.05:
+        await ctx.hold.hold_any(ctx.pop.positions(req), deadline - time.monotonic(), lambda _code: True)
+        has = ctx.pop.has_message(req)
+    return cmd.reply(ResponseCode.SUCCESS, ext={"hasMsg": "true" if has else "false", "pollingFull": "false"})
+
+
+async def polling_info(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    ext = cmd.ext
+    group, topic = _str(ext, "consumerGroup"), _str(ext, "topic")
+    queue_id = max(-1, _int(ext, "queueId"))
+    _check_topic_and_group(ctx, topic, group, queue_id)
+    return cmd.reply(
+        ResponseCode.SUCCESS, ext={"pollingNum": str(ctx.pop.polling_count(topic, group, queue_id))}
+    )
+
+
+async def set_message_request_mode(
+    ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    try:
+        mode = RequestMode.from_json(orjson.loads(cmd.body or b"{}"))
+    except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as e:
+        raise BrokerError(
+            f"set message request mode body is illegal: {e}", ResponseCode.SYSTEM_ERROR
+        ) from None
+    if mode.topic.startswith("%RETRY%"):
+        return cmd.reply(ResponseCode.NO_PERMISSION, remark="retry topic is not allowed to set mode")
+    if ctx.topics.get(mode.topic) is None:
+        return cmd.reply(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{mode.topic}] not exist")
+    if ctx.groups.groups.get(mode.group) is None:
+        return cmd.reply(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=f"subscription group [{mode.group}] not exist"
+        )
+    ctx.request_modes.set(mode)
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def query_assignment(
+    ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
+    try:
+        body = orjson.loads(cmd.body or b"{}")
+        topic, group, client_id = str(body["topic"]), str(body["consumerGroup"]), str(body["clientId"])
+    except (orjson.JSONDecodeError, KeyError, TypeError) as e:
+        raise BrokerError(f"query assignment body is illegal: {e}", ResponseCode.SYSTEM_ERROR) from None
+    mode = effective_mode(ctx.request_modes, topic, group, ctx.config.default_message_request_mode)
+    tc = ctx.topics.get(topic)
+    broker_name = ctx.config.broker_name
+    if tc is None:
+        return cmd.reply(ResponseCode.SUCCESS, body=b"{}")
+    queues: Collection[int]
+    if mode.mode == "POP" and mode.pop_share_queue_num <= 0:
+        # Every client pops every queue (queueId -1), one assignment per broker.
+        queues = [-1]
+    elif str(body.get("messageModel", "CLUSTERING")) == "BROADCASTING":
+        queues = range(tc.read_queue_nums)
+    else:
+        info = ctx.clients.consumers.get(group)
+        clients = sorted(info.channels) if info is not None else []
+        if client_id not in clients:
+            clients = sorted([*clients, client_id])
+        queues = allocate_averagely(list(range(tc.read_queue_nums)), clients, client_id)
+    assignments = [
+        {"messageQueue": {"brokerName": broker_name, "queueId": q, "topic": topic}, "mode": mode.mode}
+        for q in queues
+    ]
+    return cmd.reply(ResponseCode.SUCCESS, body=orjson.dumps({"messageQueueAssignments": assignments}))
+
+
+HANDLERS: dict[int, ContextHandler[PopHandlersContext]] = {
+    RequestCode.POP_MESSAGE: pop_message,
+    RequestCode.ACK_MESSAGE: ack_message,
+    RequestCode.BATCH_ACK_MESSAGE: batch_ack_message,
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change_invisible_time,
+    RequestCode.PEEK_MESSAGE: peek_message,
+    RequestCode.NOTIFICATION: notification,
+    RequestCode.POLLING_INFO: polling_info,
+    RequestCode.QUERY_ASSIGNMENT: query_assignment,
+    RequestCode.SET_MESSAGE_REQUEST_MODE: set_message_request_mode,
+}
+
+
+def handlers(ctx: PopHandlersContext) -> dict[int, Handler]:
+    return bind(ctx, HANDLERS)

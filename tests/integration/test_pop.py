@@ -1,0 +1,255 @@
+"""POP consumption over remoting, as RocketMQ 5.x's broker serves it: pop, ack, invisible time,
+redelivery from the group's pop retry topic with the reconsume count, the dead letter queue, long
+polling, and the requests that put a push consumer into POP mode."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ferromq.broker.topics import TopicConfig
+from ferromq.message import StoredMessage, decode_messages
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode as R
+from tests.integration.brokerkit import Client, properties, running, send_ext
+from tests.waiting import until
+
+TOPIC, GROUP = "PopT", "PopG"
+FAST = {"timer_precision_ms": 100}
+
+
+def pop_ext(topic: str = TOPIC, group: str = GROUP, **extra: Any) -> dict[str, Any]:
+    ext: dict[str, Any] = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": -1,
+        "maxMsgNums": 32,
+        "invisibleTime": 2000,
+        "pollTime": 0,
+        "bornTime": int(time.time() * 1000),
+        "initMode": 0,
+        "expType": "TAG",
+        "exp": "*",
+        "order": "false",
+    }
+    ext.update(extra)
+    return ext
+
+
+def receipts(
+    ext: dict[str, str], msgs: list[StoredMessage], broker_name: str
+) -> list[tuple[StoredMessage, str]]:
+    """Each message's POP_CK, built from the reply as the Java client builds it."""
+    starts = {}
+    for entry in filter(None, ext["startOffsetInfo"].split(";")):
+        mark, qid, offset = entry.split(" ")
+        starts[f"{mark}@{qid}"] = offset
+    out = []
+    for m in msgs:
+        ck = m.properties.get("POP_CK")
+        if ck is None:
+            ck = " ".join(
+                [
+                    starts[f"0@{m.queue_id}"],
+                    ext["popTime"],
+                    ext["invisibleTime"],
+                    ext["reviveQid"],
+                    "0",
+                    broker_name,
+                    str(m.queue_id),
+                    str(m.queue_offset),
+                ]
+            )
+        out.append((m, ck))
+    return out
+
+
+async def pop(c: Client, **extra: Any) -> tuple[int, dict[str, str], list[StoredMessage]]:
+    r = await c.call(RC.POP_MESSAGE, pop_ext(**extra))
+    return r.code, r.ext, decode_messages(r.body) if r.body else []
+
+
+async def ack(c: Client, m: StoredMessage, ck: str, topic: str = TOPIC, group: str = GROUP) -> int:
+    fields = ck.split(" ")
+    real = topic if fields[4] == "0" else f"%RETRY%{group}_{topic}"
+    r = await c.call(
+        RC.ACK_MESSAGE,
+        {
+            "consumerGroup": group,
+            "topic": real,
+            "queueId": int(fields[6]),
+            "offset": int(fields[7]),
+            "extraInfo": ck,
+        },
+    )
+    return r.code
+
+
+async def send(c: Client, n: int, topic: str = TOPIC) -> None:
+    for i in range(n):
+        r = await c.call(
+            RC.SEND_MESSAGE, send_ext(topic, i % 4, properties(TAGS="A", KEYS=f"k{i}")), f"m{i}".encode()
+        )
+        assert r.code == R.SUCCESS
+
+
+async def pop_until(
+    c: Client, count: int, timeout: float = 30, **extra: Any
+) -> list[tuple[StoredMessage, str]]:
+    """Pops (long polling) until `count` messages came."""
+    got: list[tuple[StoredMessage, str]] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        code, ext, msgs = await pop(c, pollTime=2000, **extra)
+        assert code in (R.SUCCESS, R.POLLING_TIMEOUT), code
+        if code == R.SUCCESS:
+            got += receipts(ext, msgs, "broker-a")
+    return got
+
+
+def test_pop_ack_and_redelivery_of_what_was_not_acked(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path, **FAST) as (_, broker):
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            c = await Client().connect(broker.port)
+            await send(c, 6)
+            code, ext, msgs = await pop(c)
+            assert code == R.SUCCESS and len(msgs) == 6
+            assert {
+                "popTime",
+                "invisibleTime",
+                "reviveQid",
+                "restNum",
+                "startOffsetInfo",
+                "msgOffsetInfo",
+            } <= set(ext)
+            assert ext["invisibleTime"] == "2000" and ext["restNum"] == "0"
+            # The group's offsets moved past them at once; a second pop finds nothing.
+            assert [broker.offsets.query(GROUP, TOPIC, q) for q in range(4)] == [2, 2, 1, 1]
+            code, _, again = await pop(c)
+            assert code == R.POLLING_TIMEOUT and not again
+            taken = receipts(ext, msgs, broker.config.broker_name)
+            acked = {m.body for m, _ in taken[:4]}
+            for m, ck in taken[:4]:
+                assert await ack(c, m, ck) == R.SUCCESS
+            # The two not acked come back once invisible time is over, from the retry topic, as
+            # the original topic's messages with their receipt and reconsume count.
+            back = await pop_until(c, 2)
+            assert sorted(m.body for m, _ in back) == sorted({m.body for m in msgs} - acked)
+            for m, ck in back:
+                assert m.topic == TOPIC and m.reconsume_times == 1
+                assert ck == m.properties["POP_CK"] and ck.split(" ")[4] == "1"
+                assert "1ST_POP_TIME" in m.properties
+                assert await ack(c, m, ck) == R.SUCCESS
+            assert broker.topics.get(f"%RETRY%{GROUP}_{TOPIC}") is not None
+            # Acked, they stay acked: nothing comes back after the next invisible time.
+            await until(lambda: broker.pop.revived == 2, "2 revived", 20)
+            code, _, late = await pop(c, pollTime=4000)
+            assert code == R.POLLING_TIMEOUT and not late
+            # Checkpoints and acks are 5.x's messages in the revive topic.
+            revive = f"rmq_sys_REVIVE_LOG_{broker.config.broker_cluster_name}"
+            stored = [m for q in range(8) for m in broker.store.get_messages(revive, q, 0, 100)]
+            tags = sorted({m.tags for m in stored if m.tags})
+            assert tags == ["ack", "ck"]
+            ck = next(orjson.loads(m.body) for m in stored if m.tags == "ck")
+            assert set(ck) >= {"so", "pt", "it", "bm", "n", "q", "t", "c", "ro", "d", "bn"}
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+def test_long_polling_change_of_invisible_time_and_dead_letters(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path, **FAST) as (_, broker):
+            broker.topics.update(TopicConfig(TOPIC, 2, 2))
+            c = await Client().connect(broker.port)
+            waiter = await Client().connect(broker.port)
+            # A pop waits for the message sent while it waits.
+            parked = asyncio.create_task(waiter.call(RC.POP_MESSAGE, pop_ext(pollTime=20_000), timeout=30))
+            await until(lambda: broker.pop.polling_count(TOPIC, GROUP, -1) == 1, "the pop waiting", 10)
+            r = await c.call(RC.POLLING_INFO, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": -1})
+            assert r.code == R.SUCCESS and r.ext["pollingNum"] == "1"
+            await send(c, 1)
+            r = await parked
+            assert r.code == R.SUCCESS and len(decode_messages(r.body)) == 1
+            ((_m, ck),) = receipts(r.ext, decode_messages(r.body), broker.config.broker_name)
+            # Nack: visible again in 500 ms (a checkpoint of its own), then again and again until
+            # the group's retryMaxTimes (1 here) sends it to the dead letter queue.
+            broker.groups.update(broker.groups.find_or_create(GROUP).__class__(GROUP, retry_max_times=1))
+            fields = ck.split(" ")
+            r = await c.call(
+                RC.CHANGE_MESSAGE_INVISIBLETIME,
+                {
+                    "consumerGroup": GROUP,
+                    "topic": TOPIC,
+                    "queueId": int(fields[6]),
+                    "offset": int(fields[7]),
+                    "extraInfo": ck,
+                    "invisibleTime": 500,
+                },
+            )
+            assert r.code == R.SUCCESS and r.ext["invisibleTime"] == "500"
+            back = await pop_until(c, 1)
+            assert back[0][0].body == b"m0" and back[0][0].reconsume_times == 1
+            # Not acked again: past retryMaxTimes it goes to %DLQ%PopG.
+            await until(
+                lambda: len(broker.store.get_messages(f"%DLQ%{GROUP}", 0, 0, 10)) == 1, "the dead letter", 30
+            )
+            dead = broker.store.get_messages(f"%DLQ%{GROUP}", 0, 0, 10)[0]
+            assert dead.body == b"m0" and dead.reconsume_times == 2
+            await c.close()
+            await waiter.close()
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+def test_refusals_and_request_modes(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path, **FAST) as (_, broker):
+            broker.topics.update(TopicConfig(TOPIC, 2, 2))
+            c = await Client().connect(broker.port)
+            code, _, _ = await pop(c, maxMsgNums=33)
+            assert code == R.INVALID_PARAMETER
+            code, _, _ = await pop(c, topic="NoSuchTopic")
+            assert code == R.TOPIC_NOT_EXIST
+            code, _, _ = await pop(c, queueId=5)
+            assert code == R.INVALID_PARAMETER
+            r = await c.call(
+                RC.ACK_MESSAGE,
+                {
+                    "consumerGroup": GROUP,
+                    "topic": TOPIC,
+                    "queueId": 0,
+                    "offset": 99,
+                    "extraInfo": "0 1 2 3 0 b 0 99",
+                },
+            )
+            assert r.code == R.NO_MESSAGE
+            # mqadmin setConsumeMode, then a push consumer's QUERY_ASSIGNMENT.
+            broker.groups.find_or_create(GROUP)
+            body = {"consumerGroup": GROUP, "mode": "POP", "popShareQueueNum": 0, "topic": TOPIC}
+            r = await c.call(RC.SET_MESSAGE_REQUEST_MODE, body=orjson.dumps(body))
+            assert r.code == R.SUCCESS
+            assert (Path(broker.config.store_path_root_dir) / "config" / "messageRequestMode.json").exists()
+            query = {"topic": TOPIC, "consumerGroup": GROUP, "clientId": "c1", "strategyName": "AVG"}
+            r = await c.call(RC.QUERY_ASSIGNMENT, body=orjson.dumps({**query, "messageModel": "CLUSTERING"}))
+            assignments = orjson.loads(r.body)["messageQueueAssignments"]
+            assert assignments == [
+                {
+                    "messageQueue": {"brokerName": broker.config.broker_name, "queueId": -1, "topic": TOPIC},
+                    "mode": "POP",
+                }
+            ]
+            # Another group pulls: its share of the queues.
+            r = await c.call(
+                RC.QUERY_ASSIGNMENT,
+                body=orjson.dumps({**query, "consumerGroup": "Other", "messageModel": "CLUSTERING"}),
+            )
+            assert {a["mode"] for a in orjson.loads(r.body)["messageQueueAssignments"]} == {"PULL"}
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
