@@ -89,10 +89,10 @@ async def ack(c: Client, m: StoredMessage, ck: str, topic: str = TOPIC, group: s
     return r.code
 
 
-async def send(c: Client, n: int, topic: str = TOPIC) -> None:
+async def send(c: Client, n: int, topic: str = TOPIC, queues: int = 4) -> None:
     for i in range(n):
         r = await c.call(
-            RC.SEND_MESSAGE, send_ext(topic, i % 4, properties(TAGS="A", KEYS=f"k{i}")), f"m{i}".encode()
+            RC.SEND_MESSAGE, send_ext(topic, i % queues, properties(TAGS="A", KEYS=f"k{i}")), f"m{i}".encode()
         )
         assert r.code == R.SUCCESS
 
@@ -250,6 +250,37 @@ def test_refusals_and_request_modes(tmp_path: Path) -> None:
                 body=orjson.dumps({**query, "consumerGroup": "Other", "messageModel": "CLUSTERING"}),
             )
             assert {a["mode"] for a in orjson.loads(r.body)["messageQueueAssignments"]} == {"PULL"}
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_orderly_pop_hands_out_a_queue_in_order_one_pop_at_a_time(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path, **FAST) as (_, broker):
+            broker.topics.update(TopicConfig("PopOrder", 1, 1))
+            c = await Client().connect(broker.port)
+            await send(c, 3, topic="PopOrder", queues=1)
+            orderly = {"topic": "PopOrder", "order": "true", "maxMsgNums": 1, "invisibleTime": 1500}
+            code, ext, msgs = await pop(c, **orderly)
+            assert code == R.SUCCESS and [m.body for m in msgs] == [b"m0"]
+            assert ext["reviveQid"] == "999" and ext["orderCountInfo"] == "0 0 0"
+            # Blocked until m0 is acked (or visible again): the next pop finds nothing.
+            code, _, none = await pop(c, **orderly)
+            assert code == R.POLLING_TIMEOUT and not none
+            ((m0, ck0),) = receipts(ext, msgs, broker.config.broker_name)
+            assert await ack(c, m0, ck0, topic="PopOrder") == R.SUCCESS
+            assert broker.offsets.query(GROUP, "PopOrder", 0) == 1
+            code, ext, msgs = await pop(c, **orderly)
+            assert [m.body for m in msgs] == [b"m1"]
+            # Not acked: handed out again once visible, counted once more; a waiting pop gets it.
+            code, ext, again = await pop(c, pollTime=10_000, **orderly)
+            assert code == R.SUCCESS and [m.body for m in again] == [b"m1"]
+            assert ext["orderCountInfo"] == "0 qo0%1 1;0 0 1"
+            ((m1, ck1),) = receipts(ext, again, broker.config.broker_name)
+            assert await ack(c, m1, ck1, topic="PopOrder") == R.SUCCESS
+            code, _, last = await pop(c, **orderly)
+            assert [m.body for m in last] == [b"m2"]
             await c.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))

@@ -24,6 +24,7 @@ from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.metrics import MetricsExporter
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.pop.modes import RequestModeManager
+from ferromq.broker.pop.order import ConsumerOrderInfoManager
 from ferromq.broker.pop.service import PopService
 from ferromq.broker.processors import build_registry, pull, send
 from ferromq.broker.registration import NameServerRegistration
@@ -217,7 +218,7 @@ class Broker:
             self._services.append(("timer messages", self.timer.stop))
             # On masters and slaves alike (a slave's only builds its wheel; see broker/timer.py).
             await self.timer.start()
-        self.pop = PopService(self)
+        self.pop = PopService(self, ConsumerOrderInfoManager(conf_dir / "consumerOrderInfo.json"))
         await self._start_service("pop revive", self.pop.start, self.pop.stop)
         self.transactions = TransactionalMessageService(
             self.store, self.offsets, self.topics, self.clients, cfg, self.message_arrived
@@ -303,6 +304,7 @@ class Broker:
 
     async def _persist_configs(self) -> None:
         self.offsets.persist(force=True)
+        self.pop.orders.persist()
         self.topics.persist()
         self.groups.persist()
 
@@ -427,11 +429,15 @@ class Broker:
             self.planes.take_commits()  # a consumer that only pulls never wakes the loop
             # On a thread: its fsync takes milliseconds (tens under SYNC_FLUSH load), which on the
             # event loop would hold every request meanwhile. `stop` waits for it.
-            self._offsets_persisting = loop.run_in_executor(None, self.offsets.persist)
+            self._offsets_persisting = loop.run_in_executor(None, self._persist_offsets)
             try:
                 await asyncio.shield(self._offsets_persisting)
             except OSError:
                 logger.exception("persisting consumer offsets failed")
+
+    def _persist_offsets(self) -> None:
+        self.offsets.persist()
+        self.pop.orders.persist()
 
     async def _housekeeping_loop(self) -> None:
         while True:

@@ -44,6 +44,7 @@ from ferromq.broker.pop.formats import (
     retry_topic,
     revive_topic,
 )
+from ferromq.broker.pop.order import ConsumerOrderInfoManager
 from ferromq.errors import BrokerError, StoreError
 from ferromq.message import StoredMessage, decode_messages, encode_properties, with_topic_and_properties
 from ferromq.protocol.codes import ResponseCode
@@ -111,6 +112,7 @@ class PopRequest:
     """0: a group's first pop starts at the queue's first message; 1 (MAX): at its last."""
     subscription: Subscription
     order: bool = False
+    attempt_id: str | None = None
 
 
 @dataclass
@@ -124,6 +126,8 @@ class PopResult:
     rest: int = 0
     start_offsets: list[tuple[str, int, str]] = field(default_factory=list)
     msg_offsets: list[tuple[str, int, str]] = field(default_factory=list)
+    order_counts: list[str] | None = None
+    """orderCountInfo entries of an orderly pop."""
 
     @property
     def found(self) -> bool:
@@ -137,12 +141,14 @@ class PopResult:
             "restNum": str(self.rest),
             "startOffsetInfo": offset_info(self.start_offsets),
             "msgOffsetInfo": offset_info(self.msg_offsets),
+            **({"orderCountInfo": ";".join(self.order_counts)} if self.order_counts is not None else {}),
         }
 
 
 class PopService:
-    def __init__(self, broker: PopContext) -> None:
+    def __init__(self, broker: PopContext, orders: ConsumerOrderInfoManager) -> None:
         self._broker = broker
+        self.orders = orders
         self._ck_counter = 0
         self._polling: dict[tuple[str, str, int], int] = {}
         self._task: asyncio.Task[None] | None = None
@@ -182,7 +188,7 @@ class PopService:
         else:
             revive_qid = self._ck_counter % self.revive_queues
             self._ck_counter += 1
-        result = PopResult(now, req.invisible_time, revive_qid)
+        result = PopResult(now, req.invisible_time, revive_qid, order_counts=[] if req.order else None)
         tc = self._broker.topics.get(req.topic)
         assert tc is not None
         start = random.randrange(100)
@@ -205,15 +211,45 @@ class PopService:
             self._pop_queue(req, topic, queue_id, left, result)
         return result
 
-    def positions(self, req: PopRequest, commit: bool = True) -> list[tuple[str, int, int]]:
-        """Where a pop that found nothing waits for a message: each queue's next offset."""
+    def positions(
+        self, req: PopRequest, commit: bool = True, skip_blocked: bool = False
+    ) -> list[tuple[str, int, int]]:
+        """Where a pop that found nothing waits for a message: each queue's next offset (a
+        blocked queue of an orderly pop: past its end, woken by an ack)."""
         tc = self._broker.topics.get(req.topic)
         queues = [req.queue_id] if req.queue_id >= 0 else list(range(tc.read_queue_nums if tc else 0))
-        out = [(req.topic, q, self._start_offset(req, req.topic, q, commit)) for q in queues]
+        store = self._broker.store
+
+        def position(q: int) -> int:
+            if (
+                skip_blocked
+                and req.order
+                and self.orders.blocked(req.attempt_id, req.topic, req.group, q, req.invisible_time)
+            ):
+                return store.max_offset(req.topic, q)
+            return self._start_offset(req, req.topic, q, commit)
+
+        out = [(req.topic, q, position(q)) for q in queues]
         retry = retry_topic(req.topic, req.group, self._broker.config.enable_retry_topic_v2)
         if not req.order and self._broker.topics.get(retry) is not None:
             out.append((retry, 0, self._start_offset(req, retry, 0, commit)))
         return out
+
+    def unblocks_in(self, req: PopRequest) -> float | None:
+        """Seconds until a queue an orderly pop skipped as blocked is free again (None: none is)."""
+        if not req.order:
+            return None
+        tc = self._broker.topics.get(req.topic)
+        queues = [req.queue_id] if req.queue_id >= 0 else list(range(tc.read_queue_nums if tc else 0))
+        now = int(time.time() * 1000)
+        times = []
+        for q in queues:
+            info = self.orders.get(req.topic, req.group, q)
+            if info is not None and info.blocks(req.attempt_id, req.invisible_time, now):
+                free = info.free_at(req.invisible_time, now)
+                if free is not None:
+                    times.append(free)
+        return (min(times) - now) / 1000.0 if times else None
 
     def polling(self, req: PopRequest, delta: int) -> None:
         """A pop of `req` starts (+1) or stops (-1) waiting (POLLING_INFO counts them)."""
@@ -271,6 +307,8 @@ class PopService:
 
     def _pop_queue(self, req: PopRequest, topic: str, queue_id: int, count: int, out: PopResult) -> None:
         store, offsets = self._broker.store, self._broker.offsets
+        if req.order and self.orders.blocked(req.attempt_id, topic, req.group, queue_id, req.invisible_time):
+            return  # its last pop is neither acked nor visible again
         offset = self._start_offset(req, topic, queue_id)
         got = self._read(req, topic, queue_id, offset, count)
         if got.status in _MOVED:
@@ -296,6 +334,19 @@ class PopService:
                     out.revive_qid, CK_TAG, ck.to_json(), ck.uniq_key(), ck.revive_time - ACK_TIME_INTERVAL_MS
                 )
                 offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
+            else:
+                # The offset moves only with the acks.
+                assert out.order_counts is not None
+                out.order_counts += self.orders.update(
+                    req.attempt_id,
+                    topic,
+                    req.group,
+                    queue_id,
+                    out.pop_time,
+                    req.invisible_time,
+                    queue_offsets,
+                )
+                offsets.commit(req.group, topic, queue_id, offset)
             if mark != MARK_NORMAL:
                 # A retry message goes out as its topic's, with its receipt (the client cannot
                 # tell the retry topic from the message).
@@ -306,7 +357,7 @@ class PopService:
             out.records.extend(records)
             out.start_offsets.append((mark, queue_id, str(offset)))
             out.msg_offsets.append((mark, queue_id, ",".join(map(str, queue_offsets))))
-        elif got.status in _SKIPPED and got.next_begin_offset > offset and not req.order:
+        elif got.status in _SKIPPED and got.next_begin_offset > offset:
             # Only messages the filter does not take: the group is past them.
             offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
         out.rest += max(0, store.max_offset(topic, queue_id) - got.next_begin_offset)
@@ -359,8 +410,12 @@ class PopService:
             )
 
     def ack(self, group: str, topic: str, queue_id: int, offset: int, receipt: ExtraInfo) -> None:
-        """ACK_MESSAGE: an `ack` message, due when the checkpoint is."""
+        """ACK_MESSAGE: an `ack` message, due when the checkpoint is (an orderly pop's: the
+        group's offset moves on)."""
         self.check_offset(topic, queue_id, offset, group, past_max=True)
+        if receipt.orderly:
+            self._ack_orderly(group, topic, queue_id, offset, receipt)
+            return
         msg = AckMsg(
             start_offset=receipt.ck_offset,
             pop_time=receipt.pop_time,
@@ -372,6 +427,27 @@ class PopService:
         )
         deliver = receipt.pop_time + receipt.invisible_time
         self._put_revive(receipt.revive_qid, ACK_TAG, msg.to_json(), msg.uniq_key(), deliver)
+
+    def _ack_orderly(self, group: str, topic: str, queue_id: int, offset: int, receipt: ExtraInfo) -> None:
+        offsets = self._broker.offsets
+        committed = offsets.query(group, topic, queue_id)
+        if offset < committed:
+            return  # acked before
+        following = self.orders.commit_and_next(topic, group, queue_id, offset, receipt.pop_time)
+        if following == -1:
+            info = self.orders.get(topic, group, queue_id)
+            raise BrokerError(
+                f"offset is illegal, key:{topic}@{group}@{queue_id}, old:{committed}, commit:{offset}, "
+                f"next:{following}, {info}",
+                ResponseCode.MESSAGE_ILLEGAL,
+            )
+        if following >= 0:
+            offsets.commit(group, topic, queue_id, following)
+            self._wake(topic, queue_id)
+
+    def _wake(self, topic: str, queue_id: int) -> None:
+        """Pops waiting on a queue look again (it may be unblocked)."""
+        self._broker.hold.notify(topic, queue_id, 2**62)
 
     def batch_ack(self, body: bytes) -> None:
         """BATCH_ACK_MESSAGE: a `bAck` message per checkpoint the body names."""
@@ -411,6 +487,14 @@ class PopService:
         invisible time, then an ack of the old one. Returns (popTime, invisibleTime, reviveQid)."""
         self.check_offset(topic, queue_id, offset, group, past_max=False)
         now = int(time.time() * 1000)
+        if receipt.orderly:
+            if offset < self._broker.offsets.query(group, topic, queue_id):
+                return 0, 0, 0  # acked before: nothing to change
+            self.orders.change_invisible(
+                topic, group, queue_id, offset, receipt.pop_time, now + invisible_time
+            )
+            self._wake(topic, queue_id)
+            return receipt.pop_time, now + invisible_time - receipt.pop_time, ORDER_REVIVE_QUEUE
         ck = CheckPoint(
             start_offset=offset,
             pop_time=now,

@@ -118,8 +118,6 @@ def _pop_request(ctx: PopHandlersContext, cmd: RemotingCommand) -> PopRequest:
             "SQL92 filtering of pops is not supported yet", ResponseCode.SUBSCRIPTION_PARSE_FAILED
         )
     order = ext.get("order", "false").lower() == "true"
-    if order:
-        raise BrokerError("orderly pop is not supported yet", ResponseCode.SYSTEM_ERROR)
     return PopRequest(
         group=group,
         topic=topic,
@@ -132,6 +130,7 @@ def _pop_request(ctx: PopHandlersContext, cmd: RemotingCommand) -> PopRequest:
         init_mode=_int(ext, "initMode", 1),
         subscription=sub,
         order=order,
+        attempt_id=ext.get("attemptId") or None,
     )
 
 
@@ -148,9 +147,11 @@ async def pop_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCo
         remaining = deadline - time.monotonic()
         if remaining <= 0.05:
             break
+        unblocks = ctx.pop.unblocks_in(req)  # an orderly pop also waits for a queue's turn
+        wait = remaining if unblocks is None else min(remaining, max(0.01, unblocks))
         ctx.pop.polling(req, +1)
         try:
-            await ctx.hold.hold_any(ctx.pop.positions(req), remaining, accepts)
+            await ctx.hold.hold_any(ctx.pop.positions(req, skip_blocked=True), wait, accepts)
         finally:
             ctx.pop.polling(req, -1)
         result = ctx.pop.try_pop(req)
@@ -190,8 +191,6 @@ async def change_invisible_time(
 ) -> RemotingCommand:
     ext = cmd.ext
     receipt = _receipt(ext)
-    if receipt.orderly:
-        raise BrokerError("orderly pop is not supported yet", ResponseCode.SYSTEM_ERROR)
     pop_time, invisible, revive_qid = ctx.pop.change_invisible(
         _str(ext, "consumerGroup"),
         _str(ext, "topic"),
