@@ -24,6 +24,11 @@ _INT = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
 _BIN_FIXED = struct.Struct(">hbhii")
 
+
+def _short(value: int) -> int:
+    """Java's `(short) value`."""
+    return (value + 0x8000) % 0x10000 - 0x8000
+
 _LANGUAGE_BY_CODE = {c.value: c.name for c in LanguageCode}
 
 
@@ -125,7 +130,9 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
         kb, vb = k.encode(), v.encode()
         ext += struct.pack(">h", len(kb)) + kb + _INT.pack(len(vb)) + vb
     return (
-        _BIN_FIXED.pack(cmd.code, lang, cmd.version, cmd.opaque, cmd.flag)
+        # A short, as Java writes it: codes past 32767 (5.x's POP codes) wrap, and a Java peer
+        # reads another code (its clients send those with JSON headers).
+        _BIN_FIXED.pack(_short(cmd.code), lang, _short(cmd.version), cmd.opaque, cmd.flag)
         + _INT.pack(len(remark))
         + remark
         + _INT.pack(len(ext))

@@ -97,8 +97,9 @@ class ExtraInfo:
     def parse(cls, text: str) -> ExtraInfo:
         """ValueError when it is not a receipt."""
         f = text.split(" ")
-        if len(f) < 7:
-            raise ValueError(f"extraInfo {text!r} has {len(f)} fields, not 8")
+        numbers = [0, 1, 2, 3, 6, 7] if len(f) > 7 else [0, 1, 2, 3, 6]
+        if len(f) < 7 or not all(f[i].lstrip("-").isdigit() for i in numbers):
+            raise ValueError(f"extraInfo {text[:200]!r} is not a receipt (8 fields separated by spaces)")
         offset = int(f[7]) if len(f) > 7 else int(f[0])
         return cls(int(f[0]), int(f[1]), int(f[2]), int(f[3]), f[4], f[5], int(f[6]), offset)
 

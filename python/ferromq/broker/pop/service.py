@@ -19,7 +19,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -449,10 +449,9 @@ class PopService:
         """Pops waiting on a queue look again (it may be unblocked)."""
         self._broker.hold.notify(topic, queue_id, 2**62)
 
-    def batch_ack(self, body: bytes) -> None:
+    def batch_ack(self, data: dict[str, Any]) -> None:
         """BATCH_ACK_MESSAGE: a `bAck` message per checkpoint the body names."""
-        data = orjson.loads(body) if body else None
-        acks = (data or {}).get("acks") or []
+        acks = data.get("acks") or []
         if not acks:
             raise BrokerError("", ResponseCode.NO_MESSAGE)
         store = self._broker.store
@@ -474,7 +473,7 @@ class PopService:
                 queue_id=queue_id,
                 topic=topic,
                 group=group,
-                broker_name=str((data or {}).get("brokerName") or self._broker.config.broker_name),
+                broker_name=str(data.get("brokerName") or self._broker.config.broker_name),
                 offsets=acked,
             )
             revive_qid = int(a.get("rq", a.get("reviveQueueId", 0)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -31,6 +31,24 @@ class PopHandlersContext(PopContext, Protocol):
     def request_modes(self) -> RequestModeManager: ...
     @property
     def clients(self) -> ClientManager: ...
+
+
+def _json_object(body: bytes | None, what: str) -> dict[str, Any]:
+    """A request body that must be a JSON object; BrokerError saying so otherwise."""
+    try:
+        data = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        raise BrokerError(f"the {what} body is not a JSON object", ResponseCode.SYSTEM_ERROR)
+    return data
+
+
+def _text(data: dict[str, Any], name: str, what: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str) or not value:
+        raise BrokerError(f"the {what} body has no {name}", ResponseCode.SYSTEM_ERROR)
+    return value
 
 
 def _int(ext: dict[str, str], name: str, default: int | None = None) -> int:
@@ -179,10 +197,14 @@ async def ack_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCo
 async def batch_ack_message(
     ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
+    body = _json_object(cmd.body, "batch ack")
     try:
-        ctx.pop.batch_ack(cmd.body or b"")
-    except (orjson.JSONDecodeError, ValueError, TypeError, KeyError) as e:
-        raise BrokerError(f"batch ack body is illegal: {e}", ResponseCode.SYSTEM_ERROR) from None
+        ctx.pop.batch_ack(body)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise BrokerError(
+            "the batch ack body is illegal: each ack needs c, t, r, q, so, pt, it and b",
+            ResponseCode.SYSTEM_ERROR,
+        ) from None
     return cmd.reply(ResponseCode.SUCCESS)
 
 
@@ -246,11 +268,13 @@ async def polling_info(ctx: PopHandlersContext, conn: Connection, cmd: RemotingC
 async def set_message_request_mode(
     ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
+    body = _json_object(cmd.body, "set message request mode")
     try:
-        mode = RequestMode.from_json(orjson.loads(cmd.body or b"{}"))
-    except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as e:
+        mode = RequestMode.from_json(body)
+    except (ValueError, KeyError, TypeError):
         raise BrokerError(
-            f"set message request mode body is illegal: {e}", ResponseCode.SYSTEM_ERROR
+            "the set message request mode body needs topic, consumerGroup and mode PULL or POP",
+            ResponseCode.SYSTEM_ERROR,
         ) from None
     if mode.topic.startswith("%RETRY%"):
         return cmd.reply(ResponseCode.NO_PERMISSION, remark="retry topic is not allowed to set mode")
@@ -267,11 +291,10 @@ async def set_message_request_mode(
 async def query_assignment(
     ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
-    try:
-        body = orjson.loads(cmd.body or b"{}")
-        topic, group, client_id = str(body["topic"]), str(body["consumerGroup"]), str(body["clientId"])
-    except (orjson.JSONDecodeError, KeyError, TypeError) as e:
-        raise BrokerError(f"query assignment body is illegal: {e}", ResponseCode.SYSTEM_ERROR) from None
+    body = _json_object(cmd.body, "query assignment")
+    what = "query assignment"
+    topic, group = _text(body, "topic", what), _text(body, "consumerGroup", what)
+    client_id = _text(body, "clientId", what)
     mode = effective_mode(ctx.request_modes, topic, group, ctx.config.default_message_request_mode)
     tc = ctx.topics.get(topic)
     broker_name = ctx.config.broker_name
