@@ -29,6 +29,7 @@ def _short(value: int) -> int:
     """Java's `(short) value`."""
     return (value + 0x8000) % 0x10000 - 0x8000
 
+
 _LANGUAGE_BY_CODE = {c.value: c.name for c in LanguageCode}
 
 
