@@ -47,7 +47,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  * consume NAMESRV TOPIC GROUP COUNT TIMEOUT_MS
  *     A DefaultLitePullConsumer from the first offset; prints each message as {"topic","queueId",
  *     "queueOffset","body","msgId","bornTimestamp","storeTimestamp","receivedAtMs","commitLogOffset",
- *     "sysFlag","properties":{...all of them...}} until COUNT arrived (exit 0) or TIMEOUT_MS passed (exit 1).
+ *     "sysFlag","reconsumeTimes","properties":{...all of them...}} until COUNT arrived (exit 0) or TIMEOUT_MS
+ *     passed (exit 1).
  *     The lite pull consumer pulls with LITE_PULL_MESSAGE (request code 361).
  *
  * push NAMESRV TOPIC GROUP COUNT TIMEOUT_MS
