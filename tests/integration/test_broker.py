@@ -107,6 +107,9 @@ def test_send_v1_v2_batch_and_pull_stored_bytes(tmp_path: Path) -> None:
                 "maxOffset": "6",
             }
             assert r.ext["suggestWhichBrokerId"] == "0"
+            # 5.x's lite pull consumer pulls with LITE_PULL_MESSAGE (361): the same answer.
+            lite = await c.call(RC.LITE_PULL_MESSAGE, pull_ext("G", "T", 0, 0))
+            assert (lite.code, lite.ext["nextBeginOffset"], lite.body) == (R.SUCCESS, "6", r.body)
             # The body is the stored records, byte for byte.
             stored = broker.store.get("T", 0, 0, 32).body
             assert r.body == stored

@@ -174,7 +174,7 @@ def needed_resources(cmd: RemotingCommand) -> dict[str, int] | None:
         _send(out, *_send_fields(ext))
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         _add(out, _retry(ext.get("group")), perm.SUB)
-    elif code == RequestCode.PULL_MESSAGE:
+    elif code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
         _add(out, ext.get("topic"), perm.SUB)
         _add(out, _retry(ext.get("consumerGroup")), perm.SUB)
     elif code == RequestCode.QUERY_MESSAGE:

@@ -63,7 +63,8 @@ def immediate_handlers(broker: PullContext) -> dict[int, ImmediateHandler]:
     def pull(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         return pull_message(broker, conn, cmd)
 
-    return {RequestCode.PULL_MESSAGE: pull}
+    # 5.x's lite pull consumer pulls with LITE_PULL_MESSAGE: the same request, the same answer.
+    return {RequestCode.PULL_MESSAGE: pull, RequestCode.LITE_PULL_MESSAGE: pull}
 
 
 def _subscription(broker: PullContext, h: PullMessageRequestHeader) -> Subscription:
