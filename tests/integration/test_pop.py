@@ -284,3 +284,26 @@ def test_orderly_pop_hands_out_a_queue_in_order_one_pop_at_a_time(tmp_path: Path
             await c.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_pops_filter_by_tag_and_sql92_and_each_group_gets_every_message(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path, enable_property_filter=True, **FAST) as (_, broker):
+            broker.topics.update(TopicConfig("PopF", 1, 1))
+            c = await Client().connect(broker.port)
+            for i in range(6):
+                props = properties(TAGS="A" if i % 2 else "B", a=str(i % 3))
+                assert (
+                    await c.call(RC.SEND_MESSAGE, send_ext("PopF", 0, props), f"f{i}".encode())
+                ).code == R.SUCCESS
+            code, _, tagged = await pop(c, topic="PopF", group="ByTag", exp="A")
+            assert code == R.SUCCESS and [m.body for m in tagged] == [b"f1", b"f3", b"f5"]
+            code, _, sql = await pop(c, topic="PopF", group="BySql", expType="SQL92", exp="a = 1")
+            assert code == R.SUCCESS and [m.body for m in sql] == [b"f1", b"f4"]
+            # Past what the filters skipped too.
+            assert broker.offsets.query("ByTag", "PopF", 0) == broker.offsets.query("BySql", "PopF", 0) == 6
+            code, _, _ = await pop(c, topic="PopF", group="Bad", expType="SQL92", exp="a = = 1")
+            assert code == R.SUBSCRIPTION_PARSE_FAILED
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

@@ -18,6 +18,7 @@ import base64
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -113,6 +114,8 @@ class PopRequest:
     subscription: Subscription
     order: bool = False
     attempt_id: str | None = None
+    sql: Callable[[dict[str, str]], bool] | None = None
+    """An SQL92 subscription's filter (enablePropertyFilter)."""
 
 
 @dataclass
@@ -316,9 +319,16 @@ class PopService:
             offset = got.next_begin_offset
             got = self._read(req, topic, queue_id, offset, count)
         records = split_records(got.body)
+        queue_offsets = list(got.queue_offsets)
+        if records and req.sql is not None and topic == req.topic:
+            kept = [
+                (rec, qo)
+                for rec, m, qo in zip(records, decode_messages(got.body), queue_offsets, strict=True)
+                if req.sql(m.properties)
+            ]
+            records, queue_offsets = [r for r, _ in kept], [qo for _, qo in kept]
         if records:
             mark = retry_mark(topic)
-            queue_offsets = list(got.queue_offsets)
             if not req.order:
                 ck = CheckPoint(
                     start_offset=offset,
@@ -357,7 +367,7 @@ class PopService:
             out.records.extend(records)
             out.start_offsets.append((mark, queue_id, str(offset)))
             out.msg_offsets.append((mark, queue_id, ",".join(map(str, queue_offsets))))
-        elif got.status in _SKIPPED and got.next_begin_offset > offset:
+        elif got.next_begin_offset > offset and (got.status in _SKIPPED or got.message_count):
             # Only messages the filter does not take: the group is past them.
             offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
         out.rest += max(0, store.max_offset(topic, queue_id) - got.next_begin_offset)

@@ -17,6 +17,7 @@ from ferromq.broker.pop.formats import ExtraInfo
 from ferromq.broker.pop.modes import RequestMode, RequestModeManager, allocate_averagely, effective_mode
 from ferromq.broker.pop.service import MAX_POP_NUMS, PopContext, PopRequest, PopService, pop_subscription
 from ferromq.broker.processors.context import ContextHandler, bind
+from ferromq.broker.sql92 import compile_sql92
 from ferromq.errors import BrokerError, SubscriptionParseError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
@@ -131,10 +132,18 @@ def _pop_request(ctx: PopHandlersContext, cmd: RemotingCommand) -> PopRequest:
         raise BrokerError(
             "parse the consumer's subscription failed", ResponseCode.SUBSCRIPTION_PARSE_FAILED
         ) from None
+    sql = None
     if sub.expression_type == "SQL92":
-        raise BrokerError(
-            "SQL92 filtering of pops is not supported yet", ResponseCode.SUBSCRIPTION_PARSE_FAILED
-        )
+        if not ctx.config.enable_property_filter:
+            raise BrokerError(
+                "The broker does not support consumer to filter message by SQL92", ResponseCode.SYSTEM_ERROR
+            )
+        try:
+            sql = compile_sql92(sub.sub_string)
+        except SubscriptionParseError:
+            raise BrokerError(
+                "parse the consumer's subscription failed", ResponseCode.SUBSCRIPTION_PARSE_FAILED
+            ) from None
     order = ext.get("order", "false").lower() == "true"
     return PopRequest(
         group=group,
@@ -149,6 +158,7 @@ def _pop_request(ctx: PopHandlersContext, cmd: RemotingCommand) -> PopRequest:
         subscription=sub,
         order=order,
         attempt_id=ext.get("attemptId") or None,
+        sql=sql,
     )
 
 
