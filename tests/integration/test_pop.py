@@ -15,8 +15,9 @@ from ferromq.broker.topics import TopicConfig
 from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.testing import BrokerProcess
 from tests.integration.brokerkit import Client, properties, running, send_ext
-from tests.waiting import until
+from tests.waiting import until, wait_until
 
 TOPIC, GROUP = "PopT", "PopG"
 FAST = {"timer_precision_ms": 100}
@@ -307,3 +308,43 @@ def test_pops_filter_by_tag_and_sql92_and_each_group_gets_every_message(tmp_path
             await c.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_kill_9_with_messages_invisible_brings_back_every_unacked_one(tmp_path: Path) -> None:
+    conf = {"timerPrecisionMs": 100, "flushConsumerOffsetInterval": 100, "mappedFileSizeCommitLog": 1 << 20}
+    store = tmp_path / "store"
+
+    async def pop_and_ack(port: int) -> set[bytes]:
+        c = await Client().connect(port)
+        for i in range(10):
+            r = await c.call(
+                RC.SEND_MESSAGE, send_ext("PopCrash", i % 4, properties(KEYS=f"k{i}")), f"c{i}".encode()
+            )
+            assert r.code == R.SUCCESS
+        code, ext, msgs = await pop(c, topic="PopCrash", invisibleTime=3000)
+        assert code == R.SUCCESS and len(msgs) == 10
+        taken = receipts(ext, msgs, "broker-a")
+        for m, ck in taken[:4]:
+            assert await ack(c, m, ck, topic="PopCrash") == R.SUCCESS
+        await c.close()
+        return {m.body for m, _ in taken[:4]}
+
+    async def redelivered(port: int) -> list[StoredMessage]:
+        c = await Client().connect(port)
+        back = await pop_until(c, 6, timeout=40, topic="PopCrash")
+        code, _, more = await pop(c, topic="PopCrash", pollTime=3000)
+        await c.close()
+        return [m for m, _ in back] + more
+
+    with BrokerProcess(tmp_path / "run1", {**conf, "brokerName": "broker-a"}, store=store) as b:
+        acked = asyncio.run(asyncio.wait_for(pop_and_ack(b.port), 60))
+        # The group's offsets on disk (every 100 ms here), then the kill.
+        offsets = store / "config" / "consumerOffset.json"
+        wait_until(
+            lambda: offsets.exists() and b"PopCrash@PopG" in offsets.read_bytes(), "offsets persisted", 10
+        )
+        b.stop(kill=True)
+    with BrokerProcess(tmp_path / "run2", {**conf, "brokerName": "broker-a"}, store=store) as b:
+        back = asyncio.run(asyncio.wait_for(redelivered(b.port), 90))
+    assert sorted(m.body for m in back) == sorted({f"c{i}".encode() for i in range(10)} - acked)
+    assert {m.reconsume_times for m in back} == {1}
