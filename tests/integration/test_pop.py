@@ -332,7 +332,7 @@ def test_kill_9_with_messages_invisible_brings_back_every_unacked_one(tmp_path: 
     async def redelivered(port: int) -> list[StoredMessage]:
         c = await Client().connect(port)
         back = await pop_until(c, 6, timeout=40, topic="PopCrash")
-        code, _, more = await pop(c, topic="PopCrash", pollTime=3000)
+        _, _, more = await pop(c, topic="PopCrash", pollTime=3000)
         await c.close()
         return [m for m, _ in back] + more
 
