@@ -145,6 +145,8 @@ def test_pop_ack_and_redelivery_of_what_was_not_acked(tmp_path: Path) -> None:
                 assert m.topic == TOPIC and m.reconsume_times == 1
                 assert ck == m.properties["POP_CK"] and ck.split(" ")[4] == "1"
                 assert "1ST_POP_TIME" in m.properties
+                # Put back by the broker: born at its address (PopReviveService.reviveRetry).
+                assert m.born_host == broker.config.broker_addr
                 assert await ack(c, m, ck) == R.SUCCESS
             assert broker.topics.get(f"%RETRY%{GROUP}_{TOPIC}") is not None
             # Acked, they stay acked: nothing comes back after the next invisible time.

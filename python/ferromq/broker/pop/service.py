@@ -657,7 +657,8 @@ class PopService:
             flag=m.flag,
             sys_flag=m.sys_flag,
             born_timestamp=m.born_timestamp,
-            born_host=m.born_host,
+            # PopReviveService.reviveRetry: born and store host are this broker's, not the producer's.
+            born_host=broker.config.broker_addr,
             reconsume_times=reconsume,
             wait=False,
         )
