@@ -233,9 +233,12 @@ class PopService:
             return self._start_offset(req, req.topic, q, commit)
 
         out = [(req.topic, q, position(q)) for q in queues]
-        retry = retry_topic(req.topic, req.group, self._broker.config.enable_retry_topic_v2)
-        if not req.order and self._broker.topics.get(retry) is not None:
-            out.append((retry, 0, self._start_offset(req, retry, 0, commit)))
+        if not req.order:
+            # The retry topic too, also before it exists: the first message revived into it
+            # wakes the pop.
+            retry = retry_topic(req.topic, req.group, self._broker.config.enable_retry_topic_v2)
+            exists = self._broker.topics.get(retry) is not None
+            out.append((retry, 0, self._start_offset(req, retry, 0, commit) if exists else 0))
         return out
 
     def unblocks_in(self, req: PopRequest) -> float | None:
