@@ -15,8 +15,7 @@ stopped (SIGTERM) while they wait there; the other starts on the same store dire
 and config/topics.json, where Java adds `rmq_sys_wheel_timer` itself) with the same file sizes, resumes from
 the writer's config/timercheck and delivers each of them once, none before its time.
 
-The consumers are the 5.3.3 push consumer (`Timers push`): ferromq does not serve LITE_PULL_MESSAGE (request
-code 361), which the 5.x DefaultLitePullConsumer pulls with. Run with `-s` to see what was compared.
+The consumers are the 5.3.3 push consumer (`Timers push`). Run with `-s` to see what was compared.
 """
 
 from __future__ import annotations
