@@ -113,6 +113,20 @@ def offset_info(entries: list[tuple[str, int, str]]) -> str:
     return ";".join(f"{mark} {qid} {value}" for mark, qid, value in entries)
 
 
+def merge_key(
+    topic: str, group: str, queue_id: int, start_offset: int, pop_time: int, broker_name: str
+) -> str:
+    """What joins an ack to its checkpoint in the revive service (plain concatenation, as Java's)."""
+    return f"{topic}{group}{queue_id}{start_offset}{pop_time}{broker_name}"
+
+
+def uniq_key(
+    topic: str, queue_id: int, offset: int, group: str, pop_time: int, broker_name: str, tag: str
+) -> str:
+    """The UNIQ_KEY of a checkpoint (its start offset, tag `ck`) or an ack (the acked offset)."""
+    return f"{topic}@{queue_id}@{offset}@{group}@{pop_time}@{broker_name}@{tag}"
+
+
 def _json(data: dict[str, Any]) -> bytes:
     # fastjson writes fields in alphabetical order.
     return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
@@ -156,22 +170,13 @@ class CheckPoint:
         return bool(self.bitmap >> index & 1)
 
     def merge_key(self) -> str:
-        return f"{self.topic}{self.group}{self.queue_id}{self.start_offset}{self.pop_time}{self.broker_name}"
+        return merge_key(
+            self.topic, self.group, self.queue_id, self.start_offset, self.pop_time, self.broker_name
+        )
 
     def uniq_key(self) -> str:
-        return "@".join(
-            map(
-                str,
-                (
-                    self.topic,
-                    self.queue_id,
-                    self.start_offset,
-                    self.group,
-                    self.pop_time,
-                    self.broker_name,
-                    "ck",
-                ),
-            )
+        return uniq_key(
+            self.topic, self.queue_id, self.start_offset, self.group, self.pop_time, self.broker_name, CK_TAG
         )
 
     def to_json(self) -> bytes:
@@ -229,22 +234,13 @@ class AckMsg:
     offsets: list[int] = field(default_factory=list)
 
     def merge_key(self) -> str:
-        return f"{self.topic}{self.group}{self.queue_id}{self.start_offset}{self.pop_time}{self.broker_name}"
+        return merge_key(
+            self.topic, self.group, self.queue_id, self.start_offset, self.pop_time, self.broker_name
+        )
 
     def uniq_key(self) -> str:
-        return "@".join(
-            map(
-                str,
-                (
-                    self.topic,
-                    self.queue_id,
-                    self.ack_offset,
-                    self.group,
-                    self.pop_time,
-                    self.broker_name,
-                    "ack",
-                ),
-            )
+        return uniq_key(
+            self.topic, self.queue_id, self.ack_offset, self.group, self.pop_time, self.broker_name, ACK_TAG
         )
 
     def acked_offsets(self) -> list[int]:
