@@ -95,16 +95,30 @@ def test_readme_tour(tmp_path: Path) -> None:
     try:
         for step in steps:
             if step.command == "ferromq serve":
-                argv = [*shlex.split(step.command), "--namesrv-port", str(ns_port), "-p", str(broker_port)]
-                with open(server_log, "wb") as log:
-                    server = subprocess.Popen(
-                        argv, cwd=ROOT, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL
-                    )
-                deadline = time.monotonic() + 60
-                while READY_LINE not in server_log.read_text(errors="replace"):
-                    assert server.poll() is None, server_log.read_text(errors="replace")
-                    assert time.monotonic() < deadline, "ferromq serve did not get ready within 60 s"
-                    time.sleep(0.05)
+                # Ports picked free may be taken by a parallel test before the broker binds them:
+                # then again with others (as ferromq.testing's BrokerProcess does).
+                for _attempt in range(3):
+                    env["NAMESRV_ADDR"] = f"127.0.0.1:{ns_port}"
+                    argv = [
+                        *shlex.split(step.command),
+                        "--namesrv-port",
+                        str(ns_port),
+                        "-p",
+                        str(broker_port),
+                    ]
+                    with open(server_log, "wb") as log:
+                        server = subprocess.Popen(
+                            argv, cwd=ROOT, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL
+                        )
+                    deadline = time.monotonic() + 60
+                    while READY_LINE not in server_log.read_text(errors="replace") and server.poll() is None:
+                        assert time.monotonic() < deadline, "ferromq serve did not get ready within 60 s"
+                        time.sleep(0.05)
+                    log_text = server_log.read_text(errors="replace")
+                    if server.poll() is None or "is in use" not in log_text:
+                        break
+                    ns_port, broker_port = free_port(), free_port()
+                assert server.poll() is None, server_log.read_text(errors="replace")
                 output = server_log.read_text(errors="replace")
                 # The tour shows the defaults; the test moved the ports.
                 output = output.replace(f":{ns_port}", ":9876").replace(f":{broker_port}", ":10911")

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 import uuid
 from collections import Counter
@@ -46,7 +45,7 @@ from ferromq.client.admin import Admin, QueueProgress
 from ferromq.testing import BrokerProcess
 from tests.interop.compat import OFFICIAL
 from tests.interop.conftest import stop_ferromq
-from tests.interop.java5build import build_interop5_jar
+from tests.interop.java5build import build_interop5_jar, run_driver
 from tests.waiting import until
 
 pytestmark = [
@@ -123,22 +122,9 @@ def run_pop(
     jar: Path, workdir: Path, *args: str, timeout: float
 ) -> tuple[int, list[Record], list[Record], str]:
     """One run of `Pop`: exit code, stdout JSON lines, stderr JSON lines, stderr's tail."""
-    logs = workdir / "client-logs" / uuid.uuid4().hex[:8]
-    logs.mkdir(parents=True)
-    cmd = ["java", f"-Drocketmq.log.root={logs}", f"-Duser.home={logs}", "-Xmx256m", "-XX:+UseSerialGC"]
-    cmd += ["-XX:TieredStopAtLevel=1", "-cp", str(jar), "io.ferromq.interop5.Pop", *args]
-    try:
-        r = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, cwd=logs, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired as e:
-        raise AssertionError(f"Pop {' '.join(args)} still running after {timeout} s: {e.stdout!r}") from None
-
-    def records(text: str) -> list[Record]:
-        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
+    r = run_driver(jar, workdir, "Pop", *args, timeout=timeout)
     tail = "\n".join(line for line in r.stderr.splitlines()[-60:] if not line.startswith('{"rpc":"POP'))
-    return r.returncode, records(r.stdout), records(r.stderr), tail
+    return r.code, r.out, r.err, tail
 
 
 async def prepare(namesrv: str) -> dict[str, str]:

@@ -5,9 +5,7 @@ the behaviour ferromq is to match. Run with `-s` to see the messages as sent, de
 
 from __future__ import annotations
 
-import json
 import struct
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 import pytest
 from apache_rocketmq import ROCKETMQ_5_VERSION, ApacheRocketMQ, have_java, start_rocketmq
 
-from tests.interop.java5build import build_interop5_jar
+from tests.interop.java5build import build_interop5_jar, run_driver
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the 5.3.3 timer tests need `java` and `mvn` on PATH"),
@@ -64,20 +62,12 @@ def timers(
     jar: Path, mq: ApacheRocketMQ, *args: str, timeout: float = 90
 ) -> tuple[int, list[dict[str, Any]]]:
     """One run of the driver; its exit code and the JSON objects it printed."""
-    logs = mq.root / "client-logs" / uuid.uuid4().hex[:8]
-    logs.mkdir(parents=True)
-    cmd = ["java", f"-Drocketmq.log.root={logs}", f"-Duser.home={logs}", "-Xmx256m", "-XX:+UseSerialGC"]
-    cmd += ["-XX:TieredStopAtLevel=1", "-jar", str(jar), *args]
-    try:
-        r = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, cwd=logs, stdin=subprocess.DEVNULL
+    r = run_driver(jar, mq.root, "Timers", *args, timeout=timeout)
+    if r.code not in (0, 1):
+        pytest.fail(
+            f"Timers {' '.join(args)} exited {r.code}\n{r.stdout}\n{r.stderr[-3000:]}\n{mq.log_tail()}"
         )
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"Timers {' '.join(args)} still running after {timeout} s: {e.stdout!r}\n{mq.log_tail()}")
-    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    if r.returncode not in (0, 1):
-        pytest.fail(f"Timers {' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}")
-    return r.returncode, lines
+    return r.code, r.out
 
 
 def stored_messages(store: Path, end: int) -> list[dict[str, Any]]:

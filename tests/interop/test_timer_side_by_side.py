@@ -21,11 +21,8 @@ The consumers are the 5.3.3 push consumer (`Timers push`). Run with `-s` to see 
 from __future__ import annotations
 
 import asyncio
-import json
 import struct
-import subprocess
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -39,7 +36,7 @@ from ferromq.client import Message, Producer
 from ferromq.store import MessageStore
 from ferromq.testing import BrokerProcess
 from tests.interop.conftest import stop_ferromq
-from tests.interop.java5build import build_interop5_jar
+from tests.interop.java5build import build_interop5_jar, run_driver
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the 5.3.3 timer tests need `java` and `mvn` on PATH"),
@@ -124,21 +121,10 @@ def jar5() -> Path:
 
 def driver(jar: Path, side: Side, *args: str, timeout: float = 120) -> tuple[int, list[Record]]:
     """One run of the driver against `side`; its exit code and the JSON objects it printed."""
-    logs = side.workdir / "client-logs" / uuid.uuid4().hex[:8]
-    logs.mkdir(parents=True)
-    cmd = ["java", f"-Drocketmq.log.root={logs}", f"-Duser.home={logs}", "-Xmx256m", "-XX:+UseSerialGC"]
-    cmd += ["-XX:TieredStopAtLevel=1", "-jar", str(jar), *args]
-    try:
-        r = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, cwd=logs, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"[{side.kind}] Timers {' '.join(args)} still running after {timeout} s: {e.stdout!r}")
-    if r.returncode not in (0, 1):
-        pytest.fail(
-            f"[{side.kind}] Timers {' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
-        )
-    return r.returncode, [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    r = run_driver(jar, side.workdir, "Timers", *args, timeout=timeout)
+    if r.code not in (0, 1):
+        pytest.fail(f"[{side.kind}] Timers {' '.join(args)} exited {r.code}\n{r.stdout}\n{r.stderr[-3000:]}")
+    return r.code, r.out
 
 
 def send(jar: Path, side: Side, topic: str, count: int, prop: str, spec: str) -> list[Record]:

@@ -166,12 +166,7 @@ class PopService:
     def revive_queues(self) -> int:
         return max(1, self._broker.config.revive_queue_num)
 
-    def create_revive_topic(self) -> None:
-        """The revive topic, a system topic of reviveQueueNum queues (created at start)."""
-        self._broker.topics.create_system_topic(self.revive_topic, self.revive_queues)
-
     async def start(self) -> None:
-        self.create_revive_topic()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._revive_loop(), name="pop-revive")
 
@@ -526,6 +521,9 @@ class PopService:
     def _put_revive(self, queue_id: int, tag: str, body: bytes, uniq_key: str, deliver_ms: int) -> None:
         """A message of the revive topic, due at `deliver_ms` (a timer message; at once when past)."""
         broker = self._broker
+        # A system topic of reviveQueueNum queues, made by the first pop (Java makes it at start;
+        # a broker nobody pops from lists the topics a 4.x broker does).
+        broker.topics.create_system_topic(self.revive_topic, self.revive_queues)
         props = {"TAGS": tag, PROPERTY_UNIQ_KEY: uniq_key, PROPERTY_TIMER_DELIVER_MS: str(deliver_ms)}
         r = broker.store.put(
             self.revive_topic,
@@ -543,7 +541,7 @@ class PopService:
     async def _revive_loop(self) -> None:
         while True:
             await asyncio.sleep(REVIVE_INTERVAL_SECONDS)
-            if self._broker.config.is_slave:
+            if self._broker.config.is_slave or self._broker.topics.get(self.revive_topic) is None:
                 continue
             for queue_id in range(self.revive_queues):
                 try:
