@@ -350,3 +350,40 @@ def test_kill_9_with_messages_invisible_brings_back_every_unacked_one(tmp_path: 
         back = asyncio.run(asyncio.wait_for(redelivered(b.port), 90))
     assert sorted(m.body for m in back) == sorted({f"c{i}".encode() for i in range(10)} - acked)
     assert {m.reconsume_times for m in back} == {1}
+
+
+def test_peek_moves_nothing_and_notification_waits_for_a_message(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path, **FAST) as (_, broker):
+            broker.topics.update(TopicConfig("PopPeek", 2, 2))
+            c = await Client().connect(broker.port)
+            notify = {
+                "consumerGroup": "PeekG",
+                "topic": "PopPeek",
+                "queueId": -1,
+                "bornTime": int(time.time() * 1000),
+            }
+            r = await c.call(RC.NOTIFICATION, {**notify, "pollTime": 0})
+            assert r.code == R.SUCCESS and r.ext["hasMsg"] == "false"
+            # A waiting notification is answered when a message comes.
+            waiting = asyncio.create_task(c.call(RC.NOTIFICATION, {**notify, "pollTime": 20_000}, timeout=30))
+            await send(c, 3, topic="PopPeek", queues=2)
+            r = await waiting
+            assert r.code == R.SUCCESS and r.ext["hasMsg"] == "true"
+            peek = {"consumerGroup": "PeekG", "topic": "PopPeek", "queueId": -1, "maxMsgNums": 32}
+            r = await c.call(RC.PEEK_MESSAGE, peek)
+            assert r.code == R.SUCCESS and sorted(m.body for m in decode_messages(r.body)) == [
+                b"m0",
+                b"m1",
+                b"m2",
+            ]
+            # Nothing moved: the same again, and a pop still gets all three.
+            again = await c.call(RC.PEEK_MESSAGE, peek)
+            assert again.body == r.body
+            code, _, msgs = await pop(c, topic="PopPeek", group="PeekG")
+            assert code == R.SUCCESS and len(msgs) == 3
+            r = await c.call(RC.PEEK_MESSAGE, peek)
+            assert r.code == R.PULL_NOT_FOUND
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

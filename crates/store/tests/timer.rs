@@ -301,3 +301,31 @@ fn a_store_that_never_had_a_timer_message_has_no_timer_files() {
         assert!(!dir.path().join(name).exists(), "{name}");
     }
 }
+
+#[test]
+fn a_slot_past_twice_the_congestion_limit_refuses_sends_due_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.timer_congest_num_each_slot = 1;
+    let store = MessageStore::open(c).unwrap();
+    let deliver = now() + 60_000;
+    let props = format!("TIMER_DELIVER_MS\u{1}{deliver}");
+    for _ in 0..2 {
+        send(&store, &props);
+        store.timer_enqueue(10, true).unwrap();
+    }
+    // Two in the slot: twice the limit, every further send due in it is refused.
+    let e = store
+        .send(&meta("T", 1), b"x", &props, &Rewrite::STORE)
+        .unwrap_err();
+    assert!(
+        matches!(e, StoreError::TimerFlowControl { limit: 1 }),
+        "{e}"
+    );
+    assert!(e
+        .to_string()
+        .starts_with("timer message is under flow control, max num limit is 2"));
+    // Another slot is free.
+    let later = format!("TIMER_DELIVER_MS\u{1}{}", deliver + 10_000);
+    assert_eq!(send(&store, &later).topic, TIMER_TOPIC);
+}
