@@ -387,3 +387,38 @@ def test_peek_moves_nothing_and_notification_waits_for_a_message(tmp_path: Path)
             await c.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_query_assignment_covers_every_broker_of_the_route(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running(tmp_path / "a", broker_name="broker-a") as (ns, a):
+            async with running(tmp_path / "b", namesrv=ns, broker_name="broker-b") as (_, b):
+                for broker in (a, b):
+                    broker.topics.update(TopicConfig("PopRoute", 2, 2))
+                    await broker.register_all()
+                a.groups.find_or_create(GROUP)
+                c = await Client().connect(a.port)
+                body = {"consumerGroup": GROUP, "mode": "POP", "popShareQueueNum": 0, "topic": "PopRoute"}
+                assert (await c.call(RC.SET_MESSAGE_REQUEST_MODE, body=orjson.dumps(body))).code == R.SUCCESS
+                query = {
+                    "topic": "PopRoute",
+                    "clientId": "c1",
+                    "strategyName": "AVG",
+                    "messageModel": "CLUSTERING",
+                }
+                r = await c.call(RC.QUERY_ASSIGNMENT, body=orjson.dumps({**query, "consumerGroup": GROUP}))
+                got = [
+                    (x["messageQueue"]["brokerName"], x["messageQueue"]["queueId"], x["mode"])
+                    for x in orjson.loads(r.body)["messageQueueAssignments"]
+                ]
+                assert got == [("broker-a", -1, "POP"), ("broker-b", -1, "POP")]
+                # A pulling group's one client gets all four queues of the two brokers.
+                r = await c.call(RC.QUERY_ASSIGNMENT, body=orjson.dumps({**query, "consumerGroup": "Puller"}))
+                got = [
+                    (x["messageQueue"]["brokerName"], x["messageQueue"]["queueId"])
+                    for x in orjson.loads(r.body)["messageQueueAssignments"]
+                ]
+                assert got == [("broker-a", 0), ("broker-a", 1), ("broker-b", 0), ("broker-b", 1)]
+                await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

@@ -11,13 +11,17 @@ import logging
 import ssl
 import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ferromq.acl.signing import credentials_of
-from ferromq.jsonutil import dumps
+from ferromq.jsonutil import dumps, loads_lenient
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
-from ferromq.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from ferromq.protocol.headers import (
+    GetRouteInfoRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnRegisterBrokerRequestHeader,
+)
 from ferromq.remoting.connection import Connection, open_connection
 
 if TYPE_CHECKING:
@@ -70,6 +74,23 @@ class NameServerRegistration:
             conn = await open_connection(host, int(port), timeout=NAMESRV_TIMEOUT, ssl=self._outgoing_ssl())
             self._conns[addr] = conn
         return conn
+
+    async def topic_route(self, topic: str) -> dict[str, Any] | None:
+        """The topic's route as the name servers know it (GET_ROUTEINFO_BY_TOPIC): the first
+        answer; None when none knows it or none answers."""
+        for addr in self._broker.config.namesrv_addrs:
+            ext = GetRouteInfoRequestHeader(topic=topic).to_ext()
+            cmd = self._signed(RemotingCommand(code=RequestCode.GET_ROUTEINFO_BY_TOPIC, ext=ext))
+            try:
+                reply = await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
+            except Exception as e:
+                logger.debug("route of %s from name server %s: %s", topic, addr, e)
+                continue
+            if reply.code == ResponseCode.SUCCESS and reply.body:
+                route = loads_lenient(reply.body)
+                if isinstance(route, dict):
+                    return route
+        return None
 
     def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
         cfg = self._broker.config

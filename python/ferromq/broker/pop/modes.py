@@ -7,12 +7,13 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ferromq.broker.config_file import load_config_file, save_config_file
 from ferromq.protocol.constants import RETRY_PREFIX
 
 MODES = ("PULL", "POP")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class RequestModeManager:
         save_config_file(self._path, {"messageRequestModeMap": table})
 
 
-def allocate_averagely(queues: list[int], clients: list[str], client_id: str) -> list[int]:
+def allocate_averagely(queues: list[T], clients: list[str], client_id: str) -> list[T]:
     """RocketMQ's AllocateMessageQueueAveragely: the client's share of the sorted queues."""
     if client_id not in clients or not queues:
         return []

@@ -7,7 +7,6 @@ with Java's codes and remarks."""
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
 from typing import Any, Protocol
 
 import orjson
@@ -17,6 +16,7 @@ from ferromq.broker.pop.formats import ExtraInfo
 from ferromq.broker.pop.modes import RequestMode, RequestModeManager, allocate_averagely, effective_mode
 from ferromq.broker.pop.service import MAX_POP_NUMS, PopContext, PopRequest, PopService, pop_subscription
 from ferromq.broker.processors.context import ContextHandler, bind
+from ferromq.broker.registration import NameServerRegistration
 from ferromq.broker.sql92 import compile_sql92
 from ferromq.errors import BrokerError, SubscriptionParseError
 from ferromq.protocol.codes import RequestCode, ResponseCode
@@ -32,6 +32,8 @@ class PopHandlersContext(PopContext, Protocol):
     def request_modes(self) -> RequestModeManager: ...
     @property
     def clients(self) -> ClientManager: ...
+    @property
+    def registration(self) -> NameServerRegistration: ...
 
 
 def _json_object(body: bytes | None, what: str) -> dict[str, Any]:
@@ -306,27 +308,41 @@ async def query_assignment(
     topic, group = _text(body, "topic", what), _text(body, "consumerGroup", what)
     client_id = _text(body, "clientId", what)
     mode = effective_mode(ctx.request_modes, topic, group, ctx.config.default_message_request_mode)
-    tc = ctx.topics.get(topic)
-    broker_name = ctx.config.broker_name
-    if tc is None:
+    brokers = await _readable_queues(ctx, topic)
+    if not brokers:
         return cmd.reply(ResponseCode.SUCCESS, body=b"{}")
-    queues: Collection[int]
+    queues: list[tuple[str, int]]
     if mode.mode == "POP" and mode.pop_share_queue_num <= 0:
-        # Every client pops every queue (queueId -1), one assignment per broker.
-        queues = [-1]
-    elif str(body.get("messageModel", "CLUSTERING")) == "BROADCASTING":
-        queues = range(tc.read_queue_nums)
+        # Every client pops every queue: one assignment of queueId -1 per broker.
+        queues = [(name, -1) for name in sorted(brokers)]
     else:
-        info = ctx.clients.consumers.get(group)
-        clients = sorted(info.channels) if info is not None else []
-        if client_id not in clients:
-            clients = sorted([*clients, client_id])
-        queues = allocate_averagely(list(range(tc.read_queue_nums)), clients, client_id)
+        every = [(name, q) for name in sorted(brokers) for q in range(brokers[name])]
+        if str(body.get("messageModel", "CLUSTERING")) == "BROADCASTING":
+            queues = every
+        else:
+            info = ctx.clients.consumers.get(group)
+            clients = sorted({*(info.channels if info is not None else ()), client_id})
+            queues = allocate_averagely(every, clients, client_id)
     assignments = [
-        {"messageQueue": {"brokerName": broker_name, "queueId": q, "topic": topic}, "mode": mode.mode}
-        for q in queues
+        {"messageQueue": {"brokerName": name, "queueId": q, "topic": topic}, "mode": mode.mode}
+        for name, q in queues
     ]
     return cmd.reply(ResponseCode.SUCCESS, body=orjson.dumps({"messageQueueAssignments": assignments}))
+
+
+async def _readable_queues(ctx: PopHandlersContext, topic: str) -> dict[str, int]:
+    """Read queues of the topic on each broker of the name servers' route (this broker's own when
+    they do not answer), as Java's TopicRouteInfoManager gives QUERY_ASSIGNMENT."""
+    route = await ctx.registration.topic_route(topic)
+    out: dict[str, int] = {}
+    for qd in (route or {}).get("queueDatas") or []:
+        if isinstance(qd, dict) and int(qd.get("perm", 0)) & 4 and int(qd.get("readQueueNums", 0)) > 0:
+            out[str(qd.get("brokerName"))] = int(qd["readQueueNums"])
+    if not out:
+        tc = ctx.topics.get(topic)
+        if tc is not None and tc.readable and tc.read_queue_nums > 0:
+            out[ctx.config.broker_name] = tc.read_queue_nums
+    return out
 
 
 HANDLERS: dict[int, ContextHandler[PopHandlersContext]] = {
