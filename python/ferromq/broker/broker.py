@@ -26,7 +26,7 @@ from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.pop.modes import RequestModeManager
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
 from ferromq.broker.pop.service import PopService
-from ferromq.broker.processors import build_registry, pull, send
+from ferromq.broker.processors import build_registry, pop, pull, send
 from ferromq.broker.registration import NameServerRegistration
 from ferromq.broker.replication import ReplicationService
 from ferromq.broker.roles import BrokerRoles
@@ -244,7 +244,11 @@ class Broker:
         self._registry = Dispatcher(
             {**build_registry(self), **(self.controller.handlers() if self.controller else {})},
             f"broker {cfg.broker_name}",
-            immediate={**send.immediate_handlers(self), **pull.immediate_handlers(self)},
+            immediate={
+                **send.immediate_handlers(self),
+                **pull.immediate_handlers(self),
+                **pop.immediate_handlers(self),
+            },
             guard=guard,
             on_reply=self.stats.rpc_done,
         )

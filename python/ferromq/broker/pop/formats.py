@@ -97,11 +97,16 @@ class ExtraInfo:
     def parse(cls, text: str) -> ExtraInfo:
         """ValueError when it is not a receipt."""
         f = text.split(" ")
-        numbers = [0, 1, 2, 3, 6, 7] if len(f) > 7 else [0, 1, 2, 3, 6]
-        if len(f) < 7 or not all(f[i].lstrip("-").isdigit() for i in numbers):
-            raise ValueError(f"extraInfo {text[:200]!r} is not a receipt (8 fields separated by spaces)")
-        offset = int(f[7]) if len(f) > 7 else int(f[0])
-        return cls(int(f[0]), int(f[1]), int(f[2]), int(f[3]), f[4], f[5], int(f[6]), offset)
+        try:
+            if len(f) < 7:
+                raise ValueError
+            ck_offset = int(f[0])
+            offset = int(f[7]) if len(f) > 7 else ck_offset
+            return cls(ck_offset, int(f[1]), int(f[2]), int(f[3]), f[4], f[5], int(f[6]), offset)
+        except ValueError:
+            raise ValueError(
+                f"extraInfo {text[:200]!r} is not a receipt (8 fields separated by spaces)"
+            ) from None
 
     @property
     def orderly(self) -> bool:

@@ -6,7 +6,9 @@ with Java's codes and remarks."""
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 import orjson
@@ -14,7 +16,14 @@ import orjson
 from ferromq.broker.clients import ClientManager
 from ferromq.broker.pop.formats import ExtraInfo
 from ferromq.broker.pop.modes import RequestMode, RequestModeManager, allocate_averagely, effective_mode
-from ferromq.broker.pop.service import MAX_POP_NUMS, PopContext, PopRequest, PopService, pop_subscription
+from ferromq.broker.pop.service import (
+    MAX_POP_NUMS,
+    PopContext,
+    PopRequest,
+    PopResult,
+    PopService,
+    pop_subscription,
+)
 from ferromq.broker.processors.context import ContextHandler, bind
 from ferromq.broker.registration import NameServerRegistration
 from ferromq.broker.sql92 import compile_sql92
@@ -22,7 +31,7 @@ from ferromq.errors import BrokerError, SubscriptionParseError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection
-from ferromq.remoting.dispatch import Handler
+from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
 
 class PopHandlersContext(PopContext, Protocol):
@@ -164,16 +173,32 @@ def _pop_request(ctx: PopHandlersContext, cmd: RemotingCommand) -> PopRequest:
     )
 
 
-async def pop_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+def pop_message(
+    ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """Answered at once when the pop finds messages (or must not wait); else a coroutine that
+    waits for one (long polling)."""
     req = _pop_request(ctx, cmd)
     result = ctx.pop.try_pop(req)
+    if result.found or req.poll_time <= 0:
+        return _pop_reply(cmd, result)
+    return _pop_after_wait(ctx, cmd, req)
+
+
+def _pop_reply(cmd: RemotingCommand, result: PopResult) -> RemotingCommand:
+    if not result.found:
+        return cmd.reply(ResponseCode.POLLING_TIMEOUT, remark="NO_MESSAGE_IN_QUEUE", ext=result.header())
+    return cmd.reply(ResponseCode.SUCCESS, remark="FOUND", ext=result.header(), body=b"".join(result.records))
+
+
+async def _pop_after_wait(ctx: PopHandlersContext, cmd: RemotingCommand, req: PopRequest) -> RemotingCommand:
     deadline = time.monotonic() + req.poll_time / 1000.0
     codes = req.subscription.codes
 
     def accepts(tags_code: int) -> bool:
         return codes is None or tags_code in codes
 
-    while not result.found and req.poll_time > 0:
+    while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0.05:
             break
@@ -185,9 +210,9 @@ async def pop_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCo
         finally:
             ctx.pop.polling(req, -1)
         result = ctx.pop.try_pop(req)
-    if not result.found:
-        return cmd.reply(ResponseCode.POLLING_TIMEOUT, remark="NO_MESSAGE_IN_QUEUE", ext=result.header())
-    return cmd.reply(ResponseCode.SUCCESS, remark="FOUND", ext=result.header(), body=b"".join(result.records))
+        if result.found:
+            return _pop_reply(cmd, result)
+    return _pop_reply(cmd, ctx.pop.try_pop(req))
 
 
 def _receipt(ext: dict[str, str]) -> ExtraInfo:
@@ -197,7 +222,7 @@ def _receipt(ext: dict[str, str]) -> ExtraInfo:
         raise BrokerError(f"extraInfo is illegal: {e}", ResponseCode.SYSTEM_ERROR) from None
 
 
-async def ack_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+def ack_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     ext = cmd.ext
     receipt = _receipt(ext)
     ctx.pop.ack(
@@ -206,9 +231,7 @@ async def ack_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCo
     return cmd.reply(ResponseCode.SUCCESS)
 
 
-async def batch_ack_message(
-    ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand
-) -> RemotingCommand:
+def batch_ack_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     body = _json_object(cmd.body, "batch ack")
     try:
         ctx.pop.batch_ack(body)
@@ -220,9 +243,7 @@ async def batch_ack_message(
     return cmd.reply(ResponseCode.SUCCESS)
 
 
-async def change_invisible_time(
-    ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand
-) -> RemotingCommand:
+def change_invisible_time(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     ext = cmd.ext
     receipt = _receipt(ext)
     pop_time, invisible, revive_qid = ctx.pop.change_invisible(
@@ -345,11 +366,15 @@ async def _readable_queues(ctx: PopHandlersContext, topic: str) -> dict[str, int
     return out
 
 
-HANDLERS: dict[int, ContextHandler[PopHandlersContext]] = {
+# The hot ones answer without a task (see `immediate_handlers`).
+IMMEDIATE = {
     RequestCode.POP_MESSAGE: pop_message,
     RequestCode.ACK_MESSAGE: ack_message,
     RequestCode.BATCH_ACK_MESSAGE: batch_ack_message,
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change_invisible_time,
+}
+
+HANDLERS: dict[int, ContextHandler[PopHandlersContext]] = {
     RequestCode.PEEK_MESSAGE: peek_message,
     RequestCode.NOTIFICATION: notification,
     RequestCode.POLLING_INFO: polling_info,
@@ -360,3 +385,7 @@ HANDLERS: dict[int, ContextHandler[PopHandlersContext]] = {
 
 def handlers(ctx: PopHandlersContext) -> dict[int, Handler]:
     return bind(ctx, HANDLERS)
+
+
+def immediate_handlers(ctx: PopHandlersContext) -> dict[int, ImmediateHandler]:
+    return {code: functools.partial(handler, ctx) for code, handler in IMMEDIATE.items()}
