@@ -178,7 +178,16 @@ class PopService:
 
     # -- pop -------------------------------------------------------------------------------------
 
-    def try_pop(self, req: PopRequest, retry_first: bool | None = None) -> PopResult:
+    def _queues(self, req: PopRequest, start: int = 0) -> list[int]:
+        """The request's queue, or every read queue of its topic from `start` on (none once the
+        topic is gone)."""
+        if req.queue_id >= 0:
+            return [req.queue_id]
+        tc = self._broker.topics.get(req.topic)
+        n = tc.read_queue_nums if tc is not None else 0
+        return [(start + i) % n for i in range(n)]
+
+    def try_pop(self, req: PopRequest) -> PopResult:
         """One pass over the request's queues (PopMessageProcessor.popMsgFromQueue for each)."""
         now = int(time.time() * 1000)
         if req.order:
@@ -187,18 +196,10 @@ class PopService:
             revive_qid = self._ck_counter % self.revive_queues
             self._ck_counter += 1
         result = PopResult(now, req.invisible_time, revive_qid, order_counts=[] if req.order else None)
-        tc = self._broker.topics.get(req.topic)
-        assert tc is not None
         start = random.randrange(100)
         retry = retry_topic(req.topic, req.group, self._broker.config.enable_retry_topic_v2)
-        if retry_first is None:
-            retry_first = start < POP_FROM_RETRY_PROBABILITY
-        queues = (
-            [req.queue_id]
-            if req.queue_id >= 0
-            else [(start + i) % tc.read_queue_nums for i in range(tc.read_queue_nums)]
-        )
-        sources = [(req.topic, q) for q in queues]
+        retry_first = start < POP_FROM_RETRY_PROBABILITY
+        sources = [(req.topic, q) for q in self._queues(req, start)]
         if not req.order and self._broker.topics.get(retry) is not None:
             sources = [(retry, 0), *sources] if retry_first else [*sources, (retry, 0)]
         for topic, queue_id in sources:
@@ -214,8 +215,6 @@ class PopService:
     ) -> list[tuple[str, int, int]]:
         """Where a pop that found nothing waits for a message: each queue's next offset (a
         blocked queue of an orderly pop: past its end, woken by an ack)."""
-        tc = self._broker.topics.get(req.topic)
-        queues = [req.queue_id] if req.queue_id >= 0 else list(range(tc.read_queue_nums if tc else 0))
         store = self._broker.store
 
         def position(q: int) -> int:
@@ -227,7 +226,7 @@ class PopService:
                 return store.max_offset(req.topic, q)
             return self._start_offset(req, req.topic, q, commit)
 
-        out = [(req.topic, q, position(q)) for q in queues]
+        out = [(req.topic, q, position(q)) for q in self._queues(req)]
         if not req.order:
             # The retry topic too, also before it exists: the first message revived into it
             # wakes the pop.
@@ -240,11 +239,9 @@ class PopService:
         """Seconds until a queue an orderly pop skipped as blocked is free again (None: none is)."""
         if not req.order:
             return None
-        tc = self._broker.topics.get(req.topic)
-        queues = [req.queue_id] if req.queue_id >= 0 else list(range(tc.read_queue_nums if tc else 0))
         now = int(time.time() * 1000)
         times = []
-        for q in queues:
+        for q in self._queues(req):
             info = self.orders.get(req.topic, req.group, q)
             if info is not None and info.blocks(req.attempt_id, req.invisible_time, now):
                 free = info.free_at(req.invisible_time, now)
