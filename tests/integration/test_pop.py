@@ -422,3 +422,26 @@ def test_query_assignment_covers_every_broker_of_the_route(tmp_path: Path) -> No
                 await c.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_slave_refuses_pops_and_acks(tmp_path: Path) -> None:
+    """They would write checkpoints and offsets into the replica."""
+
+    async def main() -> None:
+        async with running(tmp_path, broker_role="SLAVE", broker_id=1, **FAST) as (_, broker):
+            broker.topics.update(TopicConfig(TOPIC, 1, 1))
+            c = await Client().connect(broker.port)
+            code, _, _ = await pop(c)
+            assert code == R.SERVICE_NOT_AVAILABLE
+            ack = {
+                "consumerGroup": GROUP,
+                "topic": TOPIC,
+                "queueId": 0,
+                "offset": 0,
+                "extraInfo": "0 1 2 3 0 b 0 0",
+            }
+            assert (await c.call(RC.ACK_MESSAGE, ack)).code == R.SERVICE_NOT_AVAILABLE
+            assert broker.topics.get("rmq_sys_REVIVE_LOG_DefaultCluster") is None
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))

@@ -187,8 +187,17 @@ class PopService:
         n = tc.read_queue_nums if tc is not None else 0
         return [(start + i) % n for i in range(n)]
 
+    def _check_master(self) -> None:
+        """Pops and acks write checkpoints, acks and offsets: never into a slave's replica."""
+        if self._broker.config.is_slave:
+            raise BrokerError(
+                "pops and acks are served by the master; this broker is a slave",
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+            )
+
     def try_pop(self, req: PopRequest) -> PopResult:
         """One pass over the request's queues (PopMessageProcessor.popMsgFromQueue for each)."""
+        self._check_master()
         now = int(time.time() * 1000)
         if req.order:
             revive_qid = ORDER_REVIVE_QUEUE
@@ -417,6 +426,7 @@ class PopService:
     def ack(self, group: str, topic: str, queue_id: int, offset: int, receipt: ExtraInfo) -> None:
         """ACK_MESSAGE: an `ack` message, due when the checkpoint is (an orderly pop's: the
         group's offset moves on)."""
+        self._check_master()
         self.check_offset(topic, queue_id, offset, group, past_max=True)
         if receipt.orderly:
             self._ack_orderly(group, topic, queue_id, offset, receipt)
@@ -456,6 +466,7 @@ class PopService:
 
     def batch_ack(self, data: dict[str, Any]) -> None:
         """BATCH_ACK_MESSAGE: a `bAck` message per checkpoint the body names."""
+        self._check_master()
         acks = data.get("acks") or []
         if not acks:
             raise BrokerError("", ResponseCode.NO_MESSAGE)
@@ -489,6 +500,7 @@ class PopService:
     ) -> tuple[int, int, int]:
         """CHANGE_MESSAGE_INVISIBLETIME: a checkpoint of this message alone, due after the new
         invisible time, then an ack of the old one. Returns (popTime, invisibleTime, reviveQid)."""
+        self._check_master()
         self.check_offset(topic, queue_id, offset, group, past_max=False)
         now = int(time.time() * 1000)
         if receipt.orderly:
