@@ -20,6 +20,7 @@ promotion delivers from where the master stopped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
 import time
@@ -93,7 +94,7 @@ class TimerMessageService:
         loop = asyncio.get_running_loop()
         self._enqueue_wake.set()  # what arrived while stopped
         self._tasks = [
-            loop.create_task(self._run(self._enqueue, "enqueue"), name="timer-enqueue"),
+            loop.create_task(self._run(self._enqueue, "enqueue", self._enqueue_wake), name="timer-enqueue"),
             loop.create_task(self._run(self._dequeue, "dequeue"), name="timer-dequeue"),
             loop.create_task(self._checkpoint_loop(), name="timer-checkpoint"),
         ]
@@ -118,8 +119,9 @@ class TimerMessageService:
 
     # -- the tasks -----------------------------------------------------------------------------
 
-    async def _run(self, step: Callable[[], float], what: str) -> None:
-        """Runs `step` (which returns how long to wait) until cancelled, through store errors."""
+    async def _run(self, step: Callable[[], float], what: str, wake: asyncio.Event | None = None) -> None:
+        """Runs `step` (which returns how long to wait, or until `wake` is set) until cancelled,
+        through store errors."""
         while True:
             try:
                 wait = step()
@@ -132,20 +134,14 @@ class TimerMessageService:
             except Exception:
                 logger.exception("timer %s failed; retrying", what)
                 wait = RETRY_AFTER_FAILURE_SECONDS
-            if wait > 0:
-                await self._sleep(what, wait)
-            else:
+            if wait <= 0:
                 await asyncio.sleep(0)  # let other requests in between batches
-
-    async def _sleep(self, what: str, seconds: float) -> None:
-        if what != "enqueue":
-            await asyncio.sleep(seconds)
-            return
-        try:
-            async with asyncio.timeout(seconds):
-                await self._enqueue_wake.wait()
-        except TimeoutError:
-            pass
+            elif wake is None:
+                await asyncio.sleep(wait)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await wake.wait()
 
     def _enqueue(self) -> float:
         if self._stop_enqueue():

@@ -287,7 +287,7 @@ impl Inner {
                     // Already due: back to its topic now (TIMER_ENQUEUE_MS = Long.MAX_VALUE
                     // says it never waited in the wheel, as Java marks it).
                     if find(property::TIMER_DEL_UNIQKEY).is_none() {
-                        let d = self.timer_put_back(&view, i64::MAX, false)?;
+                        let d = self.timer_put_back(&view, i64::MAX, false, now_ms())?;
                         out.delivered.extend(d);
                         st.stats.delivered += 1;
                     }
@@ -409,7 +409,7 @@ impl Inner {
                     if !roll && is_recalled(&view, &work.recalled) {
                         st.stats.recalled += 1;
                     } else if let Some(d) =
-                        self.timer_put_back_at(&view, unit.write_time_ms, roll, now)?
+                        self.timer_put_back(&view, unit.write_time_ms, roll, now)?
                     {
                         if roll {
                             out.rolled += 1;
@@ -429,20 +429,11 @@ impl Inner {
         Ok(())
     }
 
-    fn timer_put_back(
-        &self,
-        view: &RecordView,
-        enqueue_ms: i64,
-        roll: bool,
-    ) -> Result<Option<Delivered>> {
-        self.timer_put_back_at(view, enqueue_ms, roll, now_ms())
-    }
-
     /// Puts a timer message back: into its real topic and queue, or (`roll`) into the timer
     /// topic to wait another round, with Java's TIMER_ENQUEUE_MS, TIMER_DEQUEUE_MS and
     /// TIMER_ROLL_TIMES; its other properties (REAL_TOPIC and REAL_QID too) stay as stored.
     /// None when it names no real topic or queue.
-    fn timer_put_back_at(
+    fn timer_put_back(
         &self,
         view: &RecordView,
         enqueue_ms: i64,

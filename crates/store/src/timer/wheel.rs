@@ -161,10 +161,6 @@ impl TimerWheel {
             .sum()
     }
 
-    pub fn flush(&self) -> Result<()> {
-        self.map.flush().map_err(io_err(&self.path))
-    }
-
     /// Something that writes the wheel to disk (see [`WheelSync`]).
     pub fn syncer(&self) -> WheelSync {
         WheelSync {
@@ -216,7 +212,7 @@ mod tests {
         let next_turn = t + 2 * 604_800 * 1000;
         assert_eq!(wheel.slot(next_turn), Slot::EMPTY);
         assert_eq!(wheel.all_num(t - 10_000, t + 3_600_000), 2);
-        wheel.flush().unwrap();
+        wheel.syncer().sync().unwrap();
         drop(wheel);
         let wheel = TimerWheel::open(&path, 1000).unwrap();
         assert_eq!(wheel.slot(t).last_pos, 104);
