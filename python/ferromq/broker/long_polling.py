@@ -102,6 +102,13 @@ class PullRequestHoldService:
             ):
                 p.future.set_result(None)
 
+    def wake(self, topic: str, queue_id: int) -> None:
+        """Every pull (or pop) held on the queue looks again, whatever arrived (an orderly pop's
+        queue may be unblocked by an ack)."""
+        for p in self._held.get((topic, queue_id), ()):
+            if not p.future.done():
+                p.future.set_result(None)
+
     async def _check_loop(self) -> None:
         while True:
             await asyncio.sleep(self.interval)

@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -57,12 +57,8 @@ from ferromq.protocol.constants import (
 )
 
 if TYPE_CHECKING:
-    from ferromq.broker.config import BrokerConfig
-    from ferromq.broker.long_polling import PullRequestHoldService
-    from ferromq.broker.offsets import ConsumerOffsetManager
-    from ferromq.broker.subscriptions import SubscriptionGroupManager
-    from ferromq.broker.topics import TopicConfigManager
-    from ferromq.store import GetResult, MessageStore
+    from ferromq.broker.processors.context import PopContext
+    from ferromq.store import GetResult
 
 logger = logging.getLogger(__name__)
 
@@ -81,22 +77,6 @@ _MOVED = frozenset({"OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY", "OFFSET_FOUND_N
 _SKIPPED = frozenset(
     {"NO_MATCHED_MESSAGE", "OFFSET_FOUND_NULL", "MESSAGE_WAS_REMOVING", "NO_MATCHED_LOGIC_QUEUE"}
 )
-
-
-class PopContext(Protocol):
-    @property
-    def config(self) -> BrokerConfig: ...
-    @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
-    @property
-    def offsets(self) -> ConsumerOffsetManager: ...
-    @property
-    def hold(self) -> PullRequestHoldService: ...
-    def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -344,9 +324,7 @@ class PopService:
                     broker_name=self._broker.config.broker_name,
                     offset_diffs=[o - offset for o in queue_offsets],
                 )
-                self._put_revive(
-                    out.revive_qid, CK_TAG, ck.to_json(), ck.uniq_key(), ck.revive_time - ACK_TIME_INTERVAL_MS
-                )
+                self._put_checkpoint(out.revive_qid, ck)
                 offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
             else:
                 # The offset moves only with the acks.
@@ -430,7 +408,11 @@ class PopService:
         self.check_offset(topic, queue_id, offset, group, past_max=True)
         if receipt.orderly:
             self._ack_orderly(group, topic, queue_id, offset, receipt)
-            return
+        else:
+            self._append_ack(group, topic, queue_id, offset, receipt)
+
+    def _append_ack(self, group: str, topic: str, queue_id: int, offset: int, receipt: ExtraInfo) -> None:
+        """The `ack` message of a checked ack, due when its checkpoint is."""
         msg = AckMsg(
             start_offset=receipt.ck_offset,
             pop_time=receipt.pop_time,
@@ -458,11 +440,7 @@ class PopService:
             )
         if following >= 0:
             offsets.commit(group, topic, queue_id, following)
-            self._wake(topic, queue_id)
-
-    def _wake(self, topic: str, queue_id: int) -> None:
-        """Pops waiting on a queue look again (it may be unblocked)."""
-        self._broker.hold.notify(topic, queue_id, 2**62)
+            self._broker.hold.wake(topic, queue_id)  # the queue may be unblocked
 
     def batch_ack(self, data: dict[str, Any]) -> None:
         """BATCH_ACK_MESSAGE: a `bAck` message per checkpoint the body names."""
@@ -509,7 +487,7 @@ class PopService:
             self.orders.change_invisible(
                 topic, group, queue_id, offset, receipt.pop_time, now + invisible_time
             )
-            self._wake(topic, queue_id)
+            self._broker.hold.wake(topic, queue_id)
             return receipt.pop_time, now + invisible_time - receipt.pop_time, ORDER_REVIVE_QUEUE
         ck = CheckPoint(
             start_offset=offset,
@@ -521,11 +499,16 @@ class PopService:
             broker_name=receipt.broker_name,
             offset_diffs=[0],
         )
-        self._put_revive(
-            receipt.revive_qid, CK_TAG, ck.to_json(), ck.uniq_key(), ck.revive_time - ACK_TIME_INTERVAL_MS
-        )
-        self.ack(group, topic, queue_id, offset, receipt)
+        self._put_checkpoint(receipt.revive_qid, ck)
+        self._append_ack(group, topic, queue_id, offset, receipt)
         return now, invisible_time, receipt.revive_qid
+
+    def _put_checkpoint(self, revive_qid: int, ck: CheckPoint) -> None:
+        """A `ck` message, due one interval before its messages are visible again (its acks come
+        after it in the revive queue)."""
+        self._put_revive(
+            revive_qid, CK_TAG, ck.to_json(), ck.uniq_key(), ck.revive_time - ACK_TIME_INTERVAL_MS
+        )
 
     def _put_revive(self, queue_id: int, tag: str, body: bytes, uniq_key: str, deliver_ms: int) -> None:
         """A message of the revive topic, due at `deliver_ms` (a timer message; at once when past)."""

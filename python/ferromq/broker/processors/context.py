@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from ferromq.broker.locks import RebalanceLockManager
     from ferromq.broker.long_polling import PullRequestHoldService
     from ferromq.broker.offsets import ConsumerOffsetManager
+    from ferromq.broker.pop.modes import RequestModeManager
+    from ferromq.broker.pop.service import PopService
+    from ferromq.broker.registration import NameServerRegistration
     from ferromq.broker.replication import ReplicationService
     from ferromq.broker.schedule import ScheduleMessageService
     from ferromq.broker.stats import BrokerStats
@@ -130,6 +133,33 @@ class RecallContext(HasConfig, Protocol):
     @property
     def store(self) -> MessageStore: ...
     def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
+
+
+class PopContext(HasConfig, Protocol):
+    """POP's service (broker/pop/service.py)."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def hold(self) -> PullRequestHoldService: ...
+    def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
+
+
+class PopHandlersContext(PopContext, Protocol):
+    @property
+    def pop(self) -> PopService: ...
+    @property
+    def request_modes(self) -> RequestModeManager: ...
+    @property
+    def clients(self) -> ClientManager: ...
+    @property
+    def registration(self) -> NameServerRegistration: ...
 
 
 class RetentionContext(Protocol):

@@ -9,40 +9,25 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
-from ferromq.broker.clients import ClientManager
 from ferromq.broker.pop.formats import ExtraInfo
-from ferromq.broker.pop.modes import RequestMode, RequestModeManager, allocate_averagely, effective_mode
+from ferromq.broker.pop.modes import RequestMode, allocate_averagely, effective_mode
 from ferromq.broker.pop.service import (
     MAX_POP_NUMS,
-    PopContext,
     PopRequest,
     PopResult,
-    PopService,
     pop_subscription,
 )
-from ferromq.broker.processors.context import ContextHandler, bind
-from ferromq.broker.registration import NameServerRegistration
+from ferromq.broker.processors.context import ContextHandler, PopHandlersContext, bind
 from ferromq.broker.sql92 import compile_sql92
 from ferromq.errors import BrokerError, SubscriptionParseError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
-
-
-class PopHandlersContext(PopContext, Protocol):
-    @property
-    def pop(self) -> PopService: ...
-    @property
-    def request_modes(self) -> RequestModeManager: ...
-    @property
-    def clients(self) -> ClientManager: ...
-    @property
-    def registration(self) -> NameServerRegistration: ...
 
 
 def _json_object(body: bytes | None, what: str) -> dict[str, Any]:
