@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import orjson
 
 from ferromq.broker import Broker
+from ferromq.message import StoredMessage
 from ferromq.namesrv import NameServer
 from ferromq.protocol.command import RemotingCommand, SerializeType
 from ferromq.remoting.connection import Connection, open_connection
@@ -153,3 +155,41 @@ def register_broker_request(broker_name: str, broker_addr: str) -> tuple[dict[st
         "haServerAddr": "127.0.0.1:2",
     }
     return ext, b'{"topicConfigSerializeWrapper": {"topicConfigTable": {}}, "filterServerList": []}'
+
+
+def pop_request(topic: str, group: str, **extra: Any) -> dict[str, Any]:
+    """A POP_MESSAGE header as the 5.x clients send it: every queue, at most 32 messages, no
+    long polling, from the first message; `extra` overrides."""
+    ext: dict[str, Any] = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": -1,
+        "maxMsgNums": 32,
+        "invisibleTime": 60_000,
+        "pollTime": 0,
+        "bornTime": int(time.time() * 1000),
+        "initMode": 0,
+        "expType": "TAG",
+        "exp": "*",
+        "order": "false",
+    }
+    ext.update(extra)
+    return ext
+
+
+def pop_receipt(reply_ext: dict[str, str], m: StoredMessage, broker_name: str) -> str:
+    """A popped message's POP_CK: its own (a retry message's), else built from the reply's
+    startOffsetInfo as the 5.x client builds it."""
+    if "POP_CK" in m.properties:
+        return m.properties["POP_CK"]
+    starts = {}
+    for entry in filter(None, reply_ext["startOffsetInfo"].split(";")):
+        mark, qid, offset = entry.split(" ")
+        starts[f"{mark}@{qid}"] = offset
+    head = [
+        starts[f"0@{m.queue_id}"],
+        reply_ext["popTime"],
+        reply_ext["invisibleTime"],
+        reply_ext["reviveQid"],
+    ]
+    return " ".join([*head, "0", broker_name, str(m.queue_id), str(m.queue_offset)])

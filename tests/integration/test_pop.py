@@ -16,7 +16,7 @@ from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing import BrokerProcess
-from tests.integration.brokerkit import Client, properties, running, send_ext
+from tests.integration.brokerkit import Client, pop_receipt, pop_request, properties, running, send_ext
 from tests.waiting import until, wait_until
 
 TOPIC, GROUP = "PopT", "PopG"
@@ -24,49 +24,13 @@ FAST = {"timer_precision_ms": 100}
 
 
 def pop_ext(topic: str = TOPIC, group: str = GROUP, **extra: Any) -> dict[str, Any]:
-    ext: dict[str, Any] = {
-        "consumerGroup": group,
-        "topic": topic,
-        "queueId": -1,
-        "maxMsgNums": 32,
-        "invisibleTime": 2000,
-        "pollTime": 0,
-        "bornTime": int(time.time() * 1000),
-        "initMode": 0,
-        "expType": "TAG",
-        "exp": "*",
-        "order": "false",
-    }
-    ext.update(extra)
-    return ext
+    return pop_request(topic, group, **{"invisibleTime": 2000, **extra})
 
 
 def receipts(
     ext: dict[str, str], msgs: list[StoredMessage], broker_name: str
 ) -> list[tuple[StoredMessage, str]]:
-    """Each message's POP_CK, built from the reply as the Java client builds it."""
-    starts = {}
-    for entry in filter(None, ext["startOffsetInfo"].split(";")):
-        mark, qid, offset = entry.split(" ")
-        starts[f"{mark}@{qid}"] = offset
-    out = []
-    for m in msgs:
-        ck = m.properties.get("POP_CK")
-        if ck is None:
-            ck = " ".join(
-                [
-                    starts[f"0@{m.queue_id}"],
-                    ext["popTime"],
-                    ext["invisibleTime"],
-                    ext["reviveQid"],
-                    "0",
-                    broker_name,
-                    str(m.queue_id),
-                    str(m.queue_offset),
-                ]
-            )
-        out.append((m, ck))
-    return out
+    return [(m, pop_receipt(ext, m, broker_name)) for m in msgs]
 
 
 async def pop(c: Client, **extra: Any) -> tuple[int, dict[str, str], list[StoredMessage]]:

@@ -25,7 +25,7 @@ from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing import BrokerProcess
-from tests.integration.brokerkit import Client
+from tests.integration.brokerkit import Client, pop_receipt, pop_request
 from tests.interop.conftest import stop_ferromq
 
 pytestmark = [
@@ -49,40 +49,11 @@ STORE_CONF = {
 
 
 def pop_ext(topic: str, **extra: Any) -> dict[str, Any]:
-    ext: dict[str, Any] = {
-        "consumerGroup": GROUP,
-        "topic": topic,
-        "queueId": -1,
-        "maxMsgNums": 32,
-        "invisibleTime": INVISIBLE_MS,
-        "pollTime": 0,
-        "bornTime": int(time.time() * 1000),
-        "initMode": 0,
-        "expType": "TAG",
-        "exp": "*",
-        "order": "false",
-    }
-    ext.update(extra)
-    return ext
+    return pop_request(topic, GROUP, **{"invisibleTime": INVISIBLE_MS, **extra})
 
 
 def receipt(ext: dict[str, str], m: StoredMessage) -> str:
-    """The message's POP_CK as the 5.x client builds it from the reply."""
-    if "POP_CK" in m.properties:
-        return m.properties["POP_CK"]
-    starts = dict(
-        (f"{mark}@{qid}", offset)
-        for mark, qid, offset in (e.split(" ") for e in ext["startOffsetInfo"].split(";") if e)
-    )
-    fields = [
-        starts[f"0@{m.queue_id}"],
-        ext["popTime"],
-        ext["invisibleTime"],
-        ext["reviveQid"],
-        "0",
-        "broker-a",
-    ]
-    return " ".join([*fields, str(m.queue_id), str(m.queue_offset)])
+    return pop_receipt(ext, m, "broker-a")
 
 
 async def fill_and_pop(namesrv: str, port: int, topic: str) -> set[bytes]:
