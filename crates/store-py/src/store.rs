@@ -105,7 +105,8 @@ impl Store {
         max_transfer_count_on_message_in_disk=8, max_transfer_bytes_on_message_in_disk=65536,
         access_message_in_memory_max_ratio=40, timer_wheel_enable=true, timer_precision_ms=1000,
         timer_max_delay_sec=259200, timer_roll_window_slot=172800,
-        timer_congest_num_each_slot=2147483647, mapped_file_size_timer_log=104857600
+        timer_congest_num_each_slot=2147483647, mapped_file_size_timer_log=104857600,
+        mapped_file_hot_window=Some(8388608)
     ))]
     fn new(
         py: Python<'_>,
@@ -151,6 +152,7 @@ impl Store {
         timer_roll_window_slot: i64,
         timer_congest_num_each_slot: i64,
         mapped_file_size_timer_log: usize,
+        mapped_file_hot_window: Option<usize>,
     ) -> PyResult<Self> {
         let mut c = StoreConfig::new(root);
         c.read_only = read_only;
@@ -195,6 +197,7 @@ impl Store {
         c.timer_roll_window_slot = timer_roll_window_slot;
         c.timer_congest_num_each_slot = timer_congest_num_each_slot;
         c.mapped_file_size_timer_log = mapped_file_size_timer_log;
+        c.mapped_file_hot_window = mapped_file_hot_window;
         let store = py.detach(|| MessageStore::open(c)).py_err(py)?;
         Ok(Store {
             store: Arc::new(store),

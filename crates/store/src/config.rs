@@ -40,6 +40,12 @@ pub struct StoreConfig {
     pub check_crc_on_recover: bool,
     /// Create and pre-touch the next CommitLog file in the background.
     pub warm_mapped_file_enable: bool,
+    /// Bytes at the write end of each file queue (the CommitLog, each consume queue, the index
+    /// file's entries, the timer log) whose pages stay mapped. After a flush the store lets go of
+    /// its mapping of the flushed pages behind it (`madvise(MADV_DONTNEED)`): they stay in the
+    /// page cache and on disk, and a read faults them back in without I/O, so the resident set
+    /// holds a few windows instead of every page written. `None`: keep every page mapped.
+    pub mapped_file_hot_window: Option<usize>,
     pub read_only: bool,
     // -- retention (RocketMQ's CleanCommitLogService / CleanConsumeQueueService) --
     /// `fileReservedTime`: hours a CommitLog file is kept after its last modification.
@@ -99,6 +105,10 @@ pub struct StoreConfig {
 pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
     "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 
+/// Default `mapped_file_hot_window`: readers that keep up with the writer (most consumers, the
+/// timer's enqueue, the dispatch) read within it; older pages cost a minor fault to read again.
+pub const DEFAULT_MAPPED_FILE_HOT_WINDOW: usize = 8 * 1024 * 1024;
+
 impl StoreConfig {
     pub fn new(root_dir: impl Into<PathBuf>) -> Self {
         StoreConfig {
@@ -122,6 +132,7 @@ impl StoreConfig {
             store_host: "127.0.0.1:10911".parse().unwrap(),
             check_crc_on_recover: true,
             warm_mapped_file_enable: true,
+            mapped_file_hot_window: Some(DEFAULT_MAPPED_FILE_HOT_WINDOW),
             read_only: false,
             file_reserved_time_hours: 72,
             delete_when: "04".to_string(),

@@ -358,6 +358,12 @@ impl ConsumeQueue {
     pub fn flush(&self, least_pages: usize) -> Result<()> {
         self.files.flush(least_pages).map(|_| ())
     }
+
+    /// Releases the flushed pages behind the last `hot_window` bytes; see
+    /// `MappedFileQueue::release_cold_pages`.
+    pub fn release_cold_pages(&self, hot_window: usize, sweep: bool) -> usize {
+        self.files.release_cold_pages(hot_window, sweep)
+    }
 }
 
 #[cfg(test)]

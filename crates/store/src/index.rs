@@ -2,12 +2,13 @@
 //! `max_index_num` entries, named by its creation time.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{io_err, Result, StoreError};
 use crate::hash::index_key_hash;
 use crate::mapped_file::{remove_unfinished_files, MappedFile};
+use crate::mapped_file_queue::RELEASE_STEP;
 use crate::message::index_tokens;
 
 pub const INDEX_HEADER_SIZE: usize = 40;
@@ -61,6 +62,8 @@ pub struct IndexFile {
     writable: bool,
     /// The writer's copy of the header; read-only views parse the mapped bytes instead.
     header: Mutex<IndexHeader>,
+    /// Byte end of the entries known to be on disk (see `flush`).
+    flushed_entries: AtomicUsize,
 }
 
 impl IndexFile {
@@ -79,16 +82,25 @@ impl IndexFile {
             file.reserve(INDEX_HEADER_SIZE + slot_num * SLOT_SIZE)?;
             file
         } else {
-            MappedFile::open(path, 0, size, writable)?
+            let file = MappedFile::open(path, 0, size, writable)?;
+            // What an earlier run wrote is on disk (or in the page cache), as for the CommitLog.
+            file.set_flushed_position(size);
+            file
         };
         file.set_wrote_position(size);
         let header = IndexHeader::parse(file.slice(0, INDEX_HEADER_SIZE).unwrap());
+        let flushed_entries = if create {
+            0
+        } else {
+            INDEX_HEADER_SIZE + slot_num * SLOT_SIZE + header.index_count as usize * ENTRY_SIZE
+        };
         Ok(IndexFile {
             file,
             slot_num,
             index_num,
             writable,
             header: Mutex::new(header),
+            flushed_entries: AtomicUsize::new(flushed_entries),
         })
     }
 
@@ -206,9 +218,46 @@ impl IndexFile {
         }
     }
 
+    /// Writes the file to disk: all of it, as the hash slots and the header change anywhere
+    /// (a flush from the last flushed position on would write nothing after the first one).
     pub fn flush(&self) -> Result<()> {
-        self.file.set_wrote_position(self.file.file_size());
-        self.file.flush(0).map(|_| ())
+        // Entries below the count read first are complete (`put_key` writes them under the
+        // header's lock), so the sync below covers them.
+        let entries_end = self.entry_pos(self.header().index_count as usize);
+        self.file.force()?;
+        self.flushed_entries
+            .fetch_max(entries_end, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Releases flushed pages (see `MappedFile::release_flushed`): of the file being written
+    /// (`last`), the entries more than `hot_window` bytes behind the newest, as entries are only
+    /// appended (its hash slots and header stay mapped: every put writes them); of an older,
+    /// full file, all of it, once (only queries read it). With `sweep`, also what reads faulted
+    /// back in. Returns the bytes released.
+    fn release_cold_pages(&self, last: bool, hot_window: usize, sweep: bool) -> usize {
+        let f = &self.file;
+        if !last {
+            if !sweep && f.released() >= f.file_size() {
+                return 0;
+            }
+            return f.release_flushed(0, f.file_size());
+        }
+        let start = self.entry_pos(0);
+        let newest = self.entry_pos(self.header().index_count as usize);
+        let to = newest
+            .saturating_sub(hot_window)
+            .min(self.flushed_entries.load(Ordering::Acquire));
+        let from = if sweep {
+            start
+        } else {
+            f.released().max(start)
+        };
+        if to > from && (sweep || to - from >= RELEASE_STEP) {
+            f.release_flushed(from, to)
+        } else {
+            0
+        }
     }
 }
 
@@ -447,5 +496,17 @@ impl IndexService {
             last.flush()?;
         }
         Ok(())
+    }
+
+    /// Releases the flushed pages of the index files no put needs mapped; see
+    /// `IndexFile::release_cold_pages`. Returns the bytes released.
+    pub fn release_cold_pages(&self, hot_window: usize, sweep: bool) -> usize {
+        let files = self.files.read().unwrap().clone();
+        let n = files.len();
+        files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| f.release_cold_pages(i + 1 == n, hot_window, sweep))
+            .sum()
     }
 }

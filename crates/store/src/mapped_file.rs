@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use memmap2::{Advice, MmapOptions, MmapRaw};
+use memmap2::{Advice, MmapOptions, MmapRaw, UncheckedAdvice};
 
 use crate::error::{io_err, Result, StoreError};
 
@@ -72,6 +72,9 @@ pub struct MappedFile {
     reserve_lock: Mutex<()>,
     /// End of the prefix a warmer has been asked to pre-touch (see `MappedFileQueue`).
     warm_requested: AtomicUsize,
+    /// End of the last range whose pages were released (see `release_flushed`): the pages
+    /// before it are released already, unless a read faulted them back in since.
+    released: AtomicUsize,
     file: File,
 }
 
@@ -161,6 +164,7 @@ impl MappedFile {
             reserved: AtomicUsize::new(0),
             reserve_lock: Mutex::new(()),
             warm_requested: AtomicUsize::new(0),
+            released: AtomicUsize::new(0),
             file,
         })
     }
@@ -194,6 +198,8 @@ impl MappedFile {
     /// Used by recovery: everything up to `pos` is known to be on disk already.
     pub fn set_flushed_position(&self, pos: usize) {
         self.flushed_position.store(pos, Ordering::Release);
+        // A cut-back file is written again past `pos`: those pages are to be released again.
+        self.released.fetch_min(pos, Ordering::AcqRel);
     }
 
     pub fn is_full(&self) -> bool {
@@ -251,6 +257,63 @@ impl MappedFile {
             .map_err(io_err(&self.path))?;
         self.flushed_position.fetch_max(wrote, Ordering::AcqRel);
         Ok(self.flushed_position())
+    }
+
+    /// Writes every dirty page below the write position to disk, wherever it lies (`flush` only
+    /// looks past the flushed position: not enough for a file written at random places, as an
+    /// IndexFile's hash slots are). Returns the flushed position.
+    pub fn force(&self) -> Result<usize> {
+        let wrote = self.wrote_position();
+        if wrote > 0 {
+            self.map.flush_range(0, wrote).map_err(io_err(&self.path))?;
+        }
+        self.flushed_position.fetch_max(wrote, Ordering::AcqRel);
+        Ok(self.flushed_position())
+    }
+
+    /// Lets go of this process's mapping of the pages of `[from, to)` that lie below the
+    /// flushed position (`from` rounded up and `to` down to whole pages, except that the file's
+    /// end counts as a page end). Returns the bytes released.
+    ///
+    /// The data stays in the page cache and on disk; a later read faults the page back in from
+    /// the page cache, without I/O. This is how a store that wrote gigabytes keeps a resident
+    /// set of a few hot windows (RocketMQ does the same for the files it no longer writes).
+    pub fn release_flushed(&self, from: usize, to: usize) -> usize {
+        let from = from.next_multiple_of(OS_PAGE_SIZE);
+        let to = to.min(self.flushed_position()).min(self.file_size);
+        let to = if to == self.file_size {
+            to
+        } else {
+            to / OS_PAGE_SIZE * OS_PAGE_SIZE
+        };
+        if to <= from {
+            return 0;
+        }
+        // SAFETY: the mapping is MAP_SHARED over a regular file (`map`), and MADV_DONTNEED on a
+        // shared file mapping only drops page-table entries: a dirty page keeps its data in the
+        // page cache (the kernel moves the dirty bit to it), and the next access maps the same
+        // page cache page again. So no byte any slice of this mapping sees ever changes, unlike
+        // the zero-fill of a private or anonymous mapping, and the range is flushed (on disk)
+        // besides. The range lies within the mapping (`to <= file_size`).
+        let advised = unsafe {
+            self.map
+                .unchecked_advise_range(UncheckedAdvice::DontNeed, from, to - from)
+        };
+        match advised {
+            Ok(()) => {
+                self.released.fetch_max(to, Ordering::AcqRel);
+                to - from
+            }
+            Err(e) => {
+                log::warn!("releasing pages of {} failed: {e}", self.path.display());
+                0
+            }
+        }
+    }
+
+    /// End of the last range whose pages were released (0 at first).
+    pub fn released(&self) -> usize {
+        self.released.load(Ordering::Acquire)
     }
 
     /// Allocates the disk blocks of `[0, end)` (rounded up to the reservation step) unless that is

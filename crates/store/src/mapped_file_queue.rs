@@ -26,6 +26,39 @@ pub fn warm_window(file_size: usize) -> usize {
         .min(file_size)
 }
 
+/// A queue releases the pages behind its hot window in steps of at least this much (or a file's
+/// whole rest): each release is a syscall and a TLB flush, so it comes once per MiB written, not
+/// once per flush.
+pub(crate) const RELEASE_STEP: usize = 1024 * 1024;
+
+/// Lets go of this process's mapping of the flushed pages of `files` (a queue, oldest first) that
+/// lie more than `hot_window` bytes behind its write end; see `MappedFile::release_flushed`. Each
+/// file's pages are released from where the last call stopped, or, with `sweep`, from its start:
+/// a sweep also drops the pages reads have faulted back in since. Returns the bytes released.
+pub fn release_cold_pages(files: &[Arc<MappedFile>], hot_window: usize, sweep: bool) -> usize {
+    let Some(last) = files.last() else {
+        return 0;
+    };
+    let end = last.file_from_offset() + last.wrote_position() as u64;
+    let cold_end = end.saturating_sub(hot_window as u64);
+    let mut released = 0;
+    for f in files {
+        let start = f.file_from_offset();
+        if start >= cold_end {
+            break;
+        }
+        // Never past the flushed position: those pages are still being written back.
+        let to = ((cold_end - start) as usize)
+            .min(f.file_size())
+            .min(f.flushed_position());
+        let from = if sweep { 0 } else { f.released() };
+        if to > from && (sweep || to - from >= RELEASE_STEP || to == f.file_size()) {
+            released += f.release_flushed(from, to);
+        }
+    }
+    released
+}
+
 impl MappedFileQueue {
     /// Maps every file in `dir`. Read-only queues of a missing directory are empty.
     /// With `warm`, a background thread creates the next file before it is needed and keeps a
@@ -351,6 +384,11 @@ impl MappedFileQueue {
         Ok(())
     }
 
+    /// Releases the flushed pages behind the last `hot_window` bytes; see `release_cold_pages`.
+    pub fn release_cold_pages(&self, hot_window: usize, sweep: bool) -> usize {
+        release_cold_pages(&self.files(), hot_window, sweep)
+    }
+
     /// Flushes files from the one holding the flushed offset up to the last; see `MappedFile::flush`.
     pub fn flush(&self, least_pages: usize) -> Result<u64> {
         let files = self.files();
@@ -637,5 +675,43 @@ mod tests {
             MappedFileQueue::load(dir.path(), size, false, false),
             Err(StoreError::Corrupt { .. })
         ));
+    }
+
+    #[test]
+    fn cold_pages_go_once_flushed_in_steps_and_again_on_a_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 4 * RELEASE_STEP;
+        let window = 4096;
+        let q = MappedFileQueue::load(dir.path(), size, true, false).unwrap();
+        let write = |f: &MappedFile, to: usize| {
+            let from = f.wrote_position();
+            f.reserve(to).unwrap();
+            f.write_at(from, &vec![1u8; to - from]);
+            f.set_wrote_position(to);
+        };
+        let a = q.roll(0).unwrap();
+        write(&a, size);
+        let b = q.roll(size as u64).unwrap();
+        write(&b, size / 2);
+        // Nothing is flushed yet: nothing goes.
+        assert_eq!(q.release_cold_pages(window, false), 0);
+        q.flush(0).unwrap();
+        assert_eq!(
+            q.release_cold_pages(window, false),
+            size + size / 2 - window
+        );
+        assert_eq!(q.release_cold_pages(window, false), 0);
+        // Less than a step more: it waits for the rest of the step.
+        write(&b, size / 2 + RELEASE_STEP / 2);
+        q.flush(0).unwrap();
+        assert_eq!(q.release_cold_pages(window, false), 0);
+        write(&b, size);
+        q.flush(0).unwrap();
+        assert_eq!(q.release_cold_pages(window, false), size / 2);
+        // A sweep goes over everything behind the window again.
+        assert_eq!(q.release_cold_pages(window, true), 2 * size - window);
+        // Every byte is still there.
+        assert!(a.slice(0, size).unwrap().iter().all(|b| *b == 1));
+        assert!(b.slice(0, size).unwrap().iter().all(|b| *b == 1));
     }
 }

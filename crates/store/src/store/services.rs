@@ -16,6 +16,7 @@ impl Inner {
         let interval = Duration::from_millis(cfg.flush_interval_commitlog_ms.max(1));
         let thorough = Duration::from_millis(cfg.flush_commitlog_thorough_interval_ms);
         let mut last_thorough = Instant::now();
+        let mut last_sweep = Instant::now();
         while self.flush.wait_for_work(interval) {
             let requested = self.flush.has_request();
             let full = cfg.flush_disk_type == FlushDiskType::Sync
@@ -29,6 +30,19 @@ impl Inner {
             } else {
                 cfg.flush_commitlog_least_pages
             });
+            // Reads fault released pages back in: release them again once a thorough interval.
+            let sweep = last_sweep.elapsed() >= thorough;
+            if sweep {
+                last_sweep = Instant::now();
+            }
+            self.release_commitlog_pages(sweep);
+        }
+    }
+
+    /// Lets go of the CommitLog's flushed pages behind the hot window (`mapped_file_hot_window`).
+    fn release_commitlog_pages(&self, sweep: bool) {
+        if let Some(window) = self.config.mapped_file_hot_window {
+            self.commitlog.files().release_cold_pages(window, sweep);
         }
     }
 
@@ -85,8 +99,14 @@ impl Inner {
 
     pub(super) fn flush_queues(&self, least_pages: usize, thorough: bool) -> Result<()> {
         let logics_ts = self.last_store_ts.load(Ordering::Acquire);
+        // Pages behind the hot window go once flushed; thorough rounds also sweep up what reads
+        // faulted back in.
+        let window = self.config.mapped_file_hot_window;
         for cq in self.all_queues() {
             cq.flush(least_pages)?;
+            if let Some(window) = window {
+                cq.release_cold_pages(window, thorough);
+            }
         }
         let Some(cp) = &self.checkpoint else {
             return Ok(());
@@ -95,6 +115,9 @@ impl Inner {
             if let Some(index) = &self.index {
                 index.flush()?;
             }
+        }
+        if let (Some(index), Some(window)) = (&self.index, window) {
+            index.release_cold_pages(window, thorough);
         }
         let mut cp = cp.lock().unwrap();
         cp.times.physic_msg_timestamp = self.flushed_store_ts.load(Ordering::Acquire);
@@ -110,6 +133,7 @@ impl Inner {
     pub(super) fn flush_all(&self) -> Result<()> {
         let _guard = self.put_lock.lock().unwrap();
         self.flush_commitlog(0);
+        self.release_commitlog_pages(true);
         self.flush_queues(0, true)
     }
 }

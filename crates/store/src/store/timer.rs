@@ -24,6 +24,7 @@ use std::sync::MutexGuard;
 
 use super::{now_ms, Delivered, Inner};
 use crate::error::{Result, StoreError};
+use crate::mapped_file_queue::release_cold_pages;
 use crate::message::{parse_properties, property, MessageMeta, RecordView};
 use crate::send::{Edit, Rewrite};
 use crate::timer::{
@@ -551,6 +552,10 @@ impl Inner {
             )
         };
         let flushed = log.flush()?;
+        // The log is appended and read again only as slots come due: keep its hot window mapped.
+        if let Some(window) = self.config.mapped_file_hot_window {
+            release_cold_pages(&log.files(), window, true);
+        }
         wheel.sync()?;
         let cp = TimerCheckpoint {
             last_read_time_ms: read_time_ms,
