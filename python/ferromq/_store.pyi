@@ -215,6 +215,7 @@ class Store:
         timer_roll_window_slot: int = 172800,
         timer_congest_num_each_slot: int = 2147483647,
         mapped_file_size_timer_log: int = 104857600,
+        mapped_file_hot_window: int | None = 8388608,
     ) -> Store: ...
     def put(
         self,
@@ -441,6 +442,120 @@ class SendOutcome:
     def reply_fields(self) -> dict[str, str]: ...
 
 @final
+class ConsumerOffsets:
+    """The broker's consumer offsets (`topic@group` -> queue -> offset), shared with the data
+    planes."""
+
+    def __new__(cls) -> ConsumerOffsets: ...
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None: ...
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1."""
+    def put_all(self, key: str, queues: dict[int, int]) -> None: ...
+    def remove_topic(self, topic: str) -> None: ...
+    def snapshot(self) -> dict[str, dict[int, int]]: ...
+    def take_dirty(self) -> bool:
+        """Whether the table changed since the last call (and marks it clean)."""
+    @staticmethod
+    def key(topic: str, group: str) -> str: ...
+
+@final
+class Popped:
+    """What a pop answers."""
+
+    @property
+    def pop_time(self) -> int: ...
+    @property
+    def invisible_time(self) -> int: ...
+    @property
+    def revive_qid(self) -> int: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def rest(self) -> int: ...
+    @property
+    def takes(self) -> list[tuple[str, int, int, list[int]]]:
+        """(topic, queue id, start offset, queue offsets) of each queue taken from."""
+    @property
+    def start_offset_info(self) -> str: ...
+    @property
+    def msg_offset_info(self) -> str: ...
+    @property
+    def stored(self) -> list[tuple[str, int, int, int]]:
+        """(topic, queue id, next offset, tags code) of each checkpoint stored."""
+
+@final
+class Popper:
+    """The rules of POP consumption (`ferromq_remoting::popper`), shared with the data planes.
+    Refusals raise `BrokerError` with Java's code and remark."""
+
+    def __new__(
+        cls,
+        store: Store,
+        offsets: ConsumerOffsets,
+        *,
+        broker_name: str,
+        cluster: str,
+        revive_queues: int,
+        retry_v2: bool,
+        broker_addr: str,
+    ) -> Popper: ...
+    @property
+    def revive_topic(self) -> str: ...
+    def pop(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        max_msgs: int,
+        invisible_time: int,
+        init_mode: int,
+        tag_codes: list[int] | None,
+        read_queues: Callable[[str], int | None],
+        *,
+        order: bool = False,
+        blocked: list[int] = ...,
+        keep: Callable[[dict[str, str]], bool] | None = None,
+    ) -> Popped: ...
+    def start_offset(
+        self, group: str, topic: str, queue_id: int, init_mode: int, commit: bool = True
+    ) -> int: ...
+    def check_offset(
+        self,
+        read_queues: Callable[[str], int | None],
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        past_max: bool,
+    ) -> None: ...
+    def ack(
+        self,
+        read_queues: Callable[[str], int | None],
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        extra_info: str,
+    ) -> list[tuple[str, int, int, int]]:
+        """The `ack` message stored: [(topic, queue id, next offset, tags code)]."""
+    def change_invisible(
+        self,
+        read_queues: Callable[[str], int | None],
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        extra_info: str,
+        invisible_time: int,
+    ) -> tuple[tuple[int, int, int], list[tuple[str, int, int, int]]]:
+        """((popTime, invisibleTime, reviveQid), what was stored)."""
+    def put_revive(
+        self, queue_id: int, tag: str, body: bytes, uniq_key: str, deliver_ms: int
+    ) -> tuple[str, int, int, int]: ...
+
+@final
 class Sender:
     """The broker's send rules (crates/remoting/src/sender.rs) for one set of settings: queue,
     flags, property edits, the store call, and when and with which code the producer is answered.
@@ -559,19 +674,22 @@ class DataPlane:
         subscriptions: list[tuple[str, str, int, list[int] | None]],
         short_polling_ms: int | None,
         check_interval_ms: int,
+        offsets: ConsumerOffsets,
         acl: tuple[int, list[tuple[str, str, list[str], list[str]]]] | None = None,
+        popper: Popper | None = None,
     ) -> None:
         """Pulls from readable `topics` ((name, read queues)) by `groups` with their TAG
-        `subscriptions` ((group, topic, version, tags codes or None for any)) are served here;
-        with `acl` ((ACL load, [(access key, secret key, topics, groups it may pull)])) only those
-        signed by an account allowed both, or from a peer `set_peer_acl` says needs no signature."""
+        `subscriptions` ((group, topic, version, tags codes or None for any)) are served here,
+        committing into `offsets`; with `acl` ((ACL load, [(access key, secret key, topics, groups
+        it may pull)])) only those signed by an account allowed both, or from a peer
+        `set_peer_acl` says needs no signature. With `popper`, pops, acks and changes of
+        invisible time by its rules too."""
     def stop_serving_pulls(self) -> None: ...
     def notify_arrival(
         self, topic: str, queue_id: int, next_offset: int, tags_code: int | None = None
     ) -> None: ...
     @property
     def held_pulls(self) -> int: ...
-    def take_commits(self) -> list[tuple[str, str, int, int]]: ...
     def write(self, conn: int, data: bytes) -> int: ...
     def close(self, conn: int, abort: bool, reason: str) -> None: ...
     def set_reading(self, conn: int, reading: bool) -> None: ...

@@ -32,7 +32,6 @@ __all__ = [
     "decode_properties",
     "encode_properties",
     "tag_codes",
-    "with_topic_and_properties",
 ]
 
 
@@ -111,20 +110,6 @@ class StoredMessage:
         if kind in (0, 3):  # ZLIB
             return zlib.decompress(self.body)
         raise ValueError(f"unsupported compression type {kind} (only zlib is)")
-
-
-def with_topic_and_properties(record: bytes, topic: str, properties: str) -> bytes:
-    """A stored record with another topic and properties string (the rest as it is): how a
-    pop answers a retry message as its original topic's, with its receipt added."""
-    sys_flag = int.from_bytes(record[36:40], "big")
-    at = 48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8) + 4 + 8
-    body_len = int.from_bytes(record[at : at + 4], "big")
-    head = record[4 : at + 4 + body_len]  # everything after TOTALSIZE, up to the body's end
-    t, p = topic.encode(), properties.encode()
-    if len(t) > 127 or len(p) > 32767:
-        raise ValueError("topic or properties too long for a record")
-    tail = len(t).to_bytes(1, "big") + t + len(p).to_bytes(2, "big") + p
-    return (4 + len(head) + len(tail)).to_bytes(4, "big") + head + tail
 
 
 def decode_messages(buf: bytes, *, check_crc: bool = False) -> list[StoredMessage]:

@@ -17,6 +17,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing import BrokerProcess
 from tests.integration.brokerkit import Client, pop_receipt, pop_request, properties, running, send_ext
+from tests.integration.test_data_plane import count_python_requests
 from tests.waiting import until, wait_until
 
 TOPIC, GROUP = "PopT", "PopG"
@@ -409,3 +410,66 @@ def test_a_slave_refuses_pops_and_acks(tmp_path: Path) -> None:
             await c.close()
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_pops_acks_and_changes_are_served_on_the_data_plane(tmp_path: Path) -> None:
+    """Once the revive topic exists, the plane answers pops, acks and changes of invisible time
+    itself (by the same rules as Python); orderly and SQL92 pops, a pop that would wait and an
+    orderly ack reach Python."""
+
+    async def main() -> None:
+        async with running(tmp_path, enable_property_filter=True, **FAST) as (_, broker):
+            broker.topics.update(TopicConfig(TOPIC, 2, 2))
+            c = await Client().connect(broker.port)
+            # The first pop makes the revive topic (Python), which lets the plane serve pops.
+            code, _, _ = await pop(c)
+            assert code == R.POLLING_TIMEOUT
+            seen = count_python_requests(broker)
+            await send(c, 4, queues=2)
+            code, ext, msgs = await pop(c, maxMsgNums=3)
+            assert code == R.SUCCESS and len(msgs) == 3 and ext["restNum"] == "1"
+            assert sum(broker.offsets.query(GROUP, TOPIC, q) for q in range(2)) == 3
+            taken = receipts(ext, msgs, broker.config.broker_name)
+            assert await ack(c, *taken[0]) == R.SUCCESS
+            m, ck = taken[1]
+            fields = ck.split(" ")
+            r = await c.call(
+                RC.CHANGE_MESSAGE_INVISIBLETIME,
+                {
+                    "consumerGroup": GROUP,
+                    "topic": TOPIC,
+                    "queueId": int(fields[6]),
+                    "offset": int(fields[7]),
+                    "extraInfo": ck,
+                    "invisibleTime": 300,
+                },
+            )
+            assert r.code == R.SUCCESS and r.ext["invisibleTime"] == "300"
+            # Refusals come with Java's code and remark from the plane too.
+            bad = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "offset": 99, "extraInfo": ck}
+            r = await c.call(RC.ACK_MESSAGE, bad)
+            assert r.code == R.NO_MESSAGE and r.remark is not None and "offset is illegal" in r.remark
+            assert seen[RC.POP_MESSAGE] == seen[RC.ACK_MESSAGE] == 0
+            assert seen[RC.CHANGE_MESSAGE_INVISIBLETIME] == 0
+            # The one not popped yet, then the changed one once visible again: put back into the
+            # retry topic by the revive service and popped on the plane with its receipt.
+            code, _, rest = await pop(c)
+            assert [x.body for x in rest] == list({b"m0", b"m1", b"m2", b"m3"} - {x.body for x in msgs})
+            await until(lambda: broker.pop.revived == 1, "the changed one revived", 20)
+            code, ext, back = await pop(c)
+            assert code == R.SUCCESS and [(x.body, x.topic, x.reconsume_times) for x in back] == [
+                (m.body, TOPIC, 1)
+            ]
+            ((_, receipt),) = receipts(ext, back, broker.config.broker_name)
+            assert receipt == back[0].properties["POP_CK"] and receipt.split(" ")[4] == "1"
+            assert await ack(c, back[0], receipt) == R.SUCCESS
+            assert seen[RC.POP_MESSAGE] == seen[RC.ACK_MESSAGE] == 0
+            # What the plane leaves to Python.
+            before = seen[RC.POP_MESSAGE]
+            await pop(c, topic=TOPIC, order="true", maxMsgNums=1)
+            await pop(c, exp="a = 1", expType="SQL92")
+            await pop(c, pollTime=300)
+            assert seen[RC.POP_MESSAGE] - before == 3
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

@@ -12,6 +12,9 @@ pub const SEND_MESSAGE: i32 = 10;
 pub const PULL_MESSAGE: i32 = 11;
 pub const SEND_MESSAGE_V2: i32 = 310;
 pub const SEND_BATCH_MESSAGE: i32 = 320;
+pub const POP_MESSAGE: i32 = 200050;
+pub const ACK_MESSAGE: i32 = 200051;
+pub const CHANGE_MESSAGE_INVISIBLETIME: i32 = 200053;
 
 /// Response codes.
 pub const SUCCESS: i32 = 0;
@@ -24,6 +27,7 @@ pub const SERVICE_NOT_AVAILABLE: i32 = 14;
 pub const PULL_NOT_FOUND: i32 = 19;
 pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
 pub const PULL_OFFSET_MOVED: i32 = 21;
+pub const POLLING_TIMEOUT: i32 = 210;
 
 /// PullSysFlag bits.
 pub const FLAG_COMMIT_OFFSET: i32 = 0x1;
@@ -62,6 +66,12 @@ pub fn table() -> Vec<(&'static str, String)> {
         ("RequestCode.PULL_MESSAGE", PULL_MESSAGE),
         ("RequestCode.SEND_MESSAGE_V2", SEND_MESSAGE_V2),
         ("RequestCode.SEND_BATCH_MESSAGE", SEND_BATCH_MESSAGE),
+        ("RequestCode.POP_MESSAGE", POP_MESSAGE),
+        ("RequestCode.ACK_MESSAGE", ACK_MESSAGE),
+        (
+            "RequestCode.CHANGE_MESSAGE_INVISIBLETIME",
+            CHANGE_MESSAGE_INVISIBLETIME,
+        ),
         ("ResponseCode.SUCCESS", SUCCESS),
         ("ResponseCode.SYSTEM_ERROR", SYSTEM_ERROR),
         ("ResponseCode.MESSAGE_ILLEGAL", MESSAGE_ILLEGAL),
@@ -75,6 +85,7 @@ pub fn table() -> Vec<(&'static str, String)> {
             PULL_RETRY_IMMEDIATELY,
         ),
         ("ResponseCode.PULL_OFFSET_MOVED", PULL_OFFSET_MOVED),
+        ("ResponseCode.POLLING_TIMEOUT", POLLING_TIMEOUT),
         ("PULL_FLAG_COMMIT_OFFSET", FLAG_COMMIT_OFFSET),
         ("PULL_FLAG_SUSPEND", FLAG_SUSPEND),
         ("PULL_FLAG_SUBSCRIPTION", FLAG_SUBSCRIPTION),

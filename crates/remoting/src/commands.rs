@@ -4,10 +4,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::codes::{PULL_MESSAGE, SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
+use crate::codes::{
+    ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, POP_MESSAGE, PULL_MESSAGE, SEND_BATCH_MESSAGE,
+    SEND_MESSAGE, SEND_MESSAGE_V2,
+};
 use crate::conn::Conn;
 use crate::frame::{Frame, Header};
 use crate::hub::{Hub, Outcome};
+use crate::pop;
 use crate::pull::{self, PullConfig};
 use crate::send::{self, SendConfig};
 
@@ -29,6 +33,12 @@ pub(crate) enum Command {
     Send,
     /// PULL_MESSAGE (held here when it may wait).
     Pull,
+    /// POP_MESSAGE (one that would wait goes to Python).
+    Pop,
+    /// ACK_MESSAGE.
+    Ack,
+    /// CHANGE_MESSAGE_INVISIBLETIME.
+    ChangeInvisible,
 }
 
 impl Command {
@@ -36,6 +46,9 @@ impl Command {
         match code {
             SEND_MESSAGE | SEND_MESSAGE_V2 | SEND_BATCH_MESSAGE => Some(Command::Send),
             PULL_MESSAGE => Some(Command::Pull),
+            POP_MESSAGE => Some(Command::Pop),
+            ACK_MESSAGE => Some(Command::Ack),
+            CHANGE_MESSAGE_INVISIBLETIME => Some(Command::ChangeInvisible),
             _ => None,
         }
     }
@@ -59,6 +72,11 @@ impl Command {
             }
             (Command::Pull, _, Some(cfg)) => {
                 pull::serve(hub, cfg, conn, frame, h, arrived, replies)
+            }
+            (Command::Pop, _, Some(cfg)) => pop::serve_pop(hub, cfg, conn, h, arrived, replies),
+            (Command::Ack, _, Some(cfg)) => pop::serve_ack(hub, cfg, conn, h, arrived, replies),
+            (Command::ChangeInvisible, _, Some(cfg)) => {
+                pop::serve_change_invisible(hub, cfg, conn, h, arrived, replies)
             }
             _ => Outcome::Forward,
         }

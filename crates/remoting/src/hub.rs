@@ -1,6 +1,6 @@
 //! What the data plane's commands share with it and with Python: the events Python is woken
-//! for, the statistics, the arrivals of messages (held pulls wait for them), the offsets pulls
-//! committed, the hold table, and the plane's runtime and stop signal.
+//! for, the statistics, the arrivals of messages (held pulls wait for them), the hold table,
+//! and the plane's runtime and stop signal.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -61,8 +61,6 @@ pub(crate) struct Hub {
     /// Upper bounds (ms) of the request latency buckets the broker's statistics keep.
     rpc_buckets_ms: Vec<f64>,
     pub(crate) holds: Holds,
-    /// The offsets pulls committed since Python last took them: (group, topic, queue) -> offset.
-    commits: Mutex<HashMap<(String, String, i32), i64>>,
     runtime: tokio::runtime::Handle,
     stats: Mutex<PlaneStats>,
     /// Next offset of each queue a send stored into since Python last took them, and the tags
@@ -86,7 +84,6 @@ impl Hub {
             events: Mutex::new(Vec::new()),
             rpc_buckets_ms,
             holds: Holds::default(),
-            commits: Mutex::new(HashMap::new()),
             runtime,
             stats: Mutex::new(PlaneStats::default()),
             arrivals: Mutex::new(HashMap::new()),
@@ -153,13 +150,6 @@ impl Hub {
             _ = tokio::time::sleep(period) => true,
             _ = self.until_stopped() => false,
         }
-    }
-
-    pub(crate) fn committed(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
-        self.commits
-            .lock()
-            .unwrap()
-            .insert((group.to_string(), topic.to_string(), queue_id), offset);
     }
 
     pub(crate) fn got(
@@ -247,11 +237,5 @@ impl Hub {
 
     pub(crate) fn take_stats(&self) -> PlaneStats {
         std::mem::take(&mut *self.stats.lock().unwrap())
-    }
-
-    pub(crate) fn take_commits(&self) -> Vec<((String, String, i32), i64)> {
-        std::mem::take(&mut *self.commits.lock().unwrap())
-            .into_iter()
-            .collect()
     }
 }

@@ -7,12 +7,16 @@
 //!   counters, the eventfd that wakes Python.
 //! * `conn`: one connection's state (reply queue and its bounds, reading, idle clock, ACL).
 //! * `waits`: sends answered in groups once the disk or a slave has their offset.
+//! * [`offsets`]: the broker's consumer offsets, one table for the plane and Python.
 //! * `holds`: the table of held pulls (long polling).
-//! * `hub`: what commands share with the plane and Python (events, arrivals, statistics,
-//!   commits, the hold table).
+//! * `hub`: what commands share with the plane and Python (events, arrivals, statistics, the
+//!   hold table).
 //! * [`sender`]: the rules of a send (queue, flags, edits, store call, waits, reply code), used
 //!   by the plane and, through the binding, by Python.
-//! * [`pull`], [`send`]: the pulls and sends the plane serves, by what Python pushes down.
+//! * [`popper`]: the rules of POP consumption (pop, ack, change of invisible time), used by the
+//!   plane and, through the binding, by Python.
+//! * [`pull`], [`send`], `pop`: the pulls, sends, pops and acks the plane serves, by what Python
+//!   pushes down.
 //! * `commands`: the hot commands as one enum (a request code names one; it applies itself).
 //! * [`tls`]: TLS on the broker port (rustls), permissive or enforcing as Java has it.
 //! * [`plane`]: the listener, connection bounds, TLS, and frames to and from Python.
@@ -26,7 +30,10 @@ mod conn;
 pub mod frame;
 mod holds;
 mod hub;
+pub mod offsets;
 pub mod plane;
+mod pop;
+pub mod popper;
 pub mod pull;
 pub mod send;
 pub mod sender;
@@ -37,7 +44,9 @@ mod waits;
 mod wake;
 
 pub use acl::{AclRules, PeerAcl};
+pub use offsets::ConsumerOffsets;
 pub use plane::{DataPlane, Event, PlaneConfig};
+pub use popper::{PopSettings, Popper};
 pub use pull::{PullConfig, Subscription, TagFilter};
 pub use send::SendConfig;
 pub use sender::{Redirect, SendError, SendRequest, SendSettings, Sender, Stored, TopicRoute};

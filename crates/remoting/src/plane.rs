@@ -242,11 +242,6 @@ impl DataPlane {
         self.shared.hub.holds.len()
     }
 
-    /// ((group, topic, queue id), offset) of the offsets pulls committed since the last call.
-    pub fn take_commits(&self) -> Vec<((String, String, i32), i64)> {
-        self.shared.hub.take_commits()
-    }
-
     /// Queues `bytes` (whole frames) for connection `conn`: the reply bytes it has queued now
     /// (past `reply_buffer_bytes`, stop answering it until [`Event::Drained`]), None when it is
     /// gone.

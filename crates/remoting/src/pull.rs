@@ -9,8 +9,8 @@
 //! A pull that finds nothing new and may wait is held here until a matching message is stored
 //! (by a send on the plane, or by Python: [`crate::DataPlane::notify_arrival`]), a periodic
 //! re-check finds one, or its suspend time is up; then it reads once more and is answered with
-//! whatever it finds. The offsets pulls commit and the pull statistics go to Python in batches
-//! (it takes the commits before it handles any frame read after them).
+//! whatever it finds. The offsets pulls commit go into the broker's one table of consumer
+//! offsets ([`crate::offsets`]); the pull statistics go to Python in batches.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
@@ -27,6 +27,8 @@ use crate::conn::Conn;
 use crate::frame::{json_reply_with_body, Frame, Header};
 use crate::holds::Held;
 use crate::hub::{Event, Hub, Outcome};
+use crate::offsets::ConsumerOffsets;
+use crate::popper::Popper;
 pub use crate::tags::{parse_tags, NoTags, TagFilter};
 
 /// A consumer group's subscription to a topic, as its heartbeats registered it.
@@ -53,6 +55,10 @@ pub struct PullConfig {
     /// may subscribe to, groups they may pull as) and the connection's
     /// [`crate::acl::PeerAcl`] allow it.
     pub acl: Option<AclRules>,
+    /// The consumer offsets pulls commit into (the broker's one table).
+    pub offsets: Arc<ConsumerOffsets>,
+    /// Some: pops, acks and changes of invisible time are served here too (see [`crate::pop`]).
+    pub pop: Option<Arc<Popper>>,
 }
 
 /// The fields of a PullMessageRequestHeader this path uses, or None when one is missing or does
@@ -176,7 +182,8 @@ pub(crate) fn serve(
         return Outcome::Forward;
     }
     if req.sys_flag & FLAG_COMMIT_OFFSET != 0 && req.commit_offset >= 0 {
-        hub.committed(req.group, req.topic, req.queue_id, req.commit_offset);
+        cfg.offsets
+            .commit(req.group, req.topic, req.queue_id, req.commit_offset);
     }
     if code == PULL_NOT_FOUND && req.sys_flag & FLAG_SUSPEND != 0 {
         let wait = cfg

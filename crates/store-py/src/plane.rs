@@ -15,6 +15,8 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::offsets::ConsumerOffsets;
+use crate::pop::Popper;
 use crate::send::{Sender, TopicRoute};
 use crate::store::Store;
 
@@ -301,9 +303,11 @@ impl DataPlane {
     /// Serves pulls here from readable `topics` ((name, read queues)) by `groups` (existing,
     /// allowed to consume) with their TAG `subscriptions`; held pulls wait
     /// `short_polling_ms` (None: their own suspend time) and look at their queue every
-    /// `check_interval_ms`.
+    /// `check_interval_ms`. Pulls commit into `offsets`; with `popper`, pops, acks and changes
+    /// of invisible time are served here too.
     #[pyo3(signature = (
-        store, *, topics, groups, subscriptions, short_polling_ms, check_interval_ms, acl=None
+        store, *, topics, groups, subscriptions, short_polling_ms, check_interval_ms, offsets,
+        acl=None, popper=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn serve_pulls(
@@ -314,7 +318,9 @@ impl DataPlane {
         subscriptions: Vec<SubscriptionTuple>,
         short_polling_ms: Option<u64>,
         check_interval_ms: u64,
+        offsets: &ConsumerOffsets,
         acl: Option<PullAclTuple>,
+        popper: Option<&Popper>,
     ) {
         let mut subs: HashMap<String, HashMap<String, Subscription>> = HashMap::new();
         for (group, topic, version, codes) in subscriptions {
@@ -331,6 +337,8 @@ impl DataPlane {
             short_polling: short_polling_ms.map(Duration::from_millis),
             check_interval: Duration::from_millis(check_interval_ms.max(1)),
             acl: acl.map(|(generation, accounts)| AclRules::new(generation, accounts)),
+            offsets: offsets.table.clone(),
+            pop: popper.map(|p| p.rules.clone()),
         }));
     }
 
@@ -349,15 +357,6 @@ impl DataPlane {
     #[getter]
     fn held_pulls(&self) -> usize {
         self.inner.held_pulls()
-    }
-
-    /// (group, topic, queue id, offset) of the offsets pulls committed since the last call.
-    fn take_commits(&self) -> Vec<(String, String, i32, i64)> {
-        self.inner
-            .take_commits()
-            .into_iter()
-            .map(|((g, t, q), o)| (g, t, q, o))
-            .collect()
     }
 
     /// Queues frames for `conn`: the reply bytes it has queued now, -1 when it is gone.

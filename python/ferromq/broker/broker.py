@@ -430,7 +430,6 @@ class Broker:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.config.flush_consumer_offset_interval / 1000.0)
-            self.planes.take_commits()  # a consumer that only pulls never wakes the loop
             # On a thread: its fsync takes milliseconds (tens under SYNC_FLUSH load), which on the
             # event loop would hold every request meanwhile. `stop` waits for it.
             self._offsets_persisting = loop.run_in_executor(None, self._persist_offsets)

@@ -1,9 +1,10 @@
 """The broker's side of the Rust data planes: what they may serve, pushed to them whenever the
 state it depends on changes (topics, groups, subscriptions, the ACL, the role, the configuration),
-and what they did, taken back (statistics, committed offsets, stored messages that wake pulls here).
+and what they did, taken back (statistics, stored messages that wake pulls here). The consumer
+offsets are one table the planes and Python share (`ConsumerOffsetManager.shared`).
 
-Python decides; a plane serves only sends and pulls it was told it may (every other request, and
-every request it is unsure of, reaches the broker's dispatcher)."""
+Python decides; a plane serves only the sends, pulls, pops and acks it was told it may (every
+other request, and every request it is unsure of, reaches the broker's dispatcher)."""
 
 from __future__ import annotations
 
@@ -47,8 +48,6 @@ class DataPlanes:
         b.topics.on_change = self.update
         b.groups.on_change = self.update_pulls
         b.clients.on_subscriptions_changed = self.update_pulls
-        for server in self._servers():
-            server.before_events = self.take_commits
         b.hold.on_watch = self.watch
         b.stats.counted_elsewhere = self.sync_stats
         self.update()
@@ -124,7 +123,9 @@ class DataPlanes:
         """Pulls from readable topics by existing groups that may consume, with TAG subscriptions
         (given in the pull or registered by heartbeat), on a master without slaveReadEnable; with
         the ACL only those its accounts may make (as for sends); every other pull comes here
-        (SQL92, unknown groups and subscriptions, offsets to correct)."""
+        (SQL92, unknown groups and subscriptions, offsets to correct). Pops, acks and changes of
+        invisible time by the same rules once the timer wheel is on and the revive topic exists
+        (the first pop, here, makes it); orderly and SQL92 pops and pops that wait come here."""
         planes = self._planes()
         if not planes:
             return
@@ -144,6 +145,10 @@ class DataPlanes:
             if sub.expression_type == "TAG"
         ]
         short_polling = None if cfg.long_polling_enable else cfg.short_polling_time_mills
+        pop_service = b.pop
+        popper = None
+        if cfg.timer_wheel_enable and b.topics.get(pop_service.revive_topic) is not None:
+            popper = pop_service.rules
         acl = None
         if b.acl is not None:
             acl = (self.acl_generation, pull_rules(b.acl, (t for t, _ in topics), groups))
@@ -155,7 +160,9 @@ class DataPlanes:
                 subscriptions=subscriptions,
                 short_polling_ms=short_polling,
                 check_interval_ms=int(b.hold.interval * 1000),
+                offsets=b.offsets.shared,
                 acl=acl,
+                popper=popper,
             )
 
     # -- the ACL -------------------------------------------------------------------------------
@@ -184,19 +191,8 @@ class DataPlanes:
 
     # -- what they did -------------------------------------------------------------------------
 
-    def take_commits(self) -> None:
-        """Offsets the planes' pulls committed (taken before any frame read after them is handled)."""
-        b = self._broker
-        if not b.started_serving or b.config.is_slave:
-            return
-        for plane in self._planes():
-            for group, topic, queue_id, offset in plane.take_commits():
-                b.offsets.commit(group, topic, queue_id, offset)
-
     def sync_stats(self) -> None:
-        """Adds what the planes counted to the broker's statistics (and the offsets their pulls
-        committed)."""
-        self.take_commits()
+        """Adds what the planes counted to the broker's statistics."""
         for plane in self._planes():
             self._broker.stats.add_plane(*plane.take_stats())
 

@@ -161,9 +161,6 @@ class PlaneServer:
         self._closed_here: Counter[str] = Counter()
         self.on_arrivals: Callable[[Arrivals], None] | None = None
         """Called with what the plane stored when it wakes the loop (held pulls to wake)."""
-        self.before_events: Callable[[], None] | None = None
-        """Called after the plane's events are taken and before they are handled (the broker
-        takes the offsets pulls committed on the plane: a frame read after them sees them)."""
         self.on_open: Callable[[_store.DataPlane, int, Connection], None] | None = None
         """Called with each plane connection as it opens (its id and its `Connection`)."""
 
@@ -236,8 +233,6 @@ class PlaneServer:
         if plane is None:
             return
         events = plane.take_events()
-        if self.before_events is not None:
-            self.before_events()
         for kind, conn_id, payload in events:
             if kind == _DATA:
                 transport = self._transports.get(conn_id)

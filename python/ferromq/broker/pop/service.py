@@ -3,8 +3,11 @@ ChangeInvisibleTimeProcessor, PopReviveService).
 
 A pop takes messages from a group's queues (and its pop retry topic), moves the group's offset
 past them at once, and writes a checkpoint (`ck`) into the revive topic as a timer message due
-when the messages become visible again. An ack writes an `ack` message due at the same time. The
-revive service reads each revive queue: a checkpoint whose time has passed, and whose acks the
+when the messages become visible again. An ack writes an `ack` message due at the same time.
+Those rules are Rust's (`ferromq_remoting::popper`, here `rules`), which the data planes run
+too; this module adds what only Python serves: orderly pops' order information, SQL92 filters,
+peeks, notifications, batch acks and the revive service. The revive service reads each revive
+queue: a checkpoint whose time has passed, and whose acks the
 timer has delivered by then, puts every message not acked back into the group's pop retry topic
 (`%RETRY%<group>_<topic>`) with its reconsume count raised, or into `%DLQ%<group>` past the
 group's retryMaxTimes. So the broker keeps no state of its own: everything is in messages and
@@ -16,45 +19,35 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ferromq import _store
 from ferromq.broker.clients import Subscription, parse_subscription
 from ferromq.broker.pop.formats import (
     ACK_TAG,
-    ACK_TIME_INTERVAL_MS,
     BATCH_ACK_TAG,
     CK_TAG,
-    MARK_NORMAL,
     ORDER_REVIVE_QUEUE,
     PROPERTY_FIRST_POP_TIME,
-    PROPERTY_POP_CK,
     REVIVE_GROUP,
     AckMsg,
     CheckPoint,
     ExtraInfo,
     normal_topic,
-    offset_info,
     real_topic,
-    retry_mark,
     retry_topic,
     revive_topic,
 )
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
 from ferromq.errors import BrokerError, StoreError
-from ferromq.message import StoredMessage, decode_messages, encode_properties, with_topic_and_properties
+from ferromq.message import StoredMessage, encode_properties
 from ferromq.protocol.codes import ResponseCode
-from ferromq.protocol.constants import (
-    DLQ_PREFIX,
-    PROPERTY_TIMER_DELIVER_MS,
-    PROPERTY_UNIQ_KEY,
-    RETRY_PREFIX,
-)
+from ferromq.protocol.constants import DLQ_PREFIX, PROPERTY_TIMER_DELIVER_MS, RETRY_PREFIX
 
 if TYPE_CHECKING:
     from ferromq.broker.processors.context import PopContext
@@ -63,20 +56,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_POP_NUMS = 32
-# Share of pops that read the retry topic first (popFromRetryProbability).
-POP_FROM_RETRY_PROBABILITY = 20
 REVIVE_INTERVAL_SECONDS = 1.0
 # Messages one revive round reads from a revive queue (the rest wait for the next round).
 REVIVE_READ_MAX = 2048
 # A checkpoint is revived once the timer has delivered this far past its time: its acks (due at
 # that time) are in the revive queue by then.
 REVIVE_MARGIN_MS = 2000
-# Statuses after which a pop moves the offset to where the store says the queue goes on.
-_MOVED = frozenset({"OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY", "OFFSET_FOUND_NULL"})
-# Statuses of a read that found nothing the filter takes, though the queue went on.
-_SKIPPED = frozenset(
-    {"NO_MATCHED_MESSAGE", "OFFSET_FOUND_NULL", "MESSAGE_WAS_REMOVING", "NO_MATCHED_LOGIC_QUEUE"}
-)
 
 
 @dataclass(frozen=True)
@@ -102,28 +87,27 @@ class PopRequest:
 class PopResult:
     """What a pop answers: the records (a pull body) and the reply's header fields."""
 
-    pop_time: int
-    invisible_time: int
-    revive_qid: int
-    records: list[bytes] = field(default_factory=list)
-    rest: int = 0
-    start_offsets: list[tuple[str, int, str]] = field(default_factory=list)
-    msg_offsets: list[tuple[str, int, str]] = field(default_factory=list)
+    popped: _store.Popped
     order_counts: list[str] | None = None
     """orderCountInfo entries of an orderly pop."""
 
     @property
     def found(self) -> bool:
-        return bool(self.records)
+        return self.popped.count > 0
+
+    @property
+    def body(self) -> bytes:
+        return self.popped.body
 
     def header(self) -> dict[str, str]:
+        p = self.popped
         return {
-            "popTime": str(self.pop_time),
-            "invisibleTime": str(self.invisible_time),
-            "reviveQid": str(self.revive_qid),
-            "restNum": str(self.rest),
-            "startOffsetInfo": offset_info(self.start_offsets),
-            "msgOffsetInfo": offset_info(self.msg_offsets),
+            "popTime": str(p.pop_time),
+            "invisibleTime": str(p.invisible_time),
+            "reviveQid": str(p.revive_qid),
+            "restNum": str(p.rest),
+            "startOffsetInfo": p.start_offset_info,
+            "msgOffsetInfo": p.msg_offset_info,
             **({"orderCountInfo": ";".join(self.order_counts)} if self.order_counts is not None else {}),
         }
 
@@ -132,7 +116,7 @@ class PopService:
     def __init__(self, broker: PopContext, orders: ConsumerOrderInfoManager) -> None:
         self._broker = broker
         self.orders = orders
-        self._ck_counter = 0
+        self._rules: tuple[tuple[Any, ...], _store.Popper] | None = None
         self._polling: dict[tuple[str, str, int], int] = {}
         self._task: asyncio.Task[None] | None = None
         self.revived = 0
@@ -146,6 +130,41 @@ class PopService:
     def revive_queues(self) -> int:
         return max(1, self._broker.config.revive_queue_num)
 
+    @property
+    def rules(self) -> _store.Popper:
+        """The pop rules (`ferromq_remoting::popper`) for the broker's settings now, shared with
+        the data planes; made anew when a setting changes."""
+        b = self._broker
+        cfg = b.config
+        settings = (cfg.broker_name, cfg.broker_cluster_name, self.revive_queues, cfg.enable_retry_topic_v2)
+        key = (b.store.raw, b.offsets.shared, settings, cfg.broker_addr)
+        if self._rules is None or self._rules[0] != key:
+            rules = _store.Popper(
+                b.store.raw,
+                b.offsets.shared,
+                broker_name=cfg.broker_name,
+                cluster=cfg.broker_cluster_name,
+                revive_queues=self.revive_queues,
+                retry_v2=cfg.enable_retry_topic_v2,
+                broker_addr=cfg.broker_addr,
+            )
+            self._rules = (key, rules)
+        return self._rules[1]
+
+    def _read_queues(self, topic: str) -> int | None:
+        tc = self._broker.topics.get(topic)
+        return tc.read_queue_nums if tc is not None else None
+
+    def _stored(self, stored: Iterable[tuple[str, int, int, int]]) -> None:
+        """Checkpoints and acks the rules stored: the timer enqueues them."""
+        for topic, queue_id, next_offset, tags_code in stored:
+            self._broker.message_arrived(topic, queue_id, next_offset, tags_code)
+
+    def _ensure_revive_topic(self) -> None:
+        """A system topic of reviveQueueNum queues, made by the first pop or ack (Java makes it at
+        start; a broker nobody pops from lists the topics a 4.x broker does)."""
+        self._broker.topics.create_system_topic(self.revive_topic, self.revive_queues)
+
     async def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._revive_loop(), name="pop-revive")
@@ -158,14 +177,11 @@ class PopService:
 
     # -- pop -------------------------------------------------------------------------------------
 
-    def _queues(self, req: PopRequest, start: int = 0) -> list[int]:
-        """The request's queue, or every read queue of its topic from `start` on (none once the
-        topic is gone)."""
+    def _queues(self, req: PopRequest) -> list[int]:
+        """The request's queue, or every read queue of its topic (none once the topic is gone)."""
         if req.queue_id >= 0:
             return [req.queue_id]
-        tc = self._broker.topics.get(req.topic)
-        n = tc.read_queue_nums if tc is not None else 0
-        return [(start + i) % n for i in range(n)]
+        return list(range(self._read_queues(req.topic) or 0))
 
     def _check_master(self) -> None:
         """Pops and acks write checkpoints, acks and offsets: never into a slave's replica."""
@@ -176,28 +192,40 @@ class PopService:
             )
 
     def try_pop(self, req: PopRequest) -> PopResult:
-        """One pass over the request's queues (PopMessageProcessor.popMsgFromQueue for each)."""
+        """One pass over the request's queues, by the rules; an orderly pop skips the queues whose
+        last pop is neither acked nor visible again, and records what it took."""
         self._check_master()
-        now = int(time.time() * 1000)
+        self._ensure_revive_topic()
+        blocked = []
         if req.order:
-            revive_qid = ORDER_REVIVE_QUEUE
-        else:
-            revive_qid = self._ck_counter % self.revive_queues
-            self._ck_counter += 1
-        result = PopResult(now, req.invisible_time, revive_qid, order_counts=[] if req.order else None)
-        start = random.randrange(100)
-        retry = retry_topic(req.topic, req.group, self._broker.config.enable_retry_topic_v2)
-        retry_first = start < POP_FROM_RETRY_PROBABILITY
-        sources = [(req.topic, q) for q in self._queues(req, start)]
-        if not req.order and self._broker.topics.get(retry) is not None:
-            sources = [(retry, 0), *sources] if retry_first else [*sources, (retry, 0)]
-        for topic, queue_id in sources:
-            left = req.max_msgs - len(result.records)
-            if left <= 0:
-                result.rest += self._backlog(req.group, topic, queue_id)
-                continue
-            self._pop_queue(req, topic, queue_id, left, result)
-        return result
+            blocked = [
+                q
+                for q in self._queues(req)
+                if self.orders.blocked(req.attempt_id, req.topic, req.group, q, req.invisible_time)
+            ]
+        codes = req.subscription.codes
+        popped = self.rules.pop(
+            req.group,
+            req.topic,
+            req.queue_id,
+            req.max_msgs,
+            req.invisible_time,
+            req.init_mode,
+            None if codes is None else list(codes),
+            self._read_queues,
+            order=req.order,
+            blocked=blocked,
+            keep=req.sql,
+        )
+        self._stored(popped.stored)
+        if not req.order:
+            return PopResult(popped)
+        counts: list[str] = []
+        for topic, queue_id, _start, queue_offsets in popped.takes:
+            counts += self.orders.update(
+                req.attempt_id, topic, req.group, queue_id, popped.pop_time, req.invisible_time, queue_offsets
+            )
+        return PopResult(popped, counts)
 
     def positions(
         self, req: PopRequest, commit: bool = True, skip_blocked: bool = False
@@ -272,158 +300,25 @@ class PopService:
         return max(0, store.max_offset(topic, queue_id) - max(committed, store.min_offset(topic, queue_id)))
 
     def _start_offset(self, req: PopRequest, topic: str, queue_id: int, commit: bool = True) -> int:
-        """The group's committed offset, else (its first pop) the init offset, committed."""
-        offsets, store = self._broker.offsets, self._broker.store
-        offset = offsets.query(req.group, topic, queue_id)
-        if offset >= 0:
-            return offset
-        min_offset, max_offset = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
-        if req.init_mode == 0 or topic.startswith(RETRY_PREFIX) or min_offset <= 0:
-            # From the first message; a new topic's (or one still whole) from its start, as
-            # Java's initPopOffsetByCheckMsgInMem does while the queue's head is in memory.
-            offset = min_offset
-        else:
-            offset = max(0, max_offset - 1)
-        if commit:
-            offsets.commit(req.group, topic, queue_id, offset)
-        return offset
+        """The group's committed offset, else (its first pop) the init offset."""
+        return self.rules.start_offset(req.group, topic, queue_id, req.init_mode, commit)
 
     def _read(self, req: PopRequest, topic: str, queue_id: int, offset: int, count: int) -> GetResult:
         codes = None if topic != req.topic else req.subscription.codes
         return self._broker.store.get(topic, queue_id, offset, count, 1 << 30, tag_codes=codes)
 
-    def _pop_queue(self, req: PopRequest, topic: str, queue_id: int, count: int, out: PopResult) -> None:
-        store, offsets = self._broker.store, self._broker.offsets
-        if req.order and self.orders.blocked(req.attempt_id, topic, req.group, queue_id, req.invisible_time):
-            return  # its last pop is neither acked nor visible again
-        offset = self._start_offset(req, topic, queue_id)
-        got = self._read(req, topic, queue_id, offset, count)
-        if got.status in _MOVED:
-            offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
-            offset = got.next_begin_offset
-            got = self._read(req, topic, queue_id, offset, count)
-        records = split_records(got.body)
-        queue_offsets = list(got.queue_offsets)
-        if records and req.sql is not None and topic == req.topic:
-            kept = [
-                (rec, qo)
-                for rec, m, qo in zip(records, decode_messages(got.body), queue_offsets, strict=True)
-                if req.sql(m.properties)
-            ]
-            records, queue_offsets = [r for r, _ in kept], [qo for _, qo in kept]
-        if records:
-            mark = retry_mark(topic)
-            if not req.order:
-                ck = CheckPoint(
-                    start_offset=offset,
-                    pop_time=out.pop_time,
-                    invisible_time=req.invisible_time,
-                    queue_id=queue_id,
-                    topic=topic,
-                    group=req.group,
-                    broker_name=self._broker.config.broker_name,
-                    offset_diffs=[o - offset for o in queue_offsets],
-                )
-                self._put_checkpoint(out.revive_qid, ck)
-                offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
-            else:
-                # The offset moves only with the acks.
-                assert out.order_counts is not None
-                out.order_counts += self.orders.update(
-                    req.attempt_id,
-                    topic,
-                    req.group,
-                    queue_id,
-                    out.pop_time,
-                    req.invisible_time,
-                    queue_offsets,
-                )
-                offsets.commit(req.group, topic, queue_id, offset)
-            if mark != MARK_NORMAL:
-                # A retry message goes out as its topic's, with its receipt (the client cannot
-                # tell the retry topic from the message).
-                records = [
-                    self._as_original(rec, req, topic, queue_id, offset, qo, out)
-                    for rec, qo in zip(records, queue_offsets, strict=True)
-                ]
-            out.records.extend(records)
-            out.start_offsets.append((mark, queue_id, str(offset)))
-            out.msg_offsets.append((mark, queue_id, ",".join(map(str, queue_offsets))))
-        elif got.next_begin_offset > offset and (got.status in _SKIPPED or got.message_count):
-            # Only messages the filter does not take: the group is past them.
-            offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
-        out.rest += max(0, store.max_offset(topic, queue_id) - got.next_begin_offset)
-
-    def _as_original(
-        self,
-        record: bytes,
-        req: PopRequest,
-        topic: str,
-        queue_id: int,
-        ck_offset: int,
-        offset: int,
-        out: PopResult,
-    ) -> bytes:
-        m = decode_messages(record)[0]
-        props = dict(m.properties)
-        receipt = ExtraInfo(
-            ck_offset,
-            out.pop_time,
-            out.invisible_time,
-            out.revive_qid,
-            retry_mark(topic),
-            self._broker.config.broker_name,
-            queue_id,
-            offset,
-        )
-        props.setdefault(PROPERTY_POP_CK, str(receipt))
-        return with_topic_and_properties(record, req.topic, encode_properties(props))
-
     # -- ack and change of invisible time ----------------------------------------------------------
-
-    def check_offset(self, topic: str, queue_id: int, offset: int, group: str, *, past_max: bool) -> None:
-        """The ack's (or change's) queue and offset must exist (Java's codes and remarks)."""
-        tc = self._broker.topics.get(topic)
-        if tc is None:
-            raise BrokerError(f"topic[{topic}] not exist, apply first please!", ResponseCode.TOPIC_NOT_EXIST)
-        if queue_id < 0 or queue_id >= tc.read_queue_nums:
-            raise BrokerError(
-                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
-                f"[{tc.read_queue_nums}] consumer:[{group}]",
-                ResponseCode.MESSAGE_ILLEGAL,
-            )
-        store = self._broker.store
-        low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
-        if offset < low or offset > high or (not past_max and offset == high):
-            committed = self._broker.offsets.query(group, topic, queue_id)
-            raise BrokerError(
-                f"offset is illegal, key:{topic}@{queue_id}, commit:{committed}, store:{low}~{high}",
-                ResponseCode.NO_MESSAGE,
-            )
 
     def ack(self, group: str, topic: str, queue_id: int, offset: int, receipt: ExtraInfo) -> None:
         """ACK_MESSAGE: an `ack` message, due when the checkpoint is (an orderly pop's: the
         group's offset moves on)."""
         self._check_master()
-        self.check_offset(topic, queue_id, offset, group, past_max=True)
         if receipt.orderly:
+            self.rules.check_offset(self._read_queues, group, topic, queue_id, offset, True)
             self._ack_orderly(group, topic, queue_id, offset, receipt)
         else:
-            self._append_ack(group, topic, queue_id, offset, receipt)
-
-    def _append_ack(self, group: str, topic: str, queue_id: int, offset: int, receipt: ExtraInfo) -> None:
-        """The `ack` message of a checked ack, due when its checkpoint is."""
-        msg = AckMsg(
-            start_offset=receipt.ck_offset,
-            pop_time=receipt.pop_time,
-            queue_id=queue_id,
-            topic=topic,
-            group=group,
-            broker_name=receipt.broker_name,
-            ack_offset=offset,
-        )
-        deliver = receipt.pop_time + receipt.invisible_time
-        self._put_revive(receipt.revive_qid, ACK_TAG, msg.to_json(), msg.uniq_key(), deliver)
+            self._ensure_revive_topic()
+            self._stored(self.rules.ack(self._read_queues, group, topic, queue_id, offset, str(receipt)))
 
     def _ack_orderly(self, group: str, topic: str, queue_id: int, offset: int, receipt: ExtraInfo) -> None:
         offsets = self._broker.offsets
@@ -471,62 +366,33 @@ class PopService:
                 offsets=acked,
             )
             revive_qid = int(a.get("rq", a.get("reviveQueueId", 0)))
-            self._put_revive(revive_qid, BATCH_ACK_TAG, msg.to_json(), msg.uniq_key(), pop_time + invisible)
+            self._ensure_revive_topic()
+            stored = self.rules.put_revive(
+                revive_qid, BATCH_ACK_TAG, msg.to_json(), msg.uniq_key(), pop_time + invisible
+            )
+            self._stored([stored])
 
     def change_invisible(
         self, group: str, topic: str, queue_id: int, offset: int, receipt: ExtraInfo, invisible_time: int
     ) -> tuple[int, int, int]:
         """CHANGE_MESSAGE_INVISIBLETIME: a checkpoint of this message alone, due after the new
-        invisible time, then an ack of the old one. Returns (popTime, invisibleTime, reviveQid)."""
+        invisible time, then an ack of the old one (an orderly pop's: its order information).
+        Returns (popTime, invisibleTime, reviveQid)."""
         self._check_master()
-        self.check_offset(topic, queue_id, offset, group, past_max=False)
-        now = int(time.time() * 1000)
-        if receipt.orderly:
-            if offset < self._broker.offsets.query(group, topic, queue_id):
-                return 0, 0, 0  # acked before: nothing to change
-            self.orders.change_invisible(
-                topic, group, queue_id, offset, receipt.pop_time, now + invisible_time
+        if not receipt.orderly:
+            self._ensure_revive_topic()
+            changed, stored = self.rules.change_invisible(
+                self._read_queues, group, topic, queue_id, offset, str(receipt), invisible_time
             )
-            self._broker.hold.wake(topic, queue_id)
-            return receipt.pop_time, now + invisible_time - receipt.pop_time, ORDER_REVIVE_QUEUE
-        ck = CheckPoint(
-            start_offset=offset,
-            pop_time=now,
-            invisible_time=invisible_time,
-            queue_id=queue_id,
-            topic=topic,
-            group=group,
-            broker_name=receipt.broker_name,
-            offset_diffs=[0],
-        )
-        self._put_checkpoint(receipt.revive_qid, ck)
-        self._append_ack(group, topic, queue_id, offset, receipt)
-        return now, invisible_time, receipt.revive_qid
-
-    def _put_checkpoint(self, revive_qid: int, ck: CheckPoint) -> None:
-        """A `ck` message, due one interval before its messages are visible again (its acks come
-        after it in the revive queue)."""
-        self._put_revive(
-            revive_qid, CK_TAG, ck.to_json(), ck.uniq_key(), ck.revive_time - ACK_TIME_INTERVAL_MS
-        )
-
-    def _put_revive(self, queue_id: int, tag: str, body: bytes, uniq_key: str, deliver_ms: int) -> None:
-        """A message of the revive topic, due at `deliver_ms` (a timer message; at once when past)."""
-        broker = self._broker
-        # A system topic of reviveQueueNum queues, made by the first pop (Java makes it at start;
-        # a broker nobody pops from lists the topics a 4.x broker does).
-        broker.topics.create_system_topic(self.revive_topic, self.revive_queues)
-        props = {"TAGS": tag, PROPERTY_UNIQ_KEY: uniq_key, PROPERTY_TIMER_DELIVER_MS: str(deliver_ms)}
-        r = broker.store.put(
-            self.revive_topic,
-            queue_id % self.revive_queues,
-            body,
-            properties=props,
-            born_timestamp=int(time.time() * 1000),
-            born_host=broker.config.broker_addr,
-            wait=False,
-        )
-        broker.message_arrived(r.topic, r.queue_id, r.queue_offset + 1, r.tags_code)
+            self._stored(stored)
+            return changed
+        self.rules.check_offset(self._read_queues, group, topic, queue_id, offset, False)
+        now = int(time.time() * 1000)
+        if offset < self._broker.offsets.query(group, topic, queue_id):
+            return 0, 0, 0  # acked before: nothing to change
+        self.orders.change_invisible(topic, group, queue_id, offset, receipt.pop_time, now + invisible_time)
+        self._broker.hold.wake(topic, queue_id)
+        return receipt.pop_time, now + invisible_time - receipt.pop_time, ORDER_REVIVE_QUEUE
 
     # -- revive ------------------------------------------------------------------------------------
 

@@ -173,7 +173,7 @@ def pop_message(
 def _pop_reply(cmd: RemotingCommand, result: PopResult) -> RemotingCommand:
     if not result.found:
         return cmd.reply(ResponseCode.POLLING_TIMEOUT, remark="NO_MESSAGE_IN_QUEUE", ext=result.header())
-    return cmd.reply(ResponseCode.SUCCESS, remark="FOUND", ext=result.header(), body=b"".join(result.records))
+    return cmd.reply(ResponseCode.SUCCESS, remark="FOUND", ext=result.header(), body=result.body)
 
 
 async def _pop_after_wait(ctx: PopHandlersContext, cmd: RemotingCommand, req: PopRequest) -> RemotingCommand:

@@ -1,0 +1,283 @@
+//! POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME served on the data plane's threads,
+//! by the rules of [`crate::popper`] (Python's pops and acks run the same code).
+//!
+//! Python says whether pops may be served here (the pull snapshot's `pop`: a master whose timer
+//! wheel is on and whose revive topic exists). A request this path is not sure of goes to Python
+//! whole: an orderly pop or ack, an SQL92 filter, a group or topic it does not know, a header it
+//! cannot read, and a pop that found nothing and may wait (Python holds it: a pop waits on
+//! several queues at once). What the rules refuse is answered here with Java's code and remark.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use ferromq_store::PutResult;
+
+use crate::codes::{
+    ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, POLLING_TIMEOUT, POP_MESSAGE, SUCCESS,
+};
+use crate::conn::Conn;
+use crate::frame::{json_reply, json_reply_with_body, Header};
+use crate::hub::{Hub, Outcome};
+use crate::popper::{ExtraInfo, PopError, PopRequest, Receipted, Topics, MAX_POP_NUMS};
+use crate::pull::{self, PullConfig};
+use crate::tags::TagFilter;
+
+/// A pop whose born time lies further back than its poll time plus this is refused (Python
+/// answers it).
+const BORN_TIME_SLACK_MS: i64 = 500;
+
+type Ext<'a> = HashMap<&'a str, String>;
+
+fn num<T: std::str::FromStr>(ext: &Ext<'_>, name: &str, default: Option<T>) -> Option<T> {
+    match ext.get(name).filter(|v| !v.is_empty()) {
+        Some(v) => v.parse().ok(),
+        None => default,
+    }
+}
+
+fn text<'e>(ext: &'e Ext<'_>, name: &str) -> Option<&'e str> {
+    ext.get(name).map(String::as_str).filter(|v| !v.is_empty())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The readable topics of the snapshot (the rules ask for read queue counts).
+struct Readable<'a>(&'a PullConfig);
+
+impl Topics for Readable<'_> {
+    fn read_queues(&self, topic: &str) -> Option<i32> {
+        self.0.topics.get(topic).copied()
+    }
+}
+
+/// A checkpoint or ack the rules stored: held pulls and Python (the timer enqueues it) learn.
+fn stored(hub: &Arc<Hub>) -> impl FnMut(&PutResult) + '_ {
+    move |r: &PutResult| {
+        let tags = Some(r.tags_code);
+        pull::arrived(
+            hub,
+            r.topic.clone(),
+            r.queue_id,
+            r.queue_offset + 1,
+            tags,
+            false,
+        );
+    }
+}
+
+/// The ext fields of a request this path may serve (JSON strings when the ACL checks them).
+fn ext_of<'h>(cfg: &PullConfig, h: &'h Header<'_>) -> Option<Ext<'h>> {
+    if h.is_oneway() {
+        return None;
+    }
+    h.ext_fields(cfg.acl.is_some())
+}
+
+/// Whether the ACL (when on) lets this connection's request for `topic` and `group` be served
+/// here.
+fn acl_allows(cfg: &PullConfig, conn: &Conn, ext: &Ext<'_>, topic: &str, group: &str) -> bool {
+    cfg.acl
+        .as_ref()
+        .is_none_or(|acl| acl.allows_pull(conn.peer_acl().as_deref(), ext, topic, group))
+}
+
+pub(crate) fn serve_pop(
+    hub: &Arc<Hub>,
+    cfg: &Arc<PullConfig>,
+    conn: &Arc<Conn>,
+    h: &Header<'_>,
+    arrived_at: Instant,
+    replies: &mut Vec<u8>,
+) -> Outcome {
+    let Some(popper) = &cfg.pop else {
+        return Outcome::Forward;
+    };
+    let Some(ext) = ext_of(cfg, h) else {
+        return Outcome::Forward;
+    };
+    let (Some(group), Some(topic)) = (text(&ext, "consumerGroup"), text(&ext, "topic")) else {
+        return Outcome::Forward;
+    };
+    let order = text(&ext, "order").is_some_and(|o| o.eq_ignore_ascii_case("true"));
+    let exp_type = text(&ext, "expType").unwrap_or("TAG");
+    let read = (
+        num::<i32>(&ext, "queueId", None),
+        num::<i32>(&ext, "maxMsgNums", None),
+        num::<i64>(&ext, "invisibleTime", None),
+        num::<i64>(&ext, "pollTime", Some(0)),
+        num::<i64>(&ext, "bornTime", Some(0)),
+        num::<i32>(&ext, "initMode", Some(1)),
+    );
+    let (Some(queue_id), Some(max_msgs), Some(invisible), Some(poll), Some(born), Some(init)) =
+        read
+    else {
+        return Outcome::Forward;
+    };
+    let now = now_ms();
+    let born = if born > 0 { born } else { now };
+    if order
+        || !exp_type.eq_ignore_ascii_case("TAG")
+        || now - born - poll > BORN_TIME_SLACK_MS
+        || max_msgs as usize > MAX_POP_NUMS
+        || !cfg.groups.contains(group)
+        || cfg
+            .topics
+            .get(topic)
+            .is_none_or(|read_queues| queue_id >= *read_queues)
+        || !acl_allows(cfg, conn, &ext, topic, group)
+    {
+        return Outcome::Forward;
+    }
+    let Some(filter) = TagFilter::parse(text(&ext, "exp").unwrap_or("*")) else {
+        return Outcome::Forward;
+    };
+    let req = PopRequest {
+        group,
+        topic,
+        queue_id: queue_id.max(-1),
+        max_msgs: max_msgs.max(1) as usize,
+        invisible_time: invisible,
+        init_mode: init,
+        filter: &filter,
+        order: false,
+        blocked: &[],
+    };
+    let popped = match popper.pop(&req, &Readable(cfg), None, &mut stored(hub)) {
+        Ok(popped) => popped,
+        Err(e) => return refused(hub, POP_MESSAGE, h, &e, arrived_at, replies),
+    };
+    // Counted from the broker's clock: a client clock ahead does not stretch the wait.
+    let wait = poll - (now - born).max(0);
+    if popped.count == 0 && wait > 0 {
+        return Outcome::Forward; // Python holds it until a message comes
+    }
+    let (pop_time, invisible, revive_qid, rest) = (
+        popped.pop_time.to_string(),
+        popped.invisible_time.to_string(),
+        popped.revive_qid.to_string(),
+        popped.rest.to_string(),
+    );
+    let (starts, msgs) = (popped.start_offset_info(), popped.msg_offset_info());
+    let fields = [
+        ("popTime", pop_time.as_str()),
+        ("invisibleTime", invisible.as_str()),
+        ("reviveQid", revive_qid.as_str()),
+        ("restNum", rest.as_str()),
+        ("startOffsetInfo", starts.as_str()),
+        ("msgOffsetInfo", msgs.as_str()),
+    ];
+    let (code, remark) = if popped.count > 0 {
+        (SUCCESS, "FOUND")
+    } else {
+        (POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
+    };
+    json_reply_with_body(replies, code, h.opaque, Some(remark), &fields, &popped.body);
+    hub.rpc_done(POP_MESSAGE, code, arrived_at.elapsed());
+    Outcome::Served
+}
+
+/// A refusal of the rules, answered with Java's code and remark (not sent to Python: the
+/// rules may have stored part of what they do).
+fn refused(
+    hub: &Arc<Hub>,
+    request: i32,
+    h: &Header<'_>,
+    e: &PopError,
+    arrived_at: Instant,
+    replies: &mut Vec<u8>,
+) -> Outcome {
+    replies.extend_from_slice(&json_reply(e.code, h.opaque, Some(&e.remark), &[]));
+    hub.rpc_done(request, e.code, arrived_at.elapsed());
+    Outcome::Served
+}
+
+/// The fields an ack and a change of invisible time share, or None (Python answers).
+fn receipted<'e>(ext: &'e Ext<'_>) -> Option<Receipted<'e>> {
+    let receipt = ExtraInfo::parse(text(ext, "extraInfo")?)?;
+    if receipt.orderly() {
+        return None; // the order information is Python's
+    }
+    Some(Receipted {
+        group: text(ext, "consumerGroup")?,
+        topic: text(ext, "topic")?,
+        queue_id: num(ext, "queueId", None)?,
+        offset: num(ext, "offset", None)?,
+        receipt,
+    })
+}
+
+pub(crate) fn serve_ack(
+    hub: &Arc<Hub>,
+    cfg: &Arc<PullConfig>,
+    conn: &Arc<Conn>,
+    h: &Header<'_>,
+    arrived_at: Instant,
+    replies: &mut Vec<u8>,
+) -> Outcome {
+    let Some(popper) = &cfg.pop else {
+        return Outcome::Forward;
+    };
+    let Some(ext) = ext_of(cfg, h) else {
+        return Outcome::Forward;
+    };
+    let Some(a) = receipted(&ext).filter(|a| acl_allows(cfg, conn, &ext, a.topic, a.group)) else {
+        return Outcome::Forward;
+    };
+    let topics = Readable(cfg);
+    let acked = popper.ack(&topics, &a, &mut stored(hub));
+    if let Err(e) = acked {
+        return refused(hub, ACK_MESSAGE, h, &e, arrived_at, replies);
+    }
+    replies.extend_from_slice(&json_reply(SUCCESS, h.opaque, None, &[]));
+    hub.rpc_done(ACK_MESSAGE, SUCCESS, arrived_at.elapsed());
+    Outcome::Served
+}
+
+pub(crate) fn serve_change_invisible(
+    hub: &Arc<Hub>,
+    cfg: &Arc<PullConfig>,
+    conn: &Arc<Conn>,
+    h: &Header<'_>,
+    arrived_at: Instant,
+    replies: &mut Vec<u8>,
+) -> Outcome {
+    let Some(popper) = &cfg.pop else {
+        return Outcome::Forward;
+    };
+    let Some(ext) = ext_of(cfg, h) else {
+        return Outcome::Forward;
+    };
+    let Some(a) = receipted(&ext).filter(|a| acl_allows(cfg, conn, &ext, a.topic, a.group)) else {
+        return Outcome::Forward;
+    };
+    let Some(invisible) = num::<i64>(&ext, "invisibleTime", None) else {
+        return Outcome::Forward;
+    };
+    let topics = Readable(cfg);
+    let changed = popper.change_invisible(&topics, &a, invisible, &mut stored(hub));
+    let (pop_time, invisible, revive_qid) = match changed {
+        Ok(changed) => changed,
+        Err(e) => {
+            let code = CHANGE_MESSAGE_INVISIBLETIME;
+            return refused(hub, code, h, &e, arrived_at, replies);
+        }
+    };
+    let (p, i, r) = (
+        pop_time.to_string(),
+        invisible.to_string(),
+        revive_qid.to_string(),
+    );
+    let fields = [
+        ("popTime", p.as_str()),
+        ("invisibleTime", i.as_str()),
+        ("reviveQid", r.as_str()),
+    ];
+    replies.extend_from_slice(&json_reply(SUCCESS, h.opaque, None, &fields));
+    hub.rpc_done(CHANGE_MESSAGE_INVISIBLETIME, SUCCESS, arrived_at.elapsed());
+    Outcome::Served
+}

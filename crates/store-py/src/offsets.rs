@@ -1,0 +1,57 @@
+//! `ConsumerOffsets`: the broker's one table of consumer offsets
+//! ([`ferromq_remoting::ConsumerOffsets`]), shared with the data plane.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ferromq_remoting::offsets::{self, ConsumerOffsets as Table};
+use pyo3::prelude::*;
+
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct ConsumerOffsets {
+    pub(crate) table: Arc<Table>,
+}
+
+#[pymethods]
+impl ConsumerOffsets {
+    #[new]
+    fn new() -> Self {
+        ConsumerOffsets {
+            table: Arc::new(Table::new()),
+        }
+    }
+
+    fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        self.table.commit(group, topic, queue_id, offset);
+    }
+
+    /// The committed offset, or -1.
+    fn query(&self, group: &str, topic: &str, queue_id: i32) -> i64 {
+        self.table.query(group, topic, queue_id)
+    }
+
+    /// Replaces the offsets of one `topic@group`.
+    fn put_all(&self, key: String, queues: HashMap<i32, i64>) {
+        self.table.put_all(key, queues);
+    }
+
+    fn remove_topic(&self, topic: &str) {
+        self.table.remove_topic(topic);
+    }
+
+    /// `topic@group` -> {queue id: offset}, a copy.
+    fn snapshot(&self) -> HashMap<String, HashMap<i32, i64>> {
+        self.table.snapshot().into_iter().collect()
+    }
+
+    /// Whether the table changed since the last call (and marks it clean).
+    fn take_dirty(&self) -> bool {
+        self.table.take_dirty()
+    }
+
+    /// The table's key of a group's offsets in a topic.
+    #[staticmethod]
+    fn key(topic: &str, group: &str) -> String {
+        offsets::key(topic, group)
+    }
+}

@@ -1,0 +1,312 @@
+//! `Popper`: the rules of POP consumption ([`ferromq_remoting::popper`]) for the pops and acks
+//! Python serves (orderly ones, SQL92 filters, pops that wait, and every one when the data
+//! plane is off). The data plane runs the same rules.
+
+use std::sync::Arc;
+
+use ferromq_remoting::popper::{self, ExtraInfo, PopError, PopRequest, PopSettings, Receipted};
+use ferromq_remoting::{Popper as Rules, TagFilter};
+use ferromq_store::PutResult;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::codec::parse_addr;
+use crate::errors::broker_error;
+use crate::offsets::ConsumerOffsets;
+use crate::store::Store;
+
+/// (topic, queue id, next offset, tags code) of each message the rules stored.
+type Stored = Vec<(String, i32, i64, i64)>;
+
+/// (topic, queue id, start offset, queue offsets) of each queue a pop took from.
+type Take = (String, i32, i64, Vec<i64>);
+
+fn py_err(py: Python<'_>, e: PopError) -> PyErr {
+    broker_error(py, e.code, e.remark)
+}
+
+/// The read queue count of a topic, asked of Python's `read_queues(topic) -> int | None`.
+struct PyTopics<'py>(Bound<'py, PyAny>);
+
+impl popper::Topics for PyTopics<'_> {
+    fn read_queues(&self, topic: &str) -> Option<i32> {
+        self.0.call1((topic,)).ok()?.extract().ok()
+    }
+}
+
+fn note(stored: &mut Stored) -> impl FnMut(&PutResult) + '_ {
+    |r: &PutResult| stored.push((r.topic.clone(), r.queue_id, r.queue_offset + 1, r.tags_code))
+}
+
+fn receipt(text: &str) -> PyResult<ExtraInfo> {
+    ExtraInfo::parse(text).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "extraInfo {:?} is not a receipt (8 fields separated by spaces)",
+            text.chars().take(200).collect::<String>()
+        ))
+    })
+}
+
+/// What a pop answers.
+#[pyclass(frozen, get_all, module = "ferromq._store")]
+pub struct Popped {
+    pop_time: i64,
+    invisible_time: i64,
+    revive_qid: i32,
+    body: Py<PyBytes>,
+    count: usize,
+    rest: i64,
+    takes: Vec<Take>,
+    start_offset_info: String,
+    msg_offset_info: String,
+    /// The checkpoints stored (their arrivals wake the timer).
+    stored: Stored,
+}
+
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct Popper {
+    pub(crate) rules: Arc<Rules>,
+}
+
+#[pymethods]
+impl Popper {
+    #[new]
+    #[pyo3(signature = (store, offsets, *, broker_name, cluster, revive_queues, retry_v2, broker_addr))]
+    fn new(
+        store: &Store,
+        offsets: &ConsumerOffsets,
+        broker_name: String,
+        cluster: String,
+        revive_queues: i32,
+        retry_v2: bool,
+        broker_addr: &str,
+    ) -> PyResult<Self> {
+        let settings = PopSettings {
+            broker_name,
+            cluster,
+            revive_queues,
+            retry_v2,
+            broker_addr: parse_addr(broker_addr)?,
+        };
+        Ok(Popper {
+            rules: Arc::new(Rules::new(
+                store.store.clone(),
+                offsets.table.clone(),
+                settings,
+            )),
+        })
+    }
+
+    #[getter]
+    fn revive_topic(&self) -> &str {
+        self.rules.revive_topic()
+    }
+
+    /// One pass over the pop's queues (see `ferromq_remoting::popper`). `read_queues(topic)`
+    /// gives a topic's read queue count (None: no such topic); `keep(properties)` (an SQL92
+    /// filter) decides on each message of the topic.
+    #[pyo3(signature = (
+        group, topic, queue_id, max_msgs, invisible_time, init_mode, tag_codes, read_queues, *,
+        order=false, blocked=Vec::new(), keep=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn pop(
+        &self,
+        py: Python<'_>,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        max_msgs: usize,
+        invisible_time: i64,
+        init_mode: i32,
+        tag_codes: Option<Vec<i32>>,
+        read_queues: Bound<'_, PyAny>,
+        order: bool,
+        blocked: Vec<i32>,
+        keep: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Popped> {
+        let filter = tag_codes.map_or(TagFilter::Any, TagFilter::Codes);
+        let req = PopRequest {
+            group,
+            topic,
+            queue_id,
+            max_msgs,
+            invisible_time,
+            init_mode,
+            filter: &filter,
+            order,
+            blocked: &blocked,
+        };
+        let mut stored = Stored::new();
+        let mut failed: Option<PyErr> = None;
+        let mut keep_record = |record: &[u8]| -> bool {
+            let Some(keep) = &keep else { return true };
+            let kept = properties_of(py, record).and_then(|p| keep.call1((p,))?.is_truthy());
+            kept.unwrap_or_else(|e| {
+                failed.get_or_insert(e);
+                false
+            })
+        };
+        let keep_arg: Option<popper::Keep<'_>> = Some(&mut keep_record);
+        let popped = self
+            .rules
+            .pop(
+                &req,
+                &PyTopics(read_queues),
+                keep_arg,
+                &mut note(&mut stored),
+            )
+            .map_err(|e| py_err(py, e))?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        Ok(Popped {
+            pop_time: popped.pop_time,
+            invisible_time: popped.invisible_time,
+            revive_qid: popped.revive_qid,
+            body: PyBytes::new(py, &popped.body).unbind(),
+            count: popped.count,
+            rest: popped.rest,
+            start_offset_info: popped.start_offset_info(),
+            msg_offset_info: popped.msg_offset_info(),
+            takes: popped
+                .takes
+                .into_iter()
+                .map(|t| (t.topic, t.queue_id, t.start_offset, t.queue_offsets))
+                .collect(),
+            stored,
+        })
+    }
+
+    /// The group's committed offset in a queue, else (its first pop) where it starts, committed
+    /// when `commit`.
+    #[pyo3(signature = (group, topic, queue_id, init_mode, commit=true))]
+    fn start_offset(
+        &self,
+        py: Python<'_>,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        init_mode: i32,
+        commit: bool,
+    ) -> PyResult<i64> {
+        self.rules
+            .start_offset(group, topic, queue_id, init_mode, commit)
+            .map_err(|e| py_err(py, e))
+    }
+
+    /// Refuses (BrokerError with Java's code and remark) an ack or change of a queue or offset
+    /// that does not exist.
+    #[allow(clippy::too_many_arguments)]
+    fn check_offset(
+        &self,
+        py: Python<'_>,
+        read_queues: Bound<'_, PyAny>,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        past_max: bool,
+    ) -> PyResult<()> {
+        self.rules
+            .check_offset(
+                &PyTopics(read_queues),
+                group,
+                topic,
+                queue_id,
+                offset,
+                past_max,
+            )
+            .map_err(|e| py_err(py, e))
+    }
+
+    /// ACK_MESSAGE of a (not orderly) popped message: the `ack` message stored.
+    #[allow(clippy::too_many_arguments)]
+    fn ack(
+        &self,
+        py: Python<'_>,
+        read_queues: Bound<'_, PyAny>,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        extra_info: &str,
+    ) -> PyResult<Stored> {
+        let a = Receipted {
+            group,
+            topic,
+            queue_id,
+            offset,
+            receipt: receipt(extra_info)?,
+        };
+        let mut stored = Stored::new();
+        self.rules
+            .ack(&PyTopics(read_queues), &a, &mut note(&mut stored))
+            .map_err(|e| py_err(py, e))?;
+        Ok(stored)
+    }
+
+    /// CHANGE_MESSAGE_INVISIBLETIME of a (not orderly) popped message: (popTime,
+    /// invisibleTime, reviveQid) for the reply, and what was stored.
+    #[allow(clippy::too_many_arguments)]
+    fn change_invisible(
+        &self,
+        py: Python<'_>,
+        read_queues: Bound<'_, PyAny>,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        extra_info: &str,
+        invisible_time: i64,
+    ) -> PyResult<((i64, i64, i32), Stored)> {
+        let a = Receipted {
+            group,
+            topic,
+            queue_id,
+            offset,
+            receipt: receipt(extra_info)?,
+        };
+        let mut stored = Stored::new();
+        let changed = self
+            .rules
+            .change_invisible(
+                &PyTopics(read_queues),
+                &a,
+                invisible_time,
+                &mut note(&mut stored),
+            )
+            .map_err(|e| py_err(py, e))?;
+        Ok((changed, stored))
+    }
+
+    /// A message of the revive topic (a batch ack's), due at `deliver_ms`.
+    fn put_revive(
+        &self,
+        py: Python<'_>,
+        queue_id: i32,
+        tag: &str,
+        body: &[u8],
+        uniq_key: &str,
+        deliver_ms: i64,
+    ) -> PyResult<(String, i32, i64, i64)> {
+        let r = py
+            .detach(|| {
+                self.rules
+                    .put_revive(queue_id, tag, body, uniq_key, deliver_ms)
+            })
+            .map_err(|e| py_err(py, e))?;
+        Ok((r.topic, r.queue_id, r.queue_offset + 1, r.tags_code))
+    }
+}
+
+/// A record's properties as a dict (what an SQL92 filter reads).
+fn properties_of<'py>(py: Python<'py>, record: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+    let view = ferromq_store::message::RecordView::parse(record, false)
+        .map_err(|e| crate::errors::to_pyerr(py, e))?;
+    let dict = PyDict::new(py);
+    for (k, v) in ferromq_store::message::parse_properties(view.properties) {
+        dict.set_item(k, v)?;
+    }
+    Ok(dict)
+}
