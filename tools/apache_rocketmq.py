@@ -3,15 +3,23 @@ interop and store cross-compatibility tests and benchmarks.
 
 The jars come from Maven Central: `tools/apache-rocketmq/pom.xml` (4.9.7) and
 `tools/apache-rocketmq-5/pom.xml` (5.3.3) depend on rocketmq-namesrv, rocketmq-broker and rocketmq-tools
-(mqadmin), and `classpath(version)` resolves a version's runtime classpath once with
-`mvn dependency:build-classpath` into that project's `target/` (rebuilt only when its pom changes).
-`start_rocketmq(root)` writes every file the two JVMs use (configs, logback files, store, logs, user.home)
-under `root` and returns once the broker is registered with the name server.
+(mqadmin), 5.3.3 also on rocketmq-proxy, and `classpath(version)` resolves a version's runtime classpath
+once with `mvn dependency:build-classpath` into that project's `target/` (rebuilt only when its pom
+changes). `start_rocketmq(root)` writes every file the two JVMs use (configs, logback files, store, logs,
+user.home) under `root` and returns once the broker is registered with the name server.
 
     with start_rocketmq(tmp_path, {"mappedFileSizeCommitLog": str(1 << 20)}) as mq:
         ...  # clients use mq.namesrv
     with start_rocketmq(tmp_path, version=ROCKETMQ_5_VERSION) as mq:
         ...  # a 5.3.3 broker (timer messages, POP) run from the same mains
+
+`start_rocketmq_proxy(root)` starts a 5.3.3 name server and `ProxyStartup -pm local` (the broker runs inside
+the proxy): what the RocketMQ 5.x clients talk to over gRPC. `mqadmin(root, namesrv, ...)` runs one 5.3.3
+admin command. The official 5.x Python client runs in an environment of its own (`client5_python()`).
+
+    with start_rocketmq_proxy(tmp_path) as proxy:
+        proxy.create_topic("T", "FIFO")
+        ...  # 5.x clients use proxy.grpc_endpoint, 4.x clients proxy.namesrv
 """
 
 from __future__ import annotations
@@ -26,12 +34,15 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import ClassVar, Self
 
 # The default version: what every caller that names none runs.
 ROCKETMQ_VERSION = "4.9.7"
@@ -52,6 +63,10 @@ CLASSPATH_STAMP = TARGET / "classpath.pom.sha256"
 
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
+MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
+# Each main's log file name (root/logs/<name>.log) and logback file (root/conf/logback_<name>.xml).
+_LOG_NAMES = {NAMESRV_MAIN: "namesrv", BROKER_MAIN: "broker", PROXY_MAIN: "proxy", MQADMIN_MAIN: "tools"}
 
 # Java 17 closes the JDK internals RocketMQ 4.x reaches by reflection: MappedFile.clean unmaps through
 # DirectByteBuffer.attachment()/cleaner() and jdk.internal.ref.Cleaner.clean(); netty and fastjson look
@@ -74,11 +89,13 @@ JAVA17_FLAGS = [
 
 START_ATTEMPTS = 3
 STOP_TIMEOUT = 60.0
+GET_ROUTEINFO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
 # 5.x's periodic loggers besides the 4.x ones (RocketmqStats, ...): kept out of broker.log.
 _STATS_LOGGERS_5 = (
     "RocketmqTraffic",
     "RocketmqWaterMark",
+    "RocketmqProxyWatermark",
     "io.opentelemetry.exporter.logging.otlp.OtlpJsonLoggingMetricExporter",
     "io.opentelemetry.exporter.logging.LoggingMetricExporter",
 )
@@ -235,12 +252,19 @@ def _write_properties(path: Path, props: dict[str, str]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="latin-1")
 
 
-def _request(addr: str, code: int, timeout: float = 3.0) -> bytes:
+def _request(addr: str, code: int, timeout: float = 3.0, ext_fields: dict[str, str] | None = None) -> bytes:
     """One JSON-serialized remoting request; returns the response body. Plain sockets so it works with or
     without a running event loop."""
     host, port = addr.rsplit(":", 1)
     header = json.dumps(
-        {"code": code, "flag": 0, "language": "PYTHON", "opaque": 1, "version": 453, "extFields": {}}
+        {
+            "code": code,
+            "flag": 0,
+            "language": "PYTHON",
+            "opaque": 1,
+            "version": 453,
+            "extFields": ext_fields or {},
+        }
     ).encode()
     frame = struct.pack(">ii", 4 + len(header), len(header)) + header
     with socket.create_connection((host, int(port)), timeout=timeout) as s:
@@ -265,6 +289,24 @@ def broker_registered(namesrv: str, broker_addr: str) -> bool:
     return f'"{broker_addr}"'.encode() in body
 
 
+def topic_routed(namesrv: str, topic: str) -> bool:
+    """The name server has a route for `topic` (GET_ROUTEINFO_BY_TOPIC answers with broker data)."""
+    try:
+        body = _request(namesrv, GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": topic})
+    except OSError:
+        return False
+    return b'"brokerDatas"' in body and b'"queueDatas"' in body
+
+
+def _port_accepts(addr: str, timeout: float = 1.0) -> bool:
+    host, port = addr.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def _tail(path: Path, n: int) -> str:
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -274,12 +316,12 @@ def _tail(path: Path, n: int) -> str:
 
 
 def _java_command(
-    root: Path, heap: str, main: str, conf: Path, extra: list[str], version: str = ROCKETMQ_VERSION
+    root: Path, heap: str, main: str, args: list[str], version: str = ROCKETMQ_VERSION
 ) -> list[str]:
+    """`java ... -cp <classpath> main args`; 5.x logs through root/conf/logback_<main's log name>.xml."""
     logback = []
     if version.startswith("5."):
-        name = "broker" if main == BROKER_MAIN else "namesrv"
-        logback = [f"-Drmq.logback.configurationFile={root / 'conf' / f'logback_{name}.xml'}"]
+        logback = [f"-Drmq.logback.configurationFile={root / 'conf' / f'logback_{_LOG_NAMES[main]}.xml'}"]
     return [
         "java",
         "-server",
@@ -303,9 +345,7 @@ def _java_command(
         "-cp",
         classpath(version),
         main,
-        "-c",
-        str(conf),
-        *extra,
+        *args,
     ]
 
 
@@ -339,6 +379,8 @@ class ApacheRocketMQ:
     broker_exit: int | None = None
     namesrv_exit: int | None = None
     version: str = ROCKETMQ_VERSION
+    # The log names (root/logs/<name>.log and .out) of the two processes: the broker's first.
+    _LOGS: ClassVar[tuple[str, str]] = ("broker", "namesrv")
 
     @property
     def store(self) -> Path:
@@ -346,11 +388,15 @@ class ApacheRocketMQ:
 
     @property
     def broker_log(self) -> Path:
-        return self.root / "logs" / "broker.log"
+        return self.root / "logs" / f"{self._LOGS[0]}.log"
 
     @property
     def namesrv_log(self) -> Path:
         return self.root / "logs" / "namesrv.log"
+
+    @property
+    def namesrv_pid(self) -> int:
+        return self.namesrv_proc.pid if self.namesrv_proc is not None else -1
 
     def stop(self, kill: bool = False) -> None:
         """SIGTERM the broker and wait for its shutdown hook (checkpoint, consumer/delay offsets, no abort
@@ -368,9 +414,12 @@ class ApacheRocketMQ:
     def running(self) -> bool:
         return self.broker_proc is not None and self.broker_proc.poll() is None
 
+    def _log_files(self) -> list[str]:
+        return [f"{name}{ext}" for name in self._LOGS for ext in (".log", ".out")]
+
     def log_tail(self, n: int = 80) -> str:
         parts = []
-        for name in ("broker.log", "broker.out", "namesrv.log", "namesrv.out"):
+        for name in self._log_files():
             path = self.root / "logs" / name
             if path.exists():
                 parts.append(f"--- {path} (last {n} lines) ---\n{_tail(path, n)}")
@@ -379,7 +428,7 @@ class ApacheRocketMQ:
     def log_errors(self) -> list[str]:
         """ERROR lines and exception stack heads in the broker's and name server's logs."""
         found = []
-        for name in ("broker.log", "broker.out", "namesrv.log", "namesrv.out"):
+        for name in self._log_files():
             path = self.root / "logs" / name
             if path.exists():
                 for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -387,7 +436,7 @@ class ApacheRocketMQ:
                         found.append(f"{name}: {line}")
         return found
 
-    def __enter__(self) -> ApacheRocketMQ:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -396,9 +445,66 @@ class ApacheRocketMQ:
         self.stop()
 
 
-def _start_once(
-    root: Path, conf: dict[str, str], heap: str, deadline: float, version: str
-) -> tuple[ApacheRocketMQ | None, str]:
+@dataclass
+class ApacheRocketMQProxy(ApacheRocketMQ):
+    """A Java name server and a Java `ProxyStartup -pm local`: the proxy with its broker inside one JVM,
+    both child processes of this one. `broker_proc` / `broker_pid` are that JVM (also `proxy_pid`);
+    `stop()` ends it (its shutdown hook stops the broker too) and then the name server, by PID."""
+
+    # host:port of the proxy's gRPC server (what the 5.x clients are given) and of its remoting server
+    # (4.x clients through the proxy); the broker's own remoting port is broker_addr.
+    grpc_endpoint: str = ""
+    remoting_endpoint: str = ""
+    proxy_conf: dict[str, object] = field(default_factory=dict)
+    _LOGS: ClassVar[tuple[str, str]] = ("proxy", "namesrv")
+
+    @property
+    def proxy_pid(self) -> int:
+        return self.broker_pid
+
+    @property
+    def proxy_log(self) -> Path:
+        return self.broker_log
+
+    @property
+    def cluster(self) -> str:
+        return self.broker_conf["brokerClusterName"]
+
+    def mqadmin(self, subcommand: str, *args: str, timeout: float = 120.0) -> str:
+        """`mqadmin <subcommand> -n <namesrv> <args>` with 5.3.3's tools (see `mqadmin()`)."""
+        return mqadmin(self.root, self.namesrv, subcommand, *args, version=self.version, timeout=timeout)
+
+    def create_topic(
+        self, topic: str, message_type: str = "NORMAL", *, queues: int = 8, timeout: float = 120.0
+    ) -> None:
+        """Create `topic` on the cluster with 5.x's mqadmin (`updateTopic -c CLUSTER -t T -a
+        +message.type=...`: NORMAL, FIFO, DELAY or TRANSACTION) and return once the name server routes it
+        (the proxy asks the name server when a client first names the topic)."""
+        deadline = time.monotonic() + timeout
+        out = self.mqadmin(
+            "updateTopic",
+            "-c",
+            self.cluster,
+            "-t",
+            topic,
+            "-r",
+            str(queues),
+            "-w",
+            str(queues),
+            "-a",
+            f"+message.type={message_type}",
+            timeout=timeout,
+        )
+        if "success" not in out:
+            raise RuntimeError(f"mqadmin updateTopic {topic} failed:\n{out}")
+        while not topic_routed(self.namesrv, topic):
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"the name server has no route for {topic} {timeout} s after updateTopic")
+            time.sleep(0.1)
+
+
+def _write_logback(root: Path, names: tuple[str, ...], version: str) -> None:
+    """root/conf/logback_<name>.xml for each name, logging into root/logs/<name>.log (and -stats.log)."""
     logs = root / "logs"
     conf_dir = root / "conf"
     logs.mkdir(parents=True, exist_ok=True)
@@ -407,12 +513,42 @@ def _start_once(
         f'  <logger name="{name}" additivity="false" level="INFO"><appender-ref ref="STATS"/></logger>\n'
         for name in (_STATS_LOGGERS_5 if version.startswith("5.") else ())
     )
-    for name in ("broker", "namesrv"):
+    for name in names:
         (conf_dir / f"logback_{name}.xml").write_text(
             _LOGBACK.format(
                 log=logs / f"{name}.log", stats=logs / f"{name}-stats.log", extra_loggers=extra_loggers
             )
         )
+
+
+def _child_env(root: Path) -> dict[str, str]:
+    """This process's environment with ROCKETMQ_HOME=root and no NAMESRV_ADDR."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ROCKETMQ_HOME", "NAMESRV_ADDR")}
+    env["ROCKETMQ_HOME"] = str(root)
+    return env
+
+
+def _spawn(
+    root: Path, heap: str, main: str, args: list[str], version: str, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """`main` in a JVM of its own, its stdout and stderr appended to root/logs/<log name>.out."""
+    with open(root / "logs" / f"{_LOG_NAMES[main]}.out", "ab") as out:
+        return subprocess.Popen(
+            _java_command(root, heap, main, args, version),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=root,
+            env=env,
+        )
+
+
+def _start_namesrv(
+    root: Path, env: dict[str, str], deadline: float, version: str
+) -> tuple[subprocess.Popen[bytes] | None, str]:
+    """A name server of `version` on a free 127.0.0.1 port (config in root/namesrv.conf): the process and
+    its address once it answers, or (None, address) once it is stopped again if it exited or did not
+    answer before `deadline`."""
     ns_port = _free_port()
     namesrv = f"127.0.0.1:{ns_port}"
     ns_conf = {
@@ -423,44 +559,34 @@ def _start_once(
     if version.startswith("5."):
         ns_conf["bindAddress"] = "127.0.0.1"  # 5.x binds 0.0.0.0 unless told (4.9.7 cannot be told)
     _write_properties(root / "namesrv.conf", ns_conf)
-    port = conf.get("listenPort") or str(_broker_port())
-    conf = {**conf, "listenPort": port, "namesrvAddr": namesrv}
-    _write_properties(root / "broker.conf", conf)
-
-    env = {k: v for k, v in os.environ.items() if k not in ("ROCKETMQ_HOME", "NAMESRV_ADDR")}
-    env["ROCKETMQ_HOME"] = str(root)
-    with open(logs / "namesrv.out", "ab") as ns_out:
-        ns_proc = subprocess.Popen(
-            _java_command(root, "256m", NAMESRV_MAIN, root / "namesrv.conf", [], version),
-            stdout=ns_out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=root,
-            env=env,
-        )
-    mq = ApacheRocketMQ(root, namesrv, f"127.0.0.1:{port}", -1, conf, ns_proc, None, version=version)
-    # The name server answers once it listens; the broker registers at start, so wait for it first.
-    while time.monotonic() < deadline and ns_proc.poll() is None:
+    proc = _spawn(root, "256m", NAMESRV_MAIN, ["-c", str(root / "namesrv.conf")], version, env)
+    while time.monotonic() < deadline and proc.poll() is None:
         if not _port_free(ns_port):
             try:
                 _request(namesrv, GET_BROKER_CLUSTER_INFO, timeout=1.0)
-                break
+                return proc, namesrv
             except OSError:
                 pass
         time.sleep(0.1)
-    if ns_proc.poll() is not None or time.monotonic() >= deadline:
-        mq.stop()
-        return None, "the name server did not start"
+    if proc.poll() is None:
+        _terminate(proc, signal.SIGTERM, STOP_TIMEOUT)
+    return None, namesrv
 
-    with open(logs / "broker.out", "ab") as br_out:
-        br_proc = subprocess.Popen(
-            _java_command(root, heap, BROKER_MAIN, root / "broker.conf", [], version),
-            stdout=br_out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=root,
-            env=env,
-        )
+
+def _start_once(
+    root: Path, conf: dict[str, str], heap: str, deadline: float, version: str
+) -> tuple[ApacheRocketMQ | None, str]:
+    _write_logback(root, ("broker", "namesrv"), version)
+    env = _child_env(root)
+    # The name server answers once it listens; the broker registers at start, so wait for it first.
+    ns_proc, namesrv = _start_namesrv(root, env, deadline, version)
+    if ns_proc is None:
+        return None, "the name server did not start"
+    port = conf.get("listenPort") or str(_broker_port())
+    conf = {**conf, "listenPort": port, "namesrvAddr": namesrv}
+    _write_properties(root / "broker.conf", conf)
+    mq = ApacheRocketMQ(root, namesrv, f"127.0.0.1:{port}", -1, conf, ns_proc, None, version=version)
+    br_proc = _spawn(root, heap, BROKER_MAIN, ["-c", str(root / "broker.conf")], version, env)
     mq.broker_proc = br_proc
     mq.broker_pid = br_proc.pid
     while time.monotonic() < deadline and br_proc.poll() is None:
@@ -472,23 +598,8 @@ def _start_once(
     return None, why
 
 
-def start_rocketmq(
-    root: Path,
-    broker_conf: dict[str, str] | None = None,
-    *,
-    timeout: float = 120.0,
-    heap: str = "512m",
-    version: str = ROCKETMQ_VERSION,
-) -> ApacheRocketMQ:
-    """Start a Java name server and broker of `version` (4.9.7 or 5.3.3) under `root` (store in root/store,
-    logs in root/logs, config in root/broker.conf) on free 127.0.0.1 ports; returns once the broker is
-    registered with the name server. `broker_conf` overrides or adds broker.conf keys (e.g.
-    mappedFileSizeCommitLog, flushDiskType). 5.3.3 keeps every store file (commit log, consume queues,
-    timerwheel / timerlog, config/) under storePathRootDir and everything else (rocksdb, auth) under
-    user.home, which is `root`."""
-    _project(version)
-    root = Path(root).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+def _broker_defaults(root: Path, version: str) -> dict[str, str]:
+    """The broker.conf every launched broker starts from (store under root/store, loopback only)."""
     store = root / "store"
     conf = {
         "brokerClusterName": "DefaultCluster",
@@ -514,6 +625,27 @@ def start_rocketmq(
             "storePathEpochFile": str(store / "epochFileCheckpoint"),
             "storePathBrokerIdentity": str(store / "brokerIdentity"),
         }
+    return conf
+
+
+def start_rocketmq(
+    root: Path,
+    broker_conf: dict[str, str] | None = None,
+    *,
+    timeout: float = 120.0,
+    heap: str = "512m",
+    version: str = ROCKETMQ_VERSION,
+) -> ApacheRocketMQ:
+    """Start a Java name server and broker of `version` (4.9.7 or 5.3.3) under `root` (store in root/store,
+    logs in root/logs, config in root/broker.conf) on free 127.0.0.1 ports; returns once the broker is
+    registered with the name server. `broker_conf` overrides or adds broker.conf keys (e.g.
+    mappedFileSizeCommitLog, flushDiskType). 5.3.3 keeps every store file (commit log, consume queues,
+    timerwheel / timerlog, config/) under storePathRootDir and everything else (rocksdb, auth) under
+    user.home, which is `root`."""
+    _project(version)
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    conf = _broker_defaults(root, version)
     if broker_conf:
         conf.update({k: str(v) for k, v in broker_conf.items()})
     deadline = time.monotonic() + timeout
@@ -526,3 +658,192 @@ def start_rocketmq(
         if "Address already in use" not in tail or time.monotonic() >= deadline:
             raise RuntimeError(f"Apache RocketMQ did not start under {root}: {why}\n{tail}")
     raise RuntimeError(f"Apache RocketMQ did not start under {root}: {why}")
+
+
+# -- the 5.x proxy ---------------------------------------------------------------------------------------
+
+
+def _free_port_except(taken: set[int]) -> int:
+    while True:
+        port = _free_port()
+        if port not in taken:
+            return port
+
+
+def _proxy_defaults(cluster: str) -> dict[str, object]:
+    """The rmq-proxy.json every launched proxy starts from."""
+    return {
+        "rocketMQClusterName": cluster,
+        # The address the proxy gives out for itself (its remoting route, its client channels): by default
+        # the machine's first non-loopback address.
+        "localServeAddr": "127.0.0.1",
+        # A stop waits this long at most for open gRPC calls (a client's Telemetry stream) to end.
+        "grpcShutdownTimeSeconds": 5,
+        # No thread dumps into the log when a thread pool queues up.
+        "enablePrintJstack": False,
+    }
+
+
+def _start_proxy_once(
+    root: Path, broker_conf: dict[str, str], proxy_conf: dict[str, object], heap: str, deadline: float
+) -> tuple[ApacheRocketMQProxy | None, str]:
+    version = ROCKETMQ_5_VERSION
+    _write_logback(root, ("proxy", "namesrv"), version)
+    env = _child_env(root)
+    ns_proc, namesrv = _start_namesrv(root, env, deadline, version)
+    if ns_proc is None:
+        return None, "the name server did not start"
+    port = broker_conf.get("listenPort") or str(_broker_port())
+    broker_conf = {**broker_conf, "listenPort": port, "namesrvAddr": namesrv}
+    _write_properties(root / "broker.conf", broker_conf)
+    taken = {int(port) - 2, int(port), int(port) + 1}
+    grpc_port = int(str(proxy_conf.get("grpcServerPort") or _free_port_except(taken)))
+    taken.add(grpc_port)
+    remoting_port = int(str(proxy_conf.get("remotingListenPort") or _free_port_except(taken)))
+    proxy_conf = {
+        **proxy_conf,
+        "grpcServerPort": grpc_port,
+        "remotingListenPort": remoting_port,
+        "namesrvAddr": namesrv,
+        "proxyMode": "local",
+        "brokerConfigPath": str(root / "broker.conf"),
+    }
+    (root / "rmq-proxy.json").write_text(json.dumps(proxy_conf, indent=2) + "\n")
+    proxy = ApacheRocketMQProxy(
+        root,
+        namesrv,
+        f"127.0.0.1:{port}",
+        -1,
+        broker_conf,
+        ns_proc,
+        None,
+        version=version,
+        grpc_endpoint=f"127.0.0.1:{grpc_port}",
+        remoting_endpoint=f"127.0.0.1:{remoting_port}",
+        proxy_conf=proxy_conf,
+    )
+    args = ["-pm", "local", "-bc", str(root / "broker.conf"), "-pc", str(root / "rmq-proxy.json")]
+    proc = _spawn(root, heap, PROXY_MAIN, [*args, "-n", namesrv], version, env)
+    proxy.broker_proc = proc
+    proxy.broker_pid = proc.pid
+    # The proxy starts its broker first and its gRPC server after it.
+    while time.monotonic() < deadline and proc.poll() is None:
+        if _port_accepts(proxy.grpc_endpoint) and broker_registered(namesrv, proxy.broker_addr):
+            return proxy, ""
+        time.sleep(0.2)
+    if proc.poll() is not None:
+        why = "the proxy exited"
+    else:
+        why = "the proxy's gRPC port did not open or its broker did not register in time"
+    proxy.stop(kill=True)
+    return None, why
+
+
+def start_rocketmq_proxy(
+    root: Path,
+    broker_conf: dict[str, str] | None = None,
+    proxy_conf: dict[str, object] | None = None,
+    *,
+    timeout: float = 180.0,
+    heap: str = "512m",
+) -> ApacheRocketMQProxy:
+    """Start Apache RocketMQ 5.3.3 as the 5.x clients use it: a Java name server, then
+    `ProxyStartup -pm local -bc root/broker.conf -pc root/rmq-proxy.json -n <name server>` (one JVM, the
+    broker inside the proxy), on free 127.0.0.1 ports (the name server, the broker's listenPort, the proxy's
+    grpcServerPort and remotingListenPort; Java's proxy binds its two on every interface). Returns once the
+    gRPC port accepts connections and the broker is registered with the name server. `broker_conf` overrides
+    or adds broker.conf keys, `proxy_conf` rmq-proxy.json keys (e.g. {"grpcServerPort": 8081} to pick the
+    port). Logs in root/logs (proxy.log has the proxy's and the broker's lines), store in root/store."""
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    bconf = _broker_defaults(root, ROCKETMQ_5_VERSION)
+    if broker_conf:
+        bconf.update({k: str(v) for k, v in broker_conf.items()})
+    pconf = _proxy_defaults(bconf["brokerClusterName"]) | (proxy_conf or {})
+    deadline = time.monotonic() + timeout
+    why = ""
+    for _ in range(START_ATTEMPTS):
+        proxy, why = _start_proxy_once(root, dict(bconf), dict(pconf), heap, deadline)
+        if proxy is not None:
+            return proxy
+        tail = ApacheRocketMQProxy(root, "", "", -1).log_tail()
+        if "Address already in use" not in tail or time.monotonic() >= deadline:
+            raise RuntimeError(f"the Apache RocketMQ proxy did not start under {root}: {why}\n{tail}")
+    raise RuntimeError(f"the Apache RocketMQ proxy did not start under {root}: {why}")
+
+
+def mqadmin(
+    root: Path,
+    namesrv: str,
+    subcommand: str,
+    *args: str,
+    version: str = ROCKETMQ_5_VERSION,
+    timeout: float = 120.0,
+) -> str:
+    """`mqadmin <subcommand> -n <namesrv> <args>`: one MQAdminStartup of `version` in a JVM of its own
+    (user.home and its log, root/logs/tools.log, under `root`); returns what it printed (stdout and
+    stderr). mqadmin reports a failure in its output, not in its exit code."""
+    root = Path(root).resolve()
+    _write_logback(root, ("tools",), version)  # 4.9.7 reads ROCKETMQ_HOME/conf/logback_tools.xml itself
+    cmd = _java_command(root, "192m", MQADMIN_MAIN, [subcommand, "-n", namesrv, *args], version)
+    r = subprocess.run(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=root,
+        env=_child_env(root),
+        timeout=timeout,
+    )
+    return r.stdout.decode("utf-8", errors="replace")
+
+
+# -- the official 5.x Python client ---------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+# Where client5_python() makes the client's environment (build/ is not tracked).
+CLIENT5_VENV = REPO / "build" / "client5-venv"
+CLIENT5_EXTRA = "client5"
+
+
+def _client5_requirements() -> list[str]:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return list(extras[CLIENT5_EXTRA])
+
+
+def client5_python(timeout: float = 900.0) -> str:
+    """A Python that imports the official RocketMQ 5.x client (PyPI rocketmq-python-client, module
+    `rocketmq`): $FERROMQ_CLIENT5_PYTHON if set, else bin/python of build/client5-venv (or of
+    $FERROMQ_CLIENT5_VENV), made with this Python's venv and pip from pyproject's `client5` extra on first
+    use and again whenever that list changes (one maker at a time on this machine). An environment of its
+    own: the client's package `rocketmq` is the C++ client's too, and its protocol modules cannot share a
+    process with ferromq's."""
+    explicit = os.environ.get("FERROMQ_CLIENT5_PYTHON")
+    if explicit:
+        return explicit
+    venv = Path(os.environ.get("FERROMQ_CLIENT5_VENV", CLIENT5_VENV))
+    python = venv / "bin" / "python"
+    requirements = _client5_requirements()
+    digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()
+    stamp = venv / "requirements.sha256"
+    with open(Path(tempfile.gettempdir()) / "ferromq-tests-client5.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if python.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
+                return str(python)
+            stamp.unlink(missing_ok=True)
+            for cmd in (
+                [sys.executable, "-m", "venv", str(venv)],
+                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements],
+            ):
+                r = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+                )
+                if r.returncode != 0:
+                    raise RuntimeError(
+                        f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-4000:]}{r.stderr[-4000:]}"
+                    )
+            stamp.write_text(digest + "\n")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return str(python)
