@@ -473,3 +473,32 @@ def test_pops_acks_and_changes_are_served_on_the_data_plane(tmp_path: Path) -> N
             await c.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_concurrent_pops_on_the_plane_take_each_message_once(tmp_path: Path) -> None:
+    """Eight consumers pop and ack at once from the same queues (on the plane's threads and
+    Python's): each message is handed out once, and every one is acked."""
+
+    async def main() -> None:
+        async with running(tmp_path, **FAST) as (_, broker):
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            c = await Client().connect(broker.port)
+            await send(c, 2000)
+            seen: list[bytes] = []
+
+            async def consumer() -> None:
+                cl = await Client().connect(broker.port)
+                deadline = time.monotonic() + 30
+                while len(seen) < 2000 and time.monotonic() < deadline:
+                    code, ext, msgs = await pop(cl, invisibleTime=60_000)
+                    assert code in (R.SUCCESS, R.POLLING_TIMEOUT), code
+                    seen.extend(m.body for m in msgs)
+                    acks = [ack(cl, m, ck) for m, ck in receipts(ext, msgs, broker.config.broker_name)]
+                    assert set(await asyncio.gather(*acks)) <= {R.SUCCESS}
+                await cl.close()
+
+            await asyncio.gather(*(consumer() for _ in range(8)))
+            assert len(seen) == 2000 and len(set(seen)) == 2000
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

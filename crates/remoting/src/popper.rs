@@ -318,11 +318,14 @@ struct QueueLock<'a> {
 
 impl<'a> QueueLock<'a> {
     fn try_take(popping: &'a Mutex<HashSet<String>>, key: String) -> Option<QueueLock<'a>> {
-        popping
-            .lock()
-            .unwrap()
-            .insert(key.clone())
-            .then_some(QueueLock { popping, key })
+        // Not `then_some`: it would make (and drop, unlocking another pop's queue) a lock for a
+        // queue taken already, while the guard is held.
+        let taken = popping.lock().unwrap().insert(key.clone());
+        if taken {
+            Some(QueueLock { popping, key })
+        } else {
+            None
+        }
     }
 }
 
@@ -810,6 +813,18 @@ fn as_original(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_is_read_by_one_pop_at_a_time() {
+        let popping = Mutex::new(HashSet::new());
+        let first = QueueLock::try_take(&popping, "T@g@0".to_string());
+        assert!(first.is_some());
+        // Taken: a second pop skips it, and leaves the first's lock alone.
+        assert!(QueueLock::try_take(&popping, "T@g@0".to_string()).is_none());
+        assert!(popping.lock().unwrap().contains("T@g@0"));
+        drop(first);
+        assert!(QueueLock::try_take(&popping, "T@g@0".to_string()).is_some());
+    }
 
     #[test]
     fn receipts_round_trip() {

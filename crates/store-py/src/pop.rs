@@ -26,11 +26,14 @@ fn py_err(py: Python<'_>, e: PopError) -> PyErr {
 }
 
 /// The read queue count of a topic, asked of Python's `read_queues(topic) -> int | None`.
-struct PyTopics<'py>(Bound<'py, PyAny>);
+///
+/// The rules run with the GIL released (they take the store's locks, which a data plane thread
+/// may hold while it logs through Python); this takes it back for the call.
+struct PyTopics(Py<PyAny>);
 
-impl popper::Topics for PyTopics<'_> {
+impl popper::Topics for PyTopics {
     fn read_queues(&self, topic: &str) -> Option<i32> {
-        self.0.call1((topic,)).ok()?.extract().ok()
+        Python::attach(|py| self.0.bind(py).call1((topic,)).ok()?.extract().ok())
     }
 }
 
@@ -137,26 +140,29 @@ impl Popper {
             order,
             blocked: &blocked,
         };
-        let mut stored = Stored::new();
-        let mut failed: Option<PyErr> = None;
-        let mut keep_record = |record: &[u8]| -> bool {
-            let Some(keep) = &keep else { return true };
-            let kept = properties_of(py, record).and_then(|p| keep.call1((p,))?.is_truthy());
-            kept.unwrap_or_else(|e| {
-                failed.get_or_insert(e);
-                false
-            })
-        };
-        let keep_arg: Option<popper::Keep<'_>> = Some(&mut keep_record);
-        let popped = self
-            .rules
-            .pop(
-                &req,
-                &PyTopics(read_queues),
-                keep_arg,
-                &mut note(&mut stored),
-            )
-            .map_err(|e| py_err(py, e))?;
+        let topics = PyTopics(read_queues.unbind());
+        let keep = keep.map(Bound::unbind);
+        let (popped, stored, failed) = py.detach(|| {
+            let mut stored = Stored::new();
+            let mut failed: Option<PyErr> = None;
+            let mut keep_record = |record: &[u8]| -> bool {
+                let Some(keep) = &keep else { return true };
+                let kept = Python::attach(|py| {
+                    let properties = properties_of(py, record)?;
+                    keep.bind(py).call1((properties,))?.is_truthy()
+                });
+                kept.unwrap_or_else(|e| {
+                    failed.get_or_insert(e);
+                    false
+                })
+            };
+            let keep_arg: Option<popper::Keep<'_>> = Some(&mut keep_record);
+            let popped = self
+                .rules
+                .pop(&req, &topics, keep_arg, &mut note(&mut stored));
+            (popped, stored, failed)
+        });
+        let popped = popped.map_err(|e| py_err(py, e))?;
         if let Some(e) = failed {
             return Err(e);
         }
@@ -190,9 +196,11 @@ impl Popper {
         init_mode: i32,
         commit: bool,
     ) -> PyResult<i64> {
-        self.rules
-            .start_offset(group, topic, queue_id, init_mode, commit)
-            .map_err(|e| py_err(py, e))
+        py.detach(|| {
+            self.rules
+                .start_offset(group, topic, queue_id, init_mode, commit)
+        })
+        .map_err(|e| py_err(py, e))
     }
 
     /// Refuses (BrokerError with Java's code and remark) an ack or change of a queue or offset
@@ -208,16 +216,12 @@ impl Popper {
         offset: i64,
         past_max: bool,
     ) -> PyResult<()> {
-        self.rules
-            .check_offset(
-                &PyTopics(read_queues),
-                group,
-                topic,
-                queue_id,
-                offset,
-                past_max,
-            )
-            .map_err(|e| py_err(py, e))
+        let topics = PyTopics(read_queues.unbind());
+        py.detach(|| {
+            self.rules
+                .check_offset(&topics, group, topic, queue_id, offset, past_max)
+        })
+        .map_err(|e| py_err(py, e))
     }
 
     /// ACK_MESSAGE of a (not orderly) popped message: the `ack` message stored.
@@ -239,9 +243,9 @@ impl Popper {
             offset,
             receipt: receipt(extra_info)?,
         };
+        let topics = PyTopics(read_queues.unbind());
         let mut stored = Stored::new();
-        self.rules
-            .ack(&PyTopics(read_queues), &a, &mut note(&mut stored))
+        py.detach(|| self.rules.ack(&topics, &a, &mut note(&mut stored)))
             .map_err(|e| py_err(py, e))?;
         Ok(stored)
     }
@@ -267,15 +271,14 @@ impl Popper {
             offset,
             receipt: receipt(extra_info)?,
         };
+        let topics = PyTopics(read_queues.unbind());
         let mut stored = Stored::new();
-        let changed = self
-            .rules
-            .change_invisible(
-                &PyTopics(read_queues),
-                &a,
-                invisible_time,
-                &mut note(&mut stored),
-            )
+        let changed = py
+            .detach(|| {
+                let mut note = note(&mut stored);
+                self.rules
+                    .change_invisible(&topics, &a, invisible_time, &mut note)
+            })
             .map_err(|e| py_err(py, e))?;
         Ok((changed, stored))
     }
