@@ -10,6 +10,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ferromq import _store
 from ferromq.acl.guard import AclGuard
@@ -50,6 +51,9 @@ from ferromq.remoting.plane import PlaneServer
 from ferromq.remoting.server import ServerLimits
 from ferromq.store import FlushDiskType, MessageStore
 
+if TYPE_CHECKING:
+    from ferromq.proxy.server import GrpcServer
+
 logger = logging.getLogger(__name__)
 
 # One step of starting or stopping the broker's parts.
@@ -83,6 +87,8 @@ class Broker:
         """What the data planes may serve, kept told (ferromq.broker.dataplane)."""
         self.acl_watcher: AclFileWatcher | None = None
         self.metrics: MetricsExporter | None = None
+        self.grpc: GrpcServer | None = None
+        """The RocketMQ 5.x clients' gRPC port, when `grpc_server_port` is set."""
         self.controller: ControllerLink | None = None
         """Controller mode (enableControllerMode): the link that decides this broker's role."""
         """The /metrics endpoint when metricsExporterType=PROM."""
@@ -262,6 +268,11 @@ class Broker:
         ]
         self._services.append(("background tasks", self._stop_tasks))
         self.planes.start()
+        if cfg.grpc_server_port is not None:
+            from ferromq.proxy.server import GrpcServer  # grpcio only where gRPC is served
+
+            self.grpc = GrpcServer(self, self._host, cfg.grpc_server_port)
+            await self._start_service("gRPC port", self.grpc.start, self.grpc.stop)
         self.registration.start()
         self._services.append(("name server registration", self.registration.stop))
         logger.info(

@@ -12,11 +12,11 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ferromq import _store
 from ferromq.errors import SubscriptionParseError
-from ferromq.remoting.connection import Connection
+from ferromq.protocol.command import RemotingCommand
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +77,25 @@ def parse_subscription(
     raise SubscriptionParseError(f"unknown expression type {expression_type!r}")
 
 
+class ClientConnection(Protocol):
+    """What the broker needs of a client's connection: a remoting `Connection`, or the telemetry
+    stream of a 5.x client (`ferromq.proxy`), which carries the broker's requests to the client."""
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def peer(self) -> str: ...
+    @property
+    def client_id(self) -> str | None: ...
+    def on_close(self, callback: Callable[[Any], None]) -> None: ...
+    async def oneway(self, cmd: RemotingCommand) -> None: ...
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand: ...
+
+
 @dataclass
 class ClientChannel:
     client_id: str
-    conn: Connection
+    conn: ClientConnection
     language: str
     version: int
     last_update: float
@@ -106,12 +121,12 @@ class ClientManager:
         self.producers: dict[str, dict[str, ClientChannel]] = {}
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self._on_consumers_changed = on_consumers_changed
-        self._watched: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._watched: weakref.WeakSet[ClientConnection] = weakref.WeakSet()
         self.on_subscriptions_changed: Callable[[], None] | None = None
         """Called when a group's subscriptions change or the group goes (the data planes serve
         pulls by them)."""
 
-    def watch(self, conn: Connection) -> None:
+    def watch(self, conn: ClientConnection) -> None:
         """Drops the connection's clients as soon as it closes (once per connection)."""
         if conn not in self._watched:
             self._watched.add(conn)
@@ -124,7 +139,7 @@ class ClientManager:
             del channels[cid]
         channels[channel.client_id] = channel
 
-    def producer_seen(self, group: str, conn: Connection, language: str, version: int) -> None:
+    def producer_seen(self, group: str, conn: ClientConnection, language: str, version: int) -> None:
         """A producer of `group` sent a half message over `conn`. A connection no heartbeat named as
         the group's is registered under its client id, or its address until a heartbeat comes."""
         if not group or conn.closed:
@@ -189,7 +204,7 @@ class ClientManager:
         client_id: str,
         producer_group: str | None,
         consumer_group: str | None,
-        conn: Connection | None = None,
+        conn: ClientConnection | None = None,
     ) -> None:
         if producer_group:
             channels = self.producers.get(producer_group, {})
@@ -213,7 +228,7 @@ class ClientManager:
         else:
             self._on_consumers_changed(info.group, info)
 
-    def connection_closed(self, conn: Connection) -> None:
+    def connection_closed(self, conn: ClientConnection) -> None:
         for group, channels in list(self.producers.items()):
             for cid in [c for c, ch in channels.items() if ch.conn is conn]:
                 del channels[cid]

@@ -193,6 +193,9 @@ class BrokerConfig:
     # Replication (RocketMQ's MessageStoreConfig HA keys). haListenPort unset: listenPort + 1, as
     # BrokerStartup sets it; 0: any free port (tests).
     ha_listen_port: int | None = None
+    grpc_server_port: int | None = None
+    """The RocketMQ 5.x clients' gRPC port (Apache RocketMQ's proxy's grpcServerPort); None: not
+    served (`ferromq serve` serves it on 8081), 0: any free port."""
     ha_master_address: str | None = None
     ha_send_heartbeat_interval: int = 5000
     ha_housekeeping_interval: int = 20_000
@@ -352,6 +355,8 @@ class BrokerConfig:
             out.append(("broker_id", f"a SLAVE's brokerId must be > 0, not {self.broker_id}"))
         if self.ha_listen_port is not None and not 0 <= self.ha_listen_port <= 65535:
             bad("ha_listen_port", "a port number (0-65535)")
+        if self.grpc_server_port is not None and not 0 <= self.grpc_server_port <= 65535:
+            bad("grpc_server_port", "a port number (0-65535)")
         if self.ha_master_address and not _is_host_port(self.ha_master_address):
             bad("ha_master_address", "host:port")
         if self.enable_controller_mode and not self.controller_addrs:

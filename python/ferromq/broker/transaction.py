@@ -49,7 +49,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ferromq.broker.clients import ClientManager
+from ferromq.broker.clients import ClientConnection, ClientManager
 from ferromq.broker.config import BrokerConfig
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.service import TaskService
@@ -77,7 +77,6 @@ from ferromq.protocol.constants import (
     TRANSACTION_TYPE_MASK,
 )
 from ferromq.protocol.headers import CheckTransactionStateRequestHeader
-from ferromq.remoting.connection import Connection
 from ferromq.store import KEEP_PROPERTIES, MessageStore, PropertyEdits, PutResult
 
 logger = logging.getLogger(__name__)
@@ -567,7 +566,7 @@ class TransactionalMessageService(TaskService):
             await self._send_check(channel.conn, m, copy)
         return "next"
 
-    async def _send_check(self, conn: Connection, m: StoredMessage, copy: PutResult) -> None:
+    async def _send_check(self, conn: ClientConnection, m: StoredMessage, copy: PutResult) -> None:
         props = m.properties
         record = self._store.read_raw(copy.physical_offset)
         real_topic, real_qid = props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_REAL_QID, "")

@@ -133,6 +133,13 @@ class Broker:
         return self.broker.config.broker_addr
 
     @property
+    def grpc_endpoint(self) -> str:
+        """The `host:port` the RocketMQ 5.x clients are given (their ClientConfiguration's
+        endpoints), or "" when the settings turned gRPC off (`grpc_server_port=None`)."""
+        grpc = self.broker.grpc
+        return f"127.0.0.1:{grpc.port}" if grpc is not None else ""
+
+    @property
     def store_dir(self) -> Path:
         return self._dir
 
@@ -163,6 +170,7 @@ class Broker:
             settings = {
                 "broker_name": self._broker_name,
                 "listen_port": 0,
+                "grpc_server_port": 0,
                 "namesrv_addr": self.namesrv,
                 "store_path_root_dir": str(self._dir / "store"),
                 **self._settings,

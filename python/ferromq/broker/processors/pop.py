@@ -167,7 +167,7 @@ def pop_message(
     result = ctx.pop.try_pop(req)
     if result.found or req.poll_time <= 0:
         return _pop_reply(cmd, result)
-    return _pop_after_wait(ctx, cmd, req)
+    return _pop_reply_after(cmd, wait_for_pop(ctx, req))
 
 
 def _pop_reply(cmd: RemotingCommand, result: PopResult) -> RemotingCommand:
@@ -176,7 +176,13 @@ def _pop_reply(cmd: RemotingCommand, result: PopResult) -> RemotingCommand:
     return cmd.reply(ResponseCode.SUCCESS, remark="FOUND", ext=result.header(), body=result.body)
 
 
-async def _pop_after_wait(ctx: PopHandlersContext, cmd: RemotingCommand, req: PopRequest) -> RemotingCommand:
+async def _pop_reply_after(cmd: RemotingCommand, result: Awaitable[PopResult]) -> RemotingCommand:
+    return _pop_reply(cmd, await result)
+
+
+async def wait_for_pop(ctx: PopHandlersContext, req: PopRequest) -> PopResult:
+    """A pop that found nothing waits up to its poll time for a message it takes (an orderly one
+    also for a queue's turn), whichever protocol brought it; then pops once more."""
     deadline = time.monotonic() + req.poll_time / 1000.0
     codes = req.subscription.codes
 
@@ -196,8 +202,8 @@ async def _pop_after_wait(ctx: PopHandlersContext, cmd: RemotingCommand, req: Po
             ctx.pop.polling(req, -1)
         result = ctx.pop.try_pop(req)
         if result.found:
-            return _pop_reply(cmd, result)
-    return _pop_reply(cmd, ctx.pop.try_pop(req))
+            return result
+    return ctx.pop.try_pop(req)
 
 
 def _receipt(ext: dict[str, str]) -> ExtraInfo:

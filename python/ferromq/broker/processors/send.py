@@ -10,8 +10,10 @@ import random
 import threading
 import time
 from collections.abc import Awaitable
+from dataclasses import dataclass
 
 from ferromq import _store
+from ferromq.broker.clients import ClientConnection
 from ferromq.broker.processors.context import SendContext
 from ferromq.broker.topics import NOT_ALLOWED_SEND, TopicConfig, topic_problem
 from ferromq.errors import (
@@ -120,18 +122,57 @@ def _is_transaction(properties: str) -> bool:
 def send_message(
     broker: SendContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
-    """A send the broker decides (the data plane serves the plain ones to known topics): whether
-    the topic may be sent to (or created), whether a retry is a dead letter, whether a half
-    message is accepted. The send rules (`broker.sender`, in Rust, as on the data plane) store
-    it and say when it is answered: in SYNC_FLUSH or SYNC_MASTER mode (unless the message says
-    WAIT=false) the answer is an awaitable completed once the bytes are on disk and on a slave."""
-    refuse_on_slave(broker)
+    """A send the broker decides (the data plane serves the plain ones to known topics); see
+    `store_send`. In SYNC_FLUSH or SYNC_MASTER mode (unless the message says WAIT=false) the
+    answer is an awaitable completed once the bytes are on disk and on a slave."""
     h = SendMessageRequestHeader.from_ext(cmd.ext)
+    stored = store_send(broker, h, cmd.body, conn.peer, Producer(conn, cmd.language, cmd.version or 0))
+    code = stored.code
+    if isinstance(code, int):
+        return _reply(cmd, code, stored.reply_ext)
+    return _reply_when(cmd, code, stored.reply_ext)
+
+
+async def _reply_when(cmd: RemotingCommand, code: Awaitable[int], ext: dict[str, str]) -> RemotingCommand:
+    return _reply(cmd, await code, ext)
+
+
+@dataclass(frozen=True)
+class Producer:
+    """Who sends: the connection a transaction's checks go to (a remoting connection, or a 5.x
+    client's telemetry stream), and the client's language and version."""
+
+    conn: ClientConnection
+    language: str
+    version: int
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A send the rules stored: where, and its response code (an awaitable while the disk or a
+    slave is waited for)."""
+
+    outcome: _store.SendOutcome
+    code: int | Awaitable[int]
+
+    @property
+    def reply_ext(self) -> dict[str, str]:
+        return self.outcome.reply_fields
+
+
+def store_send(
+    broker: SendContext, h: SendMessageRequestHeader, body: bytes, born_host: str, producer: Producer
+) -> Stored:
+    """A send the broker decides, whichever protocol brought it (remoting, the 5.x clients' gRPC):
+    whether the topic may be sent to (or created), whether a retry is a dead letter, whether a half
+    message is accepted. The send rules (`broker.sender`, in Rust, as on the data plane) store it
+    and say when it is answered."""
+    refuse_on_slave(broker)
     tc = _check_topic_for_send(broker, h)
     dead_letter_topic = None
     half = False
     if not h.batch:
-        if h.topic.startswith(RETRY_PREFIX) and _dead_letter(broker, cmd, h, h.topic):
+        if h.topic.startswith(RETRY_PREFIX) and _dead_letter(broker, producer.version, h, h.topic):
             dead_letter_topic = DLQ_PREFIX + h.topic[len(RETRY_PREFIX) :]
             broker.topics.create_system_topic(dead_letter_topic, 1)
             broker.registration_changed()
@@ -143,7 +184,7 @@ def send_message(
             # Checks of this transaction go to a producer of PGROUP: this connection is one, even
             # before (or without) a heartbeat on it.
             group = _store.get_property(h.properties, PROPERTY_PRODUCER_GROUP) or h.producer_group
-            broker.clients.producer_seen(group, conn, cmd.language, cmd.version)
+            broker.clients.producer_seen(group, producer.conn, producer.language, producer.version)
             broker.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
             half = True
     sender = broker.sender
@@ -153,12 +194,12 @@ def send_message(
         h.producer_group,
         h.topic,
         h.queue_id,
-        cmd.body,
+        body,
         h.properties,
         flag=h.flag,
         sys_flag=h.sys_flag,
         born_timestamp=h.born_timestamp,
-        born_host=conn.peer,
+        born_host=born_host,
         reconsume_times=h.reconsume_times,
         batch=h.batch,
         dead_letter_topic=dead_letter_topic,
@@ -169,9 +210,8 @@ def send_message(
     arrived = functools.partial(
         broker.message_arrived, out.topic, out.queue_id, out.next_offset, out.tags_code
     )
-    reply_ext = out.reply_fields
     loop = asyncio.get_running_loop()
-    answer: asyncio.Future[RemotingCommand] = loop.create_future()
+    answer: asyncio.Future[int] = loop.create_future()
     loop_thread = threading.get_ident()
 
     # Called on this thread when nothing is waited for, else on the flush or HA thread.
@@ -182,27 +222,25 @@ def send_message(
             loop.call_soon_threadsafe(arrived)
 
     def on_answered(code: int) -> None:
-        loop.call_soon_threadsafe(_complete, answer, _reply(cmd, code, reply_ext))
+        loop.call_soon_threadsafe(_complete, answer, code)
 
     code = sender.settle(out, on_arrived, on_answered)
-    if code is not None:
-        return _reply(cmd, code, reply_ext)
-    return answer
+    return Stored(out, answer if code is None else code)
 
 
-def _complete(answer: asyncio.Future[RemotingCommand], reply: RemotingCommand) -> None:
+def _complete(answer: asyncio.Future[int], code: int) -> None:
     if not answer.done():
-        answer.set_result(reply)
+        answer.set_result(code)
 
 
-def _dead_letter(broker: SendContext, cmd: RemotingCommand, h: SendMessageRequestHeader, topic: str) -> bool:
+def _dead_letter(broker: SendContext, version: int, h: SendMessageRequestHeader, topic: str) -> bool:
     """A send to a retry topic that has been consumed too often goes to the group's DLQ."""
     group = topic[len(RETRY_PREFIX) :]
     cfg = broker.groups.find_or_create(group)
     if cfg is None:
         raise SubscriptionGroupNotExistError(f"subscription group not exist, {group}")
     max_times = cfg.retry_max_times
-    if (cmd.version or 0) >= VERSION_WITH_MAX_RECONSUME and h.max_reconsume_times is not None:
+    if version >= VERSION_WITH_MAX_RECONSUME and h.max_reconsume_times is not None:
         max_times = h.max_reconsume_times
     return h.reconsume_times >= max_times
 

@@ -1,0 +1,60 @@
+"""The broker's gRPC port (`grpcServerPort`, Apache RocketMQ's proxy port, 8081 by default): the
+RocketMQ 5.x clients' MessagingService, served by grpcio's asyncio server on the broker's event
+loop (`ferromq.proxy.service`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import grpc
+
+from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
+from ferromq.proxy.service import MessagingService
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+# Java's grpcMaxInboundMessageSize (130 MiB): a send of 4 MiB bodies in a batch fits.
+MAX_INBOUND_MESSAGE_SIZE = 130 * 1024 * 1024
+# Seconds the server waits for calls in flight when it stops (long polls end sooner).
+STOP_GRACE_SECONDS = 1.0
+
+
+class GrpcServer:
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self._broker = broker
+        self._host = host
+        self._requested_port = port
+        self.port = 0
+        self.service = MessagingService(broker, self.endpoint)
+        self._server: grpc.aio.Server | None = None
+
+    def endpoint(self) -> tuple[str, int]:
+        """Where clients reach this port (what routes name)."""
+        host = self._host if self._host not in ("0.0.0.0", "::", "") else self._broker.config.broker_ip1
+        return host, self.port
+
+    async def start(self) -> None:
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_SIZE),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        rpc.add_MessagingServiceServicer_to_server(self.service, server)  # type: ignore[no-untyped-call]
+        port = server.add_insecure_port(f"{self._host}:{self._requested_port}")
+        if port == 0:
+            raise OSError(f"cannot listen for gRPC on {self._host}:{self._requested_port}")
+        await server.start()
+        self._server, self.port = server, port
+        logger.info("gRPC (RocketMQ 5.x clients) listening on %s:%d", self._host, port)
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(STOP_GRACE_SECONDS)
+        for client_id in list(self.service.sessions.by_id):
+            self.service.sessions.remove(client_id)

@@ -1,0 +1,642 @@
+"""MessagingService (apache.rocketmq.v2) over the broker it runs in, as Apache RocketMQ's proxy
+serves it in local mode: every RPC goes through the broker's own decisions and rules, the same
+as a remoting request (a send through `store_send` and the Rust send rules, a receive through
+the POP rules and long polling, an ack through the POP rules), so no rule is written a third
+time here. This module reads requests, checks what the proxy checks, and writes the answers
+with the proxy's codes and messages (see `ferromq.proxy.status`)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import grpc
+from google.protobuf import timestamp_pb2
+
+from ferromq.broker.clients import ClientChannel, parse_subscription
+from ferromq.broker.pop.formats import ExtraInfo, real_topic, retry_mark
+from ferromq.broker.pop.service import MAX_POP_NUMS, PopRequest, PopResult
+from ferromq.broker.processors.pop import wait_for_pop
+from ferromq.broker.processors.send import Producer, store_send
+from ferromq.broker.sql92 import compile_sql92
+from ferromq.broker.topics import NOT_ALLOWED_SEND
+from ferromq.errors import SubscriptionParseError
+from ferromq.message import decode_messages
+from ferromq.protocol.codes import ResponseCode
+from ferromq.protocol.headers import SendMessageRequestHeader
+from ferromq.proxy import convert
+from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
+from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
+from ferromq.proxy.sessions import Session, Sessions, merged_settings
+from ferromq.proxy.status import Code, ProxyError, ok, status, status_of
+
+if TYPE_CHECKING:
+    from ferromq.broker.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+# The proxy's bounds (ProxyConfig defaults).
+MIN_POLLING_MS, MAX_POLLING_MS = 5_000, 20_000
+MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 43_200_000
+AUTO_RENEW_INVISIBLE_MS = 60_000
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
+MAX_GROUP_LENGTH = 255
+
+_TOPIC_CHARS = frozenset("%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+_MESSAGE_TYPES = {
+    "NORMAL": [pb.NORMAL],
+    "FIFO": [pb.FIFO],
+    "DELAY": [pb.DELAY],
+    "TRANSACTION": [pb.TRANSACTION],
+    "MIXED": [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION],
+}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def check_topic(name: str) -> None:
+    """ILLEGAL_TOPIC, with the proxy's texts, for a name a client may not use."""
+    if not name.strip():
+        raise ProxyError(Code.ILLEGAL_TOPIC, "The specified topic is blank")
+    if len(name) > 127:
+        raise ProxyError(Code.ILLEGAL_TOPIC, "The specified topic is longer than topic max length 127.")
+    if not set(name) <= _TOPIC_CHARS:
+        raise ProxyError(
+            Code.ILLEGAL_TOPIC,
+            f"The specified topic[{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+        )
+    if name in NOT_ALLOWED_SEND or name.startswith(SYSTEM_TOPIC_PREFIX):
+        raise ProxyError(Code.ILLEGAL_TOPIC, "cannot access system topic")
+
+
+def check_group(name: str) -> None:
+    if not name.strip():
+        raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, "the specified group is blank")
+    if len(name) > MAX_GROUP_LENGTH:
+        raise ProxyError(
+            Code.ILLEGAL_CONSUMER_GROUP,
+            f"the specified group is longer than group max length {MAX_GROUP_LENGTH}.",
+        )
+    if not set(name) <= _TOPIC_CHARS:
+        raise ProxyError(
+            Code.ILLEGAL_CONSUMER_GROUP,
+            f"the specified group[{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+        )
+    if name.startswith(SYSTEM_GROUP_PREFIX):
+        raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, "cannot use system consumer group")
+
+
+def _metadata(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
+    return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+
+
+def _peer(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    """`ipv4:127.0.0.1:5000` -> `127.0.0.1:5000`."""
+    peer = context.peer() or ""
+    return peer.split(":", 1)[1] if peer.startswith(("ipv4:", "ipv6:")) else peer
+
+
+def _duration_ms(d: Any) -> int:
+    return int(d.seconds) * 1000 + int(d.nanos) // 1_000_000
+
+
+def _decode_handle(handle: str) -> tuple[ExtraInfo, int]:
+    """A receipt handle: the broker's ExtraInfo and, ninth, the CommitLog offset (-1 without)."""
+    try:
+        receipt = ExtraInfo.parse(handle)
+        fields = handle.split(" ")
+        commit_log_offset = int(fields[8]) if len(fields) > 8 else -1
+    except ValueError:
+        raise ProxyError(
+            Code.INVALID_RECEIPT_HANDLE, f"receipt handle is illegal: {handle[:200]!r}"
+        ) from None
+    return receipt, commit_log_offset
+
+
+def _entries_status(codes: list[int]) -> pb.Status:
+    """The top-level status of per-entry results (one code for all: it; else MULTIPLE_RESULTS)."""
+    distinct = set(codes)
+    if len(distinct) == 1:
+        code = distinct.pop()
+        return status(code, Code.Name(code))
+    return status(Code.MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
+
+
+class MessagingService(rpc.MessagingServiceServicer):
+    def __init__(self, broker: Broker, endpoint: Callable[[], tuple[str, int]]) -> None:
+        self._broker = broker
+        self._endpoint = endpoint
+        self.sessions = Sessions()
+        self._round_robin = itertools.count()
+
+    # -- common ----------------------------------------------------------------------------------
+
+    def _session(self, context: grpc.aio.ServicerContext[Any, Any]) -> Session:
+        md = _metadata(context)
+        client_id = md.get("x-mq-client-id", "")
+        if not client_id:
+            raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
+        return self.sessions.open(
+            client_id, _peer(context), md.get("x-mq-language", ""), md.get("x-mq-client-version", "")
+        )
+
+    async def _unary(self, make: Callable[..., R], body: Callable[[], Awaitable[R]] | Callable[[], R]) -> R:
+        """Runs an RPC's body; a refusal becomes a response carrying only its status."""
+        try:
+            out = body()
+            if asyncio.iscoroutine(out):
+                out = await out
+            return out  # type: ignore[return-value]
+        except Exception as e:
+            if not isinstance(e, ProxyError):
+                logger.debug("gRPC request refused: %s", e, exc_info=True)
+            return make(status=status_of(e))
+
+    def _endpoints(self, request_endpoints: pb.Endpoints | None) -> pb.Endpoints:
+        """This broker's gRPC endpoints: as the client reached them (local mode)."""
+        if request_endpoints is not None and request_endpoints.addresses:
+            return request_endpoints
+        host, port = self._endpoint()
+        return pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=host, port=port)])
+
+    def _message_type(self, topic: str) -> str:
+        tc = self._broker.topics.get(topic)
+        return str(getattr(tc, "message_type", "NORMAL") or "NORMAL")
+
+    # -- route and clients -------------------------------------------------------------------------
+
+    async def QueryRoute(self, request: spb.QueryRouteRequest, context: Any) -> spb.QueryRouteResponse:
+        def body() -> spb.QueryRouteResponse:
+            self._session(context)
+            name = request.topic.name
+            check_topic(name)
+            tc = self._broker.topics.get(name)
+            if tc is None:
+                raise ProxyError(
+                    Code.TOPIC_NOT_FOUND,
+                    f"CODE: 17  DESC: No topic route info in name server for the topic: {name}\n"
+                    "For more information, please visit the url, "
+                    "https://rocketmq.apache.org/docs/bestPractice/06FAQ",
+                )
+            broker = pb.Broker(
+                name=self._broker.config.broker_name,
+                id=0,
+                endpoints=self._endpoints(request.endpoints if request.HasField("endpoints") else None),
+            )
+            accepts = _MESSAGE_TYPES.get(self._message_type(name), [pb.MESSAGE_TYPE_UNSPECIFIED])
+            queues = []
+            for qid, permission in enumerate(_permissions(tc.perm, tc.read_queue_nums, tc.write_queue_nums)):
+                queues.append(
+                    pb.MessageQueue(
+                        topic=request.topic,
+                        id=qid,
+                        permission=permission,  # type: ignore[arg-type]
+                        broker=broker,
+                        accept_message_types=accepts,
+                    )
+                )
+            return spb.QueryRouteResponse(status=ok(), message_queues=queues)
+
+        return await self._unary(spb.QueryRouteResponse, body)
+
+    async def QueryAssignment(
+        self, request: spb.QueryAssignmentRequest, context: Any
+    ) -> spb.QueryAssignmentResponse:
+        def body() -> spb.QueryAssignmentResponse:
+            self._session(context)
+            check_topic(request.topic.name)
+            check_group(request.group.name)
+            tc = self._broker.topics.get(request.topic.name)
+            if tc is None or not tc.readable or tc.read_queue_nums <= 0:
+                raise ProxyError(Code.FORBIDDEN, "no readable queue")
+            broker = pb.Broker(
+                name=self._broker.config.broker_name,
+                id=0,
+                endpoints=self._endpoints(request.endpoints if request.HasField("endpoints") else None),
+            )
+            permission = pb.READ_WRITE if tc.writable else pb.READ
+            fifo = self._fifo_group(request.group.name)
+            ids = range(tc.read_queue_nums) if fifo else [-1]
+            assignments = [
+                pb.Assignment(
+                    message_queue=pb.MessageQueue(
+                        topic=request.topic,
+                        id=qid,
+                        permission=permission,
+                        broker=broker,
+                    )
+                )
+                for qid in ids
+            ]
+            return spb.QueryAssignmentResponse(status=ok(), assignments=assignments)
+
+        return await self._unary(spb.QueryAssignmentResponse, body)
+
+    def _fifo_group(self, group: str) -> bool:
+        cfg = self._broker.groups.groups.get(group)
+        return bool(getattr(cfg, "consume_message_orderly", False))
+
+    def _register(self, session: Session, settings: pb.Settings) -> None:
+        """The client as the broker's client manager knows 4.x clients: a producer of each of its
+        topics (the proxy's producer group is the topic), or a consumer of its group."""
+        clients = self._broker.clients
+        channel = ClientChannel(
+            session.client_id_, session, session.language or "PYTHON", 0, time.monotonic()
+        )
+        if settings.HasField("publishing"):
+            for topic in settings.publishing.topics:
+                clients.register_producer(topic.name, channel)
+        elif settings.HasField("subscription"):
+            group = settings.subscription.group.name
+            check_group(group)
+            subscriptions = []
+            for entry in settings.subscription.subscriptions:
+                etype = "SQL92" if entry.expression.type == pb.SQL else "TAG"
+                try:
+                    subscriptions.append(
+                        parse_subscription(entry.topic.name, entry.expression.expression, etype, 0)
+                    )
+                except SubscriptionParseError as e:
+                    raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
+            simple = settings.client_type == pb.SIMPLE_CONSUMER
+            data = {
+                "consumeType": "CONSUME_ACTIVELY" if simple else "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+            }
+            clients.register_consumer(group, channel, data, subscriptions)
+
+    async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
+        def body() -> spb.HeartbeatResponse:
+            session = self._session(context)
+            if session.settings is None:
+                raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
+            self._register(session, session.settings)
+            return spb.HeartbeatResponse(status=ok())
+
+        return await self._unary(spb.HeartbeatResponse, body)
+
+    async def NotifyClientTermination(
+        self, request: spb.NotifyClientTerminationRequest, context: Any
+    ) -> spb.NotifyClientTerminationResponse:
+        def body() -> spb.NotifyClientTerminationResponse:
+            session = self._session(context)
+            settings = session.settings
+            if settings is None:
+                raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
+            clients = self._broker.clients
+            if settings.HasField("publishing"):
+                for topic in settings.publishing.topics:
+                    clients.unregister(session.client_id_, topic.name, None, session)
+            elif settings.HasField("subscription"):
+                clients.unregister(session.client_id_, None, settings.subscription.group.name, session)
+            self.sessions.remove(session.client_id_)
+            return spb.NotifyClientTerminationResponse(status=ok())
+
+        return await self._unary(spb.NotifyClientTerminationResponse, body)
+
+    async def Telemetry(
+        self, request_iterator: AsyncIterator[spb.TelemetryCommand], context: Any
+    ) -> AsyncIterator[spb.TelemetryCommand]:
+        """The client's Settings in, the merged Settings and the broker's commands (transaction
+        checks) out, until the client ends the stream."""
+        try:
+            session = self._session(context)
+        except ProxyError as e:
+            yield spb.TelemetryCommand(status=status(e.status_code, e.message))
+            return
+        reader = asyncio.create_task(self._read_telemetry(request_iterator, session))
+        try:
+            while True:
+                command = asyncio.ensure_future(session.next_command())
+                done, _ = await asyncio.wait({command, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if command in done:
+                    yield command.result()
+                    continue
+                command.cancel()
+                return
+        finally:
+            reader.cancel()
+
+    async def _read_telemetry(self, commands: AsyncIterator[spb.TelemetryCommand], session: Session) -> None:
+        async for command in commands:
+            if not command.HasField("settings"):
+                continue  # thread stack traces and verify results: nothing waits for them
+            try:
+                settings = command.settings
+                if not (settings.HasField("publishing") or settings.HasField("subscription")):
+                    raise ProxyError(
+                        Code.BAD_REQUEST, "there is no publishing or subscription data in settings"
+                    )
+                group = None
+                if settings.HasField("subscription"):
+                    group = self._broker.groups.groups.get(settings.subscription.group.name)
+                merged = merged_settings(settings, group, self._broker.config.message_delay_level)
+                session.settings = merged
+                self._register(session, merged)
+                session.send(spb.TelemetryCommand(status=ok(), settings=merged))
+            except Exception as e:
+                session.send(spb.TelemetryCommand(status=status_of(e)))
+
+    # -- send ------------------------------------------------------------------------------------
+
+    async def SendMessage(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
+        async def body() -> spb.SendMessageResponse:
+            session = self._session(context)
+            if not request.messages:
+                raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
+            topic = request.messages[0].topic.name
+            check_topic(topic)
+            if any(m.topic.name != topic for m in request.messages):
+                raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+            now = _now_ms()
+            entries = []
+            for m in request.messages:
+                convert.validate_send(m, now)
+                entries.append(await self._send_one(session, convert.to_store(m, session.peer), m))
+            return spb.SendMessageResponse(
+                status=_entries_status([e.status.code for e in entries]), entries=entries
+            )
+
+        return await self._unary(spb.SendMessageResponse, body)
+
+    async def _send_one(self, session: Session, out: convert.Outgoing, m: pb.Message) -> spb.SendResultEntry:
+        broker = self._broker
+        expected = self._message_type(out.topic)
+        actual = pb.MessageType.Name(convert.message_type_of(out.properties))
+        if broker.topics.get(out.topic) is not None and expected not in (actual, "MIXED"):
+            raise ProxyError(
+                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                "org.apache.rocketmq.proxy.common.ProxyException: TopicMessageType validate failed, "
+                f"the expected type is {expected}, but actual type is {actual}",
+            )
+        tc = broker.topics.get(out.topic)
+        queues = tc.write_queue_nums if tc is not None else 1
+        group = out.properties.get(convert.PROPERTY_SHARDING_KEY)
+        if group:
+            queue_id = convert.fifo_queue(group, max(1, queues))
+        else:
+            queue_id = next(self._round_robin) % max(1, queues)
+        h = SendMessageRequestHeader(
+            producer_group=out.topic,
+            topic=out.topic,
+            queue_id=queue_id,
+            sys_flag=out.sys_flag,
+            born_timestamp=out.born_timestamp or _now_ms(),
+            properties=out.properties_string,
+        )
+        language = session.language or "PYTHON"
+        stored = store_send(broker, h, out.body, session.peer, Producer(session, language, 0))
+        code = stored.code if isinstance(stored.code, int) else await stored.code
+        fields = stored.reply_ext
+        message_id = m.system_properties.message_id
+        if code != ResponseCode.SUCCESS:
+            entry_code = _SEND_CODES.get(code, Code.INTERNAL_SERVER_ERROR)
+            name = ResponseCode(code).name if code in ResponseCode._value2member_map_ else str(code)
+            return spb.SendResultEntry(
+                status=status(entry_code, f"send message failed, sendStatus={name}"),
+                message_id=message_id,
+            )
+        queue_offset = int(fields.get("queueOffset", "0"))
+        if convert.message_type_of(out.properties) == pb.TRANSACTION:
+            commit_log_offset = _commit_log_offset(fields.get("msgId", ""))
+            session.transactions[message_id] = (queue_offset, commit_log_offset)
+        return spb.SendResultEntry(
+            status=ok(),
+            message_id=message_id,
+            transaction_id=message_id,
+            offset=queue_offset,
+            recall_handle=fields.get("recallHandle", ""),
+        )
+
+    # -- receive, ack, change of invisible time ---------------------------------------------------
+
+    async def ReceiveMessage(
+        self, request: spb.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        try:
+            result, req = await self._receive(request, context)
+        except Exception as e:
+            yield spb.ReceiveMessageResponse(status=status_of(e))
+        else:
+            if result is None or not result.found:
+                yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+            else:
+                yield spb.ReceiveMessageResponse(status=ok())
+                for message in self._received(result, req):
+                    yield spb.ReceiveMessageResponse(message=message)
+        now = _now_ms()
+        yield spb.ReceiveMessageResponse(
+            delivery_timestamp=timestamp_pb2.Timestamp(seconds=now // 1000, nanos=(now % 1000) * 1_000_000)
+        )
+
+    async def _receive(
+        self, request: spb.ReceiveMessageRequest, context: Any
+    ) -> tuple[PopResult | None, PopRequest]:
+        session = self._session(context)
+        settings = session.settings
+        fifo = bool(settings is not None and settings.subscription.fifo)
+        remaining = context.time_remaining()
+        remaining_ms = int(remaining * 1000) if remaining is not None else MAX_POLLING_MS
+        if request.HasField("long_polling_timeout"):
+            polling = _duration_ms(request.long_polling_timeout)
+        else:
+            timeout = settings.request_timeout if settings is not None else None
+            polling = remaining_ms - (_duration_ms(timeout) // 2 if timeout is not None else 0)
+        polling = min(max(polling, MIN_POLLING_MS), MAX_POLLING_MS)
+        if polling > remaining_ms:
+            if remaining_ms < MIN_POLLING_MS:
+                raise ProxyError(
+                    Code.ILLEGAL_POLLING_TIME,
+                    "The deadline time remaining is not enough for polling, please check network condition",
+                )
+            polling = remaining_ms
+        topic, group = request.message_queue.topic.name, request.group.name
+        check_topic(topic)
+        check_group(group)
+        if request.auto_renew:
+            invisible = AUTO_RENEW_INVISIBLE_MS
+        else:
+            invisible = (
+                _duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else 0
+            )
+            if invisible < MIN_INVISIBLE_MS:
+                raise ProxyError(
+                    Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min is {MIN_INVISIBLE_MS}"
+                )
+            if invisible > MAX_INVISIBLE_MS:
+                raise ProxyError(
+                    Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}"
+                )
+        expression = request.filter_expression
+        sql = None
+        try:
+            if expression.type == pb.SQL:
+                subscription = parse_subscription(topic, expression.expression, "SQL92", 0)
+                sql = compile_sql92(expression.expression)
+            else:
+                subscription = parse_subscription(topic, expression.expression or "*", "TAG", 0)
+        except SubscriptionParseError as e:
+            raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
+        broker = self._broker
+        tc = broker.topics.get(topic)
+        if tc is None:
+            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic[{topic}] not exist, apply first please!")
+        if not tc.readable or not broker.config.broker_permission & 4:
+            raise ProxyError(Code.FORBIDDEN, "no readable queue")
+        cfg = broker.groups.find_or_create(group)
+        if cfg is None:
+            raise ProxyError(Code.CONSUMER_GROUP_NOT_FOUND, f"subscription group [{group}] does not exist")
+        now = _now_ms()
+        req = PopRequest(
+            group=group,
+            topic=topic,
+            queue_id=-1,
+            max_msgs=max(1, min(request.batch_size or 1, MAX_POP_NUMS)),
+            invisible_time=invisible,
+            poll_time=polling,
+            born_time=now,
+            init_mode=1,
+            subscription=subscription,
+            order=fifo,
+            attempt_id=request.attempt_id or None,
+            sql=sql,
+        )
+        result = broker.pop.try_pop(req)
+        if not result.found and req.poll_time > 0:
+            result = await wait_for_pop(broker, req)
+        return result, req
+
+    def _received(self, result: PopResult, req: PopRequest) -> list[pb.Message]:
+        """The popped records as 5.x messages, each with its receipt handle (the broker's receipt
+        and the message's CommitLog offset)."""
+        popped = result.popped
+        starts = {(retry_mark(topic), queue_id): start for topic, queue_id, start, _ in popped.takes}
+        broker_name = self._broker.config.broker_name
+        out = []
+        for m in decode_messages(popped.body):
+            receipt = m.properties.get("POP_CK")
+            if receipt is None:
+                receipt = str(
+                    ExtraInfo(
+                        starts.get(("0", m.queue_id), m.queue_offset),
+                        popped.pop_time,
+                        popped.invisible_time,
+                        popped.revive_qid,
+                        "0",
+                        broker_name,
+                        m.queue_id,
+                        m.queue_offset,
+                    )
+                )
+            out.append(convert.to_v2(m, req.topic, f"{receipt} {m.physical_offset}"))
+        return out
+
+    async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
+        def body() -> spb.AckMessageResponse:
+            self._session(context)
+            topic, group = request.topic.name, request.group.name
+            check_topic(topic)
+            check_group(group)
+            entries = []
+            for entry in request.entries:
+                try:
+                    receipt, _ = _decode_handle(entry.receipt_handle)
+                    where = real_topic(topic, group, receipt.mark)
+                    self._broker.pop.ack(group, where, receipt.queue_id, receipt.offset, receipt)
+                    result = ok()
+                except Exception as e:
+                    result = status_of(e)
+                entries.append(
+                    spb.AckMessageResultEntry(
+                        message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
+                    )
+                )
+            if not entries:
+                return spb.AckMessageResponse(
+                    status=status(Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
+                )
+            return spb.AckMessageResponse(
+                status=_entries_status([e.status.code for e in entries]), entries=entries
+            )
+
+        return await self._unary(spb.AckMessageResponse, body)
+
+    async def ChangeInvisibleDuration(
+        self, request: spb.ChangeInvisibleDurationRequest, context: Any
+    ) -> spb.ChangeInvisibleDurationResponse:
+        def body() -> spb.ChangeInvisibleDurationResponse:
+            self._session(context)
+            topic, group = request.topic.name, request.group.name
+            check_topic(topic)
+            check_group(group)
+            invisible = _duration_ms(request.invisible_duration)
+            if invisible < 0:
+                raise ProxyError(Code.ILLEGAL_INVISIBLE_TIME, "the invisibleTime is too small. min is 0")
+            if invisible > MAX_INVISIBLE_MS:
+                raise ProxyError(
+                    Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}"
+                )
+            receipt, commit_log_offset = _decode_handle(request.receipt_handle)
+            where = real_topic(topic, group, receipt.mark)
+            pop_time, invisible_time, revive_qid = self._broker.pop.change_invisible(
+                group, where, receipt.queue_id, receipt.offset, receipt, invisible
+            )
+            # The message's own checkpoint now (an orderly pop keeps its first).
+            ck_offset = receipt.ck_offset if receipt.orderly else receipt.offset
+            changed = ExtraInfo(
+                ck_offset,
+                pop_time,
+                invisible_time,
+                revive_qid,
+                receipt.mark,
+                receipt.broker_name,
+                receipt.queue_id,
+                receipt.offset,
+            )
+            return spb.ChangeInvisibleDurationResponse(
+                status=ok(), receipt_handle=f"{changed} {commit_log_offset}"
+            )
+
+        return await self._unary(spb.ChangeInvisibleDurationResponse, body)
+
+
+# A send the broker stored but whose wait failed: the entry's code (SendMessageActivity).
+_SEND_CODES: dict[int, int] = {
+    ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+}
+
+
+def _permissions(perm: int, read: int, write: int) -> Sequence[int]:
+    """The route's queues of a topic by its perm bits (genMessageQueueFromQueueData): read-only,
+    then write-only, then read-write ones; NONE ones when neither."""
+    readable, writable = bool(perm & 4), bool(perm & 2)
+    if readable and writable:
+        both = min(read, write)
+        return [pb.READ] * (read - both) + [pb.WRITE] * (write - both) + [pb.READ_WRITE] * both
+    if writable:
+        return [pb.WRITE] * write
+    if readable:
+        return [pb.READ] * read
+    return [pb.NONE] * max(1, read, write)
+
+
+def _commit_log_offset(offset_msg_id: str) -> int:
+    from ferromq import _store
+
+    try:
+        return int(_store.decode_offset_msg_id(offset_msg_id)[1])
+    except (ValueError, IndexError):
+        return -1

@@ -1,0 +1,184 @@
+"""The 5.x clients the gRPC front knows, by client id (`x-mq-client-id`): the Settings each sent
+over Telemetry, merged with the broker's as Apache RocketMQ's proxy merges them
+(GrpcClientSettingsManager), and the Telemetry stream the broker reaches the client by (a
+transaction's check goes there as a RecoverOrphanedTransactionCommand).
+
+A session is the `ClientConnection` the broker's client manager keeps for a 5.x producer or
+consumer, as it keeps a remoting connection for a 4.x client."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf import duration_pb2
+
+from ferromq.broker.subscriptions import SubscriptionGroupConfig
+from ferromq.message import decode_messages
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.proxy.convert import to_v2
+from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
+
+logger = logging.getLogger(__name__)
+
+# What the proxy tells producers (ProxyConfig defaults).
+PRODUCER_MAX_ATTEMPTS = 3
+PRODUCER_BACKOFF_INITIAL_MS = 10
+PRODUCER_BACKOFF_MAX_MS = 1000
+MAX_BODY_SIZE = 4 * 1024 * 1024
+# ... and consumers.
+RECEIVE_BATCH_SIZE = 32
+LONG_POLLING_TIMEOUT_MS = 20_000
+# Commands queued for a client whose stream is gone are dropped past this many.
+MAX_QUEUED_COMMANDS = 1024
+
+
+def _duration(ms: int) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _delay_ms(text: str) -> int:
+    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    return int(text[:-1]) * units[text[-1]]
+
+
+def merged_settings(
+    client: pb.Settings, group: SubscriptionGroupConfig | None, delay_levels: str
+) -> pb.Settings:
+    """The Settings a client gets back: its own, with the broker's limits for a producer, and its
+    group's consumption rules (FIFO, batch, long polling, retry policy) for a consumer."""
+    out = pb.Settings()
+    out.CopyFrom(client)
+    if client.HasField("publishing"):
+        out.backoff_policy.CopyFrom(
+            pb.RetryPolicy(
+                max_attempts=PRODUCER_MAX_ATTEMPTS,
+                exponential_backoff=pb.ExponentialBackoff(
+                    initial=_duration(PRODUCER_BACKOFF_INITIAL_MS),
+                    max=_duration(PRODUCER_BACKOFF_MAX_MS),
+                    multiplier=2,
+                ),
+            )
+        )
+        out.publishing.validate_message_type = True
+        out.publishing.max_body_size = MAX_BODY_SIZE
+    elif client.HasField("subscription"):
+        cfg = group if group is not None else SubscriptionGroupConfig(client.subscription.group.name)
+        sub = out.subscription
+        sub.receive_batch_size = RECEIVE_BATCH_SIZE
+        sub.long_polling_timeout.CopyFrom(_duration(LONG_POLLING_TIMEOUT_MS))
+        sub.fifo = bool(getattr(cfg, "consume_message_orderly", False))
+        # Customized backoff: the broker's delay levels from the third on (Java's default retry
+        # policy, which a retry of attempt n waits level n + 2 for).
+        levels = [_delay_ms(t) for t in delay_levels.split()][2:]
+        out.backoff_policy.CopyFrom(
+            pb.RetryPolicy(
+                max_attempts=cfg.retry_max_times + 1,
+                customized_backoff=pb.CustomizedBackoff(next=[_duration(ms) for ms in levels]),
+            )
+        )
+    return out
+
+
+class Session:
+    """One 5.x client: its settings and the Telemetry stream the broker writes commands to."""
+
+    def __init__(self, client_id: str, peer: str, language: str, version: str) -> None:
+        self.client_id_ = client_id
+        self.peer_ = peer
+        self.language = language
+        self.version = version
+        self.settings: pb.Settings | None = None
+        self._commands: asyncio.Queue[spb.TelemetryCommand] = asyncio.Queue()
+        self._closed = False
+        self._on_close: list[Callable[[Any], None]] = []
+        self.transactions: dict[str, tuple[int, int]] = {}
+        """transaction id -> (half message's queue offset, CommitLog offset), as sends and checks
+        learn them (EndTransaction names only the transaction)."""
+
+    # -- what the broker's client manager needs of a connection (ClientConnection) -------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def peer(self) -> str:
+        return self.peer_
+
+    @property
+    def client_id(self) -> str | None:
+        return self.client_id_
+
+    def on_close(self, callback: Callable[[Any], None]) -> None:
+        self._on_close.append(callback)
+
+    async def oneway(self, cmd: RemotingCommand) -> None:
+        """A request of the broker to the client: a transaction's check goes over Telemetry;
+        others (consumer id changes) mean nothing to a 5.x client."""
+        if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
+            return
+        messages = decode_messages(cmd.body)
+        if not messages:
+            return
+        m = messages[0]
+        transaction_id = cmd.ext.get("transactionId") or m.uniq_key or ""
+        queue_offset = int(cmd.ext.get("tranStateTableOffset", "-1"))
+        commit_log_offset = int(cmd.ext.get("commitLogOffset", "-1"))
+        self.transactions[transaction_id] = (queue_offset, commit_log_offset)
+        command = spb.TelemetryCommand(
+            recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
+                message=to_v2(m, m.topic, None), transaction_id=transaction_id
+            )
+        )
+        self.send(command)
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        return cmd.reply(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark="a 5.x client answers no remoting requests"
+        )
+
+    # -- the Telemetry stream ---------------------------------------------------------------------
+
+    def send(self, command: spb.TelemetryCommand) -> None:
+        if self._commands.qsize() < MAX_QUEUED_COMMANDS:
+            self._commands.put_nowait(command)
+
+    async def next_command(self) -> spb.TelemetryCommand:
+        return await self._commands.get()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for callback in self._on_close:
+            try:
+                callback(self)
+            except Exception:
+                logger.exception("closing the session of %s", self.client_id_)
+
+
+class Sessions:
+    """Every 5.x client by client id."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Session] = {}
+
+    def get(self, client_id: str) -> Session | None:
+        return self.by_id.get(client_id)
+
+    def open(self, client_id: str, peer: str, language: str, version: str) -> Session:
+        session = self.by_id.get(client_id)
+        if session is None or session.closed:
+            session = self.by_id[client_id] = Session(client_id, peer, language, version)
+        return session
+
+    def remove(self, client_id: str) -> Session | None:
+        session = self.by_id.pop(client_id, None)
+        if session is not None:
+            session.close()
+        return session
