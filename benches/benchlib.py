@@ -45,7 +45,7 @@ def serving(
     `ferromq` command (another interpreter, `taskset` in front)."""
     command = [*(launcher or [str(Path(sys.executable).with_name("ferromq"))]), "serve"]
     command += [*(["-c", str(conf)] if conf is not None else []), *args]
-    command += ["--namesrv-port", str(namesrv_port), "-p", str(port)]
+    command += ["--namesrv-port", str(namesrv_port), "-p", str(port), "--grpc-port", "0"]
     with open(log, "w") as err:
         broker = subprocess.Popen(
             command, env=env, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True

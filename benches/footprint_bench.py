@@ -116,6 +116,9 @@ def serve_profile(profile: str, work: Path) -> dict[str, object]:
         str(ns_port),
         "-p",
         str(port),
+        # Its gRPC port too (any free one): `ferromq serve` as a user runs it.
+        "--grpc-port",
+        "0",
     ]
     if profile == "rocketmq":
         conf = work / "empty-broker.conf"

@@ -46,6 +46,8 @@ logger = logging.getLogger("ferromq")
 EXIT_USAGE = 2
 REGISTER_TIMEOUT = 30
 EXIT_INTERRUPTED = 130
+# The gRPC port `serve` gives the RocketMQ 5.x clients (Apache RocketMQ proxy's grpcServerPort).
+DEFAULT_GRPC_PORT = 8081
 STORE_OPTION = "--store / storePathRootDir"
 
 
@@ -94,6 +96,9 @@ async def _start_broker(broker: Broker, host: str) -> None:
     except OSError as e:
         if broker.server is None and not isinstance(e, FerroMQError):  # the port did not bind
             raise _listen_error(e, "broker", host, port, "-p / listenPort") from e
+        grpc, grpc_port = broker.grpc, broker.config.grpc_server_port
+        if grpc is not None and grpc.port == 0 and grpc_port is not None:  # the gRPC port did not
+            raise _listen_error(e, "gRPC server", host, grpc_port, "--grpc-port / grpcServerPort") from e
         raise
 
 
@@ -237,6 +242,18 @@ async def _run_controller(args: argparse.Namespace) -> None:
         await controller.stop()
 
 
+def _serve_grpc_port(option: int | None, configured: int | None, listen_port: int) -> int | None:
+    """`serve` serves the 5.x clients' gRPC: on --grpc-port, else grpcServerPort, else 8081 (any
+    free port when the broker's is any free port too, as for the slave's)."""
+    if option is not None:
+        port = option
+    elif configured is not None:
+        port = configured
+    else:
+        port = 0 if listen_port == 0 else DEFAULT_GRPC_PORT
+    return None if port < 0 else port
+
+
 def _slave_config(master: BrokerConfig, port: int | None) -> BrokerConfig:
     """`serve --slave`: the master's configuration as its slave's (brokerId 1, its own store and port)."""
     if master.is_slave:
@@ -246,6 +263,7 @@ def _slave_config(master: BrokerConfig, port: int | None) -> BrokerConfig:
         broker_id=1,
         listen_port=master.listen_port + 10 if port is None else port,
         ha_listen_port=None,
+        grpc_server_port=None,
         ha_master_address=None,
         store_path_root_dir=master.store_path_root_dir.rstrip("/\\") + "-slave",
         store_path_commit_log=None,
@@ -291,7 +309,11 @@ async def _run_serve(args: argparse.Namespace) -> None:
     try:
         # The broker reaches its own name server over TLS when that one takes nothing else.
         enforcing = ns.server.tls.mode == TlsMode.ENFORCING
-        broker_cfg = cfg.replace(namesrv_addr=f"127.0.0.1:{ns.port}", tls_enable=cfg.tls_enable or enforcing)
+        broker_cfg = cfg.replace(
+            namesrv_addr=f"127.0.0.1:{ns.port}",
+            tls_enable=cfg.tls_enable or enforcing,
+            grpc_server_port=_serve_grpc_port(args.grpc_port, cfg.grpc_server_port, cfg.listen_port),
+        )
         broker = Broker(broker_cfg, args.host)
         await _start_broker(broker, args.host)
         slave: Broker | None = None
@@ -301,6 +323,8 @@ async def _run_serve(args: argparse.Namespace) -> None:
             if not await ns.wait_registered(cfg.broker_addr, REGISTER_TIMEOUT):
                 logger.warning("the broker did not register with the name server in %d s", REGISTER_TIMEOUT)
             served = f"broker {cfg.broker_name} on {args.host}:{broker.port}"
+            if broker.grpc is not None:
+                served += f", gRPC on {args.host}:{broker.grpc.port}"
             if args.slave:
                 slave_port = 0 if args.slave_port is None and args.listen_port == 0 else args.slave_port
                 slave = Broker(_slave_config(cfg, slave_port), args.host)
@@ -386,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("serve", help="a name server and a broker in one process")
     _add_broker_args(p, "small without -c, rocketmq with -c")
     p.add_argument("--namesrv-port", type=int, default=9876)
+    p.add_argument(
+        "--grpc-port",
+        type=int,
+        help="the RocketMQ 5.x clients' gRPC port (default: grpcServerPort of -c, else "
+        f"{DEFAULT_GRPC_PORT}; 0: any free port; -1: none)",
+    )
     p.add_argument(
         "--slave",
         action="store_true",

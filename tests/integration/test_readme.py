@@ -4,9 +4,9 @@ must match the lines shown under it, so the page cannot go stale.
 The commands run as a newcomer would type them, with two changes that keep the test on free ports
 and out of the real home directory: `HOME` is a temporary directory (so `~/store` is fresh) and
 `NAMESRV_ADDR`, which the examples and `ferromq admin` read, names the test's name server;
-`ferromq serve` gets `--namesrv-port` and `-p` with free ports and runs in the background until the
-tour ends. Expected lines match in order, each one somewhere after the previous (other lines may
-come between), and `...` in a line matches any text.
+`ferromq serve` gets `--namesrv-port`, `-p` and `--grpc-port` with free ports and runs in the
+background until the tour ends. Expected lines match in order, each one somewhere after the
+previous (other lines may come between), and `...` in a line matches any text.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_tour_steps_parse() -> None:
 
 def test_readme_tour(tmp_path: Path) -> None:
     steps = tour_steps(README.read_text(encoding="utf-8"))
-    ns_port, broker_port = free_port(), free_port()
+    ns_port, broker_port, grpc_port = free_port(), free_port(), free_port()
     home = tmp_path / "home"
     home.mkdir()
     bin_dir = str(Path(sys.executable).parent)
@@ -105,6 +105,8 @@ def test_readme_tour(tmp_path: Path) -> None:
                         str(ns_port),
                         "-p",
                         str(broker_port),
+                        "--grpc-port",
+                        str(grpc_port),
                     ]
                     with open(server_log, "wb") as log:
                         server = subprocess.Popen(
@@ -117,11 +119,12 @@ def test_readme_tour(tmp_path: Path) -> None:
                     log_text = server_log.read_text(errors="replace")
                     if server.poll() is None or "is in use" not in log_text:
                         break
-                    ns_port, broker_port = free_port(), free_port()
+                    ns_port, broker_port, grpc_port = free_port(), free_port(), free_port()
                 assert server.poll() is None, server_log.read_text(errors="replace")
                 output = server_log.read_text(errors="replace")
                 # The tour shows the defaults; the test moved the ports.
-                output = output.replace(f":{ns_port}", ":9876").replace(f":{broker_port}", ":10911")
+                for port, shown in ((ns_port, 9876), (broker_port, 10911), (grpc_port, 8081)):
+                    output = output.replace(f":{port}", f":{shown}")
             else:
                 run = subprocess.run(
                     ["bash", "-c", step.command],

@@ -30,7 +30,7 @@ def test_serve_with_a_slave(tmp_path: Path) -> None:
         "-p",
         str(port),
     ]
-    argv += ["--slave-port", str(slave_port)]
+    argv += ["--slave-port", str(slave_port), "--grpc-port", "0"]
     serve = spawn("serve", argv, tmp_path / "serve.log", "ferromq serving:", f"127.0.0.1:{port}")
     try:
         assert serve.logged(f"its slave on 127.0.0.1:{slave_port}"), serve.log()

@@ -4,6 +4,7 @@ loop (`ferromq.proxy.service`)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
 
 logger = logging.getLogger(__name__)
+# grpcio's Cython layer logs every poller wake-up at DEBUG: not what `ferromq -v` is for.
+logging.getLogger("grpc._cython.cygrpc").setLevel(logging.INFO)
 
 # Java's grpcMaxInboundMessageSize (130 MiB): a send of 4 MiB bodies in a batch fits.
 MAX_INBOUND_MESSAGE_SIZE = 130 * 1024 * 1024
@@ -46,8 +49,8 @@ class GrpcServer:
         )
         rpc.add_MessagingServiceServicer_to_server(self.service, server)  # type: ignore[no-untyped-call]
         port = server.add_insecure_port(f"{self._host}:{self._requested_port}")
-        if port == 0:
-            raise OSError(f"cannot listen for gRPC on {self._host}:{self._requested_port}")
+        if port == 0:  # grpcio says no more (most often: the port is taken)
+            raise OSError(errno.EADDRINUSE, f"cannot listen for gRPC on {self._host}:{self._requested_port}")
         await server.start()
         self._server, self.port = server, port
         logger.info("gRPC (RocketMQ 5.x clients) listening on %s:%d", self._host, port)

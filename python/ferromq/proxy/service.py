@@ -316,17 +316,20 @@ class MessagingService(rpc.MessagingServiceServicer):
             yield spb.TelemetryCommand(status=status(e.status_code, e.message))
             return
         reader = asyncio.create_task(self._read_telemetry(request_iterator, session))
+        command: asyncio.Future[spb.TelemetryCommand] | None = None
         try:
             while True:
                 command = asyncio.ensure_future(session.next_command())
                 done, _ = await asyncio.wait({command, reader}, return_when=asyncio.FIRST_COMPLETED)
-                if command in done:
-                    yield command.result()
-                    continue
-                command.cancel()
-                return
+                if command not in done:
+                    return  # the client ended the stream
+                yield command.result()
+                command = None
         finally:
-            reader.cancel()
+            # Also when gRPC closes the stream (the client went, the server stops).
+            for task in (command, reader):
+                if task is not None:
+                    task.cancel()
 
     async def _read_telemetry(self, commands: AsyncIterator[spb.TelemetryCommand], session: Session) -> None:
         async for command in commands:

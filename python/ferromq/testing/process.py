@@ -95,6 +95,8 @@ class BrokerProcess:
         """The name server's `host:port`: what clients are given as namesrvAddr."""
         self.broker_addr = ""
         """The broker's `host:port`."""
+        self.grpc_endpoint = ""
+        """The `host:port` of its gRPC port: what the RocketMQ 5.x clients are given as endpoints."""
         self.store = Path()
         self.log_path = Path()
         self.process: subprocess.Popen[bytes] | None = None
@@ -129,10 +131,12 @@ class BrokerProcess:
         conf = self._conf_path()
         problem = ""
         for attempt in range(self._attempts):
-            ns_port, port = free_port(), free_port()
-            while port == ns_port:
-                port = free_port()
+            ns_port, port, grpc_port = free_port(), free_port(), free_port()
+            # Distinct, and not the broker's HA port (its port + 1).
+            while len({ns_port, port, grpc_port, port + 1}) < 4:
+                port, grpc_port = free_port(), free_port()
             self.namesrv, self.broker_addr = f"127.0.0.1:{ns_port}", f"127.0.0.1:{port}"
+            self.grpc_endpoint = f"127.0.0.1:{grpc_port}"
             self.store = self._store or self.workdir / f"store{attempt}"
             self.log_path = self.workdir / f"ferromq{attempt}.log"
             cmd = [
@@ -146,6 +150,8 @@ class BrokerProcess:
                 str(ns_port),
                 "-p",
                 str(port),
+                "--grpc-port",
+                str(grpc_port),
             ]
             with open(self.log_path, "wb") as log_file:
                 self.process = subprocess.Popen(

@@ -1,0 +1,176 @@
+"""Scenarios of the official RocketMQ 5.x Python client (PyPI rocketmq-python-client), run in its own
+environment (`client5_python()`: its protocol modules cannot share a process with ferromq's) against a
+gRPC endpoint, ferromq's or Apache RocketMQ's proxy:
+
+    python client5_scenarios.py ENDPOINT SCENARIO TOPIC GROUP
+
+Each prints one `RESULT {json}` line with what the client saw, normalised (no message ids, times or
+hosts) so the same scenario against both servers gives comparable answers. Bounded: every wait has a
+deadline."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rocketmq import (  # type: ignore[import-not-found]
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+)
+
+DEADLINE_SECONDS = 60.0
+
+
+def config(endpoint: str) -> Any:
+    return ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+
+
+def message(topic: str, body: str, tag: str = "T", keys: tuple[str, ...] = (), **props: str) -> Any:
+    m = Message()
+    m.topic = topic
+    m.body = body.encode()
+    m.tag = tag
+    for key in keys:
+        m.keys = key  # the setter adds one key
+    for k, v in props.items():
+        m.add_property(k, v)
+    return m
+
+
+def seen(m: Any) -> dict[str, Any]:
+    return {
+        "body": m.body.decode(),
+        "tag": m.tag,
+        "keys": sorted(m.keys or []),
+        "properties": dict(sorted((m.properties or {}).items())),
+        "delivery_attempt": m.delivery_attempt,
+        "topic": m.topic,
+    }
+
+
+def receive_until(
+    consumer: Any, count: int, invisible: int, done: Callable[[list[Any]], bool] | None = None
+) -> list[Any]:
+    out: list[Any] = []
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while len(out) < count and time.monotonic() < deadline:
+        out += consumer.receive(count - len(out), invisible)
+        if done is not None and done(out):
+            break
+    return out
+
+
+def send_all(endpoint: str, topic: str, messages: list[Any]) -> list[str]:
+    producer = Producer(config(endpoint), (topic,))
+    producer.startup()
+    try:
+        return [producer.send(m).message_id for m in messages]
+    finally:
+        producer.shutdown()
+
+
+def roundtrip(endpoint: str, topic: str, group: str) -> dict[str, Any]:
+    """Three messages with a tag, keys and a user property; a SimpleConsumer receives and acks them."""
+    sent = [message(topic, f"rt {i}", "TagA", (f"k{i}",), color="blue") for i in range(3)]
+    ids = send_all(endpoint, topic, sent)
+    consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression("*")}, await_duration=5)
+    consumer.startup()
+    try:
+        got = receive_until(consumer, 3, 15)
+        for m in got:
+            consumer.ack(m)
+        return {
+            "received": sorted((seen(m) for m in got), key=lambda s: s["body"]),
+            "ids_match": sorted(m.message_id for m in got) == sorted(ids),
+        }
+    finally:
+        consumer.shutdown()
+
+
+def redelivery(endpoint: str, topic: str, group: str) -> dict[str, Any]:
+    """A message not acked comes back once its invisible time (changed to 1 s) is over, with its
+    delivery attempt raised; acked, it does not come back."""
+    send_all(endpoint, topic, [message(topic, "again")])
+    consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression("*")}, await_duration=5)
+    consumer.startup()
+    try:
+        first = receive_until(consumer, 1, 20)
+        consumer.change_invisible_duration(first[0], 1)
+        second = receive_until(consumer, 1, 20)
+        for m in second:
+            consumer.ack(m)
+        third = consumer.receive(1, 20)
+        return {
+            "first": [seen(m) for m in first],
+            "second": [seen(m) for m in second],
+            "after_ack": [seen(m) for m in third],
+        }
+    finally:
+        consumer.shutdown()
+
+
+def push_tags(endpoint: str, topic: str, group: str) -> dict[str, Any]:
+    """A PushConsumer subscribed to TagA || TagC gets only those; the one that fails once comes back."""
+    got: list[dict[str, Any]] = []
+    failed: set[str] = set()
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, m: Any) -> Any:
+            body = m.body.decode()
+            if body == "p 2" and body not in failed:
+                failed.add(body)
+                return ConsumeResult.FAILURE
+            got.append(seen(m))
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(config(endpoint), group, Listener(), {topic: FilterExpression("TagA || TagC")})
+    consumer.startup()
+    try:
+        send_all(
+            endpoint, topic, [message(topic, f"p {i}", ["TagA", "TagB", "TagC"][i % 3]) for i in range(6)]
+        )
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while len(got) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return {"received": sorted((g["body"], g["tag"], g["delivery_attempt"]) for g in got)}
+    finally:
+        consumer.shutdown()
+
+
+def wrong_type(endpoint: str, topic: str, group: str) -> dict[str, Any]:
+    """A FIFO message (message group) to a NORMAL topic is refused."""
+    producer = Producer(config(endpoint), (topic,))
+    producer.startup()
+    try:
+        m = message(topic, "fifo to normal")
+        m.message_group = "g1"
+        try:
+            producer.send(m)
+        except Exception as e:
+            return {"refused": type(e).__name__, "message": str(e)}
+        return {"refused": None}
+    finally:
+        producer.shutdown()
+
+
+SCENARIOS = {f.__name__: f for f in (roundtrip, redelivery, push_tags, wrong_type)}
+
+
+def main() -> None:
+    endpoint, scenario, topic, group = sys.argv[1:5]
+    result = SCENARIOS[scenario](endpoint, topic, group)
+    print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
+
+
+if __name__ == "__main__":
+    main()
