@@ -11,29 +11,39 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from google.protobuf import timestamp_pb2
 
+from ferromq.acl.permission import PUB, SUB
 from ferromq.broker.clients import ClientChannel, parse_subscription
 from ferromq.broker.pop.formats import ExtraInfo, real_topic, retry_mark
 from ferromq.broker.pop.service import MAX_POP_NUMS, PopRequest, PopResult
+from ferromq.broker.processors.end_transaction import finish_transaction
 from ferromq.broker.processors.pop import wait_for_pop
-from ferromq.broker.processors.send import Producer, store_send
+from ferromq.broker.processors.recall import recall
+from ferromq.broker.processors.send import Producer, send_back, store_send
 from ferromq.broker.sql92 import compile_sql92
 from ferromq.broker.topics import NOT_ALLOWED_SEND
-from ferromq.errors import SubscriptionParseError
+from ferromq.errors import BrokerError, SubscriptionParseError
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import ResponseCode
-from ferromq.protocol.headers import SendMessageRequestHeader
+from ferromq.protocol.constants import (
+    RETRY_PREFIX,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
+from ferromq.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 from ferromq.proxy import convert
+from ferromq.proxy.auth import authenticate, authorize
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.proxy.sessions import Session, Sessions, merged_settings
-from ferromq.proxy.status import Code, ProxyError, ok, status, status_of
+from ferromq.proxy.status import PROXY_EXCEPTION, Code, ProxyError, ok, status, status_of
 
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
@@ -141,13 +151,22 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     # -- common ----------------------------------------------------------------------------------
 
-    def _session(self, context: grpc.aio.ServicerContext[Any, Any]) -> Session:
+    def _session(
+        self, context: grpc.aio.ServicerContext[Any, Any], resources: Mapping[str, int] | None = None
+    ) -> Session:
+        """The calling client; with the ACL on, only once its signature is checked and the account
+        may touch `resources` (topics, and groups as their retry topics, to PUB / SUB)."""
         md = _metadata(context)
         client_id = md.get("x-mq-client-id", "")
+        peer = _peer(context)
+        acl = self._broker.acl
+        if acl is not None:
+            account = authenticate(acl, md, peer.rsplit(":", 1)[0])
+            authorize(account, resources or {})
         if not client_id:
             raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
         return self.sessions.open(
-            client_id, _peer(context), md.get("x-mq-language", ""), md.get("x-mq-client-version", "")
+            client_id, peer, md.get("x-mq-language", ""), md.get("x-mq-client-version", "")
         )
 
     async def _unary(self, make: Callable[..., R], body: Callable[[], Awaitable[R]] | Callable[[], R]) -> R:
@@ -355,7 +374,7 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def SendMessage(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
         async def body() -> spb.SendMessageResponse:
-            session = self._session(context)
+            session = self._session(context, _topic_perm(request.messages, PUB))
             if not request.messages:
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
             topic = request.messages[0].topic.name
@@ -446,7 +465,7 @@ class MessagingService(rpc.MessagingServiceServicer):
     async def _receive(
         self, request: spb.ReceiveMessageRequest, context: Any
     ) -> tuple[PopResult | None, PopRequest]:
-        session = self._session(context)
+        session = self._session(context, _consume_perm(request.message_queue.topic.name, request.group.name))
         settings = session.settings
         fifo = bool(settings is not None and settings.subscription.fifo)
         remaining = context.time_remaining()
@@ -547,7 +566,7 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
         def body() -> spb.AckMessageResponse:
-            self._session(context)
+            self._session(context, _consume_perm(request.topic.name, request.group.name))
             topic, group = request.topic.name, request.group.name
             check_topic(topic)
             check_group(group)
@@ -579,7 +598,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.ChangeInvisibleDurationRequest, context: Any
     ) -> spb.ChangeInvisibleDurationResponse:
         def body() -> spb.ChangeInvisibleDurationResponse:
-            self._session(context)
+            self._session(context, _consume_perm(request.topic.name, request.group.name))
             topic, group = request.topic.name, request.group.name
             check_topic(topic)
             check_group(group)
@@ -613,6 +632,98 @@ class MessagingService(rpc.MessagingServiceServicer):
 
         return await self._unary(spb.ChangeInvisibleDurationResponse, body)
 
+    # -- dead letters, transactions, recalls --------------------------------------------------------
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        def body() -> spb.ForwardMessageToDeadLetterQueueResponse:
+            self._session(context, _consume_perm(request.topic.name, request.group.name))
+            topic, group = request.topic.name, request.group.name
+            check_topic(topic)
+            check_group(group)
+            receipt, commit_log_offset = _decode_handle(request.receipt_handle)
+            if commit_log_offset < 0:
+                raise ProxyError(Code.INVALID_RECEIPT_HANDLE, PROXY_EXCEPTION + "commit log offset is empty")
+            # The message straight to the group's dead letter queue (a negative delay level), then
+            # its receipt acked, as the proxy does.
+            send_back(self._broker, group, commit_log_offset, -1, 0)
+            where = real_topic(topic, group, receipt.mark)
+            try:
+                self._broker.pop.ack(group, where, receipt.queue_id, receipt.offset, receipt)
+            except Exception as e:
+                logger.debug("the ack after a dead letter of %s failed: %s", request.message_id, e)
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=ok())
+
+        return await self._unary(spb.ForwardMessageToDeadLetterQueueResponse, body)
+
+    async def EndTransaction(
+        self, request: spb.EndTransactionRequest, context: Any
+    ) -> spb.EndTransactionResponse:
+        def body() -> spb.EndTransactionResponse:
+            session = self._session(context, {request.topic.name: PUB})
+            topic = request.topic.name
+            check_topic(topic)
+            if not request.transaction_id.strip():
+                raise ProxyError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
+            known = self._transaction(session, request.transaction_id)
+            if known is None:
+                raise ProxyError(
+                    Code.INTERNAL_SERVER_ERROR, PROXY_EXCEPTION + "cannot found transaction data"
+                )
+            queue_offset, commit_log_offset = known
+            kind = {
+                pb.COMMIT: TRANSACTION_COMMIT_TYPE,
+                pb.ROLLBACK: TRANSACTION_ROLLBACK_TYPE,
+            }.get(request.resolution, TRANSACTION_NOT_TYPE)
+            h = EndTransactionRequestHeader(
+                producer_group=topic,
+                tran_state_table_offset=queue_offset,
+                commit_log_offset=commit_log_offset,
+                commit_or_rollback=kind,
+                from_transaction_check=request.source == pb.SOURCE_SERVER_CHECK,
+                msg_id=request.message_id,
+                transaction_id=request.transaction_id,
+            )
+            finish_transaction(self._broker, h, session.peer)
+            if kind != TRANSACTION_NOT_TYPE:
+                session.transactions.pop(request.transaction_id, None)
+            return spb.EndTransactionResponse(status=ok())
+
+        return await self._unary(spb.EndTransactionResponse, body)
+
+    def _transaction(self, session: Session, transaction_id: str) -> tuple[int, int] | None:
+        """Where a transaction's half message is: as this client's send or check learnt it (or
+        another client of the producer's, after a check went to it)."""
+        known = session.transactions.get(transaction_id)
+        if known is not None:
+            return known
+        for other in self.sessions.by_id.values():
+            if transaction_id in other.transactions:
+                return other.transactions[transaction_id]
+        return None
+
+    async def RecallMessage(
+        self, request: spb.RecallMessageRequest, context: Any
+    ) -> spb.RecallMessageResponse:
+        def body() -> spb.RecallMessageResponse:
+            session = self._session(context, {request.topic.name: PUB})
+            topic = request.topic.name
+            check_topic(topic)
+            message_type = self._message_type(topic)
+            if message_type not in ("DELAY", "MIXED"):
+                raise ProxyError(
+                    Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                    PROXY_EXCEPTION + "TopicMessageType validate failed, the expected type is "
+                    f"{message_type}, but actual type is DELAY",
+                )
+            code, remark, message_id = recall(self._broker, topic, request.recall_handle, topic, session.peer)
+            if code != ResponseCode.SUCCESS:
+                raise BrokerError(remark, ResponseCode(code))
+            return spb.RecallMessageResponse(status=ok(), message_id=message_id)
+
+        return await self._unary(spb.RecallMessageResponse, body)
+
 
 # A send the broker stored but whose wait failed: the entry's code (SendMessageActivity).
 _SEND_CODES: dict[int, int] = {
@@ -620,6 +731,15 @@ _SEND_CODES: dict[int, int] = {
     ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
 }
+
+
+def _topic_perm(messages: Sequence[pb.Message], needed: int) -> dict[str, int]:
+    return {m.topic.name: needed for m in messages}
+
+
+def _consume_perm(topic: str, group: str) -> dict[str, int]:
+    """A consumer's call: SUB on the topic and on the group (its retry topic, as the ACL names it)."""
+    return {topic: SUB, RETRY_PREFIX + group: SUB}
 
 
 def _permissions(perm: int, read: int, write: int) -> Sequence[int]:

@@ -40,16 +40,25 @@ def end_transaction(ctx: EndTransactionContext, conn: Connection, cmd: RemotingC
         logger.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.peer)
         return cmd.reply(ResponseCode.SLAVE_NOT_AVAILABLE)
     h = EndTransactionRequestHeader.of(cmd)
+    if h.commit_or_rollback == TRANSACTION_NOT_TYPE and cmd.remark:
+        logger.debug("transaction %s: state unknown (%s)", h.msg_id, cmd.remark)
+    finish_transaction(ctx, h, conn.peer)
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+def finish_transaction(ctx: EndTransactionContext, h: EndTransactionRequestHeader, peer: str) -> None:
+    """Commits or rolls back the half message `h` names, whichever protocol brought it (an unknown
+    state changes nothing: the checks ask again)."""
     group, queue_offset, commit_log_offset = h.producer_group, h.tran_state_table_offset, h.commit_log_offset
     kind, from_check = h.commit_or_rollback, h.from_transaction_check
     what = (
         f"transaction {h.msg_id} of group {group} (half queue offset {queue_offset}, "
-        f"commit log offset {commit_log_offset}) from {conn.peer}{' after a check' if from_check else ''}"
+        f"commit log offset {commit_log_offset}) from {peer}{' after a check' if from_check else ''}"
     )
     if kind == TRANSACTION_NOT_TYPE:
         # RocketMQ ignores it (and answers nothing); answering only reaches a C++ client.
-        logger.debug("%s: state unknown%s", what, f" ({cmd.remark})" if cmd.remark else "")
-        return cmd.reply(ResponseCode.SUCCESS)
+        logger.debug("%s: state unknown", what)
+        return
     if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
         raise BrokerError(f"commitOrRollback {kind} is not 0, 8 or 12", ResponseCode.SYSTEM_ERROR)
     service = ctx.transactions
@@ -60,4 +69,3 @@ def end_transaction(ctx: EndTransactionContext, conn: Connection, cmd: RemotingC
     else:
         service.rollback(half)
         logger.debug("%s: rolled back", what)
-    return cmd.reply(ResponseCode.SUCCESS)

@@ -43,36 +43,43 @@ def decode_handle(handle: str) -> tuple[str, str, str, str]:
 
 
 async def recall_message(ctx: RecallContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    cfg = ctx.config
     ext = cmd.ext
     topic, handle = ext.get("topic"), ext.get("recallHandle")
     if not topic or not handle:
         raise BrokerError("recall failed, topic and recallHandle are required", ResponseCode.SYSTEM_ERROR)
+    code, remark, msg_id = recall(ctx, topic, handle, ext.get("producerGroup"), conn.peer)
+    if code != ResponseCode.SUCCESS:
+        return cmd.reply(code, remark=remark)
+    return cmd.reply(ResponseCode.SUCCESS, ext={"msgId": msg_id})
+
+
+def recall(
+    ctx: RecallContext, topic: str, handle: str, producer_group: str | None, born_host: str
+) -> tuple[int, str, str]:
+    """Recalls the timer message `handle` names, whichever protocol brought it: (response code,
+    remark, message id)."""
+    cfg = ctx.config
     if cfg.is_slave:
-        return cmd.reply(
-            ResponseCode.SLAVE_NOT_AVAILABLE, remark="recall failed, broker service not available"
-        )
+        return ResponseCode.SLAVE_NOT_AVAILABLE, "recall failed, broker service not available", ""
     if not cfg.broker_permission & 2:
-        return cmd.reply(
-            ResponseCode.SERVICE_NOT_AVAILABLE, remark="recall failed, broker service not available"
-        )
+        return ResponseCode.SERVICE_NOT_AVAILABLE, "recall failed, broker service not available", ""
     if ctx.topics.get(topic) is None:
-        return cmd.reply(ResponseCode.TOPIC_NOT_EXIST, remark=f"recall failed, the topic[{topic}] not exist")
+        return ResponseCode.TOPIC_NOT_EXIST, f"recall failed, the topic[{topic}] not exist", ""
     try:
         handle_topic, broker_name, deliver_ms, msg_id = decode_handle(handle)
     except BrokerError as e:
-        return cmd.reply(ResponseCode.ILLEGAL_OPERATION, remark=str(e))
+        return ResponseCode.ILLEGAL_OPERATION, str(e), ""
     if handle_topic != topic:
-        return cmd.reply(ResponseCode.ILLEGAL_OPERATION, remark="recall failed, topic not match")
+        return ResponseCode.ILLEGAL_OPERATION, "recall failed, topic not match", ""
     if broker_name != cfg.broker_name:
-        return cmd.reply(ResponseCode.ILLEGAL_OPERATION, remark="recall failed, broker service not available")
+        return ResponseCode.ILLEGAL_OPERATION, "recall failed, broker service not available", ""
     now = int(time.time() * 1000)
     try:
         left = int(deliver_ms) - now
     except ValueError:
         left = -1
     if left <= 0 or left >= cfg.timer_max_delay_sec * 1000:
-        return cmd.reply(ResponseCode.ILLEGAL_OPERATION, remark="recall failed, timestamp invalid")
+        return ResponseCode.ILLEGAL_OPERATION, "recall failed, timestamp invalid", ""
     properties = {
         "TAGS": RECALL_TAG,
         PROPERTY_TIMER_DEL_UNIQKEY: f"{topic}+{msg_id}",
@@ -80,14 +87,14 @@ async def recall_message(ctx: RecallContext, conn: Connection, cmd: RemotingComm
         PROPERTY_TIMER_DELIVER_MS: deliver_ms,
         PROPERTY_BORN_TIMESTAMP: str(now),
     }
-    if ext.get("producerGroup"):
-        properties[PROPERTY_PRODUCER_GROUP] = ext["producerGroup"]
+    if producer_group:
+        properties[PROPERTY_PRODUCER_GROUP] = producer_group
     # Not waiting for the disk: Java answers SUCCESS even when its flush times out.
     r = ctx.store.put(
-        topic, 0, b"0", properties=properties, born_timestamp=now, born_host=conn.peer, wait=False
+        topic, 0, b"0", properties=properties, born_timestamp=now, born_host=born_host, wait=False
     )
     ctx.message_arrived(r.topic, r.queue_id, r.queue_offset + 1, r.tags_code)
-    return cmd.reply(ResponseCode.SUCCESS, ext={"msgId": msg_id})
+    return ResponseCode.SUCCESS, "", msg_id
 
 
 HANDLERS: dict[int, ContextHandler[RecallContext]] = {RequestCode.RECALL_MESSAGE: recall_message}

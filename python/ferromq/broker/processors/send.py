@@ -258,20 +258,30 @@ async def consumer_send_msg_back(
         # Java's send-back answers a store refusal as SYSTEM_ERROR with the status as remark.
         raise BrokerError("SERVICE_NOT_AVAILABLE", ResponseCode.SYSTEM_ERROR)
     h = ConsumerSendMsgBackRequestHeader.from_ext(cmd.ext)
-    group, offset, delay_level = h.group, h.offset, h.delay_level
+    max_times = None
+    if (cmd.version or 0) >= VERSION_WITH_MAX_RECONSUME and h.max_reconsume_times is not None:
+        max_times = h.max_reconsume_times
+    send_back(broker, h.group, h.offset, h.delay_level, max_times)
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+def send_back(
+    broker: SendContext, group: str, offset: int, delay_level: int, max_reconsume_times: int | None
+) -> None:
+    """The message at CommitLog `offset` again in the group's retry topic (after `delay_level`,
+    or its reconsume count's), or past the group's retryMaxTimes (`max_reconsume_times` when the
+    client says) or with a negative level, in its dead letter topic; whichever protocol brought it."""
     cfg = broker.groups.find_or_create(group)
     if cfg is None:
         raise SubscriptionGroupNotExistError(f"subscription group not exist, {group}")
     if not broker.config.broker_permission & 2:
         raise NoPermissionError(f"the broker[{broker.config.broker_ip1}] sending message is forbidden")
     if cfg.retry_queue_nums <= 0:
-        return cmd.reply(ResponseCode.SUCCESS)
+        return
     msg = broker.store.read(offset)
     if msg is None:
         raise BrokerError(f"look message by offset failed, {offset}", ResponseCode.SYSTEM_ERROR)
-    max_times = cfg.retry_max_times
-    if (cmd.version or 0) >= VERSION_WITH_MAX_RECONSUME and h.max_reconsume_times is not None:
-        max_times = h.max_reconsume_times
+    max_times = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
     if msg.reconsume_times >= max_times or delay_level < 0:
         topic, queue_id = DLQ_PREFIX + group, 0
         broker.topics.create_system_topic(topic, 1)
@@ -296,4 +306,3 @@ async def consumer_send_msg_back(
     broker.stats.put(r.topic, 1, r.wrote_bytes, started)
     broker.stats.sent_back(group, msg.topic, topic.startswith(DLQ_PREFIX))
     broker.message_arrived(r.topic, r.queue_id, r.queue_offset + 1, r.tags_code)
-    return cmd.reply(ResponseCode.SUCCESS)
