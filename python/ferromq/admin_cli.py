@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ferromq.client import Admin
-from ferromq.client.admin import is_system_topic
+from ferromq.client.admin import check_reply, is_system_topic
 from ferromq.client.admin_results import GroupConfig
 from ferromq.client.message import MessageQueue, ReceivedMessage
 from ferromq.errors import (
@@ -43,7 +43,11 @@ from ferromq.errors import (
     RequestTimeoutError,
     TopicNotExistError,
 )
-from ferromq.protocol.codes import ResponseCode
+from ferromq.jsonutil import dumps, loads_lenient
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import AUTO_CREATE_TOPIC_KEY
+from ferromq.protocol.headers import CreateTopicRequestHeader
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
@@ -71,6 +75,10 @@ NOT_FOUND_CODES = {
 }
 # Java's perm bits (PermName): 2 write, 4 read, 6 both.
 PERM_NAMES = {0: "-", 2: "W", 4: "R", 6: "RW"}
+# RocketMQ 5.x topic types (the `message.type` attribute; a 5.x broker refuses MIXED unless
+# enableMixedMessageType is set). A topic without the attribute is NORMAL.
+MESSAGE_TYPE_KEY = "message.type"
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
 BODY_PREVIEW = 60
 
 Command = Callable[[Admin, argparse.Namespace], Awaitable[Any]]
@@ -294,50 +302,167 @@ async def _update_broker_config(admin: Admin, args: argparse.Namespace) -> None:
 # -- topics ------------------------------------------------------------------------------------
 
 
+async def _masters(admin: Admin, broker_names: list[str] | None) -> dict[str, str]:
+    """Broker name -> master address, of every broker or of `broker_names` (each must have one)."""
+    masters = (await admin.cluster_info()).master_addrs()
+    if broker_names is None:
+        return masters
+    missing = [n for n in broker_names if n not in masters]
+    if missing:
+        raise BrokerError(f"no master for broker(s) {', '.join(missing)}", ResponseCode.SERVICE_NOT_AVAILABLE)
+    return {n: masters[n] for n in broker_names}
+
+
+async def _topic_tables(admin: Admin) -> dict[str, dict[str, dict[str, Any]]]:
+    """Broker name -> its topicConfigTable as the broker sent it (GET_ALL_TOPIC_CONFIG of each master):
+    what Admin.topic_config reads, with the 5.x `attributes` kept."""
+    out = {}
+    for name, addr in (await _masters(admin, None)).items():
+        reply = check_reply(
+            await admin.instance.invoke(
+                addr, RemotingCommand(code=RequestCode.GET_ALL_TOPIC_CONFIG), admin.timeout
+            ),
+            f"GET_ALL_TOPIC_CONFIG of {name}",
+        )
+        table = (loads_lenient(reply.body) if reply.body else {}).get("topicConfigTable") or {}
+        out[name] = {str(t): c for t, c in table.items() if isinstance(c, dict)}
+    return out
+
+
+def _message_type(config: dict[str, Any]) -> str | None:
+    """A topic config's `message.type`: NORMAL without it, None from a broker without attributes (4.x)."""
+    attributes = config.get("attributes")
+    if not isinstance(attributes, dict):
+        return None
+    return str(attributes.get(MESSAGE_TYPE_KEY, "NORMAL"))
+
+
+def _topic_row(topic: str, broker: str, c: dict[str, Any]) -> dict[str, Any]:
+    attributes = c.get("attributes")
+    return {
+        "topic": topic,
+        "brokerName": broker,
+        "readQueueNums": int(c.get("readQueueNums", 16)),
+        "writeQueueNums": int(c.get("writeQueueNums", 16)),
+        "perm": int(c.get("perm", 6)),
+        "order": bool(c.get("order", False)),
+        "messageType": _message_type(c),
+        "attributes": attributes if isinstance(attributes, dict) else None,
+    }
+
+
+def _topic_config_table(rows: list[dict[str, Any]], with_topic: bool) -> Table:
+    columns = ("topic", "broker") if with_topic else ("broker",)
+    t = _table(*columns, "read", "write", "perm", "order", "message type", right=("read", "write"))
+    for r in rows:
+        first = (r["topic"], r["brokerName"]) if with_topic else (r["brokerName"],)
+        t.add_row(
+            *first,
+            str(r["readQueueNums"]),
+            str(r["writeQueueNums"]),
+            PERM_NAMES.get(r["perm"], str(r["perm"])),
+            str(r["order"]).lower(),
+            r["messageType"] or "-",
+        )
+    return t
+
+
+async def _set_attributes(admin: Admin, topic: str, broker_names: list[str], changes: str) -> None:
+    """UPDATE_AND_CREATE_TOPIC of the topic as each broker has it, with the 5.x attribute `changes`
+    (`+message.type=FIFO`): the broker applies them to what the topic has and keeps the rest."""
+    masters = await _masters(admin, broker_names)
+    tables = await _topic_tables(admin)
+    for name, addr in masters.items():
+        c = tables.get(name, {}).get(topic)
+        if c is None:
+            raise TopicNotExistError(f"topic {topic} does not exist on {name}")
+        ext = CreateTopicRequestHeader(
+            topic=topic,
+            default_topic=AUTO_CREATE_TOPIC_KEY,
+            read_queue_nums=int(c.get("readQueueNums", 16)),
+            write_queue_nums=int(c.get("writeQueueNums", 16)),
+            perm=int(c.get("perm", 6)),
+            topic_filter_type=str(c.get("topicFilterType", "SINGLE_TAG")),
+            topic_sys_flag=int(c.get("topicSysFlag", 0)),
+            order=bool(c.get("order", False)),
+            attributes=changes,
+        ).to_ext()
+        cmd = RemotingCommand(code=RequestCode.UPDATE_AND_CREATE_TOPIC, ext=ext)
+        check_reply(
+            await admin.instance.invoke(addr, cmd, admin.timeout),
+            f"UPDATE_AND_CREATE_TOPIC {topic} on {name}",
+        )
+    admin.instance.routes.pop(topic, None)
+
+
 async def _topics(admin: Admin, args: argparse.Namespace) -> None:
     topics = await admin.topics_by_cluster(args.cluster) if args.cluster else await admin.list_topics()
-    args.out.names(sorted(topics))
+    if not args.long:
+        args.out.names(sorted(topics))
+        return
+    wanted = set(topics)
+    tables = await _topic_tables(admin)
+    rows = [
+        _topic_row(topic, broker, c)
+        for broker, table in sorted(tables.items())
+        for topic, c in table.items()
+        if topic in wanted
+    ]
+    rows.sort(key=lambda r: (r["topic"], r["brokerName"]))
+    args.out.result(rows, _topic_config_table(rows, with_topic=True))
 
 
 async def _create_topic(admin: Admin, args: argparse.Namespace) -> None:
     brokers = await admin.create_topic(
         args.topic, queue_nums=args.queues, perm=args.perm, order=args.order, broker_names=args.broker or None
     )
+    if args.message_type is not None:
+        await _set_attributes(admin, args.topic, brokers, f"+{MESSAGE_TYPE_KEY}={args.message_type}")
+    typed = f" ({args.message_type})" if args.message_type is not None else ""
     args.out.result(
         {
             "topic": args.topic,
             "queues": args.queues,
             "perm": args.perm,
             "order": args.order,
+            "messageType": args.message_type,
             "brokers": brokers,
         },
-        f"topic {args.topic}: {args.queues} queues on {', '.join(brokers)}",
+        f"topic {args.topic}{typed}: {args.queues} queues on {', '.join(brokers)}",
     )
 
 
 async def _update_topic(admin: Admin, args: argparse.Namespace) -> None:
-    if args.read_queues is None and args.write_queues is None and args.perm is None and args.order is None:
-        raise UsageError("nothing to change: give --read-queues, --write-queues, --perm or --order")
-    brokers = await admin.update_topic(
-        args.topic,
-        read_queue_nums=args.read_queues,
-        write_queue_nums=args.write_queues,
-        perm=args.perm,
-        order=args.order,
-        broker_names=args.broker or None,
-    )
-    configs = await admin.topic_config(args.topic)
-    t = _table("broker", "read", "write", "perm", "order", right=("read", "write"))
-    for name, c in sorted(configs.items()):
-        t.add_row(
-            name,
-            str(c.read_queue_nums),
-            str(c.write_queue_nums),
-            PERM_NAMES.get(c.perm, str(c.perm)),
-            str(c.order).lower(),
+    settings = (args.read_queues, args.write_queues, args.perm, args.order)
+    if all(v is None for v in settings) and args.message_type is None:
+        raise UsageError(
+            "nothing to change: give --read-queues, --write-queues, --perm, --order or --message-type"
         )
+    if any(v is not None for v in settings):
+        brokers = await admin.update_topic(
+            args.topic,
+            read_queue_nums=args.read_queues,
+            write_queue_nums=args.write_queues,
+            perm=args.perm,
+            order=args.order,
+            broker_names=args.broker or None,
+        )
+    else:
+        brokers = args.broker or sorted(await admin.topic_config(args.topic))
+        if not brokers:
+            raise TopicNotExistError(f"topic {args.topic} exists on no broker")
+    if args.message_type is not None:
+        await _set_attributes(admin, args.topic, brokers, f"+{MESSAGE_TYPE_KEY}={args.message_type}")
+    tables = await _topic_tables(admin)
+    rows = [
+        _topic_row(args.topic, name, table[args.topic])
+        for name, table in sorted(tables.items())
+        if args.topic in table
+    ]
     args.out.result(
-        {"topic": args.topic, "brokers": brokers, "configs": configs}, f"topic {args.topic} updated", t
+        {"topic": args.topic, "brokers": brokers, "configs": rows},
+        f"topic {args.topic} updated",
+        _topic_config_table(rows, with_topic=False),
     )
 
 
@@ -431,31 +556,64 @@ async def _stats(admin: Admin, args: argparse.Namespace) -> None:
 # -- groups ------------------------------------------------------------------------------------
 
 
+async def _group_tables(admin: Admin) -> dict[str, dict[str, Any]]:
+    """Group name -> its config as the first master that has it sent it (GET_ALL_SUBSCRIPTIONGROUP_CONFIG):
+    what Admin.list_groups reads, with the 5.x fields (consumeMessageOrderly, ...) kept."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, addr in (await _masters(admin, None)).items():
+        cmd = RemotingCommand(code=RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        reply = check_reply(await admin.instance.invoke(addr, cmd, admin.timeout), f"groups of {name}")
+        table = (loads_lenient(reply.body) if reply.body else {}).get("subscriptionGroupTable") or {}
+        for group, cfg in table.items():
+            if isinstance(cfg, dict):
+                out.setdefault(str(group), cfg)
+    return dict(sorted(out.items()))
+
+
 async def _groups(admin: Admin, args: argparse.Namespace) -> None:
-    groups = await admin.list_groups()
+    raw = await _group_tables(admin)
     t = _table(
         "group",
         "consume",
         "broadcast",
         "from min",
+        "orderly",
         "retry queues",
         "max retries",
         right=("retry queues", "max retries"),
     )
-    for name, g in groups.items():
+    rows = []
+    for name, data in raw.items():
+        g = GroupConfig.from_json(data)
+        orderly = bool(data.get("consumeMessageOrderly", False))
         t.add_row(
             name,
             _yes(g.consume_enable),
             _yes(g.consume_broadcast_enable),
             _yes(g.consume_from_min_enable),
+            _yes(orderly),
             str(g.retry_queue_nums),
             str(g.retry_max_times),
         )
-    args.out.result(list(groups.values()), t)
+        rows.append({**_jsonable(g), "consumeMessageOrderly": orderly})
+    args.out.result(rows, t)
 
 
 def _yes(b: bool) -> str:
     return "yes" if b else "no"
+
+
+async def _create_orderly_group(admin: Admin, cfg: GroupConfig, broker_names: list[str] | None) -> list[str]:
+    """Admin.create_group with `consumeMessageOrderly: true` in the body (mqadmin updateSubGroup -o true)."""
+    masters = await _masters(admin, broker_names)
+    body = dumps({**cfg.to_json(), "consumeMessageOrderly": True})
+    for name, addr in masters.items():
+        cmd = RemotingCommand(code=RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+        check_reply(
+            await admin.instance.invoke(addr, cmd, admin.timeout),
+            f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP {cfg.group_name} on {name}",
+        )
+    return list(masters)
 
 
 async def _create_group(admin: Admin, args: argparse.Namespace) -> None:
@@ -467,9 +625,13 @@ async def _create_group(admin: Admin, args: argparse.Namespace) -> None:
         retry_queue_nums=args.retry_queues,
         retry_max_times=args.retry_max_times,
     )
-    brokers = await admin.create_group(cfg, broker_names=args.broker or None)
+    if args.orderly:
+        brokers = await _create_orderly_group(admin, cfg, args.broker or None)
+    else:
+        brokers = await admin.create_group(cfg, broker_names=args.broker or None)
     args.out.result(
-        {"group": cfg, "brokers": brokers}, f"group {args.group} created or updated on {', '.join(brokers)}"
+        {"group": {**_jsonable(cfg), "consumeMessageOrderly": args.orderly}, "brokers": brokers},
+        f"group {args.group} created or updated on {', '.join(brokers)}",
     )
 
 
@@ -767,20 +929,34 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     # topics
     c = cmd("topics", _topics, "list the topics the name server knows")
     c.add_argument("-c", "--cluster", help="only the topics of this cluster")
+    c.add_argument(
+        "-l",
+        "--long",
+        action="store_true",
+        help="each broker's config of each topic: queues, permission, order, message type",
+    )
     c = cmd("create-topic", _create_topic, "create (or overwrite) a topic on every broker master")
     c.add_argument("topic")
     c.add_argument("--queues", type=int, default=4, help="read and write queues (default 4)")
     c.add_argument("--perm", type=int, choices=(2, 4, 6), default=6, help="2 write, 4 read, 6 both (default)")
     c.add_argument("--order", action="store_true", help="an ordered topic")
+    c.add_argument(
+        "--message-type",
+        choices=MESSAGE_TYPES,
+        help="RocketMQ 5.x topic type (the message.type attribute; RocketMQ 5.x brokers and ferromq)",
+    )
     c.add_argument("-b", "--broker", action="append", help="only on this broker name (repeatable)")
     c = cmd(
-        "update-topic", _update_topic, "change a topic's queue counts, permission or order, keeping the rest"
+        "update-topic",
+        _update_topic,
+        "change a topic's queue counts, permission, order or message type, keeping the rest",
     )
     c.add_argument("topic")
     c.add_argument("--read-queues", type=int)
     c.add_argument("--write-queues", type=int)
     c.add_argument("--perm", type=int, choices=(2, 4, 6), help="2 write, 4 read, 6 both")
     c.add_argument("--order", type=_bool, metavar="true|false")
+    c.add_argument("--message-type", choices=MESSAGE_TYPES, help="RocketMQ 5.x topic type (message.type)")
     c.add_argument("-b", "--broker", action="append", help="only on this broker name (repeatable)")
     c = cmd("delete-topic", _delete_topic, "delete a topic on every broker and name server")
     c.add_argument("topic")
@@ -803,6 +979,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("--disable-consume", action="store_true", help="the group may not consume")
     c.add_argument("--no-broadcast", action="store_true", help="no broadcasting consumption")
     c.add_argument("--no-consume-from-min", action="store_true", help="consumeFromMinEnable=false")
+    c.add_argument(
+        "--orderly", action="store_true", help="an orderly group (consumeMessageOrderly, RocketMQ 5.x)"
+    )
     c.add_argument("-b", "--broker", action="append", help="only on this broker name (repeatable)")
     c = cmd(
         "delete-group", _delete_group, "delete a subscription group, its offsets and its retry/DLQ topics"

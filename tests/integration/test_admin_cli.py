@@ -133,7 +133,7 @@ def test_topic_lifecycle(server: BrokerProcess) -> None:
 
     wait_until(updated, "the updated route")
     assert failed(server, 2, "update-topic", topic).endswith(
-        "nothing to change: give --read-queues, --write-queues, --perm or --order"
+        "nothing to change: give --read-queues, --write-queues, --perm, --order or --message-type"
         f" (name server {server.namesrv})"
     )
 
@@ -149,6 +149,52 @@ def test_topic_lifecycle(server: BrokerProcess) -> None:
         "codeName": "TOPIC_NOT_EXIST",
         "exitCode": 3,
     }
+
+
+def test_topic_message_type(server: BrokerProcess) -> None:
+    """RocketMQ 5.x typed topics: created with a type, shown by `topics --long` and `update-topic`,
+    changed, and refused as the broker refuses (MIXED)."""
+    topic = unique("CliFifo")
+    out = ok(server, "create-topic", topic, "--queues", "2", "--message-type", "FIFO")
+    assert out.startswith(f"topic {topic} (FIFO): 2 queues on ")
+    wait_until(lambda: topic in js(server, "topics"), f"{topic} in the topic list")
+    rows = [r for r in js(server, "topics", "--long") if r["topic"] == topic]
+    assert [(r["messageType"], r["attributes"], r["writeQueueNums"]) for r in rows] == [
+        ("FIFO", {"message.type": "FIFO"}, 2)
+    ]
+    line = next(line for line in ok(server, "topics", "-l").splitlines() if topic in line)
+    assert line.split()[-1] == "FIFO"
+    # A type change alone, and one with other settings: the type is kept when not given.
+    configs = js(server, "update-topic", topic, "--message-type", "DELAY")["configs"]
+    assert [(c["messageType"], c["writeQueueNums"]) for c in configs] == [("DELAY", 2)]
+    configs = js(server, "update-topic", topic, "--write-queues", "1")["configs"]
+    assert [(c["messageType"], c["writeQueueNums"]) for c in configs] == [("DELAY", 1)]
+    assert "DELAY" in ok(server, "update-topic", topic, "--perm", "6")
+    line = failed(server, 1, "update-topic", topic, "--message-type", "MIXED")
+    assert line.startswith("ferromq admin update-topic: UPDATE_AND_CREATE_TOPIC")
+    assert "MIXED message type is not supported. [INVALID_PARAMETER]" in line
+    plain = unique("CliPlain")
+    ok(server, "create-topic", plain)
+    rows = [r for r in js(server, "topics", "--long") if r["topic"] == plain]
+    assert rows and all(r["messageType"] == "NORMAL" and r["attributes"] == {} for r in rows)
+    ok(server, "delete-topic", topic)
+    ok(server, "delete-topic", plain)
+
+
+def test_orderly_group(server: BrokerProcess) -> None:
+    group = unique("CliOrderly")
+    plain = unique("CliPlainG")
+    ok(server, "create-group", group, "--orderly")
+    ok(server, "create-group", plain)
+    groups = {g["groupName"]: g for g in js(server, "groups")}
+    assert groups[group]["consumeMessageOrderly"] is True
+    assert groups[plain]["consumeMessageOrderly"] is False
+    lines = ok(server, "groups").splitlines()
+    assert lines[0].split()[:6] == ["group", "consume", "broadcast", "from", "min", "orderly"]
+    rows = {line.split()[0]: line.split() for line in lines[1:] if line.strip()}
+    assert rows[group][4] == "yes" and rows[plain][4] == "no"
+    ok(server, "delete-group", group)
+    ok(server, "delete-group", plain)
 
 
 def test_groups(server: BrokerProcess) -> None:

@@ -5,15 +5,47 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ferromq.broker.config_file import load_config_file, save_config_file
+from ferromq.broker.topics import Attribute, alter_attributes
 from ferromq.protocol.constants import SYSTEM_GROUP_PREFIX
 
 logger = logging.getLogger(__name__)
+
+# SubscriptionGroupAttributes.ALL of 5.3.3 is empty: a group update that sets or removes any attribute is
+# refused ("unsupported key: ...").
+GROUP_ATTRIBUTES: dict[str, Attribute] = {}
+
+
+def _default_retry_policy() -> dict[str, Any]:
+    # GroupRetryPolicy's default as fastjson writes it (its policies are null, so left out).
+    return {"type": "CUSTOMIZED"}
+
+
+def _object_or_none(raw: Any, what: str) -> dict[str, Any] | None:
+    if raw is None or isinstance(raw, dict):
+        return raw
+    raise TypeError(f"{what} must be an object")
+
+
+def _objects_or_none(raw: Any, what: str) -> list[dict[str, Any]] | None:
+    if raw is None:
+        return None
+    if isinstance(raw, list) and all(isinstance(x, dict) for x in raw):
+        return raw
+    raise TypeError(f"{what} must be a list of objects")
+
+
+def _attributes_of(raw: Any) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise TypeError("attributes must be an object")
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 @dataclass
@@ -27,19 +59,42 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    # RocketMQ 5.x's fields, kept and written back as 5.x mqadmin and brokers send and store them.
+    consume_message_orderly: bool = False
+    """An orderly group (`consumeMessageOrderly`, mqadmin updateSubGroup -o true): 5.x clients consume its
+    FIFO topics in order."""
+    group_retry_policy: dict[str, Any] | None = field(default_factory=_default_retry_policy)
+    """`groupRetryPolicy` as sent ({"type": "CUSTOMIZED" | "EXPONENTIAL", ...}); None: null."""
+    group_sys_flag: int = 0
+    consume_timeout_minute: int = 15
+    subscription_data_set: list[dict[str, Any]] | None = None
+    """`subscriptionDataSet` as sent (topic, expressionType, expression, version); None: null."""
+    attributes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        # Java's keys in fastjson's (alphabetical) order; nulls left out, as fastjson does.
+        out: dict[str, Any] = {
+            "attributes": dict(self.attributes),
             "brokerId": self.broker_id,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
             "consumeEnable": self.consume_enable,
             "consumeFromMinEnable": self.consume_from_min_enable,
+            "consumeMessageOrderly": self.consume_message_orderly,
+            "consumeTimeoutMinute": self.consume_timeout_minute,
             "groupName": self.group_name,
+        }
+        if self.group_retry_policy is not None:
+            out["groupRetryPolicy"] = self.group_retry_policy
+        out |= {
+            "groupSysFlag": self.group_sys_flag,
             "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
             "retryMaxTimes": self.retry_max_times,
             "retryQueueNums": self.retry_queue_nums,
-            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
         }
+        if self.subscription_data_set is not None:
+            out["subscriptionDataSet"] = self.subscription_data_set
+        out["whichBrokerWhenConsumeSlowly"] = self.which_broker_when_consume_slowly
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
@@ -53,6 +108,16 @@ class SubscriptionGroupConfig:
             broker_id=int(d.get("brokerId", 0)),
             which_broker_when_consume_slowly=int(d.get("whichBrokerWhenConsumeSlowly", 1)),
             notify_consumer_ids_changed_enable=bool(d.get("notifyConsumerIdsChangedEnable", True)),
+            consume_message_orderly=bool(d.get("consumeMessageOrderly", False)),
+            group_retry_policy=(
+                _object_or_none(d["groupRetryPolicy"], "groupRetryPolicy")
+                if "groupRetryPolicy" in d
+                else _default_retry_policy()
+            ),
+            group_sys_flag=int(d.get("groupSysFlag", 0)),
+            consume_timeout_minute=int(d.get("consumeTimeoutMinute", 15)),
+            subscription_data_set=_objects_or_none(d.get("subscriptionDataSet"), "subscriptionDataSet"),
+            attributes=_attributes_of(d.get("attributes")),
         )
 
 
@@ -88,6 +153,22 @@ class SubscriptionGroupManager:
             }
         self.persist()
         self._changed()
+
+    def update_attributes(self, cfg: SubscriptionGroupConfig, changes: Mapping[str, str]) -> None:
+        """Creates or replaces the group as `cfg` says, but with the attributes it has (none when new)
+        changed by `changes` ({"+key": value}, {"-key": ""}; a request's `cfg.attributes` are such
+        changes), as SubscriptionGroupManager.updateSubscriptionGroupConfig does. Raises
+        InvalidAttributes, changing nothing, for any change 5.3.3 refuses (it knows no group attribute,
+        so any)."""
+        with self._lock:
+            existing = self.groups.get(cfg.group_name)
+            attributes = alter_attributes(
+                existing is None,
+                GROUP_ATTRIBUTES,
+                existing.attributes if existing is not None else {},
+                changes,
+            )
+        self.update(replace(cfg, attributes=attributes))
 
     def replace_all(self, groups: dict[str, SubscriptionGroupConfig], data_version: dict[str, int]) -> None:
         """A slave takes its master's groups and version as they are (SlaveSynchronize)."""

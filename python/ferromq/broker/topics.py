@@ -6,8 +6,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,201 @@ def topic_problem(topic: str) -> str | None:
     return None
 
 
+# -- attributes ------------------------------------------------------------------------------------
+# RocketMQ 5.x keeps typed settings of a topic (and, in the same form, of a subscription group) as
+# string attributes. UPDATE_AND_CREATE_TOPIC carries changes to them as text, `+key=value` to set and
+# `-key` to remove, comma-separated (AttributeParser); the broker applies the changes to what the
+# topic has (AttributeUtil.alterCurrentAttributes) and refuses, with Java's wording, keys it does not
+# know, values outside an attribute's range and changes to attributes fixed at creation.
+
+MESSAGE_TYPE_KEY = "message.type"
+# A topic without the attribute is NORMAL (TopicConfig.getTopicMessageType).
+DEFAULT_MESSAGE_TYPE = "NORMAL"
+# Refused by UPDATE_AND_CREATE_TOPIC unless the broker allows mixed topics (enableMixedMessageType,
+# false by default and not a ferromq key).
+MIXED_MESSAGE_TYPE = "MIXED"
+MIXED_REFUSED = "MIXED message type is not supported."
+_LONG_TEXT = re.compile(r"[+-]?[0-9]+")
+_JAVA_LONG_MIN, _JAVA_LONG_MAX = -(2**63), 2**63 - 1
+
+
+class InvalidAttributes(ValueError):
+    """An attribute change the broker refuses; `str()` is Java's message."""
+
+    def __init__(self, message: str, site: str = "") -> None:
+        super().__init__(message)
+        self.site = site
+        """Where AttributeUtil throws it (`AttributeUtil.method(AttributeUtil.java:line)`), if there."""
+
+    def java_desc(self) -> str:
+        """The remark of a Java broker that lets the exception reach its remoting layer (as the group
+        update does): the exception and its first stack frame (UtilAll.exceptionSimpleDesc)."""
+        if not self.site:
+            return str(self)
+        return f"java.lang.RuntimeException: {self}, org.apache.rocketmq.common.attribute.{self.site}"
+
+
+def _util_error(message: str, method: str, line: int) -> InvalidAttributes:
+    return InvalidAttributes(message, f"AttributeUtil.{method}(AttributeUtil.java:{line})")
+
+
+@dataclass(frozen=True)
+class EnumAttribute:
+    """An attribute with a fixed set of values (Java's EnumAttribute)."""
+
+    name: str
+    changeable: bool
+    values: tuple[str, ...]
+    """In the order Java's HashSet lists them: refusals name the set in that order."""
+    default: str
+
+    def check(self, value: str) -> None:
+        if value not in self.values:
+            raise InvalidAttributes(f"value is not in set: [{', '.join(self.values)}]")
+
+
+@dataclass(frozen=True)
+class LongRangeAttribute:
+    """A Java long within [low, high] (Java's LongRangeAttribute)."""
+
+    name: str
+    changeable: bool
+    low: int
+    high: int
+    default: int
+
+    def check(self, value: str) -> None:
+        if not _LONG_TEXT.fullmatch(value) or not _JAVA_LONG_MIN <= int(value) <= _JAVA_LONG_MAX:
+            # Long.parseLong's NumberFormatException
+            raise InvalidAttributes(f'For input string: "{value}"')
+        if not self.low <= int(value) <= self.high:
+            raise InvalidAttributes(f"value is not in range({self.low}, {self.high})")
+
+
+Attribute = EnumAttribute | LongRangeAttribute
+
+# TopicAttributes.ALL of 5.3.3.
+TOPIC_ATTRIBUTES: dict[str, Attribute] = {
+    a.name: a
+    for a in (
+        EnumAttribute("queue.type", False, ("SimpleCQ", "BatchCQ"), "SimpleCQ"),
+        EnumAttribute("cleanup.policy", False, ("DELETE", "COMPACTION"), "DELETE"),
+        # TopicMessageType's values, UNSPECIFIED and MIXED included.
+        EnumAttribute(
+            MESSAGE_TYPE_KEY,
+            True,
+            ("UNSPECIFIED", "TRANSACTION", "FIFO", "MIXED", "DELAY", "NORMAL"),
+            DEFAULT_MESSAGE_TYPE,
+        ),
+        LongRangeAttribute("reserve.time", True, -1, _JAVA_LONG_MAX, -1),
+    )
+}
+# Values Java accepts that would change how the store keeps the topic, which ferromq does not do (a batch
+# consume queue, a compacted topic): refused rather than recorded and ignored, since a Java broker opening
+# the store afterwards would expect the files they imply.
+UNSUPPORTED_VALUES = {("queue.type", "BatchCQ"), ("cleanup.policy", "COMPACTION")}
+
+
+def parse_attribute_changes(text: str | None) -> dict[str, str]:
+    """The `attributes` field of UPDATE_AND_CREATE_TOPIC (`+k1=v1,-k2`) as {"+k1": "v1", "-k2": ""}, in
+    order, by Java's AttributeParser.parseToMap rules; InvalidAttributes with its message otherwise."""
+    changes: dict[str, str] = {}
+    if not text:
+        return changes
+    items = text.split(",")
+    while items and not items[-1]:  # Java's split drops trailing empty strings
+        items.pop()
+    for item in items:
+        if "=" in item:
+            parts = item.split("=")
+            while parts and not parts[-1]:
+                parts.pop()
+            if len(parts) < 2:  # "+k=" or "=": Java reads past the end of the split
+                raise InvalidAttributes(f"Index {min(len(parts), 1)} out of bounds for length {len(parts)}")
+            key, value = parts[0], parts[1]
+            if "+" not in key:
+                raise InvalidAttributes(f"add/alter attribute format is wrong: {key}")
+        else:
+            key, value = item, ""
+            if "-" not in key:
+                raise InvalidAttributes(f"delete attribute format is wrong: {key}")
+        if key in changes:
+            raise InvalidAttributes(f"key duplication: {key}")
+        changes[key] = value
+    return changes
+
+
+def alter_attributes(
+    create: bool,
+    known: Mapping[str, Attribute],
+    current: Mapping[str, str],
+    changes: Mapping[str, str],
+) -> dict[str, str]:
+    """`current` with `changes` ({"+key": value} sets, {"-key": ""} removes) applied, as
+    AttributeUtil.alterCurrentAttributes does: a new topic (`create`) may only set; removing needs the
+    key; every key must be one of `known`, with a value it accepts, and changeable unless `create`.
+    Raises InvalidAttributes with Java's message; `current` is never modified."""
+    init: dict[str, str] = {}
+    add: dict[str, str] = {}
+    update: dict[str, str] = {}
+    delete: dict[str, str] = {}
+    seen: set[str] = set()
+    for key, value in changes.items():
+        real = key[1:]
+        if not real:
+            raise _util_error("kv string format wrong.", "validate", 98)
+        if "+" in real:
+            raise _util_error("kv string format wrong.", "validate", 102)
+        if "-" in real:
+            raise _util_error("kv string format wrong.", "validate", 106)
+        if real in seen:
+            raise _util_error(f"alter duplication key. key: {real}", "duplicationCheck", 92)
+        seen.add(real)
+        if create:
+            if not key.startswith("+"):
+                raise _util_error(
+                    f"only add attribute is supported while creating topic. key: {real}",
+                    "alterCurrentAttributes",
+                    53,
+                )
+            init[real] = value
+        elif key.startswith("+"):
+            (update if real in current else add)[real] = value
+        elif key.startswith("-"):
+            if real not in current:
+                raise _util_error(
+                    f"attempt to delete a nonexistent key: {real}", "alterCurrentAttributes", 64
+                )
+            delete[real] = value
+        else:
+            raise _util_error(f"wrong format key: {real}", "alterCurrentAttributes", 68)
+    steps = ((init, True, False), (add, False, False), (update, False, False), (delete, False, True))
+    for alter, initial, deleting in steps:
+        for real, value in alter.items():
+            attribute = known.get(real)
+            if attribute is None:
+                raise _util_error(f"unsupported key: {real}", "validateAlter", 117)
+            if not initial and not attribute.changeable:
+                raise _util_error(
+                    f"attempt to update an unchangeable attribute. key: {real}", "validateAlter", 120
+                )
+            if not deleting:
+                attribute.check(value)
+    final = {**current, **init, **add, **update}
+    for real in delete:
+        final.pop(real, None)
+    return final
+
+
+def _attributes_of(raw: Any) -> dict[str, str]:
+    """A config file's or a request body's `attributes` (an object of strings; null: none)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise TypeError(f"attributes must be an object, not {type(raw).__name__}")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
 @dataclass
 class TopicConfig:
     topic_name: str
@@ -78,9 +273,18 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+    """RocketMQ 5.x's topic attributes (`message.type`, ...): written as Java 5.x writes them, `{}` when
+    none."""
+
+    @property
+    def message_type(self) -> str:
+        """The `message.type` attribute: NORMAL when absent (TopicConfig.getTopicMessageType)."""
+        return self.attributes.get(MESSAGE_TYPE_KEY, DEFAULT_MESSAGE_TYPE)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "attributes": dict(self.attributes),
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -100,6 +304,7 @@ class TopicConfig:
             topic_filter_type=str(d.get("topicFilterType", "SINGLE_TAG")),
             topic_sys_flag=int(d.get("topicSysFlag", 0)),
             order=bool(d.get("order", False)),
+            attributes=_attributes_of(d.get("attributes")),
         )
 
     @property
@@ -219,6 +424,30 @@ class TopicConfigManager:
             self._changed()
         self._notify()
         self.persist()
+
+    def update_attributes(self, tc: TopicConfig, changes: Mapping[str, str]) -> TopicConfig:
+        """Creates or replaces the topic as `tc` says, its attributes those it has (none when new) with
+        `changes` applied (`alter_attributes`); the stored config. Raises InvalidAttributes, changing
+        nothing, when Java would refuse the changes or ferromq cannot honour them."""
+        with self._lock:
+            existing = self.topics.get(tc.topic_name)
+            attributes = alter_attributes(
+                existing is None,
+                TOPIC_ATTRIBUTES,
+                existing.attributes if existing is not None else {},
+                changes,
+            )
+            for key, value in attributes.items():
+                if (key, value) in UNSUPPORTED_VALUES and (
+                    existing is None or key not in existing.attributes
+                ):
+                    raise InvalidAttributes(f"{key}={value} is not supported by ferromq")
+            tc = replace(tc, attributes=attributes)
+            self.topics[tc.topic_name] = tc
+            self._changed()
+        self._notify()
+        self.persist()
+        return tc
 
     def delete(self, topic: str) -> bool:
         with self._lock:

@@ -694,6 +694,8 @@ class CreateTopicRequestHeader(Header):
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    # RocketMQ 5.x: attribute changes, `+key=value` to set and `-key` to remove, comma-separated.
+    attributes: str | None = None
 
 
 class DeleteTopicRequestHeader(Header):

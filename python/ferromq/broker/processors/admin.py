@@ -9,7 +9,15 @@ from ferromq.broker.processors.bodies import json_object, shaped
 from ferromq.broker.processors.context import AdminContext, ContextHandler, bind
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.broker.timer import encode_checkpoint
-from ferromq.broker.topics import TopicConfig, topic_problem
+from ferromq.broker.topics import (
+    MESSAGE_TYPE_KEY,
+    MIXED_MESSAGE_TYPE,
+    MIXED_REFUSED,
+    InvalidAttributes,
+    TopicConfig,
+    parse_attribute_changes,
+    topic_problem,
+)
 from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
@@ -62,6 +70,15 @@ async def create_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand
                 "(maxTopicQueueNums in broker.conf)",
                 ResponseCode.SYSTEM_ERROR,
             )
+    # RocketMQ 5.x's attribute changes (AdminBrokerProcessor.updateAndCreateTopic): text that does not
+    # parse, and changes the topic's attributes refuse, are SYSTEM_ERROR with Java's message; a MIXED
+    # message type is INVALID_PARAMETER (enableMixedMessageType is false).
+    try:
+        changes = parse_attribute_changes(h.attributes)
+    except InvalidAttributes as e:
+        raise BrokerError(str(e), ResponseCode.SYSTEM_ERROR) from None
+    if changes.get("+" + MESSAGE_TYPE_KEY) == MIXED_MESSAGE_TYPE:
+        raise BrokerError(MIXED_REFUSED, ResponseCode.INVALID_PARAMETER)
     tc = TopicConfig(
         topic_name=topic,
         read_queue_nums=queue_nums["readQueueNums"],
@@ -71,7 +88,10 @@ async def create_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand
         topic_sys_flag=h.topic_sys_flag,
         order=h.order,
     )
-    ctx.topics.update(tc)
+    try:
+        ctx.topics.update_attributes(tc, changes)
+    except InvalidAttributes as e:
+        raise BrokerError(str(e), ResponseCode.SYSTEM_ERROR) from None
     ctx.registration_changed()
     return cmd.reply(ResponseCode.SUCCESS)
 
@@ -157,7 +177,13 @@ async def update_group(ctx: AdminContext, conn: Connection, cmd: RemotingCommand
             f"0 to {limit} (maxTopicQueueNums in broker.conf)",
             ResponseCode.SYSTEM_ERROR,
         )
-    ctx.groups.update(group)
+    # The body's attributes are changes (`{"+key": "value", "-key": ""}`); 5.3.3 knows no group
+    # attribute and lets the refusal reach its remoting layer, whose remark names the exception and
+    # where it was thrown.
+    try:
+        ctx.groups.update_attributes(group, group.attributes)
+    except InvalidAttributes as e:
+        raise BrokerError(e.java_desc(), ResponseCode.SYSTEM_ERROR) from None
     return cmd.reply(ResponseCode.SUCCESS)
 
 
