@@ -816,8 +816,7 @@ def client5_python(timeout: float = 900.0) -> str:
     `rocketmq`): $FERROMQ_CLIENT5_PYTHON if set, else bin/python of build/client5-venv (or of
     $FERROMQ_CLIENT5_VENV), made with this Python's venv and pip from pyproject's `client5` extra on first
     use and again whenever that list changes (one maker at a time on this machine). An environment of its
-    own: the client's package `rocketmq` is the C++ client's too, and its protocol modules cannot share a
-    process with ferromq's."""
+    own: the client's package `rocketmq` is the C++ client's too (the test environment has the C++ one)."""
     explicit = os.environ.get("FERROMQ_CLIENT5_PYTHON")
     if explicit:
         return explicit

@@ -4,11 +4,11 @@ field (name, number, type, label, type name, oneof), service and method (input, 
 same, and the gRPC stubs register the same method paths with the same call kinds. Also: the committed
 generated modules are exactly what scripts/gen_protos.py makes from the .proto files.
 
-The official stubs are not imported here. They define the same protobuf names as ferromq's modules, and
-protobuf's default pool refuses a second definition of a name ("duplicate symbol"), so the two cannot load
-in one process; their package `rocketmq` is also the C++ client's (the `test` extra). A child process in the
-client's own environment (`client5_python()`, tools/apache_rocketmq.py) runs `describe` on the official
-package and prints the result; this process runs it on ferromq's.
+The official stubs are not imported here: their package `rocketmq` is also the C++ client's (the `test`
+extra), which this environment has. (The two sets of protocol modules themselves can share a process: see
+test_proto_coexist.py.) A child process in the client's own environment (`client5_python()`,
+tools/apache_rocketmq.py) runs `describe` on the official package and prints the result; this process runs
+it on ferromq's.
 """
 
 from __future__ import annotations

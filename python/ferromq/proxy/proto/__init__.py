@@ -2,7 +2,10 @@
 apache/rocketmq/v2/ and, beside them, the modules scripts/gen_protos.py generates from them
 (`ferromq.proxy.proto.apache.rocketmq.v2.service_pb2`, `..._pb2_grpc`, `definition_pb2`, `admin_pb2`).
 
-The generated modules register the protos under their canonical names in protobuf's default descriptor
-pool, like every generated module: a process cannot also import another copy of the same contract (the
-official Python client's `rocketmq.grpc_protocol`); protobuf refuses the second definition of each name.
+The generated modules register the protos in protobuf's default descriptor pool as `definition.proto`,
+`service.proto` and `admin.proto`, the names and the exact serialized descriptors of the official Python
+5.x client's copy (`rocketmq.grpc_protocol`): the pool accepts a byte-identical second registration, so
+both load in one process, in either order, and share their descriptors (tests/unit/test_proto_coexist.py).
+A copy that differs in any byte (another client version, an edited .proto) fails the second import with
+"duplicate file name" instead.
 """

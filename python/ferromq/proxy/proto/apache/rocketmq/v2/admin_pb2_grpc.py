@@ -4,7 +4,7 @@
 import grpc
 import warnings
 
-from ferromq.proxy.proto.apache.rocketmq.v2 import admin_pb2 as apache_dot_rocketmq_dot_v2_dot_admin__pb2
+from ferromq.proxy.proto.apache.rocketmq.v2 import admin_pb2 as admin__pb2
 
 GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__
@@ -19,7 +19,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in apache/rocketmq/v2/admin_pb2_grpc.py depends on'
+        + ' but the generated code in admin_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -37,8 +37,8 @@ class AdminStub:
         """
         self.ChangeLogLevel = channel.unary_unary(
                 '/apache.rocketmq.v2.Admin/ChangeLogLevel',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_admin__pb2.ChangeLogLevelRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_admin__pb2.ChangeLogLevelResponse.FromString,
+                request_serializer=admin__pb2.ChangeLogLevelRequest.SerializeToString,
+                response_deserializer=admin__pb2.ChangeLogLevelResponse.FromString,
                 _registered_method=True)
 
 
@@ -56,8 +56,8 @@ def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ChangeLogLevel': grpc.unary_unary_rpc_method_handler(
                     servicer.ChangeLogLevel,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_admin__pb2.ChangeLogLevelRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_admin__pb2.ChangeLogLevelResponse.SerializeToString,
+                    request_deserializer=admin__pb2.ChangeLogLevelRequest.FromString,
+                    response_serializer=admin__pb2.ChangeLogLevelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -85,8 +85,8 @@ class Admin:
             request,
             target,
             '/apache.rocketmq.v2.Admin/ChangeLogLevel',
-            apache_dot_rocketmq_dot_v2_dot_admin__pb2.ChangeLogLevelRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_admin__pb2.ChangeLogLevelResponse.FromString,
+            admin__pb2.ChangeLogLevelRequest.SerializeToString,
+            admin__pb2.ChangeLogLevelResponse.FromString,
             options,
             channel_credentials,
             insecure,

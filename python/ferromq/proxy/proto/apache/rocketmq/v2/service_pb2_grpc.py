@@ -4,7 +4,7 @@
 import grpc
 import warnings
 
-from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as apache_dot_rocketmq_dot_v2_dot_service__pb2
+from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as service__pb2
 
 GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__
@@ -19,7 +19,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in apache/rocketmq/v2/service_pb2_grpc.py depends on'
+        + ' but the generated code in service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -27,7 +27,9 @@ if _version_not_supported:
 
 
 class MessagingServiceStub:
-    """Every RPC answers with a Status inside its response; gRPC's own status is for transport failures.
+    """---- the service ----
+
+    Every RPC answers with a Status inside its response; gRPC's own status is for transport failures.
     """
 
     def __init__(self, channel):
@@ -38,93 +40,95 @@ class MessagingServiceStub:
         """
         self.QueryRoute = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/QueryRoute',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryRouteRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryRouteResponse.FromString,
+                request_serializer=service__pb2.QueryRouteRequest.SerializeToString,
+                response_deserializer=service__pb2.QueryRouteResponse.FromString,
                 _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/Heartbeat',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.HeartbeatRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.HeartbeatResponse.FromString,
+                request_serializer=service__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=service__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
         self.SendMessage = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/SendMessage',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.SendMessageRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.SendMessageResponse.FromString,
+                request_serializer=service__pb2.SendMessageRequest.SerializeToString,
+                response_deserializer=service__pb2.SendMessageResponse.FromString,
                 _registered_method=True)
         self.QueryAssignment = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/QueryAssignment',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryAssignmentRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryAssignmentResponse.FromString,
+                request_serializer=service__pb2.QueryAssignmentRequest.SerializeToString,
+                response_deserializer=service__pb2.QueryAssignmentResponse.FromString,
                 _registered_method=True)
         self.ReceiveMessage = channel.unary_stream(
                 '/apache.rocketmq.v2.MessagingService/ReceiveMessage',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ReceiveMessageRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ReceiveMessageResponse.FromString,
+                request_serializer=service__pb2.ReceiveMessageRequest.SerializeToString,
+                response_deserializer=service__pb2.ReceiveMessageResponse.FromString,
                 _registered_method=True)
         self.AckMessage = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/AckMessage',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.AckMessageRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.AckMessageResponse.FromString,
+                request_serializer=service__pb2.AckMessageRequest.SerializeToString,
+                response_deserializer=service__pb2.AckMessageResponse.FromString,
                 _registered_method=True)
         self.ForwardMessageToDeadLetterQueue = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/ForwardMessageToDeadLetterQueue',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ForwardMessageToDeadLetterQueueRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ForwardMessageToDeadLetterQueueResponse.FromString,
+                request_serializer=service__pb2.ForwardMessageToDeadLetterQueueRequest.SerializeToString,
+                response_deserializer=service__pb2.ForwardMessageToDeadLetterQueueResponse.FromString,
                 _registered_method=True)
         self.PullMessage = channel.unary_stream(
                 '/apache.rocketmq.v2.MessagingService/PullMessage',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.PullMessageRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.PullMessageResponse.FromString,
+                request_serializer=service__pb2.PullMessageRequest.SerializeToString,
+                response_deserializer=service__pb2.PullMessageResponse.FromString,
                 _registered_method=True)
         self.UpdateOffset = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/UpdateOffset',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.UpdateOffsetRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.UpdateOffsetResponse.FromString,
+                request_serializer=service__pb2.UpdateOffsetRequest.SerializeToString,
+                response_deserializer=service__pb2.UpdateOffsetResponse.FromString,
                 _registered_method=True)
         self.GetOffset = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/GetOffset',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.GetOffsetRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.GetOffsetResponse.FromString,
+                request_serializer=service__pb2.GetOffsetRequest.SerializeToString,
+                response_deserializer=service__pb2.GetOffsetResponse.FromString,
                 _registered_method=True)
         self.QueryOffset = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/QueryOffset',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryOffsetRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryOffsetResponse.FromString,
+                request_serializer=service__pb2.QueryOffsetRequest.SerializeToString,
+                response_deserializer=service__pb2.QueryOffsetResponse.FromString,
                 _registered_method=True)
         self.EndTransaction = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/EndTransaction',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.EndTransactionRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.EndTransactionResponse.FromString,
+                request_serializer=service__pb2.EndTransactionRequest.SerializeToString,
+                response_deserializer=service__pb2.EndTransactionResponse.FromString,
                 _registered_method=True)
         self.Telemetry = channel.stream_stream(
                 '/apache.rocketmq.v2.MessagingService/Telemetry',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.TelemetryCommand.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.TelemetryCommand.FromString,
+                request_serializer=service__pb2.TelemetryCommand.SerializeToString,
+                response_deserializer=service__pb2.TelemetryCommand.FromString,
                 _registered_method=True)
         self.NotifyClientTermination = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/NotifyClientTermination',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.NotifyClientTerminationRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.NotifyClientTerminationResponse.FromString,
+                request_serializer=service__pb2.NotifyClientTerminationRequest.SerializeToString,
+                response_deserializer=service__pb2.NotifyClientTerminationResponse.FromString,
                 _registered_method=True)
         self.ChangeInvisibleDuration = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/ChangeInvisibleDuration',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ChangeInvisibleDurationRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ChangeInvisibleDurationResponse.FromString,
+                request_serializer=service__pb2.ChangeInvisibleDurationRequest.SerializeToString,
+                response_deserializer=service__pb2.ChangeInvisibleDurationResponse.FromString,
                 _registered_method=True)
         self.RecallMessage = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/RecallMessage',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.RecallMessageRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.RecallMessageResponse.FromString,
+                request_serializer=service__pb2.RecallMessageRequest.SerializeToString,
+                response_deserializer=service__pb2.RecallMessageResponse.FromString,
                 _registered_method=True)
         self.SyncLiteSubscription = channel.unary_unary(
                 '/apache.rocketmq.v2.MessagingService/SyncLiteSubscription',
-                request_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.SyncLiteSubscriptionRequest.SerializeToString,
-                response_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.SyncLiteSubscriptionResponse.FromString,
+                request_serializer=service__pb2.SyncLiteSubscriptionRequest.SerializeToString,
+                response_deserializer=service__pb2.SyncLiteSubscriptionResponse.FromString,
                 _registered_method=True)
 
 
 class MessagingServiceServicer:
-    """Every RPC answers with a Status inside its response; gRPC's own status is for transport failures.
+    """---- the service ----
+
+    Every RPC answers with a Status inside its response; gRPC's own status is for transport failures.
     """
 
     def QueryRoute(self, request, context):
@@ -235,88 +239,88 @@ def add_MessagingServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'QueryRoute': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryRoute,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryRouteRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryRouteResponse.SerializeToString,
+                    request_deserializer=service__pb2.QueryRouteRequest.FromString,
+                    response_serializer=service__pb2.QueryRouteResponse.SerializeToString,
             ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.HeartbeatRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.HeartbeatResponse.SerializeToString,
+                    request_deserializer=service__pb2.HeartbeatRequest.FromString,
+                    response_serializer=service__pb2.HeartbeatResponse.SerializeToString,
             ),
             'SendMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.SendMessage,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.SendMessageRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.SendMessageResponse.SerializeToString,
+                    request_deserializer=service__pb2.SendMessageRequest.FromString,
+                    response_serializer=service__pb2.SendMessageResponse.SerializeToString,
             ),
             'QueryAssignment': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryAssignment,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryAssignmentRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryAssignmentResponse.SerializeToString,
+                    request_deserializer=service__pb2.QueryAssignmentRequest.FromString,
+                    response_serializer=service__pb2.QueryAssignmentResponse.SerializeToString,
             ),
             'ReceiveMessage': grpc.unary_stream_rpc_method_handler(
                     servicer.ReceiveMessage,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ReceiveMessageRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ReceiveMessageResponse.SerializeToString,
+                    request_deserializer=service__pb2.ReceiveMessageRequest.FromString,
+                    response_serializer=service__pb2.ReceiveMessageResponse.SerializeToString,
             ),
             'AckMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.AckMessage,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.AckMessageRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.AckMessageResponse.SerializeToString,
+                    request_deserializer=service__pb2.AckMessageRequest.FromString,
+                    response_serializer=service__pb2.AckMessageResponse.SerializeToString,
             ),
             'ForwardMessageToDeadLetterQueue': grpc.unary_unary_rpc_method_handler(
                     servicer.ForwardMessageToDeadLetterQueue,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ForwardMessageToDeadLetterQueueRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ForwardMessageToDeadLetterQueueResponse.SerializeToString,
+                    request_deserializer=service__pb2.ForwardMessageToDeadLetterQueueRequest.FromString,
+                    response_serializer=service__pb2.ForwardMessageToDeadLetterQueueResponse.SerializeToString,
             ),
             'PullMessage': grpc.unary_stream_rpc_method_handler(
                     servicer.PullMessage,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.PullMessageRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.PullMessageResponse.SerializeToString,
+                    request_deserializer=service__pb2.PullMessageRequest.FromString,
+                    response_serializer=service__pb2.PullMessageResponse.SerializeToString,
             ),
             'UpdateOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateOffset,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.UpdateOffsetRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.UpdateOffsetResponse.SerializeToString,
+                    request_deserializer=service__pb2.UpdateOffsetRequest.FromString,
+                    response_serializer=service__pb2.UpdateOffsetResponse.SerializeToString,
             ),
             'GetOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.GetOffset,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.GetOffsetRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.GetOffsetResponse.SerializeToString,
+                    request_deserializer=service__pb2.GetOffsetRequest.FromString,
+                    response_serializer=service__pb2.GetOffsetResponse.SerializeToString,
             ),
             'QueryOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryOffset,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryOffsetRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryOffsetResponse.SerializeToString,
+                    request_deserializer=service__pb2.QueryOffsetRequest.FromString,
+                    response_serializer=service__pb2.QueryOffsetResponse.SerializeToString,
             ),
             'EndTransaction': grpc.unary_unary_rpc_method_handler(
                     servicer.EndTransaction,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.EndTransactionRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.EndTransactionResponse.SerializeToString,
+                    request_deserializer=service__pb2.EndTransactionRequest.FromString,
+                    response_serializer=service__pb2.EndTransactionResponse.SerializeToString,
             ),
             'Telemetry': grpc.stream_stream_rpc_method_handler(
                     servicer.Telemetry,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.TelemetryCommand.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.TelemetryCommand.SerializeToString,
+                    request_deserializer=service__pb2.TelemetryCommand.FromString,
+                    response_serializer=service__pb2.TelemetryCommand.SerializeToString,
             ),
             'NotifyClientTermination': grpc.unary_unary_rpc_method_handler(
                     servicer.NotifyClientTermination,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.NotifyClientTerminationRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.NotifyClientTerminationResponse.SerializeToString,
+                    request_deserializer=service__pb2.NotifyClientTerminationRequest.FromString,
+                    response_serializer=service__pb2.NotifyClientTerminationResponse.SerializeToString,
             ),
             'ChangeInvisibleDuration': grpc.unary_unary_rpc_method_handler(
                     servicer.ChangeInvisibleDuration,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ChangeInvisibleDurationRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.ChangeInvisibleDurationResponse.SerializeToString,
+                    request_deserializer=service__pb2.ChangeInvisibleDurationRequest.FromString,
+                    response_serializer=service__pb2.ChangeInvisibleDurationResponse.SerializeToString,
             ),
             'RecallMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.RecallMessage,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.RecallMessageRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.RecallMessageResponse.SerializeToString,
+                    request_deserializer=service__pb2.RecallMessageRequest.FromString,
+                    response_serializer=service__pb2.RecallMessageResponse.SerializeToString,
             ),
             'SyncLiteSubscription': grpc.unary_unary_rpc_method_handler(
                     servicer.SyncLiteSubscription,
-                    request_deserializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.SyncLiteSubscriptionRequest.FromString,
-                    response_serializer=apache_dot_rocketmq_dot_v2_dot_service__pb2.SyncLiteSubscriptionResponse.SerializeToString,
+                    request_deserializer=service__pb2.SyncLiteSubscriptionRequest.FromString,
+                    response_serializer=service__pb2.SyncLiteSubscriptionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -327,7 +331,9 @@ def add_MessagingServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class MessagingService:
-    """Every RPC answers with a Status inside its response; gRPC's own status is for transport failures.
+    """---- the service ----
+
+    Every RPC answers with a Status inside its response; gRPC's own status is for transport failures.
     """
 
     @staticmethod
@@ -345,8 +351,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/QueryRoute',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryRouteRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryRouteResponse.FromString,
+            service__pb2.QueryRouteRequest.SerializeToString,
+            service__pb2.QueryRouteResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -372,8 +378,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/Heartbeat',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.HeartbeatRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.HeartbeatResponse.FromString,
+            service__pb2.HeartbeatRequest.SerializeToString,
+            service__pb2.HeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -399,8 +405,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/SendMessage',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.SendMessageRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.SendMessageResponse.FromString,
+            service__pb2.SendMessageRequest.SerializeToString,
+            service__pb2.SendMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -426,8 +432,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/QueryAssignment',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryAssignmentRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryAssignmentResponse.FromString,
+            service__pb2.QueryAssignmentRequest.SerializeToString,
+            service__pb2.QueryAssignmentResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -453,8 +459,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/ReceiveMessage',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.ReceiveMessageRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.ReceiveMessageResponse.FromString,
+            service__pb2.ReceiveMessageRequest.SerializeToString,
+            service__pb2.ReceiveMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -480,8 +486,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/AckMessage',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.AckMessageRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.AckMessageResponse.FromString,
+            service__pb2.AckMessageRequest.SerializeToString,
+            service__pb2.AckMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -507,8 +513,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/ForwardMessageToDeadLetterQueue',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.ForwardMessageToDeadLetterQueueRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.ForwardMessageToDeadLetterQueueResponse.FromString,
+            service__pb2.ForwardMessageToDeadLetterQueueRequest.SerializeToString,
+            service__pb2.ForwardMessageToDeadLetterQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -534,8 +540,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/PullMessage',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.PullMessageRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.PullMessageResponse.FromString,
+            service__pb2.PullMessageRequest.SerializeToString,
+            service__pb2.PullMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -561,8 +567,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/UpdateOffset',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.UpdateOffsetRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.UpdateOffsetResponse.FromString,
+            service__pb2.UpdateOffsetRequest.SerializeToString,
+            service__pb2.UpdateOffsetResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -588,8 +594,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/GetOffset',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.GetOffsetRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.GetOffsetResponse.FromString,
+            service__pb2.GetOffsetRequest.SerializeToString,
+            service__pb2.GetOffsetResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -615,8 +621,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/QueryOffset',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryOffsetRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.QueryOffsetResponse.FromString,
+            service__pb2.QueryOffsetRequest.SerializeToString,
+            service__pb2.QueryOffsetResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -642,8 +648,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/EndTransaction',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.EndTransactionRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.EndTransactionResponse.FromString,
+            service__pb2.EndTransactionRequest.SerializeToString,
+            service__pb2.EndTransactionResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -669,8 +675,8 @@ class MessagingService:
             request_iterator,
             target,
             '/apache.rocketmq.v2.MessagingService/Telemetry',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.TelemetryCommand.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.TelemetryCommand.FromString,
+            service__pb2.TelemetryCommand.SerializeToString,
+            service__pb2.TelemetryCommand.FromString,
             options,
             channel_credentials,
             insecure,
@@ -696,8 +702,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/NotifyClientTermination',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.NotifyClientTerminationRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.NotifyClientTerminationResponse.FromString,
+            service__pb2.NotifyClientTerminationRequest.SerializeToString,
+            service__pb2.NotifyClientTerminationResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -723,8 +729,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/ChangeInvisibleDuration',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.ChangeInvisibleDurationRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.ChangeInvisibleDurationResponse.FromString,
+            service__pb2.ChangeInvisibleDurationRequest.SerializeToString,
+            service__pb2.ChangeInvisibleDurationResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -750,8 +756,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/RecallMessage',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.RecallMessageRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.RecallMessageResponse.FromString,
+            service__pb2.RecallMessageRequest.SerializeToString,
+            service__pb2.RecallMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -777,8 +783,8 @@ class MessagingService:
             request,
             target,
             '/apache.rocketmq.v2.MessagingService/SyncLiteSubscription',
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.SyncLiteSubscriptionRequest.SerializeToString,
-            apache_dot_rocketmq_dot_v2_dot_service__pb2.SyncLiteSubscriptionResponse.FromString,
+            service__pb2.SyncLiteSubscriptionRequest.SerializeToString,
+            service__pb2.SyncLiteSubscriptionResponse.FromString,
             options,
             channel_credentials,
             insecure,
