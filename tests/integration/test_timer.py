@@ -107,7 +107,8 @@ def test_refusals_have_javas_codes_and_remarks(tmp_path: Path) -> None:
 
 def test_a_recalled_timer_message_is_never_delivered(tmp_path: Path) -> None:
     async def main() -> None:
-        async with running(tmp_path, timer_precision_ms=PRECISION_MS) as (ns, broker):
+        settings = {"timer_precision_ms": PRECISION_MS, "recall_message_enable": True}
+        async with running(tmp_path, **settings) as (ns, broker):
             async with Producer("PRecall", f"127.0.0.1:{ns.port}") as p:
                 due = now_ms() + 1500
                 gone = await p.send(Message("Recall", b"gone", deliver_time_ms=due))
@@ -142,6 +143,29 @@ def test_a_recalled_timer_message_is_never_delivered(tmp_path: Path) -> None:
             # Delivered in the same slot pass as the recalled one would have been.
             assert sorted(m.body for m in topic_messages(broker.store, "Recall")) == [b"kept", b"plain"]
             assert broker.timer is not None and broker.timer.stats()["recalled"] == 1
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_recalls_are_refused_unless_recall_message_enable(tmp_path: Path) -> None:
+    """As RocketMQ 5.x: recallMessageEnable is false by default, and a recall is NO_PERMISSION."""
+
+    async def main() -> None:
+        async with running(tmp_path, timer_precision_ms=PRECISION_MS) as (ns, broker):
+            async with Producer("PRecallOff", f"127.0.0.1:{ns.port}") as p:
+                sent = await p.send(Message("RecallOff", b"due", deliver_time_ms=now_ms() + 1500))
+                assert sent.recall_handle
+                with pytest.raises(BrokerError) as e:
+                    await p.recall("RecallOff", sent.recall_handle)
+                assert (e.value.code, str(e.value)) == (
+                    ResponseCode.NO_PERMISSION,
+                    "recall failed, operation is forbidden",
+                )
+            await until(
+                lambda: [m.body for m in topic_messages(broker.store, "RecallOff")] == [b"due"],
+                "the timer message delivered",
+                20,
+            )
 
     asyncio.run(asyncio.wait_for(main(), 60))
 

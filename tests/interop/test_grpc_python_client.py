@@ -9,12 +9,21 @@ scenarios (tests/interop/client5_scenarios.py, run in the client's own environme
 - push_tags: a PushConsumer subscribed to `TagA || TagC` receives only those, and the one its listener
   failed once again with delivery attempt 2;
 - wrong_type: a FIFO message (message group) to a NORMAL topic is refused (the client checks the route's
-  accepted message types).
+  accepted message types);
+- fifo: two message groups interleaved on a FIFO topic reach an orderly group's SimpleConsumer each in
+  the order sent;
+- delay: a message sent with a delivery timestamp 3 s ahead arrives, not before it;
+- transaction: of three half messages, the committed one and the one the broker checks back about (the
+  client's checker commits it over Telemetry) are delivered, the rolled back one never;
+- recall: a delayed message recalled with its send's recall handle never arrives; another one does.
+
+Typed topics (message.type) and the orderly group are made by Apache RocketMQ 5.3.3's own mqadmin on both
+servers. Both check open transactions every second once they are 5 s old (transactionCheckInterval,
+transactionTimeOut) and allow recalls (recallMessageEnable).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -24,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apache_rocketmq import ApacheRocketMQProxy, client5_python, have_java, start_rocketmq_proxy
+from apache_rocketmq import ApacheRocketMQProxy, client5_python, have_java, mqadmin, start_rocketmq_proxy
 
-from ferromq.client.admin import Admin
 from ferromq.testing import BrokerProcess
+from tests.interop.conftest import stop_ferromq
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the side-by-side runs need `java` and `mvn` on PATH"),
@@ -36,7 +45,24 @@ pytestmark = [
 
 SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
 RUN = uuid.uuid4().hex[:6]
-CASES = ("roundtrip", "redelivery", "push_tags", "wrong_type")
+# Scenario -> the message.type of its topic, and whether its group consumes orderly.
+CASES = {
+    "roundtrip": ("NORMAL", False),
+    "redelivery": ("NORMAL", False),
+    "push_tags": ("NORMAL", False),
+    "wrong_type": ("NORMAL", False),
+    "fifo": ("FIFO", True),
+    "delay": ("DELAY", False),
+    "transaction": ("TRANSACTION", False),
+    "recall": ("DELAY", False),
+}
+CLUSTER = "DefaultCluster"
+# Open transactions are checked every second on both, once 5 s old; recalls are allowed.
+BROKER_CONF = {
+    "transactionCheckInterval": "1000",
+    "transactionTimeOut": "5000",
+    "recallMessageEnable": "true",
+}
 CLIENT_TIMEOUT = 180.0
 
 
@@ -62,37 +88,69 @@ def run_scenario(endpoint: str, scenario: str, topic: str, group: str, home: Pat
 
 @pytest.fixture(scope="module")
 def java_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocketMQProxy]:
-    proxy = start_rocketmq_proxy(tmp_path_factory.mktemp("rocketmq-proxy"))
+    proxy = start_rocketmq_proxy(tmp_path_factory.mktemp("rocketmq-proxy"), broker_conf=BROKER_CONF)
     try:
         yield proxy
     finally:
         proxy.stop()
 
 
+@pytest.fixture(scope="module")
+def ferromq_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    server = BrokerProcess(tmp_path_factory.mktemp("ferromq-grpc"), BROKER_CONF).start()
+    try:
+        yield server
+    finally:
+        stop_ferromq(server)
+
+
 def topic_of(case: str) -> str:
     return f"G5{case.replace('_', '')}{RUN}"
 
 
-@pytest.mark.parametrize("case", CASES)
+def prepare(namesrv: str, root: Path, topic: str, message_type: str, group: str, orderly: bool) -> None:
+    """The scenario's typed topic (and orderly group) on a cluster, made by 5.3.3's mqadmin."""
+    out = mqadmin(
+        root,
+        namesrv,
+        "updateTopic",
+        "-c",
+        CLUSTER,
+        "-t",
+        topic,
+        "-r",
+        "4",
+        "-w",
+        "4",
+        "-a",
+        f"+message.type={message_type}",
+    )
+    assert "success" in out, out
+    if orderly:
+        out = mqadmin(root, namesrv, "updateSubGroup", "-c", CLUSTER, "-g", group, "-o", "true")
+        assert "success" in out, out
+
+
+@pytest.mark.parametrize("case", list(CASES))
 def test_python_client_side_by_side(
     case: str,
-    ferromq_server: BrokerProcess,
+    ferromq_grpc: BrokerProcess,
     java_proxy: ApacheRocketMQProxy,
     tmp_path: Path,
     failure_sections: list[tuple[str, Callable[[], str]]],
 ) -> None:
     failure_sections.append(("Apache RocketMQ 5.3.3 proxy logs", java_proxy.log_tail))
+    failure_sections.append(("ferromq log", ferromq_grpc.log_tail))
     topic, group = topic_of(case), f"G5G{case.replace('_', '')}{RUN}"
-
-    async def create() -> None:
-        async with Admin(ferromq_server.namesrv) as admin:
-            await admin.create_topic(topic, 4)
-
-    asyncio.run(create())
-    java_proxy.create_topic(topic, queues=4)
-    ours = run_scenario(ferromq_server.grpc_endpoint, case, topic, group, tmp_path / "ferromq")
+    message_type, orderly = CASES[case]
+    prepare(ferromq_grpc.namesrv, tmp_path / "mqadmin-ferromq", topic, message_type, group, orderly)
+    prepare(java_proxy.namesrv, tmp_path / "mqadmin-rocketmq", topic, message_type, group, orderly)
+    ours = run_scenario(ferromq_grpc.grpc_endpoint, case, topic, group, tmp_path / "ferromq")
     theirs = run_scenario(java_proxy.grpc_endpoint, case, topic, group, tmp_path / "rocketmq")
     print(f"\n{case}: ferromq {ours}\n{case}: rocketmq {theirs}")
+    # Duplicates (at least once) are counted, not compared: ferromq must have none.
+    assert ours.pop("duplicates", 0) == 0
+    theirs.pop("duplicates", None)
     assert ours == theirs
     # And what each scenario must show on its own (both brokers gave it, as compared above).
     if case == "roundtrip":
@@ -112,3 +170,11 @@ def test_python_client_side_by_side(
         ]
     elif case == "wrong_type":
         assert ours["refused"] == "IllegalArgumentException"
+    elif case == "fifo":
+        assert ours["order"] == {g: [f"{g}-{i}" for i in range(4)] for g in ("gA", "gB")}
+    elif case == "delay":
+        assert ours == {"received": ["later"], "early": False}
+    elif case == "transaction":
+        assert ours == {"received": ["check me", "commit me"], "checked": ["check me"]}
+    elif case == "recall":
+        assert ours == {"received": ["kept"], "had_handle": True}

@@ -225,6 +225,9 @@ class BrokerConfig:
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000
     timer_max_delay_sec: int = 3 * 24 * 3600
+    recall_message_enable: bool = False
+    """RECALL_MESSAGE (and the 5.x clients' RecallMessage) allowed; off by default, as in RocketMQ 5.x."""
+    allow_recall_when_broker_not_writeable: bool = True
     timer_roll_window_slot: int = 2 * 24 * 3600
     timer_flush_interval_ms: int = 1000
     timer_congest_num_each_slot: int = 2**31 - 1

@@ -189,8 +189,9 @@ class MessagingService(rpc.MessagingServiceServicer):
         return pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=host, port=port)])
 
     def _message_type(self, topic: str) -> str:
+        """The topic's message.type (UNSPECIFIED for a topic the broker does not have)."""
         tc = self._broker.topics.get(topic)
-        return str(getattr(tc, "message_type", "NORMAL") or "NORMAL")
+        return tc.message_type if tc is not None else "UNSPECIFIED"
 
     # -- route and clients -------------------------------------------------------------------------
 
@@ -263,7 +264,7 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     def _fifo_group(self, group: str) -> bool:
         cfg = self._broker.groups.groups.get(group)
-        return bool(getattr(cfg, "consume_message_orderly", False))
+        return cfg is not None and cfg.consume_message_orderly
 
     def _register(self, session: Session, settings: pb.Settings) -> None:
         """The client as the broker's client manager knows 4.x clients: a producer of each of its
@@ -396,7 +397,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         broker = self._broker
         expected = self._message_type(out.topic)
         actual = pb.MessageType.Name(convert.message_type_of(out.properties))
-        if broker.topics.get(out.topic) is not None and expected not in (actual, "MIXED"):
+        if expected not in (actual, "MIXED"):
             raise ProxyError(
                 Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                 "org.apache.rocketmq.proxy.common.ProxyException: TopicMessageType validate failed, "

@@ -71,7 +71,7 @@ def merged_settings(
         sub = out.subscription
         sub.receive_batch_size = RECEIVE_BATCH_SIZE
         sub.long_polling_timeout.CopyFrom(_duration(LONG_POLLING_TIMEOUT_MS))
-        sub.fifo = bool(getattr(cfg, "consume_message_orderly", False))
+        sub.fifo = cfg.consume_message_orderly
         # Customized backoff: the broker's delay levels from the third on (Java's default retry
         # policy, which a retry of attempt n waits level n + 2 for).
         levels = [_delay_ms(t) for t in delay_levels.split()][2:]

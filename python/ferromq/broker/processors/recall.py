@@ -59,9 +59,11 @@ def recall(
     """Recalls the timer message `handle` names, whichever protocol brought it: (response code,
     remark, message id)."""
     cfg = ctx.config
+    if not cfg.recall_message_enable:
+        return ResponseCode.NO_PERMISSION, "recall failed, operation is forbidden", ""
     if cfg.is_slave:
         return ResponseCode.SLAVE_NOT_AVAILABLE, "recall failed, broker service not available", ""
-    if not cfg.broker_permission & 2:
+    if not cfg.broker_permission & 2 and not cfg.allow_recall_when_broker_not_writeable:
         return ResponseCode.SERVICE_NOT_AVAILABLE, "recall failed, broker service not available", ""
     if ctx.topics.get(topic) is None:
         return ResponseCode.TOPIC_NOT_EXIST, f"recall failed, the topic[{topic}] not exist", ""
