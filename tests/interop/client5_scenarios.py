@@ -316,9 +316,57 @@ def recall(endpoint: str, topic: str, group: str) -> dict[str, Any]:
         consumer.shutdown()
 
 
+def hold(endpoint: str, topic: str, group: str) -> dict[str, Any]:
+    """Five messages received (invisible for 10 s), two of them acked, three left invisible."""
+    send_all(endpoint, topic, [message(topic, f"h{i}") for i in range(5)])
+    consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression("*")}, await_duration=5)
+    consumer.startup()
+    try:
+        got = receive_until(consumer, 5, 10)
+        acked = [m for m in got if m.body.decode() in ("h0", "h1")]
+        for m in acked:
+            consumer.ack(m)
+        return {
+            "received": sorted(m.body.decode() for m in got),
+            "acked": sorted(m.body.decode() for m in acked),
+        }
+    finally:
+        consumer.shutdown()
+
+
+def take_back(endpoint: str, topic: str, group: str) -> dict[str, Any]:
+    """What comes back (after a restart): the messages received and not acked, once invisible no
+    more; nothing acked. Receives until three came back, then once more to see nothing else does."""
+    consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression("*")}, await_duration=5)
+    consumer.startup()
+    try:
+        got = receive_until(consumer, 3, 30)
+        for m in got:
+            consumer.ack(m)
+        more = consumer.receive(5, 30)
+        return {
+            "received": sorted(m.body.decode() for m in got + more),
+            "attempts": sorted(m.delivery_attempt for m in got + more),
+        }
+    finally:
+        consumer.shutdown()
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in (roundtrip, redelivery, push_tags, wrong_type, signed_send, fifo, delay, transaction, recall)
+    for f in (
+        roundtrip,
+        redelivery,
+        push_tags,
+        wrong_type,
+        signed_send,
+        fifo,
+        delay,
+        transaction,
+        recall,
+        hold,
+        take_back,
+    )
 }
 
 
