@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import json
 import logging
 import os
 import secrets
 import signal
 import socket
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ferromq import __version__, admin_cli
@@ -223,6 +225,71 @@ async def _run_broker(args: argparse.Namespace) -> None:
         await _until_signalled(
             f"ferromq broker {cfg.broker_name} listening on {args.host}:{broker.port}, "
             f"store {cfg.store_path_root_dir} (profile {cfg.profile}), name servers {cfg.namesrv_addr}"
+        )
+    finally:
+        await broker.stop()
+
+
+# rmq-proxy.json keys ferromq's proxy reads (Apache RocketMQ's ProxyConfig); others are logged.
+PROXY_KEYS = ("grpcServerPort", "remotingListenPort", "rocketMQClusterName", "namesrvAddr", "proxyMode")
+
+
+def _proxy_config(path: str | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"cannot read the proxy configuration {path}: {e.strerror or e}") from e
+    except ValueError as e:
+        raise ConfigError(f"the proxy configuration {path} is not JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"the proxy configuration {path} is not a JSON object")
+    ignored = sorted(k for k in data if k not in PROXY_KEYS)
+    if ignored:
+        logger.info("%s: keys ferromq's proxy does not use: %s", path, ", ".join(ignored))
+    return data
+
+
+async def _run_proxy(args: argparse.Namespace) -> None:
+    """`ferromq proxy`, Apache RocketMQ's ProxyStartup: the 5.x clients' gRPC endpoint. In local
+    mode (-pm local) the broker runs inside it, from its broker.conf (-bc), as Java's does."""
+    pc = _proxy_config(args.proxy_config)
+    mode = str(args.proxy_mode or pc.get("proxyMode") or "cluster").lower()
+    if mode != "local":
+        raise StartupError(
+            f"ferromq proxy -pm {mode} (in front of the brokers a name server lists) is not built yet; "
+            "run it with its broker inside (-pm local -bc broker.conf), or ferromq serve"
+        )
+    try:
+        grpc_port = int(pc.get("grpcServerPort", DEFAULT_GRPC_PORT))
+    except (TypeError, ValueError):
+        raise ConfigError(f"grpcServerPort in {args.proxy_config} is not a port number") from None
+    overrides: dict[str, Any] = {"grpc_server_port": grpc_port}
+    namesrv = args.namesrv or pc.get("namesrvAddr")
+    if namesrv:
+        overrides["namesrv_addr"] = str(namesrv)
+    if pc.get("rocketMQClusterName"):
+        overrides["broker_cluster_name"] = str(pc["rocketMQClusterName"])
+    if args.store:
+        overrides["store_path_root_dir"] = os.path.expanduser(args.store)
+    cfg = load_broker_config(args.broker_config, profile=args.profile or "rocketmq", **overrides)
+    if not cfg.namesrv_addrs:
+        raise ConfigError(
+            "no name server: pass -n host:port, or set namesrvAddr in rmq-proxy.json or broker.conf"
+        )
+    if "remotingListenPort" in pc:
+        logger.info("remoting clients reach the broker inside on its listenPort %d", cfg.listen_port)
+    _open_logs(cfg)
+    broker = Broker(cfg, args.host)
+    await _start_broker(broker, args.host)
+    cfg = broker.config
+    grpc = broker.grpc
+    try:
+        await _until_signalled(
+            f"ferromq proxy (local mode) gRPC on {args.host}:{grpc.port if grpc else '-'}, broker "
+            f"{cfg.broker_name} on {args.host}:{broker.port}, store {cfg.store_path_root_dir}, "
+            f"name servers {cfg.namesrv_addr}"
         )
     finally:
         await broker.stop()
@@ -438,6 +505,24 @@ def main(argv: list[str] | None = None) -> int:
     _add_broker_args(p, "rocketmq")
     p.add_argument("-n", "--namesrv", help="name server addresses, host:port;host:port")
     p.set_defaults(run=_run_broker)
+
+    p = sub.add_parser(
+        "proxy", help="the RocketMQ 5.x clients' gRPC endpoint, as Apache RocketMQ's ProxyStartup"
+    )
+    p.add_argument(
+        "-pm", "--proxy-mode", help="local (the broker inside, from -bc) or cluster; default: cluster"
+    )
+    p.add_argument("-bc", "--broker-config", help="broker.conf of the broker inside (local mode)")
+    p.add_argument(
+        "-pc", "--proxy-config", help="rmq-proxy.json (grpcServerPort, namesrvAddr, rocketMQClusterName)"
+    )
+    p.add_argument("-n", "--namesrv", help="name server addresses, host:port;host:port")
+    p.add_argument("--store", help="overrides the broker's storePathRootDir")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--profile", choices=list(PROFILES), help="store file sizes under broker.conf's (rocketmq)"
+    )
+    p.set_defaults(run=_run_proxy)
 
     p = sub.add_parser("controller", help="a controller node (automatic failover of broker groups)")
     p.add_argument("-c", "--config", required=True, help="controller.conf (controllerDLegerPeers, ...)")
