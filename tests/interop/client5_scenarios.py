@@ -352,6 +352,31 @@ def take_back(endpoint: str, topic: str, group: str) -> dict[str, Any]:
         consumer.shutdown()
 
 
+def slow_push(endpoint: str, topic: str, group: str) -> dict[str, Any]:
+    """A PushConsumer whose listener takes 6 s over one message (longer than the invisible time the
+    broker gives a push consumer's messages here): every delivery, until 8 s after it finished."""
+    deliveries: list[list[Any]] = []
+    finished: list[float] = []
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, m: Any) -> Any:
+            deliveries.append([m.body.decode(), m.delivery_attempt])
+            time.sleep(6)
+            finished.append(time.monotonic())
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(config(endpoint), group, Listener(), {topic: FilterExpression("*")})
+    consumer.startup()
+    try:
+        send_all(endpoint, topic, [message(topic, "slow")])
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while not (finished and time.monotonic() > finished[0] + 8) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return {"deliveries": deliveries}
+    finally:
+        consumer.shutdown()
+
+
 SCENARIOS = {
     f.__name__: f
     for f in (
@@ -366,6 +391,7 @@ SCENARIOS = {
         recall,
         hold,
         take_back,
+        slow_push,
     )
 }
 

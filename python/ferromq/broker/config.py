@@ -194,6 +194,12 @@ class BrokerConfig:
     # BrokerStartup sets it; 0: any free port (tests).
     ha_listen_port: int | None = None
     grpc_server_port: int | None = None
+    default_invisible_time_mills: int = 60_000
+    """How long a message a 5.x push consumer receives (auto-renew) is invisible, then renewed
+    `renew_ahead_time_millis` before that runs out (checked every `renew_schedule_period_millis`):
+    Apache RocketMQ proxy's keys."""
+    renew_ahead_time_millis: int = 10_000
+    renew_schedule_period_millis: int = 5_000
     """The RocketMQ 5.x clients' gRPC port (Apache RocketMQ's proxy's grpcServerPort); None: not
     served (`ferromq serve` serves it on 8081), 0: any free port."""
     ha_master_address: str | None = None

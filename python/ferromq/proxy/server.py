@@ -53,11 +53,13 @@ class GrpcServer:
             raise OSError(errno.EADDRINUSE, f"cannot listen for gRPC on {self._host}:{self._requested_port}")
         await server.start()
         self._server, self.port = server, port
+        self.service.renewals.start()
         logger.info("gRPC (RocketMQ 5.x clients) listening on %s:%d", self._host, port)
 
     async def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
             await server.stop(STOP_GRACE_SECONDS)
+        await self.service.renewals.stop()
         for client_id in list(self.service.sessions.by_id):
             self.service.sessions.remove(client_id)

@@ -42,6 +42,7 @@ from ferromq.proxy.auth import authenticate, authorize
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
+from ferromq.proxy.renew import Held, Renewals
 from ferromq.proxy.sessions import Session, Sessions, merged_settings
 from ferromq.proxy.status import PROXY_EXCEPTION, Code, ProxyError, ok, status, status_of
 
@@ -55,7 +56,6 @@ R = TypeVar("R")
 # The proxy's bounds (ProxyConfig defaults).
 MIN_POLLING_MS, MAX_POLLING_MS = 5_000, 20_000
 MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 43_200_000
-AUTO_RENEW_INVISIBLE_MS = 60_000
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
 MAX_GROUP_LENGTH = 255
@@ -148,6 +148,19 @@ class MessagingService(rpc.MessagingServiceServicer):
         self._endpoint = endpoint
         self.sessions = Sessions()
         self._round_robin = itertools.count()
+        cfg = broker.config
+        self.renewals = Renewals(
+            self._change_invisible,
+            cfg.renew_ahead_time_millis,
+            cfg.renew_schedule_period_millis / 1000.0,
+        )
+
+    def _change_invisible(
+        self, group: str, topic: str, receipt: ExtraInfo, invisible_ms: int
+    ) -> tuple[int, int, int]:
+        return self._broker.pop.change_invisible(
+            group, topic, receipt.queue_id, receipt.offset, receipt, invisible_ms
+        )
 
     # -- common ----------------------------------------------------------------------------------
 
@@ -320,6 +333,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                     clients.unregister(session.client_id_, topic.name, None, session)
             elif settings.HasField("subscription"):
                 clients.unregister(session.client_id_, None, settings.subscription.group.name, session)
+            self.renewals.client_gone(session.client_id_)
             self.sessions.remove(session.client_id_)
             return spb.NotifyClientTerminationResponse(status=ok())
 
@@ -456,7 +470,10 @@ class MessagingService(rpc.MessagingServiceServicer):
                 yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
             else:
                 yield spb.ReceiveMessageResponse(status=ok())
+                client_id = _metadata(context).get("x-mq-client-id", "")
                 for message in self._received(result, req):
+                    if request.auto_renew:
+                        self._hold(client_id, req, message)
                     yield spb.ReceiveMessageResponse(message=message)
         now = _now_ms()
         yield spb.ReceiveMessageResponse(
@@ -488,7 +505,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         check_topic(topic)
         check_group(group)
         if request.auto_renew:
-            invisible = AUTO_RENEW_INVISIBLE_MS
+            invisible = self._broker.config.default_invisible_time_mills
         else:
             invisible = (
                 _duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else 0
@@ -540,6 +557,18 @@ class MessagingService(rpc.MessagingServiceServicer):
             result = await wait_for_pop(broker, req)
         return result, req
 
+    def _hold(self, client_id: str, req: PopRequest, message: pb.Message) -> None:
+        """A push consumer's message, kept invisible while it consumes (see `renew`)."""
+        receipt, commit_log_offset = _decode_handle(message.system_properties.receipt_handle)
+        held = Held(
+            req.group,
+            real_topic(req.topic, req.group, receipt.mark),
+            str(receipt),
+            commit_log_offset,
+            _now_ms(),
+        )
+        self.renewals.hold(client_id, message.system_properties.message_id, held)
+
     def _received(self, result: PopResult, req: PopRequest) -> list[pb.Message]:
         """The popped records as 5.x messages, each with its receipt handle (the broker's receipt
         and the message's CommitLog offset)."""
@@ -567,14 +596,17 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
         def body() -> spb.AckMessageResponse:
-            self._session(context, _consume_perm(request.topic.name, request.group.name))
+            session = self._session(context, _consume_perm(request.topic.name, request.group.name))
             topic, group = request.topic.name, request.group.name
             check_topic(topic)
             check_group(group)
             entries = []
             for entry in request.entries:
                 try:
-                    receipt, _ = _decode_handle(entry.receipt_handle)
+                    handle = self.renewals.release(
+                        session.client_id_, group, entry.message_id, entry.receipt_handle
+                    )
+                    receipt, _ = _decode_handle(handle)
                     where = real_topic(topic, group, receipt.mark)
                     self._broker.pop.ack(group, where, receipt.queue_id, receipt.offset, receipt)
                     result = ok()
@@ -599,7 +631,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.ChangeInvisibleDurationRequest, context: Any
     ) -> spb.ChangeInvisibleDurationResponse:
         def body() -> spb.ChangeInvisibleDurationResponse:
-            self._session(context, _consume_perm(request.topic.name, request.group.name))
+            session = self._session(context, _consume_perm(request.topic.name, request.group.name))
             topic, group = request.topic.name, request.group.name
             check_topic(topic)
             check_group(group)
@@ -610,7 +642,10 @@ class MessagingService(rpc.MessagingServiceServicer):
                 raise ProxyError(
                     Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}"
                 )
-            receipt, commit_log_offset = _decode_handle(request.receipt_handle)
+            handle = self.renewals.release(
+                session.client_id_, group, request.message_id, request.receipt_handle
+            )
+            receipt, commit_log_offset = _decode_handle(handle)
             where = real_topic(topic, group, receipt.mark)
             pop_time, invisible_time, revive_qid = self._broker.pop.change_invisible(
                 group, where, receipt.queue_id, receipt.offset, receipt, invisible
@@ -639,11 +674,14 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         def body() -> spb.ForwardMessageToDeadLetterQueueResponse:
-            self._session(context, _consume_perm(request.topic.name, request.group.name))
+            session = self._session(context, _consume_perm(request.topic.name, request.group.name))
             topic, group = request.topic.name, request.group.name
             check_topic(topic)
             check_group(group)
-            receipt, commit_log_offset = _decode_handle(request.receipt_handle)
+            handle = self.renewals.release(
+                session.client_id_, group, request.message_id, request.receipt_handle
+            )
+            receipt, commit_log_offset = _decode_handle(handle)
             if commit_log_offset < 0:
                 raise ProxyError(Code.INVALID_RECEIPT_HANDLE, PROXY_EXCEPTION + "commit log offset is empty")
             # The message straight to the group's dead letter queue (a negative delay level), then
