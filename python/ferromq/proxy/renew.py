@@ -129,18 +129,7 @@ class Renewals:
                 if held.failures >= MAX_RENEW_FAILURES:
                     del self.held[key]
                 continue
-            # The message's own checkpoint from now on (an orderly pop keeps its first).
-            ck_offset = receipt.ck_offset if receipt.orderly else receipt.offset
-            renewed = ExtraInfo(
-                ck_offset,
-                pop_time,
-                invisible_time,
-                revive_qid,
-                receipt.mark,
-                receipt.broker_name,
-                receipt.queue_id,
-                receipt.offset,
-            )
+            renewed = receipt.changed(pop_time, invisible_time, revive_qid)
             held.handle = str(renewed)
             held.renewals += 1
             self.renewed += 1

@@ -631,10 +631,8 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.ChangeInvisibleDurationRequest, context: Any
     ) -> spb.ChangeInvisibleDurationResponse:
         def body() -> spb.ChangeInvisibleDurationResponse:
-            session = self._session(context, _consume_perm(request.topic.name, request.group.name))
-            topic, group = request.topic.name, request.group.name
-            check_topic(topic)
-            check_group(group)
+            group = request.group.name
+            receipt, commit_log_offset, where = self._held_message(context, request)
             invisible = _duration_ms(request.invisible_duration)
             if invisible < 0:
                 raise ProxyError(Code.ILLEGAL_INVISIBLE_TIME, "the invisibleTime is too small. min is 0")
@@ -642,31 +640,30 @@ class MessagingService(rpc.MessagingServiceServicer):
                 raise ProxyError(
                     Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}"
                 )
-            handle = self.renewals.release(
-                session.client_id_, group, request.message_id, request.receipt_handle
-            )
-            receipt, commit_log_offset = _decode_handle(handle)
-            where = real_topic(topic, group, receipt.mark)
             pop_time, invisible_time, revive_qid = self._broker.pop.change_invisible(
                 group, where, receipt.queue_id, receipt.offset, receipt, invisible
             )
-            # The message's own checkpoint now (an orderly pop keeps its first).
-            ck_offset = receipt.ck_offset if receipt.orderly else receipt.offset
-            changed = ExtraInfo(
-                ck_offset,
-                pop_time,
-                invisible_time,
-                revive_qid,
-                receipt.mark,
-                receipt.broker_name,
-                receipt.queue_id,
-                receipt.offset,
-            )
+            changed = receipt.changed(pop_time, invisible_time, revive_qid)
             return spb.ChangeInvisibleDurationResponse(
                 status=ok(), receipt_handle=f"{changed} {commit_log_offset}"
             )
 
         return await self._unary(spb.ChangeInvisibleDurationResponse, body)
+
+    def _held_message(
+        self,
+        context: Any,
+        request: spb.ChangeInvisibleDurationRequest | spb.ForwardMessageToDeadLetterQueueRequest,
+    ) -> tuple[ExtraInfo, int, str]:
+        """The message a consumer's call names: its newest receipt (renewed ones swapped in), its
+        CommitLog offset and the topic it lies in (a retry topic for a retried message)."""
+        topic, group = request.topic.name, request.group.name
+        session = self._session(context, _consume_perm(topic, group))
+        check_topic(topic)
+        check_group(group)
+        handle = self.renewals.release(session.client_id_, group, request.message_id, request.receipt_handle)
+        receipt, commit_log_offset = _decode_handle(handle)
+        return receipt, commit_log_offset, real_topic(topic, group, receipt.mark)
 
     # -- dead letters, transactions, recalls --------------------------------------------------------
 
@@ -674,20 +671,13 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         def body() -> spb.ForwardMessageToDeadLetterQueueResponse:
-            session = self._session(context, _consume_perm(request.topic.name, request.group.name))
-            topic, group = request.topic.name, request.group.name
-            check_topic(topic)
-            check_group(group)
-            handle = self.renewals.release(
-                session.client_id_, group, request.message_id, request.receipt_handle
-            )
-            receipt, commit_log_offset = _decode_handle(handle)
+            group = request.group.name
+            receipt, commit_log_offset, where = self._held_message(context, request)
             if commit_log_offset < 0:
                 raise ProxyError(Code.INVALID_RECEIPT_HANDLE, PROXY_EXCEPTION + "commit log offset is empty")
             # The message straight to the group's dead letter queue (a negative delay level), then
             # its receipt acked, as the proxy does.
             send_back(self._broker, group, commit_log_offset, -1, 0)
-            where = real_topic(topic, group, receipt.mark)
             try:
                 self._broker.pop.ack(group, where, receipt.queue_id, receipt.offset, receipt)
             except Exception as e:

@@ -112,6 +112,22 @@ class ExtraInfo:
     def orderly(self) -> bool:
         return self.revive_qid == ORDER_REVIVE_QUEUE
 
+    def changed(self, pop_time: int, invisible_time: int, revive_qid: int) -> ExtraInfo:
+        """The receipt after a change of invisible time answered (popTime, invisibleTime,
+        reviveQid): the change's checkpoint holds the message alone (an orderly pop's keeps its
+        first)."""
+        ck_offset = self.ck_offset if self.orderly else self.offset
+        return ExtraInfo(
+            ck_offset,
+            pop_time,
+            invisible_time,
+            revive_qid,
+            self.mark,
+            self.broker_name,
+            self.queue_id,
+            self.offset,
+        )
+
 
 def offset_info(entries: list[tuple[str, int, str]]) -> str:
     """`startOffsetInfo` / `msgOffsetInfo`: `<mark> <queueId> <value>` joined by `;`."""
