@@ -62,20 +62,26 @@ def seen(m: Any) -> dict[str, Any]:
     }
 
 
+def receive(consumer: Any, count: int, invisible: int) -> list[Any]:
+    """One receive. Apache RocketMQ's proxy answers a receive that comes before it has taken the
+    consumer's settings (Telemetry) with a NullPointerException: then again, for a while."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return list(consumer.receive(count, invisible))
+        except Exception as e:
+            if "settings" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def receive_until(
     consumer: Any, count: int, invisible: int, done: Callable[[list[Any]], bool] | None = None
 ) -> list[Any]:
     out: list[Any] = []
     deadline = time.monotonic() + DEADLINE_SECONDS
     while len(out) < count and time.monotonic() < deadline:
-        try:
-            out += consumer.receive(count - len(out), invisible)
-        except Exception as e:
-            # Apache RocketMQ's proxy answers a receive that comes before it has taken the
-            # consumer's settings (Telemetry) with a NullPointerException: ask again.
-            if "settings" not in str(e):
-                raise
-            time.sleep(0.2)
+        out += receive(consumer, count - len(out), invisible)
         if done is not None and done(out):
             break
     return out
@@ -120,7 +126,7 @@ def redelivery(endpoint: str, topic: str, group: str) -> dict[str, Any]:
         second = receive_until(consumer, 1, 20)
         for m in second:
             consumer.ack(m)
-        third = consumer.receive(1, 20)
+        third = receive(consumer, 1, 20)
         return {
             "first": [seen(m) for m in first],
             "second": [seen(m) for m in second],
@@ -274,7 +280,7 @@ def transaction(endpoint: str, topic: str, group: str) -> dict[str, Any]:
             got = receive_until(consumer, 2, 15)
             for r in got:
                 consumer.ack(r)
-            late = consumer.receive(1, 15)  # nothing more: the rolled back one never comes
+            late = receive(consumer, 1, 15)  # nothing more: the rolled back one never comes
             bodies = [r.body.decode() for r in got + late]
             return {
                 "received": sorted(set(bodies)),
@@ -308,7 +314,7 @@ def recall(endpoint: str, topic: str, group: str) -> dict[str, Any]:
         got: list[Any] = []
         deadline = time.monotonic() + 12  # past the recalled one's time
         while time.monotonic() < deadline:
-            for r in consumer.receive(2, 15):
+            for r in receive(consumer, 2, 15):
                 got.append(r)
                 consumer.ack(r)
         return {"received": sorted(r.body.decode() for r in got), "had_handle": bool(handle)}
@@ -343,7 +349,7 @@ def take_back(endpoint: str, topic: str, group: str) -> dict[str, Any]:
         got = receive_until(consumer, 3, 30)
         for m in got:
             consumer.ack(m)
-        more = consumer.receive(5, 30)
+        more = receive(consumer, 5, 30)
         return {
             "received": sorted(m.body.decode() for m in got + more),
             "attempts": sorted(m.delivery_attempt for m in got + more),

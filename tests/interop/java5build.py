@@ -1,5 +1,6 @@
-"""The Java interop driver for Apache RocketMQ 5.x (tests/interop/java5, a jar with the official Java
-remoting client 5.3.3): built with Maven when its sources changed, once for all pytest-xdist workers."""
+"""The Java interop drivers for Apache RocketMQ 5.x: tests/interop/java5 (a jar with the official Java
+remoting client 5.3.3) and tests/interop/java5grpc (a jar with the official Java 5.x gRPC client,
+rocketmq-client-java); each built with Maven when its sources changed, once for all pytest-xdist workers."""
 
 from __future__ import annotations
 
@@ -14,12 +15,19 @@ from apache_rocketmq import maven_package
 
 JAVA5_DIR = Path(__file__).with_name("java5")
 JAR5 = JAVA5_DIR / "target" / "ferromq-interop5.jar"
+JAVA5GRPC_DIR = Path(__file__).with_name("java5grpc")
+JAR5GRPC = JAVA5GRPC_DIR / "target" / "ferromq-interop5grpc.jar"
 
 
 def build_interop5_jar() -> Path:
     """The jar, rebuilt (`mvn package`) only when pom.xml or a source changed since the last build.
     On a fresh machine the first build downloads the 5.3.3 client from Maven Central."""
     return maven_package(JAVA5_DIR, JAR5, timeout=540)
+
+
+def build_grpc5_jar() -> Path:
+    """The gRPC client's jar (main class `io.ferromq.interop5.Grpc5`), rebuilt as `build_interop5_jar`."""
+    return maven_package(JAVA5GRPC_DIR, JAR5GRPC, timeout=540)
 
 
 @dataclass(frozen=True)
@@ -34,8 +42,8 @@ class DriverRun:
 
 
 def run_driver(jar: Path, workdir: Path, main: str, *args: str, timeout: float) -> DriverRun:
-    """Runs `io.ferromq.interop5.<main>` (Timers, Pop) with its logs and user.home under `workdir`;
-    AssertionError when it is still running after `timeout` seconds."""
+    """Runs `io.ferromq.interop5.<main>` (Timers, Pop; Grpc5 of the gRPC jar) with its logs and user.home
+    under `workdir`; AssertionError when it is still running after `timeout` seconds."""
     logs = workdir / "client-logs" / uuid.uuid4().hex[:8]
     logs.mkdir(parents=True)
     cmd = ["java", f"-Drocketmq.log.root={logs}", f"-Duser.home={logs}", "-Xmx256m", "-XX:+UseSerialGC"]

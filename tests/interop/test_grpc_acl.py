@@ -7,16 +7,14 @@ permission check, and an unsigned client is refused too (UNAUTHORIZED in every c
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from apache_rocketmq import client5_python
 
 from ferromq.broker.topics import TopicConfig
 from ferromq.testing import Broker
+from tests.interop.grpc_kit import arun_client5
 
 SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
 TOPIC = "AclGrpcTopic"
@@ -44,37 +42,8 @@ OK, UNAUTHORIZED = 20000, 40100
 
 
 async def signed_send(endpoint: str, home: Path, ak: str | None, sk: str | None) -> dict[str, Any]:
-    home.mkdir(parents=True, exist_ok=True)
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FERROMQ_TEST_AK", "FERROMQ_TEST_SK")
-    }
-    env["HOME"] = str(home)
-    if ak is not None and sk is not None:
-        env |= {"FERROMQ_TEST_AK": ak, "FERROMQ_TEST_SK": sk}
-    python = await asyncio.to_thread(client5_python)
-    proc = await asyncio.create_subprocess_exec(
-        python,
-        str(SCENARIOS),
-        endpoint,
-        "signed_send",
-        TOPIC,
-        "unused",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        stdin=asyncio.subprocess.DEVNULL,
-        cwd=home,
-        env=env,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), CLIENT_TIMEOUT)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    lines = [x for x in out.decode().splitlines() if x.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"{out.decode()[-3000:]}\n{err.decode()[-5000:]}"
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
-    return result
+    env = {"FERROMQ_TEST_AK": ak, "FERROMQ_TEST_SK": sk} if ak is not None and sk is not None else {}
+    return await arun_client5(endpoint, "signed_send", TOPIC, "unused", home, env)
 
 
 @pytest.mark.timeout(600)

@@ -6,16 +6,15 @@ it. `-pm cluster` (in front of other brokers) is not built: refused at start wit
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from apache_rocketmq import client5_python
 
 from ferromq.testing import free_port, write_conf
 from ferromq.testing.waiting import wait_until
+from tests.interop.grpc_kit import run_client5
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
 SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
@@ -74,9 +73,6 @@ def test_local_mode_serves_the_python_client(tmp_path: Path) -> None:
             lambda: ready in logs["proxy"].read_text() or procs[-1].poll() is not None, "the proxy ready", 60
         )
         assert ready in logs["proxy"].read_text(), logs["proxy"].read_text()
-        home = tmp_path / "client"
-        home.mkdir()
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HOME": str(home)}
         # The 5.x client asks for the route first: the topic must exist.
         subprocess.run(
             [str(FERROMQ), "admin", "-n", f"127.0.0.1:{ns_port}", "create-topic", TOPIC],
@@ -85,18 +81,9 @@ def test_local_mode_serves_the_python_client(tmp_path: Path) -> None:
             timeout=60,
             stdin=subprocess.DEVNULL,
         )
-        r = subprocess.run(
-            [client5_python(), str(SCENARIOS), f"127.0.0.1:{grpc_port}", "roundtrip", TOPIC, "ProxyCliGroup"],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            cwd=home,
-            env=env,
-            stdin=subprocess.DEVNULL,
+        result = run_client5(
+            f"127.0.0.1:{grpc_port}", "roundtrip", TOPIC, "ProxyCliGroup", tmp_path / "client"
         )
-        lines = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
-        assert r.returncode == 0 and lines, f"{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
-        result = json.loads(lines[-1][len("RESULT ") :])
         assert result["ids_match"] and [m["body"] for m in result["received"]] == ["rt 0", "rt 1", "rt 2"]
     finally:
         for proc in reversed(procs):

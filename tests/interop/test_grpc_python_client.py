@@ -24,19 +24,23 @@ transactionTimeOut) and allow recalls (recallMessageEnable).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from apache_rocketmq import ApacheRocketMQProxy, client5_python, have_java, mqadmin, start_rocketmq_proxy
+from apache_rocketmq import ApacheRocketMQProxy, have_java, start_rocketmq_proxy
 
 from ferromq.testing import BrokerProcess
 from tests.interop.conftest import stop_ferromq
+from tests.interop.grpc_kit import (
+    BROKER_CONF,
+    CASES,
+    assert_outcome,
+    assert_same,
+    prepare,
+    run_client5,
+)
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the side-by-side runs need `java` and `mvn` on PATH"),
@@ -45,45 +49,7 @@ pytestmark = [
 
 SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
 RUN = uuid.uuid4().hex[:6]
-# Scenario -> the message.type of its topic, and whether its group consumes orderly.
-CASES = {
-    "roundtrip": ("NORMAL", False),
-    "redelivery": ("NORMAL", False),
-    "push_tags": ("NORMAL", False),
-    "wrong_type": ("NORMAL", False),
-    "fifo": ("FIFO", True),
-    "delay": ("DELAY", False),
-    "transaction": ("TRANSACTION", False),
-    "recall": ("DELAY", False),
-}
-CLUSTER = "DefaultCluster"
-# Open transactions are checked every second on both, once 5 s old; recalls are allowed.
-BROKER_CONF = {
-    "transactionCheckInterval": "1000",
-    "transactionTimeOut": "5000",
-    "recallMessageEnable": "true",
-}
 CLIENT_TIMEOUT = 180.0
-
-
-def run_scenario(endpoint: str, scenario: str, topic: str, group: str, home: Path) -> dict[str, Any]:
-    home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HOME": str(home)}
-    r = subprocess.run(
-        [client5_python(), str(SCENARIOS), endpoint, scenario, topic, group],
-        capture_output=True,
-        text=True,
-        timeout=CLIENT_TIMEOUT,
-        cwd=home,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
-    results = [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
-    assert r.returncode == 0 and results, (
-        f"{scenario} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
-    )
-    result: dict[str, Any] = json.loads(results[-1][len("RESULT ") :])
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -108,29 +74,6 @@ def topic_of(case: str) -> str:
     return f"G5{case.replace('_', '')}{RUN}"
 
 
-def prepare(namesrv: str, root: Path, topic: str, message_type: str, group: str, orderly: bool) -> None:
-    """The scenario's typed topic (and orderly group) on a cluster, made by 5.3.3's mqadmin."""
-    out = mqadmin(
-        root,
-        namesrv,
-        "updateTopic",
-        "-c",
-        CLUSTER,
-        "-t",
-        topic,
-        "-r",
-        "4",
-        "-w",
-        "4",
-        "-a",
-        f"+message.type={message_type}",
-    )
-    assert "success" in out, out
-    if orderly:
-        out = mqadmin(root, namesrv, "updateSubGroup", "-c", CLUSTER, "-g", group, "-o", "true")
-        assert "success" in out, out
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_python_client_side_by_side(
     case: str,
@@ -145,36 +88,9 @@ def test_python_client_side_by_side(
     message_type, orderly = CASES[case]
     prepare(ferromq_grpc.namesrv, tmp_path / "mqadmin-ferromq", topic, message_type, group, orderly)
     prepare(java_proxy.namesrv, tmp_path / "mqadmin-rocketmq", topic, message_type, group, orderly)
-    ours = run_scenario(ferromq_grpc.grpc_endpoint, case, topic, group, tmp_path / "ferromq")
-    theirs = run_scenario(java_proxy.grpc_endpoint, case, topic, group, tmp_path / "rocketmq")
+    ours = run_client5(ferromq_grpc.grpc_endpoint, case, topic, group, tmp_path / "ferromq")
+    theirs = run_client5(java_proxy.grpc_endpoint, case, topic, group, tmp_path / "rocketmq")
     print(f"\n{case}: ferromq {ours}\n{case}: rocketmq {theirs}")
-    # Duplicates (at least once) are counted, not compared: ferromq must have none.
-    assert ours.pop("duplicates", 0) == 0
-    theirs.pop("duplicates", None)
-    assert ours == theirs
+    ours = assert_same(ours, theirs)
     # And what each scenario must show on its own (both brokers gave it, as compared above).
-    if case == "roundtrip":
-        assert ours["ids_match"] and [m["body"] for m in ours["received"]] == ["rt 0", "rt 1", "rt 2"]
-        assert all(
-            m["properties"] == {"color": "blue"} and m["delivery_attempt"] == 1 for m in ours["received"]
-        )
-    elif case == "redelivery":
-        assert [m["delivery_attempt"] for m in ours["first"] + ours["second"]] == [1, 2]
-        assert ours["after_ack"] == []
-    elif case == "push_tags":
-        assert ours["received"] == [
-            ["p 0", "TagA", 1],
-            ["p 2", "TagC", 2],
-            ["p 3", "TagA", 1],
-            ["p 5", "TagC", 1],
-        ]
-    elif case == "wrong_type":
-        assert ours["refused"] == "IllegalArgumentException"
-    elif case == "fifo":
-        assert ours["order"] == {g: [f"{g}-{i}" for i in range(4)] for g in ("gA", "gB")}
-    elif case == "delay":
-        assert ours == {"received": ["later"], "early": False}
-    elif case == "transaction":
-        assert ours == {"received": ["check me", "commit me"], "checked": ["check me"]}
-    elif case == "recall":
-        assert ours == {"received": ["kept"], "had_handle": True}
+    assert_outcome(case, ours)

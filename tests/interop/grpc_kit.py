@@ -1,0 +1,170 @@
+"""What the side-by-side tests of the official RocketMQ 5.x clients over gRPC share (the Python client's,
+test_grpc_python_client.py, and the Java client's, test_grpc_java_client.py): the scenarios with the
+topic type each needs, the broker settings both servers run with, how a scenario's topic and group are
+made, and what each scenario's answer must show."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from apache_rocketmq import client5_python, mqadmin
+
+SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
+CLIENT_TIMEOUT = 180.0
+
+# Scenario -> the message.type of its topic, and whether its group consumes orderly.
+CASES = {
+    "roundtrip": ("NORMAL", False),
+    "redelivery": ("NORMAL", False),
+    "push_tags": ("NORMAL", False),
+    "wrong_type": ("NORMAL", False),
+    "fifo": ("FIFO", True),
+    "delay": ("DELAY", False),
+    "transaction": ("TRANSACTION", False),
+    "recall": ("DELAY", False),
+}
+CLUSTER = "DefaultCluster"
+# Open transactions are checked every second on both, once 5 s old; recalls are allowed.
+BROKER_CONF = {
+    "transactionCheckInterval": "1000",
+    "transactionTimeOut": "5000",
+    "recallMessageEnable": "true",
+}
+
+
+def prepare(namesrv: str, root: Path, topic: str, message_type: str, group: str, orderly: bool) -> None:
+    """The scenario's typed topic (and orderly group) on a cluster, made by 5.3.3's mqadmin."""
+    out = mqadmin(
+        root,
+        namesrv,
+        "updateTopic",
+        "-c",
+        CLUSTER,
+        "-t",
+        topic,
+        "-r",
+        "4",
+        "-w",
+        "4",
+        "-a",
+        f"+message.type={message_type}",
+    )
+    assert "success" in out, out
+    if orderly:
+        out = mqadmin(root, namesrv, "updateSubGroup", "-c", CLUSTER, "-g", group, "-o", "true")
+        assert "success" in out, out
+
+
+def assert_same(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    """Asserts ferromq's answer equals Java's proxy's, but for what at least once lets vary (a
+    message delivered twice, a transaction the broker checks though its commit or rollback was on the
+    way), which ferromq must not show; returns ferromq's answer without those."""
+    mine, loose = _split(ours)
+    assert loose == {"duplicates": 0, "checked_others": []}, ("ferromq", loose)
+    assert mine == _split(theirs)[0]
+    return mine
+
+
+def _split(result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    out = dict(result)
+    loose = {"duplicates": out.pop("duplicates", 0), "checked_others": []}
+    if "checked" in out:
+        checked = out.pop("checked")
+        out["checked_open"] = "check me" in checked  # the one left open must be checked
+        loose["checked_others"] = sorted(set(checked) - {"check me"})
+    return out, loose
+
+
+def assert_outcome(case: str, result: dict[str, Any]) -> None:
+    """What scenario `case` must show on its own (its answer as `assert_same` returns it)."""
+    if case == "roundtrip":
+        assert result["ids_match"] and [m["body"] for m in result["received"]] == ["rt 0", "rt 1", "rt 2"]
+        assert all(
+            m["properties"] == {"color": "blue"} and m["delivery_attempt"] == 1 for m in result["received"]
+        )
+    elif case == "redelivery":
+        assert [m["delivery_attempt"] for m in result["first"] + result["second"]] == [1, 2]
+        assert result["after_ack"] == []
+    elif case == "push_tags":
+        assert result["received"] == [
+            ["p 0", "TagA", 1],
+            ["p 2", "TagC", 2],
+            ["p 3", "TagA", 1],
+            ["p 5", "TagC", 1],
+        ]
+    elif case == "wrong_type":
+        assert result["refused"] == "IllegalArgumentException"
+    elif case == "fifo":
+        assert result["order"] == {g: [f"{g}-{i}" for i in range(4)] for g in ("gA", "gB")}
+    elif case == "delay":
+        assert result == {"received": ["later"], "early": False}
+    elif case == "transaction":
+        assert result == {"received": ["check me", "commit me"], "checked_open": True}
+    elif case == "recall":
+        assert result == {"received": ["kept"], "had_handle": True}
+    else:
+        raise AssertionError(f"no expected outcome for {case!r}")
+
+
+def _client5(
+    python: str, endpoint: str, scenario: str, topic: str, group: str, home: Path, env: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    home.mkdir(parents=True, exist_ok=True)
+    # The client logs into ~/logs/rocketmq_python: HOME is the scenario's directory.
+    full = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FERROMQ_TEST_AK", "FERROMQ_TEST_SK")
+    }
+    return [python, str(SCENARIOS), endpoint, scenario, topic, group], full | {"HOME": str(home)} | env
+
+
+def _result(scenario: str, code: int | None, out: str, err: str) -> dict[str, Any]:
+    lines = [x for x in out.splitlines() if x.startswith("RESULT ")]
+    assert code == 0 and lines, f"{scenario} failed ({code}):\n{out[-3000:]}\n{err[-6000:]}"
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    return result
+
+
+def run_client5(
+    endpoint: str, scenario: str, topic: str, group: str, home: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A scenario of tests/interop/client5_scenarios.py run by the official Python 5.x client (in its own
+    environment) against `endpoint`: its RESULT. `env` adds variables (FERROMQ_TEST_AK / _SK sign)."""
+    argv, full_env = _client5(client5_python(), endpoint, scenario, topic, group, home, env or {})
+    r = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT,
+        cwd=home,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+    )
+    return _result(scenario, r.returncode, r.stdout, r.stderr)
+
+
+async def arun_client5(
+    endpoint: str, scenario: str, topic: str, group: str, home: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """`run_client5` for a test whose broker runs on its own event loop (which must keep serving)."""
+    python = await asyncio.to_thread(client5_python)
+    argv, full_env = _client5(python, endpoint, scenario, topic, group, home, env or {})
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+        cwd=home,
+        env=full_env,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), CLIENT_TIMEOUT)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return _result(scenario, proc.returncode, out.decode(), err.decode())
