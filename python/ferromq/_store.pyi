@@ -7,10 +7,13 @@ from typing import Any, Protocol, final
 __all__ = [
     "STORE_ERROR_CLASSES",
     "WIRE_CONSTANTS",
+    "ConsumerOffsets",
     "DataPlane",
     "GetResult",
     "HaMaster",
     "HaSlave",
+    "Popped",
+    "Popper",
     "PropertyEdits",
     "PutBatchResult",
     "PutResult",
@@ -215,7 +218,7 @@ class Store:
         timer_roll_window_slot: int = 172800,
         timer_congest_num_each_slot: int = 2147483647,
         mapped_file_size_timer_log: int = 104857600,
-        mapped_file_hot_window: int | None = 8388608,
+        mapped_file_hot_window: int | None = ...,  # 8 MiB; None keeps every page mapped
     ) -> Store: ...
     def put(
         self,
