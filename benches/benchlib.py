@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import socket
 import subprocess
@@ -16,6 +17,18 @@ from pathlib import Path
 from typing import Any
 
 READY_LINE = "ferromq serving"
+
+
+class Served(subprocess.Popen[str]):
+    """A `ferromq serve` process and the line it said it serves with."""
+
+    ready_line = ""
+
+    @property
+    def grpc_endpoint(self) -> str | None:
+        """host:port of its gRPC port (`..., gRPC on HOST:PORT, ...` in the ready line)."""
+        found = re.search(r"gRPC on ([^,\s]+)", self.ready_line)
+        return found.group(1) if found else None
 
 
 def free_port() -> int:
@@ -39,15 +52,16 @@ def serving(
     launcher: Sequence[str] | None = None,
     env: dict[str, str] | None = None,
     args: Sequence[str] = (),
-) -> Iterator[subprocess.Popen[str]]:
+) -> Iterator[Served]:
     """`ferromq serve [-c conf] [args]` on these ports (its log lines to `log`), yielded once it
-    says it serves; stopped with SIGTERM (SIGKILL after a minute) after. `launcher` replaces the
-    `ferromq` command (another interpreter, `taskset` in front)."""
+    says it serves (that line in `ready_line`, its gRPC port in `grpc_endpoint`); stopped with
+    SIGTERM (SIGKILL after a minute) after. `launcher` replaces the `ferromq` command (another
+    interpreter, `taskset` in front)."""
     command = [*(launcher or [str(Path(sys.executable).with_name("ferromq"))]), "serve"]
     command += [*(["-c", str(conf)] if conf is not None else []), *args]
     command += ["--namesrv-port", str(namesrv_port), "-p", str(port), "--grpc-port", "0"]
     with open(log, "w") as err:
-        broker = subprocess.Popen(
+        broker = Served(
             command, env=env, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True
         )
     try:
@@ -55,6 +69,7 @@ def serving(
         line = broker.stdout.readline()
         if not line.startswith(READY_LINE):
             raise SystemExit(f"the broker did not start: {line}{log.read_text()[-2000:]}")
+        broker.ready_line = line.strip()
         yield broker
     finally:
         # Its own session: the group holds the broker alone.
