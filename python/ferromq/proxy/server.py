@@ -22,6 +22,11 @@ logging.getLogger("grpc._cython.cygrpc").setLevel(logging.INFO)
 
 # Java's grpcMaxInboundMessageSize (130 MiB): a send of 4 MiB bodies in a batch fits.
 MAX_INBOUND_MESSAGE_SIZE = 130 * 1024 * 1024
+# Calls that may wait for the event loop: past grpcio's defaults (1000, hard 3000) it answers
+# CANCELLED within a second or so, where Java's proxy lets a call wait for its deadline. Bounded
+# still (a queued call holds its request).
+MAX_PENDING_REQUESTS = 10_000
+MAX_PENDING_REQUESTS_HARD = 20_000
 # Seconds the server waits for calls in flight when it stops (long polls end sooner).
 STOP_GRACE_SECONDS = 1.0
 
@@ -44,6 +49,8 @@ class GrpcServer:
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_SIZE),
+                ("grpc.server.max_pending_requests", MAX_PENDING_REQUESTS),
+                ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_REQUESTS_HARD),
                 ("grpc.so_reuseport", 0),
             ]
         )

@@ -447,7 +447,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         queue_offset = int(fields.get("queueOffset", "0"))
         if convert.message_type_of(out.properties) == pb.TRANSACTION:
             commit_log_offset = _commit_log_offset(fields.get("msgId", ""))
-            session.transactions[message_id] = (queue_offset, commit_log_offset)
+            session.remember_transaction(message_id, (queue_offset, commit_log_offset))
         return spb.SendResultEntry(
             status=ok(),
             message_id=message_id,

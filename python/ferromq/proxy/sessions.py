@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,12 @@ RECEIVE_BATCH_SIZE = 32
 LONG_POLLING_TIMEOUT_MS = 20_000
 # Commands queued for a client whose stream is gone are dropped past this many.
 MAX_QUEUED_COMMANDS = 1024
+# Transactions a client may leave open (sent, not ended) before the oldest are forgotten (a check
+# tells the broker where their half messages are again).
+MAX_OPEN_TRANSACTIONS = 10_000
+# A client heard from by no call for this long is gone (5.x clients heartbeat every 10 s).
+IDLE_SESSION_SECONDS = 120.0
+PRUNE_EVERY_SECONDS = 30.0
 
 
 def _duration(ms: int) -> duration_pb2.Duration:
@@ -98,7 +105,14 @@ class Session:
         self._on_close: list[Callable[[Any], None]] = []
         self.transactions: dict[str, tuple[int, int]] = {}
         """transaction id -> (half message's queue offset, CommitLog offset), as sends and checks
-        learn them (EndTransaction names only the transaction)."""
+        learn them (EndTransaction names only the transaction); see `remember_transaction`."""
+        self.last_seen = time.monotonic()
+
+    def remember_transaction(self, transaction_id: str, where: tuple[int, int]) -> None:
+        """Where a transaction's half message is, bounded: the oldest open ones go first."""
+        self.transactions[transaction_id] = where
+        while len(self.transactions) > MAX_OPEN_TRANSACTIONS:
+            del self.transactions[next(iter(self.transactions))]
 
     # -- what the broker's client manager needs of a connection (ClientConnection) -------------
 
@@ -129,7 +143,7 @@ class Session:
         transaction_id = cmd.ext.get("transactionId") or m.uniq_key or ""
         queue_offset = int(cmd.ext.get("tranStateTableOffset", "-1"))
         commit_log_offset = int(cmd.ext.get("commitLogOffset", "-1"))
-        self.transactions[transaction_id] = (queue_offset, commit_log_offset)
+        self.remember_transaction(transaction_id, (queue_offset, commit_log_offset))
         command = spb.TelemetryCommand(
             recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
                 message=to_v2(m, m.topic, None), transaction_id=transaction_id
@@ -167,14 +181,22 @@ class Sessions:
 
     def __init__(self) -> None:
         self.by_id: dict[str, Session] = {}
+        self._pruned = time.monotonic()
 
     def get(self, client_id: str) -> Session | None:
         return self.by_id.get(client_id)
 
     def open(self, client_id: str, peer: str, language: str, version: str) -> Session:
+        """The client's session (a new one for a client not known), heard from now."""
+        now = time.monotonic()
+        if now - self._pruned > PRUNE_EVERY_SECONDS:
+            self._pruned = now
+            for gone in [c for c, s in self.by_id.items() if now - s.last_seen > IDLE_SESSION_SECONDS]:
+                self.remove(gone)
         session = self.by_id.get(client_id)
         if session is None or session.closed:
             session = self.by_id[client_id] = Session(client_id, peer, language, version)
+        session.last_seen = now
         return session
 
     def remove(self, client_id: str) -> Session | None:
