@@ -777,12 +777,28 @@ DELIBERATE: dict[str, tuple[int | str, int | str, str]] = {
 }
 
 
+def wait_dispatched(ep: Endpoint, topic: str, queue_id: int, end: int, timeout: float = 10.0) -> None:
+    """Until the queue's max offset reaches `end`: Java acks a send before its dispatch thread has put
+    it in the consume queue, so a pull right behind the send may not see it yet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code, offset = max_offsets_of(ep, topic, [queue_id])[0]
+        if code == ResponseCode.SUCCESS and int(offset) >= end:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{topic}/{queue_id} did not reach offset {end} within {timeout} s")
+
+
 def raw_cases(ep: Endpoint) -> dict[str, Any]:
     out: dict[str, Any] = {}
     # The broker answers every case (Java's hold service looks at a held pull only every 5 s, so the 1 s
     # hold may take that long); the name server may not answer at all (see DELIBERATE).
     for addr, cases, timeout in ((ep.broker_addr, BROKER_CASES, 30.0), (ep.namesrv, NAMESRV_CASES, 5.0)):
-        answers = calls(addr, [(code, ext, body) for _, code, ext, body in cases], timeout=timeout)
+        answers = []
+        for i, (_, code, ext, body) in enumerate(cases):
+            answers += calls(addr, [(code, ext, body)], timeout=timeout)
+            if cases is BROKER_CASES and i == 0:
+                wait_dispatched(ep, RAW_TOPIC, 0, 1)
         for (name, *_), r in zip(cases, answers, strict=True):
             if r is None:
                 out[name] = {"code": "no reply", "fields": None, "messages": 0}

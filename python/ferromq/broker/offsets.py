@@ -28,8 +28,9 @@ class ConsumerOffsetManager:
 
     @property
     def table(self) -> dict[str, dict[int, int]]:
-        """A copy of the whole table."""
-        return self.shared.snapshot()
+        """A copy of the whole table, keys and queue ids in ascending order (Java's tables of small
+        integer keys iterate that way, and files and answers stay stable)."""
+        return {k: dict(sorted(v.items())) for k, v in sorted(self.shared.snapshot().items())}
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.shared.commit(group, topic, queue_id, offset)
@@ -52,5 +53,4 @@ class ConsumerOffsetManager:
     def persist(self, force: bool = False) -> None:
         if not (self.shared.take_dirty() or force):
             return
-        data = {"offsetTable": {k: dict(sorted(v.items())) for k, v in sorted(self.table.items())}}
-        save_config_file(self._path, data)
+        save_config_file(self._path, {"offsetTable": self.table})
