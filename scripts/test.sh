@@ -72,7 +72,8 @@ if [ "$QUICK" = 1 ]; then
         tests/unit tests/integration "$@"
     exit 0
 fi
-"$VENV/bin/pytest" -n "$WORKERS" --dist loadfile "$@"
+# The slowest tests are listed at the end: where the suite's time goes.
+"$VENV/bin/pytest" -n "$WORKERS" --dist loadfile --durations=25 "$@"
 
 # Reached only when every test passed (set -e). Renders the README's compatibility section from the
 # interop results into build/compat-section.md and prints it; README.md itself is updated by hand with

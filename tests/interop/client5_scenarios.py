@@ -164,6 +164,78 @@ def push_tags(endpoint: str, topic: str, group: str) -> dict[str, Any]:
         consumer.shutdown()
 
 
+def push_sql(endpoint: str, topic: str, group: str) -> dict[str, Any]:
+    """A PushConsumer with an SQL92 filter gets only the messages whose properties match it."""
+    from rocketmq.grpc_protocol import FilterType  # type: ignore[import-not-found]
+
+    got: list[dict[str, Any]] = []
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, m: Any) -> Any:
+            got.append(seen(m))
+            return ConsumeResult.SUCCESS
+
+    expression = FilterExpression("a > 1 AND color = 'red'", FilterType.SQL)
+    consumer = PushConsumer(config(endpoint), group, Listener(), {topic: expression})
+    consumer.startup()
+    try:
+        colors = ("red", "blue")
+        send_all(endpoint, topic, [message(topic, f"s {i}", a=str(i), color=colors[i % 2]) for i in range(6)])
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while len(got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return {"received": sorted((g["body"], g["delivery_attempt"]) for g in got)}
+    finally:
+        consumer.shutdown()
+
+
+def dead_letter(endpoint: str, topic: str, group: str) -> dict[str, Any]:
+    """A PushConsumer that fails every message, in a group that retries none (retryMaxTimes 0): the
+    message is delivered once, then lands in the group's dead letter topic, where a SimpleConsumer of
+    another group reads it."""
+    deliveries: list[list[Any]] = []
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, m: Any) -> Any:
+            deliveries.append([m.body.decode(), m.delivery_attempt])
+            return ConsumeResult.FAILURE
+
+    consumer = PushConsumer(config(endpoint), group, Listener(), {topic: FilterExpression("*")})
+    consumer.startup()
+    try:
+        send_all(endpoint, topic, [message(topic, "dead", "TagD", ("dk",), color="grey")])
+        dead = read_dead_letters(endpoint, group)
+        return {"deliveries": deliveries, "dead": [seen(m) for m in dead]}
+    finally:
+        consumer.shutdown()
+
+
+def read_dead_letters(endpoint: str, group: str) -> list[Any]:
+    """The first message of `%DLQ%group`, read by a SimpleConsumer of another group. The topic exists
+    once the first message is in it: until then its route is not found, and the reader asks again."""
+    consumer = SimpleConsumer(
+        config(endpoint), f"{group}Reader", {f"%DLQ%{group}": FilterExpression("*")}, await_duration=5
+    )
+    consumer.startup()
+    try:
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while True:
+            try:
+                got = receive(consumer, 1, 15)
+            except Exception as e:
+                if "route" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+                continue
+            if got or time.monotonic() > deadline:
+                break
+        for m in got:
+            consumer.ack(m)
+        return got
+    finally:
+        consumer.shutdown()
+
+
 def wrong_type(endpoint: str, topic: str, group: str) -> dict[str, Any]:
     """A FIFO message (message group) to a NORMAL topic is refused."""
     producer = Producer(config(endpoint), (topic,))
@@ -389,6 +461,8 @@ SCENARIOS = {
         roundtrip,
         redelivery,
         push_tags,
+        push_sql,
+        dead_letter,
         wrong_type,
         signed_send,
         fifo,

@@ -9,36 +9,46 @@ import asyncio
 import json
 import os
 import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from apache_rocketmq import client5_python, mqadmin
 
 SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
 CLIENT_TIMEOUT = 180.0
 
-# Scenario -> the message.type of its topic, and whether its group consumes orderly.
-CASES = {
-    "roundtrip": ("NORMAL", False),
-    "redelivery": ("NORMAL", False),
-    "push_tags": ("NORMAL", False),
-    "wrong_type": ("NORMAL", False),
-    "fifo": ("FIFO", True),
-    "delay": ("DELAY", False),
-    "transaction": ("TRANSACTION", False),
-    "recall": ("DELAY", False),
+# Scenario -> the message.type of its topic, whether its group consumes orderly, and the group's
+# retryMaxTimes (None: the default).
+CASES: dict[str, tuple[str, bool, int | None]] = {
+    "roundtrip": ("NORMAL", False, None),
+    "redelivery": ("NORMAL", False, None),
+    "push_tags": ("NORMAL", False, None),
+    "push_sql": ("NORMAL", False, None),
+    "dead_letter": ("NORMAL", False, 0),
+    "wrong_type": ("NORMAL", False, None),
+    "fifo": ("FIFO", True, None),
+    "delay": ("DELAY", False, None),
+    "transaction": ("TRANSACTION", False, None),
+    "recall": ("DELAY", False, None),
 }
 CLUSTER = "DefaultCluster"
-# Open transactions are checked every second on both, once 5 s old; recalls are allowed.
+T = TypeVar("T")
+# Open transactions are checked every second on both, once 5 s old; recalls are allowed; SQL92
+# filters too.
 BROKER_CONF = {
     "transactionCheckInterval": "1000",
     "transactionTimeOut": "5000",
     "recallMessageEnable": "true",
+    "enablePropertyFilter": "true",
 }
 
 
-def prepare(namesrv: str, root: Path, topic: str, message_type: str, group: str, orderly: bool) -> None:
-    """The scenario's typed topic (and orderly group) on a cluster, made by 5.3.3's mqadmin."""
+def prepare(namesrv: str, root: Path, topic: str, group: str, case: str) -> None:
+    """The scenario's typed topic (and its group if it is not a default one) on a cluster, made by
+    5.3.3's mqadmin."""
+    message_type, orderly, retry_max_times = CASES[case]
     out = mqadmin(
         root,
         namesrv,
@@ -55,9 +65,21 @@ def prepare(namesrv: str, root: Path, topic: str, message_type: str, group: str,
         f"+message.type={message_type}",
     )
     assert "success" in out, out
-    if orderly:
-        out = mqadmin(root, namesrv, "updateSubGroup", "-c", CLUSTER, "-g", group, "-o", "true")
+    group_args = [
+        *(["-o", "true"] if orderly else []),
+        *([] if retry_max_times is None else ["-r", str(retry_max_times)]),
+    ]
+    if group_args:
+        out = mqadmin(root, namesrv, "updateSubGroup", "-c", CLUSTER, "-g", group, *group_args)
         assert "success" in out, out
+
+
+def on_both(ours: Callable[[], T], theirs: Callable[[], T]) -> tuple[T, T]:
+    """The same step against ferromq and against Apache RocketMQ at once: the scenarios mostly wait (on
+    invisible times, delivery times, transaction checks), so side by side in time too halves a test."""
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.submit(ours), pool.submit(theirs)
+        return a.result(), b.result()
 
 
 def assert_same(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
@@ -97,6 +119,15 @@ def assert_outcome(case: str, result: dict[str, Any]) -> None:
             ["p 3", "TagA", 1],
             ["p 5", "TagC", 1],
         ]
+    elif case == "push_sql":
+        assert result["received"] == [["s 2", 1], ["s 4", 1]]
+    elif case == "dead_letter":
+        # Delivered once (retryMaxTimes 0), failed, back once more (its reconsume count 1 past the one
+        # attempt allowed) and forwarded to %DLQ% by the server, with its count raised once more.
+        assert result["deliveries"] == [["dead", 1]]
+        assert [
+            (m["body"], m["tag"], m["keys"], m["properties"], m["delivery_attempt"]) for m in result["dead"]
+        ] == [("dead", "TagD", ["dk"], {"color": "grey"}, 3)]
     elif case == "wrong_type":
         assert result["refused"] == "IllegalArgumentException"
     elif case == "fifo":
@@ -122,9 +153,11 @@ def _client5(
     return [python, str(SCENARIOS), endpoint, scenario, topic, group], full | {"HOME": str(home)} | env
 
 
-def _result(scenario: str, code: int | None, out: str, err: str) -> dict[str, Any]:
+def _result(endpoint: str, scenario: str, code: int | None, out: str, err: str) -> dict[str, Any]:
     lines = [x for x in out.splitlines() if x.startswith("RESULT ")]
-    assert code == 0 and lines, f"{scenario} failed ({code}):\n{out[-3000:]}\n{err[-6000:]}"
+    assert code == 0 and lines, (
+        f"{scenario} against {endpoint} failed ({code}):\n{out[-3000:]}\n{err[-6000:]}"
+    )
     result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
     return result
 
@@ -144,7 +177,7 @@ def run_client5(
         env=full_env,
         stdin=subprocess.DEVNULL,
     )
-    return _result(scenario, r.returncode, r.stdout, r.stderr)
+    return _result(endpoint, scenario, r.returncode, r.stdout, r.stderr)
 
 
 async def arun_client5(
@@ -167,4 +200,4 @@ async def arun_client5(
         proc.kill()
         await proc.wait()
         raise
-    return _result(scenario, proc.returncode, out.decode(), err.decode())
+    return _result(endpoint, scenario, proc.returncode, out.decode(), err.decode())

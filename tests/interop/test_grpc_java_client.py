@@ -8,6 +8,8 @@ same normalised answers on both servers, and each what it must show:
 - redelivery: a message not acked comes back after its (changed) invisible duration with delivery
   attempt 2, and not once acked;
 - push_tags: a PushConsumer subscribed to `TagA || TagC` gets only those, the one it failed once again;
+- push_sql: a PushConsumer with an SQL92 filter gets only the messages matching it;
+- dead_letter: a message failed once by a group with retryMaxTimes 0 lands in its %DLQ% topic;
 - wrong_type: a FIFO message to a NORMAL topic is refused by the client (the route's accepted types);
 - fifo: two message groups each in order for an orderly group's SimpleConsumer;
 - delay: a message with a delivery timestamp 3 s ahead arrives, not before it;
@@ -36,7 +38,7 @@ from apache_rocketmq import ApacheRocketMQProxy, have_java, start_rocketmq_proxy
 from ferromq.testing import BrokerProcess
 from tests.interop.conftest import stop_ferromq
 from tests.interop.cpp_kit import cpp_client_problem, scenario_argv
-from tests.interop.grpc_kit import BROKER_CONF, CASES, assert_outcome, assert_same, prepare
+from tests.interop.grpc_kit import BROKER_CONF, CASES, assert_outcome, assert_same, on_both, prepare
 from tests.interop.java5build import build_grpc5_jar, run_driver
 
 pytestmark = [
@@ -109,11 +111,14 @@ def test_java_client_side_by_side(
     failure_sections.append(("ferromq log", ferromq_grpc.log_tail))
     failure_sections.append(("Java client logs", lambda: client_logs(tmp_path)))
     topic, group = f"J5{case.replace('_', '')}{RUN}", f"J5G{case.replace('_', '')}{RUN}"
-    message_type, orderly = CASES[case]
-    prepare(ferromq_grpc.namesrv, tmp_path / "mqadmin-ferromq", topic, message_type, group, orderly)
-    prepare(java_proxy.namesrv, tmp_path / "mqadmin-rocketmq", topic, message_type, group, orderly)
-    ours = run_java(jar, tmp_path / "ferromq", ferromq_grpc.grpc_endpoint, case, topic, group)
-    theirs = run_java(jar, tmp_path / "rocketmq", java_proxy.grpc_endpoint, case, topic, group)
+    on_both(
+        lambda: prepare(ferromq_grpc.namesrv, tmp_path / "mqadmin-ferromq", topic, group, case),
+        lambda: prepare(java_proxy.namesrv, tmp_path / "mqadmin-rocketmq", topic, group, case),
+    )
+    ours, theirs = on_both(
+        lambda: run_java(jar, tmp_path / "ferromq", ferromq_grpc.grpc_endpoint, case, topic, group),
+        lambda: run_java(jar, tmp_path / "rocketmq", java_proxy.grpc_endpoint, case, topic, group),
+    )
     print(f"\n{case}: ferromq {ours}\n{case}: rocketmq {theirs}")
     ours = assert_same(ours, theirs)
     # What each scenario must show (the Python client's expectations: the same answers).
@@ -156,7 +161,7 @@ def test_mixed_cpp_remoting_and_java_grpc(
     namesrv, endpoint = ferromq_grpc.namesrv, ferromq_grpc.grpc_endpoint
     to_java, to_cpp = f"J5mixA{RUN}", f"J5mixB{RUN}"
     for topic in (to_java, to_cpp):
-        prepare(namesrv, tmp_path / "mqadmin", topic, "NORMAL", "", False)
+        prepare(namesrv, tmp_path / "mqadmin", topic, "", "roundtrip")
 
     # The C++ client sends over remoting; the Java 5.x client receives over gRPC.
     produced = run_cpp(

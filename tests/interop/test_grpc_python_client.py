@@ -8,6 +8,9 @@ scenarios (tests/interop/client5_scenarios.py, run in the client's own environme
   over, with delivery attempt 2; acked, it does not come back;
 - push_tags: a PushConsumer subscribed to `TagA || TagC` receives only those, and the one its listener
   failed once again with delivery attempt 2;
+- push_sql: a PushConsumer with an SQL92 filter on user properties receives only the matching ones;
+- dead_letter: a PushConsumer failing every message, in a group with retryMaxTimes 0, sees it once;
+  then it is in the group's %DLQ% topic (read by a SimpleConsumer), its delivery attempt raised;
 - wrong_type: a FIFO message (message group) to a NORMAL topic is refused (the client checks the route's
   accepted message types);
 - fifo: two message groups interleaved on a FIFO topic reach an orderly group's SimpleConsumer each in
@@ -38,6 +41,7 @@ from tests.interop.grpc_kit import (
     CASES,
     assert_outcome,
     assert_same,
+    on_both,
     prepare,
     run_client5,
 )
@@ -85,11 +89,14 @@ def test_python_client_side_by_side(
     failure_sections.append(("Apache RocketMQ 5.3.3 proxy logs", java_proxy.log_tail))
     failure_sections.append(("ferromq log", ferromq_grpc.log_tail))
     topic, group = topic_of(case), f"G5G{case.replace('_', '')}{RUN}"
-    message_type, orderly = CASES[case]
-    prepare(ferromq_grpc.namesrv, tmp_path / "mqadmin-ferromq", topic, message_type, group, orderly)
-    prepare(java_proxy.namesrv, tmp_path / "mqadmin-rocketmq", topic, message_type, group, orderly)
-    ours = run_client5(ferromq_grpc.grpc_endpoint, case, topic, group, tmp_path / "ferromq")
-    theirs = run_client5(java_proxy.grpc_endpoint, case, topic, group, tmp_path / "rocketmq")
+    on_both(
+        lambda: prepare(ferromq_grpc.namesrv, tmp_path / "mqadmin-ferromq", topic, group, case),
+        lambda: prepare(java_proxy.namesrv, tmp_path / "mqadmin-rocketmq", topic, group, case),
+    )
+    ours, theirs = on_both(
+        lambda: run_client5(ferromq_grpc.grpc_endpoint, case, topic, group, tmp_path / "ferromq"),
+        lambda: run_client5(java_proxy.grpc_endpoint, case, topic, group, tmp_path / "rocketmq"),
+    )
     print(f"\n{case}: ferromq {ours}\n{case}: rocketmq {theirs}")
     ours = assert_same(ours, theirs)
     # And what each scenario must show on its own (both brokers gave it, as compared above).

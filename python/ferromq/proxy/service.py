@@ -462,16 +462,22 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.ReceiveMessageRequest, context: Any
     ) -> AsyncIterator[spb.ReceiveMessageResponse]:
         try:
-            result, req = await self._receive(request, context)
+            result, req, max_attempts = await self._receive(request, context)
         except Exception as e:
             yield spb.ReceiveMessageResponse(status=status_of(e))
         else:
-            if result is None or not result.found:
+            found = result is not None and result.found
+            messages = self._received(result, req) if result is not None and found else []
+            if messages and max_attempts:
+                messages = self._spent_to_dead_letters(messages, req, max_attempts)
+            if not found:
                 yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+            elif not messages:
+                yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message"))
             else:
                 yield spb.ReceiveMessageResponse(status=ok())
                 client_id = _metadata(context).get("x-mq-client-id", "")
-                for message in self._received(result, req):
+                for message in messages:
                     if request.auto_renew:
                         self._hold(client_id, req, message)
                     yield spb.ReceiveMessageResponse(message=message)
@@ -482,10 +488,13 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def _receive(
         self, request: spb.ReceiveMessageRequest, context: Any
-    ) -> tuple[PopResult | None, PopRequest]:
+    ) -> tuple[PopResult | None, PopRequest, int]:
+        """The pop, what it found, and the delivery attempts the consumer's retry policy allows (0:
+        no policy known)."""
         session = self._session(context, _consume_perm(request.message_queue.topic.name, request.group.name))
         settings = session.settings
         fifo = bool(settings is not None and settings.subscription.fifo)
+        max_attempts = settings.backoff_policy.max_attempts if settings is not None else 0
         remaining = context.time_remaining()
         remaining_ms = int(remaining * 1000) if remaining is not None else MAX_POLLING_MS
         if request.HasField("long_polling_timeout"):
@@ -555,7 +564,26 @@ class MessagingService(rpc.MessagingServiceServicer):
         result = broker.pop.try_pop(req)
         if not result.found and req.poll_time > 0:
             result = await wait_for_pop(broker, req)
-        return result, req
+        return result, req, max_attempts
+
+    def _spent_to_dead_letters(
+        self, messages: list[pb.Message], req: PopRequest, max_attempts: int
+    ) -> list[pb.Message]:
+        """The messages still to deliver: one past its retry policy's attempts goes to the group's dead
+        letter queue instead (and its receipt is acked), as Java's proxy filters a pop's result."""
+        live = []
+        for message in messages:
+            if message.system_properties.delivery_attempt <= max_attempts:
+                live.append(message)
+                continue
+            receipt, commit_log_offset = _decode_handle(message.system_properties.receipt_handle)
+            try:
+                self._dead_letter(
+                    req.group, receipt, commit_log_offset, real_topic(req.topic, req.group, receipt.mark)
+                )
+            except Exception as e:  # it comes back after its invisible time, and is filtered again
+                logger.warning("the dead letter of %s failed: %s", message.system_properties.message_id, e)
+        return live
 
     def _hold(self, client_id: str, req: PopRequest, message: pb.Message) -> None:
         """A push consumer's message, kept invisible while it consumes (see `renew`)."""
@@ -675,16 +703,19 @@ class MessagingService(rpc.MessagingServiceServicer):
             receipt, commit_log_offset, where = self._held_message(context, request)
             if commit_log_offset < 0:
                 raise ProxyError(Code.INVALID_RECEIPT_HANDLE, PROXY_EXCEPTION + "commit log offset is empty")
-            # The message straight to the group's dead letter queue (a negative delay level), then
-            # its receipt acked, as the proxy does.
-            send_back(self._broker, group, commit_log_offset, -1, 0)
-            try:
-                self._broker.pop.ack(group, where, receipt.queue_id, receipt.offset, receipt)
-            except Exception as e:
-                logger.debug("the ack after a dead letter of %s failed: %s", request.message_id, e)
+            self._dead_letter(group, receipt, commit_log_offset, where)
             return spb.ForwardMessageToDeadLetterQueueResponse(status=ok())
 
         return await self._unary(spb.ForwardMessageToDeadLetterQueueResponse, body)
+
+    def _dead_letter(self, group: str, receipt: ExtraInfo, commit_log_offset: int, where: str) -> None:
+        """A received message straight to the group's dead letter queue (a negative delay level), then
+        its receipt acked, as the proxy does."""
+        send_back(self._broker, group, commit_log_offset, -1, 0)
+        try:
+            self._broker.pop.ack(group, where, receipt.queue_id, receipt.offset, receipt)
+        except Exception as e:
+            logger.debug("the ack after a dead letter at %d failed: %s", commit_log_offset, e)
 
     async def EndTransaction(
         self, request: spb.EndTransactionRequest, context: Any

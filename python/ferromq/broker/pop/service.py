@@ -9,9 +9,11 @@ too; this module adds what only Python serves: orderly pops' order information, 
 peeks, notifications, batch acks and the revive service. The revive service reads each revive
 queue: a checkpoint whose time has passed, and whose acks the
 timer has delivered by then, puts every message not acked back into the group's pop retry topic
-(`%RETRY%<group>_<topic>`) with its reconsume count raised, or into `%DLQ%<group>` past the
-group's retryMaxTimes. So the broker keeps no state of its own: everything is in messages and
-offsets, and survives restarts and kill -9 (at least once).
+(`%RETRY%<group>_<topic>`) with its reconsume count raised, however often it came back: as in
+Java's broker, a message is dead when its consumer says so (a 4.x/5.x remoting client sends it
+back past retryMaxTimes, the gRPC front forwards it past the retry policy's attempts). So the
+broker keeps no state of its own: everything is in messages and offsets, and survives restarts
+and kill -9 (at least once).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from ferromq.broker.pop.order import ConsumerOrderInfoManager
 from ferromq.errors import BrokerError, StoreError
 from ferromq.message import StoredMessage, encode_properties
 from ferromq.protocol.codes import ResponseCode
-from ferromq.protocol.constants import DLQ_PREFIX, PROPERTY_TIMER_DELIVER_MS, RETRY_PREFIX
+from ferromq.protocol.constants import PROPERTY_TIMER_DELIVER_MS, RETRY_PREFIX
 
 if TYPE_CHECKING:
     from ferromq.broker.processors.context import PopContext
@@ -493,12 +495,7 @@ class PopService:
 
     def _put_back(self, ck: CheckPoint, m: StoredMessage) -> None:
         broker = self._broker
-        group_cfg = broker.groups.groups.get(ck.group)
-        max_times = group_cfg.retry_max_times if group_cfg is not None else 16
-        reconsume = m.reconsume_times + 1
-        if reconsume > max_times:
-            target = DLQ_PREFIX + ck.group
-        elif ck.topic.startswith(RETRY_PREFIX):
+        if ck.topic.startswith(RETRY_PREFIX):
             target = ck.topic
         else:
             target = retry_topic(ck.topic, ck.group, broker.config.enable_retry_topic_v2)
@@ -518,7 +515,7 @@ class PopService:
             born_timestamp=m.born_timestamp,
             # PopReviveService.reviveRetry: born and store host are this broker's, not the producer's.
             born_host=broker.config.broker_addr,
-            reconsume_times=reconsume,
+            reconsume_times=m.reconsume_times + 1,
             wait=False,
         )
         broker.message_arrived(r.topic, r.queue_id, r.queue_offset + 1, r.tags_code)

@@ -107,6 +107,10 @@ public final class Grpc5 {
                 return redelivery(endpoint, topic, group);
             case "push_tags":
                 return pushTags(endpoint, topic, group);
+            case "push_sql":
+                return pushSql(endpoint, topic, group);
+            case "dead_letter":
+                return deadLetter(endpoint, topic, group);
             case "wrong_type":
                 return wrongType(endpoint, topic);
             case "fifo":
@@ -380,6 +384,104 @@ public final class Grpc5 {
             return result;
         } finally {
             closeQuietly(consumer);
+        }
+    }
+
+    /** A PushConsumer with an SQL92 filter gets only the messages whose properties match it. */
+    static Map<String, Object> pushSql(String endpoint, String topic, String group) throws Exception {
+        List<List<Object>> got = Collections.synchronizedList(new ArrayList<>());
+        PushConsumer consumer = PROVIDER.newPushConsumerBuilder()
+            .setClientConfiguration(config(endpoint))
+            .setConsumerGroup(group)
+            .setSubscriptionExpressions(Collections.singletonMap(
+                topic, new FilterExpression("a > 1 AND color = 'red'", FilterExpressionType.SQL92)))
+            .setMessageListener(m -> {
+                got.add(Arrays.asList(body(m), m.getDeliveryAttempt()));
+                return ConsumeResult.SUCCESS;
+            })
+            .build();
+        try {
+            String[] colors = {"red", "blue"};
+            List<Message> messages = new ArrayList<>();
+            for (int i = 0; i < 6; i++) {
+                messages.add(message(topic, "s " + i, "T", Collections.emptyList(),
+                    "a", String.valueOf(i), "color", colors[i % 2]).build());
+            }
+            sendAll(endpoint, topic, messages);
+            long deadline = System.currentTimeMillis() + DEADLINE_MILLIS;
+            while (got.size() < 2 && System.currentTimeMillis() < deadline) {
+                Thread.sleep(100);
+            }
+            List<List<Object>> received;
+            synchronized (got) {
+                received = new ArrayList<>(got);
+            }
+            received.sort(Comparator.comparing((List<Object> r) -> (String) r.get(0))
+                .thenComparing(r -> (Integer) r.get(1)));
+            Map<String, Object> result = new TreeMap<>();
+            result.put("received", received);
+            return result;
+        } finally {
+            closeQuietly(consumer);
+        }
+    }
+
+    /**
+     * A PushConsumer that fails every message, in a group that retries none (retryMaxTimes 0): delivered
+     * once, then in the group's dead letter topic, where a SimpleConsumer of another group reads it.
+     */
+    static Map<String, Object> deadLetter(String endpoint, String topic, String group) throws Exception {
+        List<List<Object>> deliveries = Collections.synchronizedList(new ArrayList<>());
+        PushConsumer consumer = PROVIDER.newPushConsumerBuilder()
+            .setClientConfiguration(config(endpoint))
+            .setConsumerGroup(group)
+            .setSubscriptionExpressions(Collections.singletonMap(topic, FilterExpression.SUB_ALL))
+            .setMessageListener(m -> {
+                deliveries.add(Arrays.asList(body(m), m.getDeliveryAttempt()));
+                return ConsumeResult.FAILURE;
+            })
+            .build();
+        try {
+            sendAll(endpoint, topic, Collections.singletonList(
+                message(topic, "dead", "TagD", Collections.singletonList("dk"), "color", "grey").build()));
+            List<MessageView> dead = readDeadLetters(endpoint, group);
+            Map<String, Object> result = new TreeMap<>();
+            synchronized (deliveries) {
+                result.put("deliveries", new ArrayList<>(deliveries));
+            }
+            result.put("dead", seenAll(dead));
+            return result;
+        } finally {
+            closeQuietly(consumer);
+        }
+    }
+
+    /**
+     * The first message of %DLQ%group, read by a SimpleConsumer of another group. The topic exists once
+     * the first message is in it: until then its route is not found, and the reader is built again.
+     */
+    static List<MessageView> readDeadLetters(String endpoint, String group) throws Exception {
+        String topic = "%DLQ%" + group;
+        long deadline = System.currentTimeMillis() + DEADLINE_MILLIS;
+        while (true) {
+            SimpleConsumer reader = null;
+            try {
+                reader = simpleConsumer(endpoint, group + "Reader", topic);
+                List<MessageView> got = receiveUntil(reader, 1, 15);
+                for (MessageView m : got) {
+                    reader.ack(m);
+                }
+                return got;
+            } catch (ClientException | IllegalStateException e) {  // the build fails on a missing route
+                if (System.currentTimeMillis() > deadline) {
+                    throw e;
+                }
+                Thread.sleep(500);
+            } finally {
+                if (reader != null) {
+                    closeQuietly(reader);
+                }
+            }
         }
     }
 
