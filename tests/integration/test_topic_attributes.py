@@ -99,6 +99,12 @@ def test_message_type_round_trip_and_restart(tmp_path: Path) -> None:
                 "topicSysFlag": 0,
                 "writeQueueNums": 4,
             }
+            # One topic's configuration (GET_TOPIC_CONFIG, 5.x): the same entry; refused by name when
+            # the broker has no such topic.
+            r = await c.call(RC.GET_TOPIC_CONFIG, {"topic": TOPIC})
+            assert r.code == R.SUCCESS and orjson.loads(r.body) == entry
+            r = await c.call(RC.GET_TOPIC_CONFIG, {"topic": "NoSuchTopic"})
+            refused(r, R.TOPIC_NOT_EXIST, "No topic in this broker. topic: NoSuchTopic")
             # An update without attributes keeps them (the changes are applied to what the topic has).
             r = await c.call(RC.UPDATE_AND_CREATE_TOPIC, create_ext(TOPIC, queues=8))
             assert r.code == R.SUCCESS, r.remark

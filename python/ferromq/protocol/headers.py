@@ -722,6 +722,11 @@ class GetTopicStatsInfoRequestHeader(Header):
     topic: str
 
 
+class GetTopicConfigRequestHeader(Header):
+    topic: str
+    lo: bool | None = None
+
+
 class GetConsumerConnectionListRequestHeader(Header):
     consumer_group: str
 

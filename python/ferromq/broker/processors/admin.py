@@ -30,6 +30,7 @@ from ferromq.protocol.headers import (
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
+    GetTopicConfigRequestHeader,
     OffsetResponseHeader,
     SearchOffsetRequestHeader,
 )
@@ -108,6 +109,16 @@ async def delete_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand
 
 async def all_topic_config(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.reply(ResponseCode.SUCCESS, body=dumps(ctx.topics.serialize_wrapper()))
+
+
+async def topic_config(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """One topic's configuration (5.x's GET_TOPIC_CONFIG, which Apache RocketMQ's proxy in cluster mode
+    asks for a topic's message type). No static topics here: no queue mapping in the answer."""
+    h = GetTopicConfigRequestHeader.of(cmd)
+    tc = ctx.topics.get(h.topic)
+    if tc is None:
+        return cmd.reply(ResponseCode.TOPIC_NOT_EXIST, remark=f"No topic in this broker. topic: {h.topic}")
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps(tc.to_json()))
 
 
 async def max_offset(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -218,6 +229,7 @@ HANDLERS: dict[int, ContextHandler[AdminContext]] = {
     RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic,
     RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
     RequestCode.GET_ALL_TOPIC_CONFIG: all_topic_config,
+    RequestCode.GET_TOPIC_CONFIG: topic_config,
     RequestCode.GET_MAX_OFFSET: max_offset,
     RequestCode.GET_MIN_OFFSET: min_offset,
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offset_by_time,
