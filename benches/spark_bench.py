@@ -5,17 +5,22 @@ sets them) is scanned, in the same run and the same local[2] Spark session, by:
 
 - `ferromq`: `spark.read.format("ferromq")` over the store files (all 17 columns);
 - `parquet`: Spark reading the same rows, written once to Parquet (snappy) before timing;
-- `pull`: `ferromq.client.PullConsumer` draining every queue from a `ferromq serve` on the store.
+- `pull`: `ferromq.client.PullConsumer` draining every queue from a `ferromq serve` on the store;
+- `read_topic` (table topics, unless --skip-tables): the store first tiered into its Delta table by
+  the broker's tiering service (run in this process; its rows/s and rows per CPU second are
+  reported), then `ferromq.spark.read_topic` (the table's Parquet files, the log's tail: empty).
 
-Two Spark scans, each touching every column: `rows` materializes every row into a sink that drops
-it (`write.format("noop")`), `columns` aggregates every value of every column. Each is run
+Four Spark scans: `rows` materializes every row into a sink that drops it (`write.format("noop")`),
+`columns` aggregates every value of every column, `bodies` counts the rows and sums the bodies'
+lengths, `one queue` sums the bodies' lengths of one queue of eight (a selective query). Each is run
 --repeat times after a warm-up, readers interleaved, and the best run counts (page cache warm).
 Each run also counts the CPU seconds of Spark's processes (the JVM, its Python daemon and workers,
 live or ended): on a machine shared with other work, CPU per row varies far less than the wall
 clock, so the ratio of CPU per row is reported next to the ratio of rates.
-Prints a table, writes JSON and a PNG bar chart, and the ratios ferromq / parquet (target >= 0.6).
+Prints a table, writes JSON and a PNG bar chart, and the ratios ferromq / parquet (target >= 0.6),
+read_topic / parquet (target >= 0.9) and read_topic / ferromq (target >= 10 for `one queue`).
 
-    .venv/bin/python benches/spark_bench.py [--messages N] [--repeat R] [--out benches/results]
+    .venv/bin/python benches/spark_bench.py [--messages N] [--repeat R] [--skip-tables] [--out DIR]
 """
 
 from __future__ import annotations
@@ -111,7 +116,41 @@ SCANS = {
     "rows": lambda df: df.write.format("noop").mode("overwrite").save(),
     # Every column aggregated.
     "columns": lambda df: every_column(df).collect(),
+    # Issue 30's full scan: the rows counted and the bodies' lengths summed.
+    "bodies": lambda df: df.selectExpr("count(*)", "sum(length(body))").collect(),
+    # A selective query: one column of one queue of eight.
+    "one queue": lambda df: df.where("queue_id = 3").selectExpr("sum(length(body))").collect(),
 }
+
+
+def tier_store(root: Path) -> dict[str, Any]:
+    """Tiers the whole store into its table with the broker's tiering service (in this process,
+    commits of tableTopicMaxCommitBytes, the default): rows/s and rows per CPU second."""
+    from ferromq.broker.config import load_broker_config
+    from ferromq.broker.tiering import TieringService, TieringSettings
+    from ferromq.store import MessageStore
+
+    cfg = load_broker_config(
+        store_path_root_dir=str(root),
+        table_topics=TOPIC,
+        table_topic_min_rows=1,
+        table_topic_compaction_interval_seconds=0,
+    )
+    with MessageStore(root) as store:
+        service = TieringService(store.raw, TieringSettings.of(cfg))
+        c, t = time.process_time(), time.perf_counter()
+        while service.run_once():
+            pass
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        [progress] = service.progress()
+    return {
+        "rows": progress.rows_tiered,
+        "commits": progress.commits,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(cpu, 3),
+        "rows_per_s": progress.rows_tiered / wall,
+        "rows_per_cpu_s": progress.rows_tiered / cpu,
+    }
 
 
 def tree_cpu_seconds(root_pid: int) -> float:
@@ -198,8 +237,8 @@ def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"ferromq": "#c0392b", "parquet": "#2980b9", "pull consumer": "#7f8c8d"}
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    colors = {"ferromq": "#c0392b", "parquet": "#2980b9", "pull consumer": "#7f8c8d", "read_topic": "#27ae60"}
+    fig, axes = plt.subplots(1, 2, figsize=(max(10, len(results) * 0.9), 3.8))
     labels = [f"{r['reader']}\n{r['scan']} scan" for r in results]
     for ax, key, label in ((axes[0], "rows_per_s", "rows/s"), (axes[1], "mb_per_s", "body MB/s")):
         ax.bar(labels, [r[key] for r in results], color=[colors[r["reader"]] for r in results])
@@ -218,6 +257,7 @@ def main() -> None:
     ap.add_argument("--body-size", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-pull", action="store_true", help="leave out the pull consumer")
+    ap.add_argument("--skip-tables", action="store_true", help="leave out tiering and read_topic")
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results"))
     ap.add_argument("--dir", type=Path, default=None, help="scratch directory (default: a temp dir)")
     args = ap.parse_args()
@@ -227,6 +267,13 @@ def main() -> None:
         t = time.perf_counter()
         body_bytes = build_store(root, args.messages, args.body_size)
         print(f"store of {args.messages:,} x {args.body_size} B written in {time.perf_counter() - t:.1f} s")
+        tiering = None
+        if not args.skip_tables:
+            tiering = tier_store(root)
+            print(
+                f"tiered {tiering['rows']:,} rows in {tiering['commits']} commits: "
+                f"{tiering['rows_per_s']:,.0f} rows/s, {tiering['rows_per_cpu_s']:,.0f} rows per CPU second"
+            )
         spark = spark_session()
         parquet_dir = work / "parquet"
         loaders = {
@@ -235,6 +282,10 @@ def main() -> None:
             ),
             "parquet": lambda: spark.read.parquet(str(parquet_dir)),
         }
+        if tiering is not None:
+            from ferromq.spark import read_topic
+
+            loaders["read_topic"] = lambda: read_topic(spark, TOPIC, path=str(root))
         loaders["ferromq"]().write.parquet(str(parquet_dir))
         assert loaders["parquet"]().count() == args.messages
         load_before = os.getloadavg()
@@ -272,10 +323,23 @@ def main() -> None:
             for scan in SCANS
         }
         for scan, ratio in ratios.items():
+            target = " (target >= 0.6)" if scan in ("rows", "columns") else ""
             print(
                 f"ferromq / parquet, {scan} scan: {ratio:.2f}x by rows/s, {cpu_ratios[scan]:.2f}x by rows "
-                "per CPU second (target >= 0.6)"
+                f"per CPU second{target}"
             )
+        table_ratios: dict[str, dict[str, float]] = {}
+        if tiering is not None:
+            for scan in SCANS:
+                rate = by[("read_topic", scan)]["rows_per_s"]
+                table_ratios[scan] = {
+                    "over_parquet": rate / by[("parquet", scan)]["rows_per_s"],
+                    "over_ferromq": rate / by[("ferromq", scan)]["rows_per_s"],
+                }
+                print(
+                    f"read_topic, {scan} scan: {table_ratios[scan]['over_parquet']:.2f}x parquet (target >= "
+                    f"0.9), {table_ratios[scan]['over_ferromq']:.1f}x the ferromq source"
+                )
         print(f"load average {load_before} before the scans, {load_after} after")
         if ("pull consumer", "rows") in by:
             vs_pull = by[("ferromq", "rows")]["rows_per_s"] / by[("pull consumer", "rows")]["rows_per_s"]
@@ -294,10 +358,13 @@ def main() -> None:
                 "body_size": args.body_size,
                 "queues": QUEUES,
                 "repeat": args.repeat,
+                "tables": tiering is not None,
             },
             "results": results,
             "ratio_ferromq_over_parquet": ratios,
             "ratio_ferromq_over_parquet_by_cpu": cpu_ratios,
+            "tiering": tiering,
+            "ratios_read_topic": table_ratios,
             "loadavg_before": load_before,
             "loadavg_after": load_after,
         }

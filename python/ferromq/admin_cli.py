@@ -855,6 +855,68 @@ async def _clean_expired_cq(admin: Admin, args: argparse.Namespace) -> None:
     args.out.result({"told": addrs}, f"consume queues with nothing left dropped on {', '.join(addrs)}")
 
 
+# -- table topics ------------------------------------------------------------------------------
+
+
+def _describe_tables(store: str | None, path: str | None, topic: str | None) -> list[dict[str, Any]]:
+    """Each topic table's state, read from its files (and the lag from the store's, read-only)."""
+    # deltalake is needed by this command only.
+    from ferromq import _store
+    from ferromq.tables.layout import is_uri, table_root
+    from ferromq.tables.reader import describe, open_table
+
+    root = table_root(store or "", path)
+    if topic is not None:
+        topics = [topic]
+    elif is_uri(root):
+        raise UsageError(f"name the --topic: the tables under {root} cannot be listed")
+    else:
+        topics = sorted(log.parent.name for log in Path(root).glob("*/_delta_log"))
+    bounds: dict[str, dict[int, tuple[int, int]]] = {}
+    if store is not None:
+        view = _store.Store(store, read_only=True)
+        try:
+            for t, q, lo, hi in view.queues():
+                bounds.setdefault(t, {})[q] = (lo, hi)
+        finally:
+            view.close()
+    out = []
+    for t in topics:
+        table = open_table(root, t)
+        if table is None:
+            raise TopicNotExistError(f"topic {t} has no table under {root}")
+        out.append({"topic": t, **describe(table, bounds.get(t, {}) if store is not None else None)})
+    return out
+
+
+async def _table_topics(admin: Admin, args: argparse.Namespace) -> None:
+    if args.store is None and args.path is None:
+        raise UsageError("give --store (the broker's store root) or --path (its tableTopicPath)")
+    tables = await asyncio.to_thread(_describe_tables, args.store, args.path, args.topic)
+    t = _table(
+        "topic",
+        "version",
+        "files",
+        "rows",
+        "queues",
+        "lag",
+        "last commit",
+        right=("version", "files", "rows", "queues", "lag"),
+    )
+    for d in tables:
+        lag = d.get("lag")
+        t.add_row(
+            d["topic"],
+            str(d["version"]),
+            str(d["files"]),
+            str(d["rows"]),
+            str(len(d["queues"])),
+            "-" if lag is None else str(lag),
+            _ms(d["lastCommitTimestamp"] or 0),
+        )
+    args.out.result(tables, t, f"{len(tables)} table topic(s)")
+
+
 # -- the parser --------------------------------------------------------------------------------
 
 
@@ -1027,6 +1089,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("--queue", "-q", type=int, required=True, help="queue id")
     c.add_argument("--offset", "-o", type=int, required=True, help="queue offset")
     message_options(c)
+
+    # table topics
+    c = cmd(
+        "table-topics",
+        _table_topics,
+        "table topics (tableTopics): each table's version, files, rows, committed offsets and lag, "
+        "read from the table's files",
+    )
+    c.add_argument("--store", help="the broker's store root: tables under STORE/tables, lag behind its log")
+    c.add_argument("--path", help="the tables' directory or URI (tableTopicPath; default STORE/tables)")
+    c.add_argument("--topic", help="only this topic")
 
     # retention
     for name, what, func in (

@@ -22,7 +22,7 @@ from ferromq.broker.controller_link import ControllerLink
 from ferromq.broker.dataplane import DataPlanes
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
-from ferromq.broker.metrics import MetricsExporter
+from ferromq.broker.metrics import MetricsExporter, TieringCollector
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.pop.modes import RequestModeManager
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
@@ -52,6 +52,7 @@ from ferromq.remoting.server import ServerLimits
 from ferromq.store import FlushDiskType, MessageStore
 
 if TYPE_CHECKING:
+    from ferromq.broker.tiering import TieringService
     from ferromq.proxy.server import GrpcServer
 
 logger = logging.getLogger(__name__)
@@ -92,6 +93,8 @@ class Broker:
         self.controller: ControllerLink | None = None
         """Controller mode (enableControllerMode): the link that decides this broker's role."""
         """The /metrics endpoint when metricsExporterType=PROM."""
+        self.tiering: TieringService | None = None
+        """Table topics (tableTopics): appends chosen topics to Delta tables."""
         # GET_BROKER_CONFIG's dataVersion: bumped by each UPDATE_BROKER_CONFIG.
         self.config_version = 0
         self.config_timestamp = int(time.time() * 1000)
@@ -262,6 +265,7 @@ class Broker:
             metrics = MetricsExporter(self, cfg.metrics_prom_exporter_host, cfg.metrics_prom_exporter_port)
             self.metrics = metrics
             await self._start_service("metrics", metrics.start, metrics.stop)
+        await self._start_tiering()
         self._tasks = [
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
             loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
@@ -298,6 +302,23 @@ class Broker:
         await self._start_service("ACL file watcher", watcher.start, watcher.stop)
         logger.info("ACL enabled: %s", acl.default_file)
         return AclGuard(acl)
+
+    async def _start_tiering(self) -> None:
+        """Table topics, when tableTopics names any, on a master outside controller mode."""
+        cfg = self.config
+        if not cfg.table_topics.strip():
+            return
+        if cfg.is_slave or cfg.enable_controller_mode:
+            logger.warning("tableTopics is set but table topics run only on a master outside controller mode")
+            return
+        # deltalake and pyarrow only where tables are written.
+        from ferromq.broker.tiering import TieringService
+
+        tiering = TieringService.of(self.store.raw, cfg)
+        self.tiering = tiering
+        await self._start_service("table topics", tiering.start, tiering.stop)
+        if self.metrics is not None:
+            self.metrics.registry.register(TieringCollector(tiering, self))
 
     async def _start_service(self, name: str, start: Step, stop: Step) -> None:
         """Starts a service; `stop` stops it again when the broker stops (or a later step of

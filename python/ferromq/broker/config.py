@@ -251,6 +251,26 @@ class BrokerConfig:
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = 5557
+    # Table topics (ferromq.broker.tiering, a ferromq feature): the topics of tableTopics are
+    # appended to one Delta Lake table each under tableTopicPath (a directory or a URI pyarrow and
+    # delta-rs both write, default <storePathRootDir>/tables). tableTopics is a comma-separated list
+    # of topic names, or `regex:` and a regular expression matched against whole names (internal
+    # topics left out); "" tiers nothing. Every tableTopicIntervalSeconds a topic is committed when
+    # tableTopicMinRows messages wait or the oldest waiting one is tableTopicMaxDelaySeconds old,
+    # at most tableTopicMaxCommitBytes of records per commit. Every
+    # tableTopicCompactionIntervalSeconds (0: never) small files are merged towards
+    # tableTopicTargetFileBytes, days older than tableTopicRetentionDays (0: kept forever) are
+    # deleted, and files unused for tableTopicVacuumRetentionHours are removed.
+    table_topics: str = ""
+    table_topic_path: str | None = None
+    table_topic_interval_seconds: int = 10
+    table_topic_min_rows: int = 10_000
+    table_topic_max_delay_seconds: int = 60
+    table_topic_max_commit_bytes: int = 256 * 1024 * 1024
+    table_topic_compaction_interval_seconds: int = 3600
+    table_topic_target_file_bytes: int = 128 * 1024 * 1024
+    table_topic_retention_days: int = 0
+    table_topic_vacuum_retention_hours: int = 168
     profile: str = "rocketmq"
     """The entry of `PROFILES` the values were layered on (not a broker.conf key)."""
 
@@ -318,6 +338,14 @@ class BrokerConfig:
     @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
+
+    @property
+    def table_topic_selection(self) -> tuple[tuple[str, ...], str | None]:
+        """tableTopics as (topic names, None) or ((), regular expression)."""
+        text = self.table_topics.strip()
+        if text.startswith(TABLE_TOPICS_REGEX):
+            return (), text[len(TABLE_TOPICS_REGEX) :]
+        return tuple(t.strip() for t in text.split(",") if t.strip()), None
 
     @property
     def controller_addrs(self) -> list[str]:
@@ -416,6 +444,14 @@ class BrokerConfig:
             bad("default_message_request_mode", "PULL or POP")
         if self.data_plane not in DATA_PLANES:
             bad("data_plane", " or ".join(DATA_PLANES))
+        names, pattern = self.table_topic_selection
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                bad("table_topics", f"names or regex:PATTERN with a valid regular expression ({e})")
+        elif not all(_TOPIC_NAME.fullmatch(n) for n in names):
+            bad("table_topics", "comma-separated topic names, or regex:PATTERN")
         if self.profile not in PROFILES:
             out.append(("profile", f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}"))
         return out
@@ -423,6 +459,9 @@ class BrokerConfig:
 
 METRICS_EXPORTER_TYPES = ("DISABLE", "PROM")
 DATA_PLANES = ("rust", "python")
+# tableTopics: this prefix makes the rest a regular expression over topic names.
+TABLE_TOPICS_REGEX = "regex:"
+_TOPIC_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")  # TopicValidator's characters and length
 
 # The least value of each number field (1: must be > 0); sizes the store needs at least.
 _AT_LEAST: dict[str, int] = {
@@ -480,6 +519,14 @@ _AT_LEAST: dict[str, int] = {
     "timer_congest_num_each_slot": 1,
     "mapped_file_size_timer_log": 4096,
     "revive_queue_num": 1,
+    "table_topic_interval_seconds": 1,
+    "table_topic_min_rows": 1,
+    "table_topic_max_delay_seconds": 0,
+    "table_topic_max_commit_bytes": 1024 * 1024,
+    "table_topic_compaction_interval_seconds": 0,
+    "table_topic_target_file_bytes": 1024 * 1024,
+    "table_topic_retention_days": 0,
+    "table_topic_vacuum_retention_hours": 0,
 }
 _JAVA_INT_MAX = 2**31 - 1
 _JAVA_LONG_MAX = 2**63 - 1

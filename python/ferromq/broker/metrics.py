@@ -38,6 +38,7 @@ from ferromq.protocol.constants import (
 
 if TYPE_CHECKING:
     from ferromq.broker.processors.context import MetricsContext
+    from ferromq.broker.tiering import TieringService
 
 logger = logging.getLogger(__name__)
 
@@ -293,6 +294,50 @@ class BrokerCollector(Collector):
         yield _gauge(
             "rocketmq_timing_messages", "Timer messages waiting in the wheel", names, values, t["pending"]
         )
+
+
+class TieringCollector(Collector):
+    """Table topics (ferromq.broker.tiering): per topic, what was tiered since the broker started
+    and how far its table is behind the log, read at scrape time."""
+
+    def __init__(self, tiering: TieringService, broker: MetricsContext) -> None:
+        self.tiering = tiering
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        cfg = self.broker.config
+        common = {"cluster": cfg.broker_cluster_name, "node_type": "broker", "node_id": cfg.broker_name}
+        labels = [*common, "topic"]
+        values = list(common.values())
+        progress = self.tiering.progress()
+        lags = self.tiering.lags(progress)
+        rows = CounterMetricFamily(
+            "ferromq_table_topic_rows", "Messages appended to the topic's table", labels=labels
+        )
+        commits = CounterMetricFamily(
+            "ferromq_table_topic_commits", "Commits to the topic's table", labels=labels
+        )
+        failures = CounterMetricFamily(
+            "ferromq_table_topic_failures", "Tiering or compaction runs that failed", labels=labels
+        )
+        lost = CounterMetricFamily(
+            "ferromq_table_topic_lost_messages",
+            "Messages retention deleted from the log before they were tiered",
+            labels=labels,
+        )
+        lag = GaugeMetricFamily(
+            "ferromq_table_topic_lag_messages", "Messages not in the table yet", labels=labels
+        )
+        version = GaugeMetricFamily("ferromq_table_topic_version", "The table's Delta version", labels=labels)
+        for p in progress:
+            topic = [*values, p.topic]
+            rows.add_metric(topic, p.rows_tiered)
+            commits.add_metric(topic, p.commits)
+            failures.add_metric(topic, p.failures)
+            lost.add_metric(topic, p.rows_lost)
+            lag.add_metric(topic, lags.get(p.topic, 0))
+            version.add_metric(topic, -1 if p.version is None else p.version)
+        yield from (rows, commits, failures, lost, lag, version)
 
 
 def _gauge(name: str, doc: str, names: list[str], values: list[str], value: float) -> GaugeMetricFamily:

@@ -7,8 +7,27 @@
 Batch and streaming reads, straight from the store files (`path`) or through the brokers' pull
 protocol (`namesrv`). Options and columns are described in `ferromq.spark.options` and
 `ferromq.spark.schema`; pyspark and pyarrow are imported only by this package.
+
+A topic the broker keeps as a table topic (`tableTopics`) reads at Parquet speed with
+`read_topic(spark, "Orders", path="/data/store")`: its Delta table's files and the log's tail after
+them, as one DataFrame (`ferromq.spark.tables`).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ferromq.spark.source import FerroMQDataSource
 
-__all__ = ["FerroMQDataSource"]
+if TYPE_CHECKING:
+    from ferromq.spark.tables import read_topic
+
+__all__ = ["FerroMQDataSource", "read_topic"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: deltalake and pyarrow.dataset (which imports pandas) cost ~0.2 s, and
+    # every Spark task's fresh Python worker imports this package.
+    if name == "read_topic":
+        from ferromq.spark.tables import read_topic
+
+        return read_topic
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,346 @@
+"""Table topics: the broker appends chosen topics to Delta Lake tables (`ferromq.tables`).
+
+broker.conf chooses the topics (`tableTopics`: comma-separated names, or `regex:` and a regular
+expression over whole topic names, internal topics left out) and where the tables go
+(`tableTopicPath`, default `<storePathRootDir>/tables`, one table per topic under it). Every
+`tableTopicIntervalSeconds` the service looks at each chosen topic's queues: when
+`tableTopicMinRows` messages are waiting, or the oldest waiting one was stored
+`tableTopicMaxDelaySeconds` ago, it reads them from the store (decoded into Arrow in Rust, as the
+Spark source reads them), writes them as Parquet files and commits them with each queue's next
+offset as a Delta app transaction (see `ferromq.tables.writer` for why that is exactly once). One
+commit takes at most `tableTopicMaxCommitBytes` of records, shared among the queues that wait; a
+topic further behind is committed again at once. On start, each table says where it ended.
+
+Every `tableTopicCompactionIntervalSeconds` each table's small files are merged (Delta optimize),
+days older than `tableTopicRetentionDays` are deleted, and files no version of the last
+`tableTopicVacuumRetentionHours` uses are removed (vacuum, which also removes files a crash left
+uncommitted).
+
+Offsets retention deleted before they were tiered are skipped, logged, counted (`rows_lost`) and
+recorded as passed in the next commit. The work runs on one thread of its own: the store's reads
+and the Parquet encoding release the GIL, and the event loop never waits for it.
+
+Runs on a master not in controller mode (a slave's store holds the same messages; in controller
+mode the role moves, which this first version does not follow).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from ferromq import _store
+from ferromq.broker.config import BrokerConfig
+from ferromq.broker.topics import SYSTEM_TOPICS
+from ferromq.tables.columns import BATCH_BYTES, QueueRows, read_queue
+from ferromq.tables.layout import table_root, table_uri
+from ferromq.tables.writer import TopicTable
+
+logger = logging.getLogger(__name__)
+
+# Test hook, off unless set: the path of a file the service creates after writing a commit's files
+# and before committing them; it commits once the file is removed (and gives the commit up if the
+# broker stops first). Tests kill the broker while the file exists: the crash lands between the
+# two steps every time.
+PAUSE_ENV = "FERROMQ_TEST_TIERING_PAUSE_BEFORE_COMMIT"
+
+
+@dataclass(frozen=True)
+class TieringSettings:
+    """The tableTopic* keys of broker.conf, as the service uses them."""
+
+    root: str
+    names: tuple[str, ...]
+    pattern: str | None
+    interval: float
+    min_rows: int
+    max_delay_ms: int
+    max_commit_bytes: int
+    compaction_interval: float
+    target_file_bytes: int
+    retention_days: int
+    vacuum_retention_hours: int
+
+    @classmethod
+    def of(cls, cfg: BrokerConfig) -> TieringSettings:
+        names, pattern = cfg.table_topic_selection
+        return cls(
+            root=table_root(cfg.store_path_root_dir, cfg.table_topic_path),
+            names=names,
+            pattern=pattern,
+            interval=float(cfg.table_topic_interval_seconds),
+            min_rows=cfg.table_topic_min_rows,
+            max_delay_ms=cfg.table_topic_max_delay_seconds * 1000,
+            max_commit_bytes=cfg.table_topic_max_commit_bytes,
+            compaction_interval=float(cfg.table_topic_compaction_interval_seconds),
+            target_file_bytes=cfg.table_topic_target_file_bytes,
+            retention_days=cfg.table_topic_retention_days,
+            vacuum_retention_hours=cfg.table_topic_vacuum_retention_hours,
+        )
+
+    def wants(self, topic: str) -> bool:
+        if self.pattern is None:
+            return topic in self.names
+        internal = topic in SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_")
+        return not internal and re.fullmatch(self.pattern, topic) is not None
+
+
+@dataclass
+class TopicProgress:
+    """What the service did for one topic since the broker started, and where its table ends."""
+
+    topic: str
+    uri: str
+    rows_tiered: int = 0
+    commits: int = 0
+    failures: int = 0
+    rows_lost: int = 0
+    version: int | None = None
+    committed: dict[int, int] = field(default_factory=dict)
+    """Per queue, the offset after the last row the table holds."""
+    last_commit_ms: int | None = None
+    last_error: str | None = None
+
+
+class TieringService:
+    """Appends the chosen topics to their tables in the background (see the module's doc)."""
+
+    def __init__(self, store: _store.Store, settings: TieringSettings) -> None:
+        self._store = store
+        self.settings = settings
+        self._tables: dict[str, TopicTable] = {}
+        self._progress: dict[str, TopicProgress] = {}
+        self._lock = threading.Lock()  # `_progress`: written on the thread, read by scrapes
+        self._stopping = threading.Event()
+        self._executor: ThreadPoolExecutor | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._running: asyncio.Future[bool] | None = None
+        self._last_maintenance = time.monotonic()
+        self._pause_file = os.environ.get(PAUSE_ENV) or None
+
+    @classmethod
+    def of(cls, store: _store.Store, cfg: BrokerConfig) -> TieringService:
+        return cls(store, TieringSettings.of(cfg))
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._stopping.clear()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="table-topics")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="table-topics")
+        self._task.add_done_callback(_log_death)
+        s = self.settings
+        chosen = ", ".join(s.names) if s.pattern is None else f"topics matching {s.pattern!r}"
+        logger.info("table topics: %s, tables under %s", chosen, s.root)
+
+    async def stop(self) -> None:
+        """Stops after the commit in progress (if any); idempotent."""
+        self._stopping.set()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        # The thread may still be in a cycle: the store must outlive it.
+        running, self._running = self._running, None
+        if running is not None:
+            await asyncio.gather(running, return_exceptions=True)
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._executor is not None
+        while True:
+            self._running = loop.run_in_executor(self._executor, self.run_once)
+            try:
+                # Shielded: cancelling the task must not forget a cycle the thread still runs.
+                more = await asyncio.shield(self._running)
+            except Exception:
+                logger.exception("table topics: a cycle failed")
+                more = False
+            self._running = None
+            await asyncio.sleep(0 if more else self.settings.interval)
+
+    # -- one cycle (on the service's thread) ------------------------------------------------------
+
+    def run_once(self) -> bool:
+        """Tiers every chosen topic that is due, then compacts and vacuums when that is due;
+        whether a topic has more waiting than one commit took."""
+        by_topic: dict[str, list[tuple[int, int, int]]] = {}
+        for topic, queue_id, lo, hi in self._store.queues():
+            if self.settings.wants(topic):
+                by_topic.setdefault(topic, []).append((queue_id, lo, hi))
+        more = False
+        for topic in sorted(by_topic):
+            if self._stopping.is_set():
+                return False
+            try:
+                more |= self._tier(topic, sorted(by_topic[topic]))
+            except Exception as e:
+                logger.exception("table topic %s: tiering failed; the table is read again next time", topic)
+                self._tables.pop(topic, None)
+                self._update(topic, failures=1, last_error=f"{type(e).__name__}: {e}")
+        interval = self.settings.compaction_interval
+        if interval > 0 and time.monotonic() - self._last_maintenance >= interval:
+            # Also tables whose topic the log no longer holds: their retention still applies.
+            with self._lock:
+                known = set(self._progress)
+            self.maintain(set(by_topic) | known)
+            self._last_maintenance = time.monotonic()
+        return more
+
+    def _table(self, topic: str) -> TopicTable:
+        table = self._tables.get(topic)
+        if table is None:
+            table = TopicTable(table_uri(self.settings.root, topic), topic)
+            self._tables[topic] = table
+        return table
+
+    def _tier(self, topic: str, queues: list[tuple[int, int, int]]) -> bool:
+        s = self.settings
+        table = self._table(topic)
+        committed = table.committed(q for q, _, _ in queues)
+        self._update(topic, committed=committed, version=table.version)
+        # Where each queue continues; below the log's minimum, retention deleted offsets first.
+        starts = {q: max(committed.get(q, lo), lo) for q, lo, _ in queues}
+        gaps = {q: lo - committed[q] for q, lo, _ in queues if q in committed and committed[q] < lo}
+        waiting = {q: hi - starts[q] for q, _, hi in queues if hi > starts[q]}
+        if not waiting and not gaps:
+            return False
+        if waiting and not gaps and sum(waiting.values()) < s.min_rows:
+            oldest = min(
+                (t for q in waiting if (t := self._store.store_time(topic, q, starts[q])) is not None),
+                default=None,
+            )
+            if oldest is None or int(time.time() * 1000) - oldest < s.max_delay_ms:
+                return False
+        share = max(BATCH_BYTES, s.max_commit_bytes // max(1, len(waiting)))
+        ends = {q: hi for q, _, hi in queues}
+        parts: list[QueueRows] = []
+        for q in sorted(waiting):
+            parts.append(read_queue(self._store, topic, q, starts[q], ends[q], share))
+        offsets = {q: starts[q] for q in gaps}
+        offsets.update({p.queue_id: p.next_offset for p in parts if p.next_offset > starts[p.queue_id]})
+        lost = sum(gaps.values()) + sum(p.lost for p in parts)
+        if lost:
+            logger.warning(
+                "table topic %s: %d message(s) were deleted from the log before they were tiered", topic, lost
+            )
+        if not offsets:
+            return False
+        files = table.write_files(parts)
+        if not self._pause_before_commit(topic, [f.action.path for f in files]):
+            return False
+        version = table.commit(files, offsets)
+        rows = sum(f.rows for f in files)
+        logger.debug("table topic %s: version %d, %d row(s) in %d file(s)", topic, version, rows, len(files))
+        self._update(
+            topic,
+            rows_tiered=rows,
+            commits=1,
+            rows_lost=lost,
+            committed=offsets,
+            version=version,
+            last_commit_ms=int(time.time() * 1000),
+            last_error=None,
+        )
+        # Only a queue that moved and has more: one that cannot move must not spin the loop.
+        return any(p.start < p.next_offset < ends[p.queue_id] for p in parts)
+
+    def maintain(self, topics: Iterable[str]) -> None:
+        """Compaction, the table's retention and vacuum of each topic's table."""
+        s = self.settings
+        for topic in sorted(topics):
+            if self._stopping.is_set():
+                return
+            try:
+                table = self._table(topic)
+                removed = table.compact(s.target_file_bytes)
+                expired = table.expire(s.retention_days) if s.retention_days > 0 else 0
+                vacuumed = table.vacuum(s.vacuum_retention_hours)
+                self._update(topic, version=table.version)
+                logger.info(
+                    "table topic %s: %d file(s) compacted, %d row(s) past retention, %d file(s) vacuumed",
+                    topic,
+                    removed,
+                    expired,
+                    vacuumed,
+                )
+            except Exception as e:
+                logger.exception("table topic %s: compaction or vacuum failed", topic)
+                self._tables.pop(topic, None)
+                self._update(topic, failures=1, last_error=f"{type(e).__name__}: {e}")
+
+    def _pause_before_commit(self, topic: str, files: list[str]) -> bool:
+        """The test hook (`PAUSE_ENV`); False when the broker stopped during the pause."""
+        path = self._pause_file
+        if path is None:
+            return True
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"topic": topic, "files": files}, f)
+        while os.path.exists(path):
+            if self._stopping.wait(0.05):
+                return False
+        return True
+
+    # -- progress --------------------------------------------------------------------------------
+
+    def _update(
+        self,
+        topic: str,
+        *,
+        rows_tiered: int = 0,
+        commits: int = 0,
+        failures: int = 0,
+        rows_lost: int = 0,
+        committed: dict[int, int] | None = None,
+        version: int | None = None,
+        last_commit_ms: int | None = None,
+        last_error: str | None = "",
+    ) -> None:
+        """Adds the counts and sets what is given ("" leaves `last_error` as it is)."""
+        with self._lock:
+            p = self._progress.get(topic)
+            if p is None:
+                p = self._progress[topic] = TopicProgress(topic, table_uri(self.settings.root, topic))
+            p.rows_tiered += rows_tiered
+            p.commits += commits
+            p.failures += failures
+            p.rows_lost += rows_lost
+            if committed:
+                p.committed.update(committed)
+            if version is not None:
+                p.version = version
+            if last_commit_ms is not None:
+                p.last_commit_ms = last_commit_ms
+            if last_error != "":
+                p.last_error = last_error
+
+    def progress(self) -> list[TopicProgress]:
+        """A copy of each topic's progress."""
+        with self._lock:
+            return [replace(p, committed=dict(p.committed)) for _, p in sorted(self._progress.items())]
+
+    def lags(self, progress: Iterable[TopicProgress]) -> dict[str, int]:
+        """Per topic, the messages the log holds that its table does not yet."""
+        committed = {p.topic: p.committed for p in progress}
+        out = dict.fromkeys(committed, 0)
+        for topic, q, lo, hi in self._store.queues():
+            done = committed.get(topic)
+            if done is not None:
+                out[topic] += max(0, hi - max(lo, done.get(q, lo)))
+        return out
+
+
+def _log_death(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("the table topics service stopped", exc_info=task.exception())

@@ -1,0 +1,227 @@
+"""Appending a topic's rows to its Delta table, exactly once per offset.
+
+A commit is two steps: the rows become Parquet files under the table's directory (`write_files`),
+then one Delta commit adds those files together with an app transaction per queue saying the
+offset after the last row added (`commit`). Delta commits are atomic, so a crash between the two
+steps leaves files no commit names (a reader never sees them; `vacuum` deletes them later) and the
+table's app transactions still say where the last commit ended: the next writer starts there and
+writes those rows again, into new files. Neither a crash nor a restart can skip or repeat a row.
+
+Two writers on one queue cannot both win: a commit is checked against the commits made since the
+table version it read, and Delta refuses one that carries an app transaction another has carried
+meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties
+from deltalake.transaction import AddAction
+
+from ferromq.tables.columns import QueueRows
+from ferromq.tables.layout import (
+    PARTITION_COLUMNS,
+    STATS_COLUMNS,
+    TABLE_CONFIGURATION,
+    app_id,
+    file_schema,
+    table_schema,
+)
+
+logger = logging.getLogger(__name__)
+
+# Row groups of at most this many rows: Spark splits a large file by row groups across tasks.
+ROW_GROUP_ROWS = 131072
+# Snappy: the cheapest to write on the broker and the fastest for Spark to read back.
+COMPRESSION = "snappy"
+
+
+class TableSchemaError(ValueError):
+    """The path holds a Delta table whose columns are not a topic table's."""
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A data file written and not committed yet."""
+
+    action: AddAction
+    queue_id: int
+    rows: int
+
+
+class TopicTable:
+    """One topic's table, opened (created if need be) for appending. Not thread-safe: one writer
+    (the broker's tiering service) uses it from one thread."""
+
+    def __init__(self, uri: str, topic: str) -> None:
+        self.uri = uri
+        self.topic = topic
+        self._fs, self._root = pafs.FileSystem.from_uri(uri)
+        self.table = self._open_or_create()
+
+    def _open_or_create(self) -> DeltaTable:
+        if DeltaTable.is_deltatable(self.uri):
+            table = DeltaTable(self.uri)
+        else:
+            table = DeltaTable.create(
+                self.uri,
+                table_schema(),
+                mode="ignore",  # another process may just have created it
+                partition_by=list(PARTITION_COLUMNS),
+                name=self.topic,
+                description=f"ferromq topic {self.topic}",
+                configuration=TABLE_CONFIGURATION,
+            )
+            logger.info("created the table of topic %s at %s", self.topic, self.uri)
+        columns = [f.name for f in table.schema().fields]
+        if columns != table_schema().names or table.metadata().partition_columns != list(PARTITION_COLUMNS):
+            raise TableSchemaError(
+                f"{self.uri} holds a Delta table that is not a ferromq topic table "
+                f"(columns {columns}, partitioned by {table.metadata().partition_columns})"
+            )
+        return table
+
+    @property
+    def version(self) -> int:
+        return self.table.version()
+
+    def committed(self, queue_ids: Iterable[int]) -> dict[int, int]:
+        """The next offset of each queue that a commit recorded (queues without one are left out)."""
+        out: dict[int, int] = {}
+        for q in queue_ids:
+            version = self.table.transaction_version(app_id(q))
+            if version is not None:
+                out[q] = version
+        return out
+
+    def write_files(self, parts: Sequence[QueueRows]) -> list[WrittenFile]:
+        """The rows as Parquet files, one per queue and day, not committed yet."""
+        written: list[WrittenFile] = []
+        for part in parts:
+            if not part.rows:
+                continue
+            rows = pa.Table.from_batches(part.batches)
+            days = pc.cast(rows.column("store_timestamp"), pa.date32())
+            distinct = pc.unique(days).to_pylist()
+            for day in distinct:
+                # Usually one day: the rows as they are, no copy.
+                chunk = (
+                    rows if len(distinct) == 1 else rows.filter(pc.equal(days, pa.scalar(day, pa.date32())))
+                )
+                written.append(self._write_file(part.queue_id, day, chunk))
+        return written
+
+    def _write_file(self, queue_id: int, day: date, rows: pa.Table) -> WrittenFile:
+        first = rows.column("queue_offset")[0].as_py()
+        rel = f"day={day.isoformat()}/queue_id={queue_id}/part-{first:020d}-{uuid.uuid4().hex}.snappy.parquet"
+        path = f"{self._root}/{rel}"
+        self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        data = rows.select(file_schema().names).cast(file_schema())
+        pq.write_table(
+            data, path, filesystem=self._fs, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS
+        )
+        size = self._fs.get_file_info(path).size
+        action = AddAction(
+            path=rel,
+            size=int(size),
+            partition_values={"day": day.isoformat(), "queue_id": str(queue_id)},
+            modification_time=int(time.time() * 1000),
+            data_change=True,
+            stats=json.dumps(_stats(data)),
+        )
+        return WrittenFile(action, queue_id, rows.num_rows)
+
+    def commit(self, files: Sequence[WrittenFile], offsets: dict[int, int]) -> int:
+        """Adds `files` and records each queue's next offset in one Delta commit; the new version.
+        Raises (deltalake's `CommitFailedError`, ...) when the commit did not happen: the table is
+        then read again."""
+        now = int(time.time() * 1000)
+        props = CommitProperties(
+            app_transactions=[Transaction(app_id(q), off, now) for q, off in sorted(offsets.items())],
+            custom_metadata={
+                "ferromq.topic": self.topic,
+                "ferromq.offsets": {str(q): off for q, off in sorted(offsets.items())},
+            },
+        )
+        try:
+            self.table.create_write_transaction(
+                [f.action for f in files],
+                mode="append",
+                schema=self.table.schema(),
+                partition_by=list(PARTITION_COLUMNS),
+                commit_properties=props,
+            )
+        finally:
+            # create_write_transaction leaves this object at the version it read: a next commit
+            # from it would be checked as concurrent with this one (and refused for its
+            # app transactions).
+            self.table.update_incremental()
+        return self.table.version()
+
+    def compact(self, target_size: int) -> int:
+        """Merges small files of each partition (Delta's optimize); the files removed."""
+        metrics = self.table.optimize.compact(
+            target_size=target_size, writer_properties=WriterProperties(compression="SNAPPY")
+        )
+        self.table.update_incremental()
+        return int(metrics.get("numFilesRemoved", 0))
+
+    def expire(self, retention_days: int, today: date | None = None) -> int:
+        """Deletes the days older than `retention_days` (whole partitions: nothing is rewritten);
+        the rows deleted."""
+        cutoff = (today or datetime.now(UTC).date()) - timedelta(days=retention_days)
+        old = [p for p in self.table.partitions() if (p.get("day") or "9999") < cutoff.isoformat()]
+        if not old:
+            return 0
+        metrics = self.table.delete(f"day < '{cutoff.isoformat()}'")
+        self.table.update_incremental()
+        return int(metrics.get("num_deleted_rows", 0))
+
+    def vacuum(self, retention_hours: int) -> int:
+        """Deletes files no version of the last `retention_hours` uses: those compaction and
+        retention removed, and those a crash left uncommitted; how many."""
+        deleted = self.table.vacuum(
+            retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False, full=True
+        )
+        self.table.update_incremental()
+        return len(deleted)
+
+
+def _stats(data: pa.Table) -> dict[str, object]:
+    """Delta's per-file statistics (numRecords, min/max and null counts) of `STATS_COLUMNS`."""
+    mins: dict[str, object] = {}
+    maxs: dict[str, object] = {}
+    for name in STATS_COLUMNS:
+        col = data.column(name)
+        bounds = pc.min_max(col)
+        lo, hi = bounds["min"], bounds["max"]
+        if pa.types.is_timestamp(col.type):
+            # Delta keeps timestamps to the millisecond: the bounds rounded outwards.
+            lo_us, hi_us = lo.cast(pa.int64()).as_py(), hi.cast(pa.int64()).as_py()
+            mins[name] = _iso_ms(math.floor(lo_us / 1000))
+            maxs[name] = _iso_ms(math.ceil(hi_us / 1000))
+        else:
+            mins[name], maxs[name] = lo.as_py(), hi.as_py()
+    return {
+        "numRecords": data.num_rows,
+        "minValues": mins,
+        "maxValues": maxs,
+        "nullCount": dict.fromkeys(STATS_COLUMNS, 0),
+    }
+
+
+def _iso_ms(ms: int) -> str:
+    t = datetime.fromtimestamp(ms / 1000, UTC)
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
