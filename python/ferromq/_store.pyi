@@ -10,6 +10,7 @@ __all__ = [
     "ConsumerOffsets",
     "DataPlane",
     "GetResult",
+    "GrpcFront",
     "HaMaster",
     "HaSlave",
     "Popped",
@@ -698,6 +699,29 @@ class DataPlane:
     def set_reading(self, conn: int, reading: bool) -> None: ...
     def closed_by_reason(self) -> list[tuple[str, int]]: ...
     def stop(self, grace_ms: int) -> None: ...
+
+@final
+class GrpcFront:
+    """The gRPC port served on Rust threads (crates/grpc): TLS and plain clients as the data
+    plane tells them apart, HTTP/2, every call handed on to grpcio on the Unix socket `upstream`
+    with the client's `ip:port` in the `x-ferromq-peer` header."""
+
+    def __new__(
+        cls,
+        host: str,
+        port: int,
+        upstream: str | PathLike[str],
+        *,
+        threads: int = 2,
+        tls: _PlaneTls | None = None,
+    ) -> GrpcFront:
+        """Binds `host:port` (0: any free port); OSError(errno, ...) when it cannot. `tls` as the
+        data plane's; a `ValueError` says which part of it is unusable."""
+    @property
+    def port(self) -> int: ...
+    def stop(self, grace_ms: int = 1000) -> None:
+        """Stops accepting and tells every client to go; connections still busy after
+        `grace_ms` are closed. Idempotent."""
 
 @final
 class HaSlave:

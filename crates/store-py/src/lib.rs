@@ -7,6 +7,7 @@ mod client_batch;
 mod codec;
 mod columns;
 mod errors;
+mod grpc;
 mod ha;
 mod offsets;
 mod plane;
@@ -39,6 +40,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ha::HaMaster>()?;
     m.add_class::<ha::HaSlave>()?;
     m.add_class::<plane::DataPlane>()?;
+    m.add_class::<grpc::GrpcFront>()?;
     m.add_class::<send::Sender>()?;
     m.add_class::<send::SendOutcome>()?;
     m.add_class::<send::TopicRoute>()?;

@@ -65,7 +65,7 @@ fn known_reason(why: &str) -> &'static str {
 
 /// TLS on the plane's port: `mode` permissive or enforcing, the server's certificate chain and
 /// (unencrypted) key as PEM, `client_auth` none, optional or require, and the PEM certificates
-/// client certificates are checked against.
+/// client certificates are checked against. The gRPC front (`grpc.rs`) is given the same.
 #[derive(FromPyObject)]
 pub struct PlaneTls {
     mode: String,
@@ -76,7 +76,7 @@ pub struct PlaneTls {
 }
 
 impl PlaneTls {
-    fn settings(self) -> Result<TlsSettings, String> {
+    pub(crate) fn settings(self) -> Result<TlsSettings, String> {
         let enforcing = match self.mode.as_str() {
             "permissive" => false,
             "enforcing" => true,

@@ -277,6 +277,7 @@ class Broker:
 
             self.grpc = GrpcServer(self, self._host, cfg.grpc_server_port)
             await self._start_service("gRPC port", self.grpc.start, self.grpc.stop)
+        self.topics.on_created = self.registration_changed
         self.registration.start()
         self._services.append(("name server registration", self.registration.stop))
         logger.info(

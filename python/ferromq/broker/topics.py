@@ -332,6 +332,9 @@ class TopicConfigManager:
         self.data_version = {"counter": 0, "timestamp": int(time.time() * 1000)}
         self.on_change: Callable[[], None] | None = None
         """Called after the table changed (the broker tells its data planes)."""
+        self.on_created: Callable[[], None] | None = None
+        """Called after the broker made a topic itself (auto-created on a send, a retry or dead letter
+        topic): it registers with the name servers at once, as Java's does, so routes find it."""
         self._builtin()
         self._load()
 
@@ -473,6 +476,7 @@ class TopicConfigManager:
         tc = TopicConfig(topic, n, n, template.perm & ~PERM_INHERIT)
         logger.info("auto-created topic %s with %d queues from %s", topic, n, default_topic)
         self.update(tc)
+        self._created()
         return tc
 
     def create_system_topic(
@@ -484,7 +488,12 @@ class TopicConfigManager:
             return existing
         tc = TopicConfig(topic, queue_nums, queue_nums, perm)
         self.update(tc)
+        self._created()
         return tc
+
+    def _created(self) -> None:
+        if self.on_created is not None:
+            self.on_created()
 
     def serialize_wrapper(self) -> dict[str, Any]:
         with self._lock:

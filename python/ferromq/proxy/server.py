@@ -1,17 +1,26 @@
 """The broker's gRPC port (`grpcServerPort`, Apache RocketMQ's proxy port, 8081 by default): the
-RocketMQ 5.x clients' MessagingService, served by grpcio's asyncio server on the broker's event
-loop (`ferromq.proxy.service`)."""
+RocketMQ 5.x clients' MessagingService. Clients connect to the Rust front (`_store.GrpcFront`,
+crates/grpc), which serves TLS and plain clients on the one port as Apache RocketMQ's proxy does
+(`tls.server.mode`; the Java client turns TLS on by default) and hands every call on, over HTTP/2
+on a Unix socket in a private folder, to grpcio's asyncio server on the broker's event loop
+(`ferromq.proxy.service`). The front names the client in the `x-ferromq-peer` header."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
+import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
 
+from ferromq import _store
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.proxy.service import MessagingService
+from ferromq.remoting.tls import PlaneTls, TlsConfigError, TlsMode
 
 if TYPE_CHECKING:
     from ferromq.broker.broker import Broker
@@ -29,6 +38,8 @@ MAX_PENDING_REQUESTS = 10_000
 MAX_PENDING_REQUESTS_HARD = 20_000
 # Seconds the server waits for calls in flight when it stops (long polls end sooner).
 STOP_GRACE_SECONDS = 1.0
+# The front's threads: TLS and HTTP/2 framing only, the calls run in Python.
+FRONT_THREADS = 2
 
 
 class GrpcServer:
@@ -39,6 +50,8 @@ class GrpcServer:
         self.port = 0
         self.service = MessagingService(broker, self.endpoint)
         self._server: grpc.aio.Server | None = None
+        self._front: _store.GrpcFront | None = None
+        self._folder: Path | None = None
 
     def endpoint(self) -> tuple[str, int]:
         """Where clients reach this port (what routes name)."""
@@ -46,27 +59,82 @@ class GrpcServer:
         return host, self.port
 
     async def start(self) -> None:
+        """Starts grpcio on its Unix socket, then the front on the public port. Raises
+        OSError(EADDRINUSE) when the port is taken, `TlsConfigError` for unusable TLS settings."""
+        tls = self._tls()
+        # mkdtemp makes the folder 0700: nothing but this user reaches grpcio past the front.
+        # (Under the temporary directory, not the store: a socket's path is at most 107 bytes.)
+        self._folder = Path(tempfile.mkdtemp(prefix="ferromq-grpc-"))
+        try:
+            front = await self._start_both(self._folder / "grpc.sock", tls)
+        except BaseException:
+            await self._stop_grpcio()
+            raise
+        self._front, self.port = front, front.port
+        self.service.renewals.start()
+        logger.info(
+            "gRPC (RocketMQ 5.x clients) listening on %s:%d (%s)",
+            self._host,
+            front.port,
+            f"TLS {tls.mode}" if tls is not None else "plain only",
+        )
+
+    async def _start_both(self, socket_path: Path, tls: PlaneTls | None) -> _store.GrpcFront:
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_SIZE),
                 ("grpc.server.max_pending_requests", MAX_PENDING_REQUESTS),
                 ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_REQUESTS_HARD),
-                ("grpc.so_reuseport", 0),
             ]
         )
         rpc.add_MessagingServiceServicer_to_server(self.service, server)  # type: ignore[no-untyped-call]
-        port = server.add_insecure_port(f"{self._host}:{self._requested_port}")
-        if port == 0:  # grpcio says no more (most often: the port is taken)
-            raise OSError(errno.EADDRINUSE, f"cannot listen for gRPC on {self._host}:{self._requested_port}")
+        if server.add_insecure_port(f"unix:{socket_path}") == 0:
+            raise OSError(errno.EIO, f"grpcio cannot listen on {socket_path}")
         await server.start()
-        self._server, self.port = server, port
-        self.service.renewals.start()
-        logger.info("gRPC (RocketMQ 5.x clients) listening on %s:%d", self._host, port)
+        self._server = server
+        try:
+            return _store.GrpcFront(
+                self._host, self._requested_port, socket_path, threads=FRONT_THREADS, tls=tls
+            )
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise OSError(
+                    errno.EADDRINUSE, f"cannot listen for gRPC on {self._host}:{self._requested_port}"
+                ) from e
+            raise
+
+    def _tls(self) -> PlaneTls | None:
+        """TLS as the broker's port serves it (the same keys, as Java's proxy reads the same
+        system properties); in permissive test mode without the `cryptography` package, plain
+        clients only, as the data plane does."""
+        settings = self._broker.config.tls_settings()
+        try:
+            return settings.plane_tls()
+        except TlsConfigError as e:
+            test_certificate = settings.test_mode_enable and not settings.cert_path
+            if settings.mode == TlsMode.PERMISSIVE and test_certificate:
+                logger.warning("gRPC port: TLS clients are not served: %s", e)
+                return None
+            raise
 
     async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            await server.stop(STOP_GRACE_SECONDS)
+        # grpcio first: its calls end with a status the clients see; then the front, whose
+        # connections to grpcio have closed, tells the clients to go.
+        await self._stop_grpcio()
+        front, self._front = self._front, None
+        if front is not None:
+            await asyncio.to_thread(front.stop, int(STOP_GRACE_SECONDS * 1000))
         await self.service.renewals.stop()
         for client_id in list(self.service.sessions.by_id):
             self.service.sessions.remove(client_id)
+
+    async def _stop_grpcio(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(STOP_GRACE_SECONDS)
+        self._remove_folder()
+
+    def _remove_folder(self) -> None:
+        folder, self._folder = self._folder, None
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)

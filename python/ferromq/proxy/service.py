@@ -59,6 +59,8 @@ MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 43_200_000
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
 MAX_GROUP_LENGTH = 255
+# The client's address, set by the gRPC front (crates/grpc, ferromq_grpc::PEER_HEADER).
+PEER_HEADER = "x-ferromq-peer"
 
 _TOPIC_CHARS = frozenset("%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _MESSAGE_TYPES = {
@@ -110,10 +112,10 @@ def _metadata(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
     return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
 
 
-def _peer(context: grpc.aio.ServicerContext[Any, Any]) -> str:
-    """`ipv4:127.0.0.1:5000` -> `127.0.0.1:5000`."""
-    peer = context.peer() or ""
-    return peer.split(":", 1)[1] if peer.startswith(("ipv4:", "ipv6:")) else peer
+def _peer(metadata: Mapping[str, str]) -> str:
+    """The client's `ip:port` (`[ip6]:port`): grpcio sees only the gRPC front's Unix socket, so the
+    front names the client in a header of its own, over any value the client sent."""
+    return metadata.get(PEER_HEADER, "")
 
 
 def _duration_ms(d: Any) -> int:
@@ -171,7 +173,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         may touch `resources` (topics, and groups as their retry topics, to PUB / SUB)."""
         md = _metadata(context)
         client_id = md.get("x-mq-client-id", "")
-        peer = _peer(context)
+        peer = _peer(md)
         acl = self._broker.acl
         if acl is not None:
             account = authenticate(acl, md, peer.rsplit(":", 1)[0])

@@ -51,13 +51,15 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  * <p>Prints one {@code RESULT {json}} line on stdout (keys sorted, no message ids, times or hosts) and
  * exits 0; a scenario that throws prints its stack trace on stderr and exits 2. A watchdog (a daemon
  * thread) ends the process with exit code 3 after {@link #WATCHDOG_SECONDS} whatever happens, shutdown
- * included. Scenarios: roundtrip, redelivery, push_tags, wrong_type, fifo, delay, transaction, recall (as
+ * included. Scenarios: roundtrip, redelivery, push_tags, push_sql, dead_letter, wrong_type, fifo, delay,
+ * transaction, recall (as
  * client5_scenarios.py), and for the mixed tests: send (three messages "j5-I|..." with tag TagJ, keys
  * j5-I-k1 and j5-I-k2, properties color=green and seq=I; their message ids) and receive (a SimpleConsumer
  * receives and acks COUNT messages, 3 by default; each with its message id).
  *
- * <p>The client turns TLS on by default; ferromq's gRPC port is plaintext, and so is the Apache proxy's
- * here: {@code enableSsl(false)}. Signed with FERROMQ_TEST_AK / FERROMQ_TEST_SK when both are set.
+ * <p>The client turns TLS on by default; the tests run it plain ({@code enableSsl(false)}) unless
+ * FERROMQ_TEST_SSL=1, which keeps the default (the server's certificate is not checked: the client's
+ * own choice). Signed with FERROMQ_TEST_AK / FERROMQ_TEST_SK when both are set.
  */
 public final class Grpc5 {
     /** The bound of every scenario's own waiting (as DEADLINE_SECONDS in client5_scenarios.py). */
@@ -150,7 +152,7 @@ public final class Grpc5 {
     static ClientConfiguration config(String endpoint) {
         ClientConfigurationBuilder builder = ClientConfiguration.newBuilder()
             .setEndpoints(endpoint)
-            .enableSsl(false)
+            .enableSsl("1".equals(System.getenv("FERROMQ_TEST_SSL")))
             .setRequestTimeout(REQUEST_TIMEOUT);
         String ak = System.getenv("FERROMQ_TEST_AK");
         String sk = System.getenv("FERROMQ_TEST_SK");

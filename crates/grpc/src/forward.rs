@@ -1,0 +1,174 @@
+//! One call handed on to grpcio: the client's request, with its URI made the upstream's and its
+//! address set in [`PEER_HEADER`], goes out on the connection's own HTTP/2 connection to grpcio;
+//! grpcio's reply comes back as it is. Bodies are streamed frame by frame in both directions
+//! (flow control on each side bounds what waits in between), trailers included, so server
+//! streaming (ReceiveMessage) and long bidirectional calls (Telemetry) pass like unary ones.
+//! Dropping either side resets the other's stream, so a client's cancel reaches grpcio.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, Uri};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::client::conn::http2::SendRequest;
+
+/// The header grpcio reads a client's address from (`ip:port`, `[ip6]:port`, as grpcio's own
+/// peer names it): the front sets it on every call, over whatever the client sent, so born hosts
+/// and the ACL's address checks see the client and not the Unix socket.
+pub const PEER_HEADER: &str = "x-ferromq-peer";
+
+/// gRPC's status UNAVAILABLE: grpcio could not be asked (the clients retry such a call).
+const GRPC_UNAVAILABLE: &str = "14";
+
+/// The calls of one connection, started and ended so far: what its idle clock reads.
+#[derive(Debug, Default)]
+pub struct Calls {
+    started: AtomicU64,
+    ended: AtomicU64,
+}
+
+impl Calls {
+    /// Calls started on the connection so far (a change means it was used).
+    pub fn started(&self) -> u64 {
+        self.started.load(Ordering::Acquire)
+    }
+
+    /// Calls not ended yet (their reply's body is still being sent).
+    pub fn open(&self) -> u64 {
+        // `ended` first: a call that ends between the loads cannot make it exceed `started`.
+        let ended = self.ended.load(Ordering::Acquire);
+        self.started() - ended
+    }
+
+    fn begin(self: &Arc<Self>) -> OpenCall {
+        self.started.fetch_add(1, Ordering::AcqRel);
+        OpenCall(self.clone())
+    }
+}
+
+/// A call, counted open until its reply's body is dropped (sent or reset).
+struct OpenCall(Arc<Calls>);
+
+impl Drop for OpenCall {
+    fn drop(&mut self) {
+        self.0.ended.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// What one client connection hands its calls on with.
+pub struct Forwarder {
+    upstream: SendRequest<Incoming>,
+    peer: HeaderValue,
+    pub calls: Arc<Calls>,
+}
+
+impl Forwarder {
+    /// Calls from the client at `peer`, handed on over `upstream`.
+    pub fn new(upstream: SendRequest<Incoming>, peer: SocketAddr) -> Forwarder {
+        let peer = HeaderValue::from_str(&peer.to_string())
+            .expect("a socket address is a valid header value");
+        Forwarder {
+            upstream,
+            peer,
+            calls: Arc::default(),
+        }
+    }
+
+    /// grpcio's reply to `req`, or UNAVAILABLE when grpcio could not be asked.
+    pub async fn call(&self, req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
+        let call = self.calls.begin();
+        let (mut parts, body) = req.into_parts();
+        parts.uri = upstream_uri(parts.uri);
+        // `insert` replaces every value the client sent: only the front names the peer.
+        parts.headers.insert(PEER_HEADER, self.peer.clone());
+        let mut upstream = self.upstream.clone();
+        Ok(
+            match upstream
+                .send_request(Request::from_parts(parts, body))
+                .await
+            {
+                Ok(reply) => reply.map(|body| Reply {
+                    body: Some(body),
+                    _call: call,
+                }),
+                Err(e) => {
+                    log::debug!("gRPC call from {:?} not handed on: {e}", self.peer);
+                    unavailable(call)
+                }
+            },
+        )
+    }
+}
+
+/// The client's URI with the upstream's scheme (grpcio listens in plain text); gRPC clients
+/// always send an authority and a path, the defaults only keep the URI whole.
+fn upstream_uri(uri: Uri) -> Uri {
+    let mut parts = uri.into_parts();
+    parts.scheme = Some(Scheme::HTTP);
+    parts
+        .authority
+        .get_or_insert(Authority::from_static("localhost"));
+    parts
+        .path_and_query
+        .get_or_insert(PathAndQuery::from_static("/"));
+    Uri::from_parts(parts).expect("a scheme, an authority and a path make a URI")
+}
+
+/// A trailers-only reply with gRPC status UNAVAILABLE.
+fn unavailable(call: OpenCall) -> Response<Reply> {
+    let mut reply = Response::new(Reply {
+        body: None,
+        _call: call,
+    });
+    let headers = reply.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert("grpc-status", HeaderValue::from_static(GRPC_UNAVAILABLE));
+    headers.insert(
+        "grpc-message",
+        HeaderValue::from_static("the broker's gRPC service is not reachable"),
+    );
+    reply
+}
+
+/// A reply's body: grpcio's, frame by frame as it comes (data, then trailers); none for a reply
+/// the front made itself.
+pub struct Reply {
+    body: Option<Incoming>,
+    _call: OpenCall,
+}
+
+impl Body for Reply {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match self.body.as_mut() {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.body {
+            Some(body) => body.is_end_stream(),
+            None => true,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body
+            .as_ref()
+            .map_or(SizeHint::with_exact(0), Body::size_hint)
+    }
+}
