@@ -1,64 +1,23 @@
 """A queue's records as Arrow, decoded by the store in Rust (`_store.Store.read_columns`).
 
-`record_batch` wraps the decoder's buffers (still owned by Rust) into a `pyarrow.RecordBatch`
-without copying, exactly as `ferromq.spark.schema.record_batch` does for the Spark source (that
-module imports pyspark, which the broker does not have).
+The decoder's buffers (still owned by Rust) become a `pyarrow.RecordBatch` without copying
+(`ferromq.arrow_columns.record_batch`, as for the Spark source).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
 from ferromq import _store
+from ferromq.arrow_columns import record_batch
 from ferromq.tables.layout import row_schema
 
 # Statuses where a walk jumped over offsets whose files retention deleted (as ferromq.spark.local).
 LOSS_STATUSES = frozenset({"OFFSET_TOO_SMALL", "MESSAGE_WAS_REMOVING", "OFFSET_FOUND_NULL"})
 BATCH_ROWS = 65536
 BATCH_BYTES = 4 << 20
-
-
-def _var(kind: pa.DataType, rows: int, parts: tuple[Any, int, Any, Any]) -> pa.Array:
-    validity, nulls, offsets, data = parts
-    buffers = [
-        None if validity is None else pa.py_buffer(validity),
-        pa.py_buffer(offsets),
-        pa.py_buffer(data),
-    ]
-    return pa.Array.from_buffers(kind, rows, buffers, null_count=nulls)
-
-
-def _fixed(kind: pa.DataType, rows: int, data: Any) -> pa.Array:
-    return pa.Array.from_buffers(kind, rows, [None, pa.py_buffer(data)], null_count=0)
-
-
-def record_batch(cols: dict[str, Any], schema: pa.Schema) -> pa.RecordBatch:
-    """The column buffers of `read_columns` / `decode_columns` as a RecordBatch of `schema` (one
-    of `row_schema`'s)."""
-    rows = int(cols["rows"])
-    arrays: list[pa.Array] = []
-    for field in schema:
-        raw = cols[field.name]
-        kind = field.type
-        if pa.types.is_map(kind):
-            entry_offsets, keys, values = raw
-            n_entries = len(keys[2]) // 4 - 1  # one more offset than entries
-            arrays.append(
-                pa.MapArray.from_arrays(
-                    _fixed(pa.int32(), rows + 1, entry_offsets),
-                    _var(pa.string(), n_entries, keys),
-                    _var(pa.string(), n_entries, values),
-                    type=kind,
-                )
-            )
-        elif pa.types.is_string(kind) or pa.types.is_binary(kind):
-            arrays.append(_var(kind, rows, raw))
-        else:
-            arrays.append(_fixed(kind, rows, raw))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 @dataclass(frozen=True)
