@@ -43,6 +43,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_seconds_by_thread(pid: int) -> dict[str, float]:
+    """utime + stime of a process's threads, summed by thread name (/proc/PID/task/*/comm), so a
+    benchmark can say which part of a server spent its CPU. Threads that ended are not counted."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 @contextlib.contextmanager
 def serving(
     conf: Path | None,

@@ -68,7 +68,7 @@ sys.path.insert(0, str(HERE.parent / "tools"))
 
 import apache_rocketmq  # noqa: E402  (tools/ is not a package)
 import grpc  # noqa: E402
-from benchlib import cpu_seconds, free_port, serving, write_results  # noqa: E402
+from benchlib import cpu_seconds, cpu_seconds_by_thread, free_port, serving, write_results  # noqa: E402
 from google.protobuf import duration_pb2, timestamp_pb2  # noqa: E402
 
 from ferromq.client.admin import Admin  # noqa: E402
@@ -170,6 +170,11 @@ class Server:
     def cpu(self) -> tuple[float, float | None]:
         ns = cpu_seconds(self.namesrv_pid) if self.namesrv_pid is not None else None
         return cpu_seconds(self.pid), ns
+
+    def threads(self) -> dict[str, float]:
+        """The server's CPU seconds by thread name (ferromq: `ferromq-grpc` is the Rust gRPC front,
+        the Python event loop the process's own name)."""
+        return cpu_seconds_by_thread(self.pid)
 
 
 @contextlib.contextmanager
@@ -544,6 +549,12 @@ def _cpu_fields(
     }
 
 
+def by_thread(before: dict[str, float], after: dict[str, float], done: int) -> dict[str, float]:
+    """CPU microseconds per message by thread name, the busiest first (those above 1 µs)."""
+    per = {k: (v - before.get(k, 0.0)) / done * 1e6 for k, v in after.items()} if done else {}
+    return {k: round(v, 1) for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v >= 1}
+
+
 # -- 1. send --------------------------------------------------------------------------------------
 
 
@@ -560,9 +571,9 @@ async def send_case(
     await asyncio.sleep(3)
     idle, _ = await idle_rate(server)
     load0 = loadavg()
-    (c0, n0), cc0 = server.cpu(), client_cpu()
+    (c0, n0), cc0, t0 = server.cpu(), client_cpu(), server.threads()
     sent = await send_all(producers, TOPIC, n, in_flight, body, ids, 300 + n / 200)
-    (c1, n1), cc1 = server.cpu(), client_cpu()
+    (c1, n1), cc1, t1 = server.cpu(), client_cpu(), server.threads()
     print(f"  [{server.kind}] {sent.ok:,} sent at {sent.rate:,.0f}/s ({sent.failed} failed)", flush=True)
     ns_cpu = n1 - n0 if n0 is not None and n1 is not None else None
     row = {
@@ -578,6 +589,7 @@ async def send_case(
         "seconds": round(sent.seconds, 2),
         "msgs_per_s": round(sent.rate),
         **_cpu_fields(c1 - c0, idle, sent.seconds, sent.ok, ns_cpu),
+        "server_cpu_us_per_msg_by_thread": by_thread(t0, t1, sent.ok),
         "client_cpu_s": round(cc1 - cc0, 2),
         "send_ms": summary_ms(sent.latencies),
         "warmup": {
@@ -741,9 +753,9 @@ async def receive_case(
         await asyncio.sleep(3)
         idle, _ = await idle_rate(server)
         load0 = loadavg()
-        (c0, n0), cc0 = server.cpu(), client_cpu()
+        (c0, n0), cc0, t0 = server.cpu(), client_cpu(), server.threads()
         d = await drain(cons, TOPIC, GROUP, expected)
-        (c1, n1), cc1 = server.cpu(), client_cpu()
+        (c1, n1), cc1, t1 = server.cpu(), client_cpu(), server.threads()
         session_errors = [e for s in cons for e in s.errors][:10]
     finally:
         await close_sessions(cons)
@@ -770,6 +782,7 @@ async def receive_case(
         "seconds": round(d.seconds, 2),
         "msgs_per_s": round(done / d.seconds) if d.seconds else None,
         **_cpu_fields(c1 - c0, idle, d.seconds, done, ns_cpu),
+        "server_cpu_us_per_msg_by_thread": by_thread(t0, t1, done),
         "client_cpu_s": round(cc1 - cc0, 2),
         "warmup": {
             "messages": len(warm_expected),
@@ -1019,6 +1032,12 @@ def receive_table(rows: list[dict[str, Any]]) -> str:
     return render(head, out)
 
 
+def print_by_thread(rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        parts = ", ".join(f"{k} {v:g}" for k, v in r.get("server_cpu_us_per_msg_by_thread", {}).items())
+        print(f"  {r['broker']} cpu us/msg by thread: {parts}")
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
@@ -1160,6 +1179,7 @@ def main(argv: list[str] | None = None) -> int:
             "per message (net: minus the idle rate)"
         )
         print(send_table(results["send"]))
+        print_by_thread(results["send"])
         print()
     if "latency" in results:
         r0 = results["latency"][0]
@@ -1177,6 +1197,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r0['long_polling_s']} s, one AckMessage per batch"
         )
         print(receive_table(results["receive"]))
+        print_by_thread(results["receive"])
         print()
     if rat:
         print("ratios ferromq / RocketMQ 5.3.3 proxy:", rat)

@@ -3,7 +3,10 @@ RocketMQ 5.x clients' MessagingService. Clients connect to the Rust front (`_sto
 crates/grpc), which serves TLS and plain clients on the one port as Apache RocketMQ's proxy does
 (`tls.server.mode`; the Java client turns TLS on by default) and hands every call on, over HTTP/2
 on a Unix socket in a private folder, to grpcio's asyncio server on the broker's event loop
-(`ferromq.proxy.service`). The front names the client in the `x-ferromq-peer` header."""
+(`ferromq.proxy.service`). The front names the client in the `x-ferromq-peer` header.
+
+The broker starts one over itself (local mode); `ferromq proxy -pm cluster` starts one over the
+brokers a name server lists (`ferromq.proxy.cluster.ClusterBackend`)."""
 
 from __future__ import annotations
 
@@ -13,17 +16,16 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import grpc
 
 from ferromq import _store
+from ferromq.broker.broker import Broker
+from ferromq.proxy.backend import Backend
+from ferromq.proxy.local import LocalBackend
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.proxy.service import MessagingService
 from ferromq.remoting.tls import PlaneTls, TlsConfigError, TlsMode
-
-if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
 
 logger = logging.getLogger(__name__)
 # grpcio's Cython layer logs every poller wake-up at DEBUG: not what `ferromq -v` is for.
@@ -38,24 +40,27 @@ MAX_PENDING_REQUESTS = 10_000
 MAX_PENDING_REQUESTS_HARD = 20_000
 # Seconds the server waits for calls in flight when it stops (long polls end sooner).
 STOP_GRACE_SECONDS = 1.0
-# The front's threads: TLS and HTTP/2 framing only, the calls run in Python.
-FRONT_THREADS = 2
+# The front's threads: TLS and HTTP/2 framing only, the calls run in Python. One: measured with
+# benches/grpc_bench.py on 2 cores, a second thread's cross-thread wakeups cost more CPU per call
+# (109 against 84 µs per send, 32 against 22 per received message) than it gains.
+FRONT_THREADS = 1
 
 
 class GrpcServer:
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
-        self._broker = broker
+    def __init__(self, broker: Broker | Backend, host: str, port: int) -> None:
+        """Over `broker` (local mode), or over a backend of its own (cluster mode)."""
+        self.backend: Backend = LocalBackend(broker) if isinstance(broker, Broker) else broker
         self._host = host
         self._requested_port = port
         self.port = 0
-        self.service = MessagingService(broker, self.endpoint)
+        self.service = MessagingService(self.backend, self.endpoint)
         self._server: grpc.aio.Server | None = None
         self._front: _store.GrpcFront | None = None
         self._folder: Path | None = None
 
     def endpoint(self) -> tuple[str, int]:
         """Where clients reach this port (what routes name)."""
-        host = self._host if self._host not in ("0.0.0.0", "::", "") else self._broker.config.broker_ip1
+        host = self._host if self._host not in ("0.0.0.0", "::", "") else self.backend.config.broker_ip1
         return host, self.port
 
     async def start(self) -> None:
@@ -107,7 +112,7 @@ class GrpcServer:
         """TLS as the broker's port serves it (the same keys, as Java's proxy reads the same
         system properties); in permissive test mode without the `cryptography` package, plain
         clients only, as the data plane does."""
-        settings = self._broker.config.tls_settings()
+        settings = self.backend.config.tls_settings()
         try:
             return settings.plane_tls()
         except TlsConfigError as e:
