@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -132,6 +133,7 @@ class TopicTable:
         pq.write_table(
             data, path, filesystem=self._fs, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS
         )
+        self._sync(path)
         size = self._fs.get_file_info(path).size
         action = AddAction(
             path=rel,
@@ -168,7 +170,23 @@ class TopicTable:
             # from it would be checked as concurrent with this one (and refused for its
             # app transactions).
             self.table.update_incremental()
-        return self.table.version()
+        version = self.table.version()
+        self._sync(f"{self._root}/_delta_log/{version:020d}.json")
+        return version
+
+    def _sync(self, path: str) -> None:
+        """On a local disk, `path` and its directory's entry reach the disk before the step after
+        (delta-rs and pyarrow leave both in the page cache): once committed, a row survives a power
+        loss, and the log's retention may delete what the table holds. Object stores are durable
+        when a write returns."""
+        if not isinstance(self._fs, pafs.LocalFileSystem):
+            return
+        for target, flags in ((path, os.O_RDONLY), (os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)):
+            fd = os.open(target, flags)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def compact(self, target_size: int) -> int:
         """Merges small files of each partition (Delta's optimize); the files removed."""
