@@ -78,6 +78,9 @@ class StoreConfig:
     timer_roll_window_slot: int = 2 * 24 * 3600
     timer_congest_num_each_slot: int = 2**31 - 1
     mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    # Flushed pages of a file behind this many bytes before its write position are unmapped (they
+    # stay in the page cache and on disk): RSS stays small with long files. None: keep all mapped.
+    mapped_file_hot_window: int | None = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -453,3 +453,17 @@ def test_retention_values_out_of_range(tmp_path: Path, conf: str, message: str) 
     with pytest.raises(ConfigError) as e:
         load_broker_config(path)
     assert str(e.value) == f"{path}:1: {message}"
+
+
+def test_mapped_file_hot_window(tmp_path: Path) -> None:
+    """mappedFileHotWindow (ferromq's own key): the bytes kept mapped behind a file's write
+    position, 8 MiB by default; 0 keeps every page mapped (the store is given None)."""
+    assert load_broker_config(None, broker_name="b").store_config().mapped_file_hot_window == 8 << 20
+    path = tmp_path / "broker.conf"
+    for value, expected in (("1048576", 1 << 20), ("0", None)):
+        path.write_text(f"mappedFileHotWindow={value}\n")
+        assert load_broker_config(path, strict=True).store_config().mapped_file_hot_window == expected
+    path.write_text("mappedFileHotWindow=-1\n")
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(path)
+    assert str(e.value) == f"{path}:1: mappedFileHotWindow must be >= 0, not -1"

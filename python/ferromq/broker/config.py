@@ -240,6 +240,9 @@ class BrokerConfig:
     timer_stop_enqueue: bool = False
     timer_stop_dequeue: bool = False
     mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    # ferromq's own: the bytes of a store file kept mapped behind its write position (flushed pages
+    # farther back are unmapped, still in the page cache); 0 keeps every page mapped, as Java does.
+    mapped_file_hot_window: int = 8 * 1024 * 1024
     # POP consumption (RocketMQ 5.x; ferromq.broker.pop): checkpoints and acks in
     # rmq_sys_REVIVE_LOG_<cluster>'s reviveQueueNum queues; pop retry topics %RETRY%<group>_<topic>
     # (v2: %RETRY%<group>+<topic>); QUERY_ASSIGNMENT's mode for groups setConsumeMode did not set.
@@ -309,6 +312,7 @@ class BrokerConfig:
             timer_roll_window_slot=self.timer_roll_window_slot,
             timer_congest_num_each_slot=self.timer_congest_num_each_slot,
             mapped_file_size_timer_log=self.mapped_file_size_timer_log,
+            mapped_file_hot_window=self.mapped_file_hot_window or None,
         )
 
     @property
@@ -518,6 +522,7 @@ _AT_LEAST: dict[str, int] = {
     "timer_flush_interval_ms": 1,
     "timer_congest_num_each_slot": 1,
     "mapped_file_size_timer_log": 4096,
+    "mapped_file_hot_window": 0,
     "revive_queue_num": 1,
     "table_topic_interval_seconds": 1,
     "table_topic_min_rows": 1,
