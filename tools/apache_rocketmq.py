@@ -772,6 +772,68 @@ def start_rocketmq_proxy(
     raise RuntimeError(f"the Apache RocketMQ proxy did not start under {root}: {why}")
 
 
+@dataclass
+class ApacheRocketMQClusterProxy:
+    """A Java `ProxyStartup -pm cluster`: the proxy alone, in front of the brokers a name server lists
+    (any: ferromq's or Java's), a child process of this one."""
+
+    root: Path
+    namesrv: str
+    grpc_endpoint: str
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def log_tail(self, n: int = 80) -> str:
+        parts = []
+        for name in ("proxy.log", "proxy.out"):
+            path = self.root / "logs" / name
+            if path.exists():
+                parts.append(f"--- {path} (last {n} lines) ---\n{_tail(path, n)}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            _terminate(self.proc, signal.SIGTERM, STOP_TIMEOUT)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def start_rocketmq_proxy_cluster(
+    root: Path, namesrv: str, *, cluster: str = "DefaultCluster", timeout: float = 180.0, heap: str = "512m"
+) -> ApacheRocketMQClusterProxy:
+    """Start Apache RocketMQ 5.3.3's `ProxyStartup -pm cluster -pc root/rmq-proxy.json -n <namesrv>` on
+    free 127.0.0.1 ports (grpcServerPort, remotingListenPort); returns once its gRPC port accepts
+    connections. Logs in root/logs/proxy.log."""
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    version = ROCKETMQ_5_VERSION
+    _write_logback(root, ("proxy",), version)
+    grpc_port = _free_port()
+    pconf = _proxy_defaults(cluster) | {
+        "grpcServerPort": grpc_port,
+        "remotingListenPort": _free_port_except({grpc_port}),
+        "namesrvAddr": namesrv,
+        "proxyMode": "cluster",
+    }
+    (root / "rmq-proxy.json").write_text(json.dumps(pconf, indent=2) + "\n")
+    args = ["-pm", "cluster", "-pc", str(root / "rmq-proxy.json"), "-n", namesrv]
+    proxy = ApacheRocketMQClusterProxy(root, namesrv, f"127.0.0.1:{grpc_port}")
+    proxy.proc = _spawn(root, heap, PROXY_MAIN, args, version, _child_env(root))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proxy.proc.poll() is None:
+        if _port_accepts(proxy.grpc_endpoint):
+            return proxy
+        time.sleep(0.2)
+    tail = proxy.log_tail()
+    proxy.stop()
+    raise RuntimeError(f"the Apache RocketMQ proxy (cluster mode) did not start under {root}\n{tail}")
+
+
 def mqadmin(
     root: Path,
     namesrv: str,

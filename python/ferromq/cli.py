@@ -253,20 +253,21 @@ def _proxy_config(path: str | None) -> dict[str, Any]:
 
 async def _run_proxy(args: argparse.Namespace) -> None:
     """`ferromq proxy`, Apache RocketMQ's ProxyStartup: the 5.x clients' gRPC endpoint. In local
-    mode (-pm local) the broker runs inside it, from its broker.conf (-bc), as Java's does."""
+    mode (-pm local) the broker runs inside it, from its broker.conf (-bc), as Java's does; in
+    cluster mode (the default) it serves the brokers a name server lists, over remoting."""
     pc = _proxy_config(args.proxy_config)
     mode = str(args.proxy_mode or pc.get("proxyMode") or "cluster").lower()
-    if mode != "local":
-        raise StartupError(
-            f"ferromq proxy -pm {mode} (in front of the brokers a name server lists) is not built yet; "
-            "run it with its broker inside (-pm local -bc broker.conf), or ferromq serve"
-        )
+    if mode not in ("local", "cluster"):
+        raise StartupError(f"no proxy mode {mode!r}; choose -pm cluster or -pm local")
     try:
         grpc_port = int(pc.get("grpcServerPort", DEFAULT_GRPC_PORT))
     except (TypeError, ValueError):
         raise ConfigError(f"grpcServerPort in {args.proxy_config} is not a port number") from None
-    overrides: dict[str, Any] = {"grpc_server_port": grpc_port}
     namesrv = args.namesrv or pc.get("namesrvAddr")
+    if mode == "cluster":
+        await _run_cluster_proxy(args, pc, grpc_port, str(namesrv or ""))
+        return
+    overrides: dict[str, Any] = {"grpc_server_port": grpc_port}
     if namesrv:
         overrides["namesrv_addr"] = str(namesrv)
     if pc.get("rocketMQClusterName"):
@@ -293,6 +294,50 @@ async def _run_proxy(args: argparse.Namespace) -> None:
         )
     finally:
         await broker.stop()
+
+
+async def _run_cluster_proxy(
+    args: argparse.Namespace, pc: dict[str, Any], grpc_port: int, namesrv: str
+) -> None:
+    """`ferromq proxy -pm cluster`: the gRPC front alone, in front of the brokers the name servers
+    list (`ferromq.proxy.cluster`)."""
+    from ferromq.proxy.cluster import ClusterBackend  # grpcio only where gRPC is served
+    from ferromq.proxy.server import GrpcServer
+
+    if not namesrv.strip(";"):
+        raise ConfigError("no name server: pass -n host:port, or set namesrvAddr in rmq-proxy.json")
+    if not is_loopback(args.host):
+        # Cluster mode does not check the clients' signatures yet: reachable from the network, anyone
+        # could send and consume through it.
+        raise StartupError(
+            f"ferromq proxy -pm cluster would serve {args.host} without checking the clients' signatures "
+            "(no ACL in cluster mode yet); listen on 127.0.0.1 with --host, or run -pm local"
+        )
+    if args.broker_config or args.store:
+        logger.info("-bc and --store are for local mode: ignored in cluster mode")
+    if "remotingListenPort" in pc:
+        logger.info("remoting clients are not served by the proxy in cluster mode: they reach the brokers")
+    overrides: dict[str, Any] = {"namesrv_addr": namesrv, "grpc_server_port": grpc_port}
+    if pc.get("rocketMQClusterName"):
+        overrides["broker_cluster_name"] = str(pc["rocketMQClusterName"])
+    # The front's settings (delay levels, invisible and renewal times, TLS): a broker's defaults.
+    cfg = load_broker_config(None, profile=args.profile or "rocketmq", **overrides)
+    backend = ClusterBackend(cfg, namesrv)
+    await backend.start()
+    try:
+        server = GrpcServer(backend, args.host, grpc_port)
+        try:
+            await server.start()
+        except OSError as e:
+            raise _listen_error(e, "gRPC server", args.host, grpc_port, "grpcServerPort in -pc") from e
+        try:
+            await _until_signalled(
+                f"ferromq proxy (cluster mode) gRPC on {args.host}:{server.port}, name servers {namesrv}"
+            )
+        finally:
+            await server.stop()
+    finally:
+        await backend.stop()
 
 
 async def _run_controller(args: argparse.Namespace) -> None:
@@ -510,7 +555,10 @@ def main(argv: list[str] | None = None) -> int:
         "proxy", help="the RocketMQ 5.x clients' gRPC endpoint, as Apache RocketMQ's ProxyStartup"
     )
     p.add_argument(
-        "-pm", "--proxy-mode", help="local (the broker inside, from -bc) or cluster; default: cluster"
+        "-pm",
+        "--proxy-mode",
+        help="cluster (in front of the brokers the name server lists; the default) or local (the "
+        "broker inside, from -bc)",
     )
     p.add_argument("-bc", "--broker-config", help="broker.conf of the broker inside (local mode)")
     p.add_argument(

@@ -14,7 +14,7 @@ def test_open_transactions_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sessions, "MAX_OPEN_TRANSACTIONS", 3)
     s = Sessions().open("c1", "127.0.0.1:1", "PYTHON", "5.1.2")
     for i in range(5):
-        s.remember_transaction(f"t{i}", (i, i * 100))
+        s.remember_transaction(f"t{i}", (i, i * 100, "broker-a"))
     assert list(s.transactions) == ["t2", "t3", "t4"]
 
 

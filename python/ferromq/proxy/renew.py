@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ferromq.broker.pop.formats import ExtraInfo
@@ -55,8 +55,8 @@ class Held:
         return r.pop_time + r.invisible_time
 
 
-# (popTime, invisibleTime, reviveQid) of a change of invisible time.
-Change = Callable[[str, str, ExtraInfo, int], tuple[int, int, int]]
+# (popTime, invisibleTime, reviveQid) of a change of invisible time (a broker's answer: awaited).
+Change = Callable[[str, str, ExtraInfo, int], Awaitable[tuple[int, int, int]]]
 
 
 class Renewals:
@@ -93,12 +93,12 @@ class Renewals:
             return handle
         return f"{held.handle} {held.commit_log_offset}"
 
-    def client_gone(self, client_id: str) -> None:
+    async def client_gone(self, client_id: str) -> None:
         """The client's held messages become visible again soon."""
         for key in [k for k in self.held if k[0] == client_id]:
             held = self.held.pop(key)
             try:
-                self._change(held.group, held.topic, held.receipt, INVISIBLE_WHEN_CLEARED_MS)
+                await self._change(held.group, held.topic, held.receipt, INVISIBLE_WHEN_CLEARED_MS)
             except Exception as e:
                 logger.debug("releasing %s of %s: %s", key[2], client_id, e)
 
@@ -106,11 +106,11 @@ class Renewals:
         while True:
             await asyncio.sleep(self._period_s)
             try:
-                self.renew_due(int(time.time() * 1000))
+                await self.renew_due(int(time.time() * 1000))
             except Exception:
                 logger.exception("renewing receipt handles failed; retrying")
 
-    def renew_due(self, now_ms: int) -> None:
+    async def renew_due(self, now_ms: int) -> None:
         for key, held in list(self.held.items()):
             if held.visible_at - now_ms > self._ahead_ms:
                 continue
@@ -120,7 +120,7 @@ class Renewals:
             invisible = RENEW_STEPS_MS[min(held.renewals, len(RENEW_STEPS_MS) - 1)]
             receipt = held.receipt
             try:
-                pop_time, invisible_time, revive_qid = self._change(
+                pop_time, invisible_time, revive_qid = await self._change(
                     held.group, held.topic, receipt, invisible
                 )
             except Exception as e:

@@ -1,9 +1,8 @@
-"""MessagingService (apache.rocketmq.v2) over the broker it runs in, as Apache RocketMQ's proxy
-serves it in local mode: every RPC goes through the broker's own decisions and rules, the same
-as a remoting request (a send through `store_send` and the Rust send rules, a receive through
-the POP rules and long polling, an ack through the POP rules), so no rule is written a third
-time here. This module reads requests, checks what the proxy checks, and writes the answers
-with the proxy's codes and messages (see `ferromq.proxy.status`)."""
+"""MessagingService (apache.rocketmq.v2), as Apache RocketMQ's proxy serves it: over the broker it
+runs in (local mode, `ferromq.proxy.local`) or the brokers a name server lists (cluster mode,
+`ferromq.proxy.cluster`), both behind `ferromq.proxy.backend.Backend`. This module reads
+requests, checks what the proxy checks, chooses queues, and writes the answers with the proxy's
+codes and messages (see `ferromq.proxy.status`), the same in both modes."""
 
 from __future__ import annotations
 
@@ -12,22 +11,18 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import timestamp_pb2
 
 from ferromq.acl.permission import PUB, SUB
-from ferromq.broker.clients import ClientChannel, parse_subscription
-from ferromq.broker.pop.formats import ExtraInfo, real_topic, retry_mark
-from ferromq.broker.pop.service import MAX_POP_NUMS, PopRequest, PopResult
-from ferromq.broker.processors.end_transaction import finish_transaction
-from ferromq.broker.processors.pop import wait_for_pop
-from ferromq.broker.processors.recall import recall
-from ferromq.broker.processors.send import Producer, send_back, store_send
+from ferromq.broker.clients import parse_subscription
+from ferromq.broker.pop.formats import ExtraInfo, real_topic
+from ferromq.broker.pop.service import MAX_POP_NUMS, PopRequest
 from ferromq.broker.sql92 import compile_sql92
 from ferromq.broker.topics import NOT_ALLOWED_SEND
-from ferromq.errors import BrokerError, SubscriptionParseError
+from ferromq.errors import SubscriptionParseError
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.constants import (
@@ -39,15 +34,13 @@ from ferromq.protocol.constants import (
 from ferromq.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 from ferromq.proxy import convert
 from ferromq.proxy.auth import authenticate, authorize
+from ferromq.proxy.backend import Backend, BrokerQueues, Popped
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.proxy.renew import Held, Renewals
 from ferromq.proxy.sessions import Session, Sessions, merged_settings
 from ferromq.proxy.status import PROXY_EXCEPTION, Code, ProxyError, ok, status, status_of
-
-if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
 
 logger = logging.getLogger(__name__)
 
@@ -145,23 +138,16 @@ def _entries_status(codes: list[int]) -> pb.Status:
 
 
 class MessagingService(rpc.MessagingServiceServicer):
-    def __init__(self, broker: Broker, endpoint: Callable[[], tuple[str, int]]) -> None:
-        self._broker = broker
+    def __init__(self, backend: Backend, endpoint: Callable[[], tuple[str, int]]) -> None:
+        self.backend = backend
         self._endpoint = endpoint
         self.sessions = Sessions()
         self._round_robin = itertools.count()
-        cfg = broker.config
+        cfg = backend.config
         self.renewals = Renewals(
-            self._change_invisible,
+            backend.change_invisible,
             cfg.renew_ahead_time_millis,
             cfg.renew_schedule_period_millis / 1000.0,
-        )
-
-    def _change_invisible(
-        self, group: str, topic: str, receipt: ExtraInfo, invisible_ms: int
-    ) -> tuple[int, int, int]:
-        return self._broker.pop.change_invisible(
-            group, topic, receipt.queue_id, receipt.offset, receipt, invisible_ms
         )
 
     # -- common ----------------------------------------------------------------------------------
@@ -174,7 +160,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         md = _metadata(context)
         client_id = md.get("x-mq-client-id", "")
         peer = _peer(md)
-        acl = self._broker.acl
+        acl = self.backend.acl
         if acl is not None:
             account = authenticate(acl, md, peer.rsplit(":", 1)[0])
             authorize(account, resources or {})
@@ -184,62 +170,55 @@ class MessagingService(rpc.MessagingServiceServicer):
             client_id, peer, md.get("x-mq-language", ""), md.get("x-mq-client-version", "")
         )
 
-    async def _unary(self, make: Callable[..., R], body: Callable[[], Awaitable[R]] | Callable[[], R]) -> R:
+    async def _unary(self, make: Callable[..., R], body: Callable[[], Awaitable[R]]) -> R:
         """Runs an RPC's body; a refusal becomes a response carrying only its status."""
         try:
-            out = body()
-            if asyncio.iscoroutine(out):
-                out = await out
-            return out  # type: ignore[return-value]
+            return await body()
         except Exception as e:
             if not isinstance(e, ProxyError):
                 logger.debug("gRPC request refused: %s", e, exc_info=True)
             return make(status=status_of(e))
 
     def _endpoints(self, request_endpoints: pb.Endpoints | None) -> pb.Endpoints:
-        """This broker's gRPC endpoints: as the client reached them (local mode)."""
+        """The gRPC endpoints of every broker's queues: this front's, as the client reached it (in
+        cluster mode too: every call goes through the proxy)."""
         if request_endpoints is not None and request_endpoints.addresses:
             return request_endpoints
         host, port = self._endpoint()
         return pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=host, port=port)])
 
-    def _message_type(self, topic: str) -> str:
-        """The topic's message.type (UNSPECIFIED for a topic the broker does not have)."""
-        tc = self._broker.topics.get(topic)
-        return tc.message_type if tc is not None else "UNSPECIFIED"
-
     # -- route and clients -------------------------------------------------------------------------
 
     async def QueryRoute(self, request: spb.QueryRouteRequest, context: Any) -> spb.QueryRouteResponse:
-        def body() -> spb.QueryRouteResponse:
+        async def body() -> spb.QueryRouteResponse:
             self._session(context)
             name = request.topic.name
             check_topic(name)
-            tc = self._broker.topics.get(name)
-            if tc is None:
+            brokers = await self.backend.queues(name)
+            if brokers is None:
                 raise ProxyError(
                     Code.TOPIC_NOT_FOUND,
                     f"CODE: 17  DESC: No topic route info in name server for the topic: {name}\n"
                     "For more information, please visit the url, "
                     "https://rocketmq.apache.org/docs/bestPractice/06FAQ",
                 )
-            broker = pb.Broker(
-                name=self._broker.config.broker_name,
-                id=0,
-                endpoints=self._endpoints(request.endpoints if request.HasField("endpoints") else None),
-            )
-            accepts = _MESSAGE_TYPES.get(self._message_type(name), [pb.MESSAGE_TYPE_UNSPECIFIED])
+            endpoints = self._endpoints(request.endpoints if request.HasField("endpoints") else None)
+            accepts = _MESSAGE_TYPES.get(await self.backend.message_type(name), [pb.MESSAGE_TYPE_UNSPECIFIED])
             queues = []
-            for qid, permission in enumerate(_permissions(tc.perm, tc.read_queue_nums, tc.write_queue_nums)):
-                queues.append(
-                    pb.MessageQueue(
-                        topic=request.topic,
-                        id=qid,
-                        permission=permission,  # type: ignore[arg-type]
-                        broker=broker,
-                        accept_message_types=accepts,
+            for bq in brokers:
+                broker = pb.Broker(name=bq.broker_name, id=0, endpoints=endpoints)
+                for qid, permission in enumerate(
+                    _permissions(bq.perm, bq.read_queue_nums, bq.write_queue_nums)
+                ):
+                    queues.append(
+                        pb.MessageQueue(
+                            topic=request.topic,
+                            id=qid,
+                            permission=permission,  # type: ignore[arg-type]
+                            broker=broker,
+                            accept_message_types=accepts,
+                        )
                     )
-                )
             return spb.QueryRouteResponse(status=ok(), message_queues=queues)
 
         return await self._unary(spb.QueryRouteResponse, body)
@@ -247,50 +226,39 @@ class MessagingService(rpc.MessagingServiceServicer):
     async def QueryAssignment(
         self, request: spb.QueryAssignmentRequest, context: Any
     ) -> spb.QueryAssignmentResponse:
-        def body() -> spb.QueryAssignmentResponse:
+        async def body() -> spb.QueryAssignmentResponse:
             self._session(context)
             check_topic(request.topic.name)
             check_group(request.group.name)
-            tc = self._broker.topics.get(request.topic.name)
-            if tc is None or not tc.readable or tc.read_queue_nums <= 0:
+            brokers = await self.backend.queues(request.topic.name) or []
+            endpoints = self._endpoints(request.endpoints if request.HasField("endpoints") else None)
+            fifo = await self._fifo_group(request.group.name)
+            assignments = []
+            # One assignment of queue -1 per broker (the broker's pop picks the queue), or, for a
+            # FIFO group, each queue.
+            for bq in brokers:
+                if not bq.readable or bq.read_queue_nums <= 0:
+                    continue
+                broker = pb.Broker(name=bq.broker_name, id=0, endpoints=endpoints)
+                permission = pb.READ_WRITE if bq.writable else pb.READ
+                for qid in range(bq.read_queue_nums) if fifo else [-1]:
+                    queue = pb.MessageQueue(topic=request.topic, id=qid, permission=permission, broker=broker)
+                    assignments.append(pb.Assignment(message_queue=queue))
+            if not assignments:
                 raise ProxyError(Code.FORBIDDEN, "no readable queue")
-            broker = pb.Broker(
-                name=self._broker.config.broker_name,
-                id=0,
-                endpoints=self._endpoints(request.endpoints if request.HasField("endpoints") else None),
-            )
-            permission = pb.READ_WRITE if tc.writable else pb.READ
-            fifo = self._fifo_group(request.group.name)
-            ids = range(tc.read_queue_nums) if fifo else [-1]
-            assignments = [
-                pb.Assignment(
-                    message_queue=pb.MessageQueue(
-                        topic=request.topic,
-                        id=qid,
-                        permission=permission,
-                        broker=broker,
-                    )
-                )
-                for qid in ids
-            ]
             return spb.QueryAssignmentResponse(status=ok(), assignments=assignments)
 
         return await self._unary(spb.QueryAssignmentResponse, body)
 
-    def _fifo_group(self, group: str) -> bool:
-        cfg = self._broker.groups.groups.get(group)
+    async def _fifo_group(self, group: str) -> bool:
+        cfg = await self.backend.group(group)
         return cfg is not None and cfg.consume_message_orderly
 
-    def _register(self, session: Session, settings: pb.Settings) -> None:
-        """The client as the broker's client manager knows 4.x clients: a producer of each of its
+    async def _register(self, session: Session, settings: pb.Settings) -> None:
+        """The client as the brokers' client managers know 4.x clients: a producer of each of its
         topics (the proxy's producer group is the topic), or a consumer of its group."""
-        clients = self._broker.clients
-        channel = ClientChannel(
-            session.client_id_, session, session.language or "PYTHON", 0, time.monotonic()
-        )
         if settings.HasField("publishing"):
-            for topic in settings.publishing.topics:
-                clients.register_producer(topic.name, channel)
+            await self.backend.register_producer(session, [t.name for t in settings.publishing.topics])
         elif settings.HasField("subscription"):
             group = settings.subscription.group.name
             check_group(group)
@@ -309,14 +277,14 @@ class MessagingService(rpc.MessagingServiceServicer):
                 "messageModel": "CLUSTERING",
                 "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
             }
-            clients.register_consumer(group, channel, data, subscriptions)
+            await self.backend.register_consumer(session, group, data, subscriptions)
 
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
-        def body() -> spb.HeartbeatResponse:
+        async def body() -> spb.HeartbeatResponse:
             session = self._session(context)
             if session.settings is None:
                 raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
-            self._register(session, session.settings)
+            await self._register(session, session.settings)
             return spb.HeartbeatResponse(status=ok())
 
         return await self._unary(spb.HeartbeatResponse, body)
@@ -324,18 +292,16 @@ class MessagingService(rpc.MessagingServiceServicer):
     async def NotifyClientTermination(
         self, request: spb.NotifyClientTerminationRequest, context: Any
     ) -> spb.NotifyClientTerminationResponse:
-        def body() -> spb.NotifyClientTerminationResponse:
+        async def body() -> spb.NotifyClientTerminationResponse:
             session = self._session(context)
             settings = session.settings
             if settings is None:
                 raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
-            clients = self._broker.clients
             if settings.HasField("publishing"):
-                for topic in settings.publishing.topics:
-                    clients.unregister(session.client_id_, topic.name, None, session)
+                await self.backend.unregister(session, [t.name for t in settings.publishing.topics], None)
             elif settings.HasField("subscription"):
-                clients.unregister(session.client_id_, None, settings.subscription.group.name, session)
-            self.renewals.client_gone(session.client_id_)
+                await self.backend.unregister(session, [], settings.subscription.group.name)
+            await self.renewals.client_gone(session.client_id_)
             self.sessions.remove(session.client_id_)
             return spb.NotifyClientTerminationResponse(status=ok())
 
@@ -379,10 +345,10 @@ class MessagingService(rpc.MessagingServiceServicer):
                     )
                 group = None
                 if settings.HasField("subscription"):
-                    group = self._broker.groups.groups.get(settings.subscription.group.name)
-                merged = merged_settings(settings, group, self._broker.config.message_delay_level)
+                    group = await self.backend.group(settings.subscription.group.name)
+                merged = merged_settings(settings, group, self.backend.config.message_delay_level)
                 session.settings = merged
-                self._register(session, merged)
+                await self._register(session, merged)
                 session.send(spb.TelemetryCommand(status=ok(), settings=merged))
             except Exception as e:
                 session.send(spb.TelemetryCommand(status=status_of(e)))
@@ -410,8 +376,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         return await self._unary(spb.SendMessageResponse, body)
 
     async def _send_one(self, session: Session, out: convert.Outgoing, m: pb.Message) -> spb.SendResultEntry:
-        broker = self._broker
-        expected = self._message_type(out.topic)
+        expected = await self.backend.message_type(out.topic)
         actual = pb.MessageType.Name(convert.message_type_of(out.properties))
         if expected not in (actual, "MIXED"):
             raise ProxyError(
@@ -419,13 +384,9 @@ class MessagingService(rpc.MessagingServiceServicer):
                 "org.apache.rocketmq.proxy.common.ProxyException: TopicMessageType validate failed, "
                 f"the expected type is {expected}, but actual type is {actual}",
             )
-        tc = broker.topics.get(out.topic)
-        queues = tc.write_queue_nums if tc is not None else 1
-        group = out.properties.get(convert.PROPERTY_SHARDING_KEY)
-        if group:
-            queue_id = convert.fifo_queue(group, max(1, queues))
-        else:
-            queue_id = next(self._round_robin) % max(1, queues)
+        broker_name, queue_id = self._send_queue(
+            await self.backend.queues(out.topic) or [], out.properties.get(convert.PROPERTY_SHARDING_KEY)
+        )
         h = SendMessageRequestHeader(
             producer_group=out.topic,
             topic=out.topic,
@@ -434,10 +395,8 @@ class MessagingService(rpc.MessagingServiceServicer):
             born_timestamp=out.born_timestamp or _now_ms(),
             properties=out.properties_string,
         )
-        language = session.language or "PYTHON"
-        stored = store_send(broker, h, out.body, session.peer, Producer(session, language, 0))
-        code = stored.code if isinstance(stored.code, int) else await stored.code
-        fields = stored.reply_ext
+        sent = await self.backend.send(session, broker_name, h, out.body)
+        code, fields = sent.code, sent.fields
         message_id = m.system_properties.message_id
         if code != ResponseCode.SUCCESS:
             entry_code = _SEND_CODES.get(code, Code.INTERNAL_SERVER_ERROR)
@@ -449,7 +408,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         queue_offset = int(fields.get("queueOffset", "0"))
         if convert.message_type_of(out.properties) == pb.TRANSACTION:
             commit_log_offset = _commit_log_offset(fields.get("msgId", ""))
-            session.remember_transaction(message_id, (queue_offset, commit_log_offset))
+            session.remember_transaction(message_id, (queue_offset, commit_log_offset, broker_name))
         return spb.SendResultEntry(
             status=ok(),
             message_id=message_id,
@@ -457,6 +416,17 @@ class MessagingService(rpc.MessagingServiceServicer):
             offset=queue_offset,
             recall_handle=fields.get("recallHandle", ""),
         )
+
+    def _send_queue(self, brokers: list[BrokerQueues], message_group: str | None) -> tuple[str, int]:
+        """The queue of a send, as the proxy's SendMessageQueueSelector picks it among the writable
+        queues of every broker: a FIFO message group's by its hash, others in turn. With none
+        writable, the first broker's (which refuses the send with its own answer)."""
+        queues = [(b.broker_name, q) for b in brokers if b.writable for q in range(b.write_queue_nums)]
+        if not queues:
+            return (brokers[0].broker_name if brokers else "", 0)
+        if message_group:
+            return queues[convert.fifo_queue(message_group, len(queues))]
+        return queues[next(self._round_robin) % len(queues)]
 
     # -- receive, ack, change of invisible time ---------------------------------------------------
 
@@ -468,10 +438,10 @@ class MessagingService(rpc.MessagingServiceServicer):
         except Exception as e:
             yield spb.ReceiveMessageResponse(status=status_of(e))
         else:
-            found = result is not None and result.found
-            messages = self._received(result, req) if result is not None and found else []
+            found = result.found
+            messages = self._received(result, req) if found else []
             if messages and max_attempts:
-                messages = self._spent_to_dead_letters(messages, req, max_attempts)
+                messages = await self._spent_to_dead_letters(messages, req, max_attempts)
             if not found:
                 yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
             elif not messages:
@@ -490,7 +460,7 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def _receive(
         self, request: spb.ReceiveMessageRequest, context: Any
-    ) -> tuple[PopResult | None, PopRequest, int]:
+    ) -> tuple[Popped, PopRequest, int]:
         """The pop, what it found, and the delivery attempts the consumer's retry policy allows (0:
         no policy known)."""
         session = self._session(context, _consume_perm(request.message_queue.topic.name, request.group.name))
@@ -516,7 +486,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         check_topic(topic)
         check_group(group)
         if request.auto_renew:
-            invisible = self._broker.config.default_invisible_time_mills
+            invisible = self.backend.config.default_invisible_time_mills
         else:
             invisible = (
                 _duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else 0
@@ -539,15 +509,6 @@ class MessagingService(rpc.MessagingServiceServicer):
                 subscription = parse_subscription(topic, expression.expression or "*", "TAG", 0)
         except SubscriptionParseError as e:
             raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
-        broker = self._broker
-        tc = broker.topics.get(topic)
-        if tc is None:
-            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic[{topic}] not exist, apply first please!")
-        if not tc.readable or not broker.config.broker_permission & 4:
-            raise ProxyError(Code.FORBIDDEN, "no readable queue")
-        cfg = broker.groups.find_or_create(group)
-        if cfg is None:
-            raise ProxyError(Code.CONSUMER_GROUP_NOT_FOUND, f"subscription group [{group}] does not exist")
         now = _now_ms()
         req = PopRequest(
             group=group,
@@ -563,12 +524,11 @@ class MessagingService(rpc.MessagingServiceServicer):
             attempt_id=request.attempt_id or None,
             sql=sql,
         )
-        result = broker.pop.try_pop(req)
-        if not result.found and req.poll_time > 0:
-            result = await wait_for_pop(broker, req)
+        # The broker the client's assignment names (in local mode: the one broker there is).
+        result = await self.backend.pop(request.message_queue.broker.name, req)
         return result, req, max_attempts
 
-    def _spent_to_dead_letters(
+    async def _spent_to_dead_letters(
         self, messages: list[pb.Message], req: PopRequest, max_attempts: int
     ) -> list[pb.Message]:
         """The messages still to deliver: one past its retry policy's attempts goes to the group's dead
@@ -580,7 +540,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                 continue
             receipt, commit_log_offset = _decode_handle(message.system_properties.receipt_handle)
             try:
-                self._dead_letter(
+                await self._dead_letter(
                     req.group, receipt, commit_log_offset, real_topic(req.topic, req.group, receipt.mark)
                 )
             except Exception as e:  # it comes back after its invisible time, and is filtered again
@@ -599,12 +559,11 @@ class MessagingService(rpc.MessagingServiceServicer):
         )
         self.renewals.hold(client_id, message.system_properties.message_id, held)
 
-    def _received(self, result: PopResult, req: PopRequest) -> list[pb.Message]:
+    def _received(self, popped: Popped, req: PopRequest) -> list[pb.Message]:
         """The popped records as 5.x messages, each with its receipt handle (the broker's receipt
-        and the message's CommitLog offset)."""
-        popped = result.popped
-        starts = {(retry_mark(topic), queue_id): start for topic, queue_id, start, _ in popped.takes}
-        broker_name = self._broker.config.broker_name
+        and the message's CommitLog offset on that broker)."""
+        starts = popped.starts
+        broker_name = popped.broker_name
         out = []
         for m in decode_messages(popped.body):
             receipt = m.properties.get("POP_CK")
@@ -625,7 +584,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         return out
 
     async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
-        def body() -> spb.AckMessageResponse:
+        async def body() -> spb.AckMessageResponse:
             session = self._session(context, _consume_perm(request.topic.name, request.group.name))
             topic, group = request.topic.name, request.group.name
             check_topic(topic)
@@ -638,7 +597,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                     )
                     receipt, _ = _decode_handle(handle)
                     where = real_topic(topic, group, receipt.mark)
-                    self._broker.pop.ack(group, where, receipt.queue_id, receipt.offset, receipt)
+                    await self.backend.ack(group, where, receipt)
                     result = ok()
                 except Exception as e:
                     result = status_of(e)
@@ -660,7 +619,7 @@ class MessagingService(rpc.MessagingServiceServicer):
     async def ChangeInvisibleDuration(
         self, request: spb.ChangeInvisibleDurationRequest, context: Any
     ) -> spb.ChangeInvisibleDurationResponse:
-        def body() -> spb.ChangeInvisibleDurationResponse:
+        async def body() -> spb.ChangeInvisibleDurationResponse:
             group = request.group.name
             receipt, commit_log_offset, where = self._held_message(context, request)
             invisible = _duration_ms(request.invisible_duration)
@@ -670,8 +629,8 @@ class MessagingService(rpc.MessagingServiceServicer):
                 raise ProxyError(
                     Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}"
                 )
-            pop_time, invisible_time, revive_qid = self._broker.pop.change_invisible(
-                group, where, receipt.queue_id, receipt.offset, receipt, invisible
+            pop_time, invisible_time, revive_qid = await self.backend.change_invisible(
+                group, where, receipt, invisible
             )
             changed = receipt.changed(pop_time, invisible_time, revive_qid)
             return spb.ChangeInvisibleDurationResponse(
@@ -700,29 +659,29 @@ class MessagingService(rpc.MessagingServiceServicer):
     async def ForwardMessageToDeadLetterQueue(
         self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
-        def body() -> spb.ForwardMessageToDeadLetterQueueResponse:
+        async def body() -> spb.ForwardMessageToDeadLetterQueueResponse:
             group = request.group.name
             receipt, commit_log_offset, where = self._held_message(context, request)
             if commit_log_offset < 0:
                 raise ProxyError(Code.INVALID_RECEIPT_HANDLE, PROXY_EXCEPTION + "commit log offset is empty")
-            self._dead_letter(group, receipt, commit_log_offset, where)
+            await self._dead_letter(group, receipt, commit_log_offset, where)
             return spb.ForwardMessageToDeadLetterQueueResponse(status=ok())
 
         return await self._unary(spb.ForwardMessageToDeadLetterQueueResponse, body)
 
-    def _dead_letter(self, group: str, receipt: ExtraInfo, commit_log_offset: int, where: str) -> None:
+    async def _dead_letter(self, group: str, receipt: ExtraInfo, commit_log_offset: int, where: str) -> None:
         """A received message straight to the group's dead letter queue (a negative delay level), then
         its receipt acked, as the proxy does."""
-        send_back(self._broker, group, commit_log_offset, -1, 0)
+        await self.backend.dead_letter(group, receipt, commit_log_offset)
         try:
-            self._broker.pop.ack(group, where, receipt.queue_id, receipt.offset, receipt)
+            await self.backend.ack(group, where, receipt)
         except Exception as e:
             logger.debug("the ack after a dead letter at %d failed: %s", commit_log_offset, e)
 
     async def EndTransaction(
         self, request: spb.EndTransactionRequest, context: Any
     ) -> spb.EndTransactionResponse:
-        def body() -> spb.EndTransactionResponse:
+        async def body() -> spb.EndTransactionResponse:
             session = self._session(context, {request.topic.name: PUB})
             topic = request.topic.name
             check_topic(topic)
@@ -733,7 +692,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                 raise ProxyError(
                     Code.INTERNAL_SERVER_ERROR, PROXY_EXCEPTION + "cannot found transaction data"
                 )
-            queue_offset, commit_log_offset = known
+            queue_offset, commit_log_offset, broker_name = known
             kind = {
                 pb.COMMIT: TRANSACTION_COMMIT_TYPE,
                 pb.ROLLBACK: TRANSACTION_ROLLBACK_TYPE,
@@ -747,14 +706,14 @@ class MessagingService(rpc.MessagingServiceServicer):
                 msg_id=request.message_id,
                 transaction_id=request.transaction_id,
             )
-            finish_transaction(self._broker, h, session.peer)
+            await self.backend.end_transaction(session, broker_name, h)
             if kind != TRANSACTION_NOT_TYPE:
                 session.transactions.pop(request.transaction_id, None)
             return spb.EndTransactionResponse(status=ok())
 
         return await self._unary(spb.EndTransactionResponse, body)
 
-    def _transaction(self, session: Session, transaction_id: str) -> tuple[int, int] | None:
+    def _transaction(self, session: Session, transaction_id: str) -> tuple[int, int, str] | None:
         """Where a transaction's half message is: as this client's send or check learnt it (or
         another client of the producer's, after a check went to it)."""
         known = session.transactions.get(transaction_id)
@@ -768,20 +727,18 @@ class MessagingService(rpc.MessagingServiceServicer):
     async def RecallMessage(
         self, request: spb.RecallMessageRequest, context: Any
     ) -> spb.RecallMessageResponse:
-        def body() -> spb.RecallMessageResponse:
+        async def body() -> spb.RecallMessageResponse:
             session = self._session(context, {request.topic.name: PUB})
             topic = request.topic.name
             check_topic(topic)
-            message_type = self._message_type(topic)
+            message_type = await self.backend.message_type(topic)
             if message_type not in ("DELAY", "MIXED"):
                 raise ProxyError(
                     Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                     PROXY_EXCEPTION + "TopicMessageType validate failed, the expected type is "
                     f"{message_type}, but actual type is DELAY",
                 )
-            code, remark, message_id = recall(self._broker, topic, request.recall_handle, topic, session.peer)
-            if code != ResponseCode.SUCCESS:
-                raise BrokerError(remark, ResponseCode(code))
+            message_id = await self.backend.recall(session, topic, request.recall_handle)
             return spb.RecallMessageResponse(status=ok(), message_id=message_id)
 
         return await self._unary(spb.RecallMessageResponse, body)

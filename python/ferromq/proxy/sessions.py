@@ -103,12 +103,13 @@ class Session:
         self._commands: asyncio.Queue[spb.TelemetryCommand] = asyncio.Queue()
         self._closed = False
         self._on_close: list[Callable[[Any], None]] = []
-        self.transactions: dict[str, tuple[int, int]] = {}
-        """transaction id -> (half message's queue offset, CommitLog offset), as sends and checks
-        learn them (EndTransaction names only the transaction); see `remember_transaction`."""
+        self.transactions: dict[str, tuple[int, int, str]] = {}
+        """transaction id -> (half message's queue offset, CommitLog offset, the broker it is on: where
+        EndTransaction goes in cluster mode), as sends and checks learn them (EndTransaction names
+        only the transaction); see `remember_transaction`."""
         self.last_seen = time.monotonic()
 
-    def remember_transaction(self, transaction_id: str, where: tuple[int, int]) -> None:
+    def remember_transaction(self, transaction_id: str, where: tuple[int, int, str]) -> None:
         """Where a transaction's half message is, bounded: the oldest open ones go first."""
         self.transactions[transaction_id] = where
         while len(self.transactions) > MAX_OPEN_TRANSACTIONS:
@@ -134,8 +135,12 @@ class Session:
     async def oneway(self, cmd: RemotingCommand) -> None:
         """A request of the broker to the client: a transaction's check goes over Telemetry;
         others (consumer id changes) mean nothing to a 5.x client."""
-        if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
-            return
+        if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self.check_transaction(cmd, "")
+
+    def check_transaction(self, cmd: RemotingCommand, broker_name: str) -> None:
+        """A broker's CHECK_TRANSACTION_STATE (from `broker_name`; "" for the broker the proxy runs
+        in) to the client, as a RecoverOrphanedTransactionCommand."""
         messages = decode_messages(cmd.body)
         if not messages:
             return
@@ -143,7 +148,7 @@ class Session:
         transaction_id = cmd.ext.get("transactionId") or m.uniq_key or ""
         queue_offset = int(cmd.ext.get("tranStateTableOffset", "-1"))
         commit_log_offset = int(cmd.ext.get("commitLogOffset", "-1"))
-        self.remember_transaction(transaction_id, (queue_offset, commit_log_offset))
+        self.remember_transaction(transaction_id, (queue_offset, commit_log_offset, broker_name))
         command = spb.TelemetryCommand(
             recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
                 message=to_v2(m, m.topic, None), transaction_id=transaction_id

@@ -1,0 +1,130 @@
+"""What the gRPC MessagingService (`ferromq.proxy.service`) asks of "the broker", as one small
+interface with two implementations, as Apache RocketMQ's proxy has a local and a cluster mode:
+
+* `ferromq.proxy.local.LocalBackend`: the broker the proxy runs in, called in process (local mode);
+* `ferromq.proxy.cluster.ClusterBackend`: the brokers a name server lists, over remoting (cluster
+  mode).
+
+The service keeps every gRPC-level rule (validation, conversion, queue choice, status mapping); a
+backend only stores, pops, acks and looks things up."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ferromq.acl.plain import PlainAcl
+    from ferromq.broker.clients import Subscription
+    from ferromq.broker.config import BrokerConfig
+    from ferromq.broker.pop.formats import ExtraInfo
+    from ferromq.broker.pop.service import PopRequest
+    from ferromq.broker.subscriptions import SubscriptionGroupConfig
+    from ferromq.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
+    from ferromq.proxy.sessions import Session
+
+PERM_WRITE, PERM_READ = 2, 4
+
+
+@dataclass(frozen=True)
+class BrokerQueues:
+    """One broker's queues of a topic, as a route names them."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.perm & PERM_READ)
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.perm & PERM_WRITE)
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    """A send the broker answered: its code (SUCCESS, or one of a message stored whose wait failed)
+    and its reply's header fields (queueOffset, msgId, recallHandle, ...)."""
+
+    code: int
+    fields: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Popped:
+    """What a pop found on one broker: the records (each with POP_CK for a retried one) and what the
+    receipts of the others are made of."""
+
+    found: bool
+    body: bytes
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+    starts: Mapping[tuple[str, int], int]
+    """(retry mark, queue id) -> the checkpoint's start offset (the reply's startOffsetInfo)."""
+    broker_name: str
+
+
+class Backend(Protocol):
+    @property
+    def config(self) -> BrokerConfig:
+        """Settings the front reads (delay levels, invisible and renewal times, TLS, its address):
+        the broker's own in local mode, defaults with the proxy's in cluster mode."""
+        ...
+
+    @property
+    def acl(self) -> PlainAcl | None: ...
+
+    async def queues(self, topic: str) -> list[BrokerQueues] | None:
+        """The topic's queues on each broker (None: no broker has the topic)."""
+        ...
+
+    async def message_type(self, topic: str) -> str:
+        """The topic's message.type (UNSPECIFIED for a topic no broker has)."""
+        ...
+
+    async def group(self, group: str) -> SubscriptionGroupConfig | None: ...
+
+    async def send(
+        self, session: Session, broker_name: str, h: SendMessageRequestHeader, body: bytes
+    ) -> SendOutcome:
+        """Stores one message on `broker_name` (raises for a send the broker refuses outright)."""
+        ...
+
+    async def pop(self, broker_name: str, req: PopRequest) -> Popped:
+        """A pop on `broker_name` (any broker of the topic when it has none), long polling."""
+        ...
+
+    async def ack(self, group: str, topic: str, receipt: ExtraInfo) -> None: ...
+
+    async def change_invisible(
+        self, group: str, topic: str, receipt: ExtraInfo, invisible_ms: int
+    ) -> tuple[int, int, int]:
+        """(popTime, invisibleTime, reviveQid) of the new checkpoint."""
+        ...
+
+    async def dead_letter(self, group: str, receipt: ExtraInfo, commit_log_offset: int) -> None:
+        """The message at `commit_log_offset` of the receipt's broker to the group's dead letter queue."""
+        ...
+
+    async def end_transaction(
+        self, session: Session, broker_name: str, h: EndTransactionRequestHeader
+    ) -> None:
+        """Commits or rolls back the half message `h` names on `broker_name`."""
+        ...
+
+    async def recall(self, session: Session, topic: str, handle: str) -> str:
+        """Recalls a delay message; its message id."""
+        ...
+
+    async def register_producer(self, session: Session, topics: list[str]) -> None: ...
+
+    async def register_consumer(
+        self, session: Session, group: str, data: dict[str, str], subscriptions: list[Subscription]
+    ) -> None: ...
+
+    async def unregister(self, session: Session, topics: list[str], group: str | None) -> None: ...
