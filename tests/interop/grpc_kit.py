@@ -45,16 +45,18 @@ BROKER_CONF = {
 }
 
 
-def prepare(namesrv: str, root: Path, topic: str, group: str, case: str) -> None:
-    """The scenario's typed topic (and its group if it is not a default one) on a cluster, made by
-    5.3.3's mqadmin."""
+def prepare(
+    namesrv: str, root: Path, topic: str, group: str, case: str, broker_addr: str | None = None
+) -> None:
+    """The scenario's typed topic (and its group if it is not a default one) on a cluster, or on
+    the one broker at `broker_addr`, made by 5.3.3's mqadmin."""
     message_type, orderly, retry_max_times = CASES[case]
+    where = ["-c", CLUSTER] if broker_addr is None else ["-b", broker_addr]
     out = mqadmin(
         root,
         namesrv,
         "updateTopic",
-        "-c",
-        CLUSTER,
+        *where,
         "-t",
         topic,
         "-r",
