@@ -96,6 +96,31 @@ def serving(
             broker.wait(timeout=10)
 
 
+def loadavg() -> str:
+    """/proc/loadavg as it reads: how busy the machine was around a measurement."""
+    return Path("/proc/loadavg").read_text().strip()
+
+
+def client_cpu() -> float:
+    """CPU seconds of this process (the benchmark's own client), user and system."""
+    t = os.times()
+    return t.user + t.system
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b to three places; None when either is missing (or b is 0)."""
+    return round(a / b, 3) if a is not None and b else None
+
+
+def render(head: list[str], rows: list[list[str]]) -> str:
+    """A plain text table, columns padded to their widest cell."""
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]
+    ]
+    return "\n".join(lines)
+
+
 def environment() -> dict[str, Any]:
     """The machine and the code a result was measured on."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)

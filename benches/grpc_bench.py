@@ -68,7 +68,17 @@ sys.path.insert(0, str(HERE.parent / "tools"))
 
 import apache_rocketmq  # noqa: E402  (tools/ is not a package)
 import grpc  # noqa: E402
-from benchlib import cpu_seconds, cpu_seconds_by_thread, free_port, serving, write_results  # noqa: E402
+from benchlib import (  # noqa: E402
+    client_cpu,
+    cpu_seconds,
+    cpu_seconds_by_thread,
+    free_port,
+    loadavg,
+    ratio,
+    render,
+    serving,
+    write_results,
+)
 from google.protobuf import duration_pb2, timestamp_pb2  # noqa: E402
 
 from ferromq.client.admin import Admin  # noqa: E402
@@ -125,15 +135,6 @@ CHANNEL_OPTIONS = [
     ("grpc.use_local_subchannel_pool", 1),
 ]
 IDLE_S = 5.0
-
-
-def loadavg() -> str:
-    return Path("/proc/loadavg").read_text().strip()
-
-
-def client_cpu() -> float:
-    t = os.times()
-    return t.user + t.system
 
 
 def pct_ms(values: list[float], p: float) -> float | None:
@@ -943,14 +944,6 @@ async def latency_case(server: Server, args: argparse.Namespace) -> dict[str, An
 # -- tables ---------------------------------------------------------------------------------------
 
 
-def render(head: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]
-    ]
-    return "\n".join(lines)
-
-
 def _ms(d: dict[str, Any], *keys: str) -> str:
     return "/".join("-" if d.get(k) is None else f"{d[k]:g}" for k in keys)
 
@@ -1038,10 +1031,6 @@ def print_by_thread(rows: list[dict[str, Any]]) -> None:
         print(f"  {r['broker']} cpu us/msg by thread: {parts}")
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
-
-
 def ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     def pair(case: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         by = {r["broker"]: r for r in results.get(case, [])}
@@ -1049,8 +1038,8 @@ def ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
     def cpu(f: dict[str, Any], j: dict[str, Any]) -> dict[str, Any]:
         return {
-            "cpu_per_msg": _ratio(f["server_cpu_us_per_msg"], j["server_cpu_us_per_msg"]),
-            "cpu_per_msg_net_of_idle": _ratio(
+            "cpu_per_msg": ratio(f["server_cpu_us_per_msg"], j["server_cpu_us_per_msg"]),
+            "cpu_per_msg_net_of_idle": ratio(
                 f["server_cpu_us_per_msg_net_of_idle"], j["server_cpu_us_per_msg_net_of_idle"]
             ),
         }
@@ -1058,18 +1047,18 @@ def ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if p := pair("send"):
         f, j = p
-        out["send"] = {"msgs_per_s": _ratio(f["msgs_per_s"], j["msgs_per_s"]), **cpu(f, j)}
+        out["send"] = {"msgs_per_s": ratio(f["msgs_per_s"], j["msgs_per_s"]), **cpu(f, j)}
     if p := pair("latency"):
         f, j = p
         out["latency"] = {
-            "p50": _ratio(f["send_ms"]["p50"], j["send_ms"]["p50"]),
-            "p99": _ratio(f["send_ms"]["p99"], j["send_ms"]["p99"]),
-            "max": _ratio(f["send_ms"]["max"], j["send_ms"]["max"]),
+            "p50": ratio(f["send_ms"]["p50"], j["send_ms"]["p50"]),
+            "p99": ratio(f["send_ms"]["p99"], j["send_ms"]["p99"]),
+            "max": ratio(f["send_ms"]["max"], j["send_ms"]["max"]),
             **cpu(f, j),
         }
     if p := pair("receive"):
         f, j = p
-        out["receive"] = {"msgs_per_s": _ratio(f["msgs_per_s"], j["msgs_per_s"]), **cpu(f, j)}
+        out["receive"] = {"msgs_per_s": ratio(f["msgs_per_s"], j["msgs_per_s"]), **cpu(f, j)}
     return out
 
 

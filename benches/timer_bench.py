@@ -57,7 +57,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tools"))
 
 import apache_rocketmq  # noqa: E402  (tools/ is not a package)
-from benchlib import cpu_seconds, free_port, serving, write_results  # noqa: E402
+from benchlib import (  # noqa: E402
+    client_cpu,
+    cpu_seconds,
+    free_port,
+    loadavg,
+    ratio,
+    render,
+    serving,
+    write_results,
+)
 
 from ferromq.message import StoredMessage, decode_messages  # noqa: E402
 from ferromq.protocol.codes import RequestCode as RC  # noqa: E402
@@ -170,15 +179,6 @@ def disk_use(store: Path) -> dict[str, int]:
         out[name] = total
     out["total"] = sum(out.values())
     return out
-
-
-def loadavg() -> str:
-    return Path("/proc/loadavg").read_text().strip()
-
-
-def client_cpu() -> float:
-    t = os.times()
-    return t.user + t.system
 
 
 # -- the client -----------------------------------------------------------------------------------
@@ -815,14 +815,6 @@ async def pop_case(b: Broker, k: int, consumers: int, body_size: int) -> dict[st
 # -- tables ---------------------------------------------------------------------------------------
 
 
-def render(head: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]
-    ]
-    return "\n".join(lines)
-
-
 def _ms(d: dict[str, Any], *keys: str) -> str:
     return "/".join("-" if d.get(k) is None else str(d[k]) for k in keys)
 
@@ -904,10 +896,6 @@ def pop_table(rows: list[dict[str, Any]]) -> str:
     return render(head, out)
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
-
-
 def ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     def pair(case: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         by = {r["broker"]: r for r in results.get(case, [])}
@@ -917,8 +905,8 @@ def ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     if p := pair("lateness"):
         f, j = p
         out["lateness"] = {
-            "late_p99": _ratio(f["late_ms"]["p99"], j["late_ms"]["p99"]),
-            "late_max": _ratio(f["late_ms"]["max"], j["late_ms"]["max"]),
+            "late_p99": ratio(f["late_ms"]["p99"], j["late_ms"]["p99"]),
+            "late_max": ratio(f["late_ms"]["max"], j["late_ms"]["max"]),
             "late_vs_slot_end_p99_ms_difference": (
                 None
                 if f["late_vs_slot_end_ms"]["p99"] is None or j["late_vs_slot_end_ms"]["p99"] is None
@@ -928,16 +916,16 @@ def ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     if p := pair("footprint"):
         f, j = p
         out["footprint"] = {
-            "rss": _ratio(f["rss_mib"], j["rss_mib"]),
-            "rss_anon": _ratio(f["rss_anon_mib"], j["rss_anon_mib"]),
-            "disk_total": _ratio(f["disk_bytes"]["total"], j["disk_bytes"]["total"]),
+            "rss": ratio(f["rss_mib"], j["rss_mib"]),
+            "rss_anon": ratio(f["rss_anon_mib"], j["rss_anon_mib"]),
+            "disk_total": ratio(f["disk_bytes"]["total"], j["disk_bytes"]["total"]),
         }
     if p := pair("pop"):
         f, j = p
         out["pop"] = {
-            "msgs_per_s": _ratio(f["msgs_per_s"], j["msgs_per_s"]),
-            "cpu_per_msg": _ratio(f["broker_cpu_us_per_msg"], j["broker_cpu_us_per_msg"]),
-            "cpu_per_msg_net_of_idle": _ratio(
+            "msgs_per_s": ratio(f["msgs_per_s"], j["msgs_per_s"]),
+            "cpu_per_msg": ratio(f["broker_cpu_us_per_msg"], j["broker_cpu_us_per_msg"]),
+            "cpu_per_msg_net_of_idle": ratio(
                 f["broker_cpu_us_per_msg_net_of_idle"], j["broker_cpu_us_per_msg_net_of_idle"]
             ),
         }

@@ -55,6 +55,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tools"))
 
 import apache_rocketmq  # noqa: E402  (tools/ is not a package)
+from benchlib import ratio  # noqa: E402
 
 LOADGEN_DIR = HERE / "loadgen"
 LOADGEN_JAR = LOADGEN_DIR / "target" / "ferromq-loadgen.jar"
@@ -520,10 +521,6 @@ def _lat(case: dict[str, Any], rate: int) -> dict[str, Any] | None:
     return next((r for r in case["latency"] if r["target_rate"] == rate), None)
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
-
-
 def ratios(results: list[dict[str, Any]], rates: list[int]) -> list[dict[str, Any]]:
     out = []
     for flush in FLUSH_MODES:
@@ -535,20 +532,20 @@ def ratios(results: list[dict[str, Any]], rates: list[int]) -> list[dict[str, An
             row: dict[str, Any] = {
                 "flush": flush,
                 "size": size,
-                "produce": _ratio(
+                "produce": ratio(
                     (fm["produce"] or {}).get("msg_per_s"), (rm["produce"] or {}).get("msg_per_s")
                 ),
-                "consume": _ratio(
+                "consume": ratio(
                     (fm["consume"] or {}).get("msg_per_s"), (rm["consume"] or {}).get("msg_per_s")
                 ),
-                "cpu_per_msg": _ratio(_cpu_per_msg(fm["produce"]), _cpu_per_msg(rm["produce"])),
-                "rss_peak": _ratio(fm["rss"]["peak_mib"], rm["rss"]["peak_mib"]),
-                "rss_anon_peak": _ratio(fm["rss"]["anon_peak_mib"], rm["rss"]["anon_peak_mib"]),
+                "cpu_per_msg": ratio(_cpu_per_msg(fm["produce"]), _cpu_per_msg(rm["produce"])),
+                "rss_peak": ratio(fm["rss"]["peak_mib"], rm["rss"]["peak_mib"]),
+                "rss_anon_peak": ratio(fm["rss"]["anon_peak_mib"], rm["rss"]["anon_peak_mib"]),
             }
             for rate in rates:
                 a, b = _lat(fm, rate), _lat(rm, rate)
-                row[f"p99_at_{rate}"] = _ratio(a and a["p99_ms"], b and b["p99_ms"])
-                row[f"cpu_per_msg_at_{rate}"] = _ratio(_cpu_per_msg(a), _cpu_per_msg(b))
+                row[f"p99_at_{rate}"] = ratio(a and a["p99_ms"], b and b["p99_ms"])
+                row[f"cpu_per_msg_at_{rate}"] = ratio(_cpu_per_msg(a), _cpu_per_msg(b))
             out.append(row)
     return out
 
