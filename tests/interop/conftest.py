@@ -4,18 +4,23 @@
 per test module on free 127.0.0.1 ports with a fresh store, and stops it with `stop_ferromq`: SIGTERM,
 asserting a clean exit and no ERROR / Traceback in its log. `ferromq_namesrv` is the name server address
 alone; when a test using it fails, the part of the broker log written during that test is attached to the
-report. Tests can attach more text with `failure_sections`.
+report. Tests can attach more text with `failure_sections`. The 5.x clients' side-by-side tests share
+`java_proxy` (Apache RocketMQ 5.3.3's proxy in local mode) and `ferromq_grpc`, one of each per module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ferromq.testing import BrokerProcess
 from ferromq.testing.process import log_tail
+
+if TYPE_CHECKING:
+    from apache_rocketmq import ApacheRocketMQProxy
 
 STOP_TIMEOUT = 15.0
 
@@ -46,6 +51,33 @@ def stop_ferromq(server: BrokerProcess) -> None:
 @pytest.fixture(scope="module")
 def ferromq_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     server = BrokerProcess(tmp_path_factory.mktemp("ferromq")).start()
+    try:
+        yield server
+    finally:
+        stop_ferromq(server)
+
+
+@pytest.fixture(scope="module")
+def java_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocketMQProxy]:
+    """Apache RocketMQ 5.3.3's proxy in local mode with the 5.x side-by-side tests' broker settings
+    (tests/interop/grpc_kit.py), for the module."""
+    from apache_rocketmq import start_rocketmq_proxy
+
+    from tests.interop.grpc_kit import BROKER_CONF
+
+    proxy = start_rocketmq_proxy(tmp_path_factory.mktemp("rocketmq-proxy"), broker_conf=BROKER_CONF)
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def ferromq_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """`ferromq serve` with the same settings as `java_proxy`, for the module."""
+    from tests.interop.grpc_kit import BROKER_CONF
+
+    server = BrokerProcess(tmp_path_factory.mktemp("ferromq-grpc"), BROKER_CONF).start()
     try:
         yield server
     finally:

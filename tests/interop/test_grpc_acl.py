@@ -16,7 +16,6 @@ from ferromq.broker.topics import TopicConfig
 from ferromq.testing import Broker
 from tests.interop.grpc_kit import arun_client5
 
-SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
 TOPIC = "AclGrpcTopic"
 WRITER = ("grpcWriter", "grpcWriterSecret")
 READER = ("grpcReader", "grpcReaderSecret")
@@ -37,7 +36,6 @@ accounts:
     secretKey: {ADMIN[1]}
     admin: true
 """
-CLIENT_TIMEOUT = 120.0
 OK, UNAUTHORIZED = 20000, 40100
 
 

@@ -28,17 +28,16 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from apache_rocketmq import ApacheRocketMQProxy, have_java, start_rocketmq_proxy
+from apache_rocketmq import ApacheRocketMQProxy, have_java
 
 from ferromq.testing import BrokerProcess
-from tests.interop.conftest import stop_ferromq
 from tests.interop.cpp_kit import cpp_client_problem, scenario_argv
-from tests.interop.grpc_kit import BROKER_CONF, CASES, assert_outcome, assert_same, on_both, prepare
+from tests.interop.grpc_kit import CASES, assert_outcome, assert_same, on_both, prepare
 from tests.interop.java5build import build_grpc5_jar, run_driver
 
 pytestmark = [
@@ -56,24 +55,6 @@ CPP_TIMEOUT = 60.0
 @pytest.fixture(scope="module")
 def jar() -> Path:
     return build_grpc5_jar()
-
-
-@pytest.fixture(scope="module")
-def java_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocketMQProxy]:
-    proxy = start_rocketmq_proxy(tmp_path_factory.mktemp("rocketmq-proxy"), broker_conf=BROKER_CONF)
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
-
-
-@pytest.fixture(scope="module")
-def ferromq_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    server = BrokerProcess(tmp_path_factory.mktemp("ferromq-grpc"), BROKER_CONF).start()
-    try:
-        yield server
-    finally:
-        stop_ferromq(server)
 
 
 def client_logs(workdir: Path, limit: int = 6000) -> str:

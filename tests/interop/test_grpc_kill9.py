@@ -17,9 +17,7 @@ from ferromq.testing.waiting import wait_until
 from tests.interop.conftest import stop_ferromq
 from tests.interop.grpc_kit import run_client5
 
-SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
 TOPIC, GROUP = "Kill9GrpcTopic", "Kill9GrpcGroup"
-CLIENT_TIMEOUT = 180.0
 
 
 @pytest.mark.timeout(600)

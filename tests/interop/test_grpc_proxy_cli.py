@@ -18,7 +18,6 @@ from ferromq.testing.waiting import wait_until
 from tests.interop.grpc_kit import run_client5
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
-SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
 TOPIC = "ProxyCliTopic"
 
 

@@ -28,16 +28,14 @@ transactionTimeOut) and allow recalls (recallMessageEnable).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from apache_rocketmq import ApacheRocketMQProxy, have_java, start_rocketmq_proxy
+from apache_rocketmq import ApacheRocketMQProxy, have_java
 
 from ferromq.testing import BrokerProcess
-from tests.interop.conftest import stop_ferromq
 from tests.interop.grpc_kit import (
-    BROKER_CONF,
     CASES,
     assert_outcome,
     assert_same,
@@ -51,27 +49,7 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
 RUN = uuid.uuid4().hex[:6]
-CLIENT_TIMEOUT = 180.0
-
-
-@pytest.fixture(scope="module")
-def java_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocketMQProxy]:
-    proxy = start_rocketmq_proxy(tmp_path_factory.mktemp("rocketmq-proxy"), broker_conf=BROKER_CONF)
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
-
-
-@pytest.fixture(scope="module")
-def ferromq_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    server = BrokerProcess(tmp_path_factory.mktemp("ferromq-grpc"), BROKER_CONF).start()
-    try:
-        yield server
-    finally:
-        stop_ferromq(server)
 
 
 def topic_of(case: str) -> str:

@@ -14,9 +14,7 @@ from ferromq.broker.topics import TopicConfig
 from ferromq.testing import Broker
 from tests.interop.grpc_kit import arun_client5
 
-SCENARIOS = Path(__file__).with_name("client5_scenarios.py")
 TOPIC, GROUP = "RenewTopic", "RenewGroup"
-CLIENT_TIMEOUT = 120.0
 
 
 @pytest.mark.timeout(300)
