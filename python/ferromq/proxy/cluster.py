@@ -66,6 +66,17 @@ def _offsets(info: str) -> dict[tuple[str, int], int]:
     return out
 
 
+def _receipt_fields(group: str, topic: str, receipt: ExtraInfo) -> dict[str, str]:
+    """The header fields ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME name a popped message by."""
+    return {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": str(receipt.queue_id),
+        "extraInfo": str(receipt),
+        "offset": str(receipt.offset),
+    }
+
+
 def _subscription_json(s: Subscription) -> dict[str, Any]:
     return {
         "topic": s.topic,
@@ -268,27 +279,14 @@ class ClusterBackend:
         )
 
     async def ack(self, group: str, topic: str, receipt: ExtraInfo) -> None:
-        ext = {
-            "consumerGroup": group,
-            "topic": topic,
-            "queueId": str(receipt.queue_id),
-            "extraInfo": str(receipt),
-            "offset": str(receipt.offset),
-        }
+        ext = _receipt_fields(group, topic, receipt)
         reply = await self._call(self._master(receipt.broker_name), RequestCode.ACK_MESSAGE, ext)
         check_reply(reply, f"the ack on {receipt.broker_name}")
 
     async def change_invisible(
         self, group: str, topic: str, receipt: ExtraInfo, invisible_ms: int
     ) -> tuple[int, int, int]:
-        ext = {
-            "consumerGroup": group,
-            "topic": topic,
-            "queueId": str(receipt.queue_id),
-            "extraInfo": str(receipt),
-            "offset": str(receipt.offset),
-            "invisibleTime": str(invisible_ms),
-        }
+        ext = {**_receipt_fields(group, topic, receipt), "invisibleTime": str(invisible_ms)}
         addr = self._master(receipt.broker_name)
         reply = check_reply(
             await self._call(addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext),
