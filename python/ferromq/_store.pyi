@@ -5,6 +5,7 @@ from os import PathLike
 from typing import Any, Protocol, final
 
 __all__ = [
+    "GRPC_SYSTEM_PROPERTIES",
     "STORE_ERROR_CLASSES",
     "WIRE_CONSTANTS",
     "ConsumerOffsets",
@@ -29,7 +30,11 @@ __all__ = [
     "decode_offset_msg_id",
     "decode_records",
     "encode_batch_messages",
+    "fifo_queue",
     "get_property",
+    "grpc_check_topic",
+    "grpc_message_type",
+    "grpc_outgoing",
     "java_hash",
     "offset_msg_id",
     "parse_tag_expression",
@@ -419,12 +424,20 @@ class _PlaneTls(Protocol):
 
 @final
 class TopicRoute:
-    """What a send's topic allows: its queues and whether its tags are multi-tags."""
+    """What a send's topic allows: its queues, whether its tags are multi-tags, and its
+    `message.type` (what a 5.x client may send to it; an unknown name reads as UNSPECIFIED)."""
 
-    write_queues: int
-    read_queues: int
-    multi_tag: bool
-    def __new__(cls, write_queues: int, read_queues: int, multi_tag: bool = False) -> TopicRoute: ...
+    def __new__(
+        cls, write_queues: int, read_queues: int, multi_tag: bool = False, message_type: str = "NORMAL"
+    ) -> TopicRoute: ...
+    @property
+    def write_queues(self) -> int: ...
+    @property
+    def read_queues(self) -> int: ...
+    @property
+    def multi_tag(self) -> bool: ...
+    @property
+    def message_type(self) -> str: ...
 
 @final
 class SendOutcome:
@@ -703,8 +716,9 @@ class DataPlane:
 @final
 class GrpcFront:
     """The gRPC port served on Rust threads (crates/grpc): TLS and plain clients as the data
-    plane tells them apart, HTTP/2, every call handed on to grpcio on the Unix socket `upstream`
-    with the client's `ip:port` in the `x-ferromq-peer` header."""
+    plane tells them apart, HTTP/2, SendMessage served there (see `plane`), every other call
+    handed on to grpcio on the Unix socket `upstream` with the client's `ip:port` in the
+    `x-ferromq-peer` header."""
 
     def __new__(
         cls,
@@ -714,11 +728,17 @@ class GrpcFront:
         *,
         threads: int = 2,
         tls: _PlaneTls | None = None,
+        plane: DataPlane | None = None,
     ) -> GrpcFront:
         """Binds `host:port` (0: any free port); OSError(errno, ...) when it cannot. `tls` as the
-        data plane's; a `ValueError` says which part of it is unusable."""
+        data plane's; a `ValueError` says which part of it is unusable. With `plane`, SendMessage
+        is served by the front on that plane's sends (the topics it serves, its send rules) when
+        the call is not Python's to decide."""
     @property
     def port(self) -> int: ...
+    @property
+    def sends_answered(self) -> int:
+        """SendMessage calls the front answered itself (on the data plane) so far."""
     def stop(self, grace_ms: int = 1000) -> None:
         """Stops accepting and tells every client to go; connections still busy after
         `grace_ms` are closed. Idempotent."""
@@ -755,3 +775,20 @@ def decode_records(
     buf: bytes, check_crc: bool = False
 ) -> list[tuple[str, int, int, int, int, int, int, int, str, int, str, int, int, str, bytes, str]]: ...
 def decode_columns(buf: bytes, filter: RowFilter) -> dict[str, Any]: ...
+
+# The rules of a 5.x client's send (ferromq_grpc::convert); a refusal is ValueError(code, message).
+GRPC_SYSTEM_PROPERTIES: list[str]
+"""Names a 5.x client may not give a user property (Java's MessageConst.STRING_HASH_SET)."""
+
+def grpc_check_topic(name: str) -> None:
+    """ValueError(ILLEGAL_TOPIC, text) when a 5.x client may not name topic `name`."""
+
+def grpc_outgoing(message: bytes, peer: str, now_ms: int) -> tuple[str, int, int, str, str | None]:
+    """A serialized v2 `Message` from `peer`, checked and made a RocketMQ message: its encoded
+    properties, system flag, born timestamp (0: none given), type name and FIFO message group."""
+
+def grpc_message_type(properties: dict[str, str]) -> str:
+    """NORMAL, FIFO, DELAY or TRANSACTION: a stored message's type by its properties."""
+
+def fifo_queue(group: str, queues: int) -> int:
+    """The write queue of FIFO message group `group` among `queues` (the proxy's consistent hash)."""

@@ -13,12 +13,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE};
+use http::header::HeaderValue;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http2::SendRequest;
+
+use crate::body::{CallBody, ReplyBody};
+use crate::sends::{trailers_only, Handled, Sends, SEND_MESSAGE};
 
 /// The header grpcio reads a client's address from (`ip:port`, `[ip6]:port`, as grpcio's own
 /// peer names it): the front sets it on every call, over whatever the client sent, so born hosts
@@ -65,46 +68,68 @@ impl Drop for OpenCall {
 
 /// What one client connection hands its calls on with.
 pub struct Forwarder {
-    upstream: SendRequest<Incoming>,
+    upstream: SendRequest<CallBody>,
     peer: HeaderValue,
+    peer_addr: SocketAddr,
+    /// SendMessage served by the front itself, when the broker's data plane serves sends.
+    sends: Option<Arc<Sends>>,
     pub calls: Arc<Calls>,
 }
 
 impl Forwarder {
-    /// Calls from the client at `peer`, handed on over `upstream`.
-    pub fn new(upstream: SendRequest<Incoming>, peer: SocketAddr) -> Forwarder {
+    /// Calls from the client at `peer`, handed on over `upstream` (SendMessage served by
+    /// `sends` when it takes it).
+    pub fn new(
+        upstream: SendRequest<CallBody>,
+        peer: SocketAddr,
+        sends: Option<Arc<Sends>>,
+    ) -> Forwarder {
+        let peer_addr = peer;
         let peer = HeaderValue::from_str(&peer.to_string())
             .expect("a socket address is a valid header value");
         Forwarder {
             upstream,
             peer,
+            peer_addr,
+            sends,
             calls: Arc::default(),
         }
     }
 
-    /// grpcio's reply to `req`, or UNAVAILABLE when grpcio could not be asked.
+    /// The reply to `req`: the front's own, grpcio's, or UNAVAILABLE when grpcio could not be
+    /// asked.
     pub async fn call(&self, req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
         let call = self.calls.begin();
+        let req = match &self.sends {
+            Some(sends) if req.uri().path() == SEND_MESSAGE => {
+                match sends.serve(req, self.peer_addr).await {
+                    Handled::Answered(reply) => {
+                        return Ok(reply.map(|body| Reply { body, _call: call }))
+                    }
+                    Handled::Declined(req) => req,
+                }
+            }
+            _ => req.map(CallBody::streamed),
+        };
         let (mut parts, body) = req.into_parts();
         parts.uri = upstream_uri(parts.uri);
         // `insert` replaces every value the client sent: only the front names the peer.
         parts.headers.insert(PEER_HEADER, self.peer.clone());
         let mut upstream = self.upstream.clone();
-        Ok(
-            match upstream
-                .send_request(Request::from_parts(parts, body))
-                .await
-            {
-                Ok(reply) => reply.map(|body| Reply {
-                    body: Some(body),
-                    _call: call,
-                }),
-                Err(e) => {
-                    log::debug!("gRPC call from {:?} not handed on: {e}", self.peer);
-                    unavailable(call)
-                }
-            },
-        )
+        let reply = match upstream
+            .send_request(Request::from_parts(parts, body))
+            .await
+        {
+            Ok(reply) => reply.map(ReplyBody::Upstream),
+            Err(e) => {
+                log::debug!("gRPC call from {:?} not handed on: {e}", self.peer);
+                trailers_only(
+                    GRPC_UNAVAILABLE,
+                    "the broker's gRPC service is not reachable",
+                )
+            }
+        };
+        Ok(reply.map(|body| Reply { body, _call: call }))
     }
 }
 
@@ -122,26 +147,9 @@ fn upstream_uri(uri: Uri) -> Uri {
     Uri::from_parts(parts).expect("a scheme, an authority and a path make a URI")
 }
 
-/// A trailers-only reply with gRPC status UNAVAILABLE.
-fn unavailable(call: OpenCall) -> Response<Reply> {
-    let mut reply = Response::new(Reply {
-        body: None,
-        _call: call,
-    });
-    let headers = reply.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert("grpc-status", HeaderValue::from_static(GRPC_UNAVAILABLE));
-    headers.insert(
-        "grpc-message",
-        HeaderValue::from_static("the broker's gRPC service is not reachable"),
-    );
-    reply
-}
-
-/// A reply's body: grpcio's, frame by frame as it comes (data, then trailers); none for a reply
-/// the front made itself.
+/// A reply's body, its call counted open until it is dropped (sent or reset).
 pub struct Reply {
-    body: Option<Incoming>,
+    body: ReplyBody,
     _call: OpenCall,
 }
 
@@ -153,22 +161,14 @@ impl Body for Reply {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        match self.body.as_mut() {
-            Some(body) => Pin::new(body).poll_frame(cx),
-            None => Poll::Ready(None),
-        }
+        Pin::new(&mut self.body).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.body {
-            Some(body) => body.is_end_stream(),
-            None => true,
-        }
+        self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body
-            .as_ref()
-            .map_or(SizeHint::with_exact(0), Body::size_hint)
+        self.body.size_hint()
     }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferromq_remoting::tls::{TlsServer, HANDSHAKE_FIRST_BYTE};
-use hyper::body::Incoming;
+use ferromq_remoting::SendPort;
 use hyper::client::conn::http2 as client;
 use hyper::server::conn::http2 as server;
 use hyper::service::service_fn;
@@ -23,7 +23,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+use crate::body::CallBody;
 use crate::forward::Forwarder;
+use crate::sends::Sends;
 
 /// A client's first byte and its TLS handshake must come within this (a stalled one holds only
 /// its own connection, and that only this long).
@@ -63,6 +65,8 @@ pub struct FrontConfig {
     pub tls: Option<TlsServer>,
     /// The threads of the front's runtime.
     pub threads: usize,
+    /// The broker's data plane's sends: SendMessage is served by the front when given.
+    pub sends: Option<SendPort>,
 }
 
 /// What every connection task shares.
@@ -71,10 +75,12 @@ struct Shared {
     tls: Option<TlsServer>,
     server: server::Builder<TokioExecutor>,
     client: client::Builder<TokioExecutor>,
+    sends: Option<Arc<Sends>>,
 }
 
 /// The running front; [`GrpcFront::stop`] (or dropping it) ends it.
 pub struct GrpcFront {
+    sends: Option<Arc<Sends>>,
     runtime: Mutex<Option<Runtime>>,
     stop: watch::Sender<bool>,
     served: Mutex<Option<JoinHandle<()>>>,
@@ -106,10 +112,13 @@ impl GrpcFront {
             tls: cfg.tls.map(offering_h2),
             server: http2_server(),
             client: client::Builder::new(TokioExecutor::new()),
+            sends: cfg.sends.map(|port| Arc::new(Sends::new(port))),
         });
         let (stop, stopped) = watch::channel(false);
+        let sends = shared.sends.clone();
         let served = runtime.spawn(accept_loop(listener, shared, stopped));
         Ok(GrpcFront {
+            sends,
             runtime: Mutex::new(Some(runtime)),
             stop,
             served: Mutex::new(Some(served)),
@@ -119,6 +128,11 @@ impl GrpcFront {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// SendMessage calls the front answered itself so far (0 without a data plane).
+    pub fn sends_answered(&self) -> u64 {
+        self.sends.as_ref().map_or(0, |s| s.answered())
     }
 
     /// Stops accepting and tells every connection to go (GOAWAY once its calls end); those
@@ -236,8 +250,8 @@ async fn connection(
 async fn open_upstream(
     shared: &Shared,
 ) -> io::Result<(
-    client::SendRequest<Incoming>,
-    client::Connection<TokioIo<UnixStream>, Incoming, TokioExecutor>,
+    client::SendRequest<CallBody>,
+    client::Connection<TokioIo<UnixStream>, CallBody, TokioExecutor>,
 )> {
     let sock = UnixStream::connect(&shared.upstream).await?;
     shared
@@ -263,7 +277,7 @@ where
             return;
         }
     };
-    let forwarder = Arc::new(Forwarder::new(upstream, peer));
+    let forwarder = Arc::new(Forwarder::new(upstream, peer, shared.sends.clone()));
     let calls = forwarder.calls.clone();
     let service = service_fn(move |req| {
         let forwarder = forwarder.clone();

@@ -12,8 +12,12 @@
 //!
 //! No Python here: the PyO3 binding lives in `crates/store-py`.
 
+pub mod body;
+pub mod convert;
 pub mod forward;
 pub mod front;
+pub mod proto;
+pub mod sends;
 
 pub use forward::PEER_HEADER;
 pub use front::{FrontConfig, GrpcFront};

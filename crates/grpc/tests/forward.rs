@@ -69,6 +69,7 @@ fn start(rt: &Runtime, socket: &Path) -> GrpcFront {
         upstream: socket.to_owned(),
         tls: None,
         threads: 1,
+        sends: None,
     })
     .unwrap()
 }
@@ -147,6 +148,7 @@ fn a_taken_port_is_an_address_in_use_error() {
         upstream: "/nonexistent.sock".into(),
         tls: None,
         threads: 1,
+        sends: None,
     })
     .err()
     .expect("bound twice");

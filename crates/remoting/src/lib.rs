@@ -48,6 +48,6 @@ pub use offsets::ConsumerOffsets;
 pub use plane::{DataPlane, Event, PlaneConfig};
 pub use popper::{PopSettings, Popper};
 pub use pull::{PullConfig, Subscription, TagFilter};
-pub use send::SendConfig;
+pub use send::{SendConfig, SendPort};
 pub use sender::{Redirect, SendError, SendRequest, SendSettings, Sender, Stored, TopicRoute};
 pub use stats::{PlaneStats, QueueGets, RpcLatency, TopicPuts};

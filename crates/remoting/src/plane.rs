@@ -28,7 +28,7 @@ use crate::frame::Frame;
 pub use crate::hub::{Arrival, Event};
 use crate::hub::{Hub, Outcome};
 use crate::pull::{self, PullConfig};
-use crate::send::SendConfig;
+use crate::send::{SendConfig, SendPort};
 use crate::stats::PlaneStats;
 use crate::tls::{TlsServer, HANDSHAKE_FIRST_BYTE};
 use crate::wake::Wake;
@@ -96,7 +96,8 @@ pub(crate) struct Shared {
     refusals: Mutex<HashMap<&'static str, (Instant, u64)>>,
     /// Open connections (and ones still being looked at) per peer address.
     per_address: Mutex<HashMap<IpAddr, usize>>,
-    pub(crate) send: RwLock<Option<Arc<SendConfig>>>,
+    /// Shared with the gRPC front's sends ([`SendPort`]).
+    pub(crate) send: Arc<RwLock<Option<Arc<SendConfig>>>>,
     /// Shared with the hold loop, which looks at the queues of held pulls.
     pub(crate) pull: Arc<RwLock<Option<Arc<PullConfig>>>>,
     pub(crate) hub: Arc<Hub>,
@@ -164,7 +165,7 @@ impl DataPlane {
             replies_queued: Arc::new(AtomicUsize::new(0)),
             refusals: Mutex::new(HashMap::new()),
             per_address: Mutex::new(HashMap::new()),
-            send: RwLock::new(None),
+            send: Arc::new(RwLock::new(None)),
             pull: Arc::new(RwLock::new(None)),
             hub: hub.clone(),
             closed_by_reason: Mutex::new(HashMap::new()),
@@ -212,6 +213,14 @@ impl DataPlane {
     }
 
     /// What sends may be served here; None sends every frame to Python.
+    /// The sends this plane serves, for the gRPC front of the same broker.
+    pub fn send_port(&self) -> SendPort {
+        SendPort {
+            hub: self.shared.hub.clone(),
+            config: self.shared.send.clone(),
+        }
+    }
+
     pub fn set_send_config(&self, cfg: Option<SendConfig>) {
         *self.shared.send.write().unwrap() = cfg.map(Arc::new);
     }

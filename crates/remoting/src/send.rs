@@ -7,6 +7,7 @@
 //! whole, before anything is stored; a send served here is answered here, refusals included.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,7 +19,7 @@ use crate::conn::Conn;
 use crate::frame::{json_reply, Frame, Header};
 use crate::hub::{Hub, Outcome};
 use crate::pull;
-use crate::sender::{Answer, SendRequest, Sender, Stored, TopicRoute};
+use crate::sender::{Answer, SendError, SendRequest, Sender, Stored, TopicRoute};
 use crate::waits::Replies;
 
 /// What the data plane needs to serve sends; replaced whole when any of it changes.
@@ -131,23 +132,7 @@ pub(crate) fn serve(
         ext: sender.reply_fields(&stored),
         arrived_at,
     };
-    let on_arrival = {
-        let (hub, sender) = (hub.clone(), cfg.sender.clone());
-        let Stored {
-            topic,
-            queue_id,
-            next_offset,
-            tags_code,
-            ..
-        } = stored.clone();
-        Box::new(move || {
-            if let Some(ha) = &sender.settings.ha {
-                ha.notify_appended();
-            }
-            let wake = topic == SCHEDULE_TOPIC;
-            pull::arrived(&hub, topic, queue_id, next_offset, tags_code, wake);
-        })
-    };
+    let on_arrival = arrival(hub, &cfg.sender, &stored);
     let mut reply = Some(reply);
     // When the reply waits, the flush thread (then the HA threads) answer, in groups (see
     // `waits`).
@@ -165,6 +150,79 @@ pub(crate) fn serve(
         }
     }
     Outcome::Served
+}
+
+/// What runs once a stored message may be read: the slaves are told, held pulls woken, Python
+/// told of the arrival (its held pops, its timer wheel for the schedule topic).
+fn arrival(hub: &Arc<Hub>, sender: &Arc<Sender>, stored: &Stored) -> Box<dyn FnOnce() + Send> {
+    let (hub, sender) = (hub.clone(), sender.clone());
+    let Stored {
+        topic,
+        queue_id,
+        next_offset,
+        tags_code,
+        ..
+    } = stored.clone();
+    Box::new(move || {
+        if let Some(ha) = &sender.settings.ha {
+            ha.notify_appended();
+        }
+        let wake = topic == SCHEDULE_TOPIC;
+        pull::arrived(&hub, topic, queue_id, next_offset, tags_code, wake);
+    })
+}
+
+/// The plane's sends, for another front of the same broker (the gRPC front): the topics the
+/// plane may store into without asking Python, and a send stored by the same rules, counted in
+/// the same statistics and waking the same pulls as one served on a remoting connection.
+#[derive(Clone)]
+pub struct SendPort {
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) config: Arc<std::sync::RwLock<Option<Arc<SendConfig>>>>,
+}
+
+impl std::fmt::Debug for SendPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendPort").finish_non_exhaustive()
+    }
+}
+
+impl SendPort {
+    /// What the plane serves now; None when every send goes to Python.
+    pub fn config(&self) -> Option<Arc<SendConfig>> {
+        self.config.read().unwrap().clone()
+    }
+
+    /// Stores `req` by `cfg`'s rules into a topic `cfg` lists (`route`); `answered` gets the
+    /// reply's code, now or once the disk or a slave has the message (see [`Sender::settle`]).
+    pub fn put(
+        &self,
+        cfg: &SendConfig,
+        req: &SendRequest<'_>,
+        route: TopicRoute,
+        body: &[u8],
+        producer: SocketAddr,
+        answered: Box<dyn FnOnce(i32) + Send>,
+    ) -> Result<Stored, SendError> {
+        let put_started = Instant::now();
+        let stored = cfg.sender.put(req, route, None, body, producer)?;
+        self.hub.put_done(
+            &stored.topic,
+            stored.messages,
+            stored.wrote_bytes,
+            put_started.elapsed(),
+        );
+        let on_arrival = arrival(&self.hub, &cfg.sender, &stored);
+        let mut answered = Some(answered);
+        let now = cfg.sender.settle(&stored, on_arrival, || {
+            let answered = answered.take().expect("settle asks for one answer");
+            Box::new(move |code, _| answered(code))
+        });
+        if let (Some(code), Some(answered)) = (now, answered) {
+            answered(code);
+        }
+        Ok(stored)
+    }
 }
 
 struct SendReply {

@@ -22,12 +22,58 @@ use crate::codes::{
 };
 use crate::waits::{GroupWait, Replies};
 
-/// What a send's topic allows: its queues and whether its tags are multi-tags.
+/// What a send's topic allows: its queues, whether its tags are multi-tags, and the messages a
+/// 5.x client may send to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopicRoute {
     pub write_queues: i32,
     pub read_queues: i32,
     pub multi_tag: bool,
+    pub message_type: MessageType,
+}
+
+/// A topic's `message.type` attribute (RocketMQ 5.x's TopicMessageType), or the type of a 5.x
+/// client's message; the gRPC front refuses a message whose type is not its topic's (unless the
+/// topic's is MIXED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MessageType {
+    Unspecified,
+    #[default]
+    Normal,
+    Fifo,
+    Delay,
+    Transaction,
+    Mixed,
+}
+
+impl MessageType {
+    /// The attribute's value; anything else is UNSPECIFIED (which accepts no message).
+    pub fn parse(name: &str) -> MessageType {
+        match name {
+            "NORMAL" => MessageType::Normal,
+            "FIFO" => MessageType::Fifo,
+            "DELAY" => MessageType::Delay,
+            "TRANSACTION" => MessageType::Transaction,
+            "MIXED" => MessageType::Mixed,
+            _ => MessageType::Unspecified,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageType::Unspecified => "UNSPECIFIED",
+            MessageType::Normal => "NORMAL",
+            MessageType::Fifo => "FIFO",
+            MessageType::Delay => "DELAY",
+            MessageType::Transaction => "TRANSACTION",
+            MessageType::Mixed => "MIXED",
+        }
+    }
+
+    /// Whether a topic of this type takes a message of type `message`.
+    pub fn accepts(self, message: MessageType) -> bool {
+        self == MessageType::Mixed || self == message
+    }
 }
 
 /// The broker's settings a send depends on; a [`Sender`] is made anew when any of them changes.

@@ -41,7 +41,7 @@ type SubscriptionTuple = (String, String, i64, Option<Vec<i32>>);
 
 #[pyclass(frozen, module = "ferromq._store")]
 pub struct DataPlane {
-    inner: Plane,
+    pub(crate) inner: Plane,
 }
 
 fn known_reason(why: &str) -> &'static str {

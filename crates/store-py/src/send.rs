@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferromq_remoting::sender::{self, Redirect, SendError, SendRequest, SendSettings};
+use ferromq_remoting::sender::{self, MessageType, Redirect, SendError, SendRequest, SendSettings};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -13,35 +13,52 @@ use crate::errors::IntoPy;
 use crate::ha::HaMaster;
 use crate::store::Store;
 
-/// What a send's topic allows (its queues and multi-tag flag).
-#[pyclass(frozen, get_all, module = "ferromq._store")]
+/// What a send's topic allows (its queues, multi-tag flag and `message.type`).
+#[pyclass(frozen, module = "ferromq._store")]
 #[derive(Clone, Copy)]
 pub struct TopicRoute {
-    write_queues: i32,
-    read_queues: i32,
-    multi_tag: bool,
+    inner: sender::TopicRoute,
 }
 
 #[pymethods]
 impl TopicRoute {
     #[new]
-    #[pyo3(signature = (write_queues, read_queues, multi_tag=false))]
-    fn new(write_queues: i32, read_queues: i32, multi_tag: bool) -> Self {
+    #[pyo3(signature = (write_queues, read_queues, multi_tag=false, message_type="NORMAL"))]
+    fn new(write_queues: i32, read_queues: i32, multi_tag: bool, message_type: &str) -> Self {
         TopicRoute {
-            write_queues,
-            read_queues,
-            multi_tag,
+            inner: sender::TopicRoute {
+                write_queues,
+                read_queues,
+                multi_tag,
+                message_type: MessageType::parse(message_type),
+            },
         }
+    }
+
+    #[getter]
+    fn write_queues(&self) -> i32 {
+        self.inner.write_queues
+    }
+
+    #[getter]
+    fn read_queues(&self) -> i32 {
+        self.inner.read_queues
+    }
+
+    #[getter]
+    fn multi_tag(&self) -> bool {
+        self.inner.multi_tag
+    }
+
+    #[getter]
+    fn message_type(&self) -> &'static str {
+        self.inner.message_type.name()
     }
 }
 
 impl From<&TopicRoute> for sender::TopicRoute {
     fn from(r: &TopicRoute) -> Self {
-        sender::TopicRoute {
-            write_queues: r.write_queues,
-            read_queues: r.read_queues,
-            multi_tag: r.multi_tag,
-        }
+        r.inner
     }
 }
 

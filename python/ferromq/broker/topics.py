@@ -315,7 +315,10 @@ class TopicConfig:
     def route(self) -> _store.TopicRoute:
         """What a send to this topic may use (the send rules' view of it)."""
         return _store.TopicRoute(
-            self.write_queue_nums, self.read_queue_nums, self.topic_filter_type == "MULTI_TAG"
+            self.write_queue_nums,
+            self.read_queue_nums,
+            self.topic_filter_type == "MULTI_TAG",
+            self.message_type,
         )
 
     @property

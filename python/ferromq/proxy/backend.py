@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ferromq import _store
     from ferromq.acl.plain import PlainAcl
     from ferromq.broker.clients import Subscription
     from ferromq.broker.config import BrokerConfig
@@ -78,6 +79,12 @@ class Backend(Protocol):
 
     @property
     def acl(self) -> PlainAcl | None: ...
+
+    @property
+    def data_plane(self) -> _store.DataPlane | None:
+        """The data plane whose sends the gRPC front serves itself (local mode, on the broker's
+        port's plane); None: every call reaches the service."""
+        ...
 
     async def queues(self, topic: str) -> list[BrokerQueues] | None:
         """The topic's queues on each broker (None: no broker has the topic)."""

@@ -37,6 +37,7 @@ from ferromq.proxy.backend import BrokerQueues, Popped, SendOutcome
 from ferromq.proxy.status import Code, ProxyError
 
 if TYPE_CHECKING:
+    from ferromq import _store
     from ferromq.acl.plain import PlainAcl
     from ferromq.broker.clients import Subscription
     from ferromq.broker.config import BrokerConfig
@@ -110,6 +111,10 @@ class ClusterBackend:
 
     @property
     def acl(self) -> PlainAcl | None:
+        return None
+
+    @property
+    def data_plane(self) -> _store.DataPlane | None:
         return None
 
     async def start(self) -> None:

@@ -22,6 +22,7 @@ from ferromq.proxy.backend import BrokerQueues, Popped, SendOutcome
 from ferromq.proxy.status import Code, ProxyError
 
 if TYPE_CHECKING:
+    from ferromq import _store
     from ferromq.acl.plain import PlainAcl
     from ferromq.broker.broker import Broker
     from ferromq.broker.config import BrokerConfig
@@ -40,6 +41,11 @@ class LocalBackend:
     @property
     def acl(self) -> PlainAcl | None:
         return self._broker.acl
+
+    @property
+    def data_plane(self) -> _store.DataPlane | None:
+        server = self._broker.server
+        return server.plane if server is not None else None
 
     async def queues(self, topic: str) -> list[BrokerQueues] | None:
         tc = self._broker.topics.get(topic)

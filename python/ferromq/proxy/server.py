@@ -99,7 +99,12 @@ class GrpcServer:
         self._server = server
         try:
             return _store.GrpcFront(
-                self._host, self._requested_port, socket_path, threads=FRONT_THREADS, tls=tls
+                self._host,
+                self._requested_port,
+                socket_path,
+                threads=FRONT_THREADS,
+                tls=tls,
+                plane=self.backend.data_plane,
             )
         except OSError as e:
             if e.errno == errno.EADDRINUSE:

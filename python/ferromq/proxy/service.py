@@ -71,15 +71,7 @@ def _now_ms() -> int:
 
 def check_topic(name: str) -> None:
     """ILLEGAL_TOPIC, with the proxy's texts, for a name a client may not use."""
-    if not name.strip():
-        raise ProxyError(Code.ILLEGAL_TOPIC, "The specified topic is blank")
-    if len(name) > 127:
-        raise ProxyError(Code.ILLEGAL_TOPIC, "The specified topic is longer than topic max length 127.")
-    if not set(name) <= _TOPIC_CHARS:
-        raise ProxyError(
-            Code.ILLEGAL_TOPIC,
-            f"The specified topic[{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-        )
+    convert.check_topic_name(name)
     if name in NOT_ALLOWED_SEND or name.startswith(SYSTEM_TOPIC_PREFIX):
         raise ProxyError(Code.ILLEGAL_TOPIC, "cannot access system topic")
 
@@ -365,10 +357,12 @@ class MessagingService(rpc.MessagingServiceServicer):
             if any(m.topic.name != topic for m in request.messages):
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
             now = _now_ms()
-            entries = []
-            for m in request.messages:
-                convert.validate_send(m, now)
-                entries.append(await self._send_one(session, convert.to_store(m, session.peer), m))
+            # Every message checked before any is stored, as the front does (`crates/grpc`).
+            outgoing = [convert.to_store(m, session.peer, now) for m in request.messages]
+            entries = [
+                await self._send_one(session, out, m)
+                for out, m in zip(outgoing, request.messages, strict=True)
+            ]
             return spb.SendMessageResponse(
                 status=_entries_status([e.status.code for e in entries]), entries=entries
             )
@@ -377,7 +371,7 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def _send_one(self, session: Session, out: convert.Outgoing, m: pb.Message) -> spb.SendResultEntry:
         expected = await self.backend.message_type(out.topic)
-        actual = pb.MessageType.Name(convert.message_type_of(out.properties))
+        actual = out.message_type
         if expected not in (actual, "MIXED"):
             raise ProxyError(
                 Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
@@ -385,7 +379,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                 f"the expected type is {expected}, but actual type is {actual}",
             )
         broker_name, queue_id = self._send_queue(
-            await self.backend.queues(out.topic) or [], out.properties.get(convert.PROPERTY_SHARDING_KEY)
+            await self.backend.queues(out.topic) or [], out.message_group
         )
         h = SendMessageRequestHeader(
             producer_group=out.topic,
@@ -406,7 +400,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                 message_id=message_id,
             )
         queue_offset = int(fields.get("queueOffset", "0"))
-        if convert.message_type_of(out.properties) == pb.TRANSACTION:
+        if actual == "TRANSACTION":
             commit_log_offset = _commit_log_offset(fields.get("msgId", ""))
             session.remember_transaction(message_id, (queue_offset, commit_log_offset, broker_name))
         return spb.SendResultEntry(

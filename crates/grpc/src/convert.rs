@@ -1,0 +1,548 @@
+//! A 5.x client's message made a RocketMQ message, as Apache RocketMQ's proxy makes it
+//! (`SendMessageActivity.buildMessage`, `GrpcValidator`): the checks a message must pass, with
+//! the proxy's codes and texts, its stored properties and system flag, its type, and the queue
+//! a FIFO message group goes to. The one place these rules live: the front applies them to the
+//! sends it serves, and the broker's Python (`ferromq.proxy.convert`, through the binding) to
+//! the sends it serves itself (cluster mode, transactions, the ACL).
+
+use ferromq_remoting::sender::MessageType;
+use ferromq_store::hash::java_string_hash;
+use ferromq_store::message::{property, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+
+use crate::proto::{self, Message, SystemProperties};
+
+/// `apache.rocketmq.v2.Code`: the values the send path answers with.
+pub mod code {
+    pub const OK: i32 = 20000;
+    pub const MULTIPLE_RESULTS: i32 = 30000;
+    pub const BAD_REQUEST: i32 = 40000;
+    pub const ILLEGAL_TOPIC: i32 = 40002;
+    pub const ILLEGAL_MESSAGE_TAG: i32 = 40004;
+    pub const ILLEGAL_MESSAGE_KEY: i32 = 40005;
+    pub const ILLEGAL_MESSAGE_GROUP: i32 = 40006;
+    pub const ILLEGAL_MESSAGE_PROPERTY_KEY: i32 = 40007;
+    pub const ILLEGAL_MESSAGE_ID: i32 = 40009;
+    pub const ILLEGAL_DELIVERY_TIME: i32 = 40012;
+    pub const MESSAGE_PROPERTY_CONFLICT_WITH_TYPE: i32 = 40014;
+    pub const MESSAGE_CORRUPTED: i32 = 40016;
+    pub const MESSAGE_BODY_TOO_LARGE: i32 = 41301;
+    pub const MESSAGE_BODY_EMPTY: i32 = 41302;
+    pub const MESSAGE_PROPERTIES_TOO_LARGE: i32 = 43101;
+    pub const INTERNAL_SERVER_ERROR: i32 = 50001;
+    pub const HA_NOT_AVAILABLE: i32 = 50002;
+    pub const MASTER_PERSISTENCE_TIMEOUT: i32 = 50401;
+    pub const SLAVE_PERSISTENCE_TIMEOUT: i32 = 50402;
+
+    /// The name a status message carries when nothing more is said (`Code.name()`).
+    pub fn name(code: i32) -> &'static str {
+        match code {
+            OK => "OK",
+            MULTIPLE_RESULTS => "MULTIPLE_RESULTS",
+            INTERNAL_SERVER_ERROR => "INTERNAL_SERVER_ERROR",
+            HA_NOT_AVAILABLE => "HA_NOT_AVAILABLE",
+            MASTER_PERSISTENCE_TIMEOUT => "MASTER_PERSISTENCE_TIMEOUT",
+            SLAVE_PERSISTENCE_TIMEOUT => "SLAVE_PERSISTENCE_TIMEOUT",
+            _ => "",
+        }
+    }
+}
+
+/// What the Java proxy prefixes to a broker's refusal it does not map to a code of its own.
+pub const PROXY_EXCEPTION: &str = "org.apache.rocketmq.proxy.common.ProxyException: ";
+
+// Properties the 5.x protocol carries in fields of its own.
+pub const SHARDING_KEY: &str = "__SHARDINGKEY";
+pub const BORN_HOST: &str = "__BORNHOST";
+pub const BORN_TIMESTAMP: &str = "BORN_TIMESTAMP";
+pub const TRACE_CONTEXT: &str = "TRACE_CONTEXT";
+pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
+pub const CHECK_IMMUNITY: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+
+/// Names a client may not give a user property (Java's `MessageConst.STRING_HASH_SET`).
+pub const SYSTEM_PROPERTIES: [&str; 51] = [
+    "TRACE_ON",
+    "MSG_REGION",
+    "KEYS",
+    "TAGS",
+    "WAIT",
+    "DELAY",
+    "RETRY_TOPIC",
+    "REAL_TOPIC",
+    "REAL_QID",
+    "TRAN_MSG",
+    "PGROUP",
+    "MIN_OFFSET",
+    "MAX_OFFSET",
+    "BUYER_ID",
+    "ORIGIN_MESSAGE_ID",
+    "TRANSFER_FLAG",
+    "CORRECTION_FLAG",
+    "MQ2_FLAG",
+    "RECONSUME_TIME",
+    "UNIQ_KEY",
+    "MAX_RECONSUME_TIMES",
+    "CONSUME_START_TIME",
+    "POP_CK",
+    "POP_CK_OFFSET",
+    "1ST_POP_TIME",
+    "TRAN_PREPARED_QUEUE_OFFSET",
+    "DUP_INFO",
+    "EXTEND_UNIQ_INFO",
+    "INSTANCE_ID",
+    "CORRELATION_ID",
+    "REPLY_TO_CLIENT",
+    "TTL",
+    "ARRIVE_TIME",
+    "PUSH_REPLY_TIME",
+    "CLUSTER",
+    "MSG_TYPE",
+    "INNER_MULTI_QUEUE_OFFSET",
+    "TIMER_DELAY_MS",
+    "TIMER_DELAY_SEC",
+    "TIMER_DELIVER_MS",
+    "TIMER_ENQUEUE_MS",
+    "TIMER_DEQUEUE_MS",
+    "TIMER_ROLL_TIMES",
+    "TIMER_OUT_MS",
+    "TIMER_DEL_UNIQKEY",
+    "TIMER_DELAY_LEVEL",
+    "__BORNHOST",
+    "BORN_TIMESTAMP",
+    "DLQ_ORIGIN_TOPIC",
+    "DLQ_ORIGIN_MESSAGE_ID",
+    "__CRC32#",
+];
+
+pub const SYSFLAG_COMPRESSED: i32 = 0x1;
+pub const SYSFLAG_TRANSACTION_PREPARED: i32 = 0x4;
+
+// The proxy's limits (ProxyConfig defaults).
+pub const MAX_BODY_SIZE: usize = 4 * 1024 * 1024;
+pub const MAX_USER_PROPERTIES: usize = 128;
+pub const MAX_USER_PROPERTY_BYTES: usize = 16384;
+pub const MAX_MESSAGE_GROUP_SIZE: usize = 64;
+pub const MAX_DELAY_MS: i64 = 86_400_000;
+pub const MAX_TRANSACTION_RECOVERY_SECONDS: i64 = 3600;
+pub const MAX_TOPIC_LENGTH: usize = 127;
+
+/// A send refused before anything is stored: the status the call is answered with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: i32,
+    pub message: String,
+}
+
+fn refuse<T>(code: i32, message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal {
+        code,
+        message: message.into(),
+    })
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+fn control(text: &str) -> bool {
+    text.chars().any(char::is_control)
+}
+
+fn blank(text: &str) -> bool {
+    text.trim().is_empty()
+}
+
+/// Whether a topic name is one a client may use (`^[%|a-zA-Z0-9_-]+$`, at most 127); the text
+/// of ILLEGAL_TOPIC when not. The system topics the broker keeps to itself are its decision.
+pub fn check_topic(name: &str) -> Result<(), Refusal> {
+    if blank(name) {
+        return refuse(code::ILLEGAL_TOPIC, "The specified topic is blank");
+    }
+    if name.chars().count() > MAX_TOPIC_LENGTH {
+        return refuse(
+            code::ILLEGAL_TOPIC,
+            "The specified topic is longer than topic max length 127.",
+        );
+    }
+    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-');
+    if !name.chars().all(legal) {
+        return refuse(
+            code::ILLEGAL_TOPIC,
+            format!(
+                "The specified topic[{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The checks of SendMessageActivity on one message, in its order (the first that fails).
+pub fn validate(m: &Message, now_ms: i64) -> Result<(), Refusal> {
+    if m.body.is_empty() {
+        return refuse(code::MESSAGE_BODY_EMPTY, "message body cannot be empty");
+    }
+    if m.body.len() > MAX_BODY_SIZE {
+        return refuse(
+            code::MESSAGE_BODY_TOO_LARGE,
+            format!("message body cannot exceed the max {MAX_BODY_SIZE}"),
+        );
+    }
+    if m.user_properties.len() > MAX_USER_PROPERTIES {
+        return refuse(
+            code::MESSAGE_PROPERTIES_TOO_LARGE,
+            format!("too many user properties, max is {MAX_USER_PROPERTIES}"),
+        );
+    }
+    let mut size = 0;
+    for (key, value) in &m.user_properties {
+        if SYSTEM_PROPERTIES.contains(&key.as_str()) {
+            return refuse(
+                code::ILLEGAL_MESSAGE_PROPERTY_KEY,
+                format!("property is used by system: {key}"),
+            );
+        }
+        if control(key) {
+            return refuse(
+                code::ILLEGAL_MESSAGE_PROPERTY_KEY,
+                "the key of property cannot contain control character",
+            );
+        }
+        if control(value) {
+            return refuse(
+                code::ILLEGAL_MESSAGE_PROPERTY_KEY,
+                "the value of property cannot contain control character",
+            );
+        }
+        size += key.len() + value.len();
+    }
+    let default = SystemProperties::default();
+    let sp = m.system_properties.as_ref().unwrap_or(&default);
+    if let Some(tag) = &sp.tag {
+        if !tag.is_empty() && blank(tag) {
+            return refuse(
+                code::ILLEGAL_MESSAGE_TAG,
+                "tag cannot be the char sequence of whitespace",
+            );
+        }
+        if tag.contains('|') {
+            return refuse(code::ILLEGAL_MESSAGE_TAG, "tag cannot contain '|'");
+        }
+        if control(tag) {
+            return refuse(
+                code::ILLEGAL_MESSAGE_TAG,
+                "tag cannot contain control character",
+            );
+        }
+        size += tag.len();
+    }
+    for key in &sp.keys {
+        if blank(key) {
+            return refuse(
+                code::ILLEGAL_MESSAGE_KEY,
+                "key cannot be the char sequence of whitespace",
+            );
+        }
+        if control(key) {
+            return refuse(
+                code::ILLEGAL_MESSAGE_KEY,
+                "key cannot contain control character",
+            );
+        }
+        size += key.len();
+    }
+    if size > MAX_USER_PROPERTY_BYTES {
+        return refuse(
+            code::MESSAGE_PROPERTIES_TOO_LARGE,
+            format!(
+                "the total size of user property is too large, max is {MAX_USER_PROPERTY_BYTES}"
+            ),
+        );
+    }
+    if blank(&sp.message_id) {
+        return refuse(code::ILLEGAL_MESSAGE_ID, "message id cannot be empty");
+    }
+    if sp.message_type == proto::TRANSACTION {
+        if let Some(d) = &sp.orphaned_transaction_recovery_duration {
+            if d.seconds > MAX_TRANSACTION_RECOVERY_SECONDS {
+                return refuse(
+                    code::BAD_REQUEST,
+                    format!("the max transaction recovery time of message is too large, max is {MAX_TRANSACTION_RECOVERY_SECONDS}"),
+                );
+            }
+        }
+    }
+    if let Some(at) = &sp.delivery_timestamp {
+        if at.millis().saturating_sub(now_ms) > MAX_DELAY_MS {
+            return refuse(
+                code::ILLEGAL_DELIVERY_TIME,
+                format!("the max delay time of message is too large, max is {MAX_DELAY_MS}"),
+            );
+        }
+    }
+    if let Some(group) = &sp.message_group {
+        if blank(group) {
+            return refuse(
+                code::ILLEGAL_MESSAGE_GROUP,
+                "message group cannot be the char sequence of whitespace",
+            );
+        }
+        if group.len() >= MAX_MESSAGE_GROUP_SIZE {
+            return refuse(
+                code::ILLEGAL_MESSAGE_GROUP,
+                format!("message group exceed the max size {MAX_MESSAGE_GROUP_SIZE}"),
+            );
+        }
+        if control(group) {
+            return refuse(
+                code::ILLEGAL_MESSAGE_GROUP,
+                "message group cannot contain control character",
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A checked message as the broker stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The stored properties, encoded (`name\x01value` joined by `\x02`).
+    pub properties: String,
+    pub sys_flag: i32,
+    /// Zero when the client gave none (the store's clock then).
+    pub born_timestamp: i64,
+    pub message_type: MessageType,
+    /// Its FIFO message group, when it has one.
+    pub message_group: Option<String>,
+}
+
+/// Properties in the order they were first set; a later set replaces the value.
+struct Properties(Vec<(String, String)>);
+
+impl Properties {
+    fn set(&mut self, name: &str, value: String) {
+        match self.0.iter_mut().find(|(k, _)| k == name) {
+            Some(entry) => entry.1 = value,
+            None => self.0.push((name.to_string(), value)),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The RocketMQ message of a checked v2 message (SendMessageActivity.buildMessage); `peer` is
+/// the client's `ip:port`, its born host when it names none. Refused when a field would break
+/// the stored properties (their separators), which no check above rules out for every field.
+pub fn to_store(m: &Message, peer: &str) -> Result<Outgoing, Refusal> {
+    let default = SystemProperties::default();
+    let sp = m.system_properties.as_ref().unwrap_or(&default);
+    let topic = m.topic_name();
+    let mut props = Properties(
+        m.user_properties
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    );
+    props.set(property::TAGS, sp.tag.clone().unwrap_or_default());
+    if !sp.keys.is_empty() {
+        props.set(property::KEYS, sp.keys.join(" "));
+    }
+    props.set(property::UNIQ_KEY, sp.message_id.clone());
+    let mut sys_flag = 0;
+    if sp.message_type == proto::TRANSACTION {
+        props.set(property::TRAN_MSG, "true".to_string());
+        if let Some(d) = &sp.orphaned_transaction_recovery_duration {
+            props.set(CHECK_IMMUNITY, d.seconds.to_string());
+        }
+        sys_flag |= SYSFLAG_TRANSACTION_PREPARED;
+    }
+    if sp.body_encoding == proto::GZIP {
+        sys_flag |= SYSFLAG_COMPRESSED;
+    }
+    if let Some(at) = &sp.delivery_timestamp {
+        props.set(property::TIMER_DELIVER_MS, at.millis().to_string());
+    }
+    props.set(RECONSUME_TIME, sp.delivery_attempt.unwrap_or(0).to_string());
+    props.set(property::PRODUCER_GROUP, topic.to_string());
+    if let Some(group) = sp.message_group.as_ref().filter(|g| !g.is_empty()) {
+        props.set(SHARDING_KEY, group.clone());
+    }
+    if let Some(trace) = sp.trace_context.as_ref().filter(|t| !t.is_empty()) {
+        props.set(TRACE_CONTEXT, trace.clone());
+    }
+    let born_host = if sp.born_host.is_empty() {
+        peer
+    } else {
+        &sp.born_host
+    };
+    props.set(BORN_HOST, born_host.to_string());
+    let born = sp
+        .born_timestamp
+        .as_ref()
+        .map_or(0, proto::Timestamp::millis);
+    if born > 0 {
+        props.set(BORN_TIMESTAMP, born.to_string());
+    }
+    let mut properties = String::new();
+    for (name, value) in &props.0 {
+        if name.is_empty() {
+            continue;
+        }
+        if name.contains([NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR])
+            || value.contains([NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR])
+        {
+            return refuse(
+                code::BAD_REQUEST,
+                format!("property {name} contains a RocketMQ separator character"),
+            );
+        }
+        if !properties.is_empty() {
+            properties.push(PROPERTY_SEPARATOR);
+        }
+        properties.push_str(name);
+        properties.push(NAME_VALUE_SEPARATOR);
+        properties.push_str(value);
+    }
+    Ok(Outgoing {
+        message_type: message_type_of(|name| props.get(name)),
+        message_group: props.get(SHARDING_KEY).map(str::to_string),
+        properties,
+        sys_flag,
+        born_timestamp: born,
+    })
+}
+
+/// A message's type by its properties, `get` reading one (what its topic's `message.type` is
+/// checked against, and what a received message shows).
+pub fn message_type_of<S: AsRef<str>>(get: impl Fn(&str) -> Option<S>) -> MessageType {
+    if get(property::TRAN_MSG).is_some_and(|v| v.as_ref().eq_ignore_ascii_case("true")) {
+        return MessageType::Transaction;
+    }
+    let delay = [
+        property::DELAY,
+        property::TIMER_DELIVER_MS,
+        property::TIMER_DELAY_SEC,
+        property::TIMER_DELAY_MS,
+    ];
+    if delay.iter().any(|name| get(name).is_some()) {
+        return MessageType::Delay;
+    }
+    if get(SHARDING_KEY).is_some() {
+        return MessageType::Fifo;
+    }
+    MessageType::Normal
+}
+
+/// The write queue of a message group among `queues`: Guava's `consistentHash` of the group's
+/// Java hash code, as the proxy's SendMessageQueueSelector picks it (a group keeps its queue
+/// while the count does).
+pub fn fifo_queue(message_group: &str, queues: usize) -> usize {
+    let mut state = java_string_hash(message_group) as i64 as u64;
+    let mut candidate: usize = 0;
+    loop {
+        state = state.wrapping_mul(2862933555777941757).wrapping_add(1);
+        let d = ((state >> 33) + 1) as f64 / f64::from(1u32 << 31);
+        let following = ((candidate + 1) as f64 / d) as i64;
+        if following >= 0 && (following as usize) < queues {
+            candidate = following as usize;
+        } else {
+            return candidate;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{Resource, Timestamp};
+
+    fn message(body: &[u8]) -> Message {
+        Message {
+            topic: Some(Resource {
+                resource_namespace: String::new(),
+                name: "T".into(),
+            }),
+            user_properties: Default::default(),
+            system_properties: Some(SystemProperties {
+                message_id: "01ABC".into(),
+                ..Default::default()
+            }),
+            body: bytes::Bytes::copy_from_slice(body),
+        }
+    }
+
+    #[test]
+    fn checks_come_in_the_proxys_order_with_its_codes() {
+        assert_eq!(
+            validate(&message(b""), 0).unwrap_err().code,
+            code::MESSAGE_BODY_EMPTY
+        );
+        let mut m = message(b"x");
+        m.user_properties.insert("KEYS".into(), "k".into());
+        let e = validate(&m, 0).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                code::ILLEGAL_MESSAGE_PROPERTY_KEY,
+                "property is used by system: KEYS"
+            )
+        );
+        let mut m = message(b"x");
+        m.system_properties.as_mut().unwrap().tag = Some("a|b".into());
+        assert_eq!(validate(&m, 0).unwrap_err().code, code::ILLEGAL_MESSAGE_TAG);
+        let mut m = message(b"x");
+        m.system_properties.as_mut().unwrap().message_group = Some("g".repeat(64));
+        assert_eq!(
+            validate(&m, 0).unwrap_err().code,
+            code::ILLEGAL_MESSAGE_GROUP
+        );
+        let mut m = message(b"x");
+        m.system_properties.as_mut().unwrap().delivery_timestamp = Some(Timestamp {
+            seconds: 86_401,
+            nanos: 0,
+        });
+        assert_eq!(
+            validate(&m, 0).unwrap_err().code,
+            code::ILLEGAL_DELIVERY_TIME
+        );
+        assert!(validate(&message(b"x"), 0).is_ok());
+    }
+
+    #[test]
+    fn a_message_group_makes_a_fifo_message_with_a_sharding_key() {
+        let mut m = message(b"x");
+        let sp = m.system_properties.as_mut().unwrap();
+        sp.message_group = Some("g1".into());
+        sp.tag = Some("TagA".into());
+        sp.keys = vec!["k1".into(), "k2".into()];
+        let out = to_store(&m, "127.0.0.1:5000").unwrap();
+        assert_eq!(out.message_type, MessageType::Fifo);
+        assert_eq!(out.message_group.as_deref(), Some("g1"));
+        let expected = "TAGS\u{1}TagA\u{2}KEYS\u{1}k1 k2\u{2}UNIQ_KEY\u{1}01ABC\u{2}\
+            RECONSUME_TIME\u{1}0\u{2}PGROUP\u{1}T\u{2}__SHARDINGKEY\u{1}g1\u{2}\
+            __BORNHOST\u{1}127.0.0.1:5000";
+        assert_eq!(out.properties, expected);
+    }
+
+    #[test]
+    fn a_separator_in_a_field_no_check_covers_is_refused() {
+        let mut m = message(b"x");
+        m.system_properties.as_mut().unwrap().trace_context = Some("a\u{2}b".into());
+        assert_eq!(to_store(&m, "p").unwrap_err().code, code::BAD_REQUEST);
+    }
+
+    #[test]
+    fn fifo_queues_stay_in_range_and_stable() {
+        for queues in 1..20 {
+            let q = fifo_queue("group-7", queues);
+            assert!(q < queues);
+            assert_eq!(q, fifo_queue("group-7", queues));
+        }
+        assert_eq!(fifo_queue("anything", 1), 0);
+    }
+}

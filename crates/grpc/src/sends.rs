@@ -1,0 +1,360 @@
+//! SendMessage served by the front itself, on the broker's data plane ([`SendPort`]): the rules of
+//! [`crate::convert`] (the proxy's checks, properties and types), then the same send rules,
+//! statistics and wake-ups as a remoting send served by the plane. Whatever is Python's to
+//! decide is handed on to grpcio whole, before anything is stored: a topic the plane does not
+//! list (unknown, system, not writable), a transaction (its check-back needs the client's
+//! session), the ACL (signatures are checked in Python), a compressed or unusual call.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use ferromq_remoting::codes::{
+    FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, SUCCESS,
+};
+use ferromq_remoting::sender::{MessageType, SendRequest};
+use ferromq_remoting::{SendConfig, SendPort};
+use ferromq_store::message::normalize_host;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{HeaderMap, Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use prost::Message as _;
+use tokio::sync::oneshot;
+
+use crate::body::{CallBody, ReplyBody};
+use crate::convert::{self, code, Refusal, PROXY_EXCEPTION};
+use crate::proto::{SendMessageRequest, SendMessageResponse, SendResultEntry, Status};
+
+/// The path of the one call served here.
+pub const SEND_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/SendMessage";
+/// A request body past this is handed on to grpcio unread past it (a batch of large bodies;
+/// grpcio takes up to 130 MiB, as Java's proxy does).
+pub const MAX_READ: usize = 8 * 1024 * 1024;
+/// gRPC's length-prefixed message: a compression flag and a big-endian length.
+const PREFIX: usize = 5;
+
+/// What the front did with a call.
+pub enum Handled {
+    Answered(Response<ReplyBody>),
+    /// grpcio's to answer, with what the front read of it.
+    Declined(Request<CallBody>),
+}
+
+/// The sends of one broker's front.
+pub struct Sends {
+    port: SendPort,
+    /// Whose turn it is among a topic's queues (messages without a group, round robin).
+    turn: AtomicUsize,
+    /// Calls answered here, refusals included.
+    answered: AtomicU64,
+}
+
+/// A message ready for the store.
+struct Planned {
+    out: convert::Outgoing,
+    queue_id: i32,
+    body: Bytes,
+    message_id: String,
+}
+
+/// What a request comes to before anything is stored.
+enum Plan {
+    Python,
+    Refused(Refusal),
+    Store(String, ferromq_remoting::TopicRoute, Vec<Planned>),
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Sends {
+    pub fn new(port: SendPort) -> Sends {
+        Sends {
+            port,
+            turn: AtomicUsize::new(0),
+            answered: AtomicU64::new(0),
+        }
+    }
+
+    /// SendMessage calls the front answered itself so far.
+    pub fn answered(&self) -> u64 {
+        self.answered.load(Ordering::Relaxed)
+    }
+
+    /// Serves a SendMessage call from `peer`, or declines it.
+    pub async fn serve(&self, req: Request<Incoming>, peer: SocketAddr) -> Handled {
+        let handled = self.try_serve(req, peer).await;
+        if matches!(handled, Handled::Answered(_)) {
+            self.answered.fetch_add(1, Ordering::Relaxed);
+        }
+        handled
+    }
+
+    async fn try_serve(&self, req: Request<Incoming>, peer: SocketAddr) -> Handled {
+        let cfg = match self.port.config() {
+            Some(cfg) if cfg.acl.is_none() && plain_call(req.headers()) => cfg,
+            _ => return Handled::Declined(req.map(CallBody::streamed)),
+        };
+        let (parts, body) = req.into_parts();
+        let (read, rest) = match read_up_to(body, MAX_READ).await {
+            Ok(read) => read,
+            // The client reset its call: nobody to answer.
+            Err(e) => return Handled::Answered(trailers_only(CANCELLED, &e.to_string())),
+        };
+        let request = match rest {
+            None => single_message(&read).and_then(|m| SendMessageRequest::decode(m).ok()),
+            Some(_) => None,
+        };
+        let plan = match &request {
+            Some(request) => self.plan(&cfg, request, &peer.to_string()),
+            None => Plan::Python,
+        };
+        let (topic, route, planned) = match plan {
+            Plan::Python => {
+                return Handled::Declined(Request::from_parts(parts, CallBody::read(read, rest)))
+            }
+            Plan::Refused(r) => return Handled::Answered(refused(r)),
+            Plan::Store(topic, route, planned) => (topic, route, planned),
+        };
+        let producer = normalize_host(peer);
+        let mut pending = Vec::with_capacity(planned.len());
+        for p in planned {
+            let req = SendRequest {
+                producer_group: &topic,
+                topic: &topic,
+                queue_id: p.queue_id,
+                sys_flag: p.out.sys_flag,
+                born_timestamp: if p.out.born_timestamp > 0 {
+                    p.out.born_timestamp
+                } else {
+                    now_ms()
+                },
+                flag: 0,
+                properties: &p.out.properties,
+                reconsume_times: 0,
+                batch: false,
+            };
+            let (answer, answered) = oneshot::channel();
+            let done = Box::new(move |code| {
+                let _ = answer.send(code);
+            });
+            match self.port.put(&cfg, &req, route, &p.body, producer, done) {
+                Ok(stored) => pending.push((p.message_id, stored, answered)),
+                Err(e) => {
+                    // As Python's sends: the call is refused with the store's word.
+                    log::debug!("gRPC send from {peer} refused: {e}");
+                    return Handled::Answered(refused(Refusal {
+                        code: code::INTERNAL_SERVER_ERROR,
+                        message: format!("{PROXY_EXCEPTION}{e}"),
+                    }));
+                }
+            }
+        }
+        let mut entries = Vec::with_capacity(pending.len());
+        for (message_id, stored, answered) in pending {
+            let send_code = answered
+                .await
+                .unwrap_or(ferromq_remoting::codes::SYSTEM_ERROR);
+            entries.push(if send_code == SUCCESS {
+                SendResultEntry {
+                    status: Some(status(code::OK, "OK")),
+                    transaction_id: message_id.clone(),
+                    message_id,
+                    offset: stored.queue_offset,
+                    recall_handle: stored.recall_handle.unwrap_or_default(),
+                }
+            } else {
+                let (entry_code, name) = match send_code {
+                    FLUSH_DISK_TIMEOUT => (code::MASTER_PERSISTENCE_TIMEOUT, "FLUSH_DISK_TIMEOUT"),
+                    FLUSH_SLAVE_TIMEOUT => (code::SLAVE_PERSISTENCE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
+                    SLAVE_NOT_AVAILABLE => (code::HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE"),
+                    _ => (code::INTERNAL_SERVER_ERROR, "SYSTEM_ERROR"),
+                };
+                SendResultEntry {
+                    status: Some(status(
+                        entry_code,
+                        &format!("send message failed, sendStatus={name}"),
+                    )),
+                    message_id,
+                    ..Default::default()
+                }
+            });
+        }
+        let overall = entries_status(&entries);
+        Handled::Answered(grpc_reply(&SendMessageResponse {
+            status: Some(overall),
+            entries,
+        }))
+    }
+
+    /// The proxy's decisions on a request, in its order, before anything is stored.
+    fn plan(&self, cfg: &SendConfig, request: &SendMessageRequest, peer: &str) -> Plan {
+        let Some(first) = request.messages.first() else {
+            return Plan::Python;
+        };
+        let topic = first.topic_name();
+        if let Err(r) = convert::check_topic(topic) {
+            return Plan::Refused(r);
+        }
+        if request.messages.iter().any(|m| m.topic_name() != topic) {
+            return Plan::Refused(Refusal {
+                code: code::MESSAGE_CORRUPTED,
+                message: "topic in message is not same".into(),
+            });
+        }
+        let Some(route) = cfg.topics.get(topic).copied() else {
+            return Plan::Python;
+        };
+        if route.write_queues <= 0 {
+            return Plan::Python;
+        }
+        let now = now_ms();
+        let mut planned = Vec::with_capacity(request.messages.len());
+        for m in &request.messages {
+            if let Err(r) = convert::validate(m, now) {
+                return Plan::Refused(r);
+            }
+            let out = match convert::to_store(m, peer) {
+                Ok(out) => out,
+                Err(r) => return Plan::Refused(r),
+            };
+            if out.message_type == MessageType::Transaction {
+                return Plan::Python;
+            }
+            if !route.message_type.accepts(out.message_type) {
+                return Plan::Refused(Refusal {
+                    code: code::MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                    message: format!(
+                        "{PROXY_EXCEPTION}TopicMessageType validate failed, the expected type is {}, but actual type is {}",
+                        route.message_type.name(),
+                        out.message_type.name()
+                    ),
+                });
+            }
+            let queues = route.write_queues as usize;
+            let queue = match &out.message_group {
+                Some(group) => convert::fifo_queue(group, queues),
+                None => self.turn.fetch_add(1, Ordering::Relaxed) % queues,
+            };
+            planned.push(Planned {
+                out,
+                queue_id: queue as i32,
+                body: m.body.clone(),
+                message_id: m
+                    .system_properties
+                    .as_ref()
+                    .map(|sp| sp.message_id.clone())
+                    .unwrap_or_default(),
+            });
+        }
+        Plan::Store(topic.to_string(), route, planned)
+    }
+}
+
+/// A call the front can read: gRPC content, not compressed, from a client that named itself
+/// (grpcio answers the others as the proxy does).
+fn plain_call(headers: &HeaderMap) -> bool {
+    let grpc = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
+    let identity = headers
+        .get("grpc-encoding")
+        .is_none_or(|v| v.as_bytes() == b"identity");
+    let named = headers.get("x-mq-client-id").is_some_and(|v| !v.is_empty());
+    grpc && identity && named
+}
+
+/// Up to `limit` bytes of `body`, and the rest of it when there is more.
+async fn read_up_to(
+    mut body: Incoming,
+    limit: usize,
+) -> Result<(Bytes, Option<Incoming>), hyper::Error> {
+    let mut read = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        // gRPC requests carry no trailers: anything but data is dropped.
+        if let Ok(data) = frame?.into_data() {
+            read.extend_from_slice(&data);
+            if read.len() > limit {
+                return Ok((read.freeze(), Some(body)));
+            }
+        }
+    }
+    Ok((read.freeze(), None))
+}
+
+/// The one uncompressed message of a unary call's body.
+fn single_message(body: &[u8]) -> Option<&[u8]> {
+    let (prefix, message) = body.split_at_checked(PREFIX)?;
+    let len = u32::from_be_bytes(prefix[1..].try_into().ok()?) as usize;
+    (prefix[0] == 0 && message.len() == len).then_some(message)
+}
+
+fn status(code: i32, message: &str) -> Status {
+    Status {
+        code,
+        message: message.to_string(),
+    }
+}
+
+/// The call's status from its entries' (one code for all: it; else MULTIPLE_RESULTS).
+fn entries_status(entries: &[SendResultEntry]) -> Status {
+    let mut codes = entries
+        .iter()
+        .map(|e| e.status.as_ref().map_or(0, |s| s.code));
+    let first = codes.next().unwrap_or(code::OK);
+    if codes.all(|c| c == first) {
+        status(first, code::name(first))
+    } else {
+        status(code::MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
+    }
+}
+
+/// A refusal: the response carries only its status.
+fn refused(r: Refusal) -> Response<ReplyBody> {
+    grpc_reply(&SendMessageResponse {
+        status: Some(status(r.code, &r.message)),
+        entries: Vec::new(),
+    })
+}
+
+/// gRPC's status CANCELLED.
+const CANCELLED: &str = "1";
+
+/// A reply of one message and gRPC status OK (the RocketMQ status is in the message).
+fn grpc_reply(message: &impl prost::Message) -> Response<ReplyBody> {
+    let len = message.encoded_len();
+    let mut data = BytesMut::with_capacity(PREFIX + len);
+    data.put_u8(0);
+    data.put_u32(len as u32);
+    message
+        .encode(&mut data)
+        .expect("the buffer has the message's length");
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    let mut reply = Response::new(ReplyBody::Own {
+        data: Some(data.freeze()),
+        trailers: Some(trailers),
+    });
+    reply
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    reply
+}
+
+/// A reply of headers only, with gRPC status `grpc_status`.
+pub fn trailers_only(grpc_status: &'static str, message: &str) -> Response<ReplyBody> {
+    let mut reply = Response::new(ReplyBody::empty());
+    let headers = reply.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert("grpc-status", HeaderValue::from_static(grpc_status));
+    if let Ok(message) = HeaderValue::from_str(message) {
+        headers.insert("grpc-message", message);
+    }
+    reply
+}

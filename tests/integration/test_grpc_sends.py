@@ -1,0 +1,175 @@
+"""SendMessage served by the gRPC front on the data plane (crates/grpc `sends`), against the same
+broker's Python service (`dataPlane=python`: every call reaches grpcio): the same answers, refusals
+included, and the same stored messages. Calls that are Python's to decide (a transaction, a topic the
+plane does not serve) reach the service and are answered by it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from ferromq import _store
+from ferromq.broker.topics import TopicConfig
+from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
+from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
+from ferromq.testing import Broker
+
+pytestmark = [pytest.mark.timeout(180)]
+
+CALL_TIMEOUT = 10.0
+QUEUES = 4
+RUN = uuid.uuid4().hex[:6]
+
+
+def message(topic: str, body: bytes = b"hello", **system: Any) -> pb.Message:
+    user = system.pop("user", {})
+    sp = pb.SystemProperties(message_id=uuid.uuid4().hex.upper(), body_encoding=pb.IDENTITY, **system)
+    return pb.Message(topic=pb.Resource(name=topic), body=body, user_properties=user, system_properties=sp)
+
+
+def send(endpoint: str, *messages: pb.Message, client_id: str = f"sends-{RUN}") -> spb.SendMessageResponse:
+    with grpc.insecure_channel(endpoint) as ch:
+        reply: spb.SendMessageResponse = rpc.MessagingServiceStub(ch).SendMessage(
+            spb.SendMessageRequest(messages=list(messages)),
+            metadata=[("x-mq-client-id", client_id)],
+            timeout=CALL_TIMEOUT,
+        )
+        return reply
+
+
+def answered(b: Broker) -> int:
+    """SendMessage calls the broker's front answered itself."""
+    grpc_server = b.broker.grpc
+    assert grpc_server is not None and grpc_server._front is not None
+    return grpc_server._front.sends_answered
+
+
+def make_topics(b: Broker) -> tuple[str, str]:
+    normal, fifo = f"SendN{RUN}", f"SendF{RUN}"
+    b.broker.topics.update(TopicConfig(normal, QUEUES, QUEUES))
+    b.broker.topics.update(TopicConfig(fifo, QUEUES, QUEUES, attributes={"message.type": "FIFO"}))
+    return normal, fifo
+
+
+def bad_requests(normal: str, fifo: str) -> Iterator[tuple[str, list[pb.Message]]]:
+    """Requests the proxy's checks refuse, each with what is wrong."""
+    yield "empty body", [message(normal, b"")]
+    yield "system property", [message(normal, user={"KEYS": "k"})]
+    yield "control character", [message(normal, user={"a": "b\x01c"})]
+    yield "tag with a bar", [message(normal, tag="a|b")]
+    yield "blank key", [message(normal, keys=[" "])]
+    yield "long group", [message(fifo, message_group="g" * 64)]
+    yield "no message id", [pb.Message(topic=pb.Resource(name=normal), body=b"x")]
+    yield "type not the topic's", [message(fifo)]
+    yield "group on a normal topic", [message(normal, message_group="g1")]
+    yield "topics not the same", [message(normal), message(fifo, message_group="g")]
+    yield "illegal topic", [message("bad.topic")]
+    yield "far delivery", [message(normal, delivery_timestamp={"seconds": 4_000_000_000})]
+
+
+def status(reply: spb.SendMessageResponse) -> tuple[int, str]:
+    return reply.status.code, reply.status.message
+
+
+async def refusals(settings: dict[str, Any]) -> tuple[list[tuple[int, str]], int]:
+    async with Broker(settings=settings) as b:
+        normal, fifo = make_topics(b)
+        out = []
+        for _, request in bad_requests(normal, fifo):
+            reply = await asyncio.to_thread(send, b.grpc_endpoint, *request)
+            assert not reply.entries
+            out.append(status(reply))
+        return out, answered(b)
+
+
+def test_refusals_are_the_services_own() -> None:
+    """Each refusal the front answers is the one the Python service answers, code and text."""
+    front, by_front = asyncio.run(refusals({}))
+    service, by_service = asyncio.run(refusals({"data_plane": "python"}))
+    names = [name for name, _ in bad_requests("N", "F")]
+    assert dict(zip(names, front, strict=True)) == dict(zip(names, service, strict=True))
+    assert all(code != pb.OK for code, _ in front)
+    assert front[names.index("type not the topic's")] == (
+        pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+        "org.apache.rocketmq.proxy.common.ProxyException: TopicMessageType validate failed, "
+        "the expected type is FIFO, but actual type is NORMAL",
+    )
+    assert by_front == len(names) and by_service == 0
+
+
+def stored_view(b: Broker, topic: str, count: int) -> list[tuple[Any, ...]]:
+    messages = b.wait_for_messages(topic, count)
+    shown = []
+    for m in sorted(messages, key=lambda m: m.properties["UNIQ_KEY"]):
+        props = {k: v for k, v in m.properties.items() if k not in ("__BORNHOST", "CLUSTER")}
+        shown.append((m.queue_id, m.body, m.sys_flag, props))
+    return shown
+
+
+async def sends(settings: dict[str, Any]) -> tuple[list[Any], int]:
+    async with Broker(settings=settings) as b:
+        normal, fifo = make_topics(b)
+        fixed = [
+            message(normal, b"n1", tag="TagA", keys=["k1", "k2"], user={"color": "red"}),
+            message(normal, b"n2", trace_context="00-abc", delivery_attempt=2),
+        ]
+        grouped = [message(fifo, f"f{i}".encode(), message_group=f"group{i % 3}") for i in range(6)]
+        # Fixed message ids: the stored messages compare across the two brokers.
+        for i, m in enumerate(fixed + grouped):
+            m.system_properties.message_id = f"ID{i:04d}{RUN}"
+        replies = [await asyncio.to_thread(send, b.grpc_endpoint, *fixed)]
+        replies.append(await asyncio.to_thread(send, b.grpc_endpoint, *grouped))
+        for reply in replies:
+            assert status(reply) == (pb.OK, "OK")
+            assert all(e.status.code == pb.OK and e.transaction_id == e.message_id for e in reply.entries)
+        ids = [e.message_id for r in replies for e in r.entries]
+        assert ids == [m.system_properties.message_id for m in fixed + grouped]
+        fifo_stored = stored_view(b, fifo, len(grouped))
+        for queue_id, body, _, props in fifo_stored:
+            assert queue_id == _store.fifo_queue(props["__SHARDINGKEY"], QUEUES), body
+        normal_stored = stored_view(b, normal, len(fixed))
+        born = {m.born_host.rsplit(":", 1)[0] for m in b.messages(normal)}
+        assert born == {"127.0.0.1"}
+        # Round robin (the counters differ between fronts): the queues, not their order.
+        return [(body, flag, props) for _, body, flag, props in normal_stored] + fifo_stored, answered(b)
+
+
+def test_sends_store_what_the_service_stores() -> None:
+    """Normal and FIFO sends, answered by the front, store the messages the service stores."""
+    front, by_front = asyncio.run(sends({}))
+    service, by_service = asyncio.run(sends({"data_plane": "python"}))
+    assert front == service
+    assert by_front == 2 and by_service == 0
+    assert front[0][2]["TAGS"] == "TagA" and front[0][2]["KEYS"] == "k1 k2"
+    assert front[0][2]["color"] == "red" and front[1][2]["RECONSUME_TIME"] == "2"
+
+
+def test_python_decides_transactions_and_unknown_topics() -> None:
+    """A half message (its check-back needs the client's session) and a topic the plane does not
+    serve reach the service, which answers them."""
+
+    async def main() -> None:
+        async with Broker() as b:
+            normal, _ = make_topics(b)
+            transactional = f"SendT{RUN}"
+            b.broker.topics.update(
+                TopicConfig(transactional, 1, 1, attributes={"message.type": "TRANSACTION"})
+            )
+            half = message(transactional, message_type=pb.TRANSACTION)
+            reply = await asyncio.to_thread(send, b.grpc_endpoint, half)
+            assert status(reply) == (pb.OK, "OK")
+            missing = await asyncio.to_thread(send, b.grpc_endpoint, message(f"NoSuch{RUN}"))
+            # As Java's proxy answers: a topic no broker has is of type UNSPECIFIED.
+            assert missing.status.code == pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+            assert "expected type is UNSPECIFIED" in missing.status.message
+            assert answered(b) == 0
+            served = await asyncio.to_thread(send, b.grpc_endpoint, message(normal))
+            assert status(served) == (pb.OK, "OK") and answered(b) == 1
+
+    asyncio.run(main())
