@@ -5,7 +5,6 @@ from os import PathLike
 from typing import Any, Protocol, final
 
 __all__ = [
-    "GRPC_SYSTEM_PROPERTIES",
     "STORE_ERROR_CLASSES",
     "WIRE_CONSTANTS",
     "ConsumerOffsets",
@@ -33,8 +32,9 @@ __all__ = [
     "fifo_queue",
     "get_property",
     "grpc_check_topic",
-    "grpc_message_type",
+    "grpc_message",
     "grpc_outgoing",
+    "grpc_popped",
     "java_hash",
     "offset_msg_id",
     "parse_tag_expression",
@@ -729,16 +729,28 @@ class GrpcFront:
         threads: int = 2,
         tls: _PlaneTls | None = None,
         plane: DataPlane | None = None,
+        on_dead_letter: Callable[[str, str, str, int, str], None] | None = None,
     ) -> GrpcFront:
         """Binds `host:port` (0: any free port); OSError(errno, ...) when it cannot. `tls` as the
         data plane's; a `ValueError` says which part of it is unusable. With `plane`, SendMessage
         is served by the front on that plane's sends (the topics it serves, its send rules) when
-        the call is not Python's to decide."""
+        the call is not Python's to decide; with `on_dead_letter` too, the receives and acks of
+        the clients named by `serve_client`, a message popped past the client's retry policy
+        handed to `on_dead_letter(group, topic, receipt, commit_log_offset, message_id)` (called
+        on the front's thread) instead of delivered."""
     @property
     def port(self) -> int: ...
     @property
     def sends_answered(self) -> int:
         """SendMessage calls the front answered itself (on the data plane) so far."""
+    @property
+    def receives_answered(self) -> int:
+        """ReceiveMessage and AckMessage calls the front answered itself so far."""
+    def serve_client(self, client_id: str, max_attempts: int) -> None:
+        """The receives and acks of `client_id` are served by the front from now on (a simple
+        consumer whose retry policy allows `max_attempts` deliveries, 0: unknown)."""
+    def forget_client(self, client_id: str) -> None:
+        """The receives and acks of `client_id` reach Python from now on."""
     def stop(self, grace_ms: int = 1000) -> None:
         """Stops accepting and tells every client to go; connections still busy after
         `grace_ms` are closed. Idempotent."""
@@ -776,9 +788,7 @@ def decode_records(
 ) -> list[tuple[str, int, int, int, int, int, int, int, str, int, str, int, int, str, bytes, str]]: ...
 def decode_columns(buf: bytes, filter: RowFilter) -> dict[str, Any]: ...
 
-# The rules of a 5.x client's send (ferromq_grpc::convert); a refusal is ValueError(code, message).
-GRPC_SYSTEM_PROPERTIES: list[str]
-"""Names a 5.x client may not give a user property (Java's MessageConst.STRING_HASH_SET)."""
+# The rules of a 5.x client's messages (ferromq_grpc::convert); a refusal is ValueError(code, message).
 
 def grpc_check_topic(name: str) -> None:
     """ValueError(ILLEGAL_TOPIC, text) when a 5.x client may not name topic `name`."""
@@ -787,8 +797,21 @@ def grpc_outgoing(message: bytes, peer: str, now_ms: int) -> tuple[str, int, int
     """A serialized v2 `Message` from `peer`, checked and made a RocketMQ message: its encoded
     properties, system flag, born timestamp (0: none given), type name and FIFO message group."""
 
-def grpc_message_type(properties: dict[str, str]) -> str:
-    """NORMAL, FIFO, DELAY or TRANSACTION: a stored message's type by its properties."""
+def grpc_message(records: bytes, topic: str | None = None) -> bytes:
+    """The first of `records` as the v2 `Message` a 5.x client is shown (serialized), of `topic`
+    (None: the record's own)."""
+
+def grpc_popped(
+    body: bytes,
+    topic: str,
+    broker_name: str,
+    pop_time: int,
+    invisible_time: int,
+    revive_qid: int,
+    starts: dict[int, int],
+) -> list[bytes]:
+    """A pop's records as the v2 messages a 5.x client receives (serialized), each with its receipt
+    handle; `starts`: where the pop started reading each queue of `topic` itself."""
 
 def fifo_queue(group: str, queues: int) -> int:
     """The write queue of FIFO message group `group` among `queues` (the proxy's consistent hash)."""

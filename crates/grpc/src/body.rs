@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::HeaderMap;
+use http::{HeaderMap, Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
@@ -111,4 +111,11 @@ impl Body for ReplyBody {
             }
         }
     }
+}
+
+/// What the front did with a call it may serve itself.
+pub enum Handled {
+    Answered(Response<ReplyBody>),
+    /// grpcio's to answer, with what the front read of it.
+    Declined(Request<CallBody>),
 }

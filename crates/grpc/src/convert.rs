@@ -1,13 +1,18 @@
 //! A 5.x client's message made a RocketMQ message, as Apache RocketMQ's proxy makes it
 //! (`SendMessageActivity.buildMessage`, `GrpcValidator`): the checks a message must pass, with
 //! the proxy's codes and texts, its stored properties and system flag, its type, and the queue
-//! a FIFO message group goes to. The one place these rules live: the front applies them to the
+//! a FIFO message group goes to; and a stored record made the message a client receives
+//! (`GrpcConverter.buildMessage`). The one place these rules live: the front applies them to the
 //! sends it serves, and the broker's Python (`ferromq.proxy.convert`, through the binding) to
 //! the sends it serves itself (cluster mode, transactions, the ACL).
 
+use ferromq_remoting::popper::{ExtraInfo, PROPERTY_POP_CK};
 use ferromq_remoting::sender::MessageType;
 use ferromq_store::hash::java_string_hash;
-use ferromq_store::message::{property, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+use ferromq_store::message::{
+    parse_properties, property, RecordView, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
+};
+use md5::Digest as _;
 
 use crate::proto::{self, Message, SystemProperties};
 
@@ -25,11 +30,16 @@ pub mod code {
     pub const ILLEGAL_DELIVERY_TIME: i32 = 40012;
     pub const MESSAGE_PROPERTY_CONFLICT_WITH_TYPE: i32 = 40014;
     pub const MESSAGE_CORRUPTED: i32 = 40016;
+    pub const MESSAGE_NOT_FOUND: i32 = 40401;
+    pub const TOPIC_NOT_FOUND: i32 = 40402;
+    pub const CONSUMER_GROUP_NOT_FOUND: i32 = 40403;
     pub const MESSAGE_BODY_TOO_LARGE: i32 = 41301;
     pub const MESSAGE_BODY_EMPTY: i32 = 41302;
+    pub const TOO_MANY_REQUESTS: i32 = 42900;
     pub const MESSAGE_PROPERTIES_TOO_LARGE: i32 = 43101;
     pub const INTERNAL_SERVER_ERROR: i32 = 50001;
     pub const HA_NOT_AVAILABLE: i32 = 50002;
+    pub const NOT_IMPLEMENTED: i32 = 50100;
     pub const MASTER_PERSISTENCE_TIMEOUT: i32 = 50401;
     pub const SLAVE_PERSISTENCE_TIMEOUT: i32 = 50402;
 
@@ -38,8 +48,26 @@ pub mod code {
         match code {
             OK => "OK",
             MULTIPLE_RESULTS => "MULTIPLE_RESULTS",
+            BAD_REQUEST => "BAD_REQUEST",
+            ILLEGAL_TOPIC => "ILLEGAL_TOPIC",
+            ILLEGAL_MESSAGE_TAG => "ILLEGAL_MESSAGE_TAG",
+            ILLEGAL_MESSAGE_KEY => "ILLEGAL_MESSAGE_KEY",
+            ILLEGAL_MESSAGE_GROUP => "ILLEGAL_MESSAGE_GROUP",
+            ILLEGAL_MESSAGE_PROPERTY_KEY => "ILLEGAL_MESSAGE_PROPERTY_KEY",
+            ILLEGAL_MESSAGE_ID => "ILLEGAL_MESSAGE_ID",
+            ILLEGAL_DELIVERY_TIME => "ILLEGAL_DELIVERY_TIME",
+            MESSAGE_PROPERTY_CONFLICT_WITH_TYPE => "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE",
+            MESSAGE_CORRUPTED => "MESSAGE_CORRUPTED",
+            MESSAGE_NOT_FOUND => "MESSAGE_NOT_FOUND",
+            TOPIC_NOT_FOUND => "TOPIC_NOT_FOUND",
+            CONSUMER_GROUP_NOT_FOUND => "CONSUMER_GROUP_NOT_FOUND",
+            MESSAGE_BODY_TOO_LARGE => "MESSAGE_BODY_TOO_LARGE",
+            MESSAGE_BODY_EMPTY => "MESSAGE_BODY_EMPTY",
+            TOO_MANY_REQUESTS => "TOO_MANY_REQUESTS",
+            MESSAGE_PROPERTIES_TOO_LARGE => "MESSAGE_PROPERTIES_TOO_LARGE",
             INTERNAL_SERVER_ERROR => "INTERNAL_SERVER_ERROR",
             HA_NOT_AVAILABLE => "HA_NOT_AVAILABLE",
+            NOT_IMPLEMENTED => "NOT_IMPLEMENTED",
             MASTER_PERSISTENCE_TIMEOUT => "MASTER_PERSISTENCE_TIMEOUT",
             SLAVE_PERSISTENCE_TIMEOUT => "SLAVE_PERSISTENCE_TIMEOUT",
             _ => "",
@@ -57,6 +85,8 @@ pub const BORN_TIMESTAMP: &str = "BORN_TIMESTAMP";
 pub const TRACE_CONTEXT: &str = "TRACE_CONTEXT";
 pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
 pub const CHECK_IMMUNITY: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+pub const DLQ_ORIGIN_TOPIC: &str = "DLQ_ORIGIN_TOPIC";
+pub const DLQ_ORIGIN_MESSAGE_ID: &str = "DLQ_ORIGIN_MESSAGE_ID";
 
 /// Names a client may not give a user property (Java's `MessageConst.STRING_HASH_SET`).
 pub const SYSTEM_PROPERTIES: [&str; 51] = [
@@ -454,6 +484,137 @@ pub fn fifo_queue(message_group: &str, queues: usize) -> usize {
             return candidate;
         }
     }
+}
+
+/// A message type as the protocol numbers it (`MessageType`; MIXED is a topic's only).
+pub fn type_number(t: MessageType) -> i32 {
+    match t {
+        MessageType::Normal => 1,
+        MessageType::Fifo => 2,
+        MessageType::Delay => 3,
+        MessageType::Transaction => 4,
+        MessageType::Unspecified | MessageType::Mixed => 0,
+    }
+}
+
+/// A point in time (milliseconds since the epoch) as a Timestamp.
+pub fn timestamp(ms: i64) -> proto::Timestamp {
+    proto::Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
+    }
+}
+
+fn digits(text: &str) -> Option<i64> {
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+/// A stored record as a 5.x client receives it (GrpcConverter.buildMessage): `topic` is the one
+/// it asked for (a retry message shows its original topic), `receipt_handle` the one to ack it
+/// with.
+pub fn to_v2(view: &RecordView<'_>, topic: &str, receipt_handle: Option<String>) -> Message {
+    let props = parse_properties(view.properties);
+    let get = |name: &str| props.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+    let born_ip = view.born_host.to_string();
+    let born_ip = born_ip
+        .rsplit_once(':')
+        .map_or(born_ip.as_str(), |(ip, _)| ip);
+    let delivery = match get(property::TIMER_DELAY_SEC).and_then(digits) {
+        Some(seconds) => Some(view.born_timestamp + seconds * 1000),
+        None => get(property::TIMER_DELIVER_MS).and_then(digits),
+    };
+    let dead_letter_queue = match (get(DLQ_ORIGIN_TOPIC), get(DLQ_ORIGIN_MESSAGE_ID)) {
+        (Some(topic), Some(message_id)) => Some(proto::DeadLetterQueue {
+            topic: topic.to_string(),
+            message_id: message_id.to_string(),
+        }),
+        _ => None,
+    };
+    let digest = md5::Md5::digest(view.body);
+    let sp = SystemProperties {
+        tag: get(property::TAGS).map(str::to_string),
+        keys: get(property::KEYS)
+            .map(|k| {
+                k.split(' ')
+                    .filter(|k| !k.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        message_id: get(property::UNIQ_KEY).map_or_else(|| view.offset_msg_id(), str::to_string),
+        body_digest: Some(proto::Digest {
+            r#type: proto::MD5,
+            checksum: digest.iter().map(|b| format!("{b:02X}")).collect(),
+        }),
+        body_encoding: if view.sys_flag & SYSFLAG_COMPRESSED != 0 {
+            proto::GZIP
+        } else {
+            proto::IDENTITY
+        },
+        message_type: type_number(message_type_of(get)),
+        born_timestamp: Some(timestamp(view.born_timestamp)),
+        born_host: get(BORN_HOST).unwrap_or(born_ip).to_string(),
+        store_timestamp: Some(timestamp(view.store_timestamp)),
+        store_host: view.store_host.to_string(),
+        delivery_timestamp: delivery.map(timestamp),
+        receipt_handle,
+        queue_id: view.queue_id,
+        queue_offset: Some(view.queue_offset),
+        delivery_attempt: Some(view.reconsume_times.saturating_add(1)),
+        message_group: get(SHARDING_KEY).map(str::to_string),
+        trace_context: get(TRACE_CONTEXT).map(str::to_string),
+        dead_letter_queue,
+        ..Default::default()
+    };
+    Message {
+        topic: Some(proto::Resource {
+            resource_namespace: String::new(),
+            name: topic.to_string(),
+        }),
+        user_properties: props
+            .iter()
+            .filter(|(k, _)| !SYSTEM_PROPERTIES.contains(k))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        system_properties: Some(sp),
+        body: bytes::Bytes::copy_from_slice(view.body),
+    }
+}
+
+/// What a pop's receipts are made of, besides each record's own fields.
+pub struct PopFields<'a> {
+    pub pop_time: i64,
+    pub invisible_time: i64,
+    pub revive_qid: i32,
+    pub broker_name: &'a str,
+}
+
+/// The receipt handle a popped record is acked with: its `POP_CK` (a retried message has one),
+/// else the pop's receipt for its queue (`start_of(queue_id)`: where the pop started reading
+/// it), then the record's CommitLog offset. Also returns the receipt alone.
+pub fn receipt_handle(
+    view: &RecordView<'_>,
+    pop: &PopFields<'_>,
+    start_of: impl Fn(i32) -> Option<i64>,
+) -> (String, String) {
+    let receipt = match view.property(PROPERTY_POP_CK) {
+        Some(ck) => ck.to_string(),
+        None => ExtraInfo {
+            ck_offset: start_of(view.queue_id).unwrap_or(view.queue_offset),
+            pop_time: pop.pop_time,
+            invisible_time: pop.invisible_time,
+            revive_qid: pop.revive_qid,
+            mark: "0".into(),
+            broker_name: pop.broker_name.to_string(),
+            queue_id: view.queue_id,
+            offset: view.queue_offset,
+        }
+        .to_string(),
+    };
+    let handle = format!("{receipt} {}", view.physical_offset);
+    (handle, receipt)
 }
 
 #[cfg(test)]

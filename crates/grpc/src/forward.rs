@@ -20,8 +20,10 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http2::SendRequest;
 
-use crate::body::{CallBody, ReplyBody};
-use crate::sends::{trailers_only, Handled, Sends, SEND_MESSAGE};
+use crate::body::{CallBody, Handled, ReplyBody};
+use crate::call::trailers_only;
+use crate::receives::{Receives, ACK_MESSAGE, RECEIVE_MESSAGE};
+use crate::sends::{Sends, SEND_MESSAGE};
 
 /// The header grpcio reads a client's address from (`ip:port`, `[ip6]:port`, as grpcio's own
 /// peer names it): the front sets it on every call, over whatever the client sent, so born hosts
@@ -73,6 +75,8 @@ pub struct Forwarder {
     peer_addr: SocketAddr,
     /// SendMessage served by the front itself, when the broker's data plane serves sends.
     sends: Option<Arc<Sends>>,
+    /// ReceiveMessage and AckMessage served by the front itself, when the plane serves pops.
+    receives: Option<Arc<Receives>>,
     pub calls: Arc<Calls>,
 }
 
@@ -83,6 +87,7 @@ impl Forwarder {
         upstream: SendRequest<CallBody>,
         peer: SocketAddr,
         sends: Option<Arc<Sends>>,
+        receives: Option<Arc<Receives>>,
     ) -> Forwarder {
         let peer_addr = peer;
         let peer = HeaderValue::from_str(&peer.to_string())
@@ -92,6 +97,7 @@ impl Forwarder {
             peer,
             peer_addr,
             sends,
+            receives,
             calls: Arc::default(),
         }
     }
@@ -100,16 +106,15 @@ impl Forwarder {
     /// asked.
     pub async fn call(&self, req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
         let call = self.calls.begin();
-        let req = match &self.sends {
-            Some(sends) if req.uri().path() == SEND_MESSAGE => {
-                match sends.serve(req, self.peer_addr).await {
-                    Handled::Answered(reply) => {
-                        return Ok(reply.map(|body| Reply { body, _call: call }))
-                    }
-                    Handled::Declined(req) => req,
-                }
-            }
-            _ => req.map(CallBody::streamed),
+        let handled = match (req.uri().path(), &self.sends, &self.receives) {
+            (SEND_MESSAGE, Some(sends), _) => sends.serve(req, self.peer_addr).await,
+            (RECEIVE_MESSAGE, _, Some(receives)) => receives.receive(req).await,
+            (ACK_MESSAGE, _, Some(receives)) => receives.ack(req).await,
+            _ => Handled::Declined(req.map(CallBody::streamed)),
+        };
+        let req = match handled {
+            Handled::Answered(reply) => return Ok(reply.map(|body| Reply { body, _call: call })),
+            Handled::Declined(req) => req,
         };
         let (mut parts, body) = req.into_parts();
         parts.uri = upstream_uri(parts.uri);

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferromq_remoting::tls::{TlsServer, HANDSHAKE_FIRST_BYTE};
-use ferromq_remoting::SendPort;
+use ferromq_remoting::{PopPort, SendPort};
 use hyper::client::conn::http2 as client;
 use hyper::server::conn::http2 as server;
 use hyper::service::service_fn;
@@ -25,6 +25,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::body::CallBody;
 use crate::forward::Forwarder;
+use crate::receives::{DeadLetters, Receives};
 use crate::sends::Sends;
 
 /// A client's first byte and its TLS handshake must come within this (a stalled one holds only
@@ -54,7 +55,6 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
 
 /// What the front serves.
-#[derive(Debug, Clone)]
 pub struct FrontConfig {
     /// The public address (port 0: any free port).
     pub bind: SocketAddr,
@@ -67,6 +67,9 @@ pub struct FrontConfig {
     pub threads: usize,
     /// The broker's data plane's sends: SendMessage is served by the front when given.
     pub sends: Option<SendPort>,
+    /// The plane's pops, and where dead letters go: ReceiveMessage and AckMessage are served by
+    /// the front when given (with `sends`), for the clients Python names.
+    pub pops: Option<(PopPort, DeadLetters)>,
 }
 
 /// What every connection task shares.
@@ -76,11 +79,13 @@ struct Shared {
     server: server::Builder<TokioExecutor>,
     client: client::Builder<TokioExecutor>,
     sends: Option<Arc<Sends>>,
+    receives: Option<Arc<Receives>>,
 }
 
 /// The running front; [`GrpcFront::stop`] (or dropping it) ends it.
 pub struct GrpcFront {
     sends: Option<Arc<Sends>>,
+    receives: Option<Arc<Receives>>,
     runtime: Mutex<Option<Runtime>>,
     stop: watch::Sender<bool>,
     served: Mutex<Option<JoinHandle<()>>>,
@@ -112,13 +117,20 @@ impl GrpcFront {
             tls: cfg.tls.map(offering_h2),
             server: http2_server(),
             client: client::Builder::new(TokioExecutor::new()),
+            receives: match (cfg.pops, &cfg.sends) {
+                (Some((pops, dead_letters)), Some(sends)) => {
+                    Some(Arc::new(Receives::new(pops, sends.clone(), dead_letters)))
+                }
+                _ => None,
+            },
             sends: cfg.sends.map(|port| Arc::new(Sends::new(port))),
         });
         let (stop, stopped) = watch::channel(false);
-        let sends = shared.sends.clone();
+        let (sends, receives) = (shared.sends.clone(), shared.receives.clone());
         let served = runtime.spawn(accept_loop(listener, shared, stopped));
         Ok(GrpcFront {
             sends,
+            receives,
             runtime: Mutex::new(Some(runtime)),
             stop,
             served: Mutex::new(Some(served)),
@@ -133,6 +145,16 @@ impl GrpcFront {
     /// SendMessage calls the front answered itself so far (0 without a data plane).
     pub fn sends_answered(&self) -> u64 {
         self.sends.as_ref().map_or(0, |s| s.answered())
+    }
+
+    /// ReceiveMessage and AckMessage calls the front answered itself so far.
+    pub fn receives_answered(&self) -> u64 {
+        self.receives.as_ref().map_or(0, |r| r.answered())
+    }
+
+    /// The receives of the front, when it serves them (Python names their clients).
+    pub fn receives(&self) -> Option<&Receives> {
+        self.receives.as_deref()
     }
 
     /// Stops accepting and tells every connection to go (GOAWAY once its calls end); those
@@ -277,7 +299,12 @@ where
             return;
         }
     };
-    let forwarder = Arc::new(Forwarder::new(upstream, peer, shared.sends.clone()));
+    let forwarder = Arc::new(Forwarder::new(
+        upstream,
+        peer,
+        shared.sends.clone(),
+        shared.receives.clone(),
+    ));
     let calls = forwarder.calls.clone();
     let service = service_fn(move |req| {
         let forwarder = forwarder.clone();

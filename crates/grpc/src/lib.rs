@@ -13,10 +13,12 @@
 //! No Python here: the PyO3 binding lives in `crates/store-py`.
 
 pub mod body;
+pub mod call;
 pub mod convert;
 pub mod forward;
 pub mod front;
 pub mod proto;
+pub mod receives;
 pub mod sends;
 
 pub use forward::PEER_HEADER;

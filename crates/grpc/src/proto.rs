@@ -1,4 +1,5 @@
-//! The messages of `apache.rocketmq.v2` the front reads and writes itself (SendMessage), written
+//! The messages of `apache.rocketmq.v2` the front reads and writes itself (SendMessage,
+//! ReceiveMessage, AckMessage), written
 //! from the published contract (apache/rocketmq-apis, `definition.proto` and `service.proto`,
 //! the copies in `python/ferromq/proxy/proto`): the field numbers and types are the contract's;
 //! fields the front does not use are skipped on decoding, as protobuf lets any reader do.
@@ -34,7 +35,29 @@ pub struct Resource {
     pub name: String,
 }
 
-/// `SystemProperties`: the fields a send uses.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Digest {
+    /// `DigestType`: MD5 is 2.
+    #[prost(int32, tag = "1")]
+    pub r#type: i32,
+    #[prost(string, tag = "2")]
+    pub checksum: String,
+}
+
+/// `DigestType.MD5`.
+pub const MD5: i32 = 2;
+/// `Encoding.IDENTITY`.
+pub const IDENTITY: i32 = 1;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DeadLetterQueue {
+    #[prost(string, tag = "1")]
+    pub topic: String,
+    #[prost(string, tag = "2")]
+    pub message_id: String,
+}
+
+/// `SystemProperties`: the fields a send uses and a received message shows.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct SystemProperties {
     #[prost(string, optional, tag = "1")]
@@ -43,6 +66,8 @@ pub struct SystemProperties {
     pub keys: Vec<String>,
     #[prost(string, tag = "3")]
     pub message_id: String,
+    #[prost(message, optional, tag = "4")]
+    pub body_digest: Option<Digest>,
     /// `Encoding`: see [`GZIP`].
     #[prost(int32, tag = "5")]
     pub body_encoding: i32,
@@ -53,8 +78,18 @@ pub struct SystemProperties {
     pub born_timestamp: Option<Timestamp>,
     #[prost(string, tag = "8")]
     pub born_host: String,
+    #[prost(message, optional, tag = "9")]
+    pub store_timestamp: Option<Timestamp>,
+    #[prost(string, tag = "10")]
+    pub store_host: String,
     #[prost(message, optional, tag = "11")]
     pub delivery_timestamp: Option<Timestamp>,
+    #[prost(string, optional, tag = "12")]
+    pub receipt_handle: Option<String>,
+    #[prost(int32, tag = "13")]
+    pub queue_id: i32,
+    #[prost(int64, optional, tag = "14")]
+    pub queue_offset: Option<i64>,
     #[prost(int32, optional, tag = "16")]
     pub delivery_attempt: Option<i32>,
     #[prost(string, optional, tag = "17")]
@@ -63,6 +98,8 @@ pub struct SystemProperties {
     pub trace_context: Option<String>,
     #[prost(message, optional, tag = "19")]
     pub orphaned_transaction_recovery_duration: Option<Timestamp>,
+    #[prost(message, optional, tag = "20")]
+    pub dead_letter_queue: Option<DeadLetterQueue>,
 }
 
 /// `Encoding.GZIP`.
@@ -124,4 +161,106 @@ pub struct SendMessageResponse {
     pub status: Option<Status>,
     #[prost(message, repeated, tag = "2")]
     pub entries: Vec<SendResultEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Broker {
+    #[prost(string, tag = "1")]
+    pub name: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MessageQueue {
+    #[prost(message, optional, tag = "1")]
+    pub topic: Option<Resource>,
+    #[prost(int32, tag = "2")]
+    pub id: i32,
+    #[prost(message, optional, tag = "4")]
+    pub broker: Option<Broker>,
+}
+
+/// `FilterType.SQL`.
+pub const SQL: i32 = 2;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FilterExpression {
+    #[prost(int32, tag = "1")]
+    pub r#type: i32,
+    #[prost(string, tag = "2")]
+    pub expression: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReceiveMessageRequest {
+    #[prost(message, optional, tag = "1")]
+    pub group: Option<Resource>,
+    #[prost(message, optional, tag = "2")]
+    pub message_queue: Option<MessageQueue>,
+    #[prost(message, optional, tag = "3")]
+    pub filter_expression: Option<FilterExpression>,
+    #[prost(int32, tag = "4")]
+    pub batch_size: i32,
+    #[prost(message, optional, tag = "5")]
+    pub invisible_duration: Option<Timestamp>,
+    #[prost(bool, tag = "6")]
+    pub auto_renew: bool,
+    #[prost(message, optional, tag = "7")]
+    pub long_polling_timeout: Option<Timestamp>,
+    #[prost(string, optional, tag = "8")]
+    pub attempt_id: Option<String>,
+}
+
+/// One message of ReceiveMessage's stream: its status, a message, or the delivery timestamp.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReceiveMessageResponse {
+    #[prost(oneof = "Received", tags = "1, 2, 3")]
+    pub content: Option<Received>,
+}
+
+// Each is made, encoded and dropped at once: the size of the small variants does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum Received {
+    #[prost(message, tag = "1")]
+    Status(Status),
+    #[prost(message, tag = "2")]
+    Message(Message),
+    #[prost(message, tag = "3")]
+    DeliveryTimestamp(Timestamp),
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AckMessageEntry {
+    #[prost(string, tag = "1")]
+    pub message_id: String,
+    #[prost(string, tag = "2")]
+    pub receipt_handle: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AckMessageRequest {
+    #[prost(message, optional, tag = "1")]
+    pub group: Option<Resource>,
+    #[prost(message, optional, tag = "2")]
+    pub topic: Option<Resource>,
+    #[prost(message, repeated, tag = "3")]
+    pub entries: Vec<AckMessageEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AckMessageResultEntry {
+    #[prost(string, tag = "1")]
+    pub message_id: String,
+    #[prost(string, tag = "2")]
+    pub receipt_handle: String,
+    #[prost(message, optional, tag = "3")]
+    pub status: Option<Status>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AckMessageResponse {
+    #[prost(message, optional, tag = "1")]
+    pub status: Option<Status>,
+    #[prost(message, repeated, tag = "2")]
+    pub entries: Vec<AckMessageResultEntry>,
 }

@@ -7,40 +7,25 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use ferromq_remoting::codes::{
     FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, SUCCESS,
 };
 use ferromq_remoting::sender::{MessageType, SendRequest};
 use ferromq_remoting::{SendConfig, SendPort};
 use ferromq_store::message::normalize_host;
-use http::header::{HeaderValue, CONTENT_TYPE};
-use http::{HeaderMap, Request, Response};
-use http_body_util::BodyExt;
+use http::{Request, Response};
 use hyper::body::Incoming;
-use prost::Message as _;
 use tokio::sync::oneshot;
 
-use crate::body::{CallBody, ReplyBody};
+use crate::body::{CallBody, Handled, ReplyBody};
+use crate::call::{self, status, Read};
 use crate::convert::{self, code, Refusal, PROXY_EXCEPTION};
 use crate::proto::{SendMessageRequest, SendMessageResponse, SendResultEntry, Status};
 
-/// The path of the one call served here.
+/// The path of the call served here.
 pub const SEND_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/SendMessage";
-/// A request body past this is handed on to grpcio unread past it (a batch of large bodies;
-/// grpcio takes up to 130 MiB, as Java's proxy does).
-pub const MAX_READ: usize = 8 * 1024 * 1024;
-/// gRPC's length-prefixed message: a compression flag and a big-endian length.
-const PREFIX: usize = 5;
-
-/// What the front did with a call.
-pub enum Handled {
-    Answered(Response<ReplyBody>),
-    /// grpcio's to answer, with what the front read of it.
-    Declined(Request<CallBody>),
-}
 
 /// The sends of one broker's front.
 pub struct Sends {
@@ -64,12 +49,6 @@ enum Plan {
     Python,
     Refused(Refusal),
     Store(String, ferromq_remoting::TopicRoute, Vec<Planned>),
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Sends {
@@ -97,27 +76,16 @@ impl Sends {
 
     async fn try_serve(&self, req: Request<Incoming>, peer: SocketAddr) -> Handled {
         let cfg = match self.port.config() {
-            Some(cfg) if cfg.acl.is_none() && plain_call(req.headers()) => cfg,
+            Some(cfg) if cfg.acl.is_none() && call::plain_call(req.headers()) => cfg,
             _ => return Handled::Declined(req.map(CallBody::streamed)),
         };
-        let (parts, body) = req.into_parts();
-        let (read, rest) = match read_up_to(body, MAX_READ).await {
-            Ok(read) => read,
-            // The client reset its call: nobody to answer.
-            Err(e) => return Handled::Answered(trailers_only(CANCELLED, &e.to_string())),
+        let (parts, read, request) = match call::read::<SendMessageRequest>(req).await {
+            Read::Decoded(parts, read, request) => (parts, read, request),
+            Read::Declined(req) => return Handled::Declined(req),
+            Read::Answered(reply) => return Handled::Answered(reply),
         };
-        let request = match rest {
-            None => single_message(&read).and_then(|m| SendMessageRequest::decode(m).ok()),
-            Some(_) => None,
-        };
-        let plan = match &request {
-            Some(request) => self.plan(&cfg, request, &peer.to_string()),
-            None => Plan::Python,
-        };
-        let (topic, route, planned) = match plan {
-            Plan::Python => {
-                return Handled::Declined(Request::from_parts(parts, CallBody::read(read, rest)))
-            }
+        let (topic, route, planned) = match self.plan(&cfg, &request, &peer.to_string()) {
+            Plan::Python => return call::decline(parts, read),
             Plan::Refused(r) => return Handled::Answered(refused(r)),
             Plan::Store(topic, route, planned) => (topic, route, planned),
         };
@@ -132,7 +100,7 @@ impl Sends {
                 born_timestamp: if p.out.born_timestamp > 0 {
                     p.out.born_timestamp
                 } else {
-                    now_ms()
+                    call::now_ms()
                 },
                 flag: 0,
                 properties: &p.out.properties,
@@ -186,10 +154,10 @@ impl Sends {
             });
         }
         let overall = entries_status(&entries);
-        Handled::Answered(grpc_reply(&SendMessageResponse {
+        Handled::Answered(call::grpc_reply(&[SendMessageResponse {
             status: Some(overall),
             entries,
-        }))
+        }]))
     }
 
     /// The proxy's decisions on a request, in its order, before anything is stored.
@@ -213,7 +181,7 @@ impl Sends {
         if route.write_queues <= 0 {
             return Plan::Python;
         }
-        let now = now_ms();
+        let now = call::now_ms();
         let mut planned = Vec::with_capacity(request.messages.len());
         for m in &request.messages {
             if let Err(r) = convert::validate(m, now) {
@@ -256,52 +224,6 @@ impl Sends {
     }
 }
 
-/// A call the front can read: gRPC content, not compressed, from a client that named itself
-/// (grpcio answers the others as the proxy does).
-fn plain_call(headers: &HeaderMap) -> bool {
-    let grpc = headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/grpc"));
-    let identity = headers
-        .get("grpc-encoding")
-        .is_none_or(|v| v.as_bytes() == b"identity");
-    let named = headers.get("x-mq-client-id").is_some_and(|v| !v.is_empty());
-    grpc && identity && named
-}
-
-/// Up to `limit` bytes of `body`, and the rest of it when there is more.
-async fn read_up_to(
-    mut body: Incoming,
-    limit: usize,
-) -> Result<(Bytes, Option<Incoming>), hyper::Error> {
-    let mut read = BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        // gRPC requests carry no trailers: anything but data is dropped.
-        if let Ok(data) = frame?.into_data() {
-            read.extend_from_slice(&data);
-            if read.len() > limit {
-                return Ok((read.freeze(), Some(body)));
-            }
-        }
-    }
-    Ok((read.freeze(), None))
-}
-
-/// The one uncompressed message of a unary call's body.
-fn single_message(body: &[u8]) -> Option<&[u8]> {
-    let (prefix, message) = body.split_at_checked(PREFIX)?;
-    let len = u32::from_be_bytes(prefix[1..].try_into().ok()?) as usize;
-    (prefix[0] == 0 && message.len() == len).then_some(message)
-}
-
-fn status(code: i32, message: &str) -> Status {
-    Status {
-        code,
-        message: message.to_string(),
-    }
-}
-
 /// The call's status from its entries' (one code for all: it; else MULTIPLE_RESULTS).
 fn entries_status(entries: &[SendResultEntry]) -> Status {
     let mut codes = entries
@@ -317,44 +239,8 @@ fn entries_status(entries: &[SendResultEntry]) -> Status {
 
 /// A refusal: the response carries only its status.
 fn refused(r: Refusal) -> Response<ReplyBody> {
-    grpc_reply(&SendMessageResponse {
+    call::grpc_reply(&[SendMessageResponse {
         status: Some(status(r.code, &r.message)),
         entries: Vec::new(),
-    })
-}
-
-/// gRPC's status CANCELLED.
-const CANCELLED: &str = "1";
-
-/// A reply of one message and gRPC status OK (the RocketMQ status is in the message).
-fn grpc_reply(message: &impl prost::Message) -> Response<ReplyBody> {
-    let len = message.encoded_len();
-    let mut data = BytesMut::with_capacity(PREFIX + len);
-    data.put_u8(0);
-    data.put_u32(len as u32);
-    message
-        .encode(&mut data)
-        .expect("the buffer has the message's length");
-    let mut trailers = HeaderMap::new();
-    trailers.insert("grpc-status", HeaderValue::from_static("0"));
-    let mut reply = Response::new(ReplyBody::Own {
-        data: Some(data.freeze()),
-        trailers: Some(trailers),
-    });
-    reply
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    reply
-}
-
-/// A reply of headers only, with gRPC status `grpc_status`.
-pub fn trailers_only(grpc_status: &'static str, message: &str) -> Response<ReplyBody> {
-    let mut reply = Response::new(ReplyBody::empty());
-    let headers = reply.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert("grpc-status", HeaderValue::from_static(grpc_status));
-    if let Ok(message) = HeaderValue::from_str(message) {
-        headers.insert("grpc-message", message);
-    }
-    reply
+    }])
 }

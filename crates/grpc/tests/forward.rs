@@ -70,6 +70,7 @@ fn start(rt: &Runtime, socket: &Path) -> GrpcFront {
         tls: None,
         threads: 1,
         sends: None,
+        pops: None,
     })
     .unwrap()
 }
@@ -149,6 +150,7 @@ fn a_taken_port_is_an_address_in_use_error() {
         tls: None,
         threads: 1,
         sends: None,
+        pops: None,
     })
     .err()
     .expect("bound twice");

@@ -19,14 +19,18 @@ pub const CHANGE_MESSAGE_INVISIBLETIME: i32 = 200053;
 /// Response codes.
 pub const SUCCESS: i32 = 0;
 pub const SYSTEM_ERROR: i32 = 1;
+pub const SYSTEM_BUSY: i32 = 2;
+pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
 pub const FLUSH_DISK_TIMEOUT: i32 = 10;
 pub const SLAVE_NOT_AVAILABLE: i32 = 11;
 pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
 pub const MESSAGE_ILLEGAL: i32 = 13;
 pub const SERVICE_NOT_AVAILABLE: i32 = 14;
+pub const TOPIC_NOT_EXIST: i32 = 17;
 pub const PULL_NOT_FOUND: i32 = 19;
 pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
 pub const PULL_OFFSET_MOVED: i32 = 21;
+pub const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
 pub const POLLING_TIMEOUT: i32 = 210;
 
 /// PullSysFlag bits.
@@ -74,6 +78,16 @@ pub fn table() -> Vec<(&'static str, String)> {
         ),
         ("ResponseCode.SUCCESS", SUCCESS),
         ("ResponseCode.SYSTEM_ERROR", SYSTEM_ERROR),
+        ("ResponseCode.SYSTEM_BUSY", SYSTEM_BUSY),
+        (
+            "ResponseCode.REQUEST_CODE_NOT_SUPPORTED",
+            REQUEST_CODE_NOT_SUPPORTED,
+        ),
+        ("ResponseCode.TOPIC_NOT_EXIST", TOPIC_NOT_EXIST),
+        (
+            "ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST",
+            SUBSCRIPTION_GROUP_NOT_EXIST,
+        ),
         ("ResponseCode.MESSAGE_ILLEGAL", MESSAGE_ILLEGAL),
         ("ResponseCode.SERVICE_NOT_AVAILABLE", SERVICE_NOT_AVAILABLE),
         ("ResponseCode.FLUSH_DISK_TIMEOUT", FLUSH_DISK_TIMEOUT),

@@ -27,6 +27,7 @@ use crate::conn::{until_killed, Conn, Out};
 use crate::frame::Frame;
 pub use crate::hub::{Arrival, Event};
 use crate::hub::{Hub, Outcome};
+use crate::pop::PopPort;
 use crate::pull::{self, PullConfig};
 use crate::send::{SendConfig, SendPort};
 use crate::stats::PlaneStats;
@@ -213,6 +214,14 @@ impl DataPlane {
     }
 
     /// What sends may be served here; None sends every frame to Python.
+    /// The pops and acks this plane serves, for the gRPC front of the same broker.
+    pub fn pop_port(&self) -> PopPort {
+        PopPort {
+            hub: self.shared.hub.clone(),
+            config: self.shared.pull.clone(),
+        }
+    }
+
     /// The sends this plane serves, for the gRPC front of the same broker.
     pub fn send_port(&self) -> SendPort {
         SendPort {

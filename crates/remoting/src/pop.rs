@@ -19,7 +19,7 @@ use crate::codes::{
 use crate::conn::Conn;
 use crate::frame::{json_reply, json_reply_with_body, Header};
 use crate::hub::{Hub, Outcome};
-use crate::popper::{ExtraInfo, PopError, PopRequest, Receipted, Topics, MAX_POP_NUMS};
+use crate::popper::{ExtraInfo, PopError, PopRequest, Popped, Receipted, Topics, MAX_POP_NUMS};
 use crate::pull::{self, PullConfig};
 use crate::tags::TagFilter;
 
@@ -280,4 +280,47 @@ pub(crate) fn serve_change_invisible(
     replies.extend_from_slice(&json_reply(SUCCESS, h.opaque, None, &fields));
     hub.rpc_done(CHANGE_MESSAGE_INVISIBLETIME, SUCCESS, arrived_at.elapsed());
     Outcome::Served
+}
+
+/// The plane's pops and acks, for another front of the same broker (the gRPC front): the same
+/// topics, groups and rules, and the same wake-ups for what they store, as the pops served on a
+/// remoting connection.
+#[derive(Clone)]
+pub struct PopPort {
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) config: Arc<std::sync::RwLock<Option<Arc<PullConfig>>>>,
+}
+
+impl std::fmt::Debug for PopPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PopPort").finish_non_exhaustive()
+    }
+}
+
+impl PopPort {
+    /// What the plane serves now, when it serves pops and the ACL is off (with the ACL on, the
+    /// gRPC front's calls are checked in Python).
+    pub fn config(&self) -> Option<Arc<PullConfig>> {
+        let cfg = self.config.read().unwrap().clone()?;
+        (cfg.pop.is_some() && cfg.acl.is_none()).then_some(cfg)
+    }
+
+    /// A pop by `cfg`'s rules; None when `cfg` does not serve it (an unknown group or topic, an
+    /// orderly pop: Python's to decide).
+    pub fn pop(&self, cfg: &PullConfig, req: &PopRequest<'_>) -> Option<Result<Popped, PopError>> {
+        let popper = cfg.pop.as_ref()?;
+        if req.order || !cfg.groups.contains(req.group) || !cfg.topics.contains_key(req.topic) {
+            return None;
+        }
+        Some(popper.pop(req, &Readable(cfg), None, &mut stored(&self.hub)))
+    }
+
+    /// An ack by `cfg`'s rules; None when `cfg` does not serve it (an orderly receipt).
+    pub fn ack(&self, cfg: &PullConfig, a: &Receipted<'_>) -> Option<Result<(), PopError>> {
+        let popper = cfg.pop.as_ref()?;
+        if a.receipt.orderly() {
+            return None;
+        }
+        Some(popper.ack(&Readable(cfg), a, &mut stored(&self.hub)))
+    }
 }

@@ -3,18 +3,21 @@
 //! grpcio on a Unix socket; and the front's rules of a 5.x send (`ferromq_grpc::convert`) for
 //! the sends Python serves.
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use ferromq_grpc::convert::{self, Refusal};
 use ferromq_grpc::proto::Message;
+use ferromq_grpc::receives::{DeadLetter, DeadLetters};
 use ferromq_grpc::{FrontConfig, GrpcFront as Front};
 use ferromq_remoting::tls::TlsServer;
+use ferromq_store::message::iter_records;
 use prost::Message as _;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyList};
 
 use crate::plane::{DataPlane, PlaneTls};
 
@@ -28,7 +31,8 @@ impl GrpcFront {
     /// Binds `host:port` (0: any free port) and serves it on `threads` threads, handing every
     /// call on to grpcio at the Unix socket `upstream` but the sends `plane` serves.
     #[new]
-    #[pyo3(signature = (host, port, upstream, *, threads=2, tls=None, plane=None))]
+    #[pyo3(signature = (host, port, upstream, *, threads=2, tls=None, plane=None, on_dead_letter=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         host: &str,
@@ -37,8 +41,13 @@ impl GrpcFront {
         threads: usize,
         tls: Option<PlaneTls>,
         plane: Option<PyRef<'_, DataPlane>>,
+        on_dead_letter: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let sends = plane.map(|p| p.inner.send_port());
+        let sends = plane.as_ref().map(|p| p.inner.send_port());
+        let pops = match (&plane, on_dead_letter) {
+            (Some(p), Some(callback)) => Some((p.inner.pop_port(), dead_letters(callback))),
+            _ => None,
+        };
         let tls = tls
             .map(|t| TlsServer::new(&t.settings()?))
             .transpose()
@@ -54,6 +63,7 @@ impl GrpcFront {
                     tls,
                     threads,
                     sends,
+                    pops,
                 })
             })
             .map_err(|e| match e.raw_os_error() {
@@ -75,12 +85,53 @@ impl GrpcFront {
         self.inner.sends_answered()
     }
 
+    /// ReceiveMessage and AckMessage calls the front answered itself so far.
+    #[getter]
+    fn receives_answered(&self) -> u64 {
+        self.inner.receives_answered()
+    }
+
+    /// The receives and acks of `client_id` are served by the front from now on (a simple
+    /// consumer whose retry policy allows `max_attempts` deliveries, 0: unknown). No-op when
+    /// the front serves no receives.
+    fn serve_client(&self, client_id: &str, max_attempts: i32) {
+        if let Some(receives) = self.inner.receives() {
+            receives.serve_client(client_id, max_attempts);
+        }
+    }
+
+    /// The receives and acks of `client_id` reach Python from now on.
+    fn forget_client(&self, client_id: &str) {
+        if let Some(receives) = self.inner.receives() {
+            receives.forget_client(client_id);
+        }
+    }
+
     /// Stops accepting and tells every client to go; connections still busy after `grace_ms`
     /// are closed. Idempotent.
     #[pyo3(signature = (grace_ms=1000))]
     fn stop(&self, py: Python<'_>, grace_ms: u64) {
         py.detach(|| self.inner.stop(Duration::from_millis(grace_ms)));
     }
+}
+
+/// Dead letters handed to `callback(group, topic, receipt, commit_log_offset, message_id)`,
+/// called on the front's thread (it hands them on to the broker's event loop).
+fn dead_letters(callback: Py<PyAny>) -> DeadLetters {
+    Box::new(move |d: DeadLetter| {
+        Python::attach(|py| {
+            let args = (
+                d.group,
+                d.topic,
+                d.receipt,
+                d.commit_log_offset,
+                d.message_id,
+            );
+            if let Err(e) = callback.call1(py, args) {
+                log::warn!("gRPC: a dead letter was not handed to Python: {e}");
+            }
+        })
+    })
 }
 
 fn refusal(r: Refusal) -> PyErr {
@@ -121,16 +172,50 @@ pub(crate) fn fifo_queue(group: &str, queues: usize) -> usize {
     convert::fifo_queue(group, queues)
 }
 
-/// The type of a stored message by its properties (what a 5.x client is shown): NORMAL, FIFO,
-/// DELAY or TRANSACTION.
+/// The first record of `records` as the v2 message a 5.x client is shown (serialized), of
+/// `topic` (None: the record's own).
 #[pyfunction]
-pub(crate) fn grpc_message_type(properties: &Bound<'_, PyDict>) -> &'static str {
-    convert::message_type_of(|name| {
-        properties
-            .get_item(name)
-            .ok()
-            .flatten()
-            .and_then(|v| v.extract::<String>().ok())
-    })
-    .name()
+#[pyo3(signature = (records, topic=None))]
+pub(crate) fn grpc_message<'py>(
+    py: Python<'py>,
+    records: &[u8],
+    topic: Option<&str>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let view = iter_records(records, false)
+        .next()
+        .ok_or_else(|| PyValueError::new_err("no record"))?
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let message = convert::to_v2(&view, topic.unwrap_or(view.topic), None);
+    Ok(PyBytes::new(py, &message.encode_to_vec()))
+}
+
+/// The records a pop found (`body`) as the v2 messages a 5.x client receives (serialized), of
+/// `topic`, each with its receipt handle: the pop's fields, and `starts` (where the pop started
+/// reading each queue of the topic itself, by queue id).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn grpc_popped<'py>(
+    py: Python<'py>,
+    body: &[u8],
+    topic: &str,
+    broker_name: &str,
+    pop_time: i64,
+    invisible_time: i64,
+    revive_qid: i32,
+    starts: HashMap<i32, i64>,
+) -> PyResult<Bound<'py, PyList>> {
+    let fields = convert::PopFields {
+        pop_time,
+        invisible_time,
+        revive_qid,
+        broker_name,
+    };
+    let out = PyList::empty(py);
+    for record in iter_records(body, false) {
+        let view = record.map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let (handle, _) = convert::receipt_handle(&view, &fields, |q| starts.get(&q).copied());
+        let message = convert::to_v2(&view, topic, Some(handle));
+        out.append(PyBytes::new(py, &message.encode_to_vec()))?;
+    }
+    Ok(out)
 }

@@ -62,10 +62,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(grpc::grpc_check_topic, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_outgoing, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::fifo_queue, m)?)?;
-    m.add_function(wrap_pyfunction!(grpc::grpc_message_type, m)?)?;
-    m.add(
-        "GRPC_SYSTEM_PROPERTIES",
-        ferromq_grpc::convert::SYSTEM_PROPERTIES.to_vec(),
-    )?;
+    m.add_function(wrap_pyfunction!(grpc::grpc_message, m)?)?;
+    m.add_function(wrap_pyfunction!(grpc::grpc_popped, m)?)?;
     Ok(())
 }

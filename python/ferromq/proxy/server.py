@@ -15,7 +15,9 @@ import errno
 import logging
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -76,6 +78,7 @@ class GrpcServer:
             await self._stop_grpcio()
             raise
         self._front, self.port = front, front.port
+        self.service.front = front
         self.service.renewals.start()
         logger.info(
             "gRPC (RocketMQ 5.x clients) listening on %s:%d (%s)",
@@ -97,6 +100,7 @@ class GrpcServer:
             raise OSError(errno.EIO, f"grpcio cannot listen on {socket_path}")
         await server.start()
         self._server = server
+        plane = self.backend.data_plane
         try:
             return _store.GrpcFront(
                 self._host,
@@ -104,7 +108,8 @@ class GrpcServer:
                 socket_path,
                 threads=FRONT_THREADS,
                 tls=tls,
-                plane=self.backend.data_plane,
+                plane=plane,
+                on_dead_letter=self._dead_letter_handler() if plane is not None else None,
             )
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
@@ -112,6 +117,22 @@ class GrpcServer:
                     errno.EADDRINUSE, f"cannot listen for gRPC on {self._host}:{self._requested_port}"
                 ) from e
             raise
+
+    def _dead_letter_handler(self) -> Callable[[str, str, str, int, str], None]:
+        """What the front calls, on its own thread, with a message it popped past its consumer's
+        retry policy: the service moves it to the dead letter queue on this event loop."""
+        loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Task[None]] = set()
+
+        def start(*args: Any) -> None:
+            task = loop.create_task(self.service.dead_letter_from_front(*args))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        def handle(group: str, topic: str, receipt: str, commit_log_offset: int, message_id: str) -> None:
+            loop.call_soon_threadsafe(start, group, topic, receipt, commit_log_offset, message_id)
+
+        return handle
 
     def _tls(self) -> PlaneTls | None:
         """TLS as the broker's port serves it (the same keys, as Java's proxy reads the same
@@ -132,6 +153,7 @@ class GrpcServer:
         # connections to grpcio have closed, tells the clients to go.
         await self._stop_grpcio()
         front, self._front = self._front, None
+        self.service.front = None
         if front is not None:
             await asyncio.to_thread(front.stop, int(STOP_GRACE_SECONDS * 1000))
         await self.service.renewals.stop()

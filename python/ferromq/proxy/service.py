@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf import timestamp_pb2
 
+from ferromq import _store
 from ferromq.acl.permission import PUB, SUB
 from ferromq.broker.clients import parse_subscription
 from ferromq.broker.pop.formats import ExtraInfo, real_topic
@@ -23,7 +24,6 @@ from ferromq.broker.pop.service import MAX_POP_NUMS, PopRequest
 from ferromq.broker.sql92 import compile_sql92
 from ferromq.broker.topics import NOT_ALLOWED_SEND
 from ferromq.errors import SubscriptionParseError
-from ferromq.message import decode_messages
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.constants import (
     RETRY_PREFIX,
@@ -134,6 +134,9 @@ class MessagingService(rpc.MessagingServiceServicer):
         self.backend = backend
         self._endpoint = endpoint
         self.sessions = Sessions()
+        self.front: _store.GrpcFront | None = None
+        """The gRPC front, once it runs: it serves some clients' receives and acks itself."""
+        self._served_by_front: set[str] = set()
         self._round_robin = itertools.count()
         cfg = backend.config
         self.renewals = Renewals(
@@ -341,9 +344,41 @@ class MessagingService(rpc.MessagingServiceServicer):
                 merged = merged_settings(settings, group, self.backend.config.message_delay_level)
                 session.settings = merged
                 await self._register(session, merged)
+                self._front_serves(session, merged)
                 session.send(spb.TelemetryCommand(status=ok(), settings=merged))
             except Exception as e:
                 session.send(spb.TelemetryCommand(status=status_of(e)))
+
+    def _front_serves(self, session: Session, settings: pb.Settings) -> None:
+        """Whether the gRPC front serves this client's receives and acks itself, on the data
+        plane: a simple consumer's that is not FIFO (a FIFO consumer's orderly pops, and a push
+        consumer's renewals, are this service's), with its retry policy's attempts."""
+        front = self.front
+        if front is None:
+            return
+        client_id = session.client_id_
+        if settings.client_type != pb.SIMPLE_CONSUMER or settings.subscription.fifo:
+            front.forget_client(client_id)
+            return
+        front.serve_client(client_id, settings.backoff_policy.max_attempts)
+        if client_id not in self._served_by_front:
+            self._served_by_front.add(client_id)
+            session.on_close(lambda _: self._front_forgets(client_id))
+
+    def _front_forgets(self, client_id: str) -> None:
+        self._served_by_front.discard(client_id)
+        if self.front is not None:
+            self.front.forget_client(client_id)
+
+    async def dead_letter_from_front(
+        self, group: str, topic: str, receipt: str, commit_log_offset: int, message_id: str
+    ) -> None:
+        """A message the front popped past its consumer's retry policy: to the dead letter queue,
+        as `_spent_to_dead_letters` does with the pops served here."""
+        try:
+            await self._dead_letter(group, ExtraInfo.parse(receipt), commit_log_offset, topic)
+        except Exception as e:  # it comes back after its invisible time, and is filtered again
+            logger.warning("the dead letter of %s failed: %s", message_id, e)
 
     # -- send ------------------------------------------------------------------------------------
 
@@ -554,28 +589,8 @@ class MessagingService(rpc.MessagingServiceServicer):
         self.renewals.hold(client_id, message.system_properties.message_id, held)
 
     def _received(self, popped: Popped, req: PopRequest) -> list[pb.Message]:
-        """The popped records as 5.x messages, each with its receipt handle (the broker's receipt
-        and the message's CommitLog offset on that broker)."""
-        starts = popped.starts
-        broker_name = popped.broker_name
-        out = []
-        for m in decode_messages(popped.body):
-            receipt = m.properties.get("POP_CK")
-            if receipt is None:
-                receipt = str(
-                    ExtraInfo(
-                        starts.get(("0", m.queue_id), m.queue_offset),
-                        popped.pop_time,
-                        popped.invisible_time,
-                        popped.revive_qid,
-                        "0",
-                        broker_name,
-                        m.queue_id,
-                        m.queue_offset,
-                    )
-                )
-            out.append(convert.to_v2(m, req.topic, f"{receipt} {m.physical_offset}"))
-        return out
+        """The popped records as 5.x messages, each with its receipt handle."""
+        return convert.popped_to_v2(popped, req.topic)
 
     async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
         async def body() -> spb.AckMessageResponse:

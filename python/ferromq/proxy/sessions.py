@@ -151,7 +151,7 @@ class Session:
         self.remember_transaction(transaction_id, (queue_offset, commit_log_offset, broker_name))
         command = spb.TelemetryCommand(
             recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
-                message=to_v2(m, m.topic, None), transaction_id=transaction_id
+                message=to_v2(cmd.body), transaction_id=transaction_id
             )
         )
         self.send(command)

@@ -1,7 +1,8 @@
-"""SendMessage served by the gRPC front on the data plane (crates/grpc `sends`), against the same
-broker's Python service (`dataPlane=python`: every call reaches grpcio): the same answers, refusals
-included, and the same stored messages. Calls that are Python's to decide (a transaction, a topic the
-plane does not serve) reach the service and are answered by it."""
+"""SendMessage, ReceiveMessage and AckMessage served by the gRPC front on the data plane (crates/grpc
+`sends`, `receives`), against the same broker's Python service (`dataPlane=python`: every call reaches
+grpcio): the same answers, refusals included, the same stored messages, the same messages received.
+Calls that are Python's to decide (a transaction, a topic the plane does not serve, a pop that must
+wait, a client whose settings are not a simple consumer's) reach the service and are answered by it."""
 
 from __future__ import annotations
 
@@ -43,11 +44,15 @@ def send(endpoint: str, *messages: pb.Message, client_id: str = f"sends-{RUN}") 
         return reply
 
 
-def answered(b: Broker) -> int:
-    """SendMessage calls the broker's front answered itself."""
+def front(b: Broker) -> _store.GrpcFront:
     grpc_server = b.broker.grpc
     assert grpc_server is not None and grpc_server._front is not None
-    return grpc_server._front.sends_answered
+    return grpc_server._front
+
+
+def answered(b: Broker) -> int:
+    """SendMessage calls the broker's front answered itself."""
+    return front(b).sends_answered
 
 
 def make_topics(b: Broker) -> tuple[str, str]:
@@ -173,3 +178,143 @@ def test_python_decides_transactions_and_unknown_topics() -> None:
             assert status(served) == (pb.OK, "OK") and answered(b) == 1
 
     asyncio.run(main())
+
+
+# -- receive and ack ---------------------------------------------------------------------------------
+
+INVISIBLE = {"seconds": 30}
+
+
+def settle_as_simple_consumer(endpoint: str, client_id: str, topic: str, group: str) -> None:
+    """The client's settings over Telemetry, as the 5.x SimpleConsumer sends them first."""
+    settings = pb.Settings(
+        client_type=pb.SIMPLE_CONSUMER,
+        backoff_policy=pb.RetryPolicy(max_attempts=3),
+        subscription=pb.Subscription(
+            group=pb.Resource(name=group),
+            subscriptions=[
+                pb.SubscriptionEntry(
+                    topic=pb.Resource(name=topic), expression=pb.FilterExpression(type=pb.TAG, expression="*")
+                )
+            ],
+        ),
+    )
+    with grpc.insecure_channel(endpoint) as ch:
+        replies = rpc.MessagingServiceStub(ch).Telemetry(
+            iter([spb.TelemetryCommand(settings=settings)]),
+            metadata=[("x-mq-client-id", client_id)],
+            timeout=CALL_TIMEOUT,
+        )
+        first = next(replies)
+        assert first.status.code == pb.OK, first
+
+
+def receive(
+    endpoint: str, client_id: str, topic: str, group: str, batch: int
+) -> list[spb.ReceiveMessageResponse]:
+    request = spb.ReceiveMessageRequest(
+        group=pb.Resource(name=group),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+        batch_size=batch,
+        invisible_duration=INVISIBLE,
+        long_polling_timeout={"seconds": 5},
+    )
+    with grpc.insecure_channel(endpoint) as ch:
+        return list(
+            rpc.MessagingServiceStub(ch).ReceiveMessage(
+                request, metadata=[("x-mq-client-id", client_id)], timeout=CALL_TIMEOUT
+            )
+        )
+
+
+def ack(
+    endpoint: str, client_id: str, topic: str, group: str, messages: list[pb.Message]
+) -> spb.AckMessageResponse:
+    entries = [
+        spb.AckMessageEntry(
+            message_id=m.system_properties.message_id, receipt_handle=m.system_properties.receipt_handle
+        )
+        for m in messages
+    ]
+    with grpc.insecure_channel(endpoint) as ch:
+        reply: spb.AckMessageResponse = rpc.MessagingServiceStub(ch).AckMessage(
+            spb.AckMessageRequest(
+                group=pb.Resource(name=group), topic=pb.Resource(name=topic), entries=entries
+            ),
+            metadata=[("x-mq-client-id", client_id)],
+            timeout=CALL_TIMEOUT,
+        )
+        return reply
+
+
+def shown(m: pb.Message) -> tuple[Any, ...]:
+    """What a received message shows, but for what differs between two brokers' stores (times,
+    hosts, receipts)."""
+    sp = m.system_properties
+    return (
+        m.topic.name,
+        m.body,
+        dict(m.user_properties),
+        sp.message_id,
+        sp.tag,
+        list(sp.keys),
+        sp.body_digest.checksum,
+        sp.body_encoding,
+        sp.message_type,
+        sp.delivery_attempt,
+        sp.message_group,
+    )
+
+
+async def drain(settings: dict[str, Any], count: int) -> tuple[list[Any], list[tuple[int, str]], int]:
+    """`count` messages sent, then received and acked by one simple consumer until none is left:
+    what it received, the statuses of its receives and acks, and the calls the front answered."""
+    async with Broker(settings=settings) as b:
+        normal, _ = make_topics(b)
+        group, client_id = f"RecvG{RUN}", f"recv-{RUN}"
+        sent = [
+            message(normal, f"r{i}".encode(), tag="TagA", keys=[f"k{i}"], user={"i": str(i)})
+            for i in range(count)
+        ]
+        for i, m in enumerate(sent):
+            m.system_properties.message_id = f"RID{i:04d}{RUN}"
+        assert status(await asyncio.to_thread(send, b.grpc_endpoint, *sent)) == (pb.OK, "OK")
+        await asyncio.to_thread(settle_as_simple_consumer, b.grpc_endpoint, client_id, normal, group)
+        received: list[pb.Message] = []
+        statuses = []
+        before = front(b).receives_answered
+        for _ in range(40):
+            stream = await asyncio.to_thread(receive, b.grpc_endpoint, client_id, normal, group, 4)
+            statuses.append(status_of_stream(stream))
+            messages = [r.message for r in stream if r.HasField("message")]
+            assert stream[-1].HasField("delivery_timestamp")
+            if not messages:
+                break
+            received += messages
+            acked = await asyncio.to_thread(ack, b.grpc_endpoint, client_id, normal, group, messages)
+            statuses.append(status(acked))
+            assert [e.status.code for e in acked.entries] == [pb.OK] * len(messages)
+        # None comes back: every one was acked.
+        return sorted(shown(m) for m in received), statuses, front(b).receives_answered - before
+
+
+def status_of_stream(stream: list[spb.ReceiveMessageResponse]) -> tuple[int, str]:
+    first = stream[0]
+    assert first.HasField("status"), stream
+    return first.status.code, first.status.message
+
+
+def test_receives_and_acks_show_what_the_service_shows() -> None:
+    """A simple consumer drains a topic: the front's receives and acks give what the service's give."""
+    count = 10
+    by_front, front_statuses, front_calls = asyncio.run(drain({}, count))
+    by_service, service_statuses, service_calls = asyncio.run(drain({"data_plane": "python"}, count))
+    assert by_front == by_service
+    assert [m[1] for m in by_front] == sorted(f"r{i}".encode() for i in range(count))
+    assert by_front[0][4] == "TagA" and by_front[0][8] == pb.NORMAL and by_front[0][9] == 1
+    assert front_statuses == service_statuses
+    assert front_statuses[-1] == (pb.MESSAGE_NOT_FOUND, "no new message")
+    # The front answered every receive that found messages (the group's first pop, made by Python,
+    # aside) and every ack; the last receive found nothing and waited in Python.
+    assert front_calls >= len(front_statuses) - 2 and service_calls == 0

@@ -1,0 +1,164 @@
+//! One unary-request call the front serves itself: which calls it may read, the request read
+//! (bounded) and decoded, and the reply written as gRPC frames them (length-prefixed messages,
+//! then trailers with the gRPC status).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{HeaderMap, Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use crate::body::{CallBody, Handled, ReplyBody};
+use crate::proto::Status;
+
+/// A request body past this is handed on to grpcio unread past it (a batch of large bodies;
+/// grpcio takes up to 130 MiB, as Java's proxy does).
+pub const MAX_READ: usize = 8 * 1024 * 1024;
+/// gRPC's length-prefixed message: a compression flag and a big-endian length.
+const PREFIX: usize = 5;
+/// gRPC's status CANCELLED.
+const CANCELLED: &str = "1";
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A call the front can read: gRPC content, not compressed, from a client that named itself
+/// (grpcio answers the others as the proxy does).
+pub fn plain_call(headers: &HeaderMap) -> bool {
+    let grpc = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
+    let identity = headers
+        .get("grpc-encoding")
+        .is_none_or(|v| v.as_bytes() == b"identity");
+    grpc && identity && client_id(headers).is_some()
+}
+
+/// The client's id (`x-mq-client-id`), when it sent one.
+pub fn client_id(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get("x-mq-client-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+}
+
+/// The call's deadline as the client gave it (`grpc-timeout`: up to 8 digits and a unit).
+pub fn timeout(headers: &HeaderMap) -> Option<Duration> {
+    let text = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = text.split_at_checked(text.len().checked_sub(1)?)?;
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// A request read whole and decoded, or why the front does not serve it.
+pub enum Read<M> {
+    Decoded(http::request::Parts, Bytes, M),
+    /// grpcio's to answer (too large, compressed, not one message, not decodable).
+    Declined(Request<CallBody>),
+    /// The client reset the call while it was read.
+    Answered(Response<ReplyBody>),
+}
+
+/// `req`'s one message, read up to MAX_READ and decoded as `M`.
+pub async fn read<M: prost::Message + Default>(req: Request<Incoming>) -> Read<M> {
+    let (parts, body) = req.into_parts();
+    let (read, rest) = match read_up_to(body, MAX_READ).await {
+        Ok(read) => read,
+        Err(e) => return Read::Answered(trailers_only(CANCELLED, &e.to_string())),
+    };
+    let decoded = match rest {
+        None => single_message(&read).and_then(|m| M::decode(m).ok()),
+        Some(_) => None,
+    };
+    match decoded {
+        Some(m) => Read::Decoded(parts, read, m),
+        None => Read::Declined(Request::from_parts(parts, CallBody::read(read, rest))),
+    }
+}
+
+/// A call the front read and then leaves to grpcio.
+pub fn decline(parts: http::request::Parts, read: Bytes) -> Handled {
+    Handled::Declined(Request::from_parts(parts, CallBody::read(read, None)))
+}
+
+/// Up to `limit` bytes of `body`, and the rest of it when there is more.
+async fn read_up_to(
+    mut body: Incoming,
+    limit: usize,
+) -> Result<(Bytes, Option<Incoming>), hyper::Error> {
+    let mut read = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        // gRPC requests carry no trailers: anything but data is dropped.
+        if let Ok(data) = frame?.into_data() {
+            read.extend_from_slice(&data);
+            if read.len() > limit {
+                return Ok((read.freeze(), Some(body)));
+            }
+        }
+    }
+    Ok((read.freeze(), None))
+}
+
+/// The one uncompressed message of a unary call's body.
+fn single_message(body: &[u8]) -> Option<&[u8]> {
+    let (prefix, message) = body.split_at_checked(PREFIX)?;
+    let len = u32::from_be_bytes(prefix[1..].try_into().ok()?) as usize;
+    (prefix[0] == 0 && message.len() == len).then_some(message)
+}
+
+pub fn status(code: i32, message: &str) -> Status {
+    Status {
+        code,
+        message: message.to_string(),
+    }
+}
+
+/// A reply of `messages` (one for a unary call, a stream's in order) and gRPC status OK (the
+/// RocketMQ status is in the messages).
+pub fn grpc_reply<M: prost::Message>(messages: &[M]) -> Response<ReplyBody> {
+    let len: usize = messages.iter().map(|m| PREFIX + m.encoded_len()).sum();
+    let mut data = BytesMut::with_capacity(len);
+    for message in messages {
+        data.put_u8(0);
+        data.put_u32(message.encoded_len() as u32);
+        message
+            .encode(&mut data)
+            .expect("the buffer has the messages' length");
+    }
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    let mut reply = Response::new(ReplyBody::Own {
+        data: Some(data.freeze()),
+        trailers: Some(trailers),
+    });
+    reply
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    reply
+}
+
+/// A reply of headers only, with gRPC status `grpc_status`.
+pub fn trailers_only(grpc_status: &'static str, message: &str) -> Response<ReplyBody> {
+    let mut reply = Response::new(ReplyBody::empty());
+    let headers = reply.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert("grpc-status", HeaderValue::from_static(grpc_status));
+    if let Ok(message) = HeaderValue::from_str(message) {
+        headers.insert("grpc-message", message);
+    }
+    reply
+}
