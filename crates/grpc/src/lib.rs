@@ -1,12 +1,22 @@
 //! ferromq's gRPC front: the port the RocketMQ 5.x clients (`apache.rocketmq.v2.MessagingService`)
 //! connect to. It speaks to them as Apache RocketMQ's proxy does, TLS and plain clients on one
-//! port (`tls.server.mode` permissive, enforcing, or no TLS at all), and hands every call on,
-//! over HTTP/2 on a Unix socket, to the broker's grpcio server, which serves the calls in Python.
+//! port (`tls.server.mode` permissive, enforcing, or no TLS at all). The hot calls (SendMessage,
+//! a simple consumer's ReceiveMessage and AckMessage) are served here, on the broker's data plane,
+//! by the same rules as its remoting sends and pops; every other call, and every hot one whose
+//! decisions are Python's, is handed on over HTTP/2 on a Unix socket to the broker's grpcio
+//! server, which serves it in Python.
 //!
 //! Modules, each using only those above it:
 //!
-//! * [`forward`]: one call handed on (the client's address added as `x-ferromq-peer`), its
-//!   bodies and trailers streamed both ways; the calls a connection has open.
+//! * [`proto`]: the messages of the hot calls, from the published `.proto`.
+//! * [`convert`]: the proxy's rules of a message, sent and received (checks, properties, types,
+//!   FIFO queues, receipts), also applied by Python through the binding.
+//! * [`body`], [`call`]: the bodies of a call both ways; one unary request read and one reply
+//!   written as gRPC frames them.
+//! * [`sends`], [`receives`]: SendMessage; ReceiveMessage and AckMessage.
+//! * [`forward`]: one call served here or handed on (the client's address added as
+//!   `x-ferromq-peer`), its bodies and trailers streamed both ways; the calls a connection has
+//!   open.
 //! * [`front`]: the listener, TLS or plain by the first byte, one HTTP/2 connection per client
 //!   with its own to grpcio, bounds and idle clock, shutdown.
 //!

@@ -15,8 +15,9 @@
 //!   by the plane and, through the binding, by Python.
 //! * [`popper`]: the rules of POP consumption (pop, ack, change of invisible time), used by the
 //!   plane and, through the binding, by Python.
-//! * [`pull`], [`send`], `pop`: the pulls, sends, pops and acks the plane serves, by what Python
-//!   pushes down.
+//! * [`pull`], [`send`], [`pop`]: the pulls, sends, pops and acks the plane serves, by what Python
+//!   pushes down; the sends and pops the broker's gRPC front serves on the plane (`SendPort`,
+//!   `PopPort`).
 //! * `commands`: the hot commands as one enum (a request code names one; it applies itself).
 //! * [`tls`]: TLS on the broker port (rustls), permissive or enforcing as Java has it.
 //! * [`plane`]: the listener, connection bounds, TLS, and frames to and from Python.

@@ -194,7 +194,7 @@ impl SendPort {
     }
 
     /// Stores `req` by `cfg`'s rules into a topic `cfg` lists (`route`); `answered` gets the
-    /// reply's code, now or once the disk or a slave has the message (see [`Sender::settle`]).
+    /// reply's code, now or once the disk or a slave has the message (see `Sender::settle`).
     pub fn put(
         &self,
         cfg: &SendConfig,
