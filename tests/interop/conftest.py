@@ -5,7 +5,8 @@ per test module on free 127.0.0.1 ports with a fresh store, and stops it with `s
 asserting a clean exit and no ERROR / Traceback in its log. `ferromq_namesrv` is the name server address
 alone; when a test using it fails, the part of the broker log written during that test is attached to the
 report. Tests can attach more text with `failure_sections`. The 5.x clients' side-by-side tests share
-`java_proxy` (Apache RocketMQ 5.3.3's proxy in local mode) and `ferromq_grpc`, one of each per module.
+`java_proxy` (Apache RocketMQ 5.3.3's proxy in local mode) and `ferromq_grpc`, one of each per module,
+and `grpc_admins`, 5.3.3's mqadmin for each of them (one JVM each for the module's commands).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ferromq.testing.process import log_tail
 
 if TYPE_CHECKING:
     from apache_rocketmq import ApacheRocketMQProxy
+
+    from tests.interop.mqadmin import MqadminShell
 
 STOP_TIMEOUT = 15.0
 
@@ -63,13 +66,17 @@ def java_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocke
     (tests/interop/grpc_kit.py), for the module."""
     from apache_rocketmq import start_rocketmq_proxy
 
-    from tests.interop.grpc_kit import BROKER_CONF
+    from tests.interop.grpc_kit import BROKER_CONF, PROXY_CONF
 
-    proxy = start_rocketmq_proxy(tmp_path_factory.mktemp("rocketmq-proxy"), broker_conf=BROKER_CONF)
+    proxy = start_rocketmq_proxy(
+        tmp_path_factory.mktemp("rocketmq-proxy"), broker_conf=BROKER_CONF, proxy_conf=PROXY_CONF
+    )
     try:
         yield proxy
     finally:
-        proxy.stop()
+        # Its store is thrown away and nothing reads its exit: SIGKILL spares the ~15 s of the
+        # proxy's and its broker's shutdown hooks.
+        proxy.stop(kill=True)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +89,29 @@ def ferromq_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
         yield server
     finally:
         stop_ferromq(server)
+
+
+@pytest.fixture(scope="module")
+def grpc_admins(
+    ferromq_grpc: BrokerProcess, java_proxy: ApacheRocketMQProxy, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[MqadminShell, MqadminShell]]:
+    """Apache RocketMQ 5.3.3's mqadmin for `ferromq_grpc` and for `java_proxy`, each one JVM that
+    runs every command of the module (a fresh MQAdminStartup.main0 each, as the mqadmin script)."""
+    from apache_rocketmq import ROCKETMQ_5_VERSION
+
+    from tests.interop.grpc_kit import on_both
+    from tests.interop.mqadmin import MqadminShell
+
+    root = tmp_path_factory.mktemp("grpc-mqadmin")
+    shells = on_both(
+        lambda: MqadminShell(root / "ferromq", ferromq_grpc.namesrv, version=ROCKETMQ_5_VERSION),
+        lambda: MqadminShell(root / "rocketmq", java_proxy.namesrv, version=ROCKETMQ_5_VERSION),
+    )
+    try:
+        yield shells
+    finally:
+        for shell in shells:
+            shell.close()
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ made, and what each scenario's answer must show."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -43,18 +44,30 @@ BROKER_CONF = {
     "recallMessageEnable": "true",
     "enablePropertyFilter": "true",
 }
+# Java's proxy keeps the routes it looked up, a topic not found among them, until its cache refreshes
+# them (topicRouteServiceCacheRefreshSeconds, 20): the dead letter reader, which asks for %DLQ%<group>
+# before the first dead letter makes it, would go on being told it does not exist that long. ferromq
+# answers from its topics as they are; refreshed every second, Java's answers are as current (what the
+# client sees is the same, only sooner).
+PROXY_CONF: dict[str, object] = {"topicRouteServiceCacheRefreshSeconds": 1}
 
 
 def prepare(
-    namesrv: str, root: Path, topic: str, group: str, case: str, broker_addr: str | None = None
+    namesrv: str,
+    root: Path,
+    topic: str,
+    group: str,
+    case: str,
+    broker_addr: str | None = None,
+    admin: Callable[..., str] | None = None,
 ) -> None:
     """The scenario's typed topic (and its group if it is not a default one) on a cluster, or on
-    the one broker at `broker_addr`, made by 5.3.3's mqadmin."""
+    the one broker at `broker_addr`, made by 5.3.3's mqadmin: a JVM per command, or `admin`
+    (`MqadminShell(..., version=ROCKETMQ_5_VERSION).run` against `namesrv`: one JVM for them all)."""
+    run = admin if admin is not None else functools.partial(mqadmin, root, namesrv)
     message_type, orderly, retry_max_times = CASES[case]
     where = ["-c", CLUSTER] if broker_addr is None else ["-b", broker_addr]
-    out = mqadmin(
-        root,
-        namesrv,
+    out = run(
         "updateTopic",
         *where,
         "-t",
@@ -72,7 +85,7 @@ def prepare(
         *([] if retry_max_times is None else ["-r", str(retry_max_times)]),
     ]
     if group_args:
-        out = mqadmin(root, namesrv, "updateSubGroup", "-c", CLUSTER, "-g", group, *group_args)
+        out = run("updateSubGroup", "-c", CLUSTER, "-g", group, *group_args)
         assert "success" in out, out
 
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from apache_rocketmq import classpath
+from apache_rocketmq import JAVA17_FLAGS, ROCKETMQ_VERSION, classpath
 
 SHELL_SOURCE = Path(__file__).with_name("mqadmin") / "MqadminShell.java"
 CLIENTS = Path(__file__).with_name("mqadmin_clients.py")
@@ -101,24 +101,29 @@ class LineChild:
 
 class MqadminShell(LineChild):
     """One JVM running `MQAdminStartup.main0` for each command it is given (see MqadminShell.java),
-    against one name server."""
+    against one name server: rocketmq-tools 4.9.7 (the default) or `version` (5.3.3)."""
 
-    def __init__(self, home: Path, namesrv: str) -> None:
+    def __init__(self, home: Path, namesrv: str, version: str = ROCKETMQ_VERSION) -> None:
         self.namesrv = namesrv
         (home / "conf").mkdir(parents=True, exist_ok=True)
-        # MQAdminStartup configures logback from $ROCKETMQ_HOME/conf/logback_tools.xml.
-        (home / "conf" / "logback_tools.xml").write_text(_LOGBACK_TOOLS.format(log=home / "tools.log"))
+        # 4.9.7's MQAdminStartup configures logback from $ROCKETMQ_HOME/conf/logback_tools.xml; 5.x's
+        # (shaded) logback is told the file.
+        logback = home / "conf" / "logback_tools.xml"
+        logback.write_text(_LOGBACK_TOOLS.format(log=home / "tools.log"))
+        five = version.startswith("5.")
         argv = [
             "java",
             "-Xmx192m",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
+            *(JAVA17_FLAGS if five else ()),
             f"-Drocketmq.home.dir={home}",
             f"-Duser.home={home}",
             "-Drocketmq.client.logUseSlf4j=true",
+            *([f"-Drmq.logback.configurationFile={logback}"] if five else ()),
             "-Dfile.encoding=UTF-8",
             "-cp",
-            classpath(),
+            classpath(version),
             str(SHELL_SOURCE),
         ]
         super().__init__(argv, cwd=home)

@@ -1,6 +1,7 @@
 """RocketMQ 5.x typed topics and orderly groups through Apache RocketMQ 5.3.3's own mqadmin
-(rocketmq-tools 5.3.3, one MQAdminStartup JVM per command: tools/apache_rocketmq.py `mqadmin`), against
-ferromq and against the Java 5.3.3 broker side by side (same broker.conf keys, fresh stores):
+(rocketmq-tools 5.3.3's MQAdminStartup, in one JVM per side that runs every command: tests/interop/mqadmin.py
+`MqadminShell`), against ferromq and against the Java 5.3.3 broker side by side (same broker.conf keys,
+fresh stores):
 
 - `updateTopic -c CLUSTER -t T -a +message.type=FIFO` creates a FIFO topic on both; a second updateTopic
   changes the type (5.3.3 lets message.type change); `exportMetadata -c CLUSTER` (GET_ALL_TOPIC_CONFIG
@@ -24,22 +25,23 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
-from apache_rocketmq import ROCKETMQ_5_VERSION, have_java, mqadmin, start_rocketmq
+from apache_rocketmq import ROCKETMQ_5_VERSION, have_java, start_rocketmq
 
 from ferromq.testing import BrokerProcess
 from tests.interop.conftest import stop_ferromq
-from tests.interop.mqadmin import key_values, scrub
+from tests.interop.mqadmin import MqadminShell, key_values, scrub
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="5.3.3's mqadmin and broker need `java` and `mvn` on PATH"),
-    # The first run resolves the 5.3.3 jars (Maven Central); each mqadmin command is a JVM of its own.
+    # The first run resolves the 5.3.3 jars (Maven Central).
     pytest.mark.timeout(900),
 ]
 
 KINDS = ("ferromq", "rocketmq")
+T = TypeVar("T")
 CLUSTER = "DefaultCluster"
 CONF = {
     "brokerClusterName": CLUSTER,
@@ -66,9 +68,10 @@ class Side:
     namesrv: str
     broker_addr: str
     home: Path
+    shell: MqadminShell
 
     def admin(self, subcommand: str, *args: str) -> str:
-        return mqadmin(self.home, self.namesrv, subcommand, *args, version=ROCKETMQ_5_VERSION, timeout=180)
+        return self.shell.run(subcommand, *args)
 
     def labels(self) -> dict[str, str]:
         return {self.broker_addr: "<broker>", self.namesrv: "<namesrv>", str(self.home): "<home>"}
@@ -82,14 +85,21 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]
         stack.callback(stop_ferromq, server)
         java_root = tmp_path_factory.mktemp("attr-rocketmq")
         mq = start_rocketmq(java_root, dict(CONF), version=ROCKETMQ_5_VERSION)
-        stack.callback(mq.stop)
-        yield {
-            "ferromq": Side("ferromq", server.namesrv, server.broker_addr, work / "mqadmin"),
-            "rocketmq": Side("rocketmq", mq.namesrv, mq.broker_addr, java_root / "mqadmin"),
+        # Its store is thrown away and nothing reads its exit: SIGKILL spares the ~13 s of the
+        # broker's shutdown hook.
+        stack.callback(mq.stop, kill=True)
+        where = {
+            "ferromq": (server.namesrv, server.broker_addr, work / "mqadmin"),
+            "rocketmq": (mq.namesrv, mq.broker_addr, java_root / "mqadmin"),
         }
+        # One mqadmin JVM per side for all the commands (each a fresh MQAdminStartup.main0 run).
+        shells = both(where, lambda w: MqadminShell(w[2], w[0], version=ROCKETMQ_5_VERSION))
+        for shell in shells.values():
+            stack.callback(shell.close)
+        yield {k: Side(k, *w, shells[k]) for k, w in where.items()}
 
 
-def both(sides: dict[str, Side], command: Callable[[Side], Any]) -> dict[str, Any]:
+def both(sides: dict[str, T], command: Callable[[T], Any]) -> dict[str, Any]:
     """`command` run for each side at the same time; its result per side."""
     with ThreadPoolExecutor(len(sides)) as pool:
         futures = {k: pool.submit(command, s) for k, s in sides.items()}

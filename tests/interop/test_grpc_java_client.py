@@ -39,6 +39,7 @@ from ferromq.testing import BrokerProcess
 from tests.interop.cpp_kit import cpp_client_problem, scenario_argv
 from tests.interop.grpc_kit import CASES, assert_outcome, assert_same, on_both, prepare
 from tests.interop.java5build import build_grpc5_jar, run_driver
+from tests.interop.mqadmin import MqadminShell
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the Java 5.x client tests need `java` and `mvn` on PATH"),
@@ -85,6 +86,7 @@ def test_java_client_side_by_side(
     jar: Path,
     ferromq_grpc: BrokerProcess,
     java_proxy: ApacheRocketMQProxy,
+    grpc_admins: tuple[MqadminShell, MqadminShell],
     tmp_path: Path,
     failure_sections: list[tuple[str, Callable[[], str]]],
 ) -> None:
@@ -93,8 +95,8 @@ def test_java_client_side_by_side(
     failure_sections.append(("Java client logs", lambda: client_logs(tmp_path)))
     topic, group = f"J5{case.replace('_', '')}{RUN}", f"J5G{case.replace('_', '')}{RUN}"
     on_both(
-        lambda: prepare(ferromq_grpc.namesrv, tmp_path / "mqadmin-ferromq", topic, group, case),
-        lambda: prepare(java_proxy.namesrv, tmp_path / "mqadmin-rocketmq", topic, group, case),
+        lambda: prepare(ferromq_grpc.namesrv, tmp_path, topic, group, case, admin=grpc_admins[0].run),
+        lambda: prepare(java_proxy.namesrv, tmp_path, topic, group, case, admin=grpc_admins[1].run),
     )
     ours, theirs = on_both(
         lambda: run_java(jar, tmp_path / "ferromq", ferromq_grpc.grpc_endpoint, case, topic, group),

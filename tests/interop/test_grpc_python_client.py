@@ -43,6 +43,7 @@ from tests.interop.grpc_kit import (
     prepare,
     run_client5,
 )
+from tests.interop.mqadmin import MqadminShell
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the side-by-side runs need `java` and `mvn` on PATH"),
@@ -61,6 +62,7 @@ def test_python_client_side_by_side(
     case: str,
     ferromq_grpc: BrokerProcess,
     java_proxy: ApacheRocketMQProxy,
+    grpc_admins: tuple[MqadminShell, MqadminShell],
     tmp_path: Path,
     failure_sections: list[tuple[str, Callable[[], str]]],
 ) -> None:
@@ -68,8 +70,8 @@ def test_python_client_side_by_side(
     failure_sections.append(("ferromq log", ferromq_grpc.log_tail))
     topic, group = topic_of(case), f"G5G{case.replace('_', '')}{RUN}"
     on_both(
-        lambda: prepare(ferromq_grpc.namesrv, tmp_path / "mqadmin-ferromq", topic, group, case),
-        lambda: prepare(java_proxy.namesrv, tmp_path / "mqadmin-rocketmq", topic, group, case),
+        lambda: prepare(ferromq_grpc.namesrv, tmp_path, topic, group, case, admin=grpc_admins[0].run),
+        lambda: prepare(java_proxy.namesrv, tmp_path, topic, group, case, admin=grpc_admins[1].run),
     )
     ours, theirs = on_both(
         lambda: run_client5(ferromq_grpc.grpc_endpoint, case, topic, group, tmp_path / "ferromq"),

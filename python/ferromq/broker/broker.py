@@ -201,7 +201,7 @@ class Broker:
         self._storage.append(("configs", self._persist_configs))
         self.clients = ClientManager(self._consumers_changed)
         self.locks = RebalanceLockManager()
-        self.stats = BrokerStats(cfg.broker_cluster_name)
+        self.stats = BrokerStats(cfg.broker_cluster_name, cfg.stats_log_interval_seconds)
         await self._start_service("statistics", self.stats.start, self._stop_stats)
         interval = 5.0 if cfg.long_polling_enable else cfg.short_polling_time_mills / 1000.0
         self.hold = PullRequestHoldService(self.store.max_offset, interval)

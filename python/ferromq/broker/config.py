@@ -122,6 +122,9 @@ class BrokerConfig:
     log_dir: str | None = None
     log_max_file_size: int = 128 * 1024 * 1024
     log_max_files: int = 10
+    # ferromq's own: how often (seconds) stats.log gets its lines of the last minute, 60 as Java's
+    # broker prints them (a test sets a few seconds).
+    stats_log_interval_seconds: int = 60
     # Remoting bounds (0 turns a timeout off): RocketMQ's NettyServerConfig idle time, and
     # ferromq's own read timeout, connection cap and buffer bounds.
     server_channel_max_idle_time_seconds: int = 120
@@ -487,6 +490,7 @@ _AT_LEAST: dict[str, int] = {
     "max_query_num": 1,
     "log_max_file_size": 1024,
     "log_max_files": 1,
+    "stats_log_interval_seconds": 1,
     "server_channel_max_idle_time_seconds": 0,
     "server_read_timeout_seconds": 0,
     "server_max_connections": 1,

@@ -307,8 +307,10 @@ class BrokerStats(TaskService):
 
     service_name = "broker-stats"
 
-    def __init__(self, cluster_name: str) -> None:
+    def __init__(self, cluster_name: str, log_interval_s: int = 60) -> None:
         self.cluster_name = cluster_name
+        # How often (s) `log_minute` prints the last minute's lines (statsLogIntervalSeconds).
+        self.log_interval_s = log_interval_s
         self.sets = {name: StatsItemSet(name) for name in ITEM_NAMES}
         self.store = StoreCounters()
         # BrokerStats' day boundaries (msgPutTotalTodayMorning, ...): taken at local midnight.
@@ -520,6 +522,7 @@ class BrokerStats(TaskService):
                 self.sample_items("day", at)
             if tick % 60 == 0:
                 self.store.roll_minute()
+            if tick % self.log_interval_s == 0:
                 self.log_minute()
             today = time.localtime().tm_yday
             if today != day:

@@ -1,5 +1,5 @@
-// The official mqadmin (rocketmq-tools 4.9.7, MQAdminStartup.main0, exactly what the mqadmin script
-// runs) as a shell: one JVM runs many subcommands, so the tests avoid a JVM start and netty's
+// The official mqadmin (rocketmq-tools 4.9.7 or 5.3.3, MQAdminStartup.main0, exactly what the mqadmin
+// script runs) as a shell: one JVM runs many subcommands, so the tests avoid a JVM start and netty's
 // graceful shutdown per command. Run with `java -cp <classpath> MqadminShell.java` (single-file
 // source launch; no build step).
 //
@@ -18,7 +18,12 @@ public class MqadminShell {
     public static void main(String[] args) throws Exception {
         PrintStream realOut = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, "UTF-8");
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        java.lang.reflect.Field field = MQAdminStartup.class.getDeclaredField("subCommandList");
+        java.lang.reflect.Field field;
+        try {
+            field = MQAdminStartup.class.getDeclaredField("subCommandList");  // 4.9.7
+        } catch (NoSuchFieldException e) {
+            field = MQAdminStartup.class.getDeclaredField("SUB_COMMANDS");  // 5.x
+        }
         field.setAccessible(true);
         java.util.List<?> subCommands = (java.util.List<?>) field.get(null);
         realOut.println("\u0001READY");
