@@ -20,6 +20,9 @@ scenarios (tests/interop/client5_scenarios.py, run in the client's own environme
   client's checker commits it over Telemetry) are delivered, the rolled back one never;
 - recall: a delayed message recalled with its send's recall handle never arrives; another one does.
 
+Also, with grpcio's client: the Settings a push or simple consumer is given back over Telemetry (the
+group's retry policy and FIFO flag) are the same.
+
 Typed topics (message.type) and the orderly group are made by Apache RocketMQ 5.3.3's own mqadmin on both
 servers. Both check open transactions every second once they are 5 s old (transactionCheckInterval,
 transactionTimeOut) and allow recalls (recallMessageEnable).
@@ -27,8 +30,9 @@ transactionTimeOut) and allow recalls (recallMessageEnable).
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -81,3 +85,74 @@ def test_python_client_side_by_side(
     ours = assert_same(ours, theirs)
     # And what each scenario must show on its own (both brokers gave it, as compared above).
     assert_outcome(case, ours)
+
+
+def consumer_settings(endpoint: str, topic: str, group: str, client_type: int) -> object:
+    """The Settings a consumer of `group` is given back over Telemetry (the first answer)."""
+    import grpc
+
+    from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
+    from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
+    from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
+
+    settings = pb.Settings(
+        client_type=client_type,  # type: ignore[arg-type]
+        subscription=pb.Subscription(
+            group=pb.Resource(name=group),
+            subscriptions=[
+                pb.SubscriptionEntry(
+                    topic=pb.Resource(name=topic), expression=pb.FilterExpression(type=pb.TAG, expression="*")
+                )
+            ],
+        ),
+    )
+    answered = threading.Event()
+
+    def commands() -> Iterator[spb.TelemetryCommand]:
+        yield spb.TelemetryCommand(settings=settings)
+        # The stream stays open until the answer (Java's proxy ends a closed one unanswered).
+        answered.wait(30)
+
+    with grpc.insecure_channel(endpoint) as ch:
+        replies = rpc.MessagingServiceStub(ch).Telemetry(
+            commands(),
+            metadata=[
+                ("x-mq-client-id", f"settings-{uuid.uuid4().hex[:8]}"),
+                ("x-mq-language", "PYTHON"),
+                ("x-mq-protocol", "GRPC_V2"),
+                ("x-mq-client-version", "5.1.2"),
+            ],
+            timeout=30,
+        )
+        try:
+            first = next(replies)
+        finally:
+            answered.set()
+        assert first.status.code == pb.OK, first
+        return (first.settings.backoff_policy, first.settings.subscription.fifo)
+
+
+@pytest.mark.parametrize("case", ["roundtrip", "fifo"])
+def test_consumer_settings_side_by_side(
+    case: str,
+    ferromq_grpc: BrokerProcess,
+    java_proxy: ApacheRocketMQProxy,
+    grpc_admins: tuple[MqadminShell, MqadminShell],
+    tmp_path: Path,
+) -> None:
+    """Push and simple consumers are given the settings Java's proxy gives: the group's retry policy
+    (by default 1 s, 5 s, 10 s, ... for retryMaxTimes + 1 attempts) and whether it is FIFO, for a
+    group made by mqadmin (fifo: an orderly one) and for one no server has (roundtrip)."""
+    from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
+
+    topic, group = topic_of(case) + "S", f"G5Settings{case}{RUN}"
+    on_both(
+        lambda: prepare(ferromq_grpc.namesrv, tmp_path, topic, group, case, admin=grpc_admins[0].run),
+        lambda: prepare(java_proxy.namesrv, tmp_path, topic, group, case, admin=grpc_admins[1].run),
+    )
+    for client_type in (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER):
+        ours, theirs = on_both(
+            lambda t=client_type: consumer_settings(ferromq_grpc.grpc_endpoint, topic, group, t),
+            lambda t=client_type: consumer_settings(java_proxy.grpc_endpoint, topic, group, t),
+        )
+        assert ours == theirs

@@ -341,7 +341,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                 group = None
                 if settings.HasField("subscription"):
                     group = await self.backend.group(settings.subscription.group.name)
-                merged = merged_settings(settings, group, self.backend.config.message_delay_level)
+                merged = merged_settings(settings, group)
                 session.settings = merged
                 await self._register(session, merged)
                 self._front_serves(session, merged)

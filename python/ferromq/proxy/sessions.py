@@ -48,14 +48,38 @@ def _duration(ms: int) -> duration_pb2.Duration:
     return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
-def _delay_ms(text: str) -> int:
-    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-    return int(text[:-1]) * units[text[-1]]
+# The retry policies of a group that names none (CustomizedRetryPolicy's and ExponentialRetryPolicy's
+# defaults in 5.3.3): how long a push consumer's message waits before its attempt n + 1.
+DEFAULT_RETRY_STEPS_MS = tuple(
+    s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+)
+DEFAULT_EXPONENTIAL = {"initial": 5000, "max": 7_200_000, "multiplier": 2}
 
 
-def merged_settings(
-    client: pb.Settings, group: SubscriptionGroupConfig | None, delay_levels: str
-) -> pb.Settings:
+def _retry_policy(cfg: SubscriptionGroupConfig) -> pb.RetryPolicy:
+    """The group's `groupRetryPolicy` as the proxy gives it to a consumer (GrpcClientSettingsManager):
+    exponential or customized (the default), with the defaults of the one it names when it gives
+    none, and the group's retryMaxTimes + 1 attempts."""
+    policy = cfg.group_retry_policy or {}
+    attempts = cfg.retry_max_times + 1
+    if policy.get("type") == "EXPONENTIAL":
+        given = policy.get("exponentialRetryPolicy") or {}
+        exp = {k: int(given.get(k, default)) for k, default in DEFAULT_EXPONENTIAL.items()}
+        return pb.RetryPolicy(
+            max_attempts=attempts,
+            exponential_backoff=pb.ExponentialBackoff(
+                initial=_duration(exp["initial"]), max=_duration(exp["max"]), multiplier=exp["multiplier"]
+            ),
+        )
+    given = policy.get("customizedRetryPolicy") or {}
+    steps = given.get("next") or DEFAULT_RETRY_STEPS_MS
+    return pb.RetryPolicy(
+        max_attempts=attempts,
+        customized_backoff=pb.CustomizedBackoff(next=[_duration(int(ms)) for ms in steps]),
+    )
+
+
+def merged_settings(client: pb.Settings, group: SubscriptionGroupConfig | None) -> pb.Settings:
     """The Settings a client gets back: its own, with the broker's limits for a producer, and its
     group's consumption rules (FIFO, batch, long polling, retry policy) for a consumer."""
     out = pb.Settings()
@@ -79,15 +103,7 @@ def merged_settings(
         sub.receive_batch_size = RECEIVE_BATCH_SIZE
         sub.long_polling_timeout.CopyFrom(_duration(LONG_POLLING_TIMEOUT_MS))
         sub.fifo = cfg.consume_message_orderly
-        # Customized backoff: the broker's delay levels from the third on (Java's default retry
-        # policy, which a retry of attempt n waits level n + 2 for).
-        levels = [_delay_ms(t) for t in delay_levels.split()][2:]
-        out.backoff_policy.CopyFrom(
-            pb.RetryPolicy(
-                max_attempts=cfg.retry_max_times + 1,
-                customized_backoff=pb.CustomizedBackoff(next=[_duration(ms) for ms in levels]),
-            )
-        )
+        out.backoff_policy.CopyFrom(_retry_policy(cfg))
     return out
 
 
