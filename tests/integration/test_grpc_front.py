@@ -15,6 +15,8 @@ import grpc
 import pytest
 
 from ferromq import _store
+from ferromq.broker.pop.formats import retry_topic
+from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.broker.topics import TopicConfig
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
@@ -318,3 +320,62 @@ def test_receives_and_acks_show_what_the_service_shows() -> None:
     # The front answered every receive that found messages (the group's first pop, made by Python,
     # aside) and every ack; the last receive found nothing and waited in Python.
     assert front_calls >= len(front_statuses) - 2 and service_calls == 0
+
+
+def change_invisible(endpoint: str, client_id: str, topic: str, group: str, m: pb.Message) -> int:
+    """Makes `m` visible again at once (ChangeInvisibleDuration 0): its status code."""
+    with grpc.insecure_channel(endpoint) as ch:
+        reply = rpc.MessagingServiceStub(ch).ChangeInvisibleDuration(
+            spb.ChangeInvisibleDurationRequest(
+                group=pb.Resource(name=group),
+                topic=pb.Resource(name=topic),
+                receipt_handle=m.system_properties.receipt_handle,
+                invisible_duration={"seconds": 0},
+                message_id=m.system_properties.message_id,
+            ),
+            metadata=[("x-mq-client-id", client_id)],
+            timeout=CALL_TIMEOUT,
+        )
+        return int(reply.status.code)
+
+
+async def past_retries(settings: dict[str, Any]) -> tuple[list[tuple[int, str]], list[bytes], int]:
+    """A message of a group that allows one delivery (retryMaxTimes 0), made visible again after it:
+    the next receives' statuses, what reached the group's dead letter queue, the front's calls."""
+    async with Broker(settings=settings) as b:
+        normal, _ = make_topics(b)
+        group, client_id = f"DlqG{RUN}", f"dlq-{RUN}"
+        b.broker.groups.update(SubscriptionGroupConfig(group, retry_max_times=0))
+        await asyncio.to_thread(send, b.grpc_endpoint, message(normal, b"once only"))
+        await asyncio.to_thread(settle_as_simple_consumer, b.grpc_endpoint, client_id, normal, group)
+        before = front(b).receives_answered
+        first = await asyncio.to_thread(receive, b.grpc_endpoint, client_id, normal, group, 4)
+        [m] = [r.message for r in first if r.HasField("message")]
+        assert m.system_properties.delivery_attempt == 1
+        assert (
+            await asyncio.to_thread(change_invisible, b.grpc_endpoint, client_id, normal, group, m) == pb.OK
+        )
+        # The revive service puts it in the group's retry topic; the next pop takes it there and,
+        # past the policy, moves it to the dead letter queue instead of delivering it.
+        retry = retry_topic(normal, group, b.broker.config.enable_retry_topic_v2)
+        await b.await_messages(retry, 1)
+        statuses = []
+        for _ in range(20):
+            stream = await asyncio.to_thread(receive, b.grpc_endpoint, client_id, normal, group, 4)
+            assert not [r for r in stream if r.HasField("message")], stream
+            statuses.append(status_of_stream(stream))
+            if statuses[-1] == (pb.MESSAGE_NOT_FOUND, "no match message"):
+                break
+        dead = await b.await_messages(f"%DLQ%{group}", 1)
+        return statuses[-1:], [d.body for d in dead], front(b).receives_answered - before
+
+
+def test_a_message_past_its_retry_policy_goes_to_the_dead_letter_queue() -> None:
+    """Popped past the consumer's retry policy, a message is not delivered: the front hands it to
+    the service, which moves it to the group's dead letter queue, as the service does its own pops."""
+    by_front = asyncio.run(past_retries({}))
+    by_service = asyncio.run(past_retries({"data_plane": "python"}))
+    assert by_front[:2] == by_service[:2] == ([(pb.MESSAGE_NOT_FOUND, "no match message")], [b"once only"])
+    # The first pop (which makes the revive topic) is the service's; the one that found the retried
+    # message, the front's.
+    assert by_front[2] >= 1 and by_service[2] == 0
