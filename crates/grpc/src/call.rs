@@ -11,6 +11,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use crate::body::{CallBody, Handled, ReplyBody};
+use crate::convert::code;
 use crate::proto::Status;
 
 /// A request body past this is handed on to grpcio unread past it (a batch of large bodies;
@@ -64,29 +65,30 @@ pub fn timeout(headers: &HeaderMap) -> Option<Duration> {
     })
 }
 
-/// A request read whole and decoded, or why the front does not serve it.
-pub enum Read<M> {
-    Decoded(http::request::Parts, Bytes, M),
-    /// grpcio's to answer (too large, compressed, not one message, not decodable).
-    Declined(Request<CallBody>),
-    /// The client reset the call while it was read.
-    Answered(Response<ReplyBody>),
-}
+/// A request read whole and decoded: its head, its body as read, its message.
+pub type Decoded<M> = (http::request::Parts, Bytes, M);
 
-/// `req`'s one message, read up to MAX_READ and decoded as `M`.
-pub async fn read<M: prost::Message + Default>(req: Request<Incoming>) -> Read<M> {
+/// `req`'s one message, read up to MAX_READ and decoded as `M`; else what becomes of the call:
+/// grpcio's to answer (too large, compressed, not one message, not decodable), or answered (the
+/// client reset it while it was read).
+pub async fn read<M: prost::Message + Default>(
+    req: Request<Incoming>,
+) -> Result<Decoded<M>, Handled> {
     let (parts, body) = req.into_parts();
     let (read, rest) = match read_up_to(body, MAX_READ).await {
         Ok(read) => read,
-        Err(e) => return Read::Answered(trailers_only(CANCELLED, &e.to_string())),
+        Err(e) => return Err(Handled::Answered(trailers_only(CANCELLED, &e.to_string()))),
     };
     let decoded = match rest {
         None => single_message(&read).and_then(|m| M::decode(m).ok()),
         Some(_) => None,
     };
     match decoded {
-        Some(m) => Read::Decoded(parts, read, m),
-        None => Read::Declined(Request::from_parts(parts, CallBody::read(read, rest))),
+        Some(m) => Ok((parts, read, m)),
+        None => Err(Handled::Declined(Request::from_parts(
+            parts,
+            CallBody::read(read, rest),
+        ))),
     }
 }
 
@@ -124,6 +126,16 @@ pub fn status(code: i32, message: &str) -> Status {
     Status {
         code,
         message: message.to_string(),
+    }
+}
+
+/// A call's status from its entries' (one code for all: it, by name; else MULTIPLE_RESULTS).
+pub fn overall_status(mut codes: impl Iterator<Item = i32>) -> Status {
+    let first = codes.next().unwrap_or(code::OK);
+    if codes.all(|c| c == first) {
+        status(first, code::name(first))
+    } else {
+        status(code::MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
     }
 }
 

@@ -28,7 +28,7 @@ use http::{HeaderMap, Request};
 use hyper::body::Incoming;
 
 use crate::body::{CallBody, Handled};
-use crate::call::{self, status, Read};
+use crate::call::{self, status};
 use crate::convert::{self, code, PROXY_EXCEPTION};
 use crate::proto::{
     AckMessageRequest, AckMessageResponse, AckMessageResultEntry, ReceiveMessageRequest,
@@ -139,9 +139,8 @@ impl Receives {
             return Handled::Declined(req.map(CallBody::streamed));
         };
         let (parts, read, request) = match call::read::<ReceiveMessageRequest>(req).await {
-            Read::Decoded(parts, read, request) => (parts, read, request),
-            Read::Declined(req) => return Handled::Declined(req),
-            Read::Answered(reply) => return Handled::Answered(reply),
+            Ok(decoded) => decoded,
+            Err(handled) => return handled,
         };
         let group = request.group.as_ref().map_or("", |g| g.name.as_str());
         let queue = request.message_queue.as_ref();
@@ -262,9 +261,8 @@ impl Receives {
             return Handled::Declined(req.map(CallBody::streamed));
         };
         let (parts, read, request) = match call::read::<AckMessageRequest>(req).await {
-            Read::Decoded(parts, read, request) => (parts, read, request),
-            Read::Declined(req) => return Handled::Declined(req),
-            Read::Answered(reply) => return Handled::Answered(reply),
+            Ok(decoded) => decoded,
+            Err(handled) => return handled,
         };
         let group = request.group.as_ref().map_or("", |g| g.name.as_str());
         let topic = request.topic.as_ref().map_or("", |t| t.name.as_str());
@@ -305,15 +303,11 @@ impl Receives {
                 status: Some(result),
             });
         }
-        let mut codes = entries
-            .iter()
-            .map(|e| e.status.as_ref().map_or(0, |s| s.code));
-        let first = codes.next().unwrap_or(code::OK);
-        let overall = if codes.all(|c| c == first) {
-            status(first, code::name(first))
-        } else {
-            status(code::MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
-        };
+        let overall = call::overall_status(
+            entries
+                .iter()
+                .map(|e| e.status.as_ref().map_or(0, |s| s.code)),
+        );
         Handled::Answered(call::grpc_reply(&[AckMessageResponse {
             status: Some(overall),
             entries,

@@ -20,9 +20,9 @@ use hyper::body::Incoming;
 use tokio::sync::oneshot;
 
 use crate::body::{CallBody, Handled, ReplyBody};
-use crate::call::{self, status, Read};
+use crate::call::{self, status};
 use crate::convert::{self, code, Refusal, PROXY_EXCEPTION};
-use crate::proto::{SendMessageRequest, SendMessageResponse, SendResultEntry, Status};
+use crate::proto::{SendMessageRequest, SendMessageResponse, SendResultEntry};
 
 /// The path of the call served here.
 pub const SEND_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/SendMessage";
@@ -80,9 +80,8 @@ impl Sends {
             _ => return Handled::Declined(req.map(CallBody::streamed)),
         };
         let (parts, read, request) = match call::read::<SendMessageRequest>(req).await {
-            Read::Decoded(parts, read, request) => (parts, read, request),
-            Read::Declined(req) => return Handled::Declined(req),
-            Read::Answered(reply) => return Handled::Answered(reply),
+            Ok(decoded) => decoded,
+            Err(handled) => return handled,
         };
         let (topic, route, planned) = match self.plan(&cfg, &request, &peer.to_string()) {
             Plan::Python => return call::decline(parts, read),
@@ -153,7 +152,11 @@ impl Sends {
                 }
             });
         }
-        let overall = entries_status(&entries);
+        let overall = call::overall_status(
+            entries
+                .iter()
+                .map(|e| e.status.as_ref().map_or(0, |s| s.code)),
+        );
         Handled::Answered(call::grpc_reply(&[SendMessageResponse {
             status: Some(overall),
             entries,
@@ -221,19 +224,6 @@ impl Sends {
             });
         }
         Plan::Store(topic.to_string(), route, planned)
-    }
-}
-
-/// The call's status from its entries' (one code for all: it; else MULTIPLE_RESULTS).
-fn entries_status(entries: &[SendResultEntry]) -> Status {
-    let mut codes = entries
-        .iter()
-        .map(|e| e.status.as_ref().map_or(0, |s| s.code));
-    let first = codes.next().unwrap_or(code::OK);
-    if codes.all(|c| c == first) {
-        status(first, code::name(first))
-    } else {
-        status(code::MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
     }
 }
 
