@@ -322,8 +322,10 @@ def test_receives_and_acks_show_what_the_service_shows() -> None:
     assert front_calls >= len(front_statuses) - 2 and service_calls == 0
 
 
-def change_invisible(endpoint: str, client_id: str, topic: str, group: str, m: pb.Message) -> int:
-    """Makes `m` visible again at once (ChangeInvisibleDuration 0): its status code."""
+def change_invisible(
+    endpoint: str, client_id: str, topic: str, group: str, m: pb.Message
+) -> spb.ChangeInvisibleDurationResponse:
+    """Makes `m` visible again at once (ChangeInvisibleDuration 0)."""
     with grpc.insecure_channel(endpoint) as ch:
         reply = rpc.MessagingServiceStub(ch).ChangeInvisibleDuration(
             spb.ChangeInvisibleDurationRequest(
@@ -336,7 +338,7 @@ def change_invisible(endpoint: str, client_id: str, topic: str, group: str, m: p
             metadata=[("x-mq-client-id", client_id)],
             timeout=CALL_TIMEOUT,
         )
-        return int(reply.status.code)
+        return reply
 
 
 async def past_retries(settings: dict[str, Any]) -> tuple[list[tuple[int, str]], list[bytes], int]:
@@ -352,9 +354,8 @@ async def past_retries(settings: dict[str, Any]) -> tuple[list[tuple[int, str]],
         first = await asyncio.to_thread(receive, b.grpc_endpoint, client_id, normal, group, 4)
         [m] = [r.message for r in first if r.HasField("message")]
         assert m.system_properties.delivery_attempt == 1
-        assert (
-            await asyncio.to_thread(change_invisible, b.grpc_endpoint, client_id, normal, group, m) == pb.OK
-        )
+        changed = await asyncio.to_thread(change_invisible, b.grpc_endpoint, client_id, normal, group, m)
+        assert changed.status.code == pb.OK
         # The revive service puts it in the group's retry topic; the next pop takes it there and,
         # past the policy, moves it to the dead letter queue instead of delivering it.
         retry = retry_topic(normal, group, b.broker.config.enable_retry_topic_v2)
@@ -379,3 +380,32 @@ def test_a_message_past_its_retry_policy_goes_to_the_dead_letter_queue() -> None
     # The first pop (which makes the revive topic) is the service's; the one that found the retried
     # message, the front's.
     assert by_front[2] >= 1 and by_service[2] == 0
+
+
+async def late_ack(settings: dict[str, Any]) -> tuple[list[tuple[int, str]], int]:
+    """A message made visible again (ChangeInvisibleDuration 0: its new receipt expires at once),
+    then acked with that receipt: the ack's entry status, and the front's calls."""
+    async with Broker(settings=settings) as b:
+        normal, _ = make_topics(b)
+        group, client_id = f"LateG{RUN}", f"late-{RUN}"
+        b.broker.groups.update(SubscriptionGroupConfig(group))
+        await asyncio.to_thread(send, b.grpc_endpoint, message(normal, b"too late"))
+        await asyncio.to_thread(settle_as_simple_consumer, b.grpc_endpoint, client_id, normal, group)
+        # The group's first pop makes the revive topic (so it is the service's); the ack is the front's.
+        stream = await asyncio.to_thread(receive, b.grpc_endpoint, client_id, normal, group, 4)
+        before = front(b).receives_answered
+        [m] = [r.message for r in stream if r.HasField("message")]
+        changed = await asyncio.to_thread(change_invisible, b.grpc_endpoint, client_id, normal, group, m)
+        assert changed.status.code == pb.OK
+        m.system_properties.receipt_handle = changed.receipt_handle
+        acked = await asyncio.to_thread(ack, b.grpc_endpoint, client_id, normal, group, [m])
+        return [(e.status.code, e.status.message) for e in acked.entries], front(b).receives_answered - before
+
+
+def test_a_receipt_of_a_visible_message_is_refused() -> None:
+    """An ack with a receipt whose invisible time is over is refused, as Java's proxy refuses it
+    (AbstractProcessor.validateReceiptHandle), by the front and by the service alike."""
+    by_front, front_calls = asyncio.run(late_ack({}))
+    by_service, service_calls = asyncio.run(late_ack({"data_plane": "python"}))
+    assert by_front == by_service == [(pb.INVALID_RECEIPT_HANDLE, "receipt handle is expired")]
+    assert front_calls == 1 and service_calls == 0

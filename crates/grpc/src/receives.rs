@@ -44,6 +44,8 @@ const MIN_INVISIBLE_MS: i64 = 10_000;
 const MAX_INVISIBLE_MS: i64 = 43_200_000;
 const MAX_GROUP_LENGTH: usize = 255;
 const SYSTEM_GROUP_PREFIX: &str = "CID_RMQ_SYS_";
+/// The proxy's refusal of a receipt whose message is visible again.
+pub const EXPIRED: &str = "receipt handle is expired";
 
 /// A popped message past its consumer's retry policy: Python moves it to the group's dead
 /// letter queue and acks it (the proxy does so instead of delivering it).
@@ -283,7 +285,16 @@ impl Receives {
             return call::decline(parts, read);
         };
         let mut entries = Vec::with_capacity(receipts.len());
+        let now = call::now_ms();
         for ((receipt, message_id), entry) in receipts.into_iter().zip(&request.entries) {
+            if receipt.expired(now) {
+                entries.push(AckMessageResultEntry {
+                    message_id: message_id.to_string(),
+                    receipt_handle: entry.receipt_handle.clone(),
+                    status: Some(status(code::INVALID_RECEIPT_HANDLE, EXPIRED)),
+                });
+                continue;
+            }
             let where_ = real_topic(topic, group, &receipt.mark);
             let a = Receipted {
                 group,

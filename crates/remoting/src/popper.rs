@@ -154,6 +154,12 @@ impl ExtraInfo {
     pub fn orderly(&self) -> bool {
         self.revive_qid == ORDER_REVIVE_QUEUE
     }
+
+    /// Whether its message is visible again (`ReceiptHandle.isExpired`): the 5.x proxy refuses
+    /// to ack it or change its invisible time then.
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.pop_time.saturating_add(self.invisible_time) <= now_ms
+    }
 }
 
 impl std::fmt::Display for ExtraInfo {

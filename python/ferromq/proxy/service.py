@@ -120,6 +120,13 @@ def _decode_handle(handle: str) -> tuple[ExtraInfo, int]:
     return receipt, commit_log_offset
 
 
+def _check_unexpired(receipt: ExtraInfo) -> None:
+    """The proxy refuses to ack a message, or change its invisible time, once it is visible again
+    (AbstractProcessor.validateReceiptHandle)."""
+    if receipt.expired(_now_ms()):
+        raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+
+
 def _entries_status(codes: list[int]) -> pb.Status:
     """The top-level status of per-entry results (one code for all: it; else MULTIPLE_RESULTS)."""
     distinct = set(codes)
@@ -605,6 +612,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                         session.client_id_, group, entry.message_id, entry.receipt_handle
                     )
                     receipt, _ = _decode_handle(handle)
+                    _check_unexpired(receipt)
                     where = real_topic(topic, group, receipt.mark)
                     await self.backend.ack(group, where, receipt)
                     result = ok()
@@ -661,6 +669,8 @@ class MessagingService(rpc.MessagingServiceServicer):
         check_group(group)
         handle = self.renewals.release(session.client_id_, group, request.message_id, request.receipt_handle)
         receipt, commit_log_offset = _decode_handle(handle)
+        if isinstance(request, spb.ChangeInvisibleDurationRequest):
+            _check_unexpired(receipt)
         return receipt, commit_log_offset, real_topic(topic, group, receipt.mark)
 
     # -- dead letters, transactions, recalls --------------------------------------------------------

@@ -112,6 +112,11 @@ class ExtraInfo:
     def orderly(self) -> bool:
         return self.revive_qid == ORDER_REVIVE_QUEUE
 
+    def expired(self, now_ms: int) -> bool:
+        """Whether its message is visible again (ReceiptHandle.isExpired): the 5.x proxy refuses to
+        ack it or change its invisible time then."""
+        return self.pop_time + self.invisible_time <= now_ms
+
     def changed(self, pop_time: int, invisible_time: int, revive_qid: int) -> ExtraInfo:
         """The receipt after a change of invisible time answered (popTime, invisibleTime,
         reviveQid): the change's checkpoint holds the message alone (an orderly pop's keeps its
