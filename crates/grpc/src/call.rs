@@ -2,6 +2,7 @@
 //! (bounded) and decoded, and the reply written as gRPC frames them (length-prefixed messages,
 //! then trailers with the gRPC status).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -17,6 +18,36 @@ use crate::proto::Status;
 /// A request body past this is handed on to grpcio unread past it (a batch of large bodies;
 /// grpcio takes up to 130 MiB, as Java's proxy does).
 pub const MAX_READ: usize = 8 * 1024 * 1024;
+/// The request bytes the front holds at once, over every call it reads itself: past them, a
+/// call is handed on to grpcio as it comes instead (whatever many clients send at once, the
+/// front's memory stays bounded).
+pub const READ_BUDGET: usize = 64 * 1024 * 1024;
+
+/// Request bytes held now, against READ_BUDGET (one budget for the process: every front).
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Request bytes of one call, held against READ_BUDGET until it is dropped.
+#[derive(Debug, Default)]
+pub struct Held(usize);
+
+impl Held {
+    /// Holds `n` more bytes, or false when the budget has not that much left.
+    fn take(&mut self, n: usize) -> bool {
+        let taken = HELD.fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+            held.checked_add(n).filter(|&h| h <= READ_BUDGET)
+        });
+        if taken.is_ok() {
+            self.0 += n;
+        }
+        taken.is_ok()
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
 /// gRPC's length-prefixed message: a compression flag and a big-endian length.
 const PREFIX: usize = 5;
 /// gRPC's status CANCELLED.
@@ -65,17 +96,19 @@ pub fn timeout(headers: &HeaderMap) -> Option<Duration> {
     })
 }
 
-/// A request read whole and decoded: its head, its body as read, its message.
-pub type Decoded<M> = (http::request::Parts, Bytes, M);
+/// A request read whole and decoded: its head, its body as read, its message, and the budget its
+/// bytes hold until the call is served.
+pub type Decoded<M> = (http::request::Parts, Bytes, M, Held);
 
 /// `req`'s one message, read up to MAX_READ and decoded as `M`; else what becomes of the call:
-/// grpcio's to answer (too large, compressed, not one message, not decodable), or answered (the
-/// client reset it while it was read).
+/// grpcio's to answer (too large, past the budget, compressed, not one message, not decodable),
+/// or answered (the client reset it while it was read).
 pub async fn read<M: prost::Message + Default>(
     req: Request<Incoming>,
 ) -> Result<Decoded<M>, Handled> {
     let (parts, body) = req.into_parts();
-    let (read, rest) = match read_up_to(body, MAX_READ).await {
+    let mut held = Held::default();
+    let (read, rest) = match read_up_to(body, MAX_READ, &mut held).await {
         Ok(read) => read,
         Err(e) => return Err(Handled::Answered(trailers_only(CANCELLED, &e.to_string()))),
     };
@@ -84,7 +117,7 @@ pub async fn read<M: prost::Message + Default>(
         Some(_) => None,
     };
     match decoded {
-        Some(m) => Ok((parts, read, m)),
+        Some(m) => Ok((parts, read, m, held)),
         None => Err(Handled::Declined(Request::from_parts(
             parts,
             CallBody::read(read, rest),
@@ -97,17 +130,20 @@ pub fn decline(parts: http::request::Parts, read: Bytes) -> Handled {
     Handled::Declined(Request::from_parts(parts, CallBody::read(read, None)))
 }
 
-/// Up to `limit` bytes of `body`, and the rest of it when there is more.
+/// Up to `limit` bytes of `body` (held in `held`), and the rest of it when there is more or the
+/// budget has no room for it.
 async fn read_up_to(
     mut body: Incoming,
     limit: usize,
+    held: &mut Held,
 ) -> Result<(Bytes, Option<Incoming>), hyper::Error> {
     let mut read = BytesMut::new();
     while let Some(frame) = body.frame().await {
         // gRPC requests carry no trailers: anything but data is dropped.
         if let Ok(data) = frame?.into_data() {
+            let room = held.take(data.len());
             read.extend_from_slice(&data);
-            if read.len() > limit {
+            if !room || read.len() > limit {
                 return Ok((read.freeze(), Some(body)));
             }
         }
@@ -173,4 +209,30 @@ pub fn trailers_only(grpc_status: &'static str, message: &str) -> Response<Reply
         headers.insert("grpc-message", message);
     }
     reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_budget_is_shared_and_given_back() {
+        let mut first = Held::default();
+        assert!(first.take(READ_BUDGET));
+        let mut second = Held::default();
+        assert!(!second.take(1), "nothing is left past the budget");
+        drop(first);
+        assert!(second.take(1), "a call served gives its bytes back");
+    }
+
+    #[test]
+    fn grpc_timeouts_read_with_their_units() {
+        let mut h = HeaderMap::new();
+        h.insert("grpc-timeout", HeaderValue::from_static("4999m"));
+        assert_eq!(timeout(&h), Some(Duration::from_millis(4999)));
+        h.insert("grpc-timeout", HeaderValue::from_static("3S"));
+        assert_eq!(timeout(&h), Some(Duration::from_secs(3)));
+        h.insert("grpc-timeout", HeaderValue::from_static("x"));
+        assert_eq!(timeout(&h), None);
+    }
 }

@@ -140,7 +140,7 @@ impl Receives {
         let Some((max_attempts, cfg, sends)) = served else {
             return Handled::Declined(req.map(CallBody::streamed));
         };
-        let (parts, read, request) = match call::read::<ReceiveMessageRequest>(req).await {
+        let (parts, read, request, _held) = match call::read::<ReceiveMessageRequest>(req).await {
             Ok(decoded) => decoded,
             Err(handled) => return handled,
         };
@@ -262,7 +262,7 @@ impl Receives {
         let Some((cfg, sends)) = served else {
             return Handled::Declined(req.map(CallBody::streamed));
         };
-        let (parts, read, request) = match call::read::<AckMessageRequest>(req).await {
+        let (parts, read, request, _held) = match call::read::<AckMessageRequest>(req).await {
             Ok(decoded) => decoded,
             Err(handled) => return handled,
         };

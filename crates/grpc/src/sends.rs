@@ -79,7 +79,7 @@ impl Sends {
             Some(cfg) if cfg.acl.is_none() && call::plain_call(req.headers()) => cfg,
             _ => return Handled::Declined(req.map(CallBody::streamed)),
         };
-        let (parts, read, request) = match call::read::<SendMessageRequest>(req).await {
+        let (parts, read, request, _held) = match call::read::<SendMessageRequest>(req).await {
             Ok(decoded) => decoded,
             Err(handled) => return handled,
         };
