@@ -2,7 +2,8 @@
 `sends`, `receives`), against the same broker's Python service (`dataPlane=python`: every call reaches
 grpcio): the same answers, refusals included, the same stored messages, the same messages received.
 Calls that are Python's to decide (a transaction, a topic the plane does not serve, a pop that must
-wait, a client whose settings are not a simple consumer's) reach the service and are answered by it."""
+wait, a client whose settings are not a simple consumer's) reach the service and are answered by it,
+and so do requests the front cannot or will not read (garbage, larger than it reads)."""
 
 from __future__ import annotations
 
@@ -409,3 +410,42 @@ def test_a_receipt_of_a_visible_message_is_refused() -> None:
     by_service, service_calls = asyncio.run(late_ack({"data_plane": "python"}))
     assert by_front == by_service == [(pb.INVALID_RECEIPT_HANDLE, "receipt handle is expired")]
     assert front_calls == 1 and service_calls == 0
+
+
+# -- what the front does not read itself ---------------------------------------------------------
+
+
+def raw_send(endpoint: str, payload: bytes) -> tuple[grpc.StatusCode, bytes | None]:
+    """A SendMessage call whose request is `payload` as it is: the gRPC status, and the reply."""
+    with grpc.insecure_channel(endpoint, options=[("grpc.max_send_message_length", 64 << 20)]) as ch:
+        call = ch.unary_unary(
+            "/apache.rocketmq.v2.MessagingService/SendMessage",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        try:
+            reply = call(payload, metadata=[("x-mq-client-id", f"raw-{RUN}")], timeout=CALL_TIMEOUT)
+        except grpc.RpcError as e:
+            return e.code(), None
+        return grpc.StatusCode.OK, reply
+
+
+def test_garbage_and_oversized_requests_are_answered_and_the_port_serves_on() -> None:
+    """A request that is not a SendMessageRequest, and one larger than the front reads itself, go on
+    to grpcio and get its answers (an error status; the proxy's refusal of a body over 4 MiB);
+    the port then serves a good send as before."""
+
+    async def main() -> None:
+        async with Broker() as b:
+            normal, _ = make_topics(b)
+            code, _ = await asyncio.to_thread(raw_send, b.grpc_endpoint, b"\xff\x00garbage" * 100)
+            assert code != grpc.StatusCode.OK
+            big = spb.SendMessageRequest(messages=[message(normal, b"x" * (9 << 20))]).SerializeToString()
+            code, reply = await asyncio.to_thread(raw_send, b.grpc_endpoint, big)
+            assert code == grpc.StatusCode.OK and reply is not None
+            assert spb.SendMessageResponse.FromString(reply).status.code == pb.MESSAGE_BODY_TOO_LARGE
+            assert answered(b) == 0
+            served = await asyncio.to_thread(send, b.grpc_endpoint, message(normal))
+            assert status(served) == (pb.OK, "OK") and answered(b) == 1
+
+    asyncio.run(main())
