@@ -449,3 +449,23 @@ def test_garbage_and_oversized_requests_are_answered_and_the_port_serves_on() ->
             assert status(served) == (pb.OK, "OK") and answered(b) == 1
 
     asyncio.run(main())
+
+
+def test_the_calls_the_front_answers_are_counted_in_the_metrics() -> None:
+    """/metrics counts the calls the front answered itself, by kind."""
+    from tests.integration.test_metrics import http_get, samples, value
+
+    async def main() -> None:
+        metrics = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_host": "127.0.0.1"}
+        async with Broker(settings={**metrics, "metrics_prom_exporter_port": 0}) as b:
+            normal, _ = make_topics(b)
+            for _ in range(3):
+                await asyncio.to_thread(send, b.grpc_endpoint, message(normal))
+            assert b.broker.metrics is not None
+            status_line, body = await http_get(b.broker.metrics.port, "/metrics")
+            assert status_line == "HTTP/1.1 200 OK"
+            found = samples(body.decode())
+            assert value(found, "ferromq_grpc_front_calls_total", call="send") == 3
+            assert value(found, "ferromq_grpc_front_calls_total", call="receive") == 0
+
+    asyncio.run(main())

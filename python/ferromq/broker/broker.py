@@ -22,7 +22,7 @@ from ferromq.broker.controller_link import ControllerLink
 from ferromq.broker.dataplane import DataPlanes
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
-from ferromq.broker.metrics import MetricsExporter, TieringCollector
+from ferromq.broker.metrics import GrpcFrontCollector, MetricsExporter, TieringCollector
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.pop.modes import RequestModeManager
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
@@ -275,8 +275,11 @@ class Broker:
         if cfg.grpc_server_port is not None:
             from ferromq.proxy.server import GrpcServer  # grpcio only where gRPC is served
 
-            self.grpc = GrpcServer(self, self._host, cfg.grpc_server_port)
-            await self._start_service("gRPC port", self.grpc.start, self.grpc.stop)
+            grpc_server = GrpcServer(self, self._host, cfg.grpc_server_port)
+            self.grpc = grpc_server
+            await self._start_service("gRPC port", grpc_server.start, grpc_server.stop)
+            if self.metrics is not None:
+                self.metrics.registry.register(GrpcFrontCollector(lambda: grpc_server.front, self))
         self.topics.on_created = self.registration_changed
         self.registration.start()
         self._services.append(("name server registration", self.registration.stop))

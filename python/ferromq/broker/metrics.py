@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
@@ -37,6 +37,7 @@ from ferromq.protocol.constants import (
 )
 
 if TYPE_CHECKING:
+    from ferromq import _store
     from ferromq.broker.processors.context import MetricsContext
     from ferromq.broker.tiering import TieringService
 
@@ -338,6 +339,31 @@ class TieringCollector(Collector):
             lag.add_metric(topic, lags.get(p.topic, 0))
             version.add_metric(topic, -1 if p.version is None else p.version)
         yield from (rows, commits, failures, lost, lag, version)
+
+
+class GrpcFrontCollector(Collector):
+    """The gRPC port: the calls its Rust front answered itself on the data plane (the rest went to
+    the Python service), read at scrape time."""
+
+    def __init__(self, front: Callable[[], _store.GrpcFront | None], broker: MetricsContext) -> None:
+        self.front = front
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        front = self.front()
+        if front is None:
+            return
+        cfg = self.broker.config
+        common = {"cluster": cfg.broker_cluster_name, "node_type": "broker", "node_id": cfg.broker_name}
+        calls = CounterMetricFamily(
+            "ferromq_grpc_front_calls",
+            "gRPC calls the front answered on the data plane (send: SendMessage; receive: "
+            "ReceiveMessage and AckMessage)",
+            labels=[*common, "call"],
+        )
+        calls.add_metric([*common.values(), "send"], front.sends_answered)
+        calls.add_metric([*common.values(), "receive"], front.receives_answered)
+        yield calls
 
 
 def _gauge(name: str, doc: str, names: list[str], values: list[str], value: float) -> GaugeMetricFamily:

@@ -60,6 +60,11 @@ class GrpcServer:
         self._front: _store.GrpcFront | None = None
         self._folder: Path | None = None
 
+    @property
+    def front(self) -> _store.GrpcFront | None:
+        """The Rust front, while the port is served."""
+        return self._front
+
     def endpoint(self) -> tuple[str, int]:
         """Where clients reach this port (what routes name)."""
         host = self._host if self._host not in ("0.0.0.0", "::", "") else self.backend.config.broker_ip1
