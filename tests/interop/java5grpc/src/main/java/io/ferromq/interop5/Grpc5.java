@@ -68,6 +68,7 @@ public final class Grpc5 {
     private static final long WATCHDOG_SECONDS = 110;
     private static final Duration REQUEST_TIMEOUT = Duration.ofSeconds(10);
     private static final Duration AWAIT = Duration.ofSeconds(5);
+    private static final Duration CLOSE_WAIT = Duration.ofSeconds(2);
 
     private static final ClientServiceProvider PROVIDER = ClientServiceProvider.loadService();
     private static PrintStream out;
@@ -294,6 +295,18 @@ public final class Grpc5 {
         }
     }
 
+    /**
+     * Closes a PushConsumer, waiting at most CLOSE_WAIT: its close tells the server at once
+     * (NotifyClientTermination), then waits for its receives in flight, which a server may hold for
+     * its whole long-polling time (20 s for Java's proxy); the process ends soon after anyway.
+     */
+    static void closeSoon(Closeable closeable) throws InterruptedException {
+        Thread closing = new Thread(() -> closeQuietly(closeable), "close-push-consumer");
+        closing.setDaemon(true);
+        closing.start();
+        closing.join(CLOSE_WAIT.toMillis());
+    }
+
     // -------------------------------------------------------------------------------------- scenarios
 
     /** Three messages with a tag, keys and a user property; a SimpleConsumer receives and acks them. */
@@ -385,7 +398,7 @@ public final class Grpc5 {
             result.put("received", received);
             return result;
         } finally {
-            closeQuietly(consumer);
+            closeSoon(consumer);
         }
     }
 
@@ -424,7 +437,7 @@ public final class Grpc5 {
             result.put("received", received);
             return result;
         } finally {
-            closeQuietly(consumer);
+            closeSoon(consumer);
         }
     }
 
@@ -454,7 +467,7 @@ public final class Grpc5 {
             result.put("dead", seenAll(dead));
             return result;
         } finally {
-            closeQuietly(consumer);
+            closeSoon(consumer);
         }
     }
 
