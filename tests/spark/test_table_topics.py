@@ -310,6 +310,20 @@ def test_uncommitted_files_are_not_read(tiered: Tiered) -> None:
     assert rows.num_rows == FIRST
 
 
+def test_per_message_columns_are_written_plain(tiered: Tiered) -> None:
+    """Unique values (offsets, ids, keys) without a dictionary: Spark reads them faster so."""
+    import pyarrow.parquet as pq
+
+    from ferromq.tables.writer import PLAIN_COLUMNS
+
+    table = open_table(table_root(tiered.store), TOPIC)
+    assert table is not None
+    meta = pq.ParquetFile(table.file_uris()[0]).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    for name, used in encodings.items():
+        assert ("RLE_DICTIONARY" in used) == (name not in PLAIN_COLUMNS), (name, used)
+
+
 def test_the_table_reads_in_plain_python(tiered: Tiered) -> None:
     root = table_root(tiered.store)
     rows = read_arrow(root, TOPIC, columns=["queue_id", "queue_offset", "body", "day"])
