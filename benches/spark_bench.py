@@ -8,7 +8,9 @@ sets them) is scanned, in the same run and the same local[2] Spark session, by:
 - `pull`: `ferromq.client.PullConsumer` draining every queue from a `ferromq serve` on the store;
 - `read_topic` (table topics, unless --skip-tables): the store first tiered into its Delta table by
   the broker's tiering service (run in this process; its rows/s and rows per CPU second are
-  reported), then `ferromq.spark.read_topic` (the table's Parquet files, the log's tail: empty).
+  reported), then `ferromq.spark.read_topic` (the table's Parquet files, the log's tail: empty);
+- `read_topic compacted`: the same on a copy of the table compacted as the broker compacts it on
+  its schedule (tableTopicCompactionIntervalSeconds; the files of its commits merged).
 
 Four Spark scans: `rows` materializes every row into a sink that drops it (`write.format("noop")`),
 `columns` aggregates every value of every column, `bodies` counts the rows and sums the bodies'
@@ -176,6 +178,23 @@ def tree_cpu_seconds(root_pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def compacted_copy(root: Path, work: Path) -> tuple[Path, dict[str, Any]]:
+    """A copy of the store's tables compacted as the broker's tiering compacts them on its
+    schedule (tableTopicTargetFileBytes, the default): its root, and the files before and after."""
+    from ferromq.broker.config import BrokerConfig
+    from ferromq.tables.layout import table_root, table_uri
+    from ferromq.tables.writer import TopicTable
+
+    copy = work / "compacted"
+    shutil.copytree(table_root(root), copy)
+    table = TopicTable(table_uri(str(copy), TOPIC), TOPIC)
+    before = len(table.table.file_uris())
+    c = time.process_time()
+    table.compact(BrokerConfig.table_topic_target_file_bytes)
+    cpu = time.process_time() - c
+    return copy, {"files_before": before, "files_after": len(table.table.file_uris()), "cpu_s": round(cpu, 3)}
+
+
 def timed_scans(
     loaders: dict[str, Any], repeat: int, jvm_pid: int
 ) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], list[float]]]:
@@ -237,7 +256,13 @@ def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"ferromq": "#c0392b", "parquet": "#2980b9", "pull consumer": "#7f8c8d", "read_topic": "#27ae60"}
+    colors = {
+        "ferromq": "#c0392b",
+        "parquet": "#2980b9",
+        "pull consumer": "#7f8c8d",
+        "read_topic": "#27ae60",
+        "read_topic compacted": "#1e8449",
+    }
     fig, axes = plt.subplots(1, 2, figsize=(max(10, len(results) * 0.9), 3.8))
     labels = [f"{r['reader']}\n{r['scan']} scan" for r in results]
     for ax, key, label in ((axes[0], "rows_per_s", "rows/s"), (axes[1], "mb_per_s", "body MB/s")):
@@ -286,6 +311,11 @@ def main() -> None:
             from ferromq.spark import read_topic
 
             loaders["read_topic"] = lambda: read_topic(spark, TOPIC, path=str(root))
+            compacted, tiering["compaction"] = compacted_copy(root, work)
+            print(f"compacted copy: {tiering['compaction']}")
+            loaders["read_topic compacted"] = lambda: read_topic(
+                spark, TOPIC, path=str(root), table_path=str(compacted)
+            )
         loaders["ferromq"]().write.parquet(str(parquet_dir))
         assert loaders["parquet"]().count() == args.messages
         load_before = os.getloadavg()
@@ -314,10 +344,10 @@ def main() -> None:
         ratios = {
             scan: by[("ferromq", scan)]["rows_per_s"] / by[("parquet", scan)]["rows_per_s"] for scan in SCANS
         }
-        print(f"\n{'reader':<15}{'scan':<9}{'best s':>8}{'rows/s':>13}{'body MB/s':>11}   runs (s)")
+        print(f"\n{'reader':<22}{'scan':<9}{'best s':>8}{'rows/s':>13}{'body MB/s':>11}   runs (s)")
         for r in results:
             rate = f"{r['rows_per_s']:>13,.0f}{r['mb_per_s']:>11,.1f}"
-            print(f"{r['reader']:<15}{r['scan']:<9}{r['best_s']:>8.2f}{rate}   {r['runs_s']}")
+            print(f"{r['reader']:<22}{r['scan']:<9}{r['best_s']:>8.2f}{rate}   {r['runs_s']}")
         cpu_ratios = {
             scan: by[("ferromq", scan)]["rows_per_cpu_s"] / by[("parquet", scan)]["rows_per_cpu_s"]
             for scan in SCANS
@@ -329,17 +359,22 @@ def main() -> None:
                 f"per CPU second{target}"
             )
         table_ratios: dict[str, dict[str, float]] = {}
+        compacted_ratios: dict[str, dict[str, float]] = {}
         if tiering is not None:
-            for scan in SCANS:
-                rate = by[("read_topic", scan)]["rows_per_s"]
-                table_ratios[scan] = {
-                    "over_parquet": rate / by[("parquet", scan)]["rows_per_s"],
-                    "over_ferromq": rate / by[("ferromq", scan)]["rows_per_s"],
-                }
-                print(
-                    f"read_topic, {scan} scan: {table_ratios[scan]['over_parquet']:.2f}x parquet (target >= "
-                    f"0.9), {table_ratios[scan]['over_ferromq']:.1f}x the ferromq source"
-                )
+            for reader, out in (("read_topic", table_ratios), ("read_topic compacted", compacted_ratios)):
+                for scan in SCANS:
+                    rate = by[(reader, scan)]["rows_per_s"]
+                    out[scan] = {
+                        "over_parquet": rate / by[("parquet", scan)]["rows_per_s"],
+                        "over_parquet_by_cpu": by[(reader, scan)]["rows_per_cpu_s"]
+                        / by[("parquet", scan)]["rows_per_cpu_s"],
+                        "over_ferromq": rate / by[("ferromq", scan)]["rows_per_s"],
+                    }
+                    print(
+                        f"{reader}, {scan} scan: {out[scan]['over_parquet']:.2f}x parquet "
+                        f"({out[scan]['over_parquet_by_cpu']:.2f}x by CPU; target >= 0.9), "
+                        f"{out[scan]['over_ferromq']:.1f}x the ferromq source"
+                    )
         print(f"load average {load_before} before the scans, {load_after} after")
         if ("pull consumer", "rows") in by:
             vs_pull = by[("ferromq", "rows")]["rows_per_s"] / by[("pull consumer", "rows")]["rows_per_s"]
@@ -365,6 +400,7 @@ def main() -> None:
             "ratio_ferromq_over_parquet_by_cpu": cpu_ratios,
             "tiering": tiering,
             "ratios_read_topic": table_ratios,
+            "ratios_read_topic_compacted": compacted_ratios,
             "loadavg_before": load_before,
             "loadavg_after": load_after,
         }
