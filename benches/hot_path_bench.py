@@ -20,7 +20,8 @@ broker pinned to one core and to two (`taskset`; the load generator on the other
 prints the 2-core/1-core ratios: how far the broker uses a second core. `--tls-cost` runs every
 case with the load over plain TCP and over TLS and prints the tls/plain ratios. `--planes` runs
 every case with the Python server (dataPlane=python) and the Rust data plane (dataPlane=rust) and
-prints the rust/python ratios.
+prints the rust/python ratios. `--table-topics` runs every case without and with the topic tiered
+into its Delta table every second (tableTopics) and prints the tables/plain ratios.
 
 With `--profile DIR` py-spy records the broker during each phase (`--native` adds native
 frames but pauses the broker per sample) and a text summary (the functions with the most own
@@ -550,7 +551,7 @@ def run_case(
         phases = args.phases.split(",") if args.phases else ["send", "pull"] + (["rate"] if args.rate else [])
         for phase in phases:
             if phase == "send" and args.native_load:
-                cmd = [str(native_loadgen()), "--port", str(port), "--size", str(size)]
+                cmd = [str(native_loadgen()), "--port", str(port), "--size", str(size), "--topic", TOPIC]
                 cmd = _pinned(variant.load_cpus, cmd)
             else:
                 cmd = [sys.executable, __file__, "load", phase, "--port", str(port), "--size", str(size)]
@@ -579,6 +580,11 @@ def run_case(
                 time.sleep(1.0)
             cpu0 = cpu_seconds(broker.pid)
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            tiered_after = None
+            if "tableTopics" in variant.conf:
+                # Tiering's work on this phase's messages counts too: the CPU is read once the
+                # table holds them all (the broker does nothing else meanwhile).
+                tiered_after = wait_tiered(store, _sent(out.stdout), time.monotonic() + 300)
             cpu = cpu_seconds(broker.pid) - cpu0
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -606,9 +612,34 @@ def run_case(
                 phase=phase,
                 msgs_per_s=res["count"] / res["elapsed"],
             )
+            if tiered_after is not None:
+                res["tiered_after_s"] = round(tiered_after, 2)
             results.append(res)
             print(_row(res), flush=True)
     return results
+
+
+def _sent(stdout: str) -> int:
+    """The messages a load run stored (its RESULT's total, warm-up included)."""
+    for ln in stdout.splitlines():
+        if ln.startswith("RESULT "):
+            return int(json.loads(ln[7:])["total"])
+    return 0
+
+
+def wait_tiered(store: Path, messages: int, deadline: float) -> float:
+    """Seconds until the topic's table holds `messages` rows (SystemExit past `deadline`)."""
+    from ferromq.tables.reader import describe, open_table
+
+    started = time.monotonic()
+    rows = 0
+    while time.monotonic() < deadline:
+        table = open_table(str(store / "tables"), TOPIC)
+        rows = describe(table)["rows"] if table is not None else 0
+        if rows >= messages:
+            return time.monotonic() - started
+        time.sleep(0.2)
+    raise SystemExit(f"the table holds {rows:,} rows of {messages:,} after the wait")
 
 
 HEAD = (
@@ -673,6 +704,12 @@ def main() -> None:
         help="each case with dataPlane=python and dataPlane=rust; prints the rust/python ratios",
     )
     ap.add_argument(
+        "--table-topics",
+        action="store_true",
+        help="each case without and with the bench topic tiered into its table (tableTopics, every "
+        "second); prints the tables/plain ratios: what tiering adds to the broker's CPU per message",
+    )
+    ap.add_argument(
         "--native-load",
         action="store_true",
         help="the send phase from crates/loadgen (Rust, one thread: SEND_MESSAGE_V2 as --style v2) "
@@ -699,6 +736,9 @@ def main() -> None:
             variants = [Variant("plain"), Variant("tls", tls=True)]
         if args.planes:
             variants = [Variant(plane, conf=f"dataPlane={plane}\n") for plane in ("python", "rust")]
+        if args.table_topics:
+            tables = f"tableTopics={TOPIC}\ntableTopicIntervalSeconds=1\n"
+            variants = [Variant("plain"), Variant("tables", conf=tables)]
         if args.baseline:
             variants.insert(0, Variant("base", args.baseline))
         for flush in args.flush.split(","):
@@ -714,6 +754,8 @@ def main() -> None:
         print_ratios(results, "tls", "plain")
     if args.planes:
         print_ratios(results, "rust", "python")
+    if args.table_topics:
+        print_ratios(results, "tables", "plain")
     write_results(args.json, {"params": vars(args), "results": results})
 
 
