@@ -100,7 +100,13 @@ def render(versions: dict[str, str], raw: list[Entry]) -> str:
     for items in compat.TEST_MAP.values():
         for area, item, _, _ in items:
             order.setdefault((area, item), len(order))
-    entries.sort(key=lambda e: order.get((e["area"], e["item"]), len(order)))
+    # Items the tests record themselves come after, by name (not in the order the tests finished).
+    entries.sort(
+        key=lambda e: (
+            order.get((e["area"], e["item"]), len(order)),
+            "" if (e["area"], e["item"]) in order else e["item"],
+        )
+    )
     by_area: dict[str, list[Entry]] = defaultdict(list)
     for e in entries:
         by_area[e["area"]].append(e)
