@@ -31,6 +31,7 @@ __all__ = [
     "encode_batch_messages",
     "fifo_queue",
     "get_property",
+    "grpc_check_group",
     "grpc_check_topic",
     "grpc_message",
     "grpc_outgoing",
@@ -792,6 +793,9 @@ def decode_columns(buf: bytes, filter: RowFilter) -> dict[str, Any]: ...
 
 def grpc_check_topic(name: str) -> None:
     """ValueError(ILLEGAL_TOPIC, text) when a 5.x client may not name topic `name`."""
+
+def grpc_check_group(name: str) -> None:
+    """ValueError(ILLEGAL_CONSUMER_GROUP, text) when a 5.x client may not name group `name`."""
 
 def grpc_outgoing(message: bytes, peer: str, now_ms: int) -> tuple[str, int, int, str, str | None]:
     """A serialized v2 `Message` from `peer`, checked and made a RocketMQ message: its encoded

@@ -22,6 +22,7 @@ pub mod code {
     pub const MULTIPLE_RESULTS: i32 = 30000;
     pub const BAD_REQUEST: i32 = 40000;
     pub const ILLEGAL_TOPIC: i32 = 40002;
+    pub const ILLEGAL_CONSUMER_GROUP: i32 = 40003;
     pub const ILLEGAL_MESSAGE_TAG: i32 = 40004;
     pub const ILLEGAL_MESSAGE_KEY: i32 = 40005;
     pub const ILLEGAL_MESSAGE_GROUP: i32 = 40006;
@@ -51,6 +52,7 @@ pub mod code {
             MULTIPLE_RESULTS => "MULTIPLE_RESULTS",
             BAD_REQUEST => "BAD_REQUEST",
             ILLEGAL_TOPIC => "ILLEGAL_TOPIC",
+            ILLEGAL_CONSUMER_GROUP => "ILLEGAL_CONSUMER_GROUP",
             ILLEGAL_MESSAGE_TAG => "ILLEGAL_MESSAGE_TAG",
             ILLEGAL_MESSAGE_KEY => "ILLEGAL_MESSAGE_KEY",
             ILLEGAL_MESSAGE_GROUP => "ILLEGAL_MESSAGE_GROUP",
@@ -156,6 +158,9 @@ pub const MAX_MESSAGE_GROUP_SIZE: usize = 64;
 pub const MAX_DELAY_MS: i64 = 86_400_000;
 pub const MAX_TRANSACTION_RECOVERY_SECONDS: i64 = 3600;
 pub const MAX_TOPIC_LENGTH: usize = 127;
+pub const MAX_GROUP_LENGTH: usize = 255;
+/// Groups the broker keeps to itself.
+pub const SYSTEM_GROUP_PREFIX: &str = "CID_RMQ_SYS_";
 
 /// A send refused before anything is stored: the status the call is answered with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,8 +202,7 @@ pub fn check_topic(name: &str) -> Result<(), Refusal> {
             "The specified topic is longer than topic max length 127.",
         );
     }
-    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-');
-    if !name.chars().all(legal) {
+    if !legal_chars(name) {
         return refuse(
             code::ILLEGAL_TOPIC,
             format!(
@@ -207,6 +211,41 @@ pub fn check_topic(name: &str) -> Result<(), Refusal> {
         );
     }
     Ok(())
+}
+
+/// Whether a group name is one a client may use (`^[%|a-zA-Z0-9_-]+$`, at most 255, not a
+/// system group); the text of ILLEGAL_CONSUMER_GROUP when not.
+pub fn check_group(name: &str) -> Result<(), Refusal> {
+    if blank(name) {
+        return refuse(code::ILLEGAL_CONSUMER_GROUP, "the specified group is blank");
+    }
+    if name.chars().count() > MAX_GROUP_LENGTH {
+        return refuse(
+            code::ILLEGAL_CONSUMER_GROUP,
+            format!("the specified group is longer than group max length {MAX_GROUP_LENGTH}."),
+        );
+    }
+    if !legal_chars(name) {
+        return refuse(
+            code::ILLEGAL_CONSUMER_GROUP,
+            format!(
+                "the specified group[{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+            ),
+        );
+    }
+    if name.starts_with(SYSTEM_GROUP_PREFIX) {
+        return refuse(
+            code::ILLEGAL_CONSUMER_GROUP,
+            "cannot use system consumer group",
+        );
+    }
+    Ok(())
+}
+
+/// Only the characters of `^[%|a-zA-Z0-9_-]+$` (topic and group names).
+fn legal_chars(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-'))
 }
 
 /// The checks of SendMessageActivity on one message, in its order (the first that fails).

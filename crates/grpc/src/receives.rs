@@ -42,8 +42,6 @@ pub const ACK_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/AckMessage";
 const MIN_POLLING: Duration = Duration::from_millis(5_000);
 const MIN_INVISIBLE_MS: i64 = 10_000;
 const MAX_INVISIBLE_MS: i64 = 43_200_000;
-const MAX_GROUP_LENGTH: usize = 255;
-const SYSTEM_GROUP_PREFIX: &str = "CID_RMQ_SYS_";
 /// The proxy's refusal of a receipt whose message is visible again.
 pub const EXPIRED: &str = "receipt handle is expired";
 
@@ -166,7 +164,7 @@ impl Receives {
             && (MIN_INVISIBLE_MS..=MAX_INVISIBLE_MS).contains(&invisible)
             && convert::check_topic(topic).is_ok()
             && sends.topics.contains_key(topic)
-            && legal_group(group);
+            && convert::check_group(group).is_ok();
         let (true, Some(tags)) = (ours, tags) else {
             return call::decline(parts, read);
         };
@@ -280,7 +278,7 @@ impl Receives {
         let ours = !request.entries.is_empty()
             && convert::check_topic(topic).is_ok()
             && sends.topics.contains_key(topic)
-            && legal_group(group);
+            && convert::check_group(group).is_ok();
         let (true, Some(receipts)) = (ours, receipts) else {
             return call::decline(parts, read);
         };
@@ -324,16 +322,6 @@ impl Receives {
             entries,
         }]))
     }
-}
-
-/// A group name the proxy lets a client use (its `check_group`).
-fn legal_group(group: &str) -> bool {
-    !group.trim().is_empty()
-        && group.chars().count() <= MAX_GROUP_LENGTH
-        && group
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-'))
-        && !group.starts_with(SYSTEM_GROUP_PREFIX)
 }
 
 fn received(content: Received) -> ReceiveMessageResponse {

@@ -144,6 +144,12 @@ pub(crate) fn grpc_check_topic(name: &str) -> PyResult<()> {
     convert::check_topic(name).map_err(refusal)
 }
 
+/// ValueError(code, message) when a 5.x client may not name group `name`.
+#[pyfunction]
+pub(crate) fn grpc_check_group(name: &str) -> PyResult<()> {
+    convert::check_group(name).map_err(refusal)
+}
+
 /// A 5.x client's message (`apache.rocketmq.v2.Message`, serialized) checked and made the
 /// RocketMQ message the proxy makes of it, from `peer` at `now_ms`: its properties, system
 /// flag, born timestamp (0: none given), type and FIFO message group. ValueError(code, message)

@@ -60,6 +60,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client_batch::encode_batch_messages, m)?)?;
     m.add_class::<columns::RowFilter>()?;
     m.add_function(wrap_pyfunction!(grpc::grpc_check_topic, m)?)?;
+    m.add_function(wrap_pyfunction!(grpc::grpc_check_group, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_outgoing, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::fifo_queue, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_message, m)?)?;

@@ -30,6 +30,14 @@ def check_topic_name(name: str) -> None:
         raise _refusal(e) from None
 
 
+def check_group_name(name: str) -> None:
+    """ILLEGAL_CONSUMER_GROUP, with the proxy's texts, for a name a client may not use."""
+    try:
+        _store.grpc_check_group(name)
+    except ValueError as e:
+        raise _refusal(e) from None
+
+
 @dataclass(frozen=True)
 class Outgoing:
     """A v2 message as the broker stores it."""

@@ -50,12 +50,9 @@ R = TypeVar("R")
 MIN_POLLING_MS, MAX_POLLING_MS = 5_000, 20_000
 MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 43_200_000
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
-MAX_GROUP_LENGTH = 255
 # The client's address, set by the gRPC front (crates/grpc, ferromq_grpc::PEER_HEADER).
 PEER_HEADER = "x-ferromq-peer"
 
-_TOPIC_CHARS = frozenset("%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _MESSAGE_TYPES = {
     "NORMAL": [pb.NORMAL],
     "FIFO": [pb.FIFO],
@@ -77,20 +74,8 @@ def check_topic(name: str) -> None:
 
 
 def check_group(name: str) -> None:
-    if not name.strip():
-        raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, "the specified group is blank")
-    if len(name) > MAX_GROUP_LENGTH:
-        raise ProxyError(
-            Code.ILLEGAL_CONSUMER_GROUP,
-            f"the specified group is longer than group max length {MAX_GROUP_LENGTH}.",
-        )
-    if not set(name) <= _TOPIC_CHARS:
-        raise ProxyError(
-            Code.ILLEGAL_CONSUMER_GROUP,
-            f"the specified group[{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-        )
-    if name.startswith(SYSTEM_GROUP_PREFIX):
-        raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, "cannot use system consumer group")
+    """ILLEGAL_CONSUMER_GROUP, with the proxy's texts, for a name a client may not use."""
+    convert.check_group_name(name)
 
 
 def _metadata(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
