@@ -580,11 +580,15 @@ def run_case(
                 time.sleep(1.0)
             cpu0 = cpu_seconds(broker.pid)
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            res = None
+            for ln in out.stdout.splitlines():
+                if ln.startswith("RESULT "):
+                    res = json.loads(ln[7:])
             tiered_after = None
-            if "tableTopics" in variant.conf:
-                # Tiering's work on this phase's messages counts too: the CPU is read once the
-                # table holds them all (the broker does nothing else meanwhile).
-                tiered_after = wait_tiered(store, _sent(out.stdout), time.monotonic() + 300)
+            if res is not None and "tableTopics" in variant.conf:
+                # Tiering's work on this phase's messages (warm-up included) counts too: the CPU is
+                # read once the table holds them all (the broker does nothing else meanwhile).
+                tiered_after = wait_tiered(store, int(res["total"]), time.monotonic() + 300)
             cpu = cpu_seconds(broker.pid) - cpu0
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -596,10 +600,6 @@ def run_case(
                     summarize_profile(raw, raw.with_suffix(".txt"))
                     if not args.keep_raw:
                         raw.unlink()
-            res = None
-            for ln in out.stdout.splitlines():
-                if ln.startswith("RESULT "):
-                    res = json.loads(ln[7:])
             if res is None:
                 raise SystemExit(f"load {phase} failed: {out.stdout[-2000:]}{out.stderr[-2000:]}")
             # Broker CPU per message (all its threads; warm-up included on both sides): unlike
@@ -617,14 +617,6 @@ def run_case(
             results.append(res)
             print(_row(res), flush=True)
     return results
-
-
-def _sent(stdout: str) -> int:
-    """The messages a load run stored (its RESULT's total, warm-up included)."""
-    for ln in stdout.splitlines():
-        if ln.startswith("RESULT "):
-            return int(json.loads(ln[7:])["total"])
-    return 0
 
 
 def wait_tiered(store: Path, messages: int, deadline: float) -> float:
