@@ -311,10 +311,11 @@ def test_uncommitted_files_are_not_read(tiered: Tiered) -> None:
 
 
 def test_per_message_columns_are_written_plain(tiered: Tiered) -> None:
-    """Unique values (offsets, ids, keys) without a dictionary: Spark reads them faster so."""
+    """Unique values (offsets, ids, keys) without a dictionary: Spark reads them faster so. Bodies
+    and properties without min/max statistics, which no query prunes on; the other columns with."""
     import pyarrow.parquet as pq
 
-    from ferromq.tables.writer import PLAIN_COLUMNS
+    from ferromq.tables.writer import PLAIN_COLUMNS, UNBOUNDED_COLUMNS
 
     table = open_table(table_root(tiered.store), TOPIC)
     assert table is not None
@@ -322,6 +323,10 @@ def test_per_message_columns_are_written_plain(tiered: Tiered) -> None:
     encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
     for name, used in encodings.items():
         assert ("RLE_DICTIONARY" in used) == (name not in PLAIN_COLUMNS), (name, used)
+    bounded = {meta.column(i).path_in_schema: meta.column(i).statistics for i in range(meta.num_columns)}
+    for name, stats in bounded.items():
+        has_bounds = stats is not None and stats.has_min_max
+        assert has_bounds == (name not in UNBOUNDED_COLUMNS), (name, stats)
 
 
 def test_the_table_reads_in_plain_python(tiered: Tiered) -> None:

@@ -83,8 +83,12 @@ pub struct VarColumn {
 }
 
 impl VarColumn {
-    fn new() -> Self {
-        let mut c = VarColumn::default();
+    fn with_capacity(values: usize, bytes: usize) -> Self {
+        let mut c = VarColumn {
+            offsets: Vec::with_capacity((values + 1) * 4),
+            data: Vec::with_capacity(bytes),
+            ..Default::default()
+        };
         c.offsets.extend_from_slice(&0i32.to_le_bytes());
         c
     }
@@ -196,31 +200,42 @@ impl HostText {
 
 impl ColumnBuilder {
     pub fn new(filter: ColumnFilter) -> Self {
-        let mut property_offsets = Vec::new();
+        Self::with_capacity(filter, 0, 0)
+    }
+
+    /// A builder whose buffers are sized up front for about `rows` records of `bytes` bytes in
+    /// all: growing a buffer by doubling copies it, and touches twice the pages, which for the
+    /// bodies costs about as much as decoding. Capacity the batch does not use is never touched,
+    /// so it costs address space only.
+    pub fn with_capacity(filter: ColumnFilter, rows: usize, bytes: usize) -> Self {
+        let fixed = |width: usize| Vec::with_capacity(rows * width);
+        // Per record: an offset message id (32), a host text (about 16) and a UNIQ_KEY (32).
+        let short = |len: usize| VarColumn::with_capacity(rows, rows * len);
+        let mut property_offsets = fixed(4);
         property_offsets.extend_from_slice(&0i32.to_le_bytes());
         ColumnBuilder {
             filter,
             batch: ColumnBatch {
                 rows: 0,
-                topic: VarColumn::new(),
-                queue_id: Vec::new(),
-                queue_offset: Vec::new(),
-                commitlog_offset: Vec::new(),
-                msg_id: VarColumn::new(),
-                uniq_key: VarColumn::new(),
-                tags: VarColumn::new(),
-                keys: VarColumn::new(),
+                topic: short(16),
+                queue_id: fixed(4),
+                queue_offset: fixed(8),
+                commitlog_offset: fixed(8),
+                msg_id: short(32),
+                uniq_key: short(32),
+                tags: short(8),
+                keys: short(16),
                 property_offsets,
-                property_keys: VarColumn::new(),
-                property_values: VarColumn::new(),
-                body: VarColumn::new(),
-                born_timestamp: Vec::new(),
-                store_timestamp: Vec::new(),
-                born_host: VarColumn::new(),
-                store_host: VarColumn::new(),
-                reconsume_times: Vec::new(),
-                sys_flag: Vec::new(),
-                flag: Vec::new(),
+                property_keys: short(0),
+                property_values: short(0),
+                body: VarColumn::with_capacity(rows, bytes),
+                born_timestamp: fixed(8),
+                store_timestamp: fixed(8),
+                born_host: short(16),
+                store_host: short(16),
+                reconsume_times: fixed(4),
+                sys_flag: fixed(4),
+                flag: fixed(4),
             },
             property_entries: 0,
             scratch: Vec::new(),
@@ -333,7 +348,7 @@ mod tests {
 
     #[test]
     fn nulls_start_a_bitmap_that_marks_earlier_values_present() {
-        let mut c = VarColumn::new();
+        let mut c = VarColumn::with_capacity(0, 0);
         for _ in 0..9 {
             c.push(b"x").unwrap();
         }

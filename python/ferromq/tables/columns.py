@@ -17,7 +17,7 @@ from ferromq.tables.layout import row_schema
 # Statuses where a walk jumped over offsets whose files retention deleted (as ferromq.spark.local).
 LOSS_STATUSES = frozenset({"OFFSET_TOO_SMALL", "MESSAGE_WAS_REMOVING", "OFFSET_FOUND_NULL"})
 BATCH_ROWS = 65536
-BATCH_BYTES = 4 << 20
+BATCH_BYTES = 16 << 20  # fewer, larger reads: each costs a Python round of wrapping
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,10 @@ pub use timer::{TimerDequeued, TimerEnqueued, TimerStats};
 
 pub use crate::send::SCHEDULE_TOPIC;
 
+/// The most body bytes a columnar read reserves up front (address space, see
+/// [`ColumnBuilder::with_capacity`]).
+const MAX_RESERVED_BODY_BYTES: usize = 256 << 20;
+
 /// RocketMQ's `GetMessageStatus`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GetStatus {
@@ -451,7 +455,11 @@ impl MessageStore {
     ) -> Result<(ColumnBatch, Scan)> {
         let inner = self.check_open()?;
         let accept = accepts_tags(tag_codes);
-        let mut builder = ColumnBuilder::new(filter);
+        // Sized for the whole batch: at most `max_rows` records, whose bodies fit in `max_bytes`
+        // (but for compressed ones, which then grow the buffer).
+        let rows = max_rows.min(usize::try_from(to.saturating_sub(from)).unwrap_or(0));
+        let mut builder =
+            ColumnBuilder::with_capacity(filter, rows, max_bytes.min(MAX_RESERVED_BODY_BYTES));
         let mut failure = None;
         let mut next = from;
         let mut read_bytes = 0usize;
