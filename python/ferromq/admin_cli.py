@@ -891,7 +891,10 @@ def _describe_tables(store: str | None, path: str | None, topic: str | None) -> 
 
 async def _table_topics(admin: Admin, args: argparse.Namespace) -> None:
     if args.store is None and args.path is None:
-        raise UsageError("give --store (the broker's store root) or --path (its tableTopicPath)")
+        await _brokers_table_topics(admin, args)
+        return
+    if args.broker_addr:
+        raise UsageError("-b asks a broker, --store and --path read the files: give one or the other")
     tables = await asyncio.to_thread(_describe_tables, args.store, args.path, args.topic)
     t = _table(
         "topic",
@@ -915,6 +918,58 @@ async def _table_topics(admin: Admin, args: argparse.Namespace) -> None:
             _ms(d["lastCommitTimestamp"] or 0),
         )
     args.out.result(tables, t, f"{len(tables)} table topic(s)")
+
+
+async def _brokers_table_topics(admin: Admin, args: argparse.Namespace) -> None:
+    """What the brokers report of their table topics (runtime info), since they started."""
+    rows: list[dict[str, Any]] = []
+    for addr in await _broker_addrs(admin, args.broker_addr):
+        rt = await admin.broker_runtime_info(addr)
+        rows += [
+            {
+                "brokerAddr": addr,
+                "topic": s.topic,
+                "uri": s.uri,
+                "rowsTiered": s.rows_tiered,
+                "commits": s.commits,
+                "failures": s.failures,
+                "rowsLost": s.rows_lost,
+                "version": s.version,
+                "lag": s.lag,
+                "lastCommitTimestamp": s.last_commit_ms,
+                "lastError": s.last_error,
+            }
+            for s in rt.table_topics
+            if args.topic in (None, s.topic)
+        ]
+    right = ("rows tiered", "lag", "commits", "version", "failures", "lost")
+    t = _table(
+        "broker",
+        "topic",
+        "rows tiered",
+        "lag",
+        "commits",
+        "version",
+        "failures",
+        "lost",
+        "last commit",
+        "last error",
+        right=right,
+    )
+    for r in rows:
+        t.add_row(
+            r["brokerAddr"],
+            r["topic"],
+            str(r["rowsTiered"]),
+            str(r["lag"]),
+            str(r["commits"]),
+            "-" if r["version"] is None else str(r["version"]),
+            str(r["failures"]),
+            str(r["rowsLost"]),
+            _ms(r["lastCommitTimestamp"] or 0),
+            r["lastError"] or "",
+        )
+    args.out.result(rows, t, f"{len(rows)} table topic(s), as the brokers report them")
 
 
 # -- the parser --------------------------------------------------------------------------------
@@ -1094,9 +1149,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c = cmd(
         "table-topics",
         _table_topics,
-        "table topics (tableTopics): each table's version, files, rows, committed offsets and lag, "
-        "read from the table's files",
+        "table topics (tableTopics): as the brokers report them (rows tiered since they started, lag, "
+        "commits, failures), or with --store/--path each table's version, files, rows, committed "
+        "offsets and lag, read from the table's files",
     )
+    c.add_argument("-b", "--broker-addr", help="ask this broker only (ip:port; default: every broker)")
     c.add_argument("--store", help="the broker's store root: tables under STORE/tables, lag behind its log")
     c.add_argument("--path", help="the tables' directory or URI (tableTopicPath; default STORE/tables)")
     c.add_argument("--topic", help="only this topic")

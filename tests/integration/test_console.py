@@ -5,6 +5,7 @@ screenshots are kept in the test's tmp directory and whose DOM shows the chart s
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -16,14 +17,19 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ferromq.client import Admin, Message, Producer, SendResult
+from ferromq.console.app import TEMPLATES_KEY, make_app
+from ferromq.protocol.constants import RUNTIME_TABLE_TOPICS_KEY
 from ferromq.testing import BrokerProcess
 from tests.interop.conftest import stop_ferromq
+from tests.waiting import until
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
 TIMEOUT = 60.0
@@ -63,30 +69,37 @@ def _prepare(namesrv: str, topic: str, group: str) -> list[SendResult]:
     return asyncio.run(asyncio.wait_for(main(), TIMEOUT))
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    server = BrokerProcess(tmp_path_factory.mktemp("console")).start()
-    console: subprocess.Popen[str] | None = None
+@contextmanager
+def run_console(namesrv: str) -> Iterator[str]:
+    """`ferromq console` on a free port; its URL. It must stop cleanly on SIGTERM."""
+    console = subprocess.Popen(
+        [str(FERROMQ), "console", "-n", namesrv, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     try:
-        topic, group = f"Orders{uuid.uuid4().hex[:6]}", f"Billing{uuid.uuid4().hex[:6]}"
-        sent = _prepare(server.namesrv, topic, group)
-        console = subprocess.Popen(
-            [str(FERROMQ), "console", "-n", server.namesrv, "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-        )
         assert console.stdout is not None
         line = console.stdout.readline()  # the ready line is the first on stdout
         assert line.startswith("ferromq console on http://127.0.0.1:"), line + console.stderr.read()
-        yield Cluster(server, line.split()[3], topic, group, sent)
+        yield line.split()[3]
     finally:
-        if console is not None:
-            os.kill(console.pid, signal.SIGTERM)
-            _, err = console.communicate(timeout=TIMEOUT)
-            assert console.returncode == 0, err
-            assert "Traceback" not in err, err
+        os.kill(console.pid, signal.SIGTERM)
+        _, err = console.communicate(timeout=TIMEOUT)
+        assert console.returncode == 0, err
+        assert "Traceback" not in err, err
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    server = BrokerProcess(tmp_path_factory.mktemp("console")).start()
+    try:
+        topic, group = f"Orders{uuid.uuid4().hex[:6]}", f"Billing{uuid.uuid4().hex[:6]}"
+        sent = _prepare(server.namesrv, topic, group)
+        with run_console(server.namesrv) as url:
+            yield Cluster(server, url, topic, group, sent)
+    finally:
         stop_ferromq(server)
 
 
@@ -173,6 +186,7 @@ def test_in_headless_chromium(cluster: Cluster, tmp_path: Path) -> None:
         "groups": "groups",
         "group": f"groups/{c.group}",
         "message": "message?" + urllib.parse.urlencode({"topic": c.topic, "key": "order-1"}),
+        "tables": "tables",
     }
     for name, path in shots.items():
         png = tmp_path / f"console-{name}.png"
@@ -182,3 +196,126 @@ def test_in_headless_chromium(cluster: Cluster, tmp_path: Path) -> None:
         assert r.returncode == 0 and png.exists(), r.stderr
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     print(f"console screenshots in {tmp_path}")
+
+
+# -- table topics --------------------------------------------------------------------------------
+
+# Every commit as soon as a message waits, checked every second.
+EAGER_TABLES = {"tableTopicIntervalSeconds": 1, "tableTopicMinRows": 1, "tableTopicMaxDelaySeconds": 0}
+
+
+@dataclass
+class Tiered:
+    server: BrokerProcess
+    url: str
+    topic: str
+
+
+def _wait_tiered(server: BrokerProcess, topic: str, n: int) -> None:
+    """Until the topic's table holds its `n` messages (read from the table's files) and the broker
+    reports them tiered."""
+    from ferromq.tables import committed_offsets, open_table
+    from ferromq.tables.layout import table_root
+
+    async def main() -> None:
+        async with Admin(server.namesrv) as admin:
+            reported: list[tuple[str, int, int]] = []
+
+            async def done() -> bool:
+                table = open_table(table_root(server.store), topic)
+                if table is None or sum(committed_offsets(table).values()) < n:
+                    return False
+                rt = await admin.broker_runtime_info(server.broker_addr)
+                reported[:] = [(t.topic, t.rows_tiered, t.lag) for t in rt.table_topics]
+                return reported == [(topic, n, 0)]
+
+            await until(
+                done, f"{n} messages of {topic} in its table", TIMEOUT, lambda: f"reported {reported}", 0.2
+            )
+
+    asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiered]:
+    topic = f"Ledger{uuid.uuid4().hex[:6]}"
+    server = BrokerProcess(tmp_path_factory.mktemp("tables"), {"tableTopics": topic, **EAGER_TABLES}).start()
+    try:
+        _prepare(server.namesrv, topic, f"Audit{uuid.uuid4().hex[:6]}")  # 3 messages
+        _wait_tiered(server, topic, 3)
+        with run_console(server.namesrv) as url:
+            yield Tiered(server, url, topic)
+    finally:
+        stop_ferromq(server)
+
+
+def test_table_topics_page_and_api(tiered: Tiered) -> None:
+    t = tiered
+    status, text = get(t.url + "tables")
+    assert status == 200, text
+    assert 'href="/tables" class="on"' in text
+    rows = text[text.index('id="tables"') : text.index("</table>", text.index('id="tables"'))]
+    row = rows[rows.index(f">{t.topic}</a>") :].split("</tr>")[0]
+    # rows tiered 3, lag 0, 1 commit or more, a version, no failure
+    cells = [c.split(">", 1)[1].split("<", 1)[0] for c in row.split("<td")[1:]]
+    assert cells[0:2] == ["3", "0"] and int(cells[2]) >= 1 and cells[3] != "-", cells
+    assert cells[5] == "0" and cells[7] == "", cells
+    assert f"/tables/{t.topic}" in row  # the table's URI
+
+    status, body = get(t.url + "api/tables")
+    assert status == 200, body
+    [broker] = json.loads(body)["brokers"]
+    assert broker["addr"] == t.server.broker_addr
+    [table] = broker["tables"]
+    assert (table["topic"], table["rows_tiered"], table["lag"], table["failures"]) == (t.topic, 3, 0, 0)
+    assert table["commits"] >= 1 and table["version"] >= 1 and table["last_commit_ms"] > 0
+    assert table["uri"].endswith(f"/tables/{t.topic}") and table["last_error"] is None
+
+
+def test_table_topics_in_runtime_info_and_admin(tiered: Tiered) -> None:
+    t = tiered
+    status = admin_json(t.server.namesrv, "broker-status", "-b", t.server.broker_addr)
+    [raw] = json.loads(status[t.server.broker_addr][RUNTIME_TABLE_TOPICS_KEY])
+    assert (raw["topic"], raw["rowsTiered"], raw["lag"], raw["lastError"]) == (t.topic, 3, 0, None)
+    for where in ([], ["-b", t.server.broker_addr], ["--topic", t.topic]):
+        [row] = admin_json(t.server.namesrv, "table-topics", *where)
+        assert row["brokerAddr"] == t.server.broker_addr, where
+        assert (row["topic"], row["rowsTiered"], row["lag"], row["failures"]) == (t.topic, 3, 0, 0), where
+    assert admin_json(t.server.namesrv, "table-topics", "--topic", "NoSuchTopic") == []
+
+
+def test_a_broker_without_table_topics(cluster: Cluster) -> None:
+    c = cluster
+    text = page(c, "/tables")
+    row = text[text.index(f"<td>{c.server.broker_addr}</td>") :].split("</tr>")[0]
+    assert "tiers no topic" in row, row
+    [broker] = json.loads(page(c, "/api/tables"))["brokers"]
+    assert (broker["addr"], broker["tables"]) == (c.server.broker_addr, [])
+    status = admin_json(c.server.namesrv, "broker-status", "-b", c.server.broker_addr)
+    assert RUNTIME_TABLE_TOPICS_KEY not in status[c.server.broker_addr]  # only where topics are tiered
+    assert admin_json(c.server.namesrv, "table-topics") == []
+
+
+def test_an_unreachable_broker_is_shown_as_such() -> None:
+    """The page's other cases, rendered without a cluster: a broker that did not answer, and one
+    tiering nothing."""
+    env = make_app("127.0.0.1:1")[TEMPLATES_KEY]
+    brokers = [
+        {"cluster": "C", "name": "broker-a", "id": 0, "addr": "127.0.0.1:1", "error": "connection refused"},
+        {"cluster": "C", "name": "broker-b", "id": 0, "addr": "127.0.0.1:2", "tables": []},
+    ]
+    text = env.get_template("tables.html").render(namesrv="-", page="tables.html", brokers=brokers, ms=str)
+    assert '<td colspan="10" class="error">not available: connection refused</td>' in text
+    assert '<td>127.0.0.1:2</td>\n      <td colspan="10">tiers no topic</td>' in text
+
+
+def admin_json(namesrv: str, *args: str) -> Any:
+    out = subprocess.run(
+        [str(FERROMQ), "admin", "-n", namesrv, "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)

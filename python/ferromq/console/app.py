@@ -1,13 +1,14 @@
 """The console's pages: cluster and brokers (with a throughput chart), topics, one topic, groups
-with lag and connections, one group, message lookup; and `/api/cluster` for the chart. Every
-page asks the cluster through one `Admin`; a request a broker does not support shows as "not
-available" in its place instead of failing the page. Only GET and HEAD are served."""
+with lag and connections, one group, message lookup, table topics; `/api/cluster` for the chart
+and `/api/tables`, the table topics as JSON. Every page asks the cluster through one `Admin`; a
+request a broker does not support shows as "not available" in its place instead of failing the
+page. Only GET and HEAD are served."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,12 @@ from aiohttp import web
 
 from ferromq.client import Admin
 from ferromq.client.admin import is_system_topic
-from ferromq.client.admin_results import ConsumerConnections, TopicQueueStats, TopicTraffic
+from ferromq.client.admin_results import (
+    BrokerRuntimeInfo,
+    ConsumerConnections,
+    TopicQueueStats,
+    TopicTraffic,
+)
 from ferromq.client.message import MessageQueue, ReceivedMessage
 from ferromq.errors import BrokerError, FerroMQError
 from ferromq.protocol.codes import ResponseCode
@@ -65,26 +71,33 @@ async def _render(request: web.Request, name: str, **context: Any) -> web.Respon
     return web.Response(text=text, content_type="text/html")
 
 
-async def _brokers(admin: Admin) -> list[dict[str, Any]]:
+async def _runtime_infos(admin: Admin) -> list[tuple[dict[str, Any], BrokerRuntimeInfo | Unavailable]]:
+    """Every broker of every cluster (its cluster, name, id and address) with its runtime info."""
     info = await admin.cluster_info()
-    rows = []
+    out = []
     for cluster, names in sorted(info.clusters.items()):
         for name in names:
             for broker_id, addr in sorted(info.brokers[name].addrs.items()):
                 rt = await _try(admin.broker_runtime_info(addr))
-                row: dict[str, Any] = {"cluster": cluster, "name": name, "id": broker_id, "addr": addr}
-                if isinstance(rt, Unavailable):
-                    row["error"] = rt.reason
-                else:
-                    row.update(
-                        version=rt.version,
-                        put_tps=rt.put_tps,
-                        get_tps=rt.get_tps,
-                        put_today=rt.put_today,
-                        get_today=rt.get_today,
-                        disk=rt.commitlog_disk_ratio,
-                    )
-                rows.append(row)
+                out.append(({"cluster": cluster, "name": name, "id": broker_id, "addr": addr}, rt))
+    return out
+
+
+async def _brokers(admin: Admin) -> list[dict[str, Any]]:
+    rows = []
+    for row, rt in await _runtime_infos(admin):
+        if isinstance(rt, Unavailable):
+            row["error"] = rt.reason
+        else:
+            row.update(
+                version=rt.version,
+                put_tps=rt.put_tps,
+                get_tps=rt.get_tps,
+                put_today=rt.put_today,
+                get_today=rt.get_today,
+                disk=rt.commitlog_disk_ratio,
+            )
+        rows.append(row)
     return rows
 
 
@@ -104,6 +117,28 @@ async def cluster_api(request: web.Request) -> web.Response:
             "brokers": brokers,
         }
     )
+
+
+async def _table_brokers(admin: Admin) -> list[dict[str, Any]]:
+    """Per broker, its table topics (`tables`, empty when it tiers none), or why it did not answer."""
+    rows = []
+    for row, rt in await _runtime_infos(admin):
+        if isinstance(rt, Unavailable):
+            row["error"] = rt.reason
+        else:
+            row["tables"] = [asdict(t) for t in rt.table_topics]
+        rows.append(row)
+    return rows
+
+
+async def tables_page(request: web.Request) -> web.Response:
+    brokers = await _table_brokers(request.app[ADMIN_KEY])
+    return await _render(request, "tables.html", brokers=brokers, ms=_ms)
+
+
+async def tables_api(request: web.Request) -> web.Response:
+    brokers = await _table_brokers(request.app[ADMIN_KEY])
+    return web.json_response({"at": int(datetime.now().timestamp() * 1000), "brokers": brokers})
 
 
 async def topics_page(request: web.Request) -> web.Response:
@@ -304,6 +339,8 @@ def make_app(namesrv: str, *, timeout: float = 5.0) -> web.Application:
     app.router.add_get("/groups", groups_page)
     app.router.add_get("/groups/{group}", group_page)
     app.router.add_get("/message", message_page)
+    app.router.add_get("/tables", tables_page)
+    app.router.add_get("/api/tables", tables_api)
     app.router.add_static("/static", HERE / "static")
     return app
 

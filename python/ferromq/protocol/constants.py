@@ -87,3 +87,8 @@ FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 SELF_TEST_GROUP_PREFIX = "SELF_TEST_"
 ONS_API_GROUP_PREFIX = "CID_ONSAPI_"
+
+# -- GET_BROKER_RUNTIME_INFO: ferromq's own keys (Java's tools ignore keys they do not know) ---------
+# The broker's table topics (ferromq.broker.tiering) as a JSON list, one object per topic; the key
+# is there only when the broker runs the tiering service.
+RUNTIME_TABLE_TOPICS_KEY = "ferromqTableTopics"

@@ -23,7 +23,7 @@ from ferromq.jsonutil import dumps_sorted
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
-from ferromq.protocol.constants import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
+from ferromq.protocol.constants import RUNTIME_TABLE_TOPICS_KEY, SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from ferromq.protocol.headers import (
     CloneGroupOffsetRequestHeader,
     ConsumeMessageDirectlyResultRequestHeader,
@@ -193,7 +193,42 @@ def runtime_table(broker: AdminStatusContext) -> dict[str, str]:
         )
     except OSError:
         pass
+    tables = table_topics_json(broker)
+    if tables is not None:
+        table[RUNTIME_TABLE_TOPICS_KEY] = tables
     return table
+
+
+def table_topics_json(broker: AdminStatusContext) -> str | None:
+    """The table topics' progress as runtime info reports it (ferromq's own key, a JSON list);
+    None when the broker does not tier topics, or when reading the progress failed: runtime info
+    must answer whatever the tiering's state."""
+    tiering = broker.tiering
+    if tiering is None:
+        return None
+    try:
+        progress = tiering.progress()
+        lags = tiering.lags(progress)
+    except Exception:
+        logger.exception("runtime info: the table topics' progress could not be read")
+        return None
+    return dumps_sorted(
+        [
+            {
+                "topic": p.topic,
+                "uri": p.uri,
+                "rowsTiered": p.rows_tiered,
+                "commits": p.commits,
+                "failures": p.failures,
+                "rowsLost": p.rows_lost,
+                "version": p.version,
+                "lag": lags.get(p.topic, 0),
+                "lastCommitTimestamp": p.last_commit_ms,
+                "lastError": p.last_error,
+            }
+            for p in progress
+        ]
+    ).decode()
 
 
 def group_topic_progress(

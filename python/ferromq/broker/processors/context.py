@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ferromq.broker.schedule import ScheduleMessageService
     from ferromq.broker.stats import BrokerStats
     from ferromq.broker.subscriptions import SubscriptionGroupManager
+    from ferromq.broker.tiering import TieringService
     from ferromq.broker.topics import TopicConfigManager
     from ferromq.broker.transaction import TransactionalMessageService
     from ferromq.store import MessageStore
@@ -210,6 +211,8 @@ class AdminStatusContext(HasConfig, Protocol):
     def stats(self) -> BrokerStats: ...
     @property
     def held_pulls(self) -> int: ...
+    @property
+    def tiering(self) -> TieringService | None: ...
     @property
     def config_version(self) -> int: ...
     @property
