@@ -6,10 +6,13 @@
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Result, StoreError};
-use crate::message::{offset_msg_id, parse_properties, sysflag, DispatchProperties, RecordView};
+use crate::message::{
+    property, push_offset_msg_id, sysflag, RecordView, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
+};
 
 /// Which records a [`ColumnBuilder`] keeps, and whether it decodes the properties map. Ranges
 /// are `[min, max)`; timestamps are in ms, as stored.
@@ -58,8 +61,8 @@ impl ColumnFilter {
         )
     }
 
-    fn accepts(&self, dispatch: &DispatchProperties) -> bool {
-        one_of(&self.tags, dispatch.tags) && one_of(&self.keys, dispatch.keys)
+    fn accepts(&self, tags: Option<&str>, keys: Option<&str>) -> bool {
+        one_of(&self.tags, tags) && one_of(&self.keys, keys)
     }
 }
 
@@ -106,6 +109,11 @@ impl VarColumn {
 
     fn push(&mut self, value: &[u8]) -> Result<()> {
         self.data.extend_from_slice(value);
+        self.end_value()
+    }
+
+    fn push_msg_id(&mut self, store_host: &SocketAddr, physical_offset: i64) -> Result<()> {
+        push_offset_msg_id(&mut self.data, store_host, physical_offset);
         self.end_value()
     }
 
@@ -174,6 +182,7 @@ pub struct ColumnBuilder {
     filter: ColumnFilter,
     batch: ColumnBatch,
     property_entries: i32,
+    properties: PropertySpans,
     scratch: Vec<u8>,
     born_host: HostText,
     store_host: HostText,
@@ -191,10 +200,84 @@ impl HostText {
     fn push(&mut self, col: &mut VarColumn, addr: &SocketAddr) -> Result<()> {
         if self.addr.as_ref() != Some(addr) {
             self.text.clear();
-            write!(self.text, "{addr}").expect("writing to a Vec cannot fail");
+            write_addr(&mut self.text, addr);
             self.addr = Some(*addr);
         }
         col.push(&self.text)
+    }
+}
+
+/// `addr` as `Display` writes it; IPv4 (every producer's born host may differ) without the
+/// formatting machinery, which cost as much as the rest of a record's columns.
+fn write_addr(out: &mut Vec<u8>, addr: &SocketAddr) {
+    let SocketAddr::V4(v4) = addr else {
+        write!(out, "{addr}").expect("writing to a Vec cannot fail");
+        return;
+    };
+    for (i, octet) in v4.ip().octets().into_iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        write_decimal(out, u32::from(octet));
+    }
+    out.push(b':');
+    write_decimal(out, u32::from(v4.port()));
+}
+
+fn write_decimal(out: &mut Vec<u8>, mut n: u32) {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// A record's properties as Java's decoder reads them into its map (see
+/// [`crate::message::parse_properties`]: entries without a name or a value dropped, a repeated
+/// name in its first position with its last value), as spans of the properties string found in
+/// one pass; the spans' vector is reused from record to record.
+#[derive(Default)]
+struct PropertySpans {
+    entries: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl PropertySpans {
+    fn parse(&mut self, props: &str) {
+        self.entries.clear();
+        let bytes = props.as_bytes();
+        let mut start = 0;
+        while start < bytes.len() {
+            let end = memchr::memchr(PROPERTY_SEPARATOR as u8, &bytes[start..])
+                .map_or(bytes.len(), |i| start + i);
+            if let Some(eq) = memchr::memchr(NAME_VALUE_SEPARATOR as u8, &bytes[start..end]) {
+                let (name, value) = (start..start + eq, start + eq + 1..end);
+                if !name.is_empty() && !value.is_empty() {
+                    let known = self
+                        .entries
+                        .iter_mut()
+                        .find(|(n, _)| bytes[n.clone()] == bytes[name.clone()]);
+                    match known {
+                        Some(entry) => entry.1 = value,
+                        None => self.entries.push((name, value)),
+                    }
+                }
+            }
+            start = end + 1;
+        }
+    }
+
+    /// The value of `name`, if the record has one.
+    fn get<'a>(&self, props: &'a str, name: &str) -> Option<&'a str> {
+        self.entries
+            .iter()
+            .find(|(n, _)| &props[n.clone()] == name)
+            .map(|(_, v)| &props[v.clone()])
     }
 }
 
@@ -238,6 +321,7 @@ impl ColumnBuilder {
                 flag: fixed(4),
             },
             property_entries: 0,
+            properties: PropertySpans::default(),
             scratch: Vec::new(),
             born_host: HostText::default(),
             store_host: HostText::default(),
@@ -259,8 +343,11 @@ impl ColumnBuilder {
         if !self.filter.accepts_header(rec) {
             return Ok(false);
         }
-        let dispatch = DispatchProperties::parse(rec.properties);
-        if !self.filter.accepts(&dispatch) {
+        let props = rec.properties;
+        self.properties.parse(props);
+        let tags = self.properties.get(props, property::TAGS);
+        let keys = self.properties.get(props, property::KEYS);
+        if !self.filter.accepts(tags, keys) {
             return Ok(false);
         }
         let b = &mut self.batch;
@@ -270,15 +357,15 @@ impl ColumnBuilder {
             .extend_from_slice(&rec.queue_offset.to_le_bytes());
         b.commitlog_offset
             .extend_from_slice(&rec.physical_offset.to_le_bytes());
-        b.msg_id
-            .push(offset_msg_id(&rec.store_host, rec.physical_offset).as_bytes())?;
-        b.uniq_key.push_opt(dispatch.uniq_key)?;
-        b.tags.push_opt(dispatch.tags)?;
-        b.keys.push_opt(dispatch.keys)?;
+        b.msg_id.push_msg_id(&rec.store_host, rec.physical_offset)?;
+        b.uniq_key
+            .push_opt(self.properties.get(props, property::UNIQ_KEY))?;
+        b.tags.push_opt(tags)?;
+        b.keys.push_opt(keys)?;
         if self.filter.include_properties {
-            for (k, v) in parse_properties(rec.properties) {
-                b.property_keys.push(k.as_bytes())?;
-                b.property_values.push(v.as_bytes())?;
+            for (k, v) in &self.properties.entries {
+                b.property_keys.push(&props.as_bytes()[k.clone()])?;
+                b.property_values.push(&props.as_bytes()[v.clone()])?;
                 self.property_entries += 1;
             }
             b.property_offsets
@@ -362,5 +449,53 @@ mod tests {
             .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
             .collect();
         assert_eq!(offsets, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 11]);
+    }
+
+    #[test]
+    fn properties_in_one_pass_are_read_as_javas_map() {
+        let cases = [
+            "",
+            "TAGS\u{1}a\u{2}KEYS\u{1}k1 k2\u{2}UNIQ_KEY\u{1}U",
+            // Repeated names keep their first position and take their last value.
+            "TAGS\u{1}a\u{2}KEYS\u{1}k\u{2}TAGS\u{1}b\u{2}",
+            // Entries without a name, a value or a separator are dropped.
+            "\u{1}x\u{2}TAGS\u{1}\u{2}junk\u{2}\u{2}KEYS\u{1}k\u{2}",
+            "TAGS\u{1}a\u{1}b",
+        ];
+        let mut spans = PropertySpans::default();
+        for props in cases {
+            spans.parse(props);
+            let got: Vec<(&str, &str)> = spans
+                .entries
+                .iter()
+                .map(|(k, v)| (&props[k.clone()], &props[v.clone()]))
+                .collect();
+            assert_eq!(got, crate::message::parse_properties(props), "{props:?}");
+            let dispatch = crate::message::DispatchProperties::parse(props);
+            assert_eq!(spans.get(props, property::TAGS), dispatch.tags, "{props:?}");
+            assert_eq!(spans.get(props, property::KEYS), dispatch.keys, "{props:?}");
+            assert_eq!(spans.get(props, property::UNIQ_KEY), dispatch.uniq_key);
+        }
+    }
+
+    #[test]
+    fn hosts_and_message_ids_are_written_as_display_writes_them() {
+        let hosts: [SocketAddr; 4] = [
+            "127.0.0.1:10911".parse().unwrap(),
+            "0.0.0.0:0".parse().unwrap(),
+            "255.255.255.255:65535".parse().unwrap(),
+            "[::1]:10911".parse().unwrap(),
+        ];
+        for addr in hosts {
+            let mut out = Vec::new();
+            write_addr(&mut out, &addr);
+            assert_eq!(String::from_utf8(out).unwrap(), addr.to_string());
+            let mut id = VarColumn::with_capacity(0, 0);
+            id.push_msg_id(&addr, 0x1234_5678).unwrap();
+            let (decoded, offset) =
+                crate::message::decode_offset_msg_id(std::str::from_utf8(&id.data).unwrap())
+                    .unwrap();
+            assert_eq!((decoded, offset), (addr, 0x1234_5678));
+        }
     }
 }

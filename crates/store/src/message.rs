@@ -574,6 +574,13 @@ pub fn is_property_token(s: &str) -> bool {
 
 /// offsetMsgId: store host address and port (int) and physical offset, in upper-case hex.
 pub fn offset_msg_id(store_host: &SocketAddr, physical_offset: i64) -> String {
+    let mut out = Vec::with_capacity(56);
+    push_offset_msg_id(&mut out, store_host, physical_offset);
+    String::from_utf8(out).expect("hex digits are ASCII")
+}
+
+/// [`offset_msg_id`] appended to `out` (a column's bytes), without a String of its own.
+pub fn push_offset_msg_id(out: &mut Vec<u8>, store_host: &SocketAddr, physical_offset: i64) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut raw = [0u8; 28];
     let ip_len = match store_host {
@@ -588,12 +595,10 @@ pub fn offset_msg_id(store_host: &SocketAddr, physical_offset: i64) -> String {
     };
     raw[ip_len..ip_len + 4].copy_from_slice(&(store_host.port() as i32).to_be_bytes());
     raw[ip_len + 4..ip_len + 12].copy_from_slice(&physical_offset.to_be_bytes());
-    let mut s = String::with_capacity(2 * (ip_len + 12));
     for b in &raw[..ip_len + 12] {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 0xF) as usize] as char);
+        out.push(HEX[(b >> 4) as usize]);
+        out.push(HEX[(b & 0xF) as usize]);
     }
-    s
 }
 
 /// Decodes an offsetMsgId into (store host, physical offset).
