@@ -589,6 +589,9 @@ def run_case(
                 # Tiering's work on this phase's messages (warm-up included) counts too: the CPU is
                 # read once the table holds them all (the broker does nothing else meanwhile).
                 tiered_after = wait_tiered(store, int(res["total"]), time.monotonic() + 300)
+                # The tiering thread's own CPU (the broker reports it): what the rows cost it,
+                # without the noise of the rest of the broker's CPU.
+                res["tiering_cpu_us_per_row"] = tiering_cpu_seconds(port) / max(res["total"], 1) * 1e6
             cpu = cpu_seconds(broker.pid) - cpu0
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -619,6 +622,19 @@ def run_case(
     return results
 
 
+def tiering_cpu_seconds(port: int) -> float:
+    """The CPU the broker's tiering thread spent on its table topics' rows since it started."""
+    admin = [str(Path(sys.executable).with_name("ferromq")), "admin", "table-topics"]
+    out = subprocess.run(
+        [*admin, "-b", f"127.0.0.1:{port}", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return sum(t["tierCpuSeconds"] for t in json.loads(out.stdout))
+
+
 def wait_tiered(store: Path, messages: int, deadline: float) -> float:
     """Seconds until the topic's table holds `messages` rows (SystemExit past `deadline`)."""
     from ferromq.tables.reader import describe, open_table
@@ -646,6 +662,7 @@ def _row(r: dict[str, Any]) -> str:
         f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['p999_ms']:>10.2f}"
         f"{r['cpu_us_per_msg']:>11.1f}  {r.get('errors') or ''}"
         + (f" consumed {r['consumed']}" if "consumed" in r else "")
+        + (f" tiering {r['tiering_cpu_us_per_row']:.2f} us/row" if "tiering_cpu_us_per_row" in r else "")
     )
 
 

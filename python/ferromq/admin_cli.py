@@ -926,23 +926,9 @@ async def _brokers_table_topics(admin: Admin, args: argparse.Namespace) -> None:
     for addr in await _broker_addrs(admin, args.broker_addr):
         rt = await admin.broker_runtime_info(addr)
         rows += [
-            {
-                "brokerAddr": addr,
-                "topic": s.topic,
-                "uri": s.uri,
-                "rowsTiered": s.rows_tiered,
-                "commits": s.commits,
-                "failures": s.failures,
-                "rowsLost": s.rows_lost,
-                "version": s.version,
-                "lag": s.lag,
-                "lastCommitTimestamp": s.last_commit_ms,
-                "lastError": s.last_error,
-            }
-            for s in rt.table_topics
-            if args.topic in (None, s.topic)
+            {"brokerAddr": addr, **s.to_json()} for s in rt.table_topics if args.topic in (None, s.topic)
         ]
-    right = ("rows tiered", "lag", "commits", "version", "failures", "lost")
+    right = ("rows tiered", "lag", "commits", "version", "failures", "lost", "cpu s")
     t = _table(
         "broker",
         "topic",
@@ -952,6 +938,7 @@ async def _brokers_table_topics(admin: Admin, args: argparse.Namespace) -> None:
         "version",
         "failures",
         "lost",
+        "cpu s",
         "last commit",
         "last error",
         right=right,
@@ -966,6 +953,7 @@ async def _brokers_table_topics(admin: Admin, args: argparse.Namespace) -> None:
             "-" if r["version"] is None else str(r["version"]),
             str(r["failures"]),
             str(r["rowsLost"]),
+            f"{r['tierCpuSeconds'] + r['maintainCpuSeconds']:.1f}",
             _ms(r["lastCommitTimestamp"] or 0),
             r["lastError"] or "",
         )

@@ -383,6 +383,10 @@ def test_admin_and_metrics_show_rows_and_lag(tiered: Tiered) -> None:
         text = r.read().decode()
     assert re.search(rf'ferromq_table_topic_rows_total{{[^}}]*topic="{TOPIC}"}} {FIRST}\.0', text), text
     assert re.search(rf'ferromq_table_topic_lag_messages{{[^}}]*topic="{TOPIC}"}} {SECOND}\.0', text), text
+    # The tiering thread's CPU for the topic: some, for the rows it wrote.
+    cpu_line = rf'ferromq_table_topic_cpu_seconds_total{{[^}}]*topic="{TOPIC}",work="tier"}} (\S+)'
+    cpu = re.search(cpu_line, text)
+    assert cpu and float(cpu.group(1)) > 0, text
 
 
 def test_once_committed_the_table_holds_everything(spark: SparkSession, tiered: Tiered) -> None:

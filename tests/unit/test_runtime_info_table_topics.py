@@ -96,12 +96,14 @@ def broker(tiering: FakeTiering | None) -> Any:
 
 
 def test_what_the_broker_writes_the_client_reads() -> None:
-    p = TopicProgress("Orders", "/t/Orders", 10, 2, 1, 3, 4, {0: 10}, 1714521600000, "ValueError: x")
+    p = TopicProgress(
+        "Orders", "/t/Orders", 10, 2, 1, 3, 4, {0: 10}, 1714521600000, "ValueError: x", 0.25, 1.5
+    )
     fresh = TopicProgress("Fresh", "/t/Fresh")
     value = table_topics_json(broker(FakeTiering([p, fresh])))
     assert value is not None
     assert info(value).table_topics == [
-        TableTopicStatus("Orders", "/t/Orders", 10, 2, 1, 3, 4, 7, 1714521600000, "ValueError: x"),
+        TableTopicStatus("Orders", "/t/Orders", 10, 2, 1, 3, 4, 7, 1714521600000, "ValueError: x", 0.25, 1.5),
         TableTopicStatus("Fresh", "/t/Fresh", 0, 0, 0, 0, None, 7, None, None),
     ]
 

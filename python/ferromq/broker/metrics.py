@@ -330,6 +330,12 @@ class TieringCollector(Collector):
             "ferromq_table_topic_lag_messages", "Messages not in the table yet", labels=labels
         )
         version = GaugeMetricFamily("ferromq_table_topic_version", "The table's Delta version", labels=labels)
+        cpu = CounterMetricFamily(
+            "ferromq_table_topic_cpu_seconds",
+            "CPU time of the tiering thread for the topic: tier (read, write, commit) or maintain "
+            "(compact, expire, vacuum)",
+            labels=[*labels, "work"],
+        )
         for p in progress:
             topic = [*values, p.topic]
             rows.add_metric(topic, p.rows_tiered)
@@ -338,7 +344,9 @@ class TieringCollector(Collector):
             lost.add_metric(topic, p.rows_lost)
             lag.add_metric(topic, lags.get(p.topic, 0))
             version.add_metric(topic, -1 if p.version is None else p.version)
-        yield from (rows, commits, failures, lost, lag, version)
+            cpu.add_metric([*topic, "tier"], p.tier_cpu_seconds)
+            cpu.add_metric([*topic, "maintain"], p.maintain_cpu_seconds)
+        yield from (rows, commits, failures, lost, lag, version, cpu)
 
 
 class GrpcFrontCollector(Collector):

@@ -108,6 +108,10 @@ class TopicProgress:
     """Per queue, the offset after the last row the table holds."""
     last_commit_ms: int | None = None
     last_error: str | None = None
+    tier_cpu_seconds: float = 0.0
+    """CPU time the service's thread spent reading, writing and committing the topic's rows."""
+    maintain_cpu_seconds: float = 0.0
+    """CPU time it spent compacting, expiring and vacuuming the topic's table."""
 
 
 class TieringService:
@@ -183,12 +187,15 @@ class TieringService:
         for topic in sorted(by_topic):
             if self._stopping.is_set():
                 return False
+            cpu = time.thread_time()
             try:
                 more |= self._tier(topic, sorted(by_topic[topic]))
             except Exception as e:
                 logger.exception("table topic %s: tiering failed; the table is read again next time", topic)
                 self._tables.pop(topic, None)
                 self._update(topic, failures=1, last_error=f"{type(e).__name__}: {e}")
+            finally:
+                self._update(topic, tier_cpu_seconds=time.thread_time() - cpu)
         interval = self.settings.compaction_interval
         if interval > 0 and time.monotonic() - self._last_maintenance >= interval:
             # Also tables whose topic the log no longer holds: their retention still applies.
@@ -262,6 +269,7 @@ class TieringService:
         for topic in sorted(topics):
             if self._stopping.is_set():
                 return
+            cpu = time.thread_time()
             try:
                 table = self._table(topic)
                 removed = table.compact(s.target_file_bytes)
@@ -279,6 +287,8 @@ class TieringService:
                 logger.exception("table topic %s: compaction or vacuum failed", topic)
                 self._tables.pop(topic, None)
                 self._update(topic, failures=1, last_error=f"{type(e).__name__}: {e}")
+            finally:
+                self._update(topic, maintain_cpu_seconds=time.thread_time() - cpu)
 
     def _pause_before_commit(self, topic: str, files: list[str]) -> bool:
         """The test hook (`PAUSE_ENV`); False when the broker stopped during the pause."""
@@ -306,6 +316,8 @@ class TieringService:
         version: int | None = None,
         last_commit_ms: int | None = None,
         last_error: str | None = "",
+        tier_cpu_seconds: float = 0.0,
+        maintain_cpu_seconds: float = 0.0,
     ) -> None:
         """Adds the counts and sets what is given ("" leaves `last_error` as it is)."""
         with self._lock:
@@ -316,6 +328,8 @@ class TieringService:
             p.commits += commits
             p.failures += failures
             p.rows_lost += rows_lost
+            p.tier_cpu_seconds += tier_cpu_seconds
+            p.maintain_cpu_seconds += maintain_cpu_seconds
             if committed:
                 p.committed.update(committed)
             if version is not None:

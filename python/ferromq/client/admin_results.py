@@ -10,6 +10,7 @@ from typing import Any
 from ferromq.client.message import MessageQueue
 from ferromq.jsonutil import loads_lenient, loads_object_keys, object_key
 from ferromq.protocol.constants import RUNTIME_TABLE_TOPICS_KEY
+from ferromq.protocol.table_topics import TableTopicStatus, parse_table_topics
 
 # Java's SubscriptionGroupConfig defaults.
 DEFAULT_RETRY_QUEUE_NUMS = 1
@@ -25,64 +26,6 @@ def _float(value: str | None, index: int = 0) -> float:
         return float(parts[index]) if index < len(parts) else 0.0
     except ValueError:
         return 0.0
-
-
-@dataclass(frozen=True)
-class TableTopicStatus:
-    """One table topic of a ferromq broker (runtime info's `ferromqTableTopics`): what its tiering
-    did since the broker started, and how far the table is behind the log."""
-
-    topic: str
-    uri: str
-    rows_tiered: int
-    commits: int
-    failures: int
-    rows_lost: int
-    version: int | None
-    """The table's Delta version; None before the service first read the table."""
-    lag: int
-    """Messages in the log that are not in the table yet."""
-    last_commit_ms: int | None
-    last_error: str | None
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _optional_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def parse_table_topics(text: str) -> list[TableTopicStatus]:
-    """`ferromqTableTopics`' value; [] when it is not a JSON list, without the entries that are
-    not objects with a topic (a newer broker may add fields: they are ignored)."""
-    try:
-        data = loads_lenient(text)
-    except ValueError:
-        return []
-    if not isinstance(data, list):
-        return []
-    out = []
-    for d in data:
-        if not isinstance(d, dict) or not isinstance(d.get("topic"), str):
-            continue
-        error = d.get("lastError")
-        out.append(
-            TableTopicStatus(
-                topic=d["topic"],
-                uri=str(d.get("uri") or ""),
-                rows_tiered=_count(d.get("rowsTiered")),
-                commits=_count(d.get("commits")),
-                failures=_count(d.get("failures")),
-                rows_lost=_count(d.get("rowsLost")),
-                version=_optional_int(d.get("version")),
-                lag=_count(d.get("lag")),
-                last_commit_ms=_optional_int(d.get("lastCommitTimestamp")),
-                last_error=error if isinstance(error, str) else None,
-            )
-        )
-    return out
 
 
 @dataclass(frozen=True)

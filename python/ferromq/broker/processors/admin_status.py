@@ -40,6 +40,7 @@ from ferromq.protocol.headers import (
     ResetOffsetRequestHeader,
     ViewBrokerStatsDataRequestHeader,
 )
+from ferromq.protocol.table_topics import TableTopicStatus
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
@@ -214,18 +215,20 @@ def table_topics_json(broker: AdminStatusContext) -> str | None:
         return None
     return dumps_sorted(
         [
-            {
-                "topic": p.topic,
-                "uri": p.uri,
-                "rowsTiered": p.rows_tiered,
-                "commits": p.commits,
-                "failures": p.failures,
-                "rowsLost": p.rows_lost,
-                "version": p.version,
-                "lag": lags.get(p.topic, 0),
-                "lastCommitTimestamp": p.last_commit_ms,
-                "lastError": p.last_error,
-            }
+            TableTopicStatus(
+                topic=p.topic,
+                uri=p.uri,
+                rows_tiered=p.rows_tiered,
+                commits=p.commits,
+                failures=p.failures,
+                rows_lost=p.rows_lost,
+                version=p.version,
+                lag=lags.get(p.topic, 0),
+                last_commit_ms=p.last_commit_ms,
+                last_error=p.last_error,
+                tier_cpu_seconds=round(p.tier_cpu_seconds, 6),
+                maintain_cpu_seconds=round(p.maintain_cpu_seconds, 6),
+            ).to_json()
             for p in progress
         ]
     ).decode()
