@@ -10,6 +10,7 @@ from ferromq.errors import InvalidArgumentError
 from ferromq.spark.options import EARLIEST, LATEST, parse_options
 from ferromq.spark.planning import NOTHING, QueueRange, ReadTask, pack, plan, split
 from ferromq.spark.source import FerroMQReader, _cap
+from ferromq.tables.ranges import DataFile, QueueFiles
 
 
 def test_offsets_queues_tags_and_defaults() -> None:
@@ -85,6 +86,28 @@ def test_streams_have_no_end() -> None:
         parse_options({"path": "/s", "topic": "A", "filterPushdown": "true"}, streaming=True)
 
 
+def test_streams_from_tables() -> None:
+    def root(**options: str) -> str | None:
+        return parse_options({"topic": "A", **options}, streaming=True).table_root
+
+    assert root(path="/s") is None and root(path="/s", fromTable="false") is None
+    assert root(path="/s", fromTable="true") == "/s/tables"  # the broker's default tableTopicPath
+    assert root(path="/s", tablePath="/t") == "/t" == root(path="/s", tablePath="/t", fromTable="true")
+    assert root(namesrv="h:1", tablePath="s3://b/tables") == "s3://b/tables"
+    for options, message in [
+        ({"path": "/s", "fromTable": "yes"}, "option fromTable must be true or false"),
+        (
+            {"path": "/s", "tablePath": "/t", "fromTable": "false"},
+            "tablePath is given but fromTable is false",
+        ),
+        ({"namesrv": "h:1", "fromTable": "true"}, "through the brokers \\(namesrv\\) needs tablePath"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=message):
+            parse_options({"topic": "A", **options}, streaming=True)
+    with pytest.raises(InvalidArgumentError, match="fromTable / tablePath apply to streams"):
+        parse_options({"path": "/s", "topic": "A", "fromTable": "true"}, streaming=False)
+
+
 def test_small_ranges_are_packed_by_their_expected_rows() -> None:
     ranges = [QueueRange("A", q, 0, 100) for q in range(5)]
     expected = {0: 30, 1: 0, 2: 50, 3: 60, 4: 200}
@@ -115,6 +138,11 @@ def test_split_and_pickle() -> None:
     ]
     assert parts[-1].broker_addr == "h:1"
     assert pickle.loads(pickle.dumps(parts[0])) == parts[0]
+    # A range planned on a table keeps its files when it is cut.
+    held = QueueFiles(3, 0, 40, (DataFile("/t/A/day=2024-05-01/queue_id=0/a.parquet", 0, 39, 1),))
+    cut = split([QueueRange("A", 0, 0, 40, table=held)], 25)
+    assert [(p.start, p.end, p.table) for p in cut] == [(0, 25, held), (25, 40, held)]
+    assert pickle.loads(pickle.dumps(cut[1])) == cut[1]
     reader = FerroMQReader(parse_options({"path": "/s", "topic": "A"}, streaming=False))
     assert pickle.loads(pickle.dumps(reader)).opts == reader.opts
 

@@ -24,6 +24,11 @@ Named like Spark's Kafka source where the idea is the same:
   set, and refuses a reader that takes them while that setting is off
   (DATA_SOURCE_PUSHDOWN_DISABLED), so turn both on together. Spark tells a data source nothing of
   the setting: the option says it explicitly.
+- `fromTable` (default false; streams): a topic the broker keeps as a table topic starts from its
+  table and continues from the log (see `ferromq.spark.tablestream`); the tables are under
+  `tablePath`, default `<path>/tables` (the broker's default `tableTopicPath`). Giving `tablePath`
+  turns it on; through the brokers (`namesrv`) `tablePath` is needed. Batch reads of a table topic
+  use `ferromq.spark.read_topic`.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from ferromq.protocol.constants import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
+from ferromq.tables.layout import table_root
 
 EARLIEST = -2
 LATEST = -1
@@ -80,6 +86,8 @@ _KNOWN = {
     "consumergroup",
     "failondataloss",
     "filterpushdown",
+    "fromtable",
+    "tablepath",
 }
 
 # Per topic, per queue id: an offset, EARLIEST or LATEST.
@@ -108,6 +116,7 @@ class ReadOptions:
     consumer_group: str
     fail_on_data_loss: bool = True
     filter_pushdown: bool = False
+    table_root: str | None = None  # fromTable: the directory (or URI) of the topics' tables
 
     def wants(self, topic: str) -> bool:
         """Whether a topic of the store or cluster is read."""
@@ -244,6 +253,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
     starting = _offsets("startingOffsets", opts.get("startingoffsets"))
     if starting == "latest" and not streaming:
         raise _bad("startingOffsets cannot be latest for a batch read")
+    tables = _table_root(opts, streaming)
     start_ts = _int(opts, "startingTimestamp")
     end_ts = _int(opts, "endingTimestamp")
     if start_ts is not None and end_ts is not None and end_ts < start_ts:
@@ -265,4 +275,20 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
         consumer_group=opts.get("consumergroup", "ferromq-spark"),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         filter_pushdown=_bool(opts, "filterPushdown", False),
+        table_root=tables,
     )
+
+
+def _table_root(opts: Mapping[str, str], streaming: bool) -> str | None:
+    """The tables' directory of a stream from tables (`fromTable`, `tablePath`), else None."""
+    given = opts.get("tablepath", "").strip() or None
+    on = _bool(opts, "fromTable", given is not None)
+    if given is not None and not on:
+        raise _bad("tablePath is given but fromTable is false")
+    if not on:
+        return None
+    if not streaming:
+        raise _bad("fromTable / tablePath apply to streams; batch reads of a table topic: read_topic")
+    if given is None and "path" not in opts:
+        raise _bad("fromTable through the brokers (namesrv) needs tablePath, the tables' directory")
+    return table_root(opts.get("path", ""), given)

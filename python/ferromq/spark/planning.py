@@ -8,6 +8,10 @@ machine): a selective query pruned down to a tenth of eight queues runs as one t
 A read expected to yield enough rows to keep every core busy (`MIN_TASK_ROWS` a core) is
 `spread` over at least as many tasks as the machine has cores, each reading a slice of every
 range, so that the tasks run side by side.
+
+A stream from a topic's table (`ferromq.spark.tablestream`) plans some ranges on the table: such
+a range carries the table version's files of its queue (`QueueRange.table`), and its task reads
+them instead of the log.
 """
 
 from __future__ import annotations
@@ -15,8 +19,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import InputPartition
+
+if TYPE_CHECKING:
+    # Not at run time: every task's Python worker imports this module, few read a table.
+    from ferromq.tables.ranges import QueueFiles
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class QueueRange:
     start: int
     end: int
     broker_addr: str | None = None
+    table: QueueFiles | None = None  # read from these table files, not from the log
 
 
 @dataclass
@@ -68,7 +78,7 @@ def split(ranges: Iterable[QueueRange], max_records: int | None) -> list[QueueRa
             continue
         step = max_records or (r.end - r.start)
         for lo in range(r.start, r.end, step):
-            out.append(QueueRange(r.topic, r.queue_id, lo, min(lo + step, r.end), r.broker_addr))
+            out.append(replace(r, start=lo, end=min(lo + step, r.end)))
     return out
 
 

@@ -103,9 +103,7 @@ class Selection:
     def row_filter(self, opts: ReadOptions, *, filter_time: bool) -> _store.RowFilter:
         """The per-record checks for the Rust decoder: these, plus the `tags` option and (for
         batch reads) `startingTimestamp` / `endingTimestamp`."""
-        store_ms = self.store_ms
-        if filter_time:
-            store_ms = store_ms.cut(opts.starting_timestamp, opts.ending_timestamp)
+        store_ms = self.store_range(opts, filter_time=filter_time)
         tags = self.tag_list(opts)
         return _store.RowFilter(
             tags=tags,
@@ -118,6 +116,13 @@ class Selection:
             max_commitlog_offset=self.commitlog_offset.hi,
             include_properties=opts.include_properties,
         )
+
+    def store_range(self, opts: ReadOptions, *, filter_time: bool) -> Range:
+        """The store times (ms) a row may have: the pushed ones', within the options' for batch
+        reads (`filter_time`)."""
+        if filter_time:
+            return self.store_ms.cut(opts.starting_timestamp, opts.ending_timestamp)
+        return self.store_ms
 
     def tag_list(self, opts: ReadOptions) -> list[str] | None:
         """The tags a row may have: the `tags` option's and the pushed ones', or None for any."""

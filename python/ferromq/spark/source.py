@@ -3,9 +3,10 @@
 
 Planning (which queues, which offset ranges) runs on the driver from the consume queues (local
 mode) or the brokers (remote mode); each task reads the queue ranges of one `ReadTask` and
-yields Arrow batches decoded in Rust. Readers keep their parsed options and, for a stream under
-`Trigger.AvailableNow`, the target offsets fixed when the run started; nothing else is kept
-between calls.
+yields Arrow batches decoded in Rust. A stream with `fromTable` also plans on the topics' tables
+and reads the ranges they hold from their Parquet files (`ferromq.spark.tablestream`). Readers
+keep their parsed options and, for a stream under `Trigger.AvailableNow`, the target offsets fixed
+when the run started; nothing else is kept between calls.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ferromq.spark.options import EARLIEST, LATEST, ReadOptions, parse_options
 from ferromq.spark.planning import NOTHING, QueueBounds, QueueRange, ReadTask, offsets_json, plan
 from ferromq.spark.pushdown import NO_FILTER, Selection, narrow, push
 from ferromq.spark.schema import arrow_schema, spark_schema
+from ferromq.spark.tablestream import TableSource, read_table
 
 # Remote reads and the sink need the RocketMQ client, whose import costs a Python worker about
 # 0.2 s: every Spark query plans in a fresh worker, so local reads leave it out.
@@ -47,10 +49,15 @@ if TYPE_CHECKING:
     from ferromq.spark.remote import RemoteSource
     from ferromq.spark.sink import WriteOptions
 
-    Source = LocalSource | RemoteSource
+    Source = LocalSource | RemoteSource | TableSource
 
 
 def _source(opts: ReadOptions) -> Source:
+    log = _log_source(opts)
+    return log if opts.table_root is None else TableSource(log, opts)
+
+
+def _log_source(opts: ReadOptions) -> LocalSource | RemoteSource:
     if opts.path is not None:
         return LocalSource(opts.path)
     assert opts.namesrv is not None
@@ -121,7 +128,13 @@ def _read(
         from ferromq.spark.remote import read_remote as read
     # Batch reads keep [startingTimestamp, endingTimestamp) exactly; a stream only starts there.
     rows = sel.row_filter(opts, filter_time=not streaming)
-    yield from read(opts, task.ranges, schema, rows, sel.tag_list(opts))
+    store_ms = sel.store_range(opts, filter_time=not streaming)
+    for part in task.ranges:
+        if part.table is not None:
+            yield from read_table(opts, part, sel.tag_list(opts), (store_ms.lo, store_ms.hi))
+    logged = [part for part in task.ranges if part.table is None]
+    if logged or not task.ranges:
+        yield from read(opts, logged, schema, rows, sel.tag_list(opts))
 
 
 class FerroMQDataSource(DataSource):
@@ -310,6 +323,8 @@ class FerroMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         lo = min(b.min_offset, hi)
                     addr = b.broker_addr if b is not None else None
                     ranges.append(QueueRange(topic, int(qid), lo, hi, addr))
+            if isinstance(source, TableSource):
+                ranges = source.assign(ranges)
             return _tasks(self.opts, source, ranges, NO_FILTER.tag_list(self.opts))
         finally:
             source.close()

@@ -29,6 +29,19 @@ the result prune the Parquet columns and row groups as for any Parquet read.
 
 On Spark versions delta-spark supports, the same table reads with `spark.read.format("delta")
 .load(table_path + "/Orders")` too (the table alone: no tail).
+
+`read_topic_stream` is the streaming counterpart: `spark.readStream.format("ferromq")` with
+`fromTable`, a stream that starts from the table and continues from the log, no row twice, none
+skipped (see `ferromq.spark.tablestream`):
+
+    query = (read_topic_stream(spark, "Orders", path="/data/store", maxRecordsPerTrigger=100000)
+             .writeStream.format("parquet").option("checkpointLocation", "/ckpt/orders")
+             .trigger(availableNow=True).start("/out/orders"))
+
+It starts at the earliest offsets (the table's first ones) unless `startingOffsets` or
+`startingTimestamp` say otherwise, and takes read_topic's options less `endingTimestamp`, plus
+`startingOffsets` and `maxRecordsPerTrigger`; any other is refused by name. Its rows have the
+source's schema (non-nullable columns as the source's).
 """
 
 from __future__ import annotations
@@ -60,6 +73,13 @@ _TAKEN = {
     "failondataloss": "failOnDataLoss",
     "maxrecordsperpartition": "maxRecordsPerPartition",
 }
+# The `ferromq` source's options read_topic_stream takes: a stream has no end, and it may start at
+# given offsets (a checkpoint keeps where it is).
+_STREAM_TAKEN = {
+    **{k: v for k, v in _TAKEN.items() if k != "endingtimestamp"},
+    "startingoffsets": "startingOffsets",
+    "maxrecordspertrigger": "maxRecordsPerTrigger",
+}
 # Up to this many files of a table are looked up on the driver (see `_table_rows`).
 DRIVER_LISTED_FILES = 4096
 # Passed on to the tail's read as they are (startingTimestamp becomes a filter: the source would
@@ -77,12 +97,7 @@ def read_topic(
 ) -> DataFrame:
     """`topic`'s rows: its table's committed files and the store's rows after them (see the
     module's doc). Bad or unknown options raise `InvalidArgumentError` naming them."""
-    given = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
-    for key in sorted(given):
-        if key not in _TAKEN:
-            raise InvalidArgumentError(
-                f"read_topic: unknown option {key}; it takes {', '.join(sorted(_TAKEN.values()))}"
-            )
+    given = _given("read_topic", options, _TAKEN)
     # The values are checked as the source checks them.
     opts = parse_options({"path": path, "topic": topic, **given}, streaming=False)
     table = open_table(table_root(path, table_path), topic)
@@ -111,6 +126,40 @@ def read_topic(
     if opts.starting_timestamp is not None:
         rest = rest.where(F.col("store_timestamp") >= _timestamp(opts.starting_timestamp))
     return stored.union(rest.select(*columns))
+
+
+def read_topic_stream(
+    spark: SparkSession,
+    topic: str,
+    *,
+    path: str,
+    table_path: str | None = None,
+    **options: Any,
+) -> DataFrame:
+    """A streaming DataFrame of `topic`'s rows from its table's first offsets on, then the log's
+    (see the module's doc). Bad or unknown options raise `InvalidArgumentError` naming them."""
+    given = _given("read_topic_stream", options, _STREAM_TAKEN)
+    stream = {"path": path, "topic": topic, "fromTable": "true", "startingOffsets": "earliest"}
+    if table_path:
+        stream["tablePath"] = table_path
+    stream.update({_STREAM_TAKEN[k]: v for k, v in given.items()})
+    parse_options(stream, streaming=True)  # now, rather than when the query starts
+    spark.dataSource.register(FerroMQDataSource)
+    reader = spark.readStream.format("ferromq")
+    for key, value in stream.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _given(caller: str, options: Mapping[str, Any], taken: Mapping[str, str]) -> dict[str, str]:
+    """The options by their lower-case names; one not `taken` raises `InvalidArgumentError`."""
+    given = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+    for key in sorted(given):
+        if key not in taken:
+            raise InvalidArgumentError(
+                f"{caller}: unknown option {key}; it takes {', '.join(sorted(taken.values()))}"
+            )
+    return given
 
 
 def _source(spark: SparkSession, path: str, topic: str, options: Mapping[str, str]) -> DataFrameReader:

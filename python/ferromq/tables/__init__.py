@@ -6,11 +6,15 @@ messages of chosen topics to one Delta table per topic, committed with the offse
 
 - Spark: `ferromq.spark.read_topic(spark, topic, path=store)` reads the table's files with Spark's
   own Parquet reader and the log's tail after them with the ferromq source: one DataFrame.
+  `ferromq.spark.read_topic_stream` is the stream that starts from the table and continues from
+  the log (its tasks read the table's files with `ferromq.tables.ranges`).
 - Plain Python: `ferromq.tables.read_arrow(table_root, topic)` (pyarrow), or `deltalake` itself
   (see `ferromq.tables.reader`).
 
 Layout, schema and commit records: `ferromq.tables.layout`.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ferromq.tables.layout import (
     PARTITION_COLUMNS,
@@ -20,7 +24,9 @@ from ferromq.tables.layout import (
     table_schema,
     table_uri,
 )
-from ferromq.tables.reader import Snapshot, committed_offsets, open_table, read_arrow, snapshot
+
+if TYPE_CHECKING:
+    from ferromq.tables.reader import Snapshot, committed_offsets, open_table, read_arrow, snapshot
 
 __all__ = [
     "PARTITION_COLUMNS",
@@ -35,3 +41,15 @@ __all__ = [
     "table_schema",
     "table_uri",
 ]
+
+_READER = frozenset({"Snapshot", "committed_offsets", "open_table", "read_arrow", "snapshot"})
+
+
+def __getattr__(name: str) -> Any:
+    # The reader imported on first use: deltalake and pyarrow.dataset (which imports pandas) cost
+    # ~0.2 s, and a Spark task that reads a table's files (ferromq.tables.ranges) needs neither.
+    if name in _READER:
+        from ferromq.tables import reader
+
+        return getattr(reader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,9 +19,11 @@ and `QueryBuilder` do not.)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -35,6 +37,7 @@ from ferromq.tables.layout import (
     table_schema,
     table_uri,
 )
+from ferromq.tables.ranges import DataFile, QueueFiles
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,42 @@ def snapshot(table: DeltaTable, queue_ids: Iterable[int] = (), predicate: str | 
         offsets=committed_offsets(table, queue_ids),
         rows=rows,
     )
+
+
+def queue_files(table: DeltaTable) -> dict[int, QueueFiles]:
+    """Per queue the table has rows of or a committed offset for: what its current version holds
+    (first offset, committed offset, data files with their offset statistics)."""
+    base = local_path(table.table_uri) or table.table_uri
+    actions = pa.table(table.get_add_actions(flatten=True))
+    by_queue: dict[int, list[DataFile]] = {}
+    for row in actions.select(_FILE_STATS).to_pylist() if actions.num_rows else []:
+        last_store = row["max.store_timestamp"]
+        # Statistics the writer always records; a file without them is taken to hold anything.
+        data_file = DataFile(
+            path=_join(base, row["path"]),
+            first=row["min.queue_offset"] if row["min.queue_offset"] is not None else 0,
+            last=row["max.queue_offset"] if row["max.queue_offset"] is not None else 2**63 - 1,
+            last_store_ms=None if last_store is None else int(last_store.timestamp() * 1000),
+        )
+        by_queue.setdefault(row["partition.queue_id"], []).append(data_file)
+    committed = committed_offsets(table, by_queue)
+    version = table.version()
+    out: dict[int, QueueFiles] = {}
+    for q, next_offset in committed.items():
+        files = tuple(sorted(by_queue.get(q, []), key=lambda f: (f.first, f.last)))
+        # No rows left (all lost before tiering, or past the table's retention): it holds nothing.
+        first = min((f.first for f in files), default=next_offset)
+        out[q] = QueueFiles(version, min(first, next_offset), next_offset, files)
+    return out
+
+
+_FILE_STATS = ["path", "min.queue_offset", "max.queue_offset", "max.store_timestamp", "partition.queue_id"]
+
+
+def _join(base: str, relative: str) -> str:
+    # Add actions name files relative to the table, percent-encoded (Delta's protocol).
+    relative = unquote(relative)
+    return os.path.join(base, relative) if os.path.isabs(base) else base.rstrip("/") + "/" + relative
 
 
 def dataset(snap: Snapshot) -> ds.Dataset:
