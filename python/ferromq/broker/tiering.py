@@ -42,7 +42,7 @@ from ferromq.broker.config import BrokerConfig
 from ferromq.broker.topics import SYSTEM_TOPICS
 from ferromq.tables.columns import BATCH_BYTES, QueueRows, read_queue
 from ferromq.tables.layout import table_root, table_uri
-from ferromq.tables.writer import TopicTable
+from ferromq.tables.writer import TopicTable, WrittenFile
 
 logger = logging.getLogger(__name__)
 
@@ -232,9 +232,14 @@ class TieringService:
                 return False
         share = max(BATCH_BYTES, s.max_commit_bytes // max(1, len(waiting)))
         ends = {q: hi for q, _, hi in queues}
+        # One queue's rows in memory at a time: read, written to files, dropped (the commit's
+        # bytes would otherwise all be held at once, and fresh pages cost more than reused ones).
         parts: list[QueueRows] = []
+        files: list[WrittenFile] = []
         for q in sorted(waiting):
-            parts.append(read_queue(self._store, topic, q, starts[q], ends[q], share))
+            part = read_queue(self._store, topic, q, starts[q], ends[q], share)
+            files += table.write_files([part])
+            parts.append(replace(part, batches=()))
         offsets = {q: starts[q] for q in gaps}
         offsets.update({p.queue_id: p.next_offset for p in parts if p.next_offset > starts[p.queue_id]})
         lost = sum(gaps.values()) + sum(p.lost for p in parts)
@@ -244,7 +249,6 @@ class TieringService:
             )
         if not offsets:
             return False
-        files = table.write_files(parts)
         if not self._pause_before_commit(topic, [f.action.path for f in files]):
             return False
         version = table.commit(files, offsets)
