@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -46,6 +47,8 @@ STOP_GRACE_SECONDS = 1.0
 # benches/grpc_bench.py on 2 cores, a second thread's cross-thread wakeups cost more CPU per call
 # (109 against 84 µs per send, 32 against 22 per received message) than it gains.
 FRONT_THREADS = 1
+# grpcio's socket folder: FOLDER_PREFIX, the broker's pid, "-", random characters.
+FOLDER_PREFIX = "ferromq-grpc-"
 
 
 class GrpcServer:
@@ -76,7 +79,8 @@ class GrpcServer:
         tls = self._tls()
         # mkdtemp makes the folder 0700: nothing but this user reaches grpcio past the front.
         # (Under the temporary directory, not the store: a socket's path is at most 107 bytes.)
-        self._folder = Path(tempfile.mkdtemp(prefix="ferromq-grpc-"))
+        remove_stale_folders(Path(tempfile.gettempdir()))
+        self._folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
         try:
             front = await self._start_both(self._folder / "grpc.sock", tls)
         except BaseException:
@@ -175,3 +179,35 @@ class GrpcServer:
         folder, self._folder = self._folder, None
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_stale_folders(tmp: Path) -> list[Path]:
+    """Removes the socket folders of brokers that died without removing theirs (`kill -9`): this
+    user's folders named with the pid of a process that no longer exists, holding nothing but
+    grpcio's socket. The folders removed."""
+    removed = []
+    uid = os.getuid()
+    for folder in tmp.glob(f"{FOLDER_PREFIX}*-*"):
+        pid_text = folder.name[len(FOLDER_PREFIX) :].split("-", 1)[0]
+        try:
+            if not pid_text.isdigit() or folder.stat().st_uid != uid or _alive(int(pid_text)):
+                continue
+            if any(entry.name != "grpc.sock" for entry in folder.iterdir()):
+                continue
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    if removed:
+        logger.info("removed %d socket folder(s) of brokers that are gone", len(removed))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
