@@ -32,6 +32,8 @@ __all__ = [
     "fifo_queue",
     "get_property",
     "grpc_check_group",
+    "grpc_check_invisible",
+    "grpc_send_failure",
     "grpc_check_topic",
     "grpc_message",
     "grpc_outgoing",
@@ -796,6 +798,14 @@ def grpc_check_topic(name: str) -> None:
 
 def grpc_check_group(name: str) -> None:
     """ValueError(ILLEGAL_CONSUMER_GROUP, text) when a 5.x client may not name group `name`."""
+
+def grpc_check_invisible(ms: int, min_ms: int | None = None) -> None:
+    """ValueError(ILLEGAL_INVISIBLE_TIME, text) for an invisible duration outside [min_ms, 12 h]
+    (min_ms None: a receive's minimum, 10 s)."""
+
+def grpc_send_failure(code: int, name: str) -> tuple[int, str]:
+    """The SendResultEntry's (code, text) of a send the broker answered with `code` (named
+    `name`), not SUCCESS."""
 
 def grpc_outgoing(message: bytes, peer: str, now_ms: int) -> tuple[str, int, int, str, str | None]:
     """A serialized v2 `Message` from `peer`, checked and made a RocketMQ message: its encoded

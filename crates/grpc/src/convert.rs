@@ -29,6 +29,7 @@ pub mod code {
     pub const ILLEGAL_MESSAGE_PROPERTY_KEY: i32 = 40007;
     pub const ILLEGAL_MESSAGE_ID: i32 = 40009;
     pub const ILLEGAL_DELIVERY_TIME: i32 = 40012;
+    pub const ILLEGAL_INVISIBLE_TIME: i32 = 40015;
     pub const INVALID_RECEIPT_HANDLE: i32 = 40013;
     pub const MESSAGE_PROPERTY_CONFLICT_WITH_TYPE: i32 = 40014;
     pub const MESSAGE_CORRUPTED: i32 = 40016;
@@ -58,6 +59,7 @@ pub mod code {
             ILLEGAL_MESSAGE_GROUP => "ILLEGAL_MESSAGE_GROUP",
             ILLEGAL_MESSAGE_PROPERTY_KEY => "ILLEGAL_MESSAGE_PROPERTY_KEY",
             ILLEGAL_MESSAGE_ID => "ILLEGAL_MESSAGE_ID",
+            ILLEGAL_INVISIBLE_TIME => "ILLEGAL_INVISIBLE_TIME",
             ILLEGAL_DELIVERY_TIME => "ILLEGAL_DELIVERY_TIME",
             INVALID_RECEIPT_HANDLE => "INVALID_RECEIPT_HANDLE",
             MESSAGE_PROPERTY_CONFLICT_WITH_TYPE => "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE",
@@ -188,6 +190,47 @@ fn control(text: &str) -> bool {
 
 fn blank(text: &str) -> bool {
     text.trim().is_empty()
+}
+
+/// The shortest invisible duration a receive may ask for (the proxy's
+/// `minInvisibleTimeMillsForRecv`); a change of a received message's may go down to 0.
+pub const MIN_RECEIVE_INVISIBLE_MS: i64 = 10_000;
+/// The longest invisible duration (the proxy's `maxInvisibleTimeMills`, 12 hours).
+pub const MAX_INVISIBLE_MS: i64 = 43_200_000;
+
+/// ILLEGAL_INVISIBLE_TIME, with the proxy's texts, for an invisible duration outside
+/// `[min, MAX_INVISIBLE_MS]`.
+pub fn check_invisible(ms: i64, min: i64) -> Result<(), Refusal> {
+    if ms < min {
+        return refuse(
+            code::ILLEGAL_INVISIBLE_TIME,
+            format!("the invisibleTime is too small. min is {min}"),
+        );
+    }
+    if ms > MAX_INVISIBLE_MS {
+        return refuse(
+            code::ILLEGAL_INVISIBLE_TIME,
+            format!("the invisibleTime is too large. max is {MAX_INVISIBLE_MS}"),
+        );
+    }
+    Ok(())
+}
+
+/// A send the broker answered with `send_code` (not SUCCESS), as the proxy answers the entry:
+/// the persistence and replica timeouts keep their meaning, any other failure is an internal
+/// error; the text names the broker's code (`name`).
+pub fn send_failure(send_code: i32, name: &str) -> Refusal {
+    use ferromq_remoting::codes::{FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE};
+    let code = match send_code {
+        FLUSH_DISK_TIMEOUT => code::MASTER_PERSISTENCE_TIMEOUT,
+        FLUSH_SLAVE_TIMEOUT => code::SLAVE_PERSISTENCE_TIMEOUT,
+        SLAVE_NOT_AVAILABLE => code::HA_NOT_AVAILABLE,
+        _ => code::INTERNAL_SERVER_ERROR,
+    };
+    Refusal {
+        code,
+        message: format!("send message failed, sendStatus={name}"),
+    }
 }
 
 /// Whether a topic name is one a client may use (`^[%|a-zA-Z0-9_-]+$`, at most 127); the text
@@ -746,5 +789,36 @@ mod tests {
             assert_eq!(q, fifo_queue("group-7", queues));
         }
         assert_eq!(fifo_queue("anything", 1), 0);
+    }
+
+    #[test]
+    fn invisible_bounds_and_send_failures_answer_as_the_proxy() {
+        assert!(check_invisible(MIN_RECEIVE_INVISIBLE_MS, MIN_RECEIVE_INVISIBLE_MS).is_ok());
+        assert!(check_invisible(MAX_INVISIBLE_MS, 0).is_ok());
+        let small = check_invisible(9_999, MIN_RECEIVE_INVISIBLE_MS).unwrap_err();
+        assert_eq!(small.code, code::ILLEGAL_INVISIBLE_TIME);
+        assert_eq!(
+            small.message,
+            "the invisibleTime is too small. min is 10000"
+        );
+        let large = check_invisible(MAX_INVISIBLE_MS + 1, 0).unwrap_err();
+        assert_eq!(
+            large.message,
+            "the invisibleTime is too large. max is 43200000"
+        );
+        let failed = send_failure(
+            ferromq_remoting::codes::FLUSH_DISK_TIMEOUT,
+            "FLUSH_DISK_TIMEOUT",
+        );
+        assert_eq!(failed.code, code::MASTER_PERSISTENCE_TIMEOUT);
+        assert_eq!(
+            failed.message,
+            "send message failed, sendStatus=FLUSH_DISK_TIMEOUT"
+        );
+        let other = send_failure(
+            ferromq_remoting::codes::SERVICE_NOT_AVAILABLE,
+            "SERVICE_NOT_AVAILABLE",
+        );
+        assert_eq!(other.code, code::INTERNAL_SERVER_ERROR);
     }
 }

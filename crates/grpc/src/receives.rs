@@ -40,8 +40,6 @@ pub const ACK_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/AckMessage";
 
 // The proxy's bounds (ProxyConfig defaults).
 const MIN_POLLING: Duration = Duration::from_millis(5_000);
-const MIN_INVISIBLE_MS: i64 = 10_000;
-const MAX_INVISIBLE_MS: i64 = 43_200_000;
 /// The proxy's refusal of a receipt whose message is visible again.
 pub const EXPIRED: &str = "receipt handle is expired";
 
@@ -161,7 +159,7 @@ impl Receives {
             .then(|| TagFilter::parse(expression))
             .flatten();
         let ours = !request.auto_renew
-            && (MIN_INVISIBLE_MS..=MAX_INVISIBLE_MS).contains(&invisible)
+            && convert::check_invisible(invisible, convert::MIN_RECEIVE_INVISIBLE_MS).is_ok()
             && convert::check_topic(topic).is_ok()
             && sends.topics.contains_key(topic)
             && convert::check_group(group).is_ok();

@@ -136,17 +136,16 @@ impl Sends {
                     recall_handle: stored.recall_handle.unwrap_or_default(),
                 }
             } else {
-                let (entry_code, name) = match send_code {
-                    FLUSH_DISK_TIMEOUT => (code::MASTER_PERSISTENCE_TIMEOUT, "FLUSH_DISK_TIMEOUT"),
-                    FLUSH_SLAVE_TIMEOUT => (code::SLAVE_PERSISTENCE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
-                    SLAVE_NOT_AVAILABLE => (code::HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE"),
-                    _ => (code::INTERNAL_SERVER_ERROR, "SYSTEM_ERROR"),
+                // The front's sends fail only with these codes (or the plane's SYSTEM_ERROR).
+                let name = match send_code {
+                    FLUSH_DISK_TIMEOUT => "FLUSH_DISK_TIMEOUT",
+                    FLUSH_SLAVE_TIMEOUT => "FLUSH_SLAVE_TIMEOUT",
+                    SLAVE_NOT_AVAILABLE => "SLAVE_NOT_AVAILABLE",
+                    _ => "SYSTEM_ERROR",
                 };
+                let failed = convert::send_failure(send_code, name);
                 SendResultEntry {
-                    status: Some(status(
-                        entry_code,
-                        &format!("send message failed, sendStatus={name}"),
-                    )),
+                    status: Some(status(failed.code, &failed.message)),
                     message_id,
                     ..Default::default()
                 }

@@ -150,6 +150,22 @@ pub(crate) fn grpc_check_group(name: &str) -> PyResult<()> {
     convert::check_group(name).map_err(refusal)
 }
 
+/// ValueError(ILLEGAL_INVISIBLE_TIME, text) for an invisible duration outside `[min_ms, max]`;
+/// `min_ms` None: a receive's minimum.
+#[pyfunction]
+#[pyo3(signature = (ms, min_ms=None))]
+pub(crate) fn grpc_check_invisible(ms: i64, min_ms: Option<i64>) -> PyResult<()> {
+    convert::check_invisible(ms, min_ms.unwrap_or(convert::MIN_RECEIVE_INVISIBLE_MS))
+        .map_err(refusal)
+}
+
+/// The entry's (code, text) of a send the broker answered with `code` (named `name`), not SUCCESS.
+#[pyfunction]
+pub(crate) fn grpc_send_failure(code: i32, name: &str) -> (i32, String) {
+    let failed = convert::send_failure(code, name);
+    (failed.code, failed.message)
+}
+
 /// A 5.x client's message (`apache.rocketmq.v2.Message`, serialized) checked and made the
 /// RocketMQ message the proxy makes of it, from `peer` at `now_ms`: its properties, system
 /// flag, born timestamp (0: none given), type and FIFO message group. ValueError(code, message)

@@ -38,6 +38,20 @@ def check_group_name(name: str) -> None:
         raise _refusal(e) from None
 
 
+def check_invisible(ms: int, *, receive: bool) -> None:
+    """ILLEGAL_INVISIBLE_TIME, with the proxy's texts, for an invisible duration out of bounds: a
+    receive's (at least 10 s) or a change's (at least 0), at most 12 hours."""
+    try:
+        _store.grpc_check_invisible(ms, None if receive else 0)
+    except ValueError as e:
+        raise _refusal(e) from None
+
+
+def send_failure(code: int, name: str) -> tuple[int, str]:
+    """The entry's (code, text) of a send the broker answered with `code` (named `name`)."""
+    return _store.grpc_send_failure(code, name)
+
+
 @dataclass(frozen=True)
 class Outgoing:
     """A v2 message as the broker stores it."""

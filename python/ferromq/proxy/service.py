@@ -48,7 +48,6 @@ R = TypeVar("R")
 
 # The proxy's bounds (ProxyConfig defaults).
 MIN_POLLING_MS, MAX_POLLING_MS = 5_000, 20_000
-MIN_INVISIBLE_MS, MAX_INVISIBLE_MS = 10_000, 43_200_000
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 # The client's address, set by the gRPC front (crates/grpc, ferromq_grpc::PEER_HEADER).
 PEER_HEADER = "x-ferromq-peer"
@@ -420,10 +419,10 @@ class MessagingService(rpc.MessagingServiceServicer):
         code, fields = sent.code, sent.fields
         message_id = m.system_properties.message_id
         if code != ResponseCode.SUCCESS:
-            entry_code = _SEND_CODES.get(code, Code.INTERNAL_SERVER_ERROR)
             name = ResponseCode(code).name if code in ResponseCode._value2member_map_ else str(code)
+            entry_code, text = convert.send_failure(code, name)
             return spb.SendResultEntry(
-                status=status(entry_code, f"send message failed, sendStatus={name}"),
+                status=status(entry_code, text),
                 message_id=message_id,
             )
         queue_offset = int(fields.get("queueOffset", "0"))
@@ -512,14 +511,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             invisible = (
                 _duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else 0
             )
-            if invisible < MIN_INVISIBLE_MS:
-                raise ProxyError(
-                    Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min is {MIN_INVISIBLE_MS}"
-                )
-            if invisible > MAX_INVISIBLE_MS:
-                raise ProxyError(
-                    Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}"
-                )
+            convert.check_invisible(invisible, receive=True)
         expression = request.filter_expression
         sql = None
         try:
@@ -625,12 +617,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             group = request.group.name
             receipt, commit_log_offset, where = self._held_message(context, request)
             invisible = _duration_ms(request.invisible_duration)
-            if invisible < 0:
-                raise ProxyError(Code.ILLEGAL_INVISIBLE_TIME, "the invisibleTime is too small. min is 0")
-            if invisible > MAX_INVISIBLE_MS:
-                raise ProxyError(
-                    Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}"
-                )
+            convert.check_invisible(invisible, receive=False)
             pop_time, invisible_time, revive_qid = await self.backend.change_invisible(
                 group, where, receipt, invisible
             )
@@ -749,13 +736,6 @@ class MessagingService(rpc.MessagingServiceServicer):
 
 
 # A send the broker stored but whose wait failed: the entry's code (SendMessageActivity).
-_SEND_CODES: dict[int, int] = {
-    ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
-}
-
-
 def _topic_perm(messages: Sequence[pb.Message], needed: int) -> dict[str, int]:
     return {m.topic.name: needed for m in messages}
 
