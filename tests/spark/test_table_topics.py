@@ -194,6 +194,7 @@ def test_broker_conf_keys(tmp_path: Path) -> None:
         ("tableTopics=a b\n", "tableTopics"),
         ("tableTopicIntervalSeconds=0\n", "tableTopicIntervalSeconds"),
         ("tableTopicMaxCommitBytes=10\n", "tableTopicMaxCommitBytes"),
+        ("tableTopicCompactionFiles=-1\n", "tableTopicCompactionFiles"),
     ):
         conf.write_text(bad)
         with pytest.raises(ConfigError, match=key):
@@ -235,6 +236,36 @@ def test_offsets_retention_deleted_before_tiering_are_skipped_and_counted(tmp_pa
         assert table_offsets(root, "Gone") == {0: 300}
         rows = read_arrow(table_root(root), "Gone", columns=["queue_offset", "body"])
         assert sorted(rows.column("queue_offset").to_pylist()) == [*range(20), *range(lo, 300)]
+
+
+def test_a_partition_is_compacted_once_enough_files_were_added(tmp_path: Path) -> None:
+    """In process: tableTopicCompactionFiles=3 merges a queue's day once three commits added a
+    file each, without waiting for the schedule (off here); the rows stay the same."""
+    root = tmp_path / "store"
+    settings = TieringSettings.of(
+        load_broker_config(
+            store_path_root_dir=str(root),
+            table_topics="Busy",
+            table_topic_min_rows=1,
+            table_topic_compaction_interval_seconds=0,
+            table_topic_compaction_files=3,
+        )
+    )
+    with MessageStore(root) as store:
+        service = TieringService(store.raw, settings)
+        files = []
+        for commit in range(4):
+            for i in range(commit * 10, commit * 10 + 10):
+                store.put("Busy", 0, _body(i), tags="T")
+            service.run_once()
+            table = open_table(table_root(root), "Busy")
+            assert table is not None
+            files.append(len(table.file_uris()))
+        [progress] = service.progress()
+    assert files == [1, 2, 1, 2], "the third commit's files were merged into one"
+    assert progress.maintain_cpu_seconds > 0 and progress.commits == 4
+    rows = read_arrow(table_root(root), "Busy", columns=["queue_offset"])
+    assert sorted(rows.column("queue_offset").to_pylist()) == list(range(40))
 
 
 def test_the_table_rows_have_the_spark_sources_schema() -> None:

@@ -266,7 +266,9 @@ class BrokerConfig:
     # at most tableTopicMaxCommitBytes of records per commit. Every
     # tableTopicCompactionIntervalSeconds (0: never) small files are merged towards
     # tableTopicTargetFileBytes, days older than tableTopicRetentionDays (0: kept forever) are
-    # deleted, and files unused for tableTopicVacuumRetentionHours are removed.
+    # deleted, and files unused for tableTopicVacuumRetentionHours are removed. A partition (day
+    # and queue) to which tableTopicCompactionFiles files were added since it was last compacted
+    # is compacted at once (0: only on the schedule).
     table_topics: str = ""
     table_topic_path: str | None = None
     table_topic_interval_seconds: int = 10
@@ -275,6 +277,7 @@ class BrokerConfig:
     table_topic_max_commit_bytes: int = 256 * 1024 * 1024
     table_topic_compaction_interval_seconds: int = 3600
     table_topic_target_file_bytes: int = 128 * 1024 * 1024
+    table_topic_compaction_files: int = 16
     table_topic_retention_days: int = 0
     table_topic_vacuum_retention_hours: int = 168
     profile: str = "rocketmq"
@@ -534,6 +537,7 @@ _AT_LEAST: dict[str, int] = {
     "table_topic_max_commit_bytes": 1024 * 1024,
     "table_topic_compaction_interval_seconds": 0,
     "table_topic_target_file_bytes": 1024 * 1024,
+    "table_topic_compaction_files": 0,
     "table_topic_retention_days": 0,
     "table_topic_vacuum_retention_hours": 0,
 }

@@ -14,7 +14,10 @@ topic further behind is committed again at once. On start, each table says where
 Every `tableTopicCompactionIntervalSeconds` each table's small files are merged (Delta optimize),
 days older than `tableTopicRetentionDays` are deleted, and files no version of the last
 `tableTopicVacuumRetentionHours` uses are removed (vacuum, which also removes files a crash left
-uncommitted).
+uncommitted). Between those, a partition (a day of a queue) is compacted as soon as
+`tableTopicCompactionFiles` files were added to it since its last compaction: a busy topic's
+commits (one file per queue each, every few seconds) would otherwise leave readers thousands of
+small files until the schedule's next run.
 
 Offsets retention deleted before they were tiered are skipped, logged, counted (`rows_lost`) and
 recorded as passed in the next commit. The work runs on one thread of its own: the store's reads
@@ -65,6 +68,7 @@ class TieringSettings:
     max_delay_ms: int
     max_commit_bytes: int
     compaction_interval: float
+    compaction_files: int
     target_file_bytes: int
     retention_days: int
     vacuum_retention_hours: int
@@ -81,6 +85,7 @@ class TieringSettings:
             max_delay_ms=cfg.table_topic_max_delay_seconds * 1000,
             max_commit_bytes=cfg.table_topic_max_commit_bytes,
             compaction_interval=float(cfg.table_topic_compaction_interval_seconds),
+            compaction_files=cfg.table_topic_compaction_files,
             target_file_bytes=cfg.table_topic_target_file_bytes,
             retention_days=cfg.table_topic_retention_days,
             vacuum_retention_hours=cfg.table_topic_vacuum_retention_hours,
@@ -128,6 +133,8 @@ class TieringService:
         self._task: asyncio.Task[None] | None = None
         self._running: asyncio.Future[bool] | None = None
         self._last_maintenance = time.monotonic()
+        # Per topic, per partition (day, queue id): files added since it was last compacted.
+        self._added: dict[str, dict[tuple[str, int], int]] = {}
         self._pause_file = os.environ.get(PAUSE_ENV) or None
 
     @classmethod
@@ -196,6 +203,7 @@ class TieringService:
                 self._update(topic, failures=1, last_error=f"{type(e).__name__}: {e}")
             finally:
                 self._update(topic, tier_cpu_seconds=time.thread_time() - cpu)
+            self._compact_busy_partitions(topic)
         interval = self.settings.compaction_interval
         if interval > 0 and time.monotonic() - self._last_maintenance >= interval:
             # Also tables whose topic the log no longer holds: their retention still applies.
@@ -253,6 +261,10 @@ class TieringService:
             return False
         version = table.commit(files, offsets)
         rows = sum(f.rows for f in files)
+        added = self._added.setdefault(topic, {})
+        for f in files:
+            day, queue = f.action.partition_values["day"], int(f.action.partition_values["queue_id"])
+            added[day, queue] = added.get((day, queue), 0) + 1
         logger.debug("table topic %s: version %d, %d row(s) in %d file(s)", topic, version, rows, len(files))
         self._update(
             topic,
@@ -267,6 +279,30 @@ class TieringService:
         # Only a queue that moved and has more: one that cannot move must not spin the loop.
         return any(p.start < p.next_offset < ends[p.queue_id] for p in parts)
 
+    def _compact_busy_partitions(self, topic: str) -> None:
+        """Compacts the topic's partitions that reached `compaction_files` added files."""
+        threshold = self.settings.compaction_files
+        added = self._added.get(topic, {})
+        busy = sorted(p for p, n in added.items() if threshold > 0 and n >= threshold)
+        if not busy or self._stopping.is_set():
+            return
+        cpu = time.thread_time()
+        try:
+            table = self._table(topic)
+            for day, queue in busy:
+                removed = table.compact(self.settings.target_file_bytes, partition=(day, queue))
+                del added[day, queue]
+                logger.debug(
+                    "table topic %s: day %s of queue %d compacted, %d file(s)", topic, day, queue, removed
+                )
+            self._update(topic, version=table.version)
+        except Exception as e:
+            logger.exception("table topic %s: compaction failed", topic)
+            self._tables.pop(topic, None)
+            self._update(topic, failures=1, last_error=f"{type(e).__name__}: {e}")
+        finally:
+            self._update(topic, maintain_cpu_seconds=time.thread_time() - cpu)
+
     def maintain(self, topics: Iterable[str]) -> None:
         """Compaction, the table's retention and vacuum of each topic's table."""
         s = self.settings
@@ -277,6 +313,7 @@ class TieringService:
             try:
                 table = self._table(topic)
                 removed = table.compact(s.target_file_bytes)
+                self._added.pop(topic, None)
                 expired = table.expire(s.retention_days) if s.retention_days > 0 else 0
                 vacuumed = table.vacuum(s.vacuum_retention_hours)
                 self._update(topic, version=table.version)

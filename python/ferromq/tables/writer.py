@@ -213,10 +213,14 @@ class TopicTable:
             finally:
                 os.close(fd)
 
-    def compact(self, target_size: int) -> int:
-        """Merges small files of each partition (Delta's optimize); the files removed."""
+    def compact(self, target_size: int, partition: tuple[str, int] | None = None) -> int:
+        """Merges small files of each partition, or of one (day, queue id) (Delta's optimize); the
+        files removed."""
+        only = (
+            None if partition is None else [("day", "=", partition[0]), ("queue_id", "=", str(partition[1]))]
+        )
         metrics = self.table.optimize.compact(
-            target_size=target_size, writer_properties=_compaction_properties()
+            partition_filters=only, target_size=target_size, writer_properties=_compaction_properties()
         )
         self.table.update_incremental()
         return int(metrics.get("numFilesRemoved", 0))
