@@ -259,7 +259,9 @@ def test_table_topics_page_and_api(tiered: Tiered) -> None:
     # rows tiered 3, lag 0, 1 commit or more, a version, no failure
     cells = [c.split(">", 1)[1].split("<", 1)[0] for c in row.split("<td")[1:]]
     assert cells[0:2] == ["3", "0"] and int(cells[2]) >= 1 and cells[3] != "-", cells
-    assert cells[5] == "0" and cells[7] == "", cells
+    assert cells[5] == "0" and cells[8] == "", cells
+    tier_cpu, maintain_cpu = (float(x) for x in cells[7].split(" / "))  # the tiering thread's CPU
+    assert tier_cpu >= 0 and maintain_cpu >= 0, cells
     assert f"/tables/{t.topic}" in row  # the table's URI
 
     status, body = get(t.url + "api/tables")
@@ -270,6 +272,7 @@ def test_table_topics_page_and_api(tiered: Tiered) -> None:
     assert (table["topic"], table["rows_tiered"], table["lag"], table["failures"]) == (t.topic, 3, 0, 0)
     assert table["commits"] >= 1 and table["version"] >= 1 and table["last_commit_ms"] > 0
     assert table["uri"].endswith(f"/tables/{t.topic}") and table["last_error"] is None
+    assert table["tier_cpu_seconds"] > 0, table
 
 
 def test_table_topics_in_runtime_info_and_admin(tiered: Tiered) -> None:
@@ -305,8 +308,8 @@ def test_an_unreachable_broker_is_shown_as_such() -> None:
         {"cluster": "C", "name": "broker-b", "id": 0, "addr": "127.0.0.1:2", "tables": []},
     ]
     text = env.get_template("tables.html").render(namesrv="-", page="tables.html", brokers=brokers, ms=str)
-    assert '<td colspan="10" class="error">not available: connection refused</td>' in text
-    assert '<td>127.0.0.1:2</td>\n      <td colspan="10">tiers no topic</td>' in text
+    assert '<td colspan="11" class="error">not available: connection refused</td>' in text
+    assert '<td>127.0.0.1:2</td>\n      <td colspan="11">tiers no topic</td>' in text
 
 
 def admin_json(namesrv: str, *args: str) -> Any:
