@@ -36,8 +36,9 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from ferromq import _store
@@ -194,15 +195,8 @@ class TieringService:
         for topic in sorted(by_topic):
             if self._stopping.is_set():
                 return False
-            cpu = time.thread_time()
-            try:
+            with self._work(topic, "tiering", maintenance=False):
                 more |= self._tier(topic, sorted(by_topic[topic]))
-            except Exception as e:
-                logger.exception("table topic %s: tiering failed; the table is read again next time", topic)
-                self._tables.pop(topic, None)
-                self._update(topic, failures=1, last_error=f"{type(e).__name__}: {e}")
-            finally:
-                self._update(topic, tier_cpu_seconds=time.thread_time() - cpu)
             self._compact_busy_partitions(topic)
         interval = self.settings.compaction_interval
         if interval > 0 and time.monotonic() - self._last_maintenance >= interval:
@@ -263,8 +257,7 @@ class TieringService:
         rows = sum(f.rows for f in files)
         added = self._added.setdefault(topic, {})
         for f in files:
-            day, queue = f.action.partition_values["day"], int(f.action.partition_values["queue_id"])
-            added[day, queue] = added.get((day, queue), 0) + 1
+            added[f.day, f.queue_id] = added.get((f.day, f.queue_id), 0) + 1
         logger.debug("table topic %s: version %d, %d row(s) in %d file(s)", topic, version, rows, len(files))
         self._update(
             topic,
@@ -286,8 +279,7 @@ class TieringService:
         busy = sorted(p for p, n in added.items() if threshold > 0 and n >= threshold)
         if not busy or self._stopping.is_set():
             return
-        cpu = time.thread_time()
-        try:
+        with self._work(topic, "compaction", maintenance=True):
             table = self._table(topic)
             for day, queue in busy:
                 removed = table.compact(self.settings.target_file_bytes, partition=(day, queue))
@@ -296,12 +288,6 @@ class TieringService:
                     "table topic %s: day %s of queue %d compacted, %d file(s)", topic, day, queue, removed
                 )
             self._update(topic, version=table.version)
-        except Exception as e:
-            logger.exception("table topic %s: compaction failed", topic)
-            self._tables.pop(topic, None)
-            self._update(topic, failures=1, last_error=f"{type(e).__name__}: {e}")
-        finally:
-            self._update(topic, maintain_cpu_seconds=time.thread_time() - cpu)
 
     def maintain(self, topics: Iterable[str]) -> None:
         """Compaction, the table's retention and vacuum of each topic's table."""
@@ -309,8 +295,7 @@ class TieringService:
         for topic in sorted(topics):
             if self._stopping.is_set():
                 return
-            cpu = time.thread_time()
-            try:
+            with self._work(topic, "compaction or vacuum", maintenance=True):
                 table = self._table(topic)
                 removed = table.compact(s.target_file_bytes)
                 self._added.pop(topic, None)
@@ -324,12 +309,25 @@ class TieringService:
                     expired,
                     vacuumed,
                 )
-            except Exception as e:
-                logger.exception("table topic %s: compaction or vacuum failed", topic)
-                self._tables.pop(topic, None)
-                self._update(topic, failures=1, last_error=f"{type(e).__name__}: {e}")
-            finally:
-                self._update(topic, maintain_cpu_seconds=time.thread_time() - cpu)
+
+    @contextmanager
+    def _work(self, topic: str, what: str, *, maintenance: bool) -> Iterator[None]:
+        """Runs one piece of a topic's work on the service's thread. A failure is logged and
+        counted, shown as the topic's last error, and the table is read again next time; the
+        thread's CPU time goes to the topic's tiering or maintenance time."""
+        cpu = time.thread_time()
+        try:
+            yield
+        except Exception as e:
+            logger.exception("table topic %s: %s failed; the table is read again next time", topic, what)
+            self._tables.pop(topic, None)
+            self._update(topic, failures=1, last_error=f"{type(e).__name__}: {e}")
+        finally:
+            spent = time.thread_time() - cpu
+            if maintenance:
+                self._update(topic, maintain_cpu_seconds=spent)
+            else:
+                self._update(topic, tier_cpu_seconds=spent)
 
     def _pause_before_commit(self, topic: str, files: list[str]) -> bool:
         """The test hook (`PAUSE_ENV`); False when the broker stopped during the pause."""

@@ -78,6 +78,8 @@ class WrittenFile:
 
     action: AddAction
     queue_id: int
+    day: str
+    """Its partition: the queue, and the UTC day of its rows (ISO)."""
     rows: int
 
 
@@ -168,7 +170,7 @@ class TopicTable:
             data_change=True,
             stats=json.dumps(_stats(data)),
         )
-        return WrittenFile(action, queue_id, rows.num_rows)
+        return WrittenFile(action, queue_id, day.isoformat(), rows.num_rows)
 
     def commit(self, files: Sequence[WrittenFile], offsets: dict[int, int]) -> int:
         """Adds `files` and records each queue's next offset in one Delta commit; the new version.
