@@ -11,6 +11,7 @@ retention deletes after its tables were compacted.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -34,6 +35,8 @@ from ferromq.broker.tiering import PAUSE_ENV, TieringService, TieringSettings
 from ferromq.client import Message
 from ferromq.client.blocking import BlockingProducer
 from ferromq.errors import InvalidArgumentError
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode as R
 from ferromq.spark import read_topic
 from ferromq.spark.schema import arrow_schema
 from ferromq.store import MessageStore
@@ -41,7 +44,9 @@ from ferromq.tables import committed_offsets, open_table, read_arrow, row_schema
 from ferromq.tables.layout import table_root
 from ferromq.testing import Broker, BrokerProcess, wait_until
 from ferromq.testing.process import ferromq_command
+from tests.integration.brokerkit import Client, properties, running, send_ext
 from tests.interop.conftest import stop_ferromq
+from tests.waiting import until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 
@@ -195,6 +200,7 @@ def test_broker_conf_keys(tmp_path: Path) -> None:
         ("tableTopicIntervalSeconds=0\n", "tableTopicIntervalSeconds"),
         ("tableTopicMaxCommitBytes=10\n", "tableTopicMaxCommitBytes"),
         ("tableTopicCompactionFiles=-1\n", "tableTopicCompactionFiles"),
+        ("tableTopicRole=BOTH\n", "tableTopicRole"),
     ):
         conf.write_text(bad)
         with pytest.raises(ConfigError, match=key):
@@ -266,6 +272,52 @@ def test_a_partition_is_compacted_once_enough_files_were_added(tmp_path: Path) -
     assert progress.maintain_cpu_seconds > 0 and progress.commits == 4
     rows = read_arrow(table_root(root), "Busy", columns=["queue_offset"])
     assert sorted(rows.column("queue_offset").to_pylist()) == list(range(40))
+
+
+def test_with_table_topic_role_slave_the_slave_tiers_and_the_master_does_not(tmp_path: Path) -> None:
+    """tableTopicRole=SLAVE: the slave, which replicates the master's messages, appends them to its
+    own table; the master runs no tiering at all. In-process master and slave on real sockets."""
+    tables = {
+        "table_topics": "Replicated",
+        "table_topic_role": "SLAVE",
+        "table_topic_min_rows": 1,
+        "table_topic_interval_seconds": 1,
+        "table_topic_max_delay_seconds": 0,
+        "ha_send_heartbeat_interval": 200,
+        "ha_listen_port": 0,
+    }
+
+    async def body() -> None:
+        async with running(tmp_path / "m", broker_role="ASYNC_MASTER", **tables) as (ns, master):
+            async with running(tmp_path / "s", namesrv=ns, broker_role="SLAVE", broker_id=1, **tables) as (
+                _,
+                slave,
+            ):
+                client = await Client().connect(master.port)
+                try:
+                    for i in range(40):
+                        props = properties(TAGS="A", KEYS=f"k{i}")
+                        r = await client.call(RC.SEND_MESSAGE, send_ext("Replicated", i % 4, props), _body(i))
+                        assert r.code == R.SUCCESS, r.remark
+                finally:
+                    await client.close()
+                slave_store = Path(slave.config.store_path_root_dir)
+                await until(
+                    lambda: fully_tiered(slave_store, "Replicated"), "the slave's table", timeout=WAIT
+                )
+                assert master.tiering is None and slave.tiering is not None
+                [progress] = slave.tiering.progress()
+                assert progress.rows_tiered == 40 and progress.tier_cpu_seconds > 0
+                assert not (Path(master.config.store_path_root_dir) / "tables").exists()
+
+    asyncio.run(asyncio.wait_for(body(), 120))
+    rows = read_arrow(
+        table_root(tmp_path / "s" / "store"), "Replicated", columns=["queue_id", "queue_offset", "body"]
+    )
+    got = {
+        (q, o): b for q, o, b in zip(*(rows.column(c).to_pylist() for c in rows.column_names), strict=True)
+    }
+    assert got == {(i % 4, i // 4): _body(i) for i in range(40)}
 
 
 def test_the_table_rows_have_the_spark_sources_schema() -> None:

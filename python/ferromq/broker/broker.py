@@ -308,12 +308,17 @@ class Broker:
         return AclGuard(acl)
 
     async def _start_tiering(self) -> None:
-        """Table topics, when tableTopics names any, on a master outside controller mode."""
+        """Table topics, when tableTopics names any, outside controller mode: on the master, or on
+        its slaves with tableTopicRole=SLAVE (they hold the same messages)."""
         cfg = self.config
         if not cfg.table_topics.strip():
             return
-        if cfg.is_slave or cfg.enable_controller_mode:
-            logger.warning("tableTopics is set but table topics run only on a master outside controller mode")
+        if cfg.enable_controller_mode:
+            logger.warning("tableTopics is set but table topics do not run in controller mode")
+            return
+        if cfg.is_slave != (cfg.table_topic_role == "SLAVE"):
+            where = cfg.table_topic_role.lower()
+            logger.info("table topics: tiered by the %s (tableTopicRole), not here", where)
             return
         # deltalake and pyarrow only where tables are written.
         from ferromq.broker.tiering import TieringService

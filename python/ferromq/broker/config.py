@@ -268,7 +268,9 @@ class BrokerConfig:
     # tableTopicTargetFileBytes, days older than tableTopicRetentionDays (0: kept forever) are
     # deleted, and files unused for tableTopicVacuumRetentionHours are removed. A partition (day
     # and queue) to which tableTopicCompactionFiles files were added since it was last compacted
-    # is compacted at once (0: only on the schedule).
+    # is compacted at once (0: only on the schedule). tableTopicRole says which broker of a
+    # master-slave pair tiers: MASTER (default), or SLAVE: the slave, which holds the same
+    # messages, does the work and the master spends no CPU on it.
     table_topics: str = ""
     table_topic_path: str | None = None
     table_topic_interval_seconds: int = 10
@@ -278,6 +280,7 @@ class BrokerConfig:
     table_topic_compaction_interval_seconds: int = 3600
     table_topic_target_file_bytes: int = 128 * 1024 * 1024
     table_topic_compaction_files: int = 16
+    table_topic_role: str = "MASTER"
     table_topic_retention_days: int = 0
     table_topic_vacuum_retention_hours: int = 168
     profile: str = "rocketmq"
@@ -462,6 +465,8 @@ class BrokerConfig:
                 bad("table_topics", f"names or regex:PATTERN with a valid regular expression ({e})")
         elif not all(_TOPIC_NAME.fullmatch(n) for n in names):
             bad("table_topics", "comma-separated topic names, or regex:PATTERN")
+        if self.table_topic_role not in TABLE_TOPIC_ROLES:
+            bad("table_topic_role", " or ".join(TABLE_TOPIC_ROLES))
         if self.profile not in PROFILES:
             out.append(("profile", f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}"))
         return out
@@ -469,6 +474,8 @@ class BrokerConfig:
 
 METRICS_EXPORTER_TYPES = ("DISABLE", "PROM")
 DATA_PLANES = ("rust", "python")
+# tableTopicRole: which broker of a master-slave pair tiers its table topics.
+TABLE_TOPIC_ROLES = ("MASTER", "SLAVE")
 # tableTopics: this prefix makes the rest a regular expression over topic names.
 TABLE_TOPICS_REGEX = "regex:"
 _TOPIC_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")  # TopicValidator's characters and length
