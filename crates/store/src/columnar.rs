@@ -6,13 +6,10 @@
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Result, StoreError};
-use crate::message::{
-    property, push_offset_msg_id, sysflag, RecordView, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
-};
+use crate::message::{property, push_offset_msg_id, sysflag, PropertySpans, RecordView};
 
 /// Which records a [`ColumnBuilder`] keeps, and whether it decodes the properties map. Ranges
 /// are `[min, max)`; timestamps are in ms, as stored.
@@ -238,49 +235,6 @@ fn write_decimal(out: &mut Vec<u8>, mut n: u32) {
     out.extend_from_slice(&digits[at..]);
 }
 
-/// A record's properties as Java's decoder reads them into its map (see
-/// [`crate::message::parse_properties`]: entries without a name or a value dropped, a repeated
-/// name in its first position with its last value), as spans of the properties string found in
-/// one pass; the spans' vector is reused from record to record.
-#[derive(Default)]
-struct PropertySpans {
-    entries: Vec<(Range<usize>, Range<usize>)>,
-}
-
-impl PropertySpans {
-    fn parse(&mut self, props: &str) {
-        self.entries.clear();
-        let bytes = props.as_bytes();
-        let mut start = 0;
-        while start < bytes.len() {
-            let end = memchr::memchr(PROPERTY_SEPARATOR as u8, &bytes[start..])
-                .map_or(bytes.len(), |i| start + i);
-            if let Some(eq) = memchr::memchr(NAME_VALUE_SEPARATOR as u8, &bytes[start..end]) {
-                let (name, value) = (start..start + eq, start + eq + 1..end);
-                if !name.is_empty() && !value.is_empty() {
-                    let known = self
-                        .entries
-                        .iter_mut()
-                        .find(|(n, _)| bytes[n.clone()] == bytes[name.clone()]);
-                    match known {
-                        Some(entry) => entry.1 = value,
-                        None => self.entries.push((name, value)),
-                    }
-                }
-            }
-            start = end + 1;
-        }
-    }
-
-    /// The value of `name`, if the record has one.
-    fn get<'a>(&self, props: &'a str, name: &str) -> Option<&'a str> {
-        self.entries
-            .iter()
-            .find(|(n, _)| &props[n.clone()] == name)
-            .map(|(_, v)| &props[v.clone()])
-    }
-}
-
 impl ColumnBuilder {
     pub fn new(filter: ColumnFilter) -> Self {
         Self::with_capacity(filter, 0, 0)
@@ -363,9 +317,9 @@ impl ColumnBuilder {
         b.tags.push_opt(tags)?;
         b.keys.push_opt(keys)?;
         if self.filter.include_properties {
-            for (k, v) in &self.properties.entries {
-                b.property_keys.push(&props.as_bytes()[k.clone()])?;
-                b.property_values.push(&props.as_bytes()[v.clone()])?;
+            for (k, v) in self.properties.pairs(props) {
+                b.property_keys.push(k.as_bytes())?;
+                b.property_values.push(v.as_bytes())?;
                 self.property_entries += 1;
             }
             b.property_offsets
@@ -449,33 +403,6 @@ mod tests {
             .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
             .collect();
         assert_eq!(offsets, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 11]);
-    }
-
-    #[test]
-    fn properties_in_one_pass_are_read_as_javas_map() {
-        let cases = [
-            "",
-            "TAGS\u{1}a\u{2}KEYS\u{1}k1 k2\u{2}UNIQ_KEY\u{1}U",
-            // Repeated names keep their first position and take their last value.
-            "TAGS\u{1}a\u{2}KEYS\u{1}k\u{2}TAGS\u{1}b\u{2}",
-            // Entries without a name, a value or a separator are dropped.
-            "\u{1}x\u{2}TAGS\u{1}\u{2}junk\u{2}\u{2}KEYS\u{1}k\u{2}",
-            "TAGS\u{1}a\u{1}b",
-        ];
-        let mut spans = PropertySpans::default();
-        for props in cases {
-            spans.parse(props);
-            let got: Vec<(&str, &str)> = spans
-                .entries
-                .iter()
-                .map(|(k, v)| (&props[k.clone()], &props[v.clone()]))
-                .collect();
-            assert_eq!(got, crate::message::parse_properties(props), "{props:?}");
-            let dispatch = crate::message::DispatchProperties::parse(props);
-            assert_eq!(spans.get(props, property::TAGS), dispatch.tags, "{props:?}");
-            assert_eq!(spans.get(props, property::KEYS), dispatch.keys, "{props:?}");
-            assert_eq!(spans.get(props, property::UNIQ_KEY), dispatch.uniq_key);
-        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::ops::Range;
 
 use crate::error::{Result, StoreError};
 
@@ -517,20 +518,61 @@ pub fn index_tokens<'a>(
 /// The properties as Java's decoder reads them into its map: entries without a name or a value
 /// are dropped, and a repeated name keeps its first position and takes its last value.
 pub fn parse_properties(props: &str) -> Vec<(&str, &str)> {
-    let mut entries: Vec<(&str, &str)> = Vec::with_capacity(8);
-    for entry in props.split(PROPERTY_SEPARATOR) {
-        let Some((k, v)) = entry.split_once(NAME_VALUE_SEPARATOR) else {
-            continue;
-        };
-        if k.is_empty() || v.is_empty() {
-            continue;
-        }
-        match entries.iter_mut().find(|(n, _)| *n == k) {
-            Some(e) => e.1 = v,
-            None => entries.push((k, v)),
+    let mut spans = PropertySpans::default();
+    spans.parse(props);
+    spans.pairs(props).collect()
+}
+
+/// [`parse_properties`] as spans of the properties string, found in one pass, in a vector a
+/// caller decoding many records reuses from record to record.
+#[derive(Debug, Default)]
+pub struct PropertySpans {
+    entries: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl PropertySpans {
+    /// Reads `props`, forgetting the record read before.
+    pub fn parse(&mut self, props: &str) {
+        self.entries.clear();
+        let bytes = props.as_bytes();
+        let mut start = 0;
+        while start < bytes.len() {
+            let end = memchr::memchr(PROPERTY_SEPARATOR as u8, &bytes[start..])
+                .map_or(bytes.len(), |i| start + i);
+            if let Some(eq) = memchr::memchr(NAME_VALUE_SEPARATOR as u8, &bytes[start..end]) {
+                let (name, value) = (start..start + eq, start + eq + 1..end);
+                if !name.is_empty() && !value.is_empty() {
+                    let known = self
+                        .entries
+                        .iter_mut()
+                        .find(|(n, _)| bytes[n.clone()] == bytes[name.clone()]);
+                    match known {
+                        Some(entry) => entry.1 = value,
+                        None => self.entries.push((name, value)),
+                    }
+                }
+            }
+            start = end + 1;
         }
     }
-    entries
+
+    /// The (name, value) entries of `props`, the string last parsed, in their order.
+    pub fn pairs<'s, 'p: 's>(
+        &'s self,
+        props: &'p str,
+    ) -> impl Iterator<Item = (&'p str, &'p str)> + 's {
+        self.entries
+            .iter()
+            .map(move |(k, v)| (&props[k.clone()], &props[v.clone()]))
+    }
+
+    /// The value of `name` in `props`, the string last parsed.
+    pub fn get<'a>(&self, props: &'a str, name: &str) -> Option<&'a str> {
+        self.entries
+            .iter()
+            .find(|(n, _)| &props[n.clone()] == name)
+            .map(|(_, v)| &props[v.clone()])
+    }
 }
 
 /// Serializes properties the way Java does (no trailing separator).
@@ -731,6 +773,37 @@ mod tests {
         let mut bad_len = bytes.clone();
         bad_len[87] = 200; // body length overruns
         assert!(RecordView::parse(&bad_len, false).is_err());
+    }
+
+    #[test]
+    fn property_spans_agree_with_dispatch_and_javas_map() {
+        let cases: [(&str, &[(&str, &str)]); 5] = [
+            ("", &[]),
+            (
+                "TAGS\u{1}a\u{2}KEYS\u{1}k1 k2\u{2}UNIQ_KEY\u{1}U",
+                &[("TAGS", "a"), ("KEYS", "k1 k2"), ("UNIQ_KEY", "U")],
+            ),
+            // Repeated names keep their first position and take their last value.
+            (
+                "TAGS\u{1}a\u{2}KEYS\u{1}k\u{2}TAGS\u{1}b\u{2}",
+                &[("TAGS", "b"), ("KEYS", "k")],
+            ),
+            // Entries without a name, a value or a separator are dropped.
+            (
+                "\u{1}x\u{2}TAGS\u{1}\u{2}junk\u{2}\u{2}KEYS\u{1}k\u{2}",
+                &[("KEYS", "k")],
+            ),
+            ("TAGS\u{1}a\u{1}b", &[("TAGS", "a\u{1}b")]),
+        ];
+        let mut spans = PropertySpans::default();
+        for (props, want) in cases {
+            spans.parse(props);
+            assert_eq!(spans.pairs(props).collect::<Vec<_>>(), want, "{props:?}");
+            let dispatch = DispatchProperties::parse(props);
+            assert_eq!(spans.get(props, property::TAGS), dispatch.tags, "{props:?}");
+            assert_eq!(spans.get(props, property::KEYS), dispatch.keys, "{props:?}");
+            assert_eq!(spans.get(props, property::UNIQ_KEY), dispatch.uniq_key);
+        }
     }
 
     #[test]
