@@ -23,13 +23,22 @@ def _var(kind: pa.DataType, rows: int, parts: tuple[Any, int, Any, Any]) -> pa.A
     return pa.Array.from_buffers(kind, rows, buffers, null_count=nulls)
 
 
+def _views(kind: pa.DataType, rows: int, parts: tuple[Any, tuple[Any, ...]]) -> pa.Array:
+    """A binary_view column: its views, then its data buffers (copies, then mapped CommitLog files
+    the views point into, kept mapped while the array lives)."""
+    views, data = parts
+    buffers = [None, pa.py_buffer(views), *(pa.py_buffer(d) for d in data)]
+    return pa.Array.from_buffers(kind, rows, buffers, null_count=0)
+
+
 def _fixed(kind: pa.DataType, rows: int, data: Any) -> pa.Array:
     return pa.Array.from_buffers(kind, rows, [None, pa.py_buffer(data)], null_count=0)
 
 
 def record_batch(cols: dict[str, Any], schema: pa.Schema) -> pa.RecordBatch:
     """Wraps the column buffers of `read_columns` / `decode_columns` into a RecordBatch of
-    `schema` (the Spark source's `arrow_schema` or the tables' `row_schema`)."""
+    `schema` (the Spark source's `arrow_schema` or the tables' `row_schema`); the body is
+    binary_view in `schema` when it was read with `RowFilter(body_views=True)`."""
     rows = int(cols["rows"])
     arrays: list[pa.Array] = []
     for field in schema:
@@ -46,6 +55,8 @@ def record_batch(cols: dict[str, Any], schema: pa.Schema) -> pa.RecordBatch:
                     type=kind,
                 )
             )
+        elif pa.types.is_binary_view(kind):
+            arrays.append(_views(kind, rows, raw))
         elif pa.types.is_string(kind) or pa.types.is_binary(kind):
             arrays.append(_var(kind, rows, raw))
         else:

@@ -2,7 +2,10 @@
 //! wraps them into a `pyarrow.RecordBatch` without touching rows. The buffers stay the vectors
 //! Rust filled: Python reads them through the buffer protocol, nothing is copied.
 
-use ferromq_store::columnar::{ColumnBatch, ColumnFilter, VarColumn};
+use std::sync::Arc;
+
+use ferromq_store::columnar::{ColumnBatch, ColumnFilter, VarColumn, ViewColumn};
+use ferromq_store::mapped_file::MappedFile;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
@@ -19,7 +22,8 @@ impl RowFilter {
     #[new]
     #[pyo3(signature = (*, tags=None, keys=None, min_store_timestamp=None,
         max_store_timestamp=None, min_born_timestamp=None, max_born_timestamp=None,
-        min_commitlog_offset=None, max_commitlog_offset=None, include_properties=true))]
+        min_commitlog_offset=None, max_commitlog_offset=None, include_properties=true,
+        body_views=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         tags: Option<Vec<String>>,
@@ -31,6 +35,7 @@ impl RowFilter {
         min_commitlog_offset: Option<i64>,
         max_commitlog_offset: Option<i64>,
         include_properties: bool,
+        body_views: bool,
     ) -> Self {
         RowFilter {
             inner: ColumnFilter {
@@ -43,6 +48,7 @@ impl RowFilter {
                 min_commitlog_offset,
                 max_commitlog_offset,
                 include_properties,
+                body_views,
             },
         }
     }
@@ -50,6 +56,11 @@ impl RowFilter {
     #[getter]
     fn include_properties(&self) -> bool {
         self.inner.include_properties
+    }
+
+    #[getter]
+    fn body_views(&self) -> bool {
+        self.inner.body_views
     }
 }
 
@@ -59,23 +70,39 @@ pub fn records_examined() -> u64 {
     ferromq_store::columnar::records_examined()
 }
 
-/// Bytes owned by Rust, lent to Python (e.g. `pyarrow.py_buffer`) through the buffer protocol.
+/// Bytes lent to Python (e.g. `pyarrow.py_buffer`) through the buffer protocol, read-only: a
+/// vector Rust filled, or the first bytes of a mapped CommitLog file (written bytes only), which
+/// the object keeps mapped, even after retention deletes the file, until Python lets it go.
 #[pyclass(frozen)]
 pub struct ColumnBuffer {
-    data: Vec<u8>,
+    data: Lent,
+}
+
+enum Lent {
+    Owned(Vec<u8>),
+    Mapped(Arc<MappedFile>, usize),
+}
+
+impl ColumnBuffer {
+    fn bytes(&self) -> &[u8] {
+        match &self.data {
+            Lent::Owned(v) => v,
+            Lent::Mapped(file, len) => file.slice(0, *len).unwrap_or_default(),
+        }
+    }
 }
 
 #[pymethods]
 impl ColumnBuffer {
     /// # Safety
-    /// Called by Python with a valid `Py_buffer`; the data is immutable and lives as long as
-    /// the object, which the view holds a reference to.
+    /// Called by Python with a valid `Py_buffer`; the bytes are not written again and live as
+    /// long as the object, which the view holds a reference to.
     unsafe fn __getbuffer__(
         slf: Bound<'_, Self>,
         view: *mut pyo3::ffi::Py_buffer,
         flags: std::os::raw::c_int,
     ) -> PyResult<()> {
-        let data = &slf.get().data;
+        let data = slf.get().bytes();
         let rc = unsafe {
             pyo3::ffi::PyBuffer_FillInfo(
                 view,
@@ -93,12 +120,33 @@ impl ColumnBuffer {
     }
 
     fn __len__(&self) -> usize {
-        self.data.len()
+        self.bytes().len()
     }
 }
 
 fn bytes(py: Python<'_>, data: Vec<u8>) -> PyResult<Bound<'_, PyAny>> {
-    Ok(Bound::new(py, ColumnBuffer { data })?.into_any())
+    Ok(Bound::new(
+        py,
+        ColumnBuffer {
+            data: Lent::Owned(data),
+        },
+    )?
+    .into_any())
+}
+
+/// (views, (data buffers, ...)): buffer 0 the copied values, then the mapped files'.
+fn views(py: Python<'_>, c: ViewColumn) -> PyResult<Bound<'_, PyTuple>> {
+    let mut buffers = vec![bytes(py, c.owned)?];
+    for (file, len) in c.mapped {
+        let lent = ColumnBuffer {
+            data: Lent::Mapped(file, len),
+        };
+        buffers.push(Bound::new(py, lent)?.into_any());
+    }
+    PyTuple::new(
+        py,
+        [bytes(py, c.views)?, PyTuple::new(py, buffers)?.into_any()],
+    )
 }
 
 /// (validity or None, null count, offsets, data)
@@ -119,7 +167,8 @@ fn var(py: Python<'_>, c: VarColumn) -> PyResult<Bound<'_, PyTuple>> {
     )
 }
 
-/// `{"rows": n, name: buffers, ...}`; "properties" is (entry offsets, keys, values) or None.
+/// `{"rows": n, "body_bytes": n, name: buffers, ...}`; "properties" is (entry offsets, keys, values) or None;
+/// "body" is (views, data buffers) with `body_views`.
 pub fn to_py<'py>(
     py: Python<'py>,
     b: ColumnBatch,
@@ -127,6 +176,7 @@ pub fn to_py<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("rows", b.rows)?;
+    d.set_item("body_bytes", b.body_bytes)?;
     d.set_item("topic", var(py, b.topic)?)?;
     d.set_item("queue_id", bytes(py, b.queue_id)?)?;
     d.set_item("queue_offset", bytes(py, b.queue_offset)?)?;
@@ -148,7 +198,10 @@ pub fn to_py<'py>(
     } else {
         d.set_item("properties", py.None())?;
     }
-    d.set_item("body", var(py, b.body)?)?;
+    match b.body_views {
+        Some(v) => d.set_item("body", views(py, v)?)?,
+        None => d.set_item("body", var(py, b.body)?)?,
+    }
     d.set_item("born_timestamp", bytes(py, b.born_timestamp)?)?;
     d.set_item("store_timestamp", bytes(py, b.store_timestamp)?)?;
     d.set_item("born_host", var(py, b.born_host)?)?;

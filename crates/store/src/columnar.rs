@@ -3,16 +3,20 @@
 //! buffers (validity bitmap, offsets, values) that the reader wraps without copying.
 //!
 //! Bodies come out decompressed; the properties become a map column (entry offsets, keys, values).
+//! A reader that writes the rows on (the table topics' tiering) can take the bodies as views into
+//! the CommitLog's mapped files instead of copies ([`ColumnFilter::body_views`]).
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::error::{Result, StoreError};
+use crate::mapped_file::MappedFile;
 use crate::message::{property, push_offset_msg_id, sysflag, PropertySpans, RecordView};
 
-/// Which records a [`ColumnBuilder`] keeps, and whether it decodes the properties map. Ranges
-/// are `[min, max)`; timestamps are in ms, as stored.
+/// Which records a [`ColumnBuilder`] keeps, whether it decodes the properties map, and how it
+/// lays out bodies. Ranges are `[min, max)`; timestamps are in ms, as stored.
 #[derive(Debug, Clone, Default)]
 pub struct ColumnFilter {
     /// Keep only records whose TAGS property is one of these (exact match).
@@ -26,6 +30,9 @@ pub struct ColumnFilter {
     pub min_commitlog_offset: Option<i64>,
     pub max_commitlog_offset: Option<i64>,
     pub include_properties: bool,
+    /// Bodies as views into the mapped files records are read from ([`ViewColumn`]) rather than
+    /// copies: for a reader that writes them on at once and does not keep them.
+    pub body_views: bool,
 }
 
 fn in_range(value: i64, min: Option<i64>, max: Option<i64>) -> bool {
@@ -136,6 +143,78 @@ impl VarColumn {
     }
 }
 
+/// A binary column in Arrow's binary-view layout: 16 bytes per value, holding the value itself
+/// when it fits in 12 bytes, else its length, its first 4 bytes, a data buffer and the offset in
+/// it. Values stay where the CommitLog's mapped files hold them (buffers 1 and up, `mapped`): no
+/// copy, no fresh pages. Only values that had to be inflated are copied, into buffer 0 (`owned`).
+#[derive(Debug, Default)]
+pub struct ViewColumn {
+    pub views: Vec<u8>,
+    pub owned: Vec<u8>,
+    /// The files the views point into, each with the end of the last value in it: the bytes a
+    /// reader of the column may look at.
+    pub mapped: Vec<(Arc<MappedFile>, usize)>,
+}
+
+const INLINE_VIEW_BYTES: usize = 12;
+
+impl ViewColumn {
+    fn with_capacity(values: usize) -> Self {
+        ViewColumn {
+            views: Vec::with_capacity(values * 16),
+            ..Default::default()
+        }
+    }
+
+    fn push_view(&mut self, value: &[u8], buffer: usize, offset: usize) -> Result<()> {
+        let too_large = || StoreError::InvalidArgument("a view column value exceeds 2 GiB".into());
+        let len = i32::try_from(value.len()).map_err(|_| too_large())?;
+        self.views.extend_from_slice(&len.to_le_bytes());
+        if value.len() <= INLINE_VIEW_BYTES {
+            self.views.extend_from_slice(value);
+            self.views
+                .resize(self.views.len() + INLINE_VIEW_BYTES - value.len(), 0);
+        } else {
+            self.views.extend_from_slice(&value[..4]);
+            let buffer = i32::try_from(buffer).map_err(|_| too_large())?;
+            let offset = i32::try_from(offset).map_err(|_| too_large())?;
+            self.views.extend_from_slice(&buffer.to_le_bytes());
+            self.views.extend_from_slice(&offset.to_le_bytes());
+        }
+        Ok(())
+    }
+
+    fn push_owned(&mut self, value: &[u8]) -> Result<()> {
+        let offset = self.owned.len();
+        if value.len() > INLINE_VIEW_BYTES {
+            self.owned.extend_from_slice(value);
+        }
+        self.push_view(value, 0, offset)
+    }
+
+    /// `value` is a slice of `file`'s mapping (else, or where an offset would not fit in a view,
+    /// it is copied).
+    fn push_mapped(&mut self, value: &[u8], file: &Arc<MappedFile>) -> Result<()> {
+        let Some(pos) = file
+            .position_of(value)
+            .filter(|p| i32::try_from(p + value.len()).is_ok())
+        else {
+            return self.push_owned(value);
+        };
+        let end = pos + value.len();
+        let index = match self.mapped.iter().rposition(|(f, _)| Arc::ptr_eq(f, file)) {
+            Some(i) => i,
+            None => {
+                self.mapped.push((file.clone(), 0));
+                self.mapped.len() - 1
+            }
+        };
+        let seen = &mut self.mapped[index].1;
+        *seen = (*seen).max(end);
+        self.push_view(value, index + 1, pos)
+    }
+}
+
 fn set_bit(bitmap: &mut Vec<u8>, i: usize, on: bool) {
     if bitmap.len() <= i / 8 {
         bitmap.resize(i / 8 + 1, 0);
@@ -151,6 +230,8 @@ fn set_bit(bitmap: &mut Vec<u8>, i: usize, on: bool) {
 #[derive(Debug)]
 pub struct ColumnBatch {
     pub rows: usize,
+    /// The bodies' bytes, however they are laid out.
+    pub body_bytes: usize,
     pub topic: VarColumn,
     pub queue_id: Vec<u8>,
     pub queue_offset: Vec<u8>,
@@ -163,7 +244,10 @@ pub struct ColumnBatch {
     pub property_offsets: Vec<u8>,
     pub property_keys: VarColumn,
     pub property_values: VarColumn,
+    /// The bodies as copies, or (with [`ColumnFilter::body_views`]) empty, and `body_views` holds
+    /// them.
     pub body: VarColumn,
+    pub body_views: Option<ViewColumn>,
     /// Microseconds since the epoch, as Spark timestamps are.
     pub born_timestamp: Vec<u8>,
     pub store_timestamp: Vec<u8>,
@@ -250,10 +334,16 @@ impl ColumnBuilder {
         let short = |len: usize| VarColumn::with_capacity(rows, rows * len);
         let mut property_offsets = fixed(4);
         property_offsets.extend_from_slice(&0i32.to_le_bytes());
+        let (body, body_views) = if filter.body_views {
+            (VarColumn::default(), Some(ViewColumn::with_capacity(rows)))
+        } else {
+            (VarColumn::with_capacity(rows, bytes), None)
+        };
         ColumnBuilder {
             filter,
             batch: ColumnBatch {
                 rows: 0,
+                body_bytes: 0,
                 topic: short(16),
                 queue_id: fixed(4),
                 queue_offset: fixed(8),
@@ -265,7 +355,8 @@ impl ColumnBuilder {
                 property_offsets,
                 property_keys: short(0),
                 property_values: short(0),
-                body: VarColumn::with_capacity(rows, bytes),
+                body,
+                body_views,
                 born_timestamp: fixed(8),
                 store_timestamp: fixed(8),
                 born_host: short(16),
@@ -286,13 +377,23 @@ impl ColumnBuilder {
         self.batch.rows
     }
 
-    /// Bytes of body data gathered so far (the bulk of a batch).
+    /// Bytes of the bodies gathered so far.
     pub fn body_bytes(&self) -> usize {
-        self.batch.body.data.len()
+        self.batch.body_bytes
     }
 
     /// Adds one record (if the filter keeps it). Returns whether it was kept.
     pub fn push(&mut self, rec: &RecordView) -> Result<bool> {
+        self.push_from(rec, None)
+    }
+
+    /// As `push`, for a record read in place from `file`'s mapping: with `body_views`, its body
+    /// stays there.
+    pub fn push_mapped(&mut self, rec: &RecordView, file: &Arc<MappedFile>) -> Result<bool> {
+        self.push_from(rec, Some(file))
+    }
+
+    fn push_from(&mut self, rec: &RecordView, file: Option<&Arc<MappedFile>>) -> Result<bool> {
         RECORDS_EXAMINED.fetch_add(1, Ordering::Relaxed);
         if !self.filter.accepts_header(rec) {
             return Ok(false);
@@ -325,12 +426,19 @@ impl ColumnBuilder {
             b.property_offsets
                 .extend_from_slice(&self.property_entries.to_le_bytes());
         }
-        if rec.sys_flag & sysflag::COMPRESSED != 0 {
+        let compressed = rec.sys_flag & sysflag::COMPRESSED != 0;
+        let body = if compressed {
             self.scratch.clear();
             inflate(rec, &mut self.scratch)?;
-            b.body.push(&self.scratch)?;
+            &self.scratch[..]
         } else {
-            b.body.push(rec.body)?;
+            rec.body
+        };
+        b.body_bytes += body.len();
+        match (&mut b.body_views, file) {
+            (Some(views), Some(file)) if !compressed => views.push_mapped(body, file)?,
+            (Some(views), _) => views.push_owned(body)?,
+            (None, _) => b.body.push(body)?,
         }
         b.born_timestamp
             .extend_from_slice(&(rec.born_timestamp * 1000).to_le_bytes());

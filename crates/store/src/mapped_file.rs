@@ -217,6 +217,13 @@ impl MappedFile {
         Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos), len) })
     }
 
+    /// Where `bytes`, a slice of this file's mapping (as `slice` lends them), starts in the file;
+    /// None for bytes from elsewhere.
+    pub fn position_of(&self, bytes: &[u8]) -> Option<usize> {
+        let start = (bytes.as_ptr() as usize).checked_sub(self.map.as_ptr() as usize)?;
+        (start + bytes.len() <= self.file_size).then_some(start)
+    }
+
     /// The writable bytes `[pos, pos + len)`.
     ///
     /// # Safety

@@ -775,3 +775,98 @@ fn appends_cross_reservation_steps_and_windows() {
         );
     }
 }
+
+/// The values of a binary-view column, resolved the way an Arrow reader resolves them.
+fn view_values(c: &ferromq_store::columnar::ViewColumn) -> Vec<Vec<u8>> {
+    c.views
+        .chunks(16)
+        .map(|v| {
+            let len = i32::from_le_bytes(v[..4].try_into().unwrap()) as usize;
+            if len <= 12 {
+                return v[4..4 + len].to_vec();
+            }
+            let buffer = i32::from_le_bytes(v[8..12].try_into().unwrap()) as usize;
+            let at = i32::from_le_bytes(v[12..16].try_into().unwrap()) as usize;
+            let value = match buffer {
+                0 => c.owned[at..at + len].to_vec(),
+                i => {
+                    let (file, lent) = &c.mapped[i - 1];
+                    assert!(at + len <= *lent, "a view past the bytes lent");
+                    file.slice(at, len).unwrap().to_vec()
+                }
+            };
+            assert_eq!(&value[..4], &v[4..8], "the view's prefix");
+            value
+        })
+        .collect()
+}
+
+#[test]
+fn column_reads_with_body_views_point_into_the_commitlog_and_survive_its_deletion() {
+    use ferromq_store::columnar::ColumnFilter;
+    use std::io::Write;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(small_config(dir.path())).unwrap();
+    let mut expected = Vec::new();
+    for i in 0..600 {
+        // Short bodies (held in the view itself), long ones, and zlib-compressed ones (inflated,
+        // so copied), across many 64 KiB CommitLog files.
+        let body = format!("b{i}-{}", "y".repeat(i % 200 * 10)).into_bytes();
+        let mut m = meta("V", 0);
+        let stored = if i % 7 == 3 {
+            m.sys_flag |= sysflag::COMPRESSED;
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            z.write_all(&body).unwrap();
+            z.finish().unwrap()
+        } else {
+            body.clone()
+        };
+        store
+            .put_message(&m, &stored, &props("T", "k", "u"))
+            .unwrap();
+        expected.push(body);
+    }
+    let read = |body_views: bool| {
+        let filter = ColumnFilter {
+            include_properties: true,
+            body_views,
+            ..Default::default()
+        };
+        store
+            .read_columns("V", 0, 0, 600, 1000, 1 << 30, None, filter)
+            .unwrap()
+            .0
+    };
+    let copies = read(false);
+    let views = read(true);
+    assert_eq!(views.rows, 600);
+    assert_eq!(views.body_bytes, copies.body_bytes);
+    assert!(
+        views.body.data.is_empty(),
+        "no body copied into the plain column"
+    );
+    let c = views.body_views.as_ref().unwrap();
+    assert!(
+        c.mapped.len() > 5,
+        "views into many files, got {}",
+        c.mapped.len()
+    );
+    let compressed_bytes: usize = (0..600)
+        .filter(|i| i % 7 == 3)
+        .map(|i| expected[i].len())
+        .sum();
+    assert!(
+        c.owned.len() <= compressed_bytes,
+        "only inflated bodies are copied"
+    );
+    assert_eq!(view_values(c), expected);
+
+    // Retention deletes the files; the views keep them mapped.
+    store.put_message(&meta("V", 1), b"later", "").unwrap();
+    drop(store);
+    for f in std::fs::read_dir(dir.path().join("commitlog")).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    assert_eq!(view_values(c), expected);
+}

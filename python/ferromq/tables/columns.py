@@ -1,7 +1,8 @@
 """A queue's records as Arrow, decoded by the store in Rust (`_store.Store.read_columns`).
 
 The decoder's buffers (still owned by Rust) become a `pyarrow.RecordBatch` without copying
-(`ferromq.arrow_columns.record_batch`, as for the Spark source).
+(`ferromq.arrow_columns.record_batch`, as for the Spark source); the bodies are not copied even
+once: they are views into the CommitLog's mapped files, which the batches keep mapped.
 """
 
 from __future__ import annotations
@@ -30,14 +31,12 @@ class QueueRows:
     next_offset: int
     batches: tuple[pa.RecordBatch, ...]
     lost: int
+    body_bytes: int
+    """The rows' bodies' bytes (the bulk of what they weigh, wherever they are)."""
 
     @property
     def rows(self) -> int:
         return sum(b.num_rows for b in self.batches)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(b.nbytes for b in self.batches)
 
 
 def read_queue(
@@ -46,8 +45,9 @@ def read_queue(
     """The records of `[start, end)` of one queue, up to about `max_bytes` of them (at least one
     batch), decoded in Rust. Offsets retention deleted are skipped and counted; the read stops
     early where the store has nothing more to give."""
-    schema = row_schema()
-    everything = _store.RowFilter()
+    # Bodies as views into the CommitLog's mapped files: written to Parquet straight from there.
+    schema = row_schema(body_views=True)
+    everything = _store.RowFilter(body_views=True)
     batches: list[pa.RecordBatch] = []
     offset, lost, size = start, 0, 0
     while offset < end and (not batches or size < max_bytes):
@@ -63,11 +63,11 @@ def read_queue(
         if cols["rows"]:
             batch = record_batch(cols, schema)
             batches.append(batch)
-            size += batch.nbytes
+            size += int(cols["body_bytes"])
         reached = int(cols["next_offset"])
         if reached <= offset:
             break
         if cols["status"] in LOSS_STATUSES:
             lost += reached - offset - int(cols["rows"])
         offset = reached
-    return QueueRows(queue_id, start, offset, tuple(batches), lost)
+    return QueueRows(queue_id, start, offset, tuple(batches), lost, size)

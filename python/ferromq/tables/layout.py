@@ -56,9 +56,15 @@ ROW_COLUMNS = tuple(f.name for f in _ROW_FIELDS)
 _TOPIC_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
 
 
-def row_schema(include_properties: bool = True) -> pa.Schema:
-    """The rows of a read: the same Arrow schema as the Spark source's."""
-    return pa.schema([f for f in _ROW_FIELDS if include_properties or f.name != "properties"])
+def row_schema(include_properties: bool = True, body_views: bool = False) -> pa.Schema:
+    """The rows of a read: the same Arrow schema as the Spark source's (with `body_views`, bodies
+    as binary_view, as `_store.RowFilter(body_views=True)` reads them; Parquet stores both alike)."""
+    fields = [f for f in _ROW_FIELDS if include_properties or f.name != "properties"]
+    return pa.schema([_view_body(f) if body_views else f for f in fields])
+
+
+def _view_body(f: pa.Field) -> pa.Field:
+    return f.with_type(pa.binary_view()) if f.name == "body" else f
 
 
 def table_schema() -> pa.Schema:
@@ -66,10 +72,11 @@ def table_schema() -> pa.Schema:
     return pa.schema([*_ROW_FIELDS, pa.field("day", pa.date32(), False)])
 
 
-def file_schema() -> pa.Schema:
+def file_schema(body_views: bool = False) -> pa.Schema:
     """What a data file holds: the table's columns less the partition columns (their values are
     in the file's directory and in the Delta log, as Delta keeps them)."""
-    return pa.schema([f for f in table_schema() if f.name not in PARTITION_COLUMNS])
+    fields = [f for f in table_schema() if f.name not in PARTITION_COLUMNS]
+    return pa.schema([_view_body(f) if body_views else f for f in fields])
 
 
 def partition_schema() -> pa.Schema:

@@ -35,6 +35,7 @@ use crate::error::{io_err, Result, StoreError};
 use crate::flush::{FlushCallback, FlushSignal};
 use crate::hash::tags_code;
 use crate::index::IndexService;
+use crate::mapped_file::MappedFile;
 use crate::message::{
     self, get_property, host_sysflag, normalize_host, offset_msg_id, property, record_len, sysflag,
     DispatchProperties, MessageMeta, Placement, RecordView,
@@ -458,8 +459,11 @@ impl MessageStore {
         // Sized for the whole batch: at most `max_rows` records, whose bodies fit in `max_bytes`
         // (but for compressed ones, which then grow the buffer).
         let rows = max_rows.min(usize::try_from(to.saturating_sub(from)).unwrap_or(0));
+        let body_views = filter.body_views;
         let mut builder =
             ColumnBuilder::with_capacity(filter, rows, max_bytes.min(MAX_RESERVED_BODY_BYTES));
+        // The CommitLog file of the last record, for bodies kept as views into it.
+        let mut file: Option<Arc<MappedFile>> = None;
         let mut failure = None;
         let mut next = from;
         let mut read_bytes = 0usize;
@@ -483,9 +487,31 @@ impl MessageStore {
                         return;
                     }
                     // A read-only view's walk parsed the record already (to check it).
-                    let pushed = match view {
-                        Some(v) => builder.push(v),
-                        None => RecordView::parse(rec, false).and_then(|v| builder.push(&v)),
+                    let parsed;
+                    let v = match view {
+                        Some(v) => v,
+                        None => match RecordView::parse(rec, false) {
+                            Ok(v) => {
+                                parsed = v;
+                                &parsed
+                            }
+                            Err(e) => {
+                                failure = Some(e);
+                                return;
+                            }
+                        },
+                    };
+                    let at = v.physical_offset as u64;
+                    let holds = |f: &Arc<MappedFile>| {
+                        (f.file_from_offset()..f.file_from_offset() + f.file_size() as u64)
+                            .contains(&at)
+                    };
+                    if body_views && !file.as_ref().is_some_and(holds) {
+                        file = inner.commitlog.files().find(at);
+                    }
+                    let pushed = match &file {
+                        Some(f) => builder.push_mapped(v, f),
+                        None => builder.push(v),
                     };
                     if let Err(e) = pushed {
                         failure = Some(e);
