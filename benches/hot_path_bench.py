@@ -23,13 +23,19 @@ every case with the Python server (dataPlane=python) and the Rust data plane (da
 prints the rust/python ratios. `--table-topics` runs every case without and with the topic tiered
 into its Delta table every second (tableTopics) and prints the tables/plain ratios.
 
+`--bodies json` (with `--native-load --phases send`) sends, in turn, a pool of distinct JSON order
+events of the message size (at least 4096 and 8 MiB of them, more than a Parquet dictionary page
+holds; seeded: the same on every run; snappy compresses a page of them about 3x) instead of bodies
+of b'x' (`same`, the default), which any Parquet writer dictionary-encodes to nothing: with
+`--table-topics`, what tiering costs on traffic like a real producer's.
+
 With `--profile DIR` py-spy records the broker during each phase (`--native` adds native
 frames but pauses the broker per sample) and a text summary (the functions with the most own
 samples) is written per phase.
 
     .venv/bin/python benches/hot_path_bench.py [--flush ASYNC_FLUSH,SYNC_FLUSH] [--sizes 1024,128]
         [--seconds 5] [--connections 4] [--inflight 16] [--rate 5000] [--profile DIR]
-        [--baseline OTHER_CHECKOUT/python] [--repeat N] [--quick]
+        [--baseline OTHER_CHECKOUT/python] [--repeat N] [--quick] [--bodies same|json]
 """
 
 from __future__ import annotations
@@ -552,6 +558,7 @@ def run_case(
         for phase in phases:
             if phase == "send" and args.native_load:
                 cmd = [str(native_loadgen()), "--port", str(port), "--size", str(size), "--topic", TOPIC]
+                cmd += ["--bodies", args.bodies]
                 cmd = _pinned(variant.load_cpus, cmd)
             else:
                 cmd = [sys.executable, __file__, "load", phase, "--port", str(port), "--size", str(size)]
@@ -613,6 +620,7 @@ def run_case(
                 flush=flush,
                 size=size,
                 phase=phase,
+                bodies=args.bodies,
                 msgs_per_s=res["count"] / res["elapsed"],
             )
             if tiered_after is not None:
@@ -677,6 +685,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flush", default="ASYNC_FLUSH,SYNC_FLUSH")
     ap.add_argument("--sizes", default="1024,128")
+    ap.add_argument(
+        "--bodies",
+        choices=["same", "json"],
+        default="same",
+        help="same: bodies of b'x' (any Parquet writer encodes them to nothing); json: a pool of "
+        "distinct JSON order events (>= 4096, >= 8 MiB) per size, sent in turn (what table topics "
+        "cost on real traffic; crates/loadgen builds them: needs --native-load --phases send[,pull])",
+    )
     ap.add_argument("--style", choices=["v2", "v1"], default="v2", help="v2: Java's header; v1: C++'s")
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--warmup", type=float, default=1)
@@ -735,8 +751,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.seconds, args.warmup = 1.0, 0.5
+    if args.bodies == "json" and not (args.native_load and args.phases and "rate" not in args.phases):
+        raise SystemExit("--bodies json: the native load builds the bodies; add --native-load --phases send")
     results: list[dict[str, Any]] = []
-    print(f"raw {args.style} load, {args.connections} connections x {args.inflight} in flight")
+    print(
+        f"raw {args.style} load, {args.connections} connections x {args.inflight} in flight, "
+        f"{args.bodies} bodies"
+    )
     print(HEAD, flush=True)
     with tempfile.TemporaryDirectory(prefix="ferromq-hot-") as tmp:
         variants = scaling_variants() if args.scaling else [Variant("new")]

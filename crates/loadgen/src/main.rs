@@ -6,8 +6,13 @@
 //! them to the broker. Prints `RESULT` and a JSON object as the Python generator's `send` phase does:
 //! count, total, elapsed, errors, p50_ms, p99_ms, p999_ms.
 //!
-//! ferromq-loadgen --port P [--topic T] [--queues 8] [--size 1024] [--connections 4]
-//!     [--inflight 16] [--seconds 5] [--warmup 1]
+//! `--bodies json` sends, in turn, a pool of distinct JSON order events of `--size` bytes each
+//! (at least 4096 and 8 MiB of them, built at start) instead of `--size` bytes of b'x' (`same`,
+//! the default), which any Parquet writer dictionary-encodes to nothing: what table topics cost
+//! on real traffic.
+//!
+//! ferromq-loadgen --port P [--topic T] [--queues 8] [--size 1024] [--bodies same|json]
+//!     [--connections 4] [--inflight 16] [--seconds 5] [--warmup 1]
 
 use std::collections::HashMap;
 use std::io;
@@ -30,6 +35,7 @@ struct Args {
     topic: String,
     queues: i32,
     size: usize,
+    bodies: String,
     connections: usize,
     inflight: usize,
     seconds: f64,
@@ -42,6 +48,7 @@ fn parse_args() -> Result<Args, String> {
         topic: "HotPathBench".to_string(),
         queues: 8,
         size: 1024,
+        bodies: "same".to_string(),
         connections: 4,
         inflight: 16,
         seconds: 5.0,
@@ -57,6 +64,8 @@ fn parse_args() -> Result<Args, String> {
             "--topic" => a.topic = value.clone(),
             "--queues" => a.queues = value.parse().map_err(bad)?,
             "--size" => a.size = value.parse().map_err(bad)?,
+            "--bodies" if value == "same" || value == "json" => a.bodies = value.clone(),
+            "--bodies" => return Err(format!("--bodies: same or json, not {value}")),
             "--connections" => a.connections = value.parse().map_err(bad)?,
             "--inflight" => a.inflight = value.parse().map_err(bad)?,
             "--seconds" => a.seconds = value.parse().map_err(|_| format!("{flag}: {value}"))?,
@@ -129,6 +138,259 @@ impl Template {
     }
 }
 
+/// The bodies the requests carry: one body of b'x' (`same`), or a pool of distinct JSON order
+/// events (`json`), all of one size, back to back in one buffer. Request `i` carries body
+/// `i % count`: choosing one is an index, not an allocation.
+struct Bodies {
+    data: Vec<u8>,
+    size: usize,
+    count: usize,
+}
+
+/// Distinct bodies in a `json` pool: at least `JSON_POOL` and `JSON_POOL_MIN_BYTES` of them, more
+/// than a Parquet dictionary page holds (1 MiB): each queue's bodies overflow a table file's
+/// dictionary as real ones do. At most `JSON_POOL_MAX` and `JSON_POOL_MAX_BYTES` (large bodies).
+const JSON_POOL: usize = 4096;
+const JSON_POOL_MIN_BYTES: usize = 8 << 20;
+const JSON_POOL_MAX: usize = 1 << 17;
+const JSON_POOL_MAX_BYTES: usize = 64 << 20;
+
+/// The size of a `json` pool for bodies of `size` bytes: a prime, so that each queue (`opaque %
+/// queues`) gets every body of the pool in turn (`opaque % count`), not a 1/queues share of it.
+fn json_pool_count(size: usize) -> usize {
+    let size = size.max(1);
+    let want = JSON_POOL
+        .max(JSON_POOL_MIN_BYTES / size)
+        .min(JSON_POOL_MAX)
+        .min(JSON_POOL_MAX_BYTES / size)
+        .max(2);
+    let prime = |n: usize| {
+        (2..)
+            .take_while(|d| d * d <= n)
+            .all(|d| !n.is_multiple_of(d))
+    };
+    (2..=want).rev().find(|&n| prime(n)).unwrap_or(2)
+}
+
+impl Bodies {
+    fn new(kind: &str, size: usize) -> Bodies {
+        if kind != "json" {
+            return Bodies {
+                data: vec![b'x'; size],
+                size,
+                count: 1,
+            };
+        }
+        let count = json_pool_count(size);
+        let mut rng = SplitMix64(0x5EED_F00D);
+        let mut data = Vec::with_capacity(count * size);
+        for seq in 0..count {
+            data.extend_from_slice(&order_event(&mut rng, seq, size));
+        }
+        Bodies { data, size, count }
+    }
+
+    fn get(&self, i: usize) -> &[u8] {
+        let at = (i % self.count) * self.size;
+        &self.data[at..at + self.size]
+    }
+}
+
+/// splitmix64: a seeded PRNG, enough to vary the bodies (the pool is the same on every run).
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+
+    fn hex(&mut self, out: &mut String, n: usize) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        for _ in 0..n {
+            out.push(HEX[self.below(16) as usize] as char);
+        }
+    }
+
+    fn base64(&mut self, out: &mut String, n: usize) {
+        const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        for _ in 0..n {
+            out.push(B64[self.below(64) as usize] as char);
+        }
+    }
+}
+
+const FIRST: &[&str] = &[
+    "alice", "bruno", "chloe", "david", "emma", "farid", "giulia", "hugo", "ines", "jonas",
+    "kenji", "lea", "marco", "nadia", "oscar", "priya", "quentin", "rosa", "samir", "tess",
+];
+const LAST: &[&str] = &[
+    "martin", "bernard", "dubois", "rossi", "muller", "garcia", "nguyen", "kowalski", "smith",
+    "tanaka", "silva", "jensen", "haddad", "novak", "moreau", "lopez",
+];
+const CITIES: &[&str] = &[
+    "\"city\":\"Lyon\",\"country\":\"FR\",\"zip\":\"6900",
+    "\"city\":\"Paris\",\"country\":\"FR\",\"zip\":\"7501",
+    "\"city\":\"Berlin\",\"country\":\"DE\",\"zip\":\"1011",
+    "\"city\":\"Hamburg\",\"country\":\"DE\",\"zip\":\"2009",
+    "\"city\":\"Milano\",\"country\":\"IT\",\"zip\":\"2012",
+    "\"city\":\"Madrid\",\"country\":\"ES\",\"zip\":\"2801",
+    "\"city\":\"Amsterdam\",\"country\":\"NL\",\"zip\":\"1012",
+    "\"city\":\"Warszawa\",\"country\":\"PL\",\"zip\":\"0012",
+];
+const PRODUCTS: &[&str] = &[
+    "Linen shirt",
+    "Espresso beans 1kg",
+    "Running shoes",
+    "USB-C cable 2m",
+    "Ceramic mug",
+    "Wool socks (3 pairs)",
+    "Desk lamp",
+    "Paperback novel",
+    "Yoga mat",
+    "Bluetooth speaker",
+    "Chef knife 20cm",
+    "Green tea 100g",
+    "Backpack 28L",
+    "Phone case",
+    "Notebook A5",
+    "Water bottle",
+];
+const STATUS: &[&str] = &[
+    "created",
+    "paid",
+    "packed",
+    "shipped",
+    "delivered",
+    "cancelled",
+];
+const TIERS: &[&str] = &["standard", "silver", "gold", "platinum"];
+const PAYMENTS: &[&str] = &["card", "paypal", "sepa", "apple_pay", "gift_card"];
+const CHANNELS: &[&str] = &["web", "ios", "android", "store"];
+
+/// One order event as a producer would send it: JSON of exactly `size` bytes. Head fields while
+/// they fit, then as many line items as fit (with the order's amount), then a `note` of random
+/// hex filling the rest (a few spaces when a note does not fit; cut when not even `{}` does).
+fn order_event(rng: &mut SplitMix64, seq: usize, size: usize) -> Vec<u8> {
+    let (first, last) = (rng.pick(FIRST), rng.pick(LAST));
+    let ms = 8 * 3_600_000 + seq as u64 * 37 + rng.below(37);
+    let ts = format!(
+        "2026-11-26T{:02}:{:02}:{:02}.{:03}Z",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    );
+    let mut trace = String::new();
+    rng.hex(&mut trace, 32);
+    // A signature: 32 random bytes in base64, as webhooks carry one.
+    let mut sig = String::new();
+    rng.base64(&mut sig, 43);
+    let head = [
+        format!("\"type\":\"order.{}\"", rng.pick(STATUS)),
+        format!("\"orderId\":\"ORD-20261126-{:08}\"", 100_000 + seq),
+        format!("\"seq\":{seq}"),
+        format!("\"ts\":\"{ts}\""),
+        format!("\"traceId\":\"{trace}\""),
+        format!(
+            "\"user\":{{\"id\":\"u-{}\",\"name\":\"{first} {last}\",\"email\":\"{first}.{last}@example.com\",\"tier\":\"{}\"}}",
+            rng.below(900_000) + 100_000,
+            rng.pick(TIERS)
+        ),
+        format!("\"channel\":\"{}\"", rng.pick(CHANNELS)),
+        format!(
+            "\"clientIp\":\"{}.{}.{}.{}\"",
+            rng.below(223) + 1,
+            rng.below(256),
+            rng.below(256),
+            rng.below(254) + 1
+        ),
+        format!(
+            "\"shipping\":{{{}{}\"}}",
+            rng.pick(CITIES),
+            rng.below(10)
+        ),
+        format!("\"payment\":\"{}\"", rng.pick(PAYMENTS)),
+        "\"currency\":\"EUR\"".to_string(),
+        format!("\"sig\":\"{sig}=\""),
+    ];
+    let mut out = String::with_capacity(size + 64);
+    out.push('{');
+    // A field goes in when it and the closing brace fit.
+    let fits = |out: &String, len: usize| out.len() + usize::from(out.len() > 1) + len < size;
+    let mut all_head = true;
+    for field in &head {
+        if !fits(&out, field.len()) {
+            all_head = false;
+            break;
+        }
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(field);
+    }
+    if all_head {
+        // Line items while they fit together with `],"amount":...`, built once (no re-rendering).
+        let mut items = String::new();
+        let mut cents = 0u64;
+        loop {
+            let price = 199 + rng.below(12_000);
+            let qty = 1 + rng.below(4);
+            let item = format!(
+                "{{\"sku\":\"SKU-{:05}\",\"name\":\"{}\",\"qty\":{qty},\"price\":{}.{:02}}}",
+                rng.below(40_000),
+                rng.pick(PRODUCTS),
+                price / 100,
+                price % 100
+            );
+            let total = cents + price * qty;
+            let amount = format!("],\"amount\":{}.{:02}", total / 100, total % 100);
+            let len = "\"items\":[".len() + items.len() + usize::from(!items.is_empty());
+            if !fits(&out, len + item.len() + amount.len()) {
+                break;
+            }
+            if !items.is_empty() {
+                items.push(',');
+            }
+            items.push_str(&item);
+            cents = total;
+        }
+        if !items.is_empty() {
+            out.push_str(",\"items\":[");
+            out.push_str(&items);
+            out.push_str(&format!("],\"amount\":{}.{:02}", cents / 100, cents % 100));
+        }
+    }
+    // The rest: a note (random hex), or a few spaces where not even an empty note fits.
+    let room = size.saturating_sub(out.len() + 1);
+    let note = usize::from(out.len() > 1) + "\"note\":\"\"".len();
+    if room >= note {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str("\"note\":\"");
+        rng.hex(&mut out, room - note);
+        out.push('"');
+    } else {
+        out.push_str(&" ".repeat(room));
+    }
+    out.push('}');
+    let mut bytes = out.into_bytes();
+    bytes.truncate(size);
+    bytes
+}
+
 #[derive(Default)]
 struct Tally {
     latencies: Vec<f64>,
@@ -195,11 +457,11 @@ async fn writer(
     lane: Arc<Lane>,
     first_opaque: i32,
     queues: i32,
-    body: Vec<u8>,
+    bodies: Arc<Bodies>,
 ) -> io::Result<()> {
     let (slots, sent) = (&lane.slots, &lane.sent);
     let mut opaque = first_opaque;
-    let mut out = Vec::with_capacity(MAX_BATCH * (body.len() + 512));
+    let mut out = Vec::with_capacity(MAX_BATCH * (bodies.size + 512));
     while !shared.stop.load(Ordering::Acquire) {
         let Ok(first) = slots.acquire().await else {
             return Ok(());
@@ -221,7 +483,9 @@ async fn writer(
             let mut sent = sent.lock().unwrap();
             for _ in 0..n {
                 opaque = opaque.wrapping_add(1);
-                tpl.frame(&mut out, opaque, opaque.rem_euclid(queues), &body);
+                // The next body of the pool in turn (the opaque counts this connection's requests).
+                let body = bodies.get(opaque as u32 as usize);
+                tpl.frame(&mut out, opaque, opaque.rem_euclid(queues), body);
                 sent.insert(opaque, now);
             }
         }
@@ -262,7 +526,7 @@ async fn run(a: Args) -> io::Result<serde_json::Value> {
         tally: Mutex::new(Tally::default()),
     });
     let tpl = Arc::new(Template::new(&a.topic));
-    let body = vec![b'x'; a.size];
+    let bodies = Arc::new(Bodies::new(&a.bodies, a.size));
     let mut tasks = Vec::new();
     for c in 0..a.connections {
         let stream = TcpStream::connect(("127.0.0.1", a.port)).await?;
@@ -281,7 +545,7 @@ async fn run(a: Args) -> io::Result<serde_json::Value> {
             lane,
             first,
             a.queues,
-            body.clone(),
+            bodies.clone(),
         );
         tasks.push(tokio::spawn(async move {
             let _ = w.await;
