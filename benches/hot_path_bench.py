@@ -735,6 +735,11 @@ def main() -> None:
         "second); prints the tables/plain ratios: what tiering adds to the broker's CPU per message",
     )
     ap.add_argument(
+        "--table-compression",
+        default="snappy",
+        help="with --table-topics: the tables' codec (tableTopicCompression: snappy, lz4, zstd, none)",
+    )
+    ap.add_argument(
         "--native-load",
         action="store_true",
         help="the send phase from crates/loadgen (Rust, one thread: SEND_MESSAGE_V2 as --style v2) "
@@ -768,6 +773,7 @@ def main() -> None:
             variants = [Variant(plane, conf=f"dataPlane={plane}\n") for plane in ("python", "rust")]
         if args.table_topics:
             tables = f"tableTopics={TOPIC}\ntableTopicIntervalSeconds=1\n"
+            tables += f"tableTopicCompression={args.table_compression}\n"
             variants = [Variant("plain"), Variant("tables", conf=tables)]
         if args.baseline:
             variants.insert(0, Variant("base", args.baseline))

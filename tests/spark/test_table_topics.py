@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import DataFrame, SparkSession
@@ -41,6 +42,7 @@ from ferromq.spark import read_topic
 from ferromq.spark.schema import arrow_schema
 from ferromq.store import MessageStore
 from ferromq.tables import committed_offsets, open_table, read_arrow, row_schema
+from ferromq.tables.columns import read_queue
 from ferromq.tables.layout import table_root
 from ferromq.testing import Broker, BrokerProcess, wait_until
 from ferromq.testing.process import ferromq_command
@@ -201,6 +203,7 @@ def test_broker_conf_keys(tmp_path: Path) -> None:
         ("tableTopicMaxCommitBytes=10\n", "tableTopicMaxCommitBytes"),
         ("tableTopicCompactionFiles=-1\n", "tableTopicCompactionFiles"),
         ("tableTopicRole=BOTH\n", "tableTopicRole"),
+        ("tableTopicCompression=brotli\n", "tableTopicCompression"),
     ):
         conf.write_text(bad)
         with pytest.raises(ConfigError, match=key):
@@ -274,6 +277,49 @@ def test_a_partition_is_compacted_once_enough_files_were_added(tmp_path: Path) -
     assert sorted(rows.column("queue_offset").to_pylist()) == list(range(40))
 
 
+@pytest.mark.parametrize("codec", ["lz4", "zstd", "none"])
+def test_each_codec_writes_and_compacts_files_spark_reads(
+    spark: SparkSession, tmp_path: Path, codec: str
+) -> None:
+    """tableTopicCompression: tiering's files and compaction's are in the codec chosen, and Spark's
+    own Parquet reader (read_topic) and deltalake read the rows back."""
+    root = tmp_path / "store"
+    settings = TieringSettings.of(
+        load_broker_config(
+            store_path_root_dir=str(root),
+            table_topics="Coded",
+            table_topic_compression=codec,
+            table_topic_min_rows=1,
+            table_topic_compaction_interval_seconds=0,
+            table_topic_compaction_files=2,
+        )
+    )
+    names = {"lz4": "LZ4", "zstd": "ZSTD", "none": "UNCOMPRESSED"}  # pyarrow calls LZ4_RAW "LZ4"
+
+    def codecs() -> tuple[int, set[str]]:
+        table = open_table(table_root(root), "Coded")
+        assert table is not None
+        files = table.file_uris()
+        return len(files), {pq.ParquetFile(f).metadata.row_group(0).column(0).compression for f in files}
+
+    expected = {}
+    with MessageStore(root) as store:
+        service = TieringService(store.raw, settings)
+        for commit in range(2):
+            for i in range(commit * 30, commit * 30 + 30):
+                store.put("Coded", i % 2, _body(i), tags="T")
+                expected[(i % 2, i // 2)] = _body(i)
+            service.run_once()
+            # First the tiering's files (one per queue), then compaction's (each queue's two in one).
+            assert codecs() == (2, {names[codec]})
+        [progress] = service.progress()
+    assert progress.maintain_cpu_seconds > 0 and progress.failures == 0
+    rows = read_arrow(table_root(root), "Coded", columns=["queue_id", "queue_offset", "body"])
+    assert {(q, o): b for q, o, b in zip(*(c.to_pylist() for c in rows.columns), strict=True)} == expected
+    df = read_topic(spark, "Coded", path=str(root)).select("queue_id", "queue_offset", "body")
+    assert {(r.queue_id, r.queue_offset): bytes(r.body) for r in df.collect()} == expected
+
+
 def test_with_table_topic_role_slave_the_slave_tiers_and_the_master_does_not(tmp_path: Path) -> None:
     """tableTopicRole=SLAVE: the slave, which replicates the master's messages, appends them to its
     own table; the master runs no tiering at all. In-process master and slave on real sockets."""
@@ -302,12 +348,19 @@ def test_with_table_topic_role_slave_the_slave_tiers_and_the_master_does_not(tmp
                 finally:
                     await client.close()
                 slave_store = Path(slave.config.store_path_root_dir)
-                await until(
-                    lambda: fully_tiered(slave_store, "Replicated"), "the slave's table", timeout=WAIT
-                )
                 assert master.tiering is None and slave.tiering is not None
-                [progress] = slave.tiering.progress()
-                assert progress.rows_tiered == 40 and progress.tier_cpu_seconds > 0
+                tiering = slave.tiering
+                # The service counts a commit's rows once the commit returns, after its files and
+                # log entry are on disk: wait for both.
+                await until(
+                    lambda: (
+                        fully_tiered(slave_store, "Replicated") and tiering.progress()[0].rows_tiered == 40
+                    ),
+                    "the slave's table",
+                    timeout=WAIT,
+                )
+                [progress] = tiering.progress()
+                assert progress.tier_cpu_seconds > 0
                 assert not (Path(master.config.store_path_root_dir) / "tables").exists()
 
     asyncio.run(asyncio.wait_for(body(), 120))
@@ -522,6 +575,27 @@ def test_kill_9_between_file_write_and_commit(
         assert df.count() == len(sent)
     finally:
         stop_ferromq(second)
+
+
+def test_bodies_read_for_tiering_are_views_that_outlive_the_files_retention_deletes(tmp_path: Path) -> None:
+    """Tiering reads bodies as views into the CommitLog's mapped files, not copies: a batch still
+    holds them after retention deleted those files and the store closed."""
+    root = tmp_path / "store"
+    small = {"mapped_file_size_commitlog": 64 * 1024, "delete_commitlog_files_interval_ms": 0}
+    with MessageStore(root, **small) as store:
+        for i in range(200):
+            store.put("Views", 0, _body(i), tags="T")
+        store.flush()
+        part = read_queue(store.raw, "Views", 0, 0, 200, 1 << 30)
+        [batch] = part.batches
+        assert batch.schema.field("body").type == pa.binary_view()
+        assert part.body_bytes == sum(len(_body(i)) for i in range(200))
+        old = time.time() - 100 * 3600
+        for f in sorted((root / "commitlog").iterdir())[:-1]:
+            os.utime(f, (old, old))
+        assert store.clean_expired_files(hour=4, physic_used_ratio=0.1, logics_used_ratio=0.1)
+    assert not (root / "commitlog" / f"{0:020d}").exists()
+    assert batch.column("body").to_pylist() == [_body(i) for i in range(200)]
 
 
 def test_a_table_outlives_the_commitlog_files_retention_deleted(spark: SparkSession, tmp_path: Path) -> None:

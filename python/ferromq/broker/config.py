@@ -270,7 +270,8 @@ class BrokerConfig:
     # and queue) to which tableTopicCompactionFiles files were added since it was last compacted
     # is compacted at once (0: only on the schedule). tableTopicRole says which broker of a
     # master-slave pair tiers: MASTER (default), or SLAVE: the slave, which holds the same
-    # messages, does the work and the master spends no CPU on it.
+    # messages, does the work and the master spends no CPU on it. tableTopicCompression is the
+    # data files' codec (TABLE_TOPIC_CODECS): CPU spent by the broker against bytes stored.
     table_topics: str = ""
     table_topic_path: str | None = None
     table_topic_interval_seconds: int = 10
@@ -281,6 +282,7 @@ class BrokerConfig:
     table_topic_target_file_bytes: int = 128 * 1024 * 1024
     table_topic_compaction_files: int = 16
     table_topic_role: str = "MASTER"
+    table_topic_compression: str = "snappy"
     table_topic_retention_days: int = 0
     table_topic_vacuum_retention_hours: int = 168
     profile: str = "rocketmq"
@@ -467,6 +469,8 @@ class BrokerConfig:
             bad("table_topics", "comma-separated topic names, or regex:PATTERN")
         if self.table_topic_role not in TABLE_TOPIC_ROLES:
             bad("table_topic_role", " or ".join(TABLE_TOPIC_ROLES))
+        if self.table_topic_compression not in TABLE_TOPIC_CODECS:
+            bad("table_topic_compression", " or ".join(TABLE_TOPIC_CODECS))
         if self.profile not in PROFILES:
             out.append(("profile", f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}"))
         return out
@@ -476,6 +480,9 @@ METRICS_EXPORTER_TYPES = ("DISABLE", "PROM")
 DATA_PLANES = ("rust", "python")
 # tableTopicRole: which broker of a master-slave pair tiers its table topics.
 TABLE_TOPIC_ROLES = ("MASTER", "SLAVE")
+# tableTopicCompression: the codecs of ferromq.tables.writer.CODECS (snappy and lz4 cost the broker
+# least, zstd stores least, none costs the least CPU and the most disk).
+TABLE_TOPIC_CODECS = ("snappy", "lz4", "zstd", "none")
 # tableTopics: this prefix makes the rest a regular expression over topic names.
 TABLE_TOPICS_REGEX = "regex:"
 _TOPIC_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")  # TopicValidator's characters and length

@@ -73,6 +73,7 @@ class TieringSettings:
     target_file_bytes: int
     retention_days: int
     vacuum_retention_hours: int
+    compression: str
 
     @classmethod
     def of(cls, cfg: BrokerConfig) -> TieringSettings:
@@ -90,6 +91,7 @@ class TieringSettings:
             target_file_bytes=cfg.table_topic_target_file_bytes,
             retention_days=cfg.table_topic_retention_days,
             vacuum_retention_hours=cfg.table_topic_vacuum_retention_hours,
+            compression=cfg.table_topic_compression,
         )
 
     def wants(self, topic: str) -> bool:
@@ -210,7 +212,7 @@ class TieringService:
     def _table(self, topic: str) -> TopicTable:
         table = self._tables.get(topic)
         if table is None:
-            table = TopicTable(table_uri(self.settings.root, topic), topic)
+            table = TopicTable(table_uri(self.settings.root, topic), topic, self.settings.compression)
             self._tables[topic] = table
         return table
 
