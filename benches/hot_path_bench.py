@@ -598,7 +598,9 @@ def run_case(
                 tiered_after = wait_tiered(store, int(res["total"]), time.monotonic() + 300)
                 # The tiering thread's own CPU (the broker reports it): what the rows cost it,
                 # without the noise of the rest of the broker's CPU.
-                res["tiering_cpu_us_per_row"] = tiering_cpu_seconds(port) / max(res["total"], 1) * 1e6
+                tier, maintain = tiering_cpu_seconds(port)
+                res["tiering_cpu_us_per_row"] = tier / max(res["total"], 1) * 1e6
+                res["maintain_cpu_us_per_row"] = maintain / max(res["total"], 1) * 1e6
             cpu = cpu_seconds(broker.pid) - cpu0
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -630,8 +632,9 @@ def run_case(
     return results
 
 
-def tiering_cpu_seconds(port: int) -> float:
-    """The CPU the broker's tiering thread spent on its table topics' rows since it started."""
+def tiering_cpu_seconds(port: int) -> tuple[float, float]:
+    """The CPU the broker's tiering thread spent on its table topics since it started: on their
+    rows, and on compacting (and vacuuming) their tables."""
     admin = [str(Path(sys.executable).with_name("ferromq")), "admin", "table-topics"]
     out = subprocess.run(
         [*admin, "-b", f"127.0.0.1:{port}", "--json"],
@@ -640,7 +643,8 @@ def tiering_cpu_seconds(port: int) -> float:
         timeout=60,
         check=True,
     )
-    return sum(t["tierCpuSeconds"] for t in json.loads(out.stdout))
+    topics = json.loads(out.stdout)
+    return sum(t["tierCpuSeconds"] for t in topics), sum(t["maintainCpuSeconds"] for t in topics)
 
 
 def wait_tiered(store: Path, messages: int, deadline: float) -> float:
@@ -670,7 +674,12 @@ def _row(r: dict[str, Any]) -> str:
         f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['p999_ms']:>10.2f}"
         f"{r['cpu_us_per_msg']:>11.1f}  {r.get('errors') or ''}"
         + (f" consumed {r['consumed']}" if "consumed" in r else "")
-        + (f" tiering {r['tiering_cpu_us_per_row']:.2f} us/row" if "tiering_cpu_us_per_row" in r else "")
+        + (
+            f" tiering {r['tiering_cpu_us_per_row']:.2f}"
+            f" + compaction {r['maintain_cpu_us_per_row']:.2f} us/row"
+            if "tiering_cpu_us_per_row" in r
+            else ""
+        )
     )
 
 
@@ -735,6 +744,20 @@ def main() -> None:
         "second); prints the tables/plain ratios: what tiering adds to the broker's CPU per message",
     )
     ap.add_argument(
+        "--table-file-mib",
+        type=int,
+        default=32,
+        help="with --table-topics: tableTopicTargetFileBytes in MiB (default 32, not the broker's 128: "
+        "a run of 30 s fills a few whole files per queue)",
+    )
+    ap.add_argument(
+        "--table-min-rows",
+        type=int,
+        default=0,
+        help="with --table-topics: tableTopicMinRows (0, the default: whole files; N: a commit per N "
+        "rows, small files that compaction merges)",
+    )
+    ap.add_argument(
         "--table-compression",
         default="snappy",
         help="with --table-topics: the tables' codec (tableTopicCompression: snappy, lz4, zstd, none)",
@@ -772,8 +795,11 @@ def main() -> None:
         if args.planes:
             variants = [Variant(plane, conf=f"dataPlane={plane}\n") for plane in ("python", "rust")]
         if args.table_topics:
-            tables = f"tableTopics={TOPIC}\ntableTopicIntervalSeconds=1\n"
+            tables = f"tableTopics={TOPIC}\ntableTopicIntervalSeconds=1\ntableTopicMaxDelaySeconds=10\n"
             tables += f"tableTopicCompression={args.table_compression}\n"
+            tables += f"tableTopicTargetFileBytes={args.table_file_mib << 20}\n"
+            if args.table_min_rows:
+                tables += f"tableTopicMinRows={args.table_min_rows}\n"
             variants = [Variant("plain"), Variant("tables", conf=tables)]
         if args.baseline:
             variants.insert(0, Variant("base", args.baseline))

@@ -44,6 +44,7 @@ from ferromq.store import MessageStore
 from ferromq.tables import committed_offsets, open_table, read_arrow, row_schema
 from ferromq.tables.columns import read_queue
 from ferromq.tables.layout import table_root
+from ferromq.tables.writer import TopicTable
 from ferromq.testing import Broker, BrokerProcess, wait_until
 from ferromq.testing.process import ferromq_command
 from tests.integration.brokerkit import Client, properties, running, send_ext
@@ -318,6 +319,56 @@ def test_each_codec_writes_and_compacts_files_spark_reads(
     assert {(q, o): b for q, o, b in zip(*(c.to_pylist() for c in rows.columns), strict=True)} == expected
     df = read_topic(spark, "Coded", path=str(root)).select("queue_id", "queue_offset", "body")
     assert {(r.queue_id, r.queue_offset): bytes(r.body) for r in df.collect()} == expected
+
+
+def test_rows_go_in_as_whole_files_that_compaction_leaves_alone(tmp_path: Path) -> None:
+    """tableTopicMinRows=0 (the default): a queue goes in as files of about
+    tableTopicTargetFileBytes once it holds that many, and compaction never rewrites them; rows
+    that do not fill a file wait until they are tableTopicMaxDelaySeconds old."""
+    root = tmp_path / "store"
+    target = 1024 * 1024
+
+    def settings(max_delay: int) -> TieringSettings:
+        return TieringSettings.of(
+            load_broker_config(
+                store_path_root_dir=str(root),
+                table_topics="Whole",
+                table_topic_target_file_bytes=target,
+                table_topic_max_delay_seconds=max_delay,
+                table_topic_compaction_interval_seconds=0,
+                table_topic_compaction_files=2,
+            )
+        )
+
+    def sizes() -> list[int]:
+        table = open_table(table_root(root), "Whole")
+        assert table is not None
+        return sorted(os.path.getsize(f.removeprefix("file://")) for f in table.file_uris())
+
+    bodies = [os.urandom(1000) for _ in range(3500)]  # incompressible: a row weighs its body
+    with MessageStore(root) as store:
+        for b in bodies:
+            store.put("Whole", 0, b, tags="T")
+        service = TieringService(store.raw, settings(max_delay=3600))
+        assert service.settings.min_rows == 0, "whole files are the default"
+        for _ in range(20):
+            if not service.run_once():
+                break
+        whole = sizes()
+        assert len(whole) >= 3 and all(size >= target for size in whole), whole
+        [progress] = service.progress()
+        assert 0 < 3500 - progress.committed[0] < 3500 / len(whole), "the rest waits: it fills no file"
+        assert progress.maintain_cpu_seconds == 0, "whole files do not call for compaction"
+        table = open_table(table_root(root), "Whole")
+        assert table is not None
+        assert TopicTable(table.table_uri, "Whole").compact(target) == 0
+        assert sizes() == whole
+        # Once old enough, the rest goes in as a file of its own.
+        TieringService(store.raw, settings(max_delay=0)).run_once()
+    assert table_offsets(root, "Whole") == {0: 3500}
+    assert len(sizes()) == len(whole) + 1
+    rows = read_arrow(table_root(root), "Whole", columns=["queue_offset", "body"])
+    assert dict(zip(*(c.to_pylist() for c in rows.columns), strict=True)) == dict(enumerate(bodies))
 
 
 def test_with_table_topic_role_slave_the_slave_tiers_and_the_master_does_not(tmp_path: Path) -> None:

@@ -261,9 +261,11 @@ class BrokerConfig:
     # appended to one Delta Lake table each under tableTopicPath (a directory or a URI pyarrow and
     # delta-rs both write, default <storePathRootDir>/tables). tableTopics is a comma-separated list
     # of topic names, or `regex:` and a regular expression matched against whole names (internal
-    # topics left out); "" tiers nothing. Every tableTopicIntervalSeconds a topic is committed when
-    # tableTopicMinRows messages wait or the oldest waiting one is tableTopicMaxDelaySeconds old,
-    # at most tableTopicMaxCommitBytes of records per commit. Every
+    # topics left out); "" tiers nothing. Every tableTopicIntervalSeconds each queue of a topic
+    # goes in once it holds a whole file's worth of rows (tableTopicTargetFileBytes, which
+    # compaction then never rewrites) or its oldest waiting row is tableTopicMaxDelaySeconds old;
+    # tableTopicMinRows > 0 commits instead whenever that many rows wait in all (small files,
+    # merged later). One queue reads at most tableTopicMaxCommitBytes of records per commit. Every
     # tableTopicCompactionIntervalSeconds (0: never) small files are merged towards
     # tableTopicTargetFileBytes, days older than tableTopicRetentionDays (0: kept forever) are
     # deleted, and files unused for tableTopicVacuumRetentionHours are removed. A partition (day
@@ -275,9 +277,9 @@ class BrokerConfig:
     table_topics: str = ""
     table_topic_path: str | None = None
     table_topic_interval_seconds: int = 10
-    table_topic_min_rows: int = 10_000
+    table_topic_min_rows: int = 0
     table_topic_max_delay_seconds: int = 60
-    table_topic_max_commit_bytes: int = 256 * 1024 * 1024
+    table_topic_max_commit_bytes: int = 1024 * 1024 * 1024
     table_topic_compaction_interval_seconds: int = 3600
     table_topic_target_file_bytes: int = 128 * 1024 * 1024
     table_topic_compaction_files: int = 16
@@ -546,7 +548,7 @@ _AT_LEAST: dict[str, int] = {
     "mapped_file_hot_window": 0,
     "revive_queue_num": 1,
     "table_topic_interval_seconds": 1,
-    "table_topic_min_rows": 1,
+    "table_topic_min_rows": 0,
     "table_topic_max_delay_seconds": 0,
     "table_topic_max_commit_bytes": 1024 * 1024,
     "table_topic_compaction_interval_seconds": 0,

@@ -3,21 +3,25 @@
 broker.conf chooses the topics (`tableTopics`: comma-separated names, or `regex:` and a regular
 expression over whole topic names, internal topics left out) and where the tables go
 (`tableTopicPath`, default `<storePathRootDir>/tables`, one table per topic under it). Every
-`tableTopicIntervalSeconds` the service looks at each chosen topic's queues: when
-`tableTopicMinRows` messages are waiting, or the oldest waiting one was stored
-`tableTopicMaxDelaySeconds` ago, it reads them from the store (decoded into Arrow in Rust, as the
-Spark source reads them), writes them as Parquet files and commits them with each queue's next
-offset as a Delta app transaction (see `ferromq.tables.writer` for why that is exactly once). One
-commit takes at most `tableTopicMaxCommitBytes` of records, shared among the queues that wait; a
-topic further behind is committed again at once. On start, each table says where it ended.
+`tableTopicIntervalSeconds` the service looks at each chosen topic's queues. A queue goes in once
+it holds a whole file's worth of rows (`tableTopicTargetFileBytes`, estimated from what the topic's
+rows weigh in its files), or once its oldest waiting row was stored `tableTopicMaxDelaySeconds` ago.
+Whole files are never rewritten by compaction, which on a busy topic would otherwise cost the
+broker more than tiering itself: every row read, decoded and encoded twice. `tableTopicMinRows` > 0
+restores commits of whatever waits once that many rows do (small files, merged by compaction).
+The rows are read from the store (decoded into Arrow in Rust, as the Spark source reads them; the
+bodies stay in the CommitLog's mapped files), written as Parquet files and committed with each
+queue's next offset as a Delta app transaction (see `ferromq.tables.writer` for why that is exactly
+once). One queue reads at most `tableTopicMaxCommitBytes` of records per commit; a topic further
+behind is committed again at once. On start, each table says where it ended.
 
 Every `tableTopicCompactionIntervalSeconds` each table's small files are merged (Delta optimize),
 days older than `tableTopicRetentionDays` are deleted, and files no version of the last
 `tableTopicVacuumRetentionHours` uses are removed (vacuum, which also removes files a crash left
 uncommitted). Between those, a partition (a day of a queue) is compacted as soon as
-`tableTopicCompactionFiles` files were added to it since its last compaction: a busy topic's
-commits (one file per queue each, every few seconds) would otherwise leave readers thousands of
-small files until the schedule's next run.
+`tableTopicCompactionFiles` files smaller than a whole one were added to it since its last
+compaction: commits of small files every few seconds would otherwise leave readers thousands of
+them until the schedule's next run.
 
 Offsets retention deleted before they were tiered are skipped, logged, counted (`rows_lost`) and
 recorded as passed in the next commit. The work runs on one thread of its own: the store's reads
@@ -32,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -49,6 +54,14 @@ from ferromq.tables.layout import table_root, table_uri
 from ferromq.tables.writer import TopicTable, WrittenFile
 
 logger = logging.getLogger(__name__)
+
+# tableTopicMinRows=0: a queue's rows go in as whole files of about tableTopicTargetFileBytes, which
+# compaction then never rewrites. What a row weighs in a file is learnt from the topic's files
+# (a few rows tell little: their footer weighs as much); until then it is assumed. FILE_FILL aims a
+# little past the target, so that a whole file is not just under it (and merged after all).
+ASSUMED_ROW_BYTES = 1024
+MIN_ROWS_TO_LEARN = 1000
+FILE_FILL = 1.05
 
 # Test hook, off unless set: the path of a file the service creates after writing a commit's files
 # and before committing them; it commits once the file is removed (and gives the commit up if the
@@ -136,8 +149,11 @@ class TieringService:
         self._task: asyncio.Task[None] | None = None
         self._running: asyncio.Future[bool] | None = None
         self._last_maintenance = time.monotonic()
-        # Per topic, per partition (day, queue id): files added since it was last compacted.
+        # Per topic, per partition (day, queue id): files smaller than a whole one added since it
+        # was last compacted.
         self._added: dict[str, dict[tuple[str, int], int]] = {}
+        # Per topic: the bytes one row takes in its data files (see `_rows_per_file`).
+        self._row_bytes: dict[str, float] = {}
         self._pause_file = os.environ.get(PAUSE_ENV) or None
 
     @classmethod
@@ -227,15 +243,22 @@ class TieringService:
         waiting = {q: hi - starts[q] for q, _, hi in queues if hi > starts[q]}
         if not waiting and not gaps:
             return False
-        if waiting and not gaps and sum(waiting.values()) < s.min_rows:
-            oldest = min(
-                (t for q in waiting if (t := self._store.store_time(topic, q, starts[q])) is not None),
-                default=None,
-            )
-            if oldest is None or int(time.time() * 1000) - oldest < s.max_delay_ms:
+        log_ends = {q: hi for q, _, hi in queues}
+        ends = dict(log_ends)  # where each queue's read stops
+        if s.min_rows > 0:
+            share = max(BATCH_BYTES, s.max_commit_bytes // max(1, len(waiting)))
+            if not gaps and sum(waiting.values()) < s.min_rows and not self._aged(topic, starts, waiting):
                 return False
-        share = max(BATCH_BYTES, s.max_commit_bytes // max(1, len(waiting)))
-        ends = {q: hi for q, _, hi in queues}
+        else:
+            # Whole files: a queue goes in once it holds a file's worth of rows (which then go in
+            # alone) or its oldest waiting row is old enough.
+            share = s.max_commit_bytes
+            full = self._rows_per_file(topic, table)
+            aged = self._aged(topic, starts, waiting)
+            waiting = {q: n for q, n in waiting.items() if n >= full or q in aged}
+            if not waiting and not gaps:
+                return False
+            ends.update({q: starts[q] + full for q, n in waiting.items() if n >= full})
         # One queue's rows in memory at a time: read, written to files, dropped (the commit's
         # bytes would otherwise all be held at once, and fresh pages cost more than reused ones).
         parts: list[QueueRows] = []
@@ -244,6 +267,7 @@ class TieringService:
             part = read_queue(self._store, topic, q, starts[q], ends[q], share)
             files += table.write_files([part])
             parts.append(replace(part, batches=()))
+        self._learn_row_size(topic, files)
         offsets = {q: starts[q] for q in gaps}
         offsets.update({p.queue_id: p.next_offset for p in parts if p.next_offset > starts[p.queue_id]})
         lost = sum(gaps.values()) + sum(p.lost for p in parts)
@@ -259,7 +283,8 @@ class TieringService:
         rows = sum(f.rows for f in files)
         added = self._added.setdefault(topic, {})
         for f in files:
-            added[f.day, f.queue_id] = added.get((f.day, f.queue_id), 0) + 1
+            if f.action.size < s.target_file_bytes:  # compaction leaves whole files as they are
+                added[f.day, f.queue_id] = added.get((f.day, f.queue_id), 0) + 1
         logger.debug("table topic %s: version %d, %d row(s) in %d file(s)", topic, version, rows, len(files))
         self._update(
             topic,
@@ -272,7 +297,30 @@ class TieringService:
             last_error=None,
         )
         # Only a queue that moved and has more: one that cannot move must not spin the loop.
-        return any(p.start < p.next_offset < ends[p.queue_id] for p in parts)
+        return any(p.start < p.next_offset < log_ends[p.queue_id] for p in parts)
+
+    def _aged(self, topic: str, starts: dict[int, int], waiting: dict[int, int]) -> set[int]:
+        """The waiting queues whose oldest waiting row was stored `max_delay_ms` ago or more."""
+        now = int(time.time() * 1000)
+        return {
+            q
+            for q in waiting
+            if (t := self._store.store_time(topic, q, starts[q])) is not None
+            and now - t >= self.settings.max_delay_ms
+        }
+
+    def _rows_per_file(self, topic: str, table: TopicTable) -> int:
+        """The rows that fill a file of `target_file_bytes`, from what the topic's rows weigh in
+        its files (those of this run, else the table's), else `ASSUMED_ROW_BYTES`."""
+        per_row = self._row_bytes.get(topic)
+        if per_row is None:
+            per_row = self._row_bytes[topic] = table.file_bytes_per_row() or ASSUMED_ROW_BYTES
+        return max(1, math.ceil(self.settings.target_file_bytes * FILE_FILL / per_row))
+
+    def _learn_row_size(self, topic: str, files: list[WrittenFile]) -> None:
+        rows = sum(f.rows for f in files)
+        if rows >= MIN_ROWS_TO_LEARN:  # a few rows weigh their file's footer as much as themselves
+            self._row_bytes[topic] = sum(f.action.size for f in files) / rows
 
     def _compact_busy_partitions(self, topic: str) -> None:
         """Compacts the topic's partitions that reached `compaction_files` added files."""

@@ -140,6 +140,15 @@ class TopicTable:
     def version(self) -> int:
         return self.table.version()
 
+    def file_bytes_per_row(self) -> float | None:
+        """What a row weighs in the table's data files (their bytes over their rows); None
+        without rows."""
+        actions = pa.table(self.table.get_add_actions(flatten=True))  # arro3 -> pyarrow, no copy
+        rows = int(pc.sum(actions.column("num_records")).as_py() or 0)
+        if not rows:
+            return None
+        return int(pc.sum(actions.column("size_bytes")).as_py()) / rows
+
     def committed(self, queue_ids: Iterable[int]) -> dict[int, int]:
         """The next offset of each queue that a commit recorded (queues without one are left out)."""
         out: dict[int, int] = {}
