@@ -76,12 +76,23 @@ def receive(consumer: Any, count: int, invisible: int) -> list[Any]:
 
 
 def receive_until(
-    consumer: Any, count: int, invisible: int, done: Callable[[list[Any]], bool] | None = None
+    consumer: Any,
+    count: int,
+    invisible: int,
+    done: Callable[[list[Any]], bool] | None = None,
+    *,
+    ack: bool = False,
 ) -> list[Any]:
+    """Receives until `count` messages came (or `done` says so). With `ack`, each is acked as it
+    comes: when they come far apart, the first ones' receipt handles would otherwise expire (after
+    `invisible` seconds) before an ack at the end, which the broker refuses as Java's does."""
     out: list[Any] = []
     deadline = time.monotonic() + DEADLINE_SECONDS
     while len(out) < count and time.monotonic() < deadline:
-        out += receive(consumer, count - len(out), invisible)
+        got = receive(consumer, count - len(out), invisible)
+        for m in got if ack else ():
+            consumer.ack(m)
+        out += got
         if done is not None and done(out):
             break
     return out
@@ -349,9 +360,8 @@ def transaction(endpoint: str, topic: str, group: str) -> dict[str, Any]:
         consumer = SimpleConsumer(config(endpoint), group, {topic: FilterExpression("*")}, await_duration=5)
         consumer.startup()
         try:
-            got = receive_until(consumer, 2, 15)
-            for r in got:
-                consumer.ack(r)
+            # The third comes after the broker checked back, which may take longer than 15 s.
+            got = receive_until(consumer, 2, 15, ack=True)
             late = receive(consumer, 1, 15)  # nothing more: the rolled back one never comes
             bodies = [r.body.decode() for r in got + late]
             return {
