@@ -73,22 +73,30 @@ def test_plain_sends_are_stored_and_answered_on_the_plane(tmp_path: Path) -> Non
                 assert r.code == R.SUCCESS, r.remark
                 assert (r.ext["queueId"], r.ext["queueOffset"]) == ("0", str(i))
                 assert r.ext["MSG_REGION"] == "DefaultRegion" and r.ext["TRACE_ON"] == "true"
+                assert "transactionId" not in r.ext, "no UNIQ_KEY, none named (as 5.3.3)"
+            # As Apache RocketMQ 5.x: the reply names the message's UNIQ_KEY as its transactionId (the
+            # 5.x proxy ends transactions with it), a batch's as its batchUniqId.
+            uniq = "0A000001000000000000000000000ABC"
+            r = await c.call(RC.SEND_MESSAGE, send_ext("DP", 0, properties(UNIQ_KEY=uniq)), b"u")
+            assert r.code == R.SUCCESS and r.ext["transactionId"] == uniq, (r.remark, r.ext)
             batch = batch_body([(f"b{i}".encode(), properties(KEYS=f"bk{i}")) for i in range(5)])
-            r = await c.call(RC.SEND_BATCH_MESSAGE, send_ext("DP", 0, batch="true"), batch)
+            ext = send_ext("DP", 0, properties(UNIQ_KEY=uniq), batch="true")
+            r = await c.call(RC.SEND_BATCH_MESSAGE, ext, batch)
             assert r.code == R.SUCCESS, r.remark
-            assert r.ext["queueOffset"] == "30" and len(r.ext["msgId"].split(",")) == 5
+            assert r.ext["queueOffset"] == "31" and len(r.ext["msgId"].split(",")) == 5
+            assert r.ext["batchUniqId"] == uniq and "transactionId" not in r.ext
             # A random queue (-1) is one of the topic's write queues.
             r = await c.call(RC.SEND_MESSAGE, send_ext("DP", -1), b"anywhere")
             assert r.code == R.SUCCESS and 0 <= int(r.ext["queueId"]) < 4
             assert sum(seen[code] for code in SENDS) == 1, "only the first send reached Python"
-            bodies = await pull_all(c, "DP", 0, 35)
-            assert bodies[:30] == [b"first"] + [f"m{i}".encode() for i in range(1, 30)]
+            bodies = await pull_all(c, "DP", 0, 36)
+            assert bodies[:31] == [b"first"] + [f"m{i}".encode() for i in range(1, 30)] + [b"u"]
             # (The random queue may have been 0: its message would follow.)
-            assert bodies[30:35] == [f"b{i}".encode() for i in range(5)]
+            assert bodies[31:36] == [f"b{i}".encode() for i in range(5)]
             assert seen[RC.PULL_MESSAGE] > 0, "pulls are Python's"
             broker.sync_plane_stats()
             item = broker.stats.sets[TOPIC_PUT_NUMS].item("DP")
-            assert item.value == 36 and item.times == 32
+            assert item.value == 37 and item.times == 33
             await c.close()
 
     run(main())

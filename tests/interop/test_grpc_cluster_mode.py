@@ -2,11 +2,11 @@
 lists, as Apache RocketMQ's proxy in cluster mode. A ferromq name server and two ferromq brokers (processes,
 one cluster), `ferromq proxy -pm cluster -n NAMESRV -pc rmq-proxy.json` in front and, side by side,
 Apache RocketMQ 5.3.3's `ProxyStartup -pm cluster` in front of the same brokers: the official Python 5.x
-client's scenarios (tests/interop/client5_scenarios.py) give the same answers through both, and the
-messages ferromq's proxy sends are spread over both brokers. Without a name server the proxy refuses to
-start with one line; a broker that goes away leaves the proxy serving the other. Transactions (the
-brokers' checks relayed to the producer's Telemetry stream) and dead letters go through ferromq's proxy
-alone (see FERROMQ_ONLY)."""
+client's scenarios (tests/interop/client5_scenarios.py) give the same answers through both, transactions
+included (the brokers' checks relayed to the producer's Telemetry stream), and the messages ferromq's
+proxy sends are spread over both brokers. Without a name server the proxy refuses to start with one line;
+a broker that goes away leaves the proxy serving the other. Dead letters go through ferromq's proxy alone
+(see FERROMQ_ONLY)."""
 
 from __future__ import annotations
 
@@ -49,12 +49,22 @@ from tests.interop.test_grpc_proxy_cli import refusal
 FERROMQ = Path(sys.executable).with_name("ferromq")
 RUN = uuid.uuid4().hex[:6]
 BROKERS = ("broker-a", "broker-b")
-# Scenarios side by side with Java's proxy in cluster mode; the others through ferromq's alone, as Java's
-# proxy in front of ferromq brokers does not get through them: dead_letter (the group's %DLQ% topic is
-# never made, so its reader finds no route; not investigated further) and transaction ("transaction id
-# cannot be empty": it takes the transactionId of a 5.x broker's send reply, which ferromq's lacks).
-SIDE_BY_SIDE = ("roundtrip", "redelivery", "push_tags", "push_sql", "wrong_type", "fifo", "delay", "recall")
-FERROMQ_ONLY = ("dead_letter", "transaction")
+# Scenarios side by side with Java's proxy in cluster mode (transaction: Java's proxy ends a transaction
+# with the transactionId of the broker's send reply, which ferromq's names as a 5.x broker's does); the
+# other through ferromq's alone, as Java's proxy in front of ferromq brokers does not get through it:
+# dead_letter (the group's %DLQ% topic is never made, so its reader finds no route; not investigated).
+SIDE_BY_SIDE = (
+    "roundtrip",
+    "redelivery",
+    "push_tags",
+    "push_sql",
+    "wrong_type",
+    "fifo",
+    "delay",
+    "recall",
+    "transaction",
+)
+FERROMQ_ONLY = ("dead_letter",)
 # Scenarios whose topic is on broker-a alone: their consumers wait less than a receive long-polls (15 s
 # invisible time and acks after the last receive in roundtrip, 12 s in recall, which also misses a message
 # stored before its group's first pop of that broker), so a broker without their messages, polled in

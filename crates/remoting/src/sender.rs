@@ -193,6 +193,10 @@ pub struct Stored {
     pub tags_code: Option<i64>,
     /// A timer message's handle for RECALL_MESSAGE (see [`recall_handle`]).
     pub recall_handle: Option<String>,
+    /// The request's UNIQ_KEY (a batch's own), which 5.x replies name: `transactionId` for one
+    /// message (Apache RocketMQ's 5.x proxy ends a transaction with it), `batchUniqId` for a batch.
+    pub uniq_key: Option<String>,
+    pub batch: bool,
 }
 
 /// What a waiting send does with its code once it is decided.
@@ -366,6 +370,7 @@ impl Sender {
             schedule: true,
         };
         let store = &self.settings.store;
+        let uniq_key = get_property(req.properties, property::UNIQ_KEY).map(str::to_owned);
         let stored = if req.batch {
             decode_batch(body).and_then(|items| {
                 let r = store.send_batch(&meta, &items, req.properties, &rw)?;
@@ -383,6 +388,8 @@ impl Sender {
                     queue_id: r.queue_id,
                     reply_queue_id,
                     recall_handle: None,
+                    uniq_key: uniq_key.clone(),
+                    batch: true,
                 })
             })
         } else {
@@ -408,13 +415,15 @@ impl Sender {
                     topic: r.topic,
                     queue_id: r.queue_id,
                     reply_queue_id,
+                    uniq_key,
+                    batch: false,
                 })
         };
         stored.map_err(SendError::Store)
     }
 
-    /// The reply's header fields (SendMessageResponseHeader and the broker's two extras), and
-    /// a timer message's `recallHandle` (RocketMQ 5.3.2+).
+    /// The reply's header fields (SendMessageResponseHeader and the broker's two extras), with
+    /// 5.x's `transactionId` / `batchUniqId` and a timer message's `recallHandle` (5.3.2+).
     pub fn reply_fields(&self, s: &Stored) -> Vec<(&'static str, String)> {
         let mut fields = vec![
             ("msgId", s.msg_id.clone()),
@@ -423,6 +432,14 @@ impl Sender {
             ("MSG_REGION", self.settings.region.clone()),
             ("TRACE_ON", self.settings.trace_on.to_string()),
         ];
+        if let Some(uniq) = &s.uniq_key {
+            let name = if s.batch {
+                "batchUniqId"
+            } else {
+                "transactionId"
+            };
+            fields.push((name, uniq.clone()));
+        }
         if let Some(handle) = &s.recall_handle {
             fields.push(("recallHandle", handle.clone()));
         }
