@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ferromq.testing import free_port, write_conf
+from ferromq.testing.process import port_taken
 from ferromq.testing.waiting import wait_until
 from tests.interop.grpc_kit import run_client5
 
@@ -46,24 +47,34 @@ class LocalProxy:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.ns_port, self.broker_port, self.grpc_port = free_port(), free_port(), free_port()
-        self.conf = write_conf(
-            root / "broker.conf",
+        self.ns_port = free_port()
+        self.conf = root / "broker.conf"
+        self.proxy_conf = root / "rmq-proxy.json"
+        self._choose_ports()
+        self.namesrv: subprocess.Popen[bytes] | None = None
+        self.proxy: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.served = False
+
+    def _choose_ports(self) -> None:
+        """The broker's and the gRPC front's ports (free now; another process may take one before
+        the proxy listens: `start_proxy` then chooses again)."""
+        self.broker_port, self.grpc_port = free_port(), free_port()
+        while len({self.ns_port, self.broker_port, self.broker_port + 1, self.grpc_port}) < 4:
+            self.broker_port, self.grpc_port = free_port(), free_port()
+        write_conf(
+            self.conf,
             {
                 "brokerName": "proxy-broker",
                 "listenPort": self.broker_port,
-                "storePathRootDir": str(root / "store"),
+                "storePathRootDir": str(self.root / "store"),
                 "mappedFileSizeCommitLog": 67108864,
                 "autoCreateTopicEnable": "true",
             },
         )
-        self.proxy_conf = root / "rmq-proxy.json"
         self.proxy_conf.write_text(
             json.dumps({"grpcServerPort": self.grpc_port, "rocketMQClusterName": "DefaultCluster"})
         )
-        self.namesrv: subprocess.Popen[bytes] | None = None
-        self.proxy: subprocess.Popen[bytes] | None = None
-        self.starts = 0
 
     @property
     def endpoint(self) -> str:
@@ -79,13 +90,30 @@ class LocalProxy:
         wait_until(lambda: "listening" in log.read_text(), "the name server ready", 30)
 
     def start_proxy(self) -> None:
+        """Starts the proxy; the first start chooses other ports (at most 3 times) when another
+        process took one of them first. A restart keeps its ports: clients reconnect to them."""
+        for attempt in range(3):
+            log = self._start_once()
+            if log is None:
+                self.served = True
+                return
+            if self.served or attempt == 2 or not port_taken(log):
+                break
+            self._choose_ports()
+        raise AssertionError(log)
+
+    def _start_once(self) -> str | None:
+        """None once the proxy serves; else its log (it has exited)."""
         self.starts += 1
         log = self.root / f"proxy-{self.starts}.log"
         argv = [str(FERROMQ), "proxy", "-pm", "local", "-bc", str(self.conf), "-pc", str(self.proxy_conf)]
         self.proxy = proc = self._spawn([*argv, "-n", f"127.0.0.1:{self.ns_port}"], log)
         ready = f"ferromq proxy (local mode) gRPC on {self.endpoint}"
         wait_until(lambda: ready in log.read_text() or proc.poll() is not None, "the proxy ready", 60)
-        assert ready in log.read_text(), log.read_text()
+        if ready in log.read_text():
+            return None
+        proc.wait(timeout=30)
+        return log.read_text()
 
     def proxy_log(self) -> str:
         return (self.root / f"proxy-{self.starts}.log").read_text()

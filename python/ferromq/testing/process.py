@@ -42,6 +42,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def port_taken(log: str) -> bool:
+    """Whether a process's log says it could not listen because another took its port between
+    `free_port` and its start: the OS's words, or the one line `ferromq` prints for it."""
+    text = log.lower()
+    return "address already in use" in text or " is in use (another" in text
+
+
 def ferromq_command() -> list[str]:
     """The `ferromq` command of this interpreter: the script installed beside it, or else
     `python -m ferromq.cli`."""
@@ -166,7 +173,7 @@ class BrokerProcess:
                 return self
             self.stop(kill=True)
             problem += f": {' '.join(cmd)}\n--- log ---\n{self.log()}"
-            if "address already in use" not in self.log().lower():
+            if not port_taken(self.log()):
                 break
         raise RuntimeError(f"ferromq serve did not start: {problem}")
 
