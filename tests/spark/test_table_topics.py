@@ -31,7 +31,7 @@ from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import DataFrame, SparkSession
 
 from ferromq import _store
-from ferromq.broker.config import ConfigError, load_broker_config
+from ferromq.broker.config import TABLE_TOPIC_CODECS, ConfigError, load_broker_config
 from ferromq.broker.tiering import PAUSE_ENV, TieringService, TieringSettings
 from ferromq.client import Message
 from ferromq.client.blocking import BlockingProducer
@@ -44,7 +44,7 @@ from ferromq.store import MessageStore
 from ferromq.tables import committed_offsets, open_table, read_arrow, row_schema
 from ferromq.tables.columns import read_queue
 from ferromq.tables.layout import table_root
-from ferromq.tables.writer import TopicTable
+from ferromq.tables.writer import CODECS, TopicTable
 from ferromq.testing import Broker, BrokerProcess, wait_until
 from ferromq.testing.process import ferromq_command
 from tests.integration.brokerkit import Client, properties, running, send_ext
@@ -90,6 +90,11 @@ def produce(namesrv: str, topic: str, start: int, n: int) -> dict[tuple[int, int
         for j, m in enumerate(batch):
             sent[(r.message_queue.queue_id, r.queue_offset + j)] = m.body
     return sent
+
+
+def tiering_settings(root: Path, topic: str, **keys: Any) -> TieringSettings:
+    """The tiering service's settings for `topic` of the store at `root`, with broker.conf `keys`."""
+    return TieringSettings.of(load_broker_config(store_path_root_dir=str(root), table_topics=topic, **keys))
 
 
 def log_bounds(store: Path, topic: str) -> dict[int, tuple[int, int]]:
@@ -209,19 +214,18 @@ def test_broker_conf_keys(tmp_path: Path) -> None:
         conf.write_text(bad)
         with pytest.raises(ConfigError, match=key):
             load_broker_config(conf)
+    assert TABLE_TOPIC_CODECS == tuple(CODECS), "broker.conf names the writer's codecs"
 
 
 def test_offsets_retention_deleted_before_tiering_are_skipped_and_counted(tmp_path: Path) -> None:
     """In process: the service's cycle over a store whose first CommitLog files retention deleted
     after the table's last commit."""
     root = tmp_path / "store"
-    settings = TieringSettings.of(
-        load_broker_config(
-            store_path_root_dir=str(root),
-            table_topics="Gone",
-            table_topic_min_rows=1,
-            table_topic_interval_seconds=1,
-        )
+    settings = tiering_settings(
+        root,
+        "Gone",
+        table_topic_min_rows=1,
+        table_topic_interval_seconds=1,
     )
     small = {"mapped_file_size_commitlog": 64 * 1024, "delete_commitlog_files_interval_ms": 0}
     with MessageStore(root, **small) as store:
@@ -252,14 +256,12 @@ def test_a_partition_is_compacted_once_enough_files_were_added(tmp_path: Path) -
     """In process: tableTopicCompactionFiles=3 merges a queue's day once three commits added a
     file each, without waiting for the schedule (off here); the rows stay the same."""
     root = tmp_path / "store"
-    settings = TieringSettings.of(
-        load_broker_config(
-            store_path_root_dir=str(root),
-            table_topics="Busy",
-            table_topic_min_rows=1,
-            table_topic_compaction_interval_seconds=0,
-            table_topic_compaction_files=3,
-        )
+    settings = tiering_settings(
+        root,
+        "Busy",
+        table_topic_min_rows=1,
+        table_topic_compaction_interval_seconds=0,
+        table_topic_compaction_files=3,
     )
     with MessageStore(root) as store:
         service = TieringService(store.raw, settings)
@@ -285,15 +287,13 @@ def test_each_codec_writes_and_compacts_files_spark_reads(
     """tableTopicCompression: tiering's files and compaction's are in the codec chosen, and Spark's
     own Parquet reader (read_topic) and deltalake read the rows back."""
     root = tmp_path / "store"
-    settings = TieringSettings.of(
-        load_broker_config(
-            store_path_root_dir=str(root),
-            table_topics="Coded",
-            table_topic_compression=codec,
-            table_topic_min_rows=1,
-            table_topic_compaction_interval_seconds=0,
-            table_topic_compaction_files=2,
-        )
+    settings = tiering_settings(
+        root,
+        "Coded",
+        table_topic_compression=codec,
+        table_topic_min_rows=1,
+        table_topic_compaction_interval_seconds=0,
+        table_topic_compaction_files=2,
     )
     names = {"lz4": "LZ4", "zstd": "ZSTD", "none": "UNCOMPRESSED"}  # pyarrow calls LZ4_RAW "LZ4"
 
@@ -329,15 +329,13 @@ def test_rows_go_in_as_whole_files_that_compaction_leaves_alone(tmp_path: Path) 
     target = 1024 * 1024
 
     def settings(max_delay: int) -> TieringSettings:
-        return TieringSettings.of(
-            load_broker_config(
-                store_path_root_dir=str(root),
-                table_topics="Whole",
-                table_topic_target_file_bytes=target,
-                table_topic_max_delay_seconds=max_delay,
-                table_topic_compaction_interval_seconds=0,
-                table_topic_compaction_files=2,
-            )
+        return tiering_settings(
+            root,
+            "Whole",
+            table_topic_target_file_bytes=target,
+            table_topic_max_delay_seconds=max_delay,
+            table_topic_compaction_interval_seconds=0,
+            table_topic_compaction_files=2,
         )
 
     def sizes() -> list[int]:

@@ -167,8 +167,8 @@ fn var(py: Python<'_>, c: VarColumn) -> PyResult<Bound<'_, PyTuple>> {
     )
 }
 
-/// `{"rows": n, "body_bytes": n, name: buffers, ...}`; "properties" is (entry offsets, keys, values) or None;
-/// "body" is (views, data buffers) with `body_views`.
+/// `{"rows": n, "body_bytes": n, name: buffers, ...}`; "properties" is (entry offsets, keys,
+/// values) or None; "body" is (views, data buffers) with `body_views`.
 pub fn to_py<'py>(
     py: Python<'py>,
     b: ColumnBatch,

@@ -269,10 +269,10 @@ class BrokerConfig:
     # tableTopicCompactionIntervalSeconds (0: never) small files are merged towards
     # tableTopicTargetFileBytes, days older than tableTopicRetentionDays (0: kept forever) are
     # deleted, and files unused for tableTopicVacuumRetentionHours are removed. A partition (day
-    # and queue) to which tableTopicCompactionFiles files were added since it was last compacted
-    # is compacted at once (0: only on the schedule). tableTopicRole says which broker of a
-    # master-slave pair tiers: MASTER (default), or SLAVE: the slave, which holds the same
-    # messages, does the work and the master spends no CPU on it. tableTopicCompression is the
+    # and queue) to which tableTopicCompactionFiles files smaller than a whole one were added since
+    # it was last compacted is compacted at once (0: only on the schedule). tableTopicRole says
+    # which broker of a master-slave pair tiers: MASTER (default), or SLAVE: the slave, which holds
+    # the same messages, does the work and the master spends no CPU on it. tableTopicCompression is the
     # data files' codec (TABLE_TOPIC_CODECS): CPU spent by the broker against bytes stored.
     table_topics: str = ""
     table_topic_path: str | None = None
@@ -482,8 +482,8 @@ METRICS_EXPORTER_TYPES = ("DISABLE", "PROM")
 DATA_PLANES = ("rust", "python")
 # tableTopicRole: which broker of a master-slave pair tiers its table topics.
 TABLE_TOPIC_ROLES = ("MASTER", "SLAVE")
-# tableTopicCompression: the codecs of ferromq.tables.writer.CODECS (snappy and lz4 cost the broker
-# least, zstd stores least, none costs the least CPU and the most disk).
+# tableTopicCompression: the codecs of ferromq.tables.writer.CODECS (none costs the broker the least
+# CPU and stores the most, zstd the most CPU and stores the least; snappy and lz4 in between).
 TABLE_TOPIC_CODECS = ("snappy", "lz4", "zstd", "none")
 # tableTopics: this prefix makes the rest a regular expression over topic names.
 TABLE_TOPICS_REGEX = "regex:"

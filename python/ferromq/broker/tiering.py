@@ -254,7 +254,7 @@ class TieringService:
             # alone) or its oldest waiting row is old enough.
             share = s.max_commit_bytes
             full = self._rows_per_file(topic, table)
-            aged = self._aged(topic, starts, waiting)
+            aged = self._aged(topic, starts, {q: n for q, n in waiting.items() if n < full})
             waiting = {q: n for q, n in waiting.items() if n >= full or q in aged}
             if not waiting and not gaps:
                 return False

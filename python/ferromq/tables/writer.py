@@ -50,8 +50,9 @@ ROW_GROUP_ROWS = 131072
 
 # The data files' codecs (broker.conf tableTopicCompression): pyarrow's name, delta-rs's (for
 # compaction) and the file name's suffix, as Spark names them. On 1 KiB JSON events, per row on one
-# core, writing costs 0.8 us snappy, 0.7 us lz4 (LZ4_RAW), 1.0 us zstd, 0.3 us none, for 370, 340,
-# 180 and 1028 bytes stored. Snappy is the default that every Parquet reader takes.
+# core and in isolation, writing costs 0.8 us snappy, 0.7 us lz4 (LZ4_RAW), 1.0 us zstd, 0.3 us
+# none, for 370, 340, 180 and 1028 bytes stored (docs/table-topics.md has what they cost in a
+# loaded broker). Snappy is the default that every Parquet reader takes.
 class Codec(NamedTuple):
     pyarrow: str
     delta: Literal["SNAPPY", "LZ4_RAW", "ZSTD", "UNCOMPRESSED"]
