@@ -804,22 +804,32 @@ class ApacheRocketMQClusterProxy:
 
 
 def start_rocketmq_proxy_cluster(
-    root: Path, namesrv: str, *, cluster: str = "DefaultCluster", timeout: float = 180.0, heap: str = "512m"
+    root: Path,
+    namesrv: str,
+    *,
+    cluster: str = "DefaultCluster",
+    proxy_conf: dict[str, object] | None = None,
+    timeout: float = 180.0,
+    heap: str = "512m",
 ) -> ApacheRocketMQClusterProxy:
     """Start Apache RocketMQ 5.3.3's `ProxyStartup -pm cluster -pc root/rmq-proxy.json -n <namesrv>` on
     free 127.0.0.1 ports (grpcServerPort, remotingListenPort); returns once its gRPC port accepts
-    connections. Logs in root/logs/proxy.log."""
+    connections. `proxy_conf` adds to rmq-proxy.json. Logs in root/logs/proxy.log."""
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     version = ROCKETMQ_5_VERSION
     _write_logback(root, ("proxy",), version)
     grpc_port = _free_port()
-    pconf = _proxy_defaults(cluster) | {
-        "grpcServerPort": grpc_port,
-        "remotingListenPort": _free_port_except({grpc_port}),
-        "namesrvAddr": namesrv,
-        "proxyMode": "cluster",
-    }
+    pconf = (
+        _proxy_defaults(cluster)
+        | (proxy_conf or {})
+        | {
+            "grpcServerPort": grpc_port,
+            "remotingListenPort": _free_port_except({grpc_port}),
+            "namesrvAddr": namesrv,
+            "proxyMode": "cluster",
+        }
+    )
     (root / "rmq-proxy.json").write_text(json.dumps(pconf, indent=2) + "\n")
     args = ["-pm", "cluster", "-pc", str(root / "rmq-proxy.json"), "-n", namesrv]
     proxy = ApacheRocketMQClusterProxy(root, namesrv, f"127.0.0.1:{grpc_port}")

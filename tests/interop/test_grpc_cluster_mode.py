@@ -74,6 +74,11 @@ SINGLE_BROKER_CASES = ("roundtrip", "recall")
 # any six in a row reach both.
 SPREAD_CASES = ("push_tags", "push_sql")
 START_TIMEOUT = 60.0
+# Java's proxy names its transactional producers to the brokers every transactionHeartbeatPeriodSecond
+# (20 s), ferromq's as a producer comes. A broker checks an open transaction every second here, with or
+# without a producer to ask, transactionCheckMax (15) times before it drops it: a first heartbeat 20 s
+# after the send came too late for the transaction scenario once. Every second, it comes in time.
+JAVA_PROXY_CONF: dict[str, object] = {"transactionHeartbeatPeriodSecond": 1}
 STOP_TIMEOUT = 30.0
 
 
@@ -197,7 +202,9 @@ def java_cluster_proxy(
     ferromq_cluster: FerromqCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ApacheRocketMQClusterProxy]:
     root = tmp_path_factory.mktemp("rocketmq-cluster-proxy")
-    with start_rocketmq_proxy_cluster(root, ferromq_cluster.namesrv, cluster=CLUSTER) as proxy:
+    with start_rocketmq_proxy_cluster(
+        root, ferromq_cluster.namesrv, cluster=CLUSTER, proxy_conf=JAVA_PROXY_CONF
+    ) as proxy:
         yield proxy
 
 
