@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import re
@@ -18,8 +19,9 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -259,6 +261,43 @@ def test_replies_of_all_connections_share_one_budget() -> None:
             assert counts == [requests] * peers
             for sock in socks:
                 sock.close()
+        finally:
+            await server.stop()
+
+    run(main())
+
+
+def test_requests_whose_connection_closes_before_they_start_are_dropped() -> None:
+    """A peer sends a request handled as a task and is gone before the task's first step (here the
+    connection is aborted in between): the handler's coroutine is closed with the task, not left
+    unawaited (which Python warns of when it is collected); the server goes on serving."""
+    started: list[Coroutine[Any, Any, RemotingCommand]] = []
+
+    async def answer(cmd: RemotingCommand) -> RemotingCommand:
+        return RemotingCommand(R.SUCCESS, cmd.opaque, FLAG_RESPONSE)
+
+    def handler(conn: Connection, cmd: RemotingCommand) -> Coroutine[Any, Any, RemotingCommand]:
+        coro = answer(cmd)
+        if cmd.code == RC.GET_MAX_OFFSET:
+            started.append(coro)
+            # Runs before the request's task: it is scheduled after this returns.
+            asyncio.get_running_loop().call_soon(conn.abort, CloseReason.IDLE)
+        return coro
+
+    async def main() -> None:
+        server = RemotingServer(handler, "127.0.0.1", 0)
+        await server.start()
+        try:
+            reader, writer = await raw_connect(server.port)
+            writer.write(encode(RemotingCommand(RC.GET_MAX_OFFSET, opaque=1)))
+            await writer.drain()
+            assert await closed_by_server(reader)
+            writer.close()
+            await until(lambda: bool(started) and not server.connections, "the connection closed")
+            assert inspect.getcoroutinestate(started[0]) == inspect.CORO_CLOSED
+            c = await Client().connect(server.port)
+            assert (await c.call(RC.GET_TOPIC_STATS_INFO, {})).code == R.SUCCESS
+            await c.close()
         finally:
             await server.stop()
 

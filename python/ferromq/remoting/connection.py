@@ -503,7 +503,7 @@ class Connection(asyncio.Protocol):
         self._count_inflight()
         task = self._loop.create_task(self._handle(cmd, answer))
         self._tasks.add(task)
-        task.add_done_callback(self._request_done)
+        task.add_done_callback(functools.partial(self._request_done, answer))
 
     def _count_inflight(self) -> None:
         self._inflight += 1
@@ -520,9 +520,12 @@ class Connection(asyncio.Protocol):
         if self._limits.request_budget is not None:
             self._limits.request_budget.request_done()
 
-    def _request_done(self, task: asyncio.Task[None]) -> None:
+    def _request_done(self, answer: Awaitable[RemotingCommand | None], task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         self._one_done()
+        if isinstance(answer, Coroutine):
+            # A task cancelled before its first step (the connection closed) never started it.
+            answer.close()
         _log_crash(task)
 
     def _future_done(self, cmd: RemotingCommand, answer: asyncio.Future[RemotingCommand | None]) -> None:
@@ -537,14 +540,9 @@ class Connection(asyncio.Protocol):
             self.write(reply)
 
     async def _handle(self, cmd: RemotingCommand, answer: Awaitable[RemotingCommand | None]) -> None:
-        try:
-            # A request handled as a task does its work (a store read, a reply built) only once
-            # the peer takes the replies it was given: pipelined requests do not pile up replies.
-            await self.replies_drained()
-        except BaseException:
-            if isinstance(answer, Coroutine):
-                answer.close()  # never started
-            raise
+        # A request handled as a task does its work (a store read, a reply built) only once the
+        # peer takes the replies it was given: pipelined requests do not pile up replies.
+        await self.replies_drained()
         reply = await answer
         if reply is not None and not cmd.is_oneway and not self.closed:
             self.write(reply)
