@@ -30,9 +30,15 @@ over 5 s just before the timed part.
              server CPU per message (receive + ack), missing, duplicates; after a warm-up drain of case
              1's warm-up topic by another group.
 
-The issue's goals: CPU per message <= 0.5x Java's; p99 <= Java's; throughput >= Java's.
+4. follow    Consumers that keep up: the C simple consumers of case 3 receive and ack while P producers
+             send at the fixed rate of case 2 (1 KiB) for S s, after a warm-up at that rate: most receives
+             find nothing and wait (long polling) for the next message. End-to-end latency (the send's
+             start to the first ReceiveMessage answer that carries the message) p50/p99/max, server CPU
+             per message (send + receive + ack), receives (empty), missing and duplicates.
 
-    .venv/bin/python benches/grpc_bench.py [--quick] [--only send,latency,receive]
+The issue's goals: CPU per message <= 0.5x Java's; p99 <= Java's; throughput >= Java's (cases 1-3).
+
+    .venv/bin/python benches/grpc_bench.py [--quick] [--only send,latency,receive,follow]
         [--brokers ferromq,rocketmq] [--messages N] [--in-flight W] [--producers P] [--consumers C]
         [--rate R] [--seconds S]
 
@@ -106,8 +112,8 @@ CONF = {
     "deleteWhen": "04",
     "diskMaxUsedSpaceRatio": "95",
 }
-TOPIC, WARM_TOPIC, LATENCY_TOPIC = "GrpcBenchT", "GrpcWarmT", "GrpcLatencyT"
-GROUP, WARM_GROUP = "GrpcBenchG", "GrpcWarmG"
+TOPIC, WARM_TOPIC, LATENCY_TOPIC, FOLLOW_TOPIC = "GrpcBenchT", "GrpcWarmT", "GrpcLatencyT", "GrpcFollowT"
+GROUP, WARM_GROUP, FOLLOW_GROUP = "GrpcBenchG", "GrpcWarmG", "GrpcFollowG"
 START_TIMEOUT = 180.0
 # What the Java proxy logs (ERROR and a stack trace) for every client that cancels its Telemetry stream
 # on shutdown, as the official client does, and for the long-polling receives cancelled at a drain's end.
@@ -622,9 +628,16 @@ class Drained:
     errors: list[str] = field(default_factory=list)
 
 
-async def drain(consumers: list[Session], topic: str, group: str, expected: set[str]) -> Drained:
+async def drain(
+    consumers: list[Session],
+    topic: str,
+    group: str,
+    expected: set[str],
+    arrived: dict[str, float] | None = None,
+) -> Drained:
     """The simple consumers receive (batch 32, invisible 30 s, long polling 5 s) and ack each batch with
-    one AckMessage until every expected message is acked, a consumer fails, or a bounded wait ends."""
+    one AckMessage until every expected message is acked, a consumer fails, or a bounded wait ends.
+    `arrived` gets each message's first answer time (perf_counter)."""
     d = Drained()
     seen: set[str] = set()
     acked: set[str] = set()
@@ -681,10 +694,13 @@ async def drain(consumers: list[Session], topic: str, group: str, expected: set[
                     await asyncio.sleep(0.05)
                 continue
             d.received += len(messages)
+            now = time.perf_counter()
             for m in messages:
                 mid = m.system_properties.message_id
                 if mid in seen:
                     d.duplicates += 1
+                elif arrived is not None:
+                    arrived[mid] = now
                 seen.add(mid)
             ack = spb.AckMessageRequest(
                 group=_resource(group),
@@ -838,10 +854,18 @@ class Paced:
 
 
 async def fixed_rate(
-    producers: list[Session], topic: str, rate: float, seconds: float, body: bytes, ids: MessageIds
+    producers: list[Session],
+    topic: str,
+    rate: float,
+    seconds: float,
+    body: bytes,
+    ids: MessageIds | Iterator[str],
+    started: dict[str, float] | None = None,
 ) -> Paced:
     """Sends at `rate` for `seconds`: send i is started at first_due + i / rate whatever is still in
-    flight (at most 20,000 at once: past that the schedule slips, which shows as start lag)."""
+    flight (at most 20,000 at once: past that the schedule slips, which shows as start lag). `ids`
+    names the messages (an iterator: ids chosen beforehand); `started` gets each send's start time."""
+    next_id = ids.next if isinstance(ids, MessageIds) else ids.__next__
     p = Paced(planned=int(rate * seconds))
     sent = Sent()  # for send_one's retry and error bookkeeping
     room = asyncio.Semaphore(20_000)
@@ -852,7 +876,10 @@ async def fixed_rate(
             s = producers[i % len(producers)]
             start = time.perf_counter()
             p.start_lag.append(start - due)
-            ok = await send_one(s, send_request(topic, body, ids.next()), sent)
+            message_id = next_id()
+            if started is not None:
+                started[message_id] = start
+            ok = await send_one(s, send_request(topic, body, message_id), sent)
             end = time.perf_counter()
             if ok:
                 p.ok += 1
@@ -934,6 +961,95 @@ async def latency_case(server: Server, args: argparse.Namespace) -> dict[str, An
             "sent": warm.ok,
             "failed": warm.failed,
             "send_ms": summary_ms(warm.latencies),
+        },
+        "loadavg_start": load0,
+        "loadavg_end": loadavg(),
+        "server_log_errors": server.log_errors(),
+    }
+
+
+# -- 4. follow -------------------------------------------------------------------------------------
+
+
+async def follow(
+    producers: list[Session], consumers: list[Session], rate: float, seconds: float, body: bytes
+) -> tuple[Paced, Drained, list[float]]:
+    """Sends at `rate` for `seconds` while the consumers receive and ack: what was sent, what was
+    drained, and each message's end-to-end latency (its send's start to its first receive)."""
+    ids = MessageIds()
+    planned = [ids.next() for _ in range(int(rate * seconds))]
+    started: dict[str, float] = {}
+    arrived: dict[str, float] = {}
+    drained = asyncio.create_task(drain(consumers, FOLLOW_TOPIC, FOLLOW_GROUP, set(planned), arrived))
+    paced = await fixed_rate(producers, FOLLOW_TOPIC, rate, seconds, body, iter(planned), started)
+    d = await drained
+    latencies = [arrived[i] - started[i] for i in planned if i in arrived and i in started]
+    return paced, d, latencies
+
+
+async def follow_case(server: Server, args: argparse.Namespace) -> dict[str, Any]:
+    await server.create_topic(FOLLOW_TOPIC)
+    body = b"f" * args.body
+    producers = await open_sessions(server, args.producers, pb.PRODUCER, [FOLLOW_TOPIC])
+    consumers = await open_sessions(server, args.consumers, pb.SIMPLE_CONSUMER, [FOLLOW_TOPIC], FOLLOW_GROUP)
+    try:
+        wp, wd, wl = await follow(producers, consumers, args.rate, args.warmup_seconds, body)
+        print(
+            f"  [{server.kind}] warm-up: {wp.ok:,} sent at {args.rate:,.0f}/s, {wd.acked:,} acked, "
+            f"end to end p99 {pct_ms(wl, 99)} ms ({wd.missing} missing)",
+            flush=True,
+        )
+        await asyncio.sleep(3)
+        idle, _ = await idle_rate(server)
+        load0 = loadavg()
+        (c0, n0), cc0, t0 = server.cpu(), client_cpu(), server.threads()
+        p, d, latencies = await follow(producers, consumers, args.rate, args.seconds, body)
+        (c1, n1), cc1, t1 = server.cpu(), client_cpu(), server.threads()
+        session_errors = [e for s in producers + consumers for e in s.errors][:10]
+    finally:
+        await close_sessions(producers + consumers)
+    done = p.planned - d.missing
+    e2e = summary_ms(latencies)
+    print(
+        f"  [{server.kind}] {done:,} sent and received at {args.rate:,.0f}/s: end to end p50/p99/max "
+        f"{e2e['p50']}/{e2e['p99']}/{e2e['max']} ms, {d.receive_calls:,} receives "
+        f"({d.empty_receives:,} empty)",
+        flush=True,
+    )
+    ns_cpu = n1 - n0 if n0 is not None and n1 is not None else None
+    return {
+        "broker": server.kind,
+        "rate": args.rate,
+        "window_s": args.seconds,
+        "body_bytes": len(body),
+        "producers": len(producers),
+        "consumers": len(consumers),
+        "batch": RECEIVE_BATCH,
+        "long_polling_s": LONG_POLLING_S,
+        "planned": p.planned,
+        "sent": p.ok,
+        "send_failed": p.failed,
+        "acked": d.acked,
+        "ack_failed": d.ack_failed,
+        "duplicates": d.duplicates,
+        "missing": d.missing,
+        "receive_calls": d.receive_calls,
+        "empty_receives": d.empty_receives,
+        "receive_codes": d.codes,
+        "errors": p.errors + d.errors,
+        "session_errors": session_errors,
+        "seconds": round(d.seconds, 2),
+        "end_to_end_ms": e2e,
+        "send_ms": summary_ms(p.latencies),
+        **_cpu_fields(c1 - c0, idle, d.seconds, done, ns_cpu),
+        "server_cpu_us_per_msg_by_thread": by_thread(t0, t1, done),
+        "client_cpu_s": round(cc1 - cc0, 2),
+        "warmup": {
+            "seconds": args.warmup_seconds,
+            "sent": wp.ok,
+            "acked": wd.acked,
+            "missing": wd.missing,
+            "end_to_end_ms": summary_ms(wl),
         },
         "loadavg_start": load0,
         "loadavg_end": loadavg(),
@@ -1025,6 +1141,30 @@ def receive_table(rows: list[dict[str, Any]]) -> str:
     return render(head, out)
 
 
+def follow_table(rows: list[dict[str, Any]]) -> str:
+    head = ["broker", "rate", "sent", "acked", "dup", "missing", "end to end p50/p99/max ms"]
+    head += ["cpu s", "cpu us/msg", "net us/msg", "receives (empty)", "load"]
+    out = []
+    for r in rows:
+        out.append(
+            [
+                r["broker"],
+                f"{r['rate']:,.0f}/s x {r['window_s']:g} s",
+                f"{r['sent']:,}",
+                f"{r['acked']:,}",
+                str(r["duplicates"]),
+                str(r["missing"]),
+                _ms(r["end_to_end_ms"], "p50", "p99", "max"),
+                _s(r["server_cpu_s"]),
+                _s(r["server_cpu_us_per_msg"]),
+                _s(r["server_cpu_us_per_msg_net_of_idle"]),
+                f"{r['receive_calls']:,} ({r['empty_receives']:,})",
+                r["loadavg_end"].split()[0],
+            ]
+        )
+    return render(head, out)
+
+
 def print_by_thread(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         parts = ", ".join(f"{k} {v:g}" for k, v in r.get("server_cpu_us_per_msg_by_thread", {}).items())
@@ -1059,6 +1199,13 @@ def ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     if p := pair("receive"):
         f, j = p
         out["receive"] = {"msgs_per_s": ratio(f["msgs_per_s"], j["msgs_per_s"]), **cpu(f, j)}
+    if p := pair("follow"):
+        f, j = p
+        out["follow"] = {
+            "end_to_end_p50": ratio(f["end_to_end_ms"]["p50"], j["end_to_end_ms"]["p50"]),
+            "end_to_end_p99": ratio(f["end_to_end_ms"]["p99"], j["end_to_end_ms"]["p99"]),
+            **cpu(f, j),
+        }
     return out
 
 
@@ -1089,15 +1236,15 @@ def targets(rat: dict[str, Any]) -> dict[str, Any]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="10k messages, 5 s at the fixed rate after 2 s")
-    p.add_argument("--only", default="send,latency,receive", help="cases to run (default: all three)")
+    p.add_argument("--only", default="send,latency,receive,follow", help="cases to run (default: all four)")
     p.add_argument("--brokers", default=",".join(BROKERS), help="ferromq,rocketmq (default both)")
     p.add_argument("--messages", type=int, help="messages sent by case 1 and drained by case 3 (100,000)")
     p.add_argument("--in-flight", type=int, default=64, help="SendMessage calls in flight in case 1 (64)")
     p.add_argument("--producers", type=int, default=4, help="producer clients (channels) of cases 1, 2 (4)")
-    p.add_argument("--consumers", type=int, default=8, help="simple consumers of case 3 (8)")
-    p.add_argument("--rate", type=float, default=5000.0, help="msg/s of case 2 (5,000)")
-    p.add_argument("--seconds", type=float, help="measured window of case 2 (20)")
-    p.add_argument("--warmup-seconds", type=float, help="warm-up at the rate before case 2's window (10)")
+    p.add_argument("--consumers", type=int, default=8, help="simple consumers of cases 3, 4 (8)")
+    p.add_argument("--rate", type=float, default=5000.0, help="msg/s of cases 2, 4 (5,000)")
+    p.add_argument("--seconds", type=float, help="measured window of cases 2, 4 (20)")
+    p.add_argument("--warmup-seconds", type=float, help="warm-up at the rate before cases 2, 4 (10)")
     p.add_argument("--body", type=int, default=1024, help="body size (1024)")
     p.add_argument("--json", type=Path, help="where the results go (benches/results/grpc_vs_rocketmq.json)")
     p.add_argument("--dir", help="parent of the scratch directory (default: the system temp dir)")
@@ -1119,7 +1266,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c.strip() for c in args.only.split(",") if c.strip()]
     brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
     for c in cases:
-        if c not in ("send", "latency", "receive"):
+        if c not in ("send", "latency", "receive", "follow"):
             raise SystemExit(f"unknown case {c!r}")
     if "rocketmq" in brokers:
         if not apache_rocketmq.have_java():
@@ -1127,10 +1274,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         apache_rocketmq.classpath(apache_rocketmq.ROCKETMQ_5_VERSION)
     # Each group runs on one fresh server per broker: send and receive share theirs (case 3 drains
-    # what case 1 sent), latency gets its own.
-    groups = (["send_receive"] if {"send", "receive"} & set(cases) else []) + (
-        ["latency"] if "latency" in cases else []
-    )
+    # what case 1 sent), latency and follow get their own.
+    groups = (["send_receive"] if {"send", "receive"} & set(cases) else []) + [
+        c for c in ("latency", "follow") if c in cases
+    ]
     scratch = Path(tempfile.mkdtemp(prefix="grpc_bench-", dir=args.dir))
     results: dict[str, list[dict[str, Any]]] = {}
     started = time.monotonic()
@@ -1144,6 +1291,8 @@ def main(argv: list[str] | None = None) -> int:
                 with running(kind, scratch / f"{group}-{kind}") as server:
                     if group == "latency":
                         results.setdefault("latency", []).append(asyncio.run(latency_case(server, args)))
+                    elif group == "follow":
+                        results.setdefault("follow", []).append(asyncio.run(follow_case(server, args)))
                     else:
                         send_row, recv_row = asyncio.run(send_receive(server, cases, args))
                         if send_row is not None:
@@ -1187,6 +1336,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(receive_table(results["receive"]))
         print_by_thread(results["receive"])
+        print()
+    if "follow" in results:
+        r0 = results["follow"][0]
+        print(
+            f"follow: {r0['rate']:,.0f} msg/s of {r0['body_bytes']} B for {r0['window_s']:g} s over "
+            f"{r0['producers']} producer clients, received as they come by {r0['consumers']} simple "
+            f"consumers (batch {r0['batch']}, long polling {r0['long_polling_s']} s), one AckMessage per "
+            "batch; end to end: send start to first receive"
+        )
+        print(follow_table(results["follow"]))
+        print_by_thread(results["follow"])
         print()
     if rat:
         print("ratios ferromq / RocketMQ 5.3.3 proxy:", rat)
