@@ -33,6 +33,7 @@ __all__ = [
     "get_property",
     "grpc_check_group",
     "grpc_check_invisible",
+    "grpc_polling_time",
     "grpc_check_topic",
     "grpc_message",
     "grpc_outgoing",
@@ -752,6 +753,9 @@ class GrpcFront:
     @property
     def receives_answered(self) -> int:
         """ReceiveMessage and AckMessage calls the front answered itself so far."""
+    @property
+    def receives_waiting(self) -> int:
+        """Receives waiting on the front for a message now (long polling)."""
     def serve_client(self, client_id: str, max_attempts: int) -> None:
         """The receives and acks of `client_id` are served by the front from now on (a simple
         consumer whose retry policy allows `max_attempts` deliveries, 0: unknown)."""
@@ -805,6 +809,13 @@ def grpc_check_group(name: str) -> None:
 def grpc_check_invisible(ms: int, min_ms: int | None = None) -> None:
     """ValueError(ILLEGAL_INVISIBLE_TIME, text) for an invisible duration outside [min_ms, 12 h]
     (min_ms None: a receive's minimum, 10 s)."""
+
+def grpc_polling_time(
+    long_polling_ms: int | None, request_timeout_ms: int | None, remaining_ms: int | None
+) -> int:
+    """How long a receive that finds nothing waits (ms), as the proxy reckons it: the long polling
+    timeout, else the time left less half the request timeout; within [5 s, 20 s]; cut to the
+    time left (None: no deadline). ValueError(ILLEGAL_POLLING_TIME, text) when under 5 s are left."""
 
 def grpc_send_failure(code: int, name: str) -> tuple[int, str]:
     """The SendResultEntry's (code, text) of a send the broker answered with `code` (named

@@ -30,6 +30,7 @@ pub mod code {
     pub const ILLEGAL_MESSAGE_ID: i32 = 40009;
     pub const ILLEGAL_DELIVERY_TIME: i32 = 40012;
     pub const ILLEGAL_INVISIBLE_TIME: i32 = 40015;
+    pub const ILLEGAL_POLLING_TIME: i32 = 40018;
     pub const INVALID_RECEIPT_HANDLE: i32 = 40013;
     pub const MESSAGE_PROPERTY_CONFLICT_WITH_TYPE: i32 = 40014;
     pub const MESSAGE_CORRUPTED: i32 = 40016;
@@ -214,6 +215,35 @@ pub fn check_invisible(ms: i64, min: i64) -> Result<(), Refusal> {
         );
     }
     Ok(())
+}
+
+/// The proxy's bounds of a receive's long polling (`minLongPollingTimeoutMillis`,
+/// `maxLongPollingTimeoutMillis`).
+pub const MIN_POLLING_MS: i64 = 5_000;
+pub const MAX_POLLING_MS: i64 = 20_000;
+
+/// How long a receive that finds nothing waits (ms), as the proxy's `ReceiveMessageActivity`
+/// reckons it: the client's long polling timeout, else the call's time left less half the
+/// client's request timeout; within [MIN_POLLING_MS, MAX_POLLING_MS]; cut to the time left
+/// (`remaining_ms`, None: no deadline), which must leave MIN_POLLING_MS.
+pub fn polling_time(
+    long_polling_ms: Option<i64>,
+    request_timeout_ms: Option<i64>,
+    remaining_ms: Option<i64>,
+) -> Result<i64, Refusal> {
+    let remaining = remaining_ms.unwrap_or(MAX_POLLING_MS);
+    let asked = long_polling_ms.unwrap_or_else(|| remaining - request_timeout_ms.unwrap_or(0) / 2);
+    let polling = asked.clamp(MIN_POLLING_MS, MAX_POLLING_MS);
+    if polling <= remaining {
+        return Ok(polling);
+    }
+    if remaining < MIN_POLLING_MS {
+        return refuse(
+            code::ILLEGAL_POLLING_TIME,
+            "The deadline time remaining is not enough for polling, please check network condition",
+        );
+    }
+    Ok(remaining)
 }
 
 /// A send the broker answered with `send_code` (not SUCCESS), as the proxy answers the entry:
@@ -704,6 +734,26 @@ pub fn receipt_handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn polling_time_as_the_proxy_reckons_it() {
+        // The client's timeout within the bounds, cut to the deadline.
+        assert_eq!(polling_time(Some(5_000), None, Some(30_000)), Ok(5_000));
+        assert_eq!(polling_time(Some(1_000), None, None), Ok(MIN_POLLING_MS));
+        assert_eq!(
+            polling_time(Some(60_000), None, Some(60_000)),
+            Ok(MAX_POLLING_MS)
+        );
+        assert_eq!(polling_time(Some(15_000), None, Some(8_000)), Ok(8_000));
+        // Without one: the time left less half the request timeout.
+        assert_eq!(polling_time(None, Some(6_000), Some(13_000)), Ok(10_000));
+        assert_eq!(polling_time(None, None, None), Ok(MAX_POLLING_MS));
+        let refused = polling_time(Some(5_000), None, Some(4_000)).unwrap_err();
+        assert_eq!(refused.code, code::ILLEGAL_POLLING_TIME);
+        assert!(refused
+            .message
+            .starts_with("The deadline time remaining is not enough"));
+    }
     use crate::proto::{Resource, Timestamp};
 
     fn message(body: &[u8]) -> Message {

@@ -4,22 +4,25 @@
 //!
 //! Python decides which clients are served here ([`Receives::serve_client`]: the simple
 //! consumers whose settings it knows, FIFO ones excluded) and what a message past its retry
-//! policy becomes ([`DeadLetters`]). Whatever else is Python's is handed on to grpcio whole,
-//! before anything is popped or acked: a pop that finds nothing (Python holds it, long polling),
-//! a client it did not name, automatic renewal (a push consumer's), an SQL92 filter, an
-//! invisible time or polling deadline the proxy refuses, a topic or group the plane does not
-//! serve, an orderly or unreadable receipt.
+//! policy becomes ([`DeadLetters`]). A pop that finds nothing waits here (long polling, on
+//! [`PopPort::wait`]) until a message is stored in its topic or retry topics, by the plane or by
+//! Python, then pops again. Whatever else is Python's is handed on to grpcio whole, before
+//! anything is popped or acked: a client it did not name, automatic renewal (a push consumer's),
+//! an SQL92 filter, an invisible time or polling deadline the proxy refuses, a receive without a
+//! long polling timeout that finds nothing, a topic or group the plane does not serve, an orderly
+//! or unreadable receipt.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferromq_remoting::codes::{
     REQUEST_CODE_NOT_SUPPORTED, SUBSCRIPTION_GROUP_NOT_EXIST, SYSTEM_BUSY, TOPIC_NOT_EXIST,
 };
 use ferromq_remoting::popper::{
-    real_topic, retry_mark, split_records, ExtraInfo, PopError, PopRequest, Receipted, MAX_POP_NUMS,
+    real_topic, retry_mark, retry_topic, split_records, ExtraInfo, PopError, PopRequest, Receipted,
+    MAX_POP_NUMS,
 };
 use ferromq_remoting::pull::TagFilter;
 use ferromq_remoting::{PopPort, SendPort};
@@ -38,8 +41,12 @@ use crate::proto::{
 pub const RECEIVE_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/ReceiveMessage";
 pub const ACK_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/AckMessage";
 
-// The proxy's bounds (ProxyConfig defaults).
-const MIN_POLLING: Duration = Duration::from_millis(5_000);
+/// A call with less time left than this is Python's (the proxy refuses it).
+const MIN_POLLING: Duration = Duration::from_millis(convert::MIN_POLLING_MS as u64);
+/// A waiting receive looks again this often even when nothing woke it.
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
+/// A wait with less than this left ends with the last look (as Python's `wait_for_pop`).
+const LAST_LOOK: Duration = Duration::from_millis(50);
 /// The proxy's refusal of a receipt whose message is visible again.
 pub const EXPIRED: &str = "receipt handle is expired";
 
@@ -97,6 +104,11 @@ impl Receives {
     /// ReceiveMessage and AckMessage calls answered here so far.
     pub fn answered(&self) -> u64 {
         self.answered.load(Ordering::Relaxed)
+    }
+
+    /// Receives waiting here for a message now (long polling).
+    pub fn waiting(&self) -> usize {
+        self.pops.waiting()
     }
 
     /// The client's retry policy's attempts, when its calls are served here.
@@ -177,17 +189,55 @@ impl Receives {
             order: false,
             blocked: &[],
         };
-        let popped = match self.pops.pop(&cfg, &pop) {
-            Some(Ok(popped)) if popped.count > 0 => popped,
-            // Nothing now: Python pops again and holds the call until a message comes.
-            Some(Ok(_)) | None => return call::decline(parts, read),
-            Some(Err(e)) => {
+        // Without a long polling timeout the client's request timeout counts, which Python knows.
+        let remaining = call::timeout(&parts.headers).map(|d| d.as_millis() as i64);
+        let polling = request.long_polling_timeout.as_ref().and_then(|d| {
+            let ms = convert::polling_time(Some(d.millis()), None, remaining).ok()?;
+            Some(Duration::from_millis(ms as u64))
+        });
+        // Registered before the first look: a message stored from now on ends the wait.
+        let wait = polling.map(|_| {
+            let v1 = retry_topic(topic, group, false);
+            let v2 = retry_topic(topic, group, true);
+            self.pops.wait(vec![topic.to_string(), v1, v2])
+        });
+        let started = Instant::now();
+        let mut cfg = cfg;
+        let popped = loop {
+            match self.pops.pop(&cfg, &pop) {
+                Some(Ok(popped)) if popped.count > 0 => break popped,
+                Some(Ok(_)) => {}
+                // Python's to decide now (the topic or group is no longer served here).
+                None => return call::decline(parts, read),
+                Some(Err(e)) => {
+                    return Handled::Answered(call::grpc_reply(&[
+                        received(Received::Status(refusal(&e))),
+                        delivered_now(),
+                    ]))
+                }
+            }
+            // Nothing: long polling, as Python's pops wait (`wait_for_pop`), until a message
+            // is stored in the topic or its retry topics, or the polling time is over.
+            let (Some(polling), Some(wait)) = (polling, wait.as_ref()) else {
+                return call::decline(parts, read); // no polling time: Python computes it
+            };
+            let left = polling.saturating_sub(started.elapsed());
+            if left <= LAST_LOOK {
                 return Handled::Answered(call::grpc_reply(&[
-                    received(Received::Status(refusal(&e))),
+                    received(Received::Status(status(
+                        code::MESSAGE_NOT_FOUND,
+                        "no new message",
+                    ))),
                     delivered_now(),
-                ]))
+                ]));
+            }
+            let _ = tokio::time::timeout(left.min(LOOK_AGAIN), wait.stored()).await;
+            match self.pops.config() {
+                Some(now) => cfg = now,
+                None => return call::decline(parts, read),
             }
         };
+        drop(wait);
         let broker_name = self.pops_broker_name(&cfg);
         let fields = convert::PopFields {
             pop_time: popped.pop_time,

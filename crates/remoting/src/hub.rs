@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 use crate::holds::Holds;
+use crate::pop_waits::PopWaits;
 use crate::stats::PlaneStats;
 use crate::wake::Wake;
 
@@ -61,6 +62,7 @@ pub(crate) struct Hub {
     /// Upper bounds (ms) of the request latency buckets the broker's statistics keep.
     rpc_buckets_ms: Vec<f64>,
     pub(crate) holds: Holds,
+    pub(crate) pop_waits: Arc<PopWaits>,
     runtime: tokio::runtime::Handle,
     stats: Mutex<PlaneStats>,
     /// Next offset of each queue a send stored into since Python last took them, and the tags
@@ -84,6 +86,7 @@ impl Hub {
             events: Mutex::new(Vec::new()),
             rpc_buckets_ms,
             holds: Holds::default(),
+            pop_waits: Arc::default(),
             runtime,
             stats: Mutex::new(PlaneStats::default()),
             arrivals: Mutex::new(HashMap::new()),

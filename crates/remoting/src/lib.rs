@@ -9,8 +9,9 @@
 //! * `waits`: sends answered in groups once the disk or a slave has their offset.
 //! * [`offsets`]: the broker's consumer offsets, one table for the plane and Python.
 //! * `holds`: the table of held pulls (long polling).
+//! * `pop_waits`: the gRPC front's receives waiting for a message (long polling), by topic.
 //! * `hub`: what commands share with the plane and Python (events, arrivals, statistics, the
-//!   hold table).
+//!   hold table, the waiting pops).
 //! * [`sender`]: the rules of a send (queue, flags, edits, store call, waits, reply code), used
 //!   by the plane and, through the binding, by Python.
 //! * [`popper`]: the rules of POP consumption (pop, ack, change of invisible time), used by the
@@ -34,6 +35,7 @@ mod hub;
 pub mod offsets;
 pub mod plane;
 pub mod pop;
+mod pop_waits;
 pub mod popper;
 pub mod pull;
 pub mod send;

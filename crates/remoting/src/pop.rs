@@ -19,6 +19,7 @@ use crate::codes::{
 use crate::conn::Conn;
 use crate::frame::{json_reply, json_reply_with_body, Header};
 use crate::hub::{Hub, Outcome};
+pub use crate::pop_waits::PopWait;
 use crate::popper::{ExtraInfo, PopError, PopRequest, Popped, Receipted, Topics, MAX_POP_NUMS};
 use crate::pull::{self, PullConfig};
 use crate::tags::TagFilter;
@@ -303,6 +304,17 @@ impl PopPort {
     pub fn config(&self) -> Option<Arc<PullConfig>> {
         let cfg = self.config.read().unwrap().clone()?;
         (cfg.pop.is_some() && cfg.acl.is_none()).then_some(cfg)
+    }
+
+    /// Waits for a message stored in `topics` (a pop's topic and its retry topics) from now
+    /// until the returned wait is dropped; register it before the pop that looks.
+    pub fn wait(&self, topics: Vec<String>) -> PopWait {
+        self.hub.pop_waits.register(topics)
+    }
+
+    /// The front's pops waiting now.
+    pub fn waiting(&self) -> usize {
+        self.hub.pop_waits.len()
     }
 
     /// A pop by `cfg`'s rules; None when `cfg` does not serve it (an unknown group or topic, an

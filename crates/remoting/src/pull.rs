@@ -214,7 +214,8 @@ pub(crate) fn serve(
     Outcome::Served
 }
 
-/// A message was stored (by the plane or by Python): held pulls it satisfies are answered.
+/// A message was stored (by the plane or by Python): held pulls it satisfies are answered, and
+/// the pops waiting on its topic look again.
 pub(crate) fn wake_held(
     hub: &Arc<Hub>,
     topic: &str,
@@ -226,6 +227,7 @@ pub(crate) fn wake_held(
         let woken = hub.holds.arrived(topic, queue_id, next_offset, tags_code);
         answer(hub, woken);
     }
+    hub.pop_waits.wake(topic);
 }
 
 /// A message the plane stored: held pulls here are answered, and Python is told (its held

@@ -91,6 +91,12 @@ impl GrpcFront {
         self.inner.receives_answered()
     }
 
+    /// Receives waiting on the front for a message now (long polling).
+    #[getter]
+    fn receives_waiting(&self) -> usize {
+        self.inner.receives_waiting()
+    }
+
     /// The receives and acks of `client_id` are served by the front from now on (a simple
     /// consumer whose retry policy allows `max_attempts` deliveries, 0: unknown). No-op when
     /// the front serves no receives.
@@ -157,6 +163,18 @@ pub(crate) fn grpc_check_group(name: &str) -> PyResult<()> {
 pub(crate) fn grpc_check_invisible(ms: i64, min_ms: Option<i64>) -> PyResult<()> {
     convert::check_invisible(ms, min_ms.unwrap_or(convert::MIN_RECEIVE_INVISIBLE_MS))
         .map_err(refusal)
+}
+
+/// How long a receive that finds nothing waits (ms), as the proxy reckons it (see
+/// `convert::polling_time`). ValueError(code, message) when the time left is too short.
+#[pyfunction]
+#[pyo3(signature = (long_polling_ms, request_timeout_ms, remaining_ms))]
+pub(crate) fn grpc_polling_time(
+    long_polling_ms: Option<i64>,
+    request_timeout_ms: Option<i64>,
+    remaining_ms: Option<i64>,
+) -> PyResult<i64> {
+    convert::polling_time(long_polling_ms, request_timeout_ms, remaining_ms).map_err(refusal)
 }
 
 /// The entry's (code, text) of a send the broker answered with `code` (named `name`), not SUCCESS.

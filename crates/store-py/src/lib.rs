@@ -62,6 +62,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(grpc::grpc_check_topic, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_check_group, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_check_invisible, m)?)?;
+    m.add_function(wrap_pyfunction!(grpc::grpc_polling_time, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_send_failure, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_outgoing, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::fifo_queue, m)?)?;

@@ -47,6 +47,17 @@ def check_invisible(ms: int, *, receive: bool) -> None:
         raise _refusal(e) from None
 
 
+def polling_time(
+    long_polling_ms: int | None, request_timeout_ms: int | None, remaining_ms: int | None
+) -> int:
+    """How long a receive that finds nothing waits (ms), as the proxy reckons it; ILLEGAL_POLLING_TIME
+    when the call's time left (None: no deadline) is under the 5 s minimum."""
+    try:
+        return _store.grpc_polling_time(long_polling_ms, request_timeout_ms, remaining_ms)
+    except ValueError as e:
+        raise _refusal(e) from None
+
+
 def send_failure(code: int, name: str) -> tuple[int, str]:
     """The entry's (code, text) of a send the broker answered with `code` (named `name`)."""
     return _store.grpc_send_failure(code, name)

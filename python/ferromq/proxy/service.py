@@ -46,8 +46,6 @@ logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
-# The proxy's bounds (ProxyConfig defaults).
-MIN_POLLING_MS, MAX_POLLING_MS = 5_000, 20_000
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 # The client's address, set by the gRPC front (crates/grpc, ferromq_grpc::PEER_HEADER).
 PEER_HEADER = "x-ferromq-peer"
@@ -488,20 +486,12 @@ class MessagingService(rpc.MessagingServiceServicer):
         fifo = bool(settings is not None and settings.subscription.fifo)
         max_attempts = settings.backoff_policy.max_attempts if settings is not None else 0
         remaining = context.time_remaining()
-        remaining_ms = int(remaining * 1000) if remaining is not None else MAX_POLLING_MS
-        if request.HasField("long_polling_timeout"):
-            polling = _duration_ms(request.long_polling_timeout)
-        else:
-            timeout = settings.request_timeout if settings is not None else None
-            polling = remaining_ms - (_duration_ms(timeout) // 2 if timeout is not None else 0)
-        polling = min(max(polling, MIN_POLLING_MS), MAX_POLLING_MS)
-        if polling > remaining_ms:
-            if remaining_ms < MIN_POLLING_MS:
-                raise ProxyError(
-                    Code.ILLEGAL_POLLING_TIME,
-                    "The deadline time remaining is not enough for polling, please check network condition",
-                )
-            polling = remaining_ms
+        timeout = settings.request_timeout if settings is not None else None
+        polling = convert.polling_time(
+            _duration_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else None,
+            _duration_ms(timeout) if timeout is not None else None,
+            int(remaining * 1000) if remaining is not None else None,
+        )
         topic, group = request.message_queue.topic.name, request.group.name
         check_topic(topic)
         check_group(group)

@@ -1,0 +1,127 @@
+//! Pops waiting for a message (long polling) on the plane, by topic: the gRPC front's receives
+//! that found nothing. A message stored in one of a waiter's topics, by the plane or by Python,
+//! wakes it; it then pops again.
+//!
+//! A waiter is registered before its pop looks, and a wake-up that comes before it waits is kept
+//! (a `Notify` permit): a message stored between the look and the wait is not missed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+/// A waiter's id and what wakes it.
+type Waiter = (u64, Arc<Notify>);
+
+/// The waiting pops, by topic.
+#[derive(Default)]
+pub(crate) struct PopWaits {
+    count: AtomicUsize,
+    next_id: AtomicU64,
+    table: Mutex<HashMap<String, Vec<Waiter>>>,
+}
+
+impl PopWaits {
+    /// Pops waiting now.
+    pub(crate) fn len(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Registers a waiter on `topics` until the returned guard is dropped.
+    pub(crate) fn register(self: &Arc<Self>, topics: Vec<String>) -> PopWait {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
+        {
+            let mut table = self.table.lock().unwrap();
+            for topic in &topics {
+                table
+                    .entry(topic.clone())
+                    .or_default()
+                    .push((id, notify.clone()));
+            }
+        }
+        self.count.fetch_add(1, Ordering::AcqRel);
+        PopWait {
+            waits: self.clone(),
+            id,
+            topics,
+            notify,
+        }
+    }
+
+    /// A message was stored in `topic`: its waiters pop again.
+    pub(crate) fn wake(&self, topic: &str) {
+        if self.len() == 0 {
+            return;
+        }
+        if let Some(waiters) = self.table.lock().unwrap().get(topic) {
+            for (_, notify) in waiters {
+                notify.notify_one();
+            }
+        }
+    }
+
+    fn remove(&self, id: u64, topics: &[String]) {
+        let mut table = self.table.lock().unwrap();
+        for topic in topics {
+            if let Some(waiters) = table.get_mut(topic) {
+                waiters.retain(|(w, _)| *w != id);
+                if waiters.is_empty() {
+                    table.remove(topic);
+                }
+            }
+        }
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One waiting pop; dropping it ends the wait.
+pub struct PopWait {
+    waits: Arc<PopWaits>,
+    id: u64,
+    topics: Vec<String>,
+    notify: Arc<Notify>,
+}
+
+impl PopWait {
+    /// Returns once a message was stored in one of the topics since the last return (or since
+    /// the registration).
+    pub async fn stored(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for PopWait {
+    fn drop(&mut self) {
+        self.waits.remove(self.id, &self.topics);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_message_stored_before_the_wait_is_not_missed() {
+        let waits = Arc::new(PopWaits::default());
+        let wait = waits.register(vec!["T".into(), "%RETRY%g_T".into()]);
+        waits.wake("other");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), wait.stored())
+                .await
+                .is_err(),
+            "another topic's message wakes nobody"
+        );
+        waits.wake("%RETRY%g_T"); // before the waiter waits
+        tokio::time::timeout(Duration::from_secs(5), wait.stored())
+            .await
+            .expect("the kept wake-up");
+        assert_eq!(waits.len(), 1);
+        drop(wait);
+        assert_eq!(waits.len(), 0);
+        assert!(waits.table.lock().unwrap().is_empty());
+        waits.wake("T"); // nobody waits: nothing to do
+    }
+}
