@@ -43,8 +43,9 @@ pub const ACK_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/AckMessage";
 
 /// A call with less time left than this is Python's (the proxy refuses it).
 const MIN_POLLING: Duration = Duration::from_millis(convert::MIN_POLLING_MS as u64);
-/// A waiting receive looks again this often even when nothing woke it.
-const LOOK_AGAIN: Duration = Duration::from_secs(1);
+/// A waiting receive looks again this often even when nothing woke it (every message stored
+/// wakes it; this is for what stores nothing, an offset reset), as Python's held pulls do.
+const LOOK_AGAIN: Duration = Duration::from_secs(5);
 /// A wait with less than this left ends with the last look (as Python's `wait_for_pop`).
 const LAST_LOOK: Duration = Duration::from_millis(50);
 /// The proxy's refusal of a receipt whose message is visible again.
