@@ -413,7 +413,7 @@ def test_a_slave_refuses_pops_and_acks(tmp_path: Path) -> None:
 
 def test_pops_acks_and_changes_are_served_on_the_data_plane(tmp_path: Path) -> None:
     """Once the revive topic exists, the plane answers pops, acks and changes of invisible time
-    itself (by the same rules as Python); orderly and SQL92 pops, a pop that would wait and an
+    itself (by the same rules as Python), a pop that waits included; orderly and SQL92 pops and an
     orderly ack reach Python."""
 
     async def main() -> None:
@@ -463,13 +463,55 @@ def test_pops_acks_and_changes_are_served_on_the_data_plane(tmp_path: Path) -> N
             assert receipt == back[0].properties["POP_CK"] and receipt.split(" ")[4] == "1"
             assert await ack(c, back[0], receipt) == R.SUCCESS
             assert seen[RC.POP_MESSAGE] == seen[RC.ACK_MESSAGE] == 0
+            # A pop that finds nothing waits on the plane, then answers as Python does.
+            code, ext, none = await pop(c, pollTime=300)
+            assert (code, none, ext["restNum"]) == (R.POLLING_TIMEOUT, [], "0")
+            assert seen[RC.POP_MESSAGE] == 0 and broker.planes.waiting_pops == 0
             # What the plane leaves to Python.
-            before = seen[RC.POP_MESSAGE]
             await pop(c, topic=TOPIC, order="true", maxMsgNums=1)
             await pop(c, exp="a = 1", expType="SQL92")
-            await pop(c, pollTime=300)
-            assert seen[RC.POP_MESSAGE] - before == 3
+            assert seen[RC.POP_MESSAGE] == 2
             await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_pop_that_waits_on_the_plane_takes_what_is_stored_meanwhile(tmp_path: Path) -> None:
+    """Long polling on the plane: a pop that finds nothing waits there and takes the message a
+    producer sends meanwhile, and one Python stores (a delayed message it delivers), as a pop
+    waiting in Python does; a waiting pop whose connection closes is let go."""
+
+    async def main() -> None:
+        async with running(tmp_path, **FAST) as (_, broker):
+            broker.topics.update(TopicConfig(TOPIC, 2, 2))
+            c = await Client().connect(broker.port)
+            code, _, _ = await pop(c)  # makes the revive topic (Python): the plane serves pops
+            assert code == R.POLLING_TIMEOUT
+            seen = count_python_requests(broker)
+            waiter = await Client().connect(broker.port)
+            for delay_level in (0, 1):  # sent by the plane, then stored by Python's delay service
+                parked = asyncio.create_task(
+                    waiter.call(RC.POP_MESSAGE, pop_ext(pollTime=20_000), timeout=30)
+                )
+                await until(lambda: broker.planes.waiting_pops == 1, "the pop waiting on the plane", 10)
+                ext = send_ext(TOPIC, 0, properties(DELAY=str(delay_level)) if delay_level else "")
+                r = await c.call(RC.SEND_MESSAGE, ext, f"late {delay_level}".encode())
+                assert r.code == R.SUCCESS, r.remark
+                r = await parked
+                assert r.code == R.SUCCESS and [m.body for m in decode_messages(r.body)] == [
+                    f"late {delay_level}".encode()
+                ]
+                assert broker.planes.waiting_pops == 0
+            gone = await Client().connect(broker.port)
+            gone_pop = asyncio.create_task(gone.call(RC.POP_MESSAGE, pop_ext(pollTime=20_000), timeout=30))
+            await until(lambda: broker.planes.waiting_pops == 1, "the pop waiting on the plane", 10)
+            await gone.close()
+            await asyncio.gather(gone_pop, return_exceptions=True)
+            await send(c, 1)
+            await until(lambda: broker.planes.waiting_pops == 0, "the closed connection's pop let go", 10)
+            assert seen[RC.POP_MESSAGE] == 0
+            await c.close()
+            await waiter.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
 

@@ -21,7 +21,7 @@ use ferromq_remoting::codes::{
     REQUEST_CODE_NOT_SUPPORTED, SUBSCRIPTION_GROUP_NOT_EXIST, SYSTEM_BUSY, TOPIC_NOT_EXIST,
 };
 use ferromq_remoting::popper::{
-    real_topic, retry_mark, retry_topic, split_records, ExtraInfo, PopError, PopRequest, Receipted,
+    pop_topics, real_topic, retry_mark, split_records, ExtraInfo, PopError, PopRequest, Receipted,
     MAX_POP_NUMS,
 };
 use ferromq_remoting::pull::TagFilter;
@@ -197,11 +197,7 @@ impl Receives {
             Some(Duration::from_millis(ms as u64))
         });
         // Registered before the first look: a message stored from now on ends the wait.
-        let wait = polling.map(|_| {
-            let v1 = retry_topic(topic, group, false);
-            let v2 = retry_topic(topic, group, true);
-            self.pops.wait(vec![topic.to_string(), v1, v2])
-        });
+        let wait = polling.map(|_| self.pops.wait(pop_topics(topic, group)));
         let started = Instant::now();
         let mut cfg = cfg;
         let popped = loop {

@@ -12,16 +12,19 @@ use crate::conn::Conn;
 use crate::frame::{Frame, Header};
 use crate::hub::{Hub, Outcome};
 use crate::pop;
+use crate::pop::LiveConfig;
 use crate::pull::{self, PullConfig};
 use crate::send::{self, SendConfig};
 
 /// What the plane may serve, as Python last said (one snapshot serves one read's frames).
-pub(crate) struct Configs {
+pub(crate) struct Configs<'a> {
     pub(crate) send: Option<Arc<SendConfig>>,
     pub(crate) pull: Option<Arc<PullConfig>>,
+    /// Where Python replaces the pull snapshot: a pop that waits reads the one in force.
+    pub(crate) live_pull: &'a LiveConfig,
 }
 
-impl Configs {
+impl Configs<'_> {
     pub(crate) fn any(&self) -> bool {
         self.send.is_some() || self.pull.is_some()
     }
@@ -33,7 +36,7 @@ pub(crate) enum Command {
     Send,
     /// PULL_MESSAGE (held here when it may wait).
     Pull,
-    /// POP_MESSAGE (one that would wait goes to Python).
+    /// POP_MESSAGE (held here when it may wait).
     Pop,
     /// ACK_MESSAGE.
     Ack,
@@ -59,7 +62,7 @@ impl Command {
     pub(crate) fn apply(
         self,
         hub: &Arc<Hub>,
-        configs: &Configs,
+        configs: &Configs<'_>,
         conn: &Arc<Conn>,
         frame: &Frame<'_>,
         h: &Header<'_>,
@@ -73,7 +76,10 @@ impl Command {
             (Command::Pull, _, Some(cfg)) => {
                 pull::serve(hub, cfg, conn, frame, h, arrived, replies)
             }
-            (Command::Pop, _, Some(cfg)) => pop::serve_pop(hub, cfg, conn, h, arrived, replies),
+            (Command::Pop, _, Some(cfg)) => {
+                let live = configs.live_pull;
+                pop::serve_pop(hub, cfg, live, conn, frame, h, arrived, replies)
+            }
             (Command::Ack, _, Some(cfg)) => pop::serve_ack(hub, cfg, conn, h, arrived, replies),
             (Command::ChangeInvisible, _, Some(cfg)) => {
                 pop::serve_change_invisible(hub, cfg, conn, h, arrived, replies)

@@ -242,6 +242,8 @@ impl DataPlane {
         if off {
             pull::answer(&self.shared.hub, self.shared.hub.holds.take_all());
         }
+        // Waiting pops go on by the new rules (or to Python).
+        self.shared.hub.pop_waits.wake_all();
     }
 
     /// A message Python stored: pulls held here that it satisfies are answered.
@@ -258,6 +260,11 @@ impl DataPlane {
     /// Pulls held here.
     pub fn held_pulls(&self) -> usize {
         self.shared.hub.holds.len()
+    }
+
+    /// Pops waiting here for a message (remoting pops and the gRPC front's receives).
+    pub fn waiting_pops(&self) -> usize {
+        self.shared.hub.pop_waits.len()
     }
 
     /// Queues `bytes` (whole frames) for connection `conn`: the reply bytes it has queued now
@@ -794,6 +801,7 @@ async fn read_frames<R: AsyncRead + Unpin>(
         let configs = Configs {
             send: shared.send.read().unwrap().clone(),
             pull: shared.pull.read().unwrap().clone(),
+            live_pull: &shared.pull,
         };
         let mut at = 0;
         loop {

@@ -4,12 +4,13 @@
 //! Python says whether pops may be served here (the pull snapshot's `pop`: a master whose timer
 //! wheel is on and whose revive topic exists). A request this path is not sure of goes to Python
 //! whole: an orderly pop or ack, an SQL92 filter, a group or topic it does not know, a header it
-//! cannot read, and a pop that found nothing and may wait (Python holds it: a pop waits on
-//! several queues at once). What the rules refuse is answered here with Java's code and remark.
+//! cannot read. A pop that found nothing and may wait waits here ([`HeldPop`], on the plane's
+//! `PopWaits`) until a message is stored in its topic or retry topics, and pops again. What the
+//! rules refuse is answered here with Java's code and remark.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferromq_store::PutResult;
 
@@ -17,10 +18,12 @@ use crate::codes::{
     ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, POLLING_TIMEOUT, POP_MESSAGE, SUCCESS,
 };
 use crate::conn::Conn;
-use crate::frame::{json_reply, json_reply_with_body, Header};
-use crate::hub::{Hub, Outcome};
+use crate::frame::{json_reply, json_reply_with_body, Frame, Header};
+use crate::hub::{Event, Hub, Outcome};
 pub use crate::pop_waits::PopWait;
-use crate::popper::{ExtraInfo, PopError, PopRequest, Popped, Receipted, Topics, MAX_POP_NUMS};
+use crate::popper::{
+    pop_topics, ExtraInfo, PopError, PopRequest, Popped, Receipted, Topics, MAX_POP_NUMS,
+};
 use crate::pull::{self, PullConfig};
 use crate::tags::TagFilter;
 
@@ -87,10 +90,16 @@ fn acl_allows(cfg: &PullConfig, conn: &Conn, ext: &Ext<'_>, topic: &str, group: 
         .is_none_or(|acl| acl.allows_pull(conn.peer_acl().as_deref(), ext, topic, group))
 }
 
+/// Where the plane's pull snapshot lives (Python replaces it as topics, groups and roles change).
+pub(crate) type LiveConfig = Arc<RwLock<Option<Arc<PullConfig>>>>;
+
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn serve_pop(
     hub: &Arc<Hub>,
     cfg: &Arc<PullConfig>,
+    live: &LiveConfig,
     conn: &Arc<Conn>,
+    frame: &Frame<'_>,
     h: &Header<'_>,
     arrived_at: Instant,
     replies: &mut Vec<u8>,
@@ -148,15 +157,139 @@ pub(crate) fn serve_pop(
         order: false,
         blocked: &[],
     };
+    // Counted from the broker's clock: a client clock ahead does not stretch the wait.
+    let wait = poll - (now - born).max(0);
+    // Registered before the look: a message stored from now on ends the wait.
+    let waiter = (wait > 0).then(|| hub.pop_waits.register(pop_topics(topic, group)));
     let popped = match popper.pop(&req, &Readable(cfg), None, &mut stored(hub)) {
         Ok(popped) => popped,
         Err(e) => return refused(hub, POP_MESSAGE, h, &e, arrived_at, replies),
     };
-    // Counted from the broker's clock: a client clock ahead does not stretch the wait.
-    let wait = poll - (now - born).max(0);
-    if popped.count == 0 && wait > 0 {
-        return Outcome::Forward; // Python holds it until a message comes
+    if let (0, Some(waiter)) = (popped.count, waiter) {
+        let held = HeldPop {
+            conn: conn.clone(),
+            frame: frame.bytes.to_vec(),
+            opaque: h.opaque,
+            group: group.to_string(),
+            topic: topic.to_string(),
+            queue_id: req.queue_id,
+            max_msgs: req.max_msgs,
+            invisible,
+            init_mode: init,
+            filter,
+            deadline: Instant::now() + Duration::from_millis(wait as u64),
+            arrived_at,
+        };
+        let (hub2, live) = (hub.clone(), live.clone());
+        hub.spawn(async move { held.wait(&hub2, &live, waiter).await });
+        return Outcome::Served;
     }
+    append_pop_reply(replies, h.opaque, &popped);
+    hub.rpc_done(POP_MESSAGE, pop_code(&popped), arrived_at.elapsed());
+    Outcome::Served
+}
+
+/// A waiting pop looks again this often even when nothing woke it (every message stored wakes
+/// it; this is for what stores nothing, an offset reset), as Python's held pulls do.
+const LOOK_AGAIN: Duration = Duration::from_secs(5);
+/// A wait with less than this left ends with the last look (as Python's `wait_for_pop`).
+const LAST_LOOK: Duration = Duration::from_millis(50);
+
+/// A pop that found nothing, waiting on the plane until a message is stored in its topic or
+/// retry topics (by the plane or by Python) or its poll time is over, as Python's `wait_for_pop`
+/// waits: then it pops again, by the rules in force.
+struct HeldPop {
+    conn: Arc<Conn>,
+    /// The request, for Python when the plane no longer serves its pops.
+    frame: Vec<u8>,
+    opaque: i32,
+    group: String,
+    topic: String,
+    queue_id: i32,
+    max_msgs: usize,
+    invisible: i64,
+    init_mode: i32,
+    filter: TagFilter,
+    deadline: Instant,
+    arrived_at: Instant,
+}
+
+impl HeldPop {
+    async fn wait(self, hub: &Arc<Hub>, live: &LiveConfig, waiter: PopWait) {
+        loop {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left > LAST_LOOK {
+                let _ = tokio::time::timeout(left.min(LOOK_AGAIN), waiter.stored()).await;
+            }
+            if self.conn.is_killed() || hub.is_stopping() {
+                return;
+            }
+            // A peer that has not taken its replies gets no messages popped for it meanwhile.
+            if self.conn.over_reply_bound() && !self.conn.until_drained().await {
+                return;
+            }
+            let cfg = live.read().unwrap().clone();
+            let served = cfg.filter(|c| {
+                c.pop.is_some()
+                    && c.groups.contains(&self.group)
+                    && c.topics
+                        .get(&self.topic)
+                        .is_some_and(|q| self.queue_id < *q)
+            });
+            let Some(cfg) = served else {
+                // Python's now (pops off, a slave, the group or topic gone): it answers.
+                let bytes = self.frame;
+                hub.push(Event::Data {
+                    conn: self.conn.id,
+                    bytes,
+                });
+                return;
+            };
+            let Some(popper) = cfg.pop.as_ref() else {
+                return;
+            };
+            let req = PopRequest {
+                group: &self.group,
+                topic: &self.topic,
+                queue_id: self.queue_id,
+                max_msgs: self.max_msgs,
+                invisible_time: self.invisible,
+                init_mode: self.init_mode,
+                filter: &self.filter,
+                order: false,
+                blocked: &[],
+            };
+            let mut reply = Vec::new();
+            let code = match popper.pop(&req, &Readable(&cfg), None, &mut stored(hub)) {
+                Ok(popped) if popped.count == 0 && self.deadline > Instant::now() + LAST_LOOK => {
+                    continue
+                }
+                Ok(popped) => {
+                    append_pop_reply(&mut reply, self.opaque, &popped);
+                    pop_code(&popped)
+                }
+                Err(e) => {
+                    reply.extend_from_slice(&json_reply(e.code, self.opaque, Some(&e.remark), &[]));
+                    e.code
+                }
+            };
+            hub.rpc_done(POP_MESSAGE, code, self.arrived_at.elapsed());
+            self.conn.write(reply);
+            return;
+        }
+    }
+}
+
+fn pop_code(popped: &Popped) -> i32 {
+    if popped.count > 0 {
+        SUCCESS
+    } else {
+        POLLING_TIMEOUT
+    }
+}
+
+/// The answer to a pop, as PopMessageProcessor gives it.
+fn append_pop_reply(out: &mut Vec<u8>, opaque: i32, popped: &Popped) {
     let (pop_time, invisible, revive_qid, rest) = (
         popped.pop_time.to_string(),
         popped.invisible_time.to_string(),
@@ -172,14 +305,19 @@ pub(crate) fn serve_pop(
         ("startOffsetInfo", starts.as_str()),
         ("msgOffsetInfo", msgs.as_str()),
     ];
-    let (code, remark) = if popped.count > 0 {
-        (SUCCESS, "FOUND")
+    let remark = if popped.count > 0 {
+        "FOUND"
     } else {
-        (POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
+        "NO_MESSAGE_IN_QUEUE"
     };
-    json_reply_with_body(replies, code, h.opaque, Some(remark), &fields, &popped.body);
-    hub.rpc_done(POP_MESSAGE, code, arrived_at.elapsed());
-    Outcome::Served
+    json_reply_with_body(
+        out,
+        pop_code(popped),
+        opaque,
+        Some(remark),
+        &fields,
+        &popped.body,
+    );
 }
 
 /// A refusal of the rules, answered with Java's code and remark (not sent to Python: the

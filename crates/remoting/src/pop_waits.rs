@@ -1,6 +1,6 @@
-//! Pops waiting for a message (long polling) on the plane, by topic: the gRPC front's receives
-//! that found nothing. A message stored in one of a waiter's topics, by the plane or by Python,
-//! wakes it; it then pops again.
+//! Pops waiting for a message (long polling) on the plane, by topic: the remoting pops and the
+//! gRPC front's receives that found nothing. A message stored in one of a waiter's topics, by the
+//! plane or by Python, wakes it; it then pops again.
 //!
 //! A waiter is registered before its pop looks, and a wake-up that comes before it waits is kept
 //! (a `Notify` permit): a message stored between the look and the wait is not missed.
@@ -56,6 +56,18 @@ impl PopWaits {
             return;
         }
         if let Some(waiters) = self.table.lock().unwrap().get(topic) {
+            for (_, notify) in waiters {
+                notify.notify_one();
+            }
+        }
+    }
+
+    /// Every waiter looks again (what the plane serves changed).
+    pub(crate) fn wake_all(&self) {
+        if self.len() == 0 {
+            return;
+        }
+        for waiters in self.table.lock().unwrap().values() {
             for (_, notify) in waiters {
                 notify.notify_one();
             }

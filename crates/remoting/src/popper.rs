@@ -97,6 +97,16 @@ pub fn retry_topic(topic: &str, group: &str, v2: bool) -> String {
     format!("{RETRY_PREFIX}{group}{sep}{topic}")
 }
 
+/// The topics a pop of `topic` by `group` reads: the topic and its retry topics (both names).
+/// A message stored in one of them may be what a waiting pop takes.
+pub fn pop_topics(topic: &str, group: &str) -> Vec<String> {
+    vec![
+        topic.to_string(),
+        retry_topic(topic, group, false),
+        retry_topic(topic, group, true),
+    ]
+}
+
 /// The kind of topic a receipt names: "0" normal, "1" v1 retry, "2" v2 retry.
 pub fn retry_mark(topic: &str) -> &'static str {
     match topic.strip_prefix(RETRY_PREFIX) {

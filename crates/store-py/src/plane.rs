@@ -359,6 +359,12 @@ impl DataPlane {
         self.inner.held_pulls()
     }
 
+    /// Pops waiting here for a message (remoting pops and the gRPC front's receives).
+    #[getter]
+    fn waiting_pops(&self) -> usize {
+        self.inner.waiting_pops()
+    }
+
     /// Queues frames for `conn`: the reply bytes it has queued now, -1 when it is gone.
     fn write(&self, conn: u64, data: &[u8]) -> i64 {
         self.inner

@@ -231,6 +231,11 @@ class DataPlanes:
     def held_pulls(self) -> int:
         return sum(plane.held_pulls for plane in self._planes())
 
+    @property
+    def waiting_pops(self) -> int:
+        """Pops waiting on the planes for a message (remoting pops, the gRPC front's receives)."""
+        return sum(plane.waiting_pops for plane in self._planes())
+
 
 def _may_send(topic: str) -> bool:
     """Topics whose plain sends follow the plain rule only (retry topics may turn a send into a
