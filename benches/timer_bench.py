@@ -26,8 +26,15 @@ one as a 5.3.3 name server plus broker JVM (tools/apache_rocketmq.py, -Xms512m -
               of the broker's idle CPU rate measured just before). The issue's goal: CPU per pop+ack
               <= 0.5x Java's.
 
-    .venv/bin/python benches/timer_bench.py [--quick] [--only lateness,footprint,pop]
-        [--brokers ferromq,rocketmq] [--timers N] [--window S] [--pending M] [--pop K]
+4. pop_follow Pop consumers that keep up: the C consumers pop (pollTime 5 s) and ack while one client
+              sends 1 KiB messages at R msg/s for S s, after a warm-up at that rate: most pops find
+              nothing and wait (long polling) for the next message. End-to-end latency (a send's start
+              to the first pop answer that carries the message) p50/p99/max and broker CPU per message
+              (send + pop + ack).
+
+    .venv/bin/python benches/timer_bench.py [--quick] [--only lateness,footprint,pop,pop_follow]
+        [--brokers ferromq,rocketmq] [--timers N] [--window S] [--pending M] [--pop K] [--rate R]
+        [--seconds S]
 
 Defaults: N = 100,000 over 60 s, M = 1,000,000, K = 200,000 (about 6.5 minutes in all on 2 vCPUs);
 --quick: N = 10,000 over 20 s, M = 100,000, K = 20,000 (about 3.5 minutes). Prints one table per case
@@ -361,6 +368,14 @@ def pct(values: list[int], p: float) -> int | None:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
+def pct_ms(seconds: list[float], p: float) -> float | None:
+    """The p-th percentile of durations in seconds, in ms (p 100: the max)."""
+    if not seconds:
+        return None
+    ordered = sorted(seconds)
+    return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000, 2)
+
+
 def uniq(prefix: str, i: int) -> str:
     return f"{prefix}{i:024X}"
 
@@ -666,10 +681,18 @@ class Drained:
 
 
 async def drain(
-    b: Broker, pops: list[Client], topic: str, group: str, k: int
+    b: Broker,
+    pops: list[Client],
+    topic: str,
+    group: str,
+    k: int,
+    poll_ms: int | None = None,
+    arrived: dict[str, float] | None = None,
 ) -> tuple[Drained, dict[str, Any]]:
     """One pop consumer per client until k messages are popped and acked (bounded): POP_MESSAGE of up to
-    32, then an ACK_MESSAGE for each message, all in flight at once, then the next pop."""
+    32, then an ACK_MESSAGE for each message, all in flight at once, then the next pop. `poll_ms`: every
+    pop's pollTime (None: long polling near the end only); `arrived` gets each message's first pop
+    answer time (perf_counter), by UNIQ_KEY."""
     d = Drained()
     seen: set[tuple[int, int]] = set()
     all_acked = asyncio.Event()
@@ -685,7 +708,7 @@ async def drain(
                 "maxMsgNums": 32,
                 "invisibleTime": 300_000,
                 # Long polling near the end only, where a consumer may find the queues drained.
-                "pollTime": 1000 if d.popped >= k * 0.9 else 0,
+                "pollTime": poll_ms if poll_ms is not None else 1000 if d.popped >= k * 0.9 else 0,
                 "bornTime": int(time.time() * 1000),
                 "initMode": 0,
                 "expType": "TAG",
@@ -704,6 +727,9 @@ async def drain(
                 continue
             msgs = decode_messages(r.body)
             d.popped += len(msgs)
+            now = time.perf_counter()
+            for msg in msgs if arrived is not None else ():
+                arrived.setdefault(msg.properties.get("UNIQ_KEY", ""), now)
             starts: dict[str, str] = {}
             for entry in filter(None, r.ext.get("startOffsetInfo", "").split(";")):
                 mark, qid, offset = entry.split(" ")
@@ -812,6 +838,114 @@ async def pop_case(b: Broker, k: int, consumers: int, body_size: int) -> dict[st
         await c.close()
 
 
+# -- 4. pop_follow --------------------------------------------------------------------------------
+
+
+async def paced_sends(
+    c: Client, topic: str, rate: float, seconds: float, body: bytes, started: dict[str, float]
+) -> int:
+    """SEND_MESSAGE at `rate` for `seconds` over the 8 queues in turn, each started on its schedule
+    whatever is in flight (at most 20,000 at once); `started` gets each send's start by UNIQ_KEY. The
+    sends answered SUCCESS."""
+    prefix, n = secrets.token_hex(4).upper(), int(rate * seconds)
+    room = asyncio.Semaphore(20_000)
+    ok = 0
+
+    async def one(i: int) -> None:
+        nonlocal ok
+        key = uniq(prefix, i)
+        started[key] = time.perf_counter()
+        try:
+            ext = send_ext(topic, i % QUEUES, f"UNIQ_KEY\x01{key}\x02TAGS\x01A")
+            r = await c.call(RC.SEND_MESSAGE, ext, body)
+            ok += r.code == R.SUCCESS
+        finally:
+            room.release()
+
+    t0, tasks = time.perf_counter() + 0.05, []
+    for i in range(n):
+        delay = t0 + i / rate - time.perf_counter()
+        await asyncio.sleep(delay if delay > 0 else 0)
+        await room.acquire()
+        tasks.append(asyncio.create_task(one(i)))
+    await asyncio.gather(*tasks)
+    return ok
+
+
+async def follow(
+    b: Broker, c: Client, pops: list[Client], topic: str, group: str, rate: float, seconds: float, body: bytes
+) -> tuple[int, Drained, list[float]]:
+    """Sends at `rate` for `seconds` while the pop consumers (pollTime 5 s) pop and ack: the sends
+    answered, what was drained, each message's end-to-end latency (send start to first pop)."""
+    started: dict[str, float] = {}
+    arrived: dict[str, float] = {}
+    n = int(rate * seconds)
+    drained = asyncio.create_task(drain(b, pops, topic, group, n, poll_ms=5000, arrived=arrived))
+    ok = await paced_sends(c, topic, rate, seconds, body, started)
+    d, _ = await drained
+    return ok, d, [arrived[k] - t for k, t in started.items() if k in arrived]
+
+
+async def pop_follow_case(
+    b: Broker, rate: float, seconds: float, consumers: int, body_size: int
+) -> dict[str, Any]:
+    """Pop consumers that keep up: most pops find nothing and wait (long polling) for the next message."""
+    topic, group = "PopFollowT", "PopFollowG"
+    body = b"f" * body_size
+    c = await Client(b.addr).open(4)
+    pops = [await Client(b.addr).open(1) for _ in range(consumers)]
+    try:
+        await create_topic(c, topic)
+        warm_ok, warm, warm_lat = await follow(b, c, pops, topic, group, rate, max(2.0, seconds / 4), body)
+        print(
+            f"  [{b.kind}] warm-up: {warm_ok:,} sent at {rate:,.0f}/s, {warm.acked:,} acked, "
+            f"end to end p99 {pct_ms(warm_lat, 99)} ms",
+            flush=True,
+        )
+        await asyncio.sleep(3)
+        idle_s = 5.0
+        i0 = cpu_seconds(b.pid)
+        await asyncio.sleep(idle_s)
+        idle_rate = (cpu_seconds(b.pid) - i0) / idle_s
+        ok, d, latencies = await follow(b, c, pops, topic, group, rate, seconds, body)
+        done = min(d.acked, ok)
+        net = d.broker_cpu_s - idle_rate * d.seconds
+        e2e = {"p50": pct_ms(latencies, 50), "p99": pct_ms(latencies, 99), "max": pct_ms(latencies, 100)}
+        print(
+            f"  [{b.kind}] {done:,} sent and popped at {rate:,.0f}/s: end to end p50/p99/max "
+            f"{e2e['p50']}/{e2e['p99']}/{e2e['max']} ms, {d.pop_requests:,} pops ({d.empty_pops:,} empty)",
+            flush=True,
+        )
+        return {
+            "broker": b.kind,
+            "rate": rate,
+            "window_s": seconds,
+            "body_bytes": body_size,
+            "consumers": consumers,
+            "sent": ok,
+            "acked": d.acked,
+            "ack_failed": d.ack_failed,
+            "duplicates": d.duplicates,
+            "missing": d.missing,
+            "pop_requests": d.pop_requests,
+            "empty_pops": d.empty_pops,
+            "end_to_end_ms": e2e,
+            "seconds": round(d.seconds, 2),
+            "broker_cpu_s": round(d.broker_cpu_s, 2),
+            "broker_idle_cpu_per_s": round(idle_rate, 4),
+            "broker_cpu_us_per_msg": round(d.broker_cpu_s / done * 1e6, 2) if done else None,
+            "broker_cpu_us_per_msg_net_of_idle": round(net / done * 1e6, 2) if done else None,
+            "client_cpu_s": round(d.client_cpu_s, 2),
+            "loadavg_start": d.loadavg_start,
+            "loadavg_end": d.loadavg_end,
+            "broker_log_errors": b.log_errors(),
+        }
+    finally:
+        for p in pops:
+            await p.close()
+        await c.close()
+
+
 # -- tables ---------------------------------------------------------------------------------------
 
 
@@ -896,6 +1030,31 @@ def pop_table(rows: list[dict[str, Any]]) -> str:
     return render(head, out)
 
 
+def pop_follow_table(rows: list[dict[str, Any]]) -> str:
+    head = ["broker", "rate", "sent", "acked", "dup", "missing", "end to end p50/p99/max ms", "cpu s"]
+    head += ["cpu us/msg", "net us/msg", "pops (empty)", "load"]
+    out = []
+    for r in rows:
+        e2e = r["end_to_end_ms"]
+        out.append(
+            [
+                r["broker"],
+                f"{r['rate']:,.0f}/s x {r['window_s']:g} s",
+                f"{r['sent']:,}",
+                f"{r['acked']:,}",
+                str(r["duplicates"]),
+                str(r["missing"]),
+                f"{e2e['p50']}/{e2e['p99']}/{e2e['max']}",
+                str(r["broker_cpu_s"]),
+                str(r["broker_cpu_us_per_msg"]),
+                str(r["broker_cpu_us_per_msg_net_of_idle"]),
+                f"{r['pop_requests']:,} ({r['empty_pops']:,})",
+                r["loadavg_end"].split()[0],
+            ]
+        )
+    return render(head, out)
+
+
 def ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     def pair(case: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         by = {r["broker"]: r for r in results.get(case, [])}
@@ -961,21 +1120,25 @@ def targets(results: dict[str, list[dict[str, Any]]], rat: dict[str, Any]) -> di
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="10k timers over 20 s, 100k pending, 20k pops")
-    p.add_argument("--only", default="lateness,footprint,pop", help="cases to run (default: all three)")
+    p.add_argument(
+        "--only", default="lateness,footprint,pop,pop_follow", help="cases to run (default: all four)"
+    )
     p.add_argument("--brokers", default=",".join(BROKERS), help="ferromq,rocketmq (default both)")
     p.add_argument("--timers", type=int, help="timer messages of the lateness case (100,000)")
     p.add_argument("--window", type=float, help="seconds the deliver times are spread over (60)")
     p.add_argument("--pending", type=int, help="pending timers of the footprint case (1,000,000)")
     p.add_argument("--pop", type=int, help="messages drained by the pop case (200,000)")
     p.add_argument("--consumers", type=int, default=8, help="concurrent pop consumers (8)")
-    p.add_argument("--body", type=int, default=1024, help="body size of the pop case (1024)")
+    p.add_argument("--body", type=int, default=1024, help="body size of the pop cases (1024)")
+    p.add_argument("--rate", type=float, default=1000.0, help="msg/s sent in the pop_follow case (1,000)")
+    p.add_argument("--seconds", type=float, help="measured window of the pop_follow case (20)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", type=Path, default=HERE / "results" / "timer_pop_vs_rocketmq.json")
     p.add_argument("--dir", help="parent of the scratch directory (default: the system temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the stores and logs")
     args = p.parse_args(argv)
-    quick = {"timers": 10_000, "window": 20.0, "pending": 100_000, "pop": 20_000}
-    full = {"timers": 100_000, "window": 60.0, "pending": 1_000_000, "pop": 200_000}
+    quick = {"timers": 10_000, "window": 20.0, "pending": 100_000, "pop": 20_000, "seconds": 5.0}
+    full = {"timers": 100_000, "window": 60.0, "pending": 1_000_000, "pop": 200_000, "seconds": 20.0}
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -1008,6 +1171,9 @@ def main(argv: list[str] | None = None) -> int:
                         r = asyncio.run(footprint_case(b, args.pending))
                     elif case == "pop":
                         r = asyncio.run(pop_case(b, args.pop, args.consumers, args.body))
+                    elif case == "pop_follow":
+                        follow_args = (args.rate, args.seconds, args.consumers, args.body)
+                        r = asyncio.run(pop_follow_case(b, *follow_args))
                     else:
                         raise SystemExit(f"unknown case {case!r}")
                 results.setdefault(case, []).append(r)
@@ -1042,6 +1208,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{r0['messages']:,} messages of {r0['body_bytes']} B on 8 queues"
         )
         print(pop_table(results["pop"]))
+        print()
+    if "pop_follow" in results:
+        r0 = results["pop_follow"][0]
+        print(
+            f"POP, consumers that keep up: {r0['rate']:,.0f} msg/s of {r0['body_bytes']} B for "
+            f"{r0['window_s']:g} s, popped as they come by {r0['consumers']} consumers (pollTime 5 s, "
+            "maxMsgNums 32, one ACK_MESSAGE per message); end to end: send start to first pop"
+        )
+        print(pop_follow_table(results["pop_follow"]))
         print()
     if rat:
         print("ratios ferromq / RocketMQ 5.3.3:", rat)
