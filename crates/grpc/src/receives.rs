@@ -197,7 +197,7 @@ impl Receives {
             Some(Duration::from_millis(ms as u64))
         });
         // Registered before the first look: a message stored from now on ends the wait.
-        let wait = polling.map(|_| self.pops.wait(pop_topics(topic, group)));
+        let wait = polling.and_then(|_| self.pops.wait(pop_topics(topic, group)));
         let started = Instant::now();
         let mut cfg = cfg;
         let popped = loop {
@@ -216,7 +216,8 @@ impl Receives {
             // Nothing: long polling, as Python's pops wait (`wait_for_pop`), until a message
             // is stored in the topic or its retry topics, or the polling time is over.
             let (Some(polling), Some(wait)) = (polling, wait.as_ref()) else {
-                return call::decline(parts, read); // no polling time: Python computes it
+                // No polling time (Python computes it), or `MAX_WAITING_POPS` wait already.
+                return call::decline(parts, read);
             };
             let left = polling.saturating_sub(started.elapsed());
             if left <= LAST_LOOK {

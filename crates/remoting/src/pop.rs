@@ -20,7 +20,7 @@ use crate::codes::{
 use crate::conn::Conn;
 use crate::frame::{json_reply, json_reply_with_body, Frame, Header};
 use crate::hub::{Event, Hub, Outcome};
-pub use crate::pop_waits::PopWait;
+pub use crate::pop_waits::{PopWait, MAX_WAITING_POPS};
 use crate::popper::{
     pop_topics, ExtraInfo, PopError, PopRequest, Popped, Receipted, Topics, MAX_POP_NUMS,
 };
@@ -160,11 +160,16 @@ pub(crate) fn serve_pop(
     // Counted from the broker's clock: a client clock ahead does not stretch the wait.
     let wait = poll - (now - born).max(0);
     // Registered before the look: a message stored from now on ends the wait.
-    let waiter = (wait > 0).then(|| hub.pop_waits.register(pop_topics(topic, group)));
+    let waiter = (wait > 0)
+        .then(|| hub.pop_waits.register(pop_topics(topic, group)))
+        .flatten();
     let popped = match popper.pop(&req, &Readable(cfg), None, &mut stored(hub)) {
         Ok(popped) => popped,
         Err(e) => return refused(hub, POP_MESSAGE, h, &e, arrived_at, replies),
     };
+    if popped.count == 0 && wait > 0 && waiter.is_none() {
+        return Outcome::Forward; // past the plane's bound (`MAX_WAITING_POPS`): Python holds it
+    }
     if let (0, Some(waiter)) = (popped.count, waiter) {
         let held = HeldPop {
             conn: conn.clone(),
@@ -445,8 +450,9 @@ impl PopPort {
     }
 
     /// Waits for a message stored in `topics` (a pop's topic and its retry topics) from now
-    /// until the returned wait is dropped; register it before the pop that looks.
-    pub fn wait(&self, topics: Vec<String>) -> PopWait {
+    /// until the returned wait is dropped; register it before the pop that looks. None when
+    /// `MAX_WAITING_POPS` wait already (the pop is then Python's).
+    pub fn wait(&self, topics: Vec<String>) -> Option<PopWait> {
         self.hub.pop_waits.register(topics)
     }
 

@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+/// Pops that may wait on the plane at once (remoting pops and the gRPC front's receives).
+pub const MAX_WAITING_POPS: usize = 10_000;
+
 /// A waiter's id and what wakes it.
 type Waiter = (u64, Arc<Notify>);
 
@@ -28,8 +31,13 @@ impl PopWaits {
         self.count.load(Ordering::Acquire)
     }
 
-    /// Registers a waiter on `topics` until the returned guard is dropped.
-    pub(crate) fn register(self: &Arc<Self>, topics: Vec<String>) -> PopWait {
+    /// Registers a waiter on `topics` until the returned guard is dropped; None when
+    /// [`MAX_WAITING_POPS`] wait already (each holds its request until answered: the caller
+    /// leaves the pop to Python, whose in-flight bound stops reading a peer that adds more).
+    pub(crate) fn register(self: &Arc<Self>, topics: Vec<String>) -> Option<PopWait> {
+        if self.len() >= MAX_WAITING_POPS {
+            return None;
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let notify = Arc::new(Notify::new());
         {
@@ -42,12 +50,12 @@ impl PopWaits {
             }
         }
         self.count.fetch_add(1, Ordering::AcqRel);
-        PopWait {
+        Some(PopWait {
             waits: self.clone(),
             id,
             topics,
             notify,
-        }
+        })
     }
 
     /// A message was stored in `topic`: its waiters pop again.
@@ -118,7 +126,9 @@ mod tests {
     #[tokio::test]
     async fn a_message_stored_before_the_wait_is_not_missed() {
         let waits = Arc::new(PopWaits::default());
-        let wait = waits.register(vec!["T".into(), "%RETRY%g_T".into()]);
+        let wait = waits
+            .register(vec!["T".into(), "%RETRY%g_T".into()])
+            .unwrap();
         waits.wake("other");
         assert!(
             tokio::time::timeout(Duration::from_millis(20), wait.stored())
@@ -135,5 +145,16 @@ mod tests {
         assert_eq!(waits.len(), 0);
         assert!(waits.table.lock().unwrap().is_empty());
         waits.wake("T"); // nobody waits: nothing to do
+    }
+
+    #[test]
+    fn the_waits_are_bounded() {
+        let waits = Arc::new(PopWaits::default());
+        let held: Vec<PopWait> = (0..MAX_WAITING_POPS)
+            .map(|_| waits.register(vec!["T".into()]).unwrap())
+            .collect();
+        assert!(waits.register(vec!["T".into()]).is_none());
+        drop(held);
+        assert!(waits.register(vec!["T".into()]).is_some());
     }
 }
