@@ -5,6 +5,8 @@ from os import PathLike
 from typing import Any, Protocol, final
 
 __all__ = [
+    "MAX_HELD_PULLS",
+    "MAX_WAITING_POPS",
     "STORE_ERROR_CLASSES",
     "WIRE_CONSTANTS",
     "ConsumerOffsets",
@@ -53,6 +55,9 @@ STORE_ERROR_CLASSES: list[tuple[str, int]]
 """The `ferromq.errors` classes the store's errors are raised as, with the response code each is
 raised with (the one the data plane answers)."""
 WIRE_CONSTANTS: list[tuple[str, str]]
+# Pulls held, and pops waiting, on the data plane at most; past them they are Python's.
+MAX_HELD_PULLS: int
+MAX_WAITING_POPS: int
 """The codes, flags and system topics the Rust side defines, by their Python names (as text)."""
 
 @final

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 import pytest
 
+from ferromq import _store
 from ferromq.broker.topics import TopicConfig
 from ferromq.client.admin import parse_consume_stats
 from ferromq.jsonutil import loads_lenient
@@ -37,7 +38,7 @@ from ferromq.remoting.plane import PlaneServer
 from ferromq.remoting.server import RemotingServer, ServerLimits
 from tests.waiting import until
 
-from .brokerkit import Client, batch_body, properties, pull_ext, running, send_ext
+from .brokerkit import Client, batch_body, pop_request, properties, pull_ext, running, send_ext
 
 logger = logging.getLogger(__name__)
 
@@ -567,6 +568,48 @@ def c_conn(server: object, client: Client) -> Connection:
 
 
 # -- refusals with RocketMQ codes ----------------------------------------------------------------
+
+
+def test_requests_waiting_on_the_data_plane_are_bounded(tmp_path: Path) -> None:
+    """Held pulls and waiting pops each hold their request on the data plane until answered: at
+    most MAX_HELD_PULLS (and MAX_WAITING_POPS) wait there; past that a peer's pulls and pops go to
+    Python, which holds them under its in-flight bound. A message then answers every one."""
+    bound, extra = _store.MAX_HELD_PULLS, 20
+    assert _store.MAX_WAITING_POPS == bound
+
+    async def main() -> None:
+        async with running(tmp_path) as (_, broker):
+            broker.topics.update(TopicConfig("Waits", 1, 1))
+            c = await Client().connect(broker.port)
+            # The first pops make the revive topic and the groups (Python): the plane serves them.
+            for group in ("WaitsG", "WaitsP"):
+                first = await c.call(RC.POP_MESSAGE, pop_request("Waits", group))
+                assert first.code == R.POLLING_TIMEOUT
+            pull = _strs(pull_ext("WaitsG", "Waits", 0, 0, sysFlag=6, suspendTimeoutMillis=60_000))
+            pop = _strs(pop_request("Waits", "WaitsP", pollTime=20_000, bornTime=int(time.time() * 1000)))
+            count = bound + extra
+            reader, writer = await raw_connect(broker.port)
+            for code, ext in ((RC.PULL_MESSAGE, pull), (RC.POP_MESSAGE, pop)):
+                writer.write(
+                    b"".join(encode(RemotingCommand(code, opaque=i + 1, ext=ext)) for i in range(count))
+                )
+            await writer.drain()
+            await until(lambda: broker.planes.held_pulls == bound, "the plane's pulls held", 60)
+            await until(lambda: broker.hold.held_of("Waits") == extra, "the rest held by Python", 60)
+            await until(lambda: broker.planes.waiting_pops == bound, "the plane's pops waiting", 60)
+            await until(
+                lambda: broker.pop.polling_count("Waits", "WaitsP", -1) == extra, "the rest in Python", 60
+            )
+            assert (await c.call(RC.SEND_MESSAGE, send_ext("Waits", 0), b"go")).code == R.SUCCESS
+            # Every pull gets the message, and one pop; the other pops find nothing when woken and
+            # wait on until their poll time (20 s) ends.
+            codes = [(await asyncio.wait_for(_read_reply(reader), 40)).code for _ in range(2 * count)]
+            assert sorted(codes) == sorted([R.SUCCESS] * (count + 1) + [R.POLLING_TIMEOUT] * (count - 1))
+            assert broker.planes.held_pulls == broker.planes.waiting_pops == 0
+            writer.close()
+            await c.close()
+
+    run(main())
 
 
 def test_topic_queue_counts_are_bounded(tmp_path: Path) -> None:

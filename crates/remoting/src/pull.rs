@@ -31,6 +31,10 @@ use crate::offsets::ConsumerOffsets;
 use crate::popper::Popper;
 pub use crate::tags::{parse_tags, NoTags, TagFilter};
 
+/// Pulls held on the plane at most (each holds its request until answered); past it, a pull
+/// that would wait goes to Python, whose in-flight bound stops reading a peer that adds more.
+pub const MAX_HELD_PULLS: usize = 10_000;
+
 /// A consumer group's subscription to a topic, as its heartbeats registered it.
 #[derive(Debug, Clone)]
 pub struct Subscription {
@@ -186,6 +190,9 @@ pub(crate) fn serve(
             .commit(req.group, req.topic, req.queue_id, req.commit_offset);
     }
     if code == PULL_NOT_FOUND && req.sys_flag & FLAG_SUSPEND != 0 {
+        if hub.holds.len() >= MAX_HELD_PULLS {
+            return Outcome::Forward; // Python holds it: its in-flight bound stops the reading
+        }
         let wait = cfg
             .short_polling
             .unwrap_or(Duration::from_millis(req.suspend_ms.max(0) as u64));

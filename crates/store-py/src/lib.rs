@@ -32,6 +32,8 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("STORE_ERROR_CLASSES", errors::classes_and_codes())?;
     m.add("WIRE_CONSTANTS", ferromq_remoting::codes::table())?;
+    m.add("MAX_HELD_PULLS", ferromq_remoting::pull::MAX_HELD_PULLS)?;
+    m.add("MAX_WAITING_POPS", ferromq_remoting::pop::MAX_WAITING_POPS)?;
     m.add_class::<store::Store>()?;
     m.add_class::<results::PutResult>()?;
     m.add_class::<results::PutBatchResult>()?;
