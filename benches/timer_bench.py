@@ -779,6 +779,35 @@ async def drain(
     return d, {"empty_pop_codes": codes, "errors": errors[:10]}
 
 
+async def idle_cpu_rate(b: Broker, seconds: float = 5.0) -> float:
+    """The broker's CPU seconds per second doing nothing, measured after 3 s of quiet."""
+    await asyncio.sleep(3)
+    i0 = cpu_seconds(b.pid)
+    await asyncio.sleep(seconds)
+    return (cpu_seconds(b.pid) - i0) / seconds
+
+
+def drained_fields(d: Drained, idle_rate: float, done: int) -> dict[str, Any]:
+    """A drain's counts and the broker's CPU over it, raw and net of its idle rate, per message."""
+    net = d.broker_cpu_s - idle_rate * d.seconds
+    return {
+        "acked": d.acked,
+        "ack_failed": d.ack_failed,
+        "duplicates": d.duplicates,
+        "missing": d.missing,
+        "pop_requests": d.pop_requests,
+        "empty_pops": d.empty_pops,
+        "seconds": round(d.seconds, 2),
+        "broker_cpu_s": round(d.broker_cpu_s, 2),
+        "broker_idle_cpu_per_s": round(idle_rate, 4),
+        "broker_cpu_us_per_msg": round(d.broker_cpu_s / done * 1e6, 2) if done else None,
+        "broker_cpu_us_per_msg_net_of_idle": round(net / done * 1e6, 2) if done else None,
+        "client_cpu_s": round(d.client_cpu_s, 2),
+        "loadavg_start": d.loadavg_start,
+        "loadavg_end": d.loadavg_end,
+    }
+
+
 async def pop_case(b: Broker, k: int, consumers: int, body_size: int) -> dict[str, Any]:
     topic, group = "PopBenchT", "PopBenchG"
     warm_topic, warm_group = "PopWarmT", "PopWarmG"
@@ -797,14 +826,9 @@ async def pop_case(b: Broker, k: int, consumers: int, body_size: int) -> dict[st
             f"{stored} messages of {body_size} B pre-sent in {sent.seconds:.1f} s",
             flush=True,
         )
-        await asyncio.sleep(3)
-        idle_s = 5.0
-        i0 = cpu_seconds(b.pid)
-        await asyncio.sleep(idle_s)
-        idle_rate = (cpu_seconds(b.pid) - i0) / idle_s
+        idle_rate = await idle_cpu_rate(b)
         d, extra = await drain(b, pops, topic, group, k)
         done = min(d.acked, k)
-        net = d.broker_cpu_s - idle_rate * d.seconds
         return {
             "broker": b.kind,
             "messages": k,
@@ -812,24 +836,11 @@ async def pop_case(b: Broker, k: int, consumers: int, body_size: int) -> dict[st
             "consumers": consumers,
             "stored": stored,
             "popped": d.popped,
-            "acked": d.acked,
-            "ack_failed": d.ack_failed,
-            "duplicates": d.duplicates,
-            "missing": d.missing,
-            "pop_requests": d.pop_requests,
-            "empty_pops": d.empty_pops,
+            **drained_fields(d, idle_rate, done),
             **extra,
-            "seconds": round(d.seconds, 2),
             "msgs_per_s": round(done / d.seconds) if d.seconds else None,
-            "broker_cpu_s": round(d.broker_cpu_s, 2),
-            "broker_idle_cpu_per_s": round(idle_rate, 4),
-            "broker_cpu_us_per_msg": round(d.broker_cpu_s / done * 1e6, 2) if done else None,
-            "broker_cpu_us_per_msg_net_of_idle": round(net / done * 1e6, 2) if done else None,
-            "client_cpu_s": round(d.client_cpu_s, 2),
             "presend_seconds": round(sent.seconds, 2),
             "warmup": {"messages": warm_k, "acked": warm.acked, "seconds": round(warm.seconds, 2)},
-            "loadavg_start": d.loadavg_start,
-            "loadavg_end": d.loadavg_end,
             "broker_log_errors": b.log_errors(),
         }
     finally:
@@ -902,14 +913,9 @@ async def pop_follow_case(
             f"end to end p99 {pct_ms(warm_lat, 99)} ms",
             flush=True,
         )
-        await asyncio.sleep(3)
-        idle_s = 5.0
-        i0 = cpu_seconds(b.pid)
-        await asyncio.sleep(idle_s)
-        idle_rate = (cpu_seconds(b.pid) - i0) / idle_s
+        idle_rate = await idle_cpu_rate(b)
         ok, d, latencies = await follow(b, c, pops, topic, group, rate, seconds, body)
         done = min(d.acked, ok)
-        net = d.broker_cpu_s - idle_rate * d.seconds
         e2e = {"p50": pct_ms(latencies, 50), "p99": pct_ms(latencies, 99), "max": pct_ms(latencies, 100)}
         print(
             f"  [{b.kind}] {done:,} sent and popped at {rate:,.0f}/s: end to end p50/p99/max "
@@ -923,21 +929,8 @@ async def pop_follow_case(
             "body_bytes": body_size,
             "consumers": consumers,
             "sent": ok,
-            "acked": d.acked,
-            "ack_failed": d.ack_failed,
-            "duplicates": d.duplicates,
-            "missing": d.missing,
-            "pop_requests": d.pop_requests,
-            "empty_pops": d.empty_pops,
+            **drained_fields(d, idle_rate, done),
             "end_to_end_ms": e2e,
-            "seconds": round(d.seconds, 2),
-            "broker_cpu_s": round(d.broker_cpu_s, 2),
-            "broker_idle_cpu_per_s": round(idle_rate, 4),
-            "broker_cpu_us_per_msg": round(d.broker_cpu_s / done * 1e6, 2) if done else None,
-            "broker_cpu_us_per_msg_net_of_idle": round(net / done * 1e6, 2) if done else None,
-            "client_cpu_s": round(d.client_cpu_s, 2),
-            "loadavg_start": d.loadavg_start,
-            "loadavg_end": d.loadavg_end,
             "broker_log_errors": b.log_errors(),
         }
     finally:
