@@ -11,8 +11,7 @@ use crate::codes::{
 use crate::conn::Conn;
 use crate::frame::{Frame, Header};
 use crate::hub::{Hub, Outcome};
-use crate::pop;
-use crate::pop::LiveConfig;
+use crate::pop::{self, LiveConfig};
 use crate::pull::{self, PullConfig};
 use crate::send::{self, SendConfig};
 
