@@ -761,9 +761,6 @@ class GrpcFront:
     @property
     def receives_answered(self) -> int:
         """ReceiveMessage and AckMessage calls the front answered itself so far."""
-    @property
-    def receives_waiting(self) -> int:
-        """Receives waiting on the front for a message now (long polling)."""
     def serve_client(self, client_id: str, max_attempts: int) -> None:
         """The receives and acks of `client_id` are served by the front from now on (a simple
         consumer whose retry policy allows `max_attempts` deliveries, 0: unknown)."""

@@ -325,8 +325,9 @@ def test_receives_and_acks_show_what_the_service_shows() -> None:
 
 
 def waiting(b: Broker) -> int:
-    """Receives waiting for a message on the front, and the queues Python's wait on."""
-    return front(b).receives_waiting + b.broker.hold.held_count
+    """Receives waiting for a message on the front (the plane's waiting pops), and the queues
+    Python's wait on."""
+    return b.broker.planes.waiting_pops + b.broker.hold.held_count
 
 
 async def wait_for_messages(settings: dict[str, Any]) -> tuple[list[Any], list[tuple[int, str]], int]:

@@ -152,11 +152,6 @@ impl GrpcFront {
         self.receives.as_ref().map_or(0, |r| r.answered())
     }
 
-    /// Receives waiting on the front for a message now (long polling).
-    pub fn receives_waiting(&self) -> usize {
-        self.receives.as_ref().map_or(0, |r| r.waiting())
-    }
-
     /// The receives of the front, when it serves them (Python names their clients).
     pub fn receives(&self) -> Option<&Receives> {
         self.receives.as_deref()

@@ -107,11 +107,6 @@ impl Receives {
         self.answered.load(Ordering::Relaxed)
     }
 
-    /// Receives waiting here for a message now (long polling).
-    pub fn waiting(&self) -> usize {
-        self.pops.waiting()
-    }
-
     /// The client's retry policy's attempts, when its calls are served here.
     fn served(&self, headers: &HeaderMap) -> Option<i32> {
         let client = call::client_id(headers)?;

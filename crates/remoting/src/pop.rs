@@ -456,11 +456,6 @@ impl PopPort {
         self.hub.pop_waits.register(topics)
     }
 
-    /// The front's pops waiting now.
-    pub fn waiting(&self) -> usize {
-        self.hub.pop_waits.len()
-    }
-
     /// A pop by `cfg`'s rules; None when `cfg` does not serve it (an unknown group or topic, an
     /// orderly pop: Python's to decide).
     pub fn pop(&self, cfg: &PullConfig, req: &PopRequest<'_>) -> Option<Result<Popped, PopError>> {

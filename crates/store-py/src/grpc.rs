@@ -91,12 +91,6 @@ impl GrpcFront {
         self.inner.receives_answered()
     }
 
-    /// Receives waiting on the front for a message now (long polling).
-    #[getter]
-    fn receives_waiting(&self) -> usize {
-        self.inner.receives_waiting()
-    }
-
     /// The receives and acks of `client_id` are served by the front from now on (a simple
     /// consumer whose retry policy allows `max_attempts` deliveries, 0: unknown). No-op when
     /// the front serves no receives.
