@@ -43,11 +43,6 @@ pub const ACK_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/AckMessage";
 
 /// A call with less time left than this is Python's (the proxy refuses it).
 const MIN_POLLING: Duration = Duration::from_millis(convert::MIN_POLLING_MS as u64);
-/// A waiting receive looks again this often even when nothing woke it (every message stored
-/// wakes it; this is for what stores nothing, an offset reset), as Python's held pulls do.
-const LOOK_AGAIN: Duration = Duration::from_secs(5);
-/// A wait with less than this left ends with the last look (as Python's `wait_for_pop`).
-const LAST_LOOK: Duration = Duration::from_millis(50);
 /// The proxy's refusal of a receipt whose message is visible again.
 pub const EXPIRED: &str = "receipt handle is expired";
 
@@ -187,13 +182,12 @@ impl Receives {
         };
         // Without a long polling timeout the client's request timeout counts, which Python knows.
         let remaining = call::timeout(&parts.headers).map(|d| d.as_millis() as i64);
-        let polling = request.long_polling_timeout.as_ref().and_then(|d| {
+        let deadline = request.long_polling_timeout.as_ref().and_then(|d| {
             let ms = convert::polling_time(Some(d.millis()), None, remaining).ok()?;
-            Some(Duration::from_millis(ms as u64))
+            Some(Instant::now() + Duration::from_millis(ms as u64))
         });
         // Registered before the first look: a message stored from now on ends the wait.
-        let wait = polling.and_then(|_| self.pops.wait(pop_topics(topic, group)));
-        let started = Instant::now();
+        let wait = deadline.and_then(|_| self.pops.wait(pop_topics(topic, group)));
         let mut cfg = cfg;
         let popped = loop {
             match self.pops.pop(&cfg, &pop) {
@@ -210,12 +204,11 @@ impl Receives {
             }
             // Nothing: long polling, as Python's pops wait (`wait_for_pop`), until a message
             // is stored in the topic or its retry topics, or the polling time is over.
-            let (Some(polling), Some(wait)) = (polling, wait.as_ref()) else {
+            let (Some(deadline), Some(wait)) = (deadline, wait.as_ref()) else {
                 // No polling time (Python computes it), or `MAX_WAITING_POPS` wait already.
                 return call::decline(parts, read);
             };
-            let left = polling.saturating_sub(started.elapsed());
-            if left <= LAST_LOOK {
+            if !wait.look_again(deadline).await {
                 return Handled::Answered(call::grpc_reply(&[
                     received(Received::Status(status(
                         code::MESSAGE_NOT_FOUND,
@@ -224,7 +217,6 @@ impl Receives {
                     delivered_now(),
                 ]));
             }
-            let _ = tokio::time::timeout(left.min(LOOK_AGAIN), wait.stored()).await;
             match self.pops.config() {
                 Some(now) => cfg = now,
                 None => return call::decline(parts, read),

@@ -194,12 +194,6 @@ pub(crate) fn serve_pop(
     Outcome::Served
 }
 
-/// A waiting pop looks again this often even when nothing woke it (every message stored wakes
-/// it; this is for what stores nothing, an offset reset), as Python's held pulls do.
-const LOOK_AGAIN: Duration = Duration::from_secs(5);
-/// A wait with less than this left ends with the last look (as Python's `wait_for_pop`).
-const LAST_LOOK: Duration = Duration::from_millis(50);
-
 /// A pop that found nothing, waiting on the plane until a message is stored in its topic or
 /// retry topics (by the plane or by Python) or its poll time is over, as Python's `wait_for_pop`
 /// waits: then it pops again, by the rules in force.
@@ -222,10 +216,8 @@ struct HeldPop {
 impl HeldPop {
     async fn wait(self, hub: &Arc<Hub>, live: &LiveConfig, waiter: PopWait) {
         loop {
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            if left > LAST_LOOK {
-                let _ = tokio::time::timeout(left.min(LOOK_AGAIN), waiter.stored()).await;
-            }
+            // With less than the last look's margin left, this pops once more at once.
+            waiter.look_again(self.deadline).await;
             if self.conn.is_killed() || hub.is_stopping() {
                 return;
             }
@@ -266,9 +258,7 @@ impl HeldPop {
             };
             let mut reply = Vec::new();
             let code = match popper.pop(&req, &Readable(&cfg), None, &mut stored(hub)) {
-                Ok(popped) if popped.count == 0 && self.deadline > Instant::now() + LAST_LOOK => {
-                    continue
-                }
+                Ok(popped) if popped.count == 0 && PopWait::more_looks(self.deadline) => continue,
                 Ok(popped) => {
                     append_pop_reply(&mut reply, self.opaque, &popped);
                     pop_code(&popped)

@@ -8,11 +8,18 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 /// Pops that may wait on the plane at once (remoting pops and the gRPC front's receives).
 pub const MAX_WAITING_POPS: usize = 10_000;
+
+/// A waiting pop looks again this often even when nothing woke it (every message stored wakes
+/// it; this is for what stores nothing, an offset reset), as Python's held pulls do.
+const LOOK_AGAIN: Duration = Duration::from_secs(5);
+/// A wait with less than this left ends with the last look (as Python's `wait_for_pop`).
+const LAST_LOOK: Duration = Duration::from_millis(50);
 
 /// A waiter's id and what wakes it.
 type Waiter = (u64, Arc<Notify>);
@@ -109,6 +116,23 @@ impl PopWait {
     /// the registration).
     pub async fn stored(&self) {
         self.notify.notified().await;
+    }
+
+    /// After a look that found nothing: waits until a message is stored in the topics,
+    /// LOOK_AGAIN passes or `deadline` comes, for the next look. False, at once, when less than
+    /// LAST_LOOK is left before `deadline`: the look before was the last.
+    pub async fn look_again(&self, deadline: Instant) -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left <= LAST_LOOK {
+            return false;
+        }
+        let _ = tokio::time::timeout(left.min(LOOK_AGAIN), self.stored()).await;
+        true
+    }
+
+    /// Whether `deadline` leaves time for another look after this one.
+    pub fn more_looks(deadline: Instant) -> bool {
+        deadline > Instant::now() + LAST_LOOK
     }
 }
 
