@@ -90,6 +90,16 @@ fn acl_allows(cfg: &PullConfig, conn: &Conn, ext: &Ext<'_>, topic: &str, group: 
         .is_none_or(|acl| acl.allows_pull(conn.peer_acl().as_deref(), ext, topic, group))
 }
 
+/// Whether the snapshot serves pops of `group` on `topic`'s queue `queue_id` (-1: every queue):
+/// a group and a readable topic it knows, a queue below the topic's read queue count.
+fn serves(cfg: &PullConfig, group: &str, topic: &str, queue_id: i32) -> bool {
+    cfg.groups.contains(group)
+        && cfg
+            .topics
+            .get(topic)
+            .is_some_and(|read_queues| queue_id < *read_queues)
+}
+
 /// Where the plane's pull snapshot lives (Python replaces it as topics, groups and roles change).
 pub(crate) type LiveConfig = Arc<RwLock<Option<Arc<PullConfig>>>>;
 
@@ -134,11 +144,7 @@ pub(crate) fn serve_pop(
         || !exp_type.eq_ignore_ascii_case("TAG")
         || now - born - poll > BORN_TIME_SLACK_MS
         || max_msgs as usize > MAX_POP_NUMS
-        || !cfg.groups.contains(group)
-        || cfg
-            .topics
-            .get(topic)
-            .is_none_or(|read_queues| queue_id >= *read_queues)
+        || !serves(cfg, group, topic, queue_id)
         || !acl_allows(cfg, conn, &ext, topic, group)
     {
         return Outcome::Forward;
@@ -226,23 +232,14 @@ impl HeldPop {
                 return;
             }
             let cfg = live.read().unwrap().clone();
-            let served = cfg.filter(|c| {
-                c.pop.is_some()
-                    && c.groups.contains(&self.group)
-                    && c.topics
-                        .get(&self.topic)
-                        .is_some_and(|q| self.queue_id < *q)
-            });
-            let Some(cfg) = served else {
+            let served = cfg.filter(|c| serves(c, &self.group, &self.topic, self.queue_id));
+            let Some((cfg, popper)) = served.and_then(|c| c.pop.clone().map(|p| (c, p))) else {
                 // Python's now (pops off, a slave, the group or topic gone): it answers.
                 let bytes = self.frame;
                 hub.push(Event::Data {
                     conn: self.conn.id,
                     bytes,
                 });
-                return;
-            };
-            let Some(popper) = cfg.pop.as_ref() else {
                 return;
             };
             let req = PopRequest {
@@ -450,7 +447,7 @@ impl PopPort {
     /// orderly pop: Python's to decide).
     pub fn pop(&self, cfg: &PullConfig, req: &PopRequest<'_>) -> Option<Result<Popped, PopError>> {
         let popper = cfg.pop.as_ref()?;
-        if req.order || !cfg.groups.contains(req.group) || !cfg.topics.contains_key(req.topic) {
+        if req.order || !serves(cfg, req.group, req.topic, req.queue_id) {
             return None;
         }
         Some(popper.pop(req, &Readable(cfg), None, &mut stored(&self.hub)))
