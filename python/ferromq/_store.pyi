@@ -550,6 +550,9 @@ class Popper:
     def start_offset(
         self, group: str, topic: str, queue_id: int, init_mode: int, commit: bool = True
     ) -> int: ...
+    @staticmethod
+    def check_invisible_time(invisible_time: int) -> None:
+        """BrokerError (INVALID_PARAMETER) unless 0 <= invisible_time <= 7 days in ms."""
     def check_offset(
         self,
         read_queues: Callable[[str], int | None],

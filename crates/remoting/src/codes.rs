@@ -31,6 +31,7 @@ pub const PULL_NOT_FOUND: i32 = 19;
 pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
 pub const PULL_OFFSET_MOVED: i32 = 21;
 pub const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
+pub const INVALID_PARAMETER: i32 = 29;
 pub const POLLING_TIMEOUT: i32 = 210;
 
 /// PullSysFlag bits.
@@ -88,6 +89,7 @@ pub fn table() -> Vec<(&'static str, String)> {
             "ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST",
             SUBSCRIPTION_GROUP_NOT_EXIST,
         ),
+        ("ResponseCode.INVALID_PARAMETER", INVALID_PARAMETER),
         ("ResponseCode.MESSAGE_ILLEGAL", MESSAGE_ILLEGAL),
         ("ResponseCode.SERVICE_NOT_AVAILABLE", SERVICE_NOT_AVAILABLE),
         ("ResponseCode.FLUSH_DISK_TIMEOUT", FLUSH_DISK_TIMEOUT),

@@ -19,7 +19,7 @@ use ferromq_store::message::{self, property, MessageMeta, RecordView};
 use ferromq_store::{GetResult, GetStatus, MessageStore, PutResult, StoreError};
 use serde::Serialize;
 
-use crate::codes::{MESSAGE_ILLEGAL, SERVICE_NOT_AVAILABLE};
+use crate::codes::{INVALID_PARAMETER, MESSAGE_ILLEGAL, SERVICE_NOT_AVAILABLE};
 use crate::offsets::ConsumerOffsets;
 use crate::tags::TagFilter;
 
@@ -35,6 +35,10 @@ pub const PROPERTY_POP_CK: &str = "POP_CK";
 /// that time) come after it in the revive queue (PopAckConstants.ackTimeInterval).
 pub const ACK_TIME_INTERVAL_MS: i64 = 1000;
 pub const MAX_POP_NUMS: usize = 32;
+/// The longest invisible time a pop or a change of invisible time may ask for (7 days). Java's
+/// broker takes any number and wraps `popTime + invisibleTime`; a bound where the request is
+/// read keeps every revive time a plain sum (the 5.x proxy's own bound, 12 hours, is lower).
+pub const MAX_INVISIBLE_TIME_MS: i64 = 7 * 24 * 3600 * 1000;
 /// Share (in %) of pops that read the retry topic first (popFromRetryProbability).
 const POP_FROM_RETRY_PROBABILITY: u32 = 20;
 /// A pop reads at most this many bytes of one queue (the count bounds it first).
@@ -61,6 +65,17 @@ impl From<StoreError> for PopError {
 
 fn refuse(code: i32, remark: String) -> PopError {
     PopError { code, remark }
+}
+
+/// A pop's or a change's invisible time: from 0 to MAX_INVISIBLE_TIME_MS.
+pub fn check_invisible_time(invisible_time: i64) -> Result<(), PopError> {
+    if (0..=MAX_INVISIBLE_TIME_MS).contains(&invisible_time) {
+        return Ok(());
+    }
+    Err(refuse(
+        INVALID_PARAMETER,
+        format!("invisibleTime {invisible_time} is illegal: it must be from 0 to {MAX_INVISIBLE_TIME_MS} ms"),
+    ))
 }
 
 /// What the pop rules need of the broker; fixed while they serve (made anew when it changes).
@@ -415,6 +430,7 @@ impl Popper {
         keep: Option<Keep<'_>>,
         stored: &mut dyn FnMut(&PutResult),
     ) -> Result<Popped, PopError> {
+        check_invisible_time(req.invisible_time)?;
         let now = now_ms();
         let revive_qid = if req.order {
             ORDER_REVIVE_QUEUE
@@ -570,7 +586,7 @@ impl Popper {
                     n: diffs.len(),
                     pt: out.pop_time,
                     q: queue_id,
-                    revive_time: out.pop_time + req.invisible_time,
+                    revive_time: out.pop_time.saturating_add(req.invisible_time),
                     ro: 0,
                     so: offset,
                     t: topic,
@@ -692,7 +708,8 @@ impl Popper {
             ACK_TAG,
         );
         let body = serde_json::to_vec(&ack).expect("plain fields serialize");
-        let deliver = r.pop_time + r.invisible_time;
+        // A receipt is the client's to send: any pop time and invisible time, summed saturating.
+        let deliver = r.pop_time.saturating_add(r.invisible_time);
         let put = self.put_revive(r.revive_qid, ACK_TAG, &body, &key, deliver)?;
         stored(&put);
         Ok(())
@@ -708,6 +725,7 @@ impl Popper {
         invisible_time: i64,
         stored: &mut dyn FnMut(&PutResult),
     ) -> Result<(i64, i64, i32), PopError> {
+        check_invisible_time(invisible_time)?;
         self.check_offset(topics, a.group, a.topic, a.queue_id, a.offset, false)?;
         let now = now_ms();
         let ck = CheckPointJson {
@@ -719,7 +737,7 @@ impl Popper {
             n: 1,
             pt: now,
             q: a.queue_id,
-            revive_time: now + invisible_time,
+            revive_time: now.saturating_add(invisible_time),
             ro: 0,
             so: a.offset,
             t: a.topic,
@@ -738,7 +756,7 @@ impl Popper {
     ) -> Result<(), PopError> {
         let key = uniq_key(ck.t, ck.q, ck.so, ck.c, ck.pt, ck.bn, CK_TAG);
         let body = serde_json::to_vec(ck).expect("plain fields serialize");
-        let deliver = ck.revive_time - ACK_TIME_INTERVAL_MS;
+        let deliver = ck.revive_time.saturating_sub(ACK_TIME_INTERVAL_MS);
         let put = self.put_revive(revive_qid, CK_TAG, &body, &key, deliver)?;
         stored(&put);
         Ok(())

@@ -203,6 +203,13 @@ impl Popper {
         .map_err(|e| py_err(py, e))
     }
 
+    /// Refuses (BrokerError, INVALID_PARAMETER) an invisible time a pop or a change may not ask
+    /// for (`popper::check_invisible_time`).
+    #[staticmethod]
+    fn check_invisible_time(py: Python<'_>, invisible_time: i64) -> PyResult<()> {
+        popper::check_invisible_time(invisible_time).map_err(|e| py_err(py, e))
+    }
+
     /// Refuses (BrokerError with Java's code and remark) an ack or change of a queue or offset
     /// that does not exist.
     #[allow(clippy::too_many_arguments)]

@@ -31,6 +31,13 @@ PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
 ACK_TIME_INTERVAL_MS = 1000
 
 MARK_NORMAL, MARK_RETRY_V1, MARK_RETRY_V2 = "0", "1", "2"
+JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
+
+
+def saturating(ms: int) -> int:
+    """A time sum kept within a Java long, as the Rust rules keep theirs (`saturating_add`): a
+    receipt or a checkpoint holds whatever times a client sent."""
+    return max(JAVA_LONG_MIN, min(JAVA_LONG_MAX, ms))
 
 
 def revive_topic(cluster: str) -> str:
@@ -100,9 +107,12 @@ class ExtraInfo:
         try:
             if len(f) < 7:
                 raise ValueError
-            ck_offset = int(f[0])
-            offset = int(f[7]) if len(f) > 7 else ck_offset
-            return cls(ck_offset, int(f[1]), int(f[2]), int(f[3]), f[4], f[5], int(f[6]), offset)
+            numbers = [int(f[i]) for i in (0, 1, 2, 3, 6)]
+            offset = int(f[7]) if len(f) > 7 else numbers[0]
+            if not all(JAVA_LONG_MIN <= n <= JAVA_LONG_MAX for n in (*numbers, offset)):
+                raise ValueError
+            ck_offset, pop_time, invisible_time, revive_qid, queue_id = numbers
+            return cls(ck_offset, pop_time, invisible_time, revive_qid, f[4], f[5], queue_id, offset)
         except ValueError:
             raise ValueError(
                 f"extraInfo {text[:200]!r} is not a receipt (8 fields separated by spaces)"
@@ -115,7 +125,7 @@ class ExtraInfo:
     def expired(self, now_ms: int) -> bool:
         """Whether its message is visible again (ReceiptHandle.isExpired): the 5.x proxy refuses to
         ack it or change its invisible time then."""
-        return self.pop_time + self.invisible_time <= now_ms
+        return saturating(self.pop_time + self.invisible_time) <= now_ms
 
     def changed(self, pop_time: int, invisible_time: int, revive_qid: int) -> ExtraInfo:
         """The receipt after a change of invisible time answered (popTime, invisibleTime,
@@ -173,6 +183,9 @@ class CheckPoint:
     bitmap: int = 0
     revive_offset: int = 0
     re_put_times: int = 0
+    due_time: int = JAVA_LONG_MAX
+    """When the revive service may decide it: its revive time, or earlier when the timer
+    delivered it earlier than that time says (set as it is read from the revive queue)."""
 
     @property
     def num(self) -> int:
@@ -180,7 +193,7 @@ class CheckPoint:
 
     @property
     def revive_time(self) -> int:
-        return self.pop_time + self.invisible_time
+        return saturating(self.pop_time + self.invisible_time)
 
     def offsets(self) -> list[int]:
         return [self.start_offset + d for d in self.offset_diffs]

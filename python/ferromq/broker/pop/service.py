@@ -22,6 +22,7 @@ import asyncio
 import base64
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from ferromq import _store
 from ferromq.broker.clients import Subscription, parse_subscription
 from ferromq.broker.pop.formats import (
     ACK_TAG,
+    ACK_TIME_INTERVAL_MS,
     BATCH_ACK_TAG,
     CK_TAG,
     ORDER_REVIVE_QUEUE,
@@ -44,9 +46,10 @@ from ferromq.broker.pop.formats import (
     real_topic,
     retry_topic,
     revive_topic,
+    saturating,
 )
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
-from ferromq.errors import BrokerError, StoreError
+from ferromq.errors import BrokerError, FerroMQError, StoreError
 from ferromq.message import StoredMessage, encode_properties
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.constants import PROPERTY_TIMER_DELIVER_MS, RETRY_PREFIX
@@ -58,12 +61,24 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_POP_NUMS = 32
+# The bits a batch ack's bitSet may name (Java reads up to Integer.MAX_VALUE).
+MAX_BATCH_ACK_BITS = 2**31 - 1
 REVIVE_INTERVAL_SECONDS = 1.0
 # Messages one revive round reads from a revive queue (the rest wait for the next round).
 REVIVE_READ_MAX = 2048
 # A checkpoint is revived once the timer has delivered this far past its time: its acks (due at
 # that time) are in the revive queue by then.
 REVIVE_MARGIN_MS = 2000
+# A message that could not be put back is checkpointed again alone, due this much later each time
+# (PopReviveService's ckRewriteIntervalsInSeconds), the last interval for ever after: it never
+# blocks the checkpoints behind it, and is never dropped.
+RE_PUT_INTERVALS_S = (10, 20, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+# Java's PutMessageStatus names, for the revive metric's put_status.
+_PUT_STATUS = {
+    ResponseCode.MESSAGE_ILLEGAL: "MESSAGE_ILLEGAL",
+    ResponseCode.SERVICE_NOT_AVAILABLE: "SERVICE_NOT_AVAILABLE",
+    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+}
 
 
 @dataclass(frozen=True)
@@ -123,6 +138,9 @@ class PopService:
         self._task: asyncio.Task[None] | None = None
         self.revived = 0
         """Messages put back into retry topics (or dead letter queues) since start."""
+        self.revive_puts: Counter[tuple[str, str, str]] = Counter()
+        """(group, topic, put status) -> messages the revive service tried to put back since
+        start (rocketmq_pop_revive_retry_messages_total)."""
 
     @property
     def revive_topic(self) -> str:
@@ -285,15 +303,28 @@ class PopService:
         return any(self._backlog(req.group, t, q) > 0 for t, q, _ in self.positions(req, commit=False))
 
     def peek(self, group: str, topic: str, queue_id: int, max_msgs: int) -> tuple[list[bytes], int]:
-        """PEEK_MESSAGE: what a pop would return, with nothing moved or checkpointed."""
+        """PEEK_MESSAGE: what a pop would return, with nothing moved or checkpointed; one reply
+        carries at most what one pull may (maxTransfer*OnMessageInMemory), whatever it asks."""
+        cfg = self._broker.config
+        max_msgs = min(max_msgs, cfg.max_transfer_count_on_message_in_memory)
+        max_bytes = cfg.max_transfer_bytes_on_message_in_memory
         req = PopRequest(group, topic, queue_id, max_msgs, 0, 0, 0, 1, pop_subscription(topic, None, None))
         records: list[bytes] = []
-        rest = 0
+        size = rest = 0
         for t, q, offset in self.positions(req, commit=False):
-            got = self._read(req, t, q, offset, max_msgs - len(records)) if len(records) < max_msgs else None
-            if got is not None:
-                records.extend(split_records(got.body))
-                rest += max(0, self._broker.store.max_offset(t, q) - got.next_begin_offset)
+            if len(records) < max_msgs and size < max_bytes:
+                got = self._broker.store.pull(t, q, offset, max_msgs - len(records))
+                read = split_records(got.body)
+                taken = 0
+                for record in read:
+                    if records and size + len(record) > max_bytes:
+                        break
+                    records.append(record)
+                    size += len(record)
+                    taken += 1
+                # Nothing is filtered here: the records taken are the queue's next ones.
+                offset = got.next_begin_offset if taken == len(read) else offset + taken
+            rest += max(0, self._broker.store.max_offset(t, q) - offset)
         return records, rest
 
     def _backlog(self, group: str, topic: str, queue_id: int) -> int:
@@ -340,7 +371,8 @@ class PopService:
             self._broker.hold.wake(topic, queue_id)  # the queue may be unblocked
 
     def batch_ack(self, data: dict[str, Any]) -> None:
-        """BATCH_ACK_MESSAGE: a `bAck` message per checkpoint the body names."""
+        """BATCH_ACK_MESSAGE: a `bAck` message per checkpoint the body names (an orderly pop's
+        acks: each offset acked in order)."""
         self._check_master()
         acks = data.get("acks") or []
         if not acks:
@@ -351,12 +383,20 @@ class PopService:
             topic = real_topic(str(a.get("t", a.get("topic"))), group, mark)
             queue_id, so = int(a.get("q", a.get("queueId"))), int(a.get("so", a.get("startOffset")))
             pop_time, invisible = int(a.get("pt", a.get("popTime"))), int(a.get("it", a.get("invisibleTime")))
+            revive_qid = int(a.get("rq", a.get("reviveQueueId", 0)))
             low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
             if low < 0 or high < 0:
                 continue
-            acked = [so + i for i in bitset_indexes(str(a.get("b", a.get("bitSet", ""))))]
-            acked = [o for o in acked if low <= o <= high]
+            # Only the bits of offsets the queue has are read (Java skips the others too).
+            acked = [
+                so + i for i in bitset_indexes(str(a.get("b", a.get("bitSet", ""))), low - so, high - so)
+            ]
             if not acked:
+                continue
+            if revive_qid == ORDER_REVIVE_QUEUE:
+                receipt = ExtraInfo(so, pop_time, invisible, revive_qid, mark, "", queue_id, so)
+                for offset in acked:
+                    self._ack_orderly(group, topic, queue_id, offset, receipt)
                 continue
             msg = AckMsg(
                 start_offset=so,
@@ -367,10 +407,9 @@ class PopService:
                 broker_name=str(data.get("brokerName") or self._broker.config.broker_name),
                 offsets=acked,
             )
-            revive_qid = int(a.get("rq", a.get("reviveQueueId", 0)))
             self._ensure_revive_topic()
             stored = self.rules.put_revive(
-                revive_qid, BATCH_ACK_TAG, msg.to_json(), msg.uniq_key(), pop_time + invisible
+                revive_qid, BATCH_ACK_TAG, msg.to_json(), msg.uniq_key(), saturating(pop_time + invisible)
             )
             self._stored([stored])
 
@@ -381,6 +420,7 @@ class PopService:
         invisible time, then an ack of the old one (an orderly pop's: its order information).
         Returns (popTime, invisibleTime, reviveQid)."""
         self._check_master()
+        _store.Popper.check_invisible_time(invisible_time)
         if not receipt.orderly:
             self._ensure_revive_topic()
             changed, stored = self.rules.change_invisible(
@@ -414,13 +454,20 @@ class PopService:
 
     def revive_round(self, queue_id: int) -> int:
         """Reads a revive queue from where the last round stopped and puts back what the
-        checkpoints due by now hold and no ack took. Returns how many messages it put back."""
+        checkpoints due by now hold and no ack took. Returns how many messages it put back.
+
+        The revive queue is a ledger: the round moves its offset past every checkpoint it
+        decided, and a message that could not be put back is written into the ledger again as a
+        checkpoint of its own, due later (`_re_put`); so one bad checkpoint neither stops the
+        others nor has them revived twice. Only a store that takes nothing (the re-put refused
+        too) stops the round, before that checkpoint, for the next round to read again."""
         broker = self._broker
         store, offsets, topic = broker.store, broker.offsets, self.revive_topic
         # What the timer has delivered up to: every ack due before it is in the queue now.
         # (Read before the queue, so the acks read are all the ones due before it.)
+        now = int(time.time() * 1000)
         timer_read, _, _ = store.timer_progress()
-        bound = min(timer_read, int(time.time() * 1000)) if timer_read > 0 else int(time.time() * 1000)
+        bound = min(timer_read, now) if timer_read > 0 else now
         committed = offsets.query(REVIVE_GROUP, topic, queue_id)
         next_offset = max(committed + 1, store.min_offset(topic, queue_id))
         checkpoints: dict[str, CheckPoint] = {}
@@ -432,7 +479,7 @@ class PopService:
                 break
             for m in batch:
                 last_read = m.queue_offset
-                self._take_revive_message(m.tags, m.body, m.queue_offset, checkpoints)
+                self._take_revive_message(m, checkpoints)
             seen += len(batch)
             next_offset = batch[-1].queue_offset + 1
         if seen >= REVIVE_READ_MAX:
@@ -440,29 +487,34 @@ class PopService:
             # message read may be decided.
             last = store.get_messages(topic, queue_id, last_read, 1)
             if last:
-                bound = min(bound, int(last[0].properties.get(PROPERTY_TIMER_DELIVER_MS, "0") or 0))
+                bound = min(bound, _deliver_ms(last[0]))
         put_back = 0
         commit_to = last_read
         for ck in sorted(checkpoints.values(), key=lambda c: c.revive_offset):
-            if ck.revive_time + REVIVE_MARGIN_MS > bound:
+            if ck.due_time + REVIVE_MARGIN_MS > bound:
                 commit_to = ck.revive_offset - 1
                 break
-            put_back += self._revive(ck)
+            revived, failed = self._revive(ck)
+            put_back += revived
+            if failed and not self._re_put(ck, failed, queue_id, now):
+                commit_to = ck.revive_offset - 1
+                break
         if commit_to > committed:
             offsets.commit(REVIVE_GROUP, topic, queue_id, commit_to)
         self.revived += put_back
         return put_back
 
-    def _take_revive_message(
-        self, tag: str | None, body: bytes, queue_offset: int, cks: dict[str, CheckPoint]
-    ) -> None:
+    def _take_revive_message(self, m: StoredMessage, cks: dict[str, CheckPoint]) -> None:
         try:
-            if tag == CK_TAG:
-                ck = CheckPoint.from_json(body)
-                ck.revive_offset = queue_offset
+            if m.tags == CK_TAG:
+                ck = CheckPoint.from_json(m.body)
+                ck.revive_offset = m.queue_offset
+                # The timer delivered it one interval before its time: whatever its fields say,
+                # it waits no longer than that for its acks.
+                ck.due_time = min(ck.revive_time, saturating(_deliver_ms(m) + ACK_TIME_INTERVAL_MS))
                 cks.setdefault(ck.merge_key(), ck)
-            elif tag in (ACK_TAG, BATCH_ACK_TAG):
-                ack = AckMsg.from_json(body)
+            elif m.tags in (ACK_TAG, BATCH_ACK_TAG):
+                ack = AckMsg.from_json(m.body)
                 if not ack.broker_name:
                     ack = AckMsg(**{**ack.__dict__, "broker_name": self._broker.config.broker_name})
                 acked = cks.get(ack.merge_key())
@@ -473,25 +525,77 @@ class PopService:
                             acked.bitmap |= 1 << index
         except (ValueError, TypeError, KeyError, orjson.JSONDecodeError) as e:
             logger.warning(
-                "revive queue message at %d is not a checkpoint or ack (%s); skipped", queue_offset, e
+                "revive queue message at %d is not a checkpoint or ack (%s); skipped", m.queue_offset, e
             )
 
-    def _revive(self, ck: CheckPoint) -> int:
-        """Puts back the messages of `ck` no ack took (PopReviveService.reviveRetry)."""
+    def _revive(self, ck: CheckPoint) -> tuple[int, list[int]]:
+        """Puts back the messages of `ck` no ack took (PopReviveService.reviveRetry). Returns
+        how many it put back and the offsets it could not."""
         broker = self._broker
         normal = normal_topic(ck.topic, ck.group)
         if broker.topics.get(normal) is None or broker.groups.groups.get(ck.group) is None:
-            return 0  # topic or group deleted since: nothing to consume them
+            return 0, []  # topic or group deleted since: nothing to consume them
         count = 0
+        failed: list[int] = []
         for index, offset in enumerate(ck.offsets()):
             if ck.acked(index):
                 continue
             found = broker.store.get_messages(ck.topic, ck.queue_id, offset, 1)
             if not found or found[0].queue_offset != offset:
                 continue  # gone (retention)
-            self._put_back(ck, found[0])
-            count += 1
-        return count
+            status = "PUT_OK"
+            try:
+                self._put_back(ck, found[0])
+                count += 1
+            except FerroMQError as e:
+                status = _PUT_STATUS.get(e.code, "UNKNOWN_ERROR")
+                failed.append(offset)
+                logger.error(
+                    "pop revive could not put back %s queue %d offset %d of group %s (%s; due later): %s",
+                    ck.topic,
+                    ck.queue_id,
+                    offset,
+                    ck.group,
+                    status,
+                    e,
+                )
+            self.revive_puts[(ck.group, ck.topic, status)] += 1
+        return count, failed
+
+    def _re_put(self, ck: CheckPoint, offsets: list[int], queue_id: int, now: int) -> bool:
+        """Checkpoints each of `offsets` again alone in revive queue `queue_id`, due after the
+        next re-put interval (PopReviveService.rePutCK). False when the store refused it."""
+        times = ck.re_put_times
+        interval = RE_PUT_INTERVALS_S[min(times, len(RE_PUT_INTERVALS_S) - 1)] * 1000
+        # A checkpoint already due is due again one interval from now.
+        invisible = ck.invisible_time if ck.revive_time > now else now - ck.pop_time + interval
+        for offset in offsets:
+            again = CheckPoint(
+                start_offset=offset,
+                pop_time=ck.pop_time,
+                invisible_time=invisible,
+                queue_id=ck.queue_id,
+                topic=ck.topic,
+                group=ck.group,
+                broker_name=ck.broker_name,
+                offset_diffs=[0],
+                re_put_times=times + 1,
+            )
+            try:
+                stored = self.rules.put_revive(
+                    queue_id,
+                    CK_TAG,
+                    again.to_json(),
+                    again.uniq_key(),
+                    again.revive_time - ACK_TIME_INTERVAL_MS,
+                )
+            except FerroMQError as e:
+                logger.warning(
+                    "pop revive of queue %d waits: the store refused a checkpoint: %s", queue_id, e
+                )
+                return False
+            self._stored([stored])
+        return True
 
     def _put_back(self, ck: CheckPoint, m: StoredMessage) -> None:
         broker = self._broker
@@ -499,9 +603,6 @@ class PopService:
             target = ck.topic
         else:
             target = retry_topic(ck.topic, ck.group, broker.config.enable_retry_topic_v2)
-        if broker.topics.get(target) is None:
-            broker.topics.create_system_topic(target, 1)
-            broker.offsets.commit(ck.group, target, 0, 0)
         props = dict(m.properties)
         if m.reconsume_times == 0 or PROPERTY_FIRST_POP_TIME not in props:
             props[PROPERTY_FIRST_POP_TIME] = str(ck.pop_time)
@@ -518,7 +619,23 @@ class PopService:
             reconsume_times=m.reconsume_times + 1,
             wait=False,
         )
+        # Made once the store took a message for it: a name the store refuses (a group too long
+        # for its retry topic) never enters the topic table. The group starts at its first message
+        # unless a pop took it already (PopReviveService.initPopRetryOffset: the plane may pop as
+        # soon as the topic is listed).
+        if broker.topics.get(target) is None:
+            broker.topics.create_system_topic(target, 1)
+        if broker.offsets.query(ck.group, target, 0) < 0:
+            broker.offsets.commit(ck.group, target, 0, 0)
         broker.message_arrived(r.topic, r.queue_id, r.queue_offset + 1, r.tags_code)
+
+
+def _deliver_ms(m: StoredMessage) -> int:
+    """When the timer was asked to deliver a message of the revive topic (0: not said)."""
+    try:
+        return int(m.properties.get(PROPERTY_TIMER_DELIVER_MS) or 0)
+    except ValueError:
+        return 0
 
 
 def split_records(body: bytes) -> list[bytes]:
@@ -534,12 +651,32 @@ def split_records(body: bytes) -> list[bytes]:
     return out
 
 
-def bitset_indexes(encoded: str) -> list[int]:
-    """The set bits of a base64 Java `BitSet.toByteArray()` (bit i in byte i/8, low bit first)."""
-    if not encoded:
+def bitset_indexes(encoded: str, first: int = 0, last: int = MAX_BATCH_ACK_BITS - 1) -> list[int]:
+    """The set bits from `first` to `last` of a base64 Java `BitSet.toByteArray()` (bit i in byte
+    i/8, low bit first). BrokerError past MAX_POP_NUMS of them: one batch ack entry acks one
+    checkpoint's messages, and a checkpoint holds at most that many."""
+    if not encoded or last < first or last < 0:
         return []
-    raw = base64.b64decode(encoded)
-    return [i * 8 + b for i, byte in enumerate(raw) for b in range(8) if byte >> b & 1]
+    first = max(0, first)
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        raise ValueError(f"bitSet {encoded[:40]!r} is not base64") from None
+    out: list[int] = []
+    for at in range(first // 8, min(len(raw), last // 8 + 1)):
+        byte = raw[at]
+        if not byte:
+            continue
+        for b in range(8):
+            i = at * 8 + b
+            if byte >> b & 1 and first <= i <= last:
+                out.append(i)
+        if len(out) > MAX_POP_NUMS:
+            raise BrokerError(
+                f"a batch ack entry acks at most {MAX_POP_NUMS} messages (one checkpoint's)",
+                ResponseCode.INVALID_PARAMETER,
+            )
+    return out
 
 
 def pop_subscription(topic: str, exp: str | None, exp_type: str | None) -> Subscription:

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from ferromq.broker.pop.formats import ExtraInfo
+from ferromq.broker.pop.formats import JAVA_LONG_MAX, JAVA_LONG_MIN, ExtraInfo
 from ferromq.broker.pop.modes import RequestMode, allocate_averagely, effective_mode
 from ferromq.broker.pop.service import (
     MAX_POP_NUMS,
@@ -55,11 +55,15 @@ def _int(ext: dict[str, str], name: str, default: int | None = None) -> int:
             raise BrokerError(f"the custom field <{name}> is null", ResponseCode.SYSTEM_ERROR)
         return default
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
+        number = None
+    # Every number of these headers is a Java long: one past its range is not a number there.
+    if number is None or not JAVA_LONG_MIN <= number <= JAVA_LONG_MAX:
         raise BrokerError(
-            f"the custom field <{name}> is not a number: {value!r}", ResponseCode.SYSTEM_ERROR
-        ) from None
+            f"the custom field <{name}> is not a number: {value[:40]!r}", ResponseCode.SYSTEM_ERROR
+        )
+    return number
 
 
 def _str(ext: dict[str, str], name: str) -> str:
