@@ -131,6 +131,15 @@ class BrokerCollector(Collector):
             dlq.add_metric([*values, topic, group, _is_system(topic, group)], n)
         yield dlq
 
+        revive = CounterMetricFamily(
+            "rocketmq_pop_revive_retry_messages",
+            "Messages the POP revive service put back into retry topics, by put status",
+            labels=[*names, "consumer_group", "topic", "put_status"],
+        )
+        for (group, topic, status), n in list(broker.pop.revive_puts.items()):
+            revive.add_metric([*values, group, topic, status], n)
+        yield revive
+
         rpc = HistogramMetricFamily(
             "rocketmq_rpc_latency",
             "Time from a request's arrival to its answer (ms)",
