@@ -748,6 +748,9 @@ class GrpcFront:
         tls: _PlaneTls | None = None,
         plane: DataPlane | None = None,
         on_dead_letter: Callable[[str, str, str, int, str], None] | None = None,
+        max_connections: int = 10_000,
+        max_connections_per_address: int = 1_000,
+        idle_timeout_ms: int = 120_000,
     ) -> GrpcFront:
         """Binds `host:port` (0: any free port); OSError(errno, ...) when it cannot. `tls` as the
         data plane's; a `ValueError` says which part of it is unusable. With `plane`, SendMessage
@@ -755,9 +758,16 @@ class GrpcFront:
         the call is not Python's to decide; with `on_dead_letter` too, the receives and acks of
         the clients named by `serve_client`, a message popped past the client's retry policy
         handed to `on_dead_letter(group, topic, receipt, commit_log_offset, message_id)` (called
-        on the front's thread) instead of delivered."""
+        on the front's thread) instead of delivered. At most `max_connections` clients are
+        served at once (at the cap the longest idle makes room), `max_connections_per_address`
+        from one address (past it a new one is closed); one without a call for
+        `idle_timeout_ms` (0: never) is closed, and so is one whose HTTP/2 preface has not come
+        within 10 s (or the idle timeout if shorter)."""
     @property
     def port(self) -> int: ...
+    @property
+    def open_connections(self) -> int:
+        """Client connections open now."""
     @property
     def sends_answered(self) -> int:
         """SendMessage calls the front answered itself (on the data plane) so far."""

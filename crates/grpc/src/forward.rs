@@ -1,5 +1,6 @@
 //! One call handed on to grpcio: the client's request, with its URI made the upstream's and its
-//! address set in [`PEER_HEADER`], goes out on the connection's own HTTP/2 connection to grpcio;
+//! address set in [`PEER_HEADER`], goes out on one of the HTTP/2 connections to grpcio that all
+//! client connections share ([`Upstream`]);
 //! grpcio's reply comes back as it is. Bodies are streamed frame by frame in both directions
 //! (flow control on each side bounds what waits in between), trailers included, so server
 //! streaming (ReceiveMessage) and long bidirectional calls (Telemetry) pass like unary ones.
@@ -11,6 +12,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::HeaderValue;
@@ -18,12 +20,12 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
-use hyper::client::conn::http2::SendRequest;
 
 use crate::body::{CallBody, Handled, ReplyBody};
 use crate::call::trailers_only;
 use crate::receives::{Receives, ACK_MESSAGE, RECEIVE_MESSAGE};
 use crate::sends::{Sends, SEND_MESSAGE};
+use crate::upstream::Upstream;
 
 /// The header grpcio reads a client's address from (`ip:port`, `[ip6]:port`, as grpcio's own
 /// peer names it): the front sets it on every call, over whatever the client sent, so born hosts
@@ -33,11 +35,26 @@ pub const PEER_HEADER: &str = "x-ferromq-peer";
 /// gRPC's status UNAVAILABLE: grpcio could not be asked (the clients retry such a call).
 const GRPC_UNAVAILABLE: &str = "14";
 
-/// The calls of one connection, started and ended so far: what its idle clock reads.
-#[derive(Debug, Default)]
+/// The calls of one connection, started and ended so far, and when one last started or ended:
+/// what its idle clock reads.
+#[derive(Debug)]
 pub struct Calls {
     started: AtomicU64,
     ended: AtomicU64,
+    since: Instant,
+    /// When a call last started or ended (from the start, `since`: its accept), ms after `since`.
+    last_ms: AtomicU64,
+}
+
+impl Default for Calls {
+    fn default() -> Calls {
+        Calls {
+            started: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
+            since: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
 }
 
 impl Calls {
@@ -53,8 +70,24 @@ impl Calls {
         self.started() - ended
     }
 
+    /// When a call last started or ended, or the connection was accepted if none has.
+    pub fn last_active(&self) -> Instant {
+        self.since + Duration::from_millis(self.last_ms.load(Ordering::Acquire))
+    }
+
+    /// No call open, and none started or ended for `idle`.
+    pub fn idle_for(&self, idle: Duration) -> bool {
+        self.open() == 0 && self.last_active().elapsed() >= idle
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.fetch_max(ms, Ordering::AcqRel);
+    }
+
     fn begin(self: &Arc<Self>) -> OpenCall {
         self.started.fetch_add(1, Ordering::AcqRel);
+        self.touch();
         OpenCall(self.clone())
     }
 }
@@ -64,13 +97,16 @@ struct OpenCall(Arc<Calls>);
 
 impl Drop for OpenCall {
     fn drop(&mut self) {
+        self.0.touch();
         self.0.ended.fetch_add(1, Ordering::AcqRel);
     }
 }
 
 /// What one client connection hands its calls on with.
 pub struct Forwarder {
-    upstream: SendRequest<CallBody>,
+    upstream: Arc<Upstream>,
+    /// Which of the upstream connections its calls go on.
+    key: usize,
     peer: HeaderValue,
     peer_addr: SocketAddr,
     /// SendMessage served by the front itself, when the broker's data plane serves sends.
@@ -81,24 +117,27 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// Calls from the client at `peer`, handed on over `upstream` (SendMessage served by
-    /// `sends` when it takes it).
+    /// Calls from the client at `peer`, handed on over `upstream`'s connection `key` (SendMessage
+    /// served by `sends` when it takes it), counted in `calls`.
     pub fn new(
-        upstream: SendRequest<CallBody>,
+        upstream: Arc<Upstream>,
+        key: usize,
         peer: SocketAddr,
         sends: Option<Arc<Sends>>,
         receives: Option<Arc<Receives>>,
+        calls: Arc<Calls>,
     ) -> Forwarder {
         let peer_addr = peer;
         let peer = HeaderValue::from_str(&peer.to_string())
             .expect("a socket address is a valid header value");
         Forwarder {
             upstream,
+            key,
             peer,
             peer_addr,
             sends,
             receives,
-            calls: Arc::default(),
+            calls,
         }
     }
 
@@ -120,9 +159,9 @@ impl Forwarder {
         parts.uri = upstream_uri(parts.uri);
         // `insert` replaces every value the client sent: only the front names the peer.
         parts.headers.insert(PEER_HEADER, self.peer.clone());
-        let mut upstream = self.upstream.clone();
-        let reply = match upstream
-            .send_request(Request::from_parts(parts, body))
+        let reply = match self
+            .upstream
+            .send(self.key, Request::from_parts(parts, body))
             .await
         {
             Ok(reply) => reply.map(ReplyBody::Upstream),

@@ -1,41 +1,64 @@
 //! The gRPC port: a listener on its own small tokio runtime. Each client connection is told TLS
 //! from plain by its first byte, as the remoting port does (`ferromq_remoting::tls`), then
-//! served as HTTP/2 with its own HTTP/2 connection to grpcio on the Unix socket, over which
-//! [`Forwarder`] hands its calls on. A client that sends garbage, stalls its handshake or goes
-//! silent ends its own connection only: every connection is a task of its own.
+//! served as HTTP/2; [`Forwarder`] hands the calls the front does not serve itself on to grpcio
+//! over the few HTTP/2 connections on its Unix socket that every client shares ([`Upstream`]),
+//! so a client connection costs one descriptor. A client that sends garbage, stalls its
+//! handshake or goes silent ends its own connection only: every connection is a task of its own.
+//!
+//! Bounds, those of the remoting port (`serverMaxConnections`, `serverMaxConnectionsPerAddress`,
+//! `serverChannelMaxIdleTimeSeconds`): a connection past its address's share is accepted and
+//! closed; at the cap the connection idle the longest (no call open) is closed to make room for
+//! the new one, and when every one has a call open the new one is closed. A connection that has
+//! not sent its HTTP/2 preface and SETTINGS within the handshake timeout is closed, and so is one
+//! without a call open for the idle timeout. Refusals are logged once per kind and 10 s.
 
+use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use ferromq_remoting::tls::{TlsServer, HANDSHAKE_FIRST_BYTE};
 use ferromq_remoting::{PopPort, SendPort};
-use hyper::client::conn::http2 as client;
 use hyper::server::conn::http2 as server;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, TcpSocket, TcpStream, UnixStream};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::runtime::Runtime;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::body::CallBody;
-use crate::forward::Forwarder;
+use crate::forward::{Calls, Forwarder};
 use crate::receives::{DeadLetters, Receives};
 use crate::sends::Sends;
+use crate::upstream::Upstream;
 
-/// A client's first byte and its TLS handshake must come within this (a stalled one holds only
-/// its own connection, and that only this long).
+/// A client's first byte, its TLS handshake, and its HTTP/2 preface and SETTINGS must each come
+/// within this, or the idle timeout if shorter (a stalled one holds only its own connection,
+/// and that only this long).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection without a call open for this long is sent GOAWAY and closed: Apache RocketMQ's
-/// proxy does so (grpc-java's maxConnectionIdle, its grpcClientIdleTimeMills of 120 s).
+/// proxy does so (grpc-java's maxConnectionIdle, its grpcClientIdleTimeMills of 120 s). The
+/// default of [`FrontConfig::idle_timeout`], the remoting port's too.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-/// How often the idle clock is read (a connection goes at most this much past IDLE_TIMEOUT).
+/// How often the idle clock is read at most (a connection goes at most a quarter of the idle
+/// timeout, and at most this, past it).
 const IDLE_CHECK: Duration = Duration::from_secs(15);
+/// The default connection caps, the remoting port's (`serverMaxConnections`,
+/// `serverMaxConnectionsPerAddress`).
+pub const MAX_CONNECTIONS: usize = 10_000;
+pub const MAX_CONNECTIONS_PER_ADDRESS: usize = 1_000;
+/// The client's first bytes that must come within the handshake timeout: HTTP/2's preface (24
+/// bytes) and the header of the SETTINGS frame that must follow it.
+const PREFACE_AND_SETTINGS: u64 = 24 + 9;
+/// Refusals of one kind are logged at most once in this, with their count.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// A connection silent this long is pinged; one that does not answer within KEEPALIVE_TIMEOUT
 /// is closed, so a vanished client's long calls (Telemetry, held receives) end upstream too.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
@@ -70,20 +93,91 @@ pub struct FrontConfig {
     /// The plane's pops, and where dead letters go: ReceiveMessage and AckMessage are served by
     /// the front when given (with `sends`), for the clients Python names.
     pub pops: Option<(PopPort, DeadLetters)>,
+    /// Connections open at once (at the cap, the longest idle makes room for a new one).
+    pub max_connections: usize,
+    /// Connections one peer address may hold (past it a new one is closed).
+    pub max_connections_per_address: usize,
+    /// A connection without a call open for this long is closed (None: never).
+    pub idle_timeout: Option<Duration>,
+}
+
+impl FrontConfig {
+    /// A front on `bind` handing calls on to grpcio at `upstream`, plain clients only, with the
+    /// default bounds and nothing served on the data plane.
+    pub fn new(bind: SocketAddr, upstream: PathBuf) -> FrontConfig {
+        FrontConfig {
+            bind,
+            upstream,
+            tls: None,
+            threads: 1,
+            sends: None,
+            pops: None,
+            max_connections: MAX_CONNECTIONS,
+            max_connections_per_address: MAX_CONNECTIONS_PER_ADDRESS,
+            idle_timeout: Some(IDLE_TIMEOUT),
+        }
+    }
 }
 
 /// What every connection task shares.
 struct Shared {
-    upstream: PathBuf,
+    upstream: Arc<Upstream>,
     tls: Option<TlsServer>,
     server: server::Builder<TokioExecutor>,
-    client: client::Builder<TokioExecutor>,
     sends: Option<Arc<Sends>>,
     receives: Option<Arc<Receives>>,
+    max_connections: usize,
+    max_connections_per_address: usize,
+    idle_timeout: Option<Duration>,
+    /// The first byte, a TLS handshake, and HTTP/2's preface each take at most this.
+    handshake_timeout: Duration,
+    conns: Mutex<Conns>,
+    next_id: AtomicU64,
+    /// When refusals were last logged, and how many since, per kind.
+    refusals: Mutex<HashMap<&'static str, (Instant, u64)>>,
+    port: u16,
+}
+
+/// The connections open (accepted and not ended), and how many each address holds.
+#[derive(Default)]
+struct Conns {
+    open: HashMap<u64, Arc<Slot>>,
+    per_address: HashMap<IpAddr, usize>,
+}
+
+/// One open connection, as the cap sees it.
+struct Slot {
+    id: u64,
+    calls: Arc<Calls>,
+    /// Told when the connection is closed to make room at the cap.
+    evict: Notify,
+    evicted: AtomicBool,
+}
+
+/// A connection's place among those open, given back when its task ends.
+struct Admission {
+    shared: Arc<Shared>,
+    id: u64,
+    ip: IpAddr,
+    slot: Arc<Slot>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        let mut conns = self.shared.conns.lock().unwrap();
+        conns.open.remove(&self.id);
+        if let Some(held) = conns.per_address.get_mut(&self.ip) {
+            *held -= 1;
+            if *held == 0 {
+                conns.per_address.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// The running front; [`GrpcFront::stop`] (or dropping it) ends it.
 pub struct GrpcFront {
+    shared: Arc<Shared>,
     sends: Option<Arc<Sends>>,
     receives: Option<Arc<Receives>>,
     runtime: Mutex<Option<Runtime>>,
@@ -112,11 +206,21 @@ impl GrpcFront {
             sock.listen(1024)
         })?;
         let addr = listener.local_addr()?;
+        let handshake_timeout = cfg
+            .idle_timeout
+            .map_or(HANDSHAKE_TIMEOUT, |idle| idle.min(HANDSHAKE_TIMEOUT));
         let shared = Arc::new(Shared {
-            upstream: cfg.upstream,
+            upstream: Arc::new(Upstream::new(cfg.upstream)),
             tls: cfg.tls.map(offering_h2),
             server: http2_server(),
-            client: client::Builder::new(TokioExecutor::new()),
+            max_connections: cfg.max_connections.max(1),
+            max_connections_per_address: cfg.max_connections_per_address.max(1),
+            idle_timeout: cfg.idle_timeout,
+            handshake_timeout,
+            conns: Mutex::new(Conns::default()),
+            next_id: AtomicU64::new(0),
+            refusals: Mutex::new(HashMap::new()),
+            port: addr.port(),
             receives: match (cfg.pops, &cfg.sends) {
                 (Some((pops, dead_letters)), Some(sends)) => {
                     Some(Arc::new(Receives::new(pops, sends.clone(), dead_letters)))
@@ -127,8 +231,9 @@ impl GrpcFront {
         });
         let (stop, stopped) = watch::channel(false);
         let (sends, receives) = (shared.sends.clone(), shared.receives.clone());
-        let served = runtime.spawn(accept_loop(listener, shared, stopped));
+        let served = runtime.spawn(accept_loop(listener, shared.clone(), stopped));
         Ok(GrpcFront {
+            shared,
             sends,
             receives,
             runtime: Mutex::new(Some(runtime)),
@@ -140,6 +245,19 @@ impl GrpcFront {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Client connections open now (accepted and not ended).
+    pub fn open_connections(&self) -> usize {
+        self.shared.conns.lock().unwrap().open.len()
+    }
+
+    /// Connections to grpcio open now (blocks: not from the front's runtime).
+    pub fn upstream_connections(&self) -> usize {
+        let runtime = self.runtime.lock().unwrap();
+        runtime
+            .as_ref()
+            .map_or(0, |rt| rt.block_on(self.shared.upstream.open_connections()))
     }
 
     /// SendMessage calls the front answered itself so far (0 without a data plane).
@@ -217,10 +335,22 @@ async fn accept_loop(
         };
         match accepted {
             Ok((sock, peer)) => {
+                // Past a cap: accepted, and closed here.
+                let Some(admission) = admit(&shared, peer) else {
+                    continue;
+                };
                 let _ = sock.set_nodelay(true);
                 let (shared, stopped, open) = (shared.clone(), stopped.clone(), open.clone());
                 tokio::spawn(async move {
-                    connection(&shared, sock, peer, stopped).await;
+                    let slot = admission.slot.clone();
+                    tokio::select! {
+                        _ = connection(&shared, sock, peer, stopped, &slot) => {}
+                        // Dropped: its socket closes (it had no call open).
+                        _ = slot.evict.notified() => {
+                            log::debug!("gRPC: connection from {peer} closed for a new one at the cap");
+                        }
+                    }
+                    drop(admission);
                     drop(open);
                 });
             }
@@ -235,6 +365,89 @@ async fn accept_loop(
     let _ = ended.recv().await;
 }
 
+/// A new connection from `peer` counted among those open, or None when it is closed at once:
+/// past its address's share, or at the cap with every connection busy (a call open). At the
+/// cap the connection idle the longest makes room for it, as on the remoting port (a host that
+/// opens idle connections by the thousand cannot lock everyone else out).
+fn admit(shared: &Arc<Shared>, peer: SocketAddr) -> Option<Admission> {
+    let mut conns = shared.conns.lock().unwrap();
+    let held = conns.per_address.get(&peer.ip()).copied().unwrap_or(0);
+    if held >= shared.max_connections_per_address {
+        drop(conns);
+        let detail = format!(
+            "serverMaxConnectionsPerAddress={}, last from {}",
+            shared.max_connections_per_address,
+            peer.ip()
+        );
+        log_refusal(
+            shared,
+            "connection(s) refused: an address holds its share",
+            &detail,
+        );
+        return None;
+    }
+    let open = conns.open.len();
+    if open >= shared.max_connections {
+        let victim = conns
+            .open
+            .values()
+            .filter(|s| s.calls.open() == 0 && !s.evicted.load(Ordering::Acquire))
+            .min_by_key(|s| s.calls.last_active())
+            .cloned();
+        let detail = format!(
+            "serverMaxConnections={}, {open} open",
+            shared.max_connections
+        );
+        let Some(victim) = victim else {
+            drop(conns);
+            log_refusal(
+                shared,
+                "connection(s) refused: the limit is reached",
+                &detail,
+            );
+            return None;
+        };
+        victim.evicted.store(true, Ordering::Release);
+        victim.evict.notify_one();
+        let kind = "longest-idle connection(s) closed for new ones at the limit";
+        log_refusal(shared, kind, &detail);
+    }
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let slot = Arc::new(Slot {
+        id,
+        calls: Arc::default(),
+        evict: Notify::new(),
+        evicted: AtomicBool::new(false),
+    });
+    conns.open.insert(id, slot.clone());
+    *conns.per_address.entry(peer.ip()).or_insert(0) += 1;
+    Some(Admission {
+        shared: shared.clone(),
+        id,
+        ip: peer.ip(),
+        slot,
+    })
+}
+
+/// One warning per kind and REFUSAL_LOG_INTERVAL at most, with the count since the last (a flood
+/// of connections writes a line, not a line each).
+fn log_refusal(shared: &Shared, kind: &'static str, detail: &str) {
+    let mut lines = shared.refusals.lock().unwrap();
+    let now = Instant::now();
+    let line = lines
+        .entry(kind)
+        .or_insert((now.checked_sub(REFUSAL_LOG_INTERVAL).unwrap_or(now), 0));
+    line.1 += 1;
+    if now.duration_since(line.0) >= REFUSAL_LOG_INTERVAL || line.1 == 1 {
+        log::warn!(
+            "gRPC port {}: {kind} ({} since the last such line): {detail}",
+            shared.port,
+            line.1
+        );
+        *line = (now, 0);
+    }
+}
+
 /// One client: TLS or plain by its first byte (0x16 starts a TLS handshake record, as Java's
 /// sniffer has it), then HTTP/2 until either side ends it.
 async fn connection(
@@ -242,81 +455,133 @@ async fn connection(
     sock: TcpStream,
     peer: SocketAddr,
     stopped: watch::Receiver<bool>,
+    slot: &Slot,
 ) {
     let mut first = [0u8; 1];
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, sock.peek(&mut first)).await {
+    match tokio::time::timeout(shared.handshake_timeout, sock.peek(&mut first)).await {
         Ok(Ok(1)) => {}
         // Closed, failed, or silent for too long.
         _ => return,
     }
     let Some(tls) = shared.tls.as_ref() else {
-        return serve(shared, sock, peer, stopped).await;
+        return serve(shared, sock, peer, stopped, slot).await;
     };
     if first[0] != HANDSHAKE_FIRST_BYTE {
         if tls.enforcing {
             log::info!("gRPC: plain connection from {peer} closed: tls.server.mode is enforcing");
             return;
         }
-        return serve(shared, sock, peer, stopped).await;
+        return serve(shared, sock, peer, stopped, slot).await;
     }
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(sock)).await {
-        Ok(Ok(stream)) => serve(shared, stream, peer, stopped).await,
+    let timeout = shared.handshake_timeout;
+    match tokio::time::timeout(timeout, tls.acceptor.accept(sock)).await {
+        Ok(Ok(stream)) => serve(shared, stream, peer, stopped, slot).await,
         Ok(Err(e)) => log::info!("gRPC: TLS handshake with {peer} failed: {e}"),
-        Err(_) => {
-            log::info!("gRPC: TLS handshake with {peer} unfinished after {HANDSHAKE_TIMEOUT:?}")
-        }
+        Err(_) => log::info!("gRPC: TLS handshake with {peer} unfinished after {timeout:?}"),
     }
 }
 
-/// grpcio's end of a new HTTP/2 connection on its Unix socket, and the task that drives it.
-async fn open_upstream(
-    shared: &Shared,
-) -> io::Result<(
-    client::SendRequest<CallBody>,
-    client::Connection<TokioIo<UnixStream>, CallBody, TokioExecutor>,
-)> {
-    let sock = UnixStream::connect(&shared.upstream).await?;
-    shared
-        .client
-        .handshake(TokioIo::new(sock))
-        .await
-        .map_err(io::Error::other)
+/// The client's stream, counting what it read until HTTP/2's preface and SETTINGS header came.
+struct Preface<I> {
+    io: I,
+    read: u64,
+    seen: Arc<AtomicBool>,
 }
 
-/// HTTP/2 with the client on `io`, its calls handed on to grpcio until the client goes, grpcio
-/// goes, the front stops or the connection has been idle for IDLE_TIMEOUT.
-async fn serve<I>(shared: &Shared, io: I, peer: SocketAddr, mut stopped: watch::Receiver<bool>)
-where
+impl<I: AsyncRead + Unpin> AsyncRead for Preface<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if self.read < PREFACE_AND_SETTINGS {
+            self.read += (buf.filled().len() - before) as u64;
+            if self.read >= PREFACE_AND_SETTINGS {
+                self.seen.store(true, Ordering::Release);
+            }
+        }
+        polled
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Preface<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// HTTP/2 with the client on `io`, the calls the front does not serve handed on to grpcio, until
+/// the client goes, the front stops, the client has not sent its preface within the handshake
+/// timeout, or the connection has had no call open for the idle timeout.
+async fn serve<I>(
+    shared: &Shared,
+    io: I,
+    peer: SocketAddr,
+    mut stopped: watch::Receiver<bool>,
+    slot: &Slot,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (upstream, upstream_conn) = match open_upstream(shared).await {
-        Ok(opened) => opened,
-        Err(e) => {
-            log::warn!(
-                "gRPC: client {peer} closed, grpcio is not reachable at {}: {e}",
-                shared.upstream.display()
-            );
-            return;
-        }
-    };
     let forwarder = Arc::new(Forwarder::new(
-        upstream,
+        shared.upstream.clone(),
+        // A connection's calls go on one upstream connection; connections spread over them.
+        slot.id as usize,
         peer,
         shared.sends.clone(),
         shared.receives.clone(),
+        slot.calls.clone(),
     ));
-    let calls = forwarder.calls.clone();
+    let calls = &slot.calls;
     let service = service_fn(move |req| {
         let forwarder = forwarder.clone();
         async move { forwarder.call(req).await }
     });
+    let preface = Arc::new(AtomicBool::new(false));
+    let io = Preface {
+        io,
+        read: 0,
+        seen: preface.clone(),
+    };
     let conn = shared.server.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
-    tokio::pin!(upstream_conn);
-    let mut ticks = tokio::time::interval(IDLE_CHECK);
-    let (mut seen, mut idle_since) = (calls.started(), Instant::now());
-    let mut upstream_open = true;
+    let handshake = tokio::time::sleep(shared.handshake_timeout);
+    tokio::pin!(handshake);
+    let period = shared.idle_timeout.map_or(IDLE_CHECK, |idle| {
+        (idle / 4).clamp(Duration::from_millis(50), IDLE_CHECK)
+    });
+    let mut ticks = tokio::time::interval(period);
     let mut closing = false;
+    // An idle connection told to go (GOAWAY, then a PING the client must answer) is dropped if
+    // it is still there after this: a client that never answers holds nothing.
+    let gone = tokio::time::sleep(Duration::MAX);
+    tokio::pin!(gone);
+    let mut told_idle = false;
     loop {
         tokio::select! {
             done = &mut conn => {
@@ -325,30 +590,29 @@ where
                 }
                 return;
             }
-            done = &mut upstream_conn, if upstream_open => {
-                // grpcio closed it (it is stopping): the client's calls on it have failed, and
-                // the client is told to go.
-                upstream_open = false;
-                if let Err(e) = done {
-                    log::debug!("gRPC: grpcio's connection for {peer} ended: {e}");
-                }
-                if !closing {
-                    closing = true;
-                    conn.as_mut().graceful_shutdown();
-                }
+            _ = &mut gone, if told_idle => {
+                log::debug!("gRPC: idle connection from {peer} did not go when told, closed");
+                return;
+            }
+            _ = &mut handshake, if !preface.load(Ordering::Acquire) => {
+                log::debug!(
+                    "gRPC: connection from {peer} closed: no HTTP/2 preface within {:?}",
+                    shared.handshake_timeout
+                );
+                return;
             }
             _ = stopped.wait_for(|stop| *stop), if !closing => {
                 closing = true;
                 conn.as_mut().graceful_shutdown();
             }
-            _ = ticks.tick(), if !closing => {
-                let started = calls.started();
-                if calls.open() > 0 || started != seen {
-                    (seen, idle_since) = (started, Instant::now());
-                } else if idle_since.elapsed() >= IDLE_TIMEOUT {
-                    log::debug!("gRPC: connection from {peer} idle for {IDLE_TIMEOUT:?}, closed");
+            _ = ticks.tick(), if !closing && shared.idle_timeout.is_some() => {
+                let idle = shared.idle_timeout.unwrap_or(IDLE_TIMEOUT);
+                if calls.idle_for(idle) {
+                    log::debug!("gRPC: connection from {peer} idle for {idle:?}, closed");
                     closing = true;
                     conn.as_mut().graceful_shutdown();
+                    told_idle = true;
+                    gone.as_mut().reset(tokio::time::Instant::now() + shared.handshake_timeout);
                 }
             }
         }

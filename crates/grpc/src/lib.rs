@@ -14,11 +14,13 @@
 //! * [`body`], [`call`]: the bodies of a call both ways; one unary request read and one reply
 //!   written as gRPC frames them.
 //! * [`sends`], [`receives`]: SendMessage; ReceiveMessage and AckMessage.
+//! * [`upstream`]: the few HTTP/2 connections to grpcio that every client connection shares,
+//!   each opened when a call first needs it.
 //! * [`forward`]: one call served here or handed on (the client's address added as
 //!   `x-ferromq-peer`), its bodies and trailers streamed both ways; the calls a connection has
 //!   open.
-//! * [`front`]: the listener, TLS or plain by the first byte, one HTTP/2 connection per client
-//!   with its own to grpcio, bounds and idle clock, shutdown.
+//! * [`front`]: the listener, TLS or plain by the first byte, one HTTP/2 connection per client,
+//!   the connection caps, handshake and idle clocks, shutdown.
 //!
 //! No Python here: the PyO3 binding lives in `crates/store-py`.
 
@@ -30,6 +32,7 @@ pub mod front;
 pub mod proto;
 pub mod receives;
 pub mod sends;
+pub mod upstream;
 
 pub use forward::PEER_HEADER;
 pub use front::{FrontConfig, GrpcFront};

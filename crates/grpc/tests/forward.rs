@@ -6,9 +6,12 @@ use std::convert::Infallible;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use ferromq_grpc::upstream::UPSTREAM_CONNECTIONS;
 use ferromq_grpc::{FrontConfig, GrpcFront, PEER_HEADER};
 use http::{HeaderMap, Request, Response};
 use http_body_util::channel::{Channel, Sender};
@@ -51,8 +54,9 @@ async fn echo(req: Request<Incoming>) -> Result<Response<Channel<Bytes, Infallib
     Ok(Response::new(body))
 }
 
-async fn upstream(listener: UnixListener) {
+async fn upstream(listener: UnixListener, accepted: Arc<AtomicUsize>) {
     while let Ok((sock, _)) = listener.accept().await {
+        accepted.fetch_add(1, Ordering::AcqRel);
         tokio::spawn(
             server::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(sock), service_fn(echo)),
@@ -62,17 +66,59 @@ async fn upstream(listener: UnixListener) {
 
 /// The front on a free port forwarding to a fresh upstream at `socket`, served by `rt`.
 fn start(rt: &Runtime, socket: &Path) -> GrpcFront {
+    start_with(rt, socket, |_| {}).0
+}
+
+/// As [`start`], with `cfg` changed by `change`; and the count of connections the upstream
+/// accepted.
+fn start_with(
+    rt: &Runtime,
+    socket: &Path,
+    change: impl FnOnce(&mut FrontConfig),
+) -> (GrpcFront, Arc<AtomicUsize>) {
     let listener = rt.block_on(async { UnixListener::bind(socket) }).unwrap();
-    rt.spawn(upstream(listener));
-    GrpcFront::start(FrontConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        upstream: socket.to_owned(),
-        tls: None,
-        threads: 1,
-        sends: None,
-        pops: None,
-    })
-    .unwrap()
+    let accepted = Arc::new(AtomicUsize::new(0));
+    rt.spawn(upstream(listener, accepted.clone()));
+    let mut cfg = FrontConfig::new("127.0.0.1:0".parse().unwrap(), socket.to_owned());
+    change(&mut cfg);
+    (GrpcFront::start(cfg).unwrap(), accepted)
+}
+
+/// A connection from `from` (an address of the loopback network) to `to`.
+async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    sock.connect(to).await.unwrap()
+}
+
+/// HTTP/2's client preface and an empty SETTINGS frame.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// Whether the front closed `sock` within `within` (what it sent before is read and dropped).
+async fn closed_within(sock: &mut TcpStream, within: Duration) -> bool {
+    let mut rest = Vec::new();
+    matches!(
+        tokio::time::timeout(within, sock.read_to_end(&mut rest)).await,
+        Ok(Ok(_)) | Ok(Err(_))
+    )
+}
+
+/// Whether the front answered `sock`'s preface with its SETTINGS within WAIT (a frame of type 4).
+async fn served(sock: &mut TcpStream) -> bool {
+    let mut header = [0u8; 9];
+    match tokio::time::timeout(WAIT, sock.read_exact(&mut header)).await {
+        Ok(Ok(_)) => header[3] == 4,
+        _ => false,
+    }
+}
+
+/// Waits (bounded) until `cond` holds.
+fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "not within {WAIT:?}: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 async fn next_data(body: &mut Incoming) -> Bytes {
@@ -144,15 +190,154 @@ fn garbage_closes_its_own_connection_only() {
 #[test]
 fn a_taken_port_is_an_address_in_use_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let err = GrpcFront::start(FrontConfig {
-        bind: taken.local_addr().unwrap(),
-        upstream: "/nonexistent.sock".into(),
-        tls: None,
-        threads: 1,
-        sends: None,
-        pops: None,
-    })
+    let err = GrpcFront::start(FrontConfig::new(
+        taken.local_addr().unwrap(),
+        "/nonexistent.sock".into(),
+    ))
     .err()
     .expect("bound twice");
     assert_eq!(err.kind(), ErrorKind::AddrInUse);
+}
+
+#[test]
+fn clients_share_a_few_upstream_connections_opened_by_their_first_forwarded_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new().unwrap();
+    let (front, accepted) = start_with(&rt, &dir.path().join("grpc.sock"), |_| {});
+    let addr = front.local_addr();
+    // Connections that only say hello open nothing upstream.
+    let mut idle = Vec::new();
+    rt.block_on(async {
+        for _ in 0..50 {
+            let mut sock = TcpStream::connect(addr).await.unwrap();
+            sock.write_all(PREFACE).await.unwrap();
+            assert!(served(&mut sock).await);
+            idle.push(sock);
+        }
+    });
+    wait_for("50 connections open", || front.open_connections() == 50);
+    assert_eq!(accepted.load(Ordering::Acquire), 0);
+    assert_eq!(front.upstream_connections(), 0);
+    // Forty clients' calls, ten at a time, share at most UPSTREAM_CONNECTIONS.
+    rt.block_on(async {
+        for _ in 0..4 {
+            let calls: Vec<_> = (0..10).map(|_| tokio::spawn(round_trip(addr))).collect();
+            for call in calls {
+                call.await.unwrap();
+            }
+        }
+    });
+    assert!((1..=UPSTREAM_CONNECTIONS).contains(&accepted.load(Ordering::Acquire)));
+    drop(idle);
+    front.stop(WAIT);
+}
+
+#[test]
+fn an_address_past_its_share_is_closed_and_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new().unwrap();
+    let (front, _) = start_with(&rt, &dir.path().join("grpc.sock"), |cfg| {
+        cfg.max_connections_per_address = 3;
+    });
+    let addr = front.local_addr();
+    rt.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            let mut sock = connect_from("127.0.0.1", addr).await;
+            sock.write_all(PREFACE).await.unwrap();
+            assert!(served(&mut sock).await);
+            held.push(sock);
+        }
+        for _ in 0..2 {
+            let mut past = connect_from("127.0.0.1", addr).await;
+            let _ = past.write_all(PREFACE).await;
+            assert!(
+                closed_within(&mut past, WAIT).await,
+                "past the share, still open"
+            );
+        }
+        // Another address is served meanwhile, and so is this one once a slot is free.
+        let mut other = connect_from("127.0.0.2", addr).await;
+        other.write_all(PREFACE).await.unwrap();
+        assert!(served(&mut other).await);
+        drop(held.pop());
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let mut again = connect_from("127.0.0.1", addr).await;
+            let _ = again.write_all(PREFACE).await;
+            if served(&mut again).await {
+                break;
+            }
+            assert!(Instant::now() < deadline, "a freed slot was not given back");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    front.stop(WAIT);
+}
+
+#[test]
+fn at_the_cap_the_longest_idle_connection_makes_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new().unwrap();
+    let (front, _) = start_with(&rt, &dir.path().join("grpc.sock"), |cfg| {
+        cfg.max_connections = 3;
+    });
+    let addr = front.local_addr();
+    rt.block_on(async {
+        let mut socks = Vec::new();
+        for _ in 0..3 {
+            let mut sock = TcpStream::connect(addr).await.unwrap();
+            sock.write_all(PREFACE).await.unwrap();
+            assert!(served(&mut sock).await);
+            socks.push(sock);
+            // Accepted one after the other: each idle since its own accept.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut newest = TcpStream::connect(addr).await.unwrap();
+        newest.write_all(PREFACE).await.unwrap();
+        assert!(served(&mut newest).await);
+        assert!(
+            closed_within(&mut socks[0], WAIT).await,
+            "the oldest idle one is open"
+        );
+        round_trip(addr).await;
+    });
+    front.stop(WAIT);
+}
+
+#[test]
+fn silent_and_preface_only_connections_are_closed_within_the_timeouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new().unwrap();
+    let idle = Duration::from_millis(400);
+    let (front, _) = start_with(&rt, &dir.path().join("grpc.sock"), |cfg| {
+        cfg.idle_timeout = Some(idle);
+    });
+    let addr = front.local_addr();
+    rt.block_on(async {
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        let mut half = TcpStream::connect(addr).await.unwrap();
+        half.write_all(&PREFACE[..10]).await.unwrap();
+        let mut hello = TcpStream::connect(addr).await.unwrap();
+        hello.write_all(PREFACE).await.unwrap();
+        let mut stalled = TcpStream::connect(addr).await.unwrap();
+        stalled.write_all(&PREFACE[..10]).await.unwrap();
+        let started = Instant::now();
+        for (name, sock) in [
+            ("silent", &mut silent),
+            ("half", &mut half),
+            ("hello", &mut hello),
+        ] {
+            assert!(
+                closed_within(sock, WAIT).await,
+                "{name}: open without calls"
+            );
+        }
+        assert!(started.elapsed() < idle * 2 + Duration::from_secs(1));
+        // A connection in use meanwhile is not idle.
+        round_trip(addr).await;
+        drop(stalled);
+    });
+    wait_for("every connection closed", || front.open_connections() == 0);
+    front.stop(WAIT);
 }

@@ -29,9 +29,14 @@ pub struct GrpcFront {
 #[pymethods]
 impl GrpcFront {
     /// Binds `host:port` (0: any free port) and serves it on `threads` threads, handing every
-    /// call on to grpcio at the Unix socket `upstream` but the sends `plane` serves.
+    /// call on to grpcio at the Unix socket `upstream` but the sends `plane` serves; at most
+    /// `max_connections` clients, `max_connections_per_address` from one address, each closed
+    /// after `idle_timeout_ms` without a call (0: never).
     #[new]
-    #[pyo3(signature = (host, port, upstream, *, threads=2, tls=None, plane=None, on_dead_letter=None))]
+    #[pyo3(signature = (
+        host, port, upstream, *, threads=2, tls=None, plane=None, on_dead_letter=None,
+        max_connections=10_000, max_connections_per_address=1_000, idle_timeout_ms=120_000,
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -42,6 +47,9 @@ impl GrpcFront {
         tls: Option<PlaneTls>,
         plane: Option<PyRef<'_, DataPlane>>,
         on_dead_letter: Option<Py<PyAny>>,
+        max_connections: usize,
+        max_connections_per_address: usize,
+        idle_timeout_ms: u64,
     ) -> PyResult<Self> {
         let sends = plane.as_ref().map(|p| p.inner.send_port());
         let pops = match (&plane, on_dead_letter) {
@@ -64,6 +72,10 @@ impl GrpcFront {
                     threads,
                     sends,
                     pops,
+                    max_connections,
+                    max_connections_per_address,
+                    idle_timeout: (idle_timeout_ms > 0)
+                        .then(|| Duration::from_millis(idle_timeout_ms)),
                 })
             })
             .map_err(|e| match e.raw_os_error() {
@@ -77,6 +89,12 @@ impl GrpcFront {
     #[getter]
     fn port(&self) -> u16 {
         self.inner.local_addr().port()
+    }
+
+    /// Client connections open now.
+    #[getter]
+    fn open_connections(&self) -> usize {
+        self.inner.open_connections()
     }
 
     /// SendMessage calls the front answered itself (on the data plane) so far.
