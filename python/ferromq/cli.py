@@ -37,6 +37,7 @@ from ferromq.errors import (
 from ferromq.logfiles import close_log_files, open_log_files
 from ferromq.namesrv import NameServer
 from ferromq.netaddr import is_loopback
+from ferromq.remoting.server import raise_open_file_limit
 from ferromq.remoting.tls import DEFAULT_CONFIG_FILE, TlsMode, TlsSettings, read_properties_file
 from ferromq.store import MessageStore
 
@@ -51,6 +52,8 @@ EXIT_INTERRUPTED = 130
 # The gRPC port `serve` gives the RocketMQ 5.x clients (Apache RocketMQ proxy's grpcServerPort).
 DEFAULT_GRPC_PORT = 8081
 STORE_OPTION = "--store / storePathRootDir"
+# The commands that serve connections: they raise the open file limit first.
+SERVER_COMMANDS = frozenset({"serve", "namesrv", "broker", "proxy", "controller"})
 
 
 class StartupError(FerroMQError):
@@ -603,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if hasattr(args, "func"):
             return int(args.func(args))
+        if args.command in SERVER_COMMANDS:
+            raise_open_file_limit()
         try:
             asyncio.run(args.run(args))
         finally:

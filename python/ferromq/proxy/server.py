@@ -23,11 +23,12 @@ from typing import Any
 import grpc
 
 from ferromq import _store
-from ferromq.broker.broker import Broker
+from ferromq.broker.broker import Broker, server_limits
 from ferromq.proxy.backend import Backend
 from ferromq.proxy.local import LocalBackend
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.proxy.service import MessagingService
+from ferromq.remoting.server import fd_bounded
 from ferromq.remoting.tls import PlaneTls, TlsConfigError, TlsMode
 
 logger = logging.getLogger(__name__)
@@ -110,6 +111,8 @@ class GrpcServer:
         await server.start()
         self._server = server
         plane = self.backend.data_plane
+        # The remoting port's bounds (serverMaxConnections and the rest), on this port's own.
+        limits = server_limits(self.backend.config)
         try:
             return _store.GrpcFront(
                 self._host,
@@ -119,6 +122,9 @@ class GrpcServer:
                 tls=tls,
                 plane=plane,
                 on_dead_letter=self._dead_letter_handler() if plane is not None else None,
+                max_connections=fd_bounded(limits.max_connections),
+                max_connections_per_address=limits.max_connections_per_address,
+                idle_timeout_ms=int((limits.idle_timeout or 0) * 1000),
             )
         except OSError as e:
             if e.errno == errno.EADDRINUSE:

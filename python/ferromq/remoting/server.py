@@ -394,6 +394,45 @@ def _some(peers: list[str], shown: int = 3) -> str:
     return ", ".join(peers[:shown]) + (f" and {len(peers) - shown} more" if len(peers) > shown else "")
 
 
+# Where the hard limit is unlimited, Linux still caps a process's descriptors at fs.nr_open.
+NR_OPEN_PATH = "/proc/sys/fs/nr_open"
+
+
+def raise_open_file_limit() -> int | None:
+    """Raises this process's soft open file limit to its hard limit, as RocketMQ's start scripts
+    do with `ulimit -n` (every connection holds a descriptor; 1024 or 4096 are common soft
+    limits), and logs one line: the limit, and the connections it leaves room for. The soft
+    limit in force after (None where it cannot be read)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return None
+    target = hard
+    if hard == resource.RLIM_INFINITY:
+        try:
+            with open(NR_OPEN_PATH, encoding="ascii") as f:
+                target = int(f.read().strip())
+        except (OSError, ValueError):
+            target = soft
+    raised = ""
+    if soft != resource.RLIM_INFINITY and target != resource.RLIM_INFINITY and target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            raised, soft = f" (raised from {soft}, the hard limit)", target
+        except (OSError, ValueError) as e:
+            raised = f" (not raised to {target}: {e})"
+    if soft == resource.RLIM_INFINITY:
+        logger.info("open file limit: none; connections are bounded by serverMaxConnections")
+    else:
+        logger.info(
+            "open file limit %d%s: room for %d connections (each port up to serverMaxConnections)",
+            soft,
+            raised,
+            max(16, soft - FD_RESERVE),
+        )
+    return int(soft)
+
+
 def fd_bounded(max_connections: int) -> int:
     """`max_connections`, lowered to what the file descriptor limit leaves room for (accepts
     failing with EMFILE would lock every client out, and log each failure)."""
