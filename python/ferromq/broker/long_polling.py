@@ -12,6 +12,15 @@ from dataclasses import dataclass, field
 logger = logging.getLogger(__name__)
 
 
+def _release(fut: asyncio.Future[None]) -> None:
+    """Ends a hold. A hold may be released twice before it runs again (a hold on several queues
+    shares one future; the arrivals taken when the first hold begins may release it before its
+    own look at the queues does), and a timed-out hold's future is cancelled: only the first
+    release counts."""
+    if not fut.done():
+        fut.set_result(None)
+
+
 @dataclass(eq=False)
 class HeldPull:
     offset: int
@@ -40,8 +49,7 @@ class PullRequestHoldService:
             self._task = None
         for pulls in self._held.values():
             for p in pulls:
-                if not p.future.done():
-                    p.future.set_result(None)
+                _release(p.future)
         self._held.clear()
 
     async def hold(
@@ -69,7 +77,7 @@ class PullRequestHoldService:
         # A message stored between the pull's read and now (its arrival may have been handled
         # before this hold began) ends the hold at once, as the data plane's holds do.
         if any(self._max_offset(topic, queue_id) > offset for topic, queue_id, offset in positions):
-            fut.set_result(None)
+            _release(fut)
         try:
             async with asyncio.timeout(timeout):
                 await fut
@@ -95,19 +103,14 @@ class PullRequestHoldService:
         if not pulls:
             return
         for p in pulls:
-            if (
-                max_offset > p.offset
-                and (tags_code is None or p.tag_filter(tags_code))
-                and not p.future.done()
-            ):
-                p.future.set_result(None)
+            if max_offset > p.offset and (tags_code is None or p.tag_filter(tags_code)):
+                _release(p.future)
 
     def wake(self, topic: str, queue_id: int) -> None:
         """Every pull (or pop) held on the queue looks again, whatever arrived (an orderly pop's
         queue may be unblocked by an ack)."""
         for p in self._held.get((topic, queue_id), ()):
-            if not p.future.done():
-                p.future.set_result(None)
+            _release(p.future)
 
     async def _check_loop(self) -> None:
         while True:
@@ -119,8 +122,8 @@ class PullRequestHoldService:
                     logger.exception("checking held pulls of %s:%d failed", topic, queue_id)
                     continue
                 for p in pulls:
-                    if max_offset > p.offset and not p.future.done():
-                        p.future.set_result(None)
+                    if max_offset > p.offset:
+                        _release(p.future)
 
     @property
     def held_count(self) -> int:

@@ -7,9 +7,13 @@ Java proxy answers; gRPC's own status is for the transport and for Telemetry."""
 
 from __future__ import annotations
 
+import logging
+
 from ferromq.errors import FerroMQError, TopicNotExistError
 from ferromq.protocol.codes import ResponseCode
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
+
+logger = logging.getLogger(__name__)
 
 Code = pb.Code
 
@@ -50,7 +54,9 @@ def code_of_response(response_code: int) -> int:
 
 
 def status_of(e: Exception) -> pb.Status:
-    """The status of a refusal: the front's own, or the broker's as the local Java proxy wraps it."""
+    """The status of a refusal: the front's own, or the broker's as the local Java proxy wraps it;
+    any other exception is a fault, logged with its traceback (the one place the service turns
+    one into INTERNAL_SERVER_ERROR)."""
     if isinstance(e, ProxyError):
         return status(e.status_code, e.message)
     if isinstance(e, TopicNotExistError):
@@ -60,4 +66,6 @@ def status_of(e: Exception) -> pb.Status:
         if mapped == Code.INTERNAL_SERVER_ERROR:
             return status(mapped, PROXY_EXCEPTION + str(e))
         return status(mapped, str(e))
+    # Not a refusal: a fault of ours. The client learns only its name; the log has the rest.
+    logger.error("gRPC: internal error answered INTERNAL_SERVER_ERROR: %r", e, exc_info=e)
     return status(Code.INTERNAL_SERVER_ERROR, f"{e}. {type(e).__name__}")
