@@ -8,6 +8,8 @@ __all__ = [
     "MAX_HELD_PULLS",
     "MAX_WAITING_POPS",
     "STORE_ERROR_CLASSES",
+    "SYSTEM_TOPICS",
+    "SYSTEM_TOPIC_PREFIX",
     "WIRE_CONSTANTS",
     "ConsumerOffsets",
     "DataPlane",
@@ -54,6 +56,10 @@ build_profile: str
 STORE_ERROR_CLASSES: list[tuple[str, int]]
 """The `ferromq.errors` classes the store's errors are raised as, with the response code each is
 raised with (the one the data plane answers)."""
+SYSTEM_TOPICS: list[str]
+"""The topics every broker keeps to itself (TopicValidator's; crates/remoting/src/topics.rs)."""
+SYSTEM_TOPIC_PREFIX: str
+"""Every topic whose name starts so is a system topic too."""
 WIRE_CONSTANTS: list[tuple[str, str]]
 # Pulls held, and pops waiting, on the data plane at most; past them they are Python's.
 MAX_HELD_PULLS: int

@@ -8,6 +8,7 @@
 
 use ferromq_remoting::popper::{ExtraInfo, PROPERTY_POP_CK};
 use ferromq_remoting::sender::MessageType;
+use ferromq_remoting::topics::is_system_topic;
 use ferromq_store::hash::java_string_hash;
 use ferromq_store::message::{
     parse_properties, property, RecordView, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
@@ -16,69 +17,53 @@ use md5::Digest as _;
 
 use crate::proto::{self, Message, SystemProperties};
 
-/// `apache.rocketmq.v2.Code`: the values the send path answers with.
+/// `apache.rocketmq.v2.Code`: the values the front and the proxy's rules answer with.
 pub mod code {
-    pub const OK: i32 = 20000;
-    pub const MULTIPLE_RESULTS: i32 = 30000;
-    pub const BAD_REQUEST: i32 = 40000;
-    pub const ILLEGAL_TOPIC: i32 = 40002;
-    pub const ILLEGAL_CONSUMER_GROUP: i32 = 40003;
-    pub const ILLEGAL_MESSAGE_TAG: i32 = 40004;
-    pub const ILLEGAL_MESSAGE_KEY: i32 = 40005;
-    pub const ILLEGAL_MESSAGE_GROUP: i32 = 40006;
-    pub const ILLEGAL_MESSAGE_PROPERTY_KEY: i32 = 40007;
-    pub const ILLEGAL_MESSAGE_ID: i32 = 40009;
-    pub const ILLEGAL_DELIVERY_TIME: i32 = 40012;
-    pub const ILLEGAL_INVISIBLE_TIME: i32 = 40015;
-    pub const ILLEGAL_POLLING_TIME: i32 = 40018;
-    pub const INVALID_RECEIPT_HANDLE: i32 = 40013;
-    pub const MESSAGE_PROPERTY_CONFLICT_WITH_TYPE: i32 = 40014;
-    pub const MESSAGE_CORRUPTED: i32 = 40016;
-    pub const MESSAGE_NOT_FOUND: i32 = 40401;
-    pub const TOPIC_NOT_FOUND: i32 = 40402;
-    pub const CONSUMER_GROUP_NOT_FOUND: i32 = 40403;
-    pub const MESSAGE_BODY_TOO_LARGE: i32 = 41301;
-    pub const MESSAGE_BODY_EMPTY: i32 = 41302;
-    pub const TOO_MANY_REQUESTS: i32 = 42900;
-    pub const MESSAGE_PROPERTIES_TOO_LARGE: i32 = 43101;
-    pub const INTERNAL_SERVER_ERROR: i32 = 50001;
-    pub const HA_NOT_AVAILABLE: i32 = 50002;
-    pub const NOT_IMPLEMENTED: i32 = 50100;
-    pub const MASTER_PERSISTENCE_TIMEOUT: i32 = 50401;
-    pub const SLAVE_PERSISTENCE_TIMEOUT: i32 = 50402;
+    macro_rules! codes {
+        ($($name:ident = $value:literal,)*) => {
+            $(pub const $name: i32 = $value;)*
+            /// Every code above by its name in `definition.proto`'s `enum Code` (a unit test
+            /// holds them to the copy in `python/ferromq/proxy/proto`).
+            pub const ALL: &[(&str, i32)] = &[$((stringify!($name), $name),)*];
+        };
+    }
+
+    codes! {
+        OK = 20000,
+        MULTIPLE_RESULTS = 30000,
+        BAD_REQUEST = 40000,
+        ILLEGAL_TOPIC = 40002,
+        ILLEGAL_CONSUMER_GROUP = 40003,
+        ILLEGAL_MESSAGE_TAG = 40004,
+        ILLEGAL_MESSAGE_KEY = 40005,
+        ILLEGAL_MESSAGE_GROUP = 40006,
+        ILLEGAL_MESSAGE_PROPERTY_KEY = 40007,
+        ILLEGAL_MESSAGE_ID = 40009,
+        ILLEGAL_INVISIBLE_TIME = 40011,
+        ILLEGAL_DELIVERY_TIME = 40012,
+        INVALID_RECEIPT_HANDLE = 40013,
+        MESSAGE_PROPERTY_CONFLICT_WITH_TYPE = 40014,
+        MESSAGE_CORRUPTED = 40016,
+        ILLEGAL_POLLING_TIME = 40018,
+        MESSAGE_NOT_FOUND = 40401,
+        TOPIC_NOT_FOUND = 40402,
+        CONSUMER_GROUP_NOT_FOUND = 40403,
+        MESSAGE_BODY_TOO_LARGE = 41301,
+        MESSAGE_BODY_EMPTY = 41302,
+        TOO_MANY_REQUESTS = 42900,
+        MESSAGE_PROPERTIES_TOO_LARGE = 43101,
+        INTERNAL_SERVER_ERROR = 50001,
+        HA_NOT_AVAILABLE = 50002,
+        NOT_IMPLEMENTED = 50100,
+        MASTER_PERSISTENCE_TIMEOUT = 50401,
+        SLAVE_PERSISTENCE_TIMEOUT = 50402,
+    }
 
     /// The name a status message carries when nothing more is said (`Code.name()`).
     pub fn name(code: i32) -> &'static str {
-        match code {
-            OK => "OK",
-            MULTIPLE_RESULTS => "MULTIPLE_RESULTS",
-            BAD_REQUEST => "BAD_REQUEST",
-            ILLEGAL_TOPIC => "ILLEGAL_TOPIC",
-            ILLEGAL_CONSUMER_GROUP => "ILLEGAL_CONSUMER_GROUP",
-            ILLEGAL_MESSAGE_TAG => "ILLEGAL_MESSAGE_TAG",
-            ILLEGAL_MESSAGE_KEY => "ILLEGAL_MESSAGE_KEY",
-            ILLEGAL_MESSAGE_GROUP => "ILLEGAL_MESSAGE_GROUP",
-            ILLEGAL_MESSAGE_PROPERTY_KEY => "ILLEGAL_MESSAGE_PROPERTY_KEY",
-            ILLEGAL_MESSAGE_ID => "ILLEGAL_MESSAGE_ID",
-            ILLEGAL_INVISIBLE_TIME => "ILLEGAL_INVISIBLE_TIME",
-            ILLEGAL_DELIVERY_TIME => "ILLEGAL_DELIVERY_TIME",
-            INVALID_RECEIPT_HANDLE => "INVALID_RECEIPT_HANDLE",
-            MESSAGE_PROPERTY_CONFLICT_WITH_TYPE => "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE",
-            MESSAGE_CORRUPTED => "MESSAGE_CORRUPTED",
-            MESSAGE_NOT_FOUND => "MESSAGE_NOT_FOUND",
-            TOPIC_NOT_FOUND => "TOPIC_NOT_FOUND",
-            CONSUMER_GROUP_NOT_FOUND => "CONSUMER_GROUP_NOT_FOUND",
-            MESSAGE_BODY_TOO_LARGE => "MESSAGE_BODY_TOO_LARGE",
-            MESSAGE_BODY_EMPTY => "MESSAGE_BODY_EMPTY",
-            TOO_MANY_REQUESTS => "TOO_MANY_REQUESTS",
-            MESSAGE_PROPERTIES_TOO_LARGE => "MESSAGE_PROPERTIES_TOO_LARGE",
-            INTERNAL_SERVER_ERROR => "INTERNAL_SERVER_ERROR",
-            HA_NOT_AVAILABLE => "HA_NOT_AVAILABLE",
-            NOT_IMPLEMENTED => "NOT_IMPLEMENTED",
-            MASTER_PERSISTENCE_TIMEOUT => "MASTER_PERSISTENCE_TIMEOUT",
-            SLAVE_PERSISTENCE_TIMEOUT => "SLAVE_PERSISTENCE_TIMEOUT",
-            _ => "",
-        }
+        ALL.iter()
+            .find(|(_, value)| *value == code)
+            .map_or("", |(name, _)| name)
     }
 }
 
@@ -263,13 +248,15 @@ pub fn send_failure(send_code: i32, name: &str) -> Refusal {
     }
 }
 
-/// Whether a topic name is one a client may use (`^[%|a-zA-Z0-9_-]+$`, at most 127); the text
-/// of ILLEGAL_TOPIC when not. The system topics the broker keeps to itself are its decision.
+/// Whether a topic name is one a client may use (`^[%|a-zA-Z0-9_-]+$`, at most 127, not a
+/// system topic: `GrpcValidator.validateTopic`); the text of ILLEGAL_TOPIC when not. The one
+/// rule for the front and Python's service (`grpc_check_topic`), for every call that names a
+/// topic.
 pub fn check_topic(name: &str) -> Result<(), Refusal> {
     if blank(name) {
         return refuse(code::ILLEGAL_TOPIC, "The specified topic is blank");
     }
-    if name.chars().count() > MAX_TOPIC_LENGTH {
+    if java_length(name) > MAX_TOPIC_LENGTH {
         return refuse(
             code::ILLEGAL_TOPIC,
             "The specified topic is longer than topic max length 127.",
@@ -283,6 +270,9 @@ pub fn check_topic(name: &str) -> Result<(), Refusal> {
             ),
         );
     }
+    if is_system_topic(name) {
+        return refuse(code::ILLEGAL_TOPIC, "cannot access system topic");
+    }
     Ok(())
 }
 
@@ -292,7 +282,7 @@ pub fn check_group(name: &str) -> Result<(), Refusal> {
     if blank(name) {
         return refuse(code::ILLEGAL_CONSUMER_GROUP, "the specified group is blank");
     }
-    if name.chars().count() > MAX_GROUP_LENGTH {
+    if java_length(name) > MAX_GROUP_LENGTH {
         return refuse(
             code::ILLEGAL_CONSUMER_GROUP,
             format!("the specified group is longer than group max length {MAX_GROUP_LENGTH}."),
@@ -313,6 +303,11 @@ pub fn check_group(name: &str) -> Result<(), Refusal> {
         );
     }
     Ok(())
+}
+
+/// A name's length as Java counts it (`String.length()`: UTF-16 units).
+fn java_length(name: &str) -> usize {
+    name.encode_utf16().count()
 }
 
 /// Only the characters of `^[%|a-zA-Z0-9_-]+$` (topic and group names).
@@ -870,5 +865,56 @@ mod tests {
             "SERVICE_NOT_AVAILABLE",
         );
         assert_eq!(other.code, code::INTERNAL_SERVER_ERROR);
+    }
+
+    /// `enum Code` of the vendored `definition.proto`: name to number.
+    fn proto_codes() -> std::collections::HashMap<String, i32> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../python/ferromq/proxy/proto/apache/rocketmq/v2/definition.proto"
+        );
+        let text = std::fs::read_to_string(path).expect("the vendored definition.proto");
+        let start = text.find("enum Code {").expect("enum Code");
+        let body = &text[start..start + text[start..].find('}').expect("its end")];
+        body.lines()
+            .filter_map(|line| {
+                let line = line.split("//").next()?.trim();
+                let (name, number) = line.strip_suffix(';')?.split_once('=')?;
+                Some((name.trim().to_string(), number.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_code_is_the_protos() {
+        let proto = proto_codes();
+        assert!(proto.len() > 40, "{proto:?}");
+        for (name, value) in code::ALL {
+            assert_eq!(proto.get(*name), Some(value), "Code.{name}");
+            assert_eq!(code::name(*value), *name);
+        }
+    }
+
+    #[test]
+    fn topic_names_a_client_may_use() {
+        assert!(check_topic("TopicTest").is_ok());
+        assert!(check_topic("%RETRY%G").is_ok());
+        for name in [
+            "TBW102",
+            "SCHEDULE_TOPIC_XXXX",
+            "RMQ_SYS_TRANS_HALF_TOPIC",
+            "rmq_sys_x",
+        ] {
+            let r = check_topic(name).unwrap_err();
+            assert_eq!(r.code, code::ILLEGAL_TOPIC, "{name}");
+            assert_eq!(r.message, "cannot access system topic");
+        }
+        let r = check_topic("X\n").unwrap_err();
+        assert!(r.message.contains("illegal characters"), "{r}");
+        // Java counts UTF-16 units: 64 characters outside the BMP are 128, too long.
+        let r = check_topic(&"\u{1F600}".repeat(64)).unwrap_err();
+        assert!(r.message.contains("longer than"), "{r}");
+        let r = check_group("CID_RMQ_SYS_X").unwrap_err();
+        assert_eq!(r.code, code::ILLEGAL_CONSUMER_GROUP);
     }
 }

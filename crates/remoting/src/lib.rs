@@ -2,9 +2,9 @@
 //!
 //! Modules, each using only those above it in this list (no import circles):
 //!
-//! * [`codes`], [`frame`], [`acl`], [`tags`], [`stats`], `wake`: wire constants, the frame and
-//!   JSON header codec, the plain ACL's signature check, the TAG expression reading, the
-//!   counters, the eventfd that wakes Python.
+//! * [`codes`], [`topics`], [`frame`], [`acl`], [`tags`], [`stats`], `wake`: wire constants, the
+//!   system topics, the frame and JSON header codec, the plain ACL's signature check, the TAG
+//!   expression reading, the counters, the eventfd that wakes Python.
 //! * `conn`: one connection's state (reply queue and its bounds, reading, idle clock, ACL).
 //! * `waits`: sends answered in groups once the disk or a slave has their offset.
 //! * [`offsets`]: the broker's consumer offsets, one table for the plane and Python.
@@ -43,6 +43,7 @@ pub mod sender;
 pub mod stats;
 pub mod tags;
 pub mod tls;
+pub mod topics;
 mod waits;
 mod wake;
 

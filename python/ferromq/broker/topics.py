@@ -16,11 +16,9 @@ from ferromq.broker.config import BrokerConfig
 from ferromq.broker.config_file import load_config_file, save_config_file
 from ferromq.protocol.constants import (
     AUTO_CREATE_TOPIC_KEY,
-    BENCHMARK_TOPIC,
     OFFSET_MOVED_EVENT_TOPIC,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
-    TRACE_TOPIC,
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
@@ -29,21 +27,11 @@ from ferromq.protocol.constants import (
 logger = logging.getLogger(__name__)
 
 PERM_INHERIT, PERM_WRITE, PERM_READ = 1, 2, 4
-# TopicValidator's system topics (GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists those the broker has, with
-# its cluster and broker names).
-SYSTEM_TOPICS = frozenset(
-    {
-        AUTO_CREATE_TOPIC_KEY,
-        SCHEDULE_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        BENCHMARK_TOPIC,
-        OFFSET_MOVED_EVENT_TOPIC,
-        TRACE_TOPIC,
-    }
-)
+# TopicValidator's system topics every broker has, and their prefix: the one list, in Rust, that
+# the gRPC front refuses to 5.x clients (crates/remoting/src/topics.rs). A broker adds its own
+# (`TopicConfigManager.reserved`); GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists them all.
+SYSTEM_TOPICS = frozenset(_store.SYSTEM_TOPICS)
+SYSTEM_TOPIC_PREFIX = _store.SYSTEM_TOPIC_PREFIX
 # Topics clients may not send to directly (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 NOT_ALLOWED_SEND = frozenset(
     {
@@ -55,18 +43,27 @@ NOT_ALLOWED_SEND = frozenset(
         OFFSET_MOVED_EVENT_TOPIC,
     }
 )
-_VALID = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 127
+_VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 
 def topic_problem(topic: str) -> str | None:
-    """Why a topic name is invalid, or None (RocketMQ's TopicValidator)."""
+    """Why a topic name is invalid, or None: TopicValidator.validateTopic's checks, in its order
+    and with its texts, for every topic a remoting request creates or sends to."""
     if not topic or not topic.strip():
-        return "the specified topic is blank"
-    if len(topic) > 127:
-        return "the specified topic is longer than topic max length 127"
-    if not _VALID.match(topic):
-        return f"the specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        return "The specified topic is blank."
+    # The whole name: `$` would let a final newline through.
+    if not _VALID.fullmatch(topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
     return None
+
+
+def is_system_topic(topic: str, reserved: frozenset[str] = frozenset()) -> bool:
+    """TopicValidator.isSystemTopic: every broker's system topics, their prefix, and `reserved`
+    (a broker's own, `TopicConfigManager.reserved`)."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX) or topic in reserved
 
 
 # -- attributes ------------------------------------------------------------------------------------
@@ -340,6 +337,17 @@ class TopicConfigManager:
         topic): it registers with the name servers at once, as Java's does, so routes find it."""
         self._builtin()
         self._load()
+
+    @property
+    def reserved(self) -> frozenset[str]:
+        """The system topics this broker adds to every broker's: its cluster and broker names and
+        its cluster's reply topic (TopicConfigManager's addSystemTopic calls)."""
+        c = self._config
+        return frozenset({c.broker_cluster_name, c.broker_name, f"{c.broker_cluster_name}_REPLY_TOPIC"})
+
+    def is_system_topic(self, topic: str) -> bool:
+        """Whether `topic` is a system topic on this broker (an admin may not create it)."""
+        return is_system_topic(topic, self.reserved)
 
     def _builtin(self) -> None:
         c = self._config

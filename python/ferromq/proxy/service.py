@@ -22,7 +22,6 @@ from ferromq.broker.clients import parse_subscription
 from ferromq.broker.pop.formats import ExtraInfo, real_topic
 from ferromq.broker.pop.service import MAX_POP_NUMS, PopRequest
 from ferromq.broker.sql92 import compile_sql92
-from ferromq.broker.topics import NOT_ALLOWED_SEND
 from ferromq.errors import SubscriptionParseError
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.constants import (
@@ -46,7 +45,6 @@ logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 # The client's address, set by the gRPC front (crates/grpc, ferromq_grpc::PEER_HEADER).
 PEER_HEADER = "x-ferromq-peer"
 
@@ -61,18 +59,6 @@ _MESSAGE_TYPES = {
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def check_topic(name: str) -> None:
-    """ILLEGAL_TOPIC, with the proxy's texts, for a name a client may not use."""
-    convert.check_topic_name(name)
-    if name in NOT_ALLOWED_SEND or name.startswith(SYSTEM_TOPIC_PREFIX):
-        raise ProxyError(Code.ILLEGAL_TOPIC, "cannot access system topic")
-
-
-def check_group(name: str) -> None:
-    """ILLEGAL_CONSUMER_GROUP, with the proxy's texts, for a name a client may not use."""
-    convert.check_group_name(name)
 
 
 def _metadata(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
@@ -177,7 +163,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         async def body() -> spb.QueryRouteResponse:
             self._session(context)
             name = request.topic.name
-            check_topic(name)
+            convert.check_topic_name(name)
             brokers = await self.backend.queues(name)
             if brokers is None:
                 raise ProxyError(
@@ -212,8 +198,8 @@ class MessagingService(rpc.MessagingServiceServicer):
     ) -> spb.QueryAssignmentResponse:
         async def body() -> spb.QueryAssignmentResponse:
             self._session(context)
-            check_topic(request.topic.name)
-            check_group(request.group.name)
+            convert.check_topic_name(request.topic.name)
+            convert.check_group_name(request.group.name)
             brokers = await self.backend.queues(request.topic.name) or []
             endpoints = self._endpoints(request.endpoints if request.HasField("endpoints") else None)
             fifo = await self._fifo_group(request.group.name)
@@ -245,7 +231,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             await self.backend.register_producer(session, [t.name for t in settings.publishing.topics])
         elif settings.HasField("subscription"):
             group = settings.subscription.group.name
-            check_group(group)
+            convert.check_group_name(group)
             subscriptions = []
             for entry in settings.subscription.subscriptions:
                 etype = "SQL92" if entry.expression.type == pb.SQL else "TAG"
@@ -377,7 +363,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             if not request.messages:
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
             topic = request.messages[0].topic.name
-            check_topic(topic)
+            convert.check_topic_name(topic)
             if any(m.topic.name != topic for m in request.messages):
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
             now = _now_ms()
@@ -493,8 +479,8 @@ class MessagingService(rpc.MessagingServiceServicer):
             int(remaining * 1000) if remaining is not None else None,
         )
         topic, group = request.message_queue.topic.name, request.group.name
-        check_topic(topic)
-        check_group(group)
+        convert.check_topic_name(topic)
+        convert.check_group_name(group)
         if request.auto_renew:
             invisible = self.backend.config.default_invisible_time_mills
         else:
@@ -570,8 +556,8 @@ class MessagingService(rpc.MessagingServiceServicer):
         async def body() -> spb.AckMessageResponse:
             session = self._session(context, _consume_perm(request.topic.name, request.group.name))
             topic, group = request.topic.name, request.group.name
-            check_topic(topic)
-            check_group(group)
+            convert.check_topic_name(topic)
+            convert.check_group_name(group)
             entries = []
             for entry in request.entries:
                 try:
@@ -627,8 +613,8 @@ class MessagingService(rpc.MessagingServiceServicer):
         CommitLog offset and the topic it lies in (a retry topic for a retried message)."""
         topic, group = request.topic.name, request.group.name
         session = self._session(context, _consume_perm(topic, group))
-        check_topic(topic)
-        check_group(group)
+        convert.check_topic_name(topic)
+        convert.check_group_name(group)
         handle = self.renewals.release(session.client_id_, group, request.message_id, request.receipt_handle)
         receipt, commit_log_offset = _decode_handle(handle)
         if isinstance(request, spb.ChangeInvisibleDurationRequest):
@@ -665,7 +651,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         async def body() -> spb.EndTransactionResponse:
             session = self._session(context, {request.topic.name: PUB})
             topic = request.topic.name
-            check_topic(topic)
+            convert.check_topic_name(topic)
             if not request.transaction_id.strip():
                 raise ProxyError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
             known = self._transaction(session, request.transaction_id)
@@ -711,7 +697,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         async def body() -> spb.RecallMessageResponse:
             session = self._session(context, {request.topic.name: PUB})
             topic = request.topic.name
-            check_topic(topic)
+            convert.check_topic_name(topic)
             message_type = await self.backend.message_type(topic)
             if message_type not in ("DELAY", "MIXED"):
                 raise ProxyError(

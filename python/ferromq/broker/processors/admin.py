@@ -55,12 +55,15 @@ def offset_table_json(table: dict[str, dict[int, int]]) -> bytes:
 async def create_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     h = CreateTopicRequestHeader.of(cmd)
     topic = h.topic
+    # Apache RocketMQ 5.x's answers (AdminBrokerProcessor.updateAndCreateTopic, with
+    # validateSystemTopicWhenUpdateTopic on, as by default): INVALID_PARAMETER for a name
+    # TopicValidator refuses and for a system topic, the broker's own names included.
     problem = topic_problem(topic)
     if problem:
-        raise BrokerError(problem, ResponseCode.SYSTEM_ERROR)
-    if topic == ctx.config.broker_cluster_name:
+        raise BrokerError(problem, ResponseCode.INVALID_PARAMETER)
+    if ctx.topics.is_system_topic(topic):
         raise BrokerError(
-            f"the topic[{topic}] is conflict with system reserved words", ResponseCode.SYSTEM_ERROR
+            f"The topic[{topic}] is conflict with system topic.", ResponseCode.INVALID_PARAMETER
         )
     limit = ctx.config.max_topic_queue_nums
     queue_nums = {"readQueueNums": h.read_queue_nums, "writeQueueNums": h.write_queue_nums}

@@ -646,13 +646,8 @@ async def clean_unused_topic(
 
 
 async def system_topics(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    cfg = ctx.config
     # As Java: every topic name reserved for the system, whether created yet or not.
-    names = SYSTEM_TOPICS | {
-        cfg.broker_cluster_name,
-        cfg.broker_name,
-        f"{cfg.broker_cluster_name}_REPLY_TOPIC",
-    }
+    names = SYSTEM_TOPICS | ctx.topics.reserved
     return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"topicList": sorted(names)}))
 
 
