@@ -24,6 +24,7 @@ import grpc
 
 from ferromq import _store
 from ferromq.broker.broker import Broker, server_limits
+from ferromq.proxy import unparsable
 from ferromq.proxy.backend import Backend
 from ferromq.proxy.local import LocalBackend
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
@@ -105,7 +106,7 @@ class GrpcServer:
                 ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_REQUESTS_HARD),
             ]
         )
-        rpc.add_MessagingServiceServicer_to_server(self.service, server)  # type: ignore[no-untyped-call]
+        unparsable.register(rpc.add_MessagingServiceServicer_to_server, self.service, server)
         if server.add_insecure_port(f"unix:{socket_path}") == 0:
             raise OSError(errno.EIO, f"grpcio cannot listen on {socket_path}")
         await server.start()

@@ -593,7 +593,6 @@ class MessagingService(rpc.MessagingServiceServicer):
             group = request.group.name
             receipt, commit_log_offset, where = self._held_message(context, request)
             invisible = _duration_ms(request.invisible_duration)
-            convert.check_invisible(invisible, receive=False)
             pop_time, invisible_time, revive_qid = await self.backend.change_invisible(
                 group, where, receipt, invisible
             )
@@ -615,6 +614,9 @@ class MessagingService(rpc.MessagingServiceServicer):
         session = self._session(context, _consume_perm(topic, group))
         convert.check_topic_name(topic)
         convert.check_group_name(group)
+        if isinstance(request, spb.ChangeInvisibleDurationRequest):
+            # The proxy checks the duration before it reads the receipt.
+            convert.check_invisible(_duration_ms(request.invisible_duration), receive=False)
         handle = self.renewals.release(session.client_id_, group, request.message_id, request.receipt_handle)
         receipt, commit_log_offset = _decode_handle(handle)
         if isinstance(request, spb.ChangeInvisibleDurationRequest):
