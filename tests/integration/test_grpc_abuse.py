@@ -24,8 +24,8 @@ from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.testing import BrokerProcess
+from ferromq.testing import h2frames as h2
 from ferromq.testing.waiting import wait_until
-from tests.integration import h2frames as h2
 
 pytestmark = [pytest.mark.timeout(240)]
 
