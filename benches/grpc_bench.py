@@ -173,6 +173,8 @@ class Server:
     """The Java name server, a process of its own; None for ferromq."""
     create_topic: Callable[[str], Awaitable[None]]
     log_errors: Callable[[], list[str]]
+    remoting: str = ""
+    """host:port of the broker's remoting port (POP's remoting requests go there)."""
 
     def cpu(self) -> tuple[float, float | None]:
         ns = cpu_seconds(self.namesrv_pid) if self.namesrv_pid is not None else None
@@ -193,8 +195,8 @@ def running(kind: str, work: Path) -> Iterator[Server]:
         conf = work / "broker.conf"
         conf.write_text("".join(f"{k}={v}\n" for k, v in CONF.items()))
         log = work / "ferromq.log"
-        namesrv_port = free_port()
-        with serving(conf, log, free_port(), namesrv_port, args=["--store", str(store)]) as proc:
+        namesrv_port, port = free_port(), free_port()
+        with serving(conf, log, port, namesrv_port, args=["--store", str(store)]) as proc:
             endpoint = proc.grpc_endpoint
             if endpoint is None:
                 raise SystemExit(f"ferromq serve names no gRPC port: {proc.ready_line}")
@@ -207,7 +209,7 @@ def running(kind: str, work: Path) -> Iterator[Server]:
                 text = log.read_text(errors="replace")
                 return [ln for ln in text.splitlines() if " ERROR " in ln or ln.startswith("Traceback")][:20]
 
-            yield Server(kind, endpoint, proc.pid, None, create, errors)
+            yield Server(kind, endpoint, proc.pid, None, create, errors, f"127.0.0.1:{port}")
     else:
         proxy = apache_rocketmq.start_rocketmq_proxy(
             work,
@@ -227,7 +229,15 @@ def running(kind: str, work: Path) -> Iterator[Server]:
                 # Each closed client's Telemetry stream is logged as an ERROR with a stack trace.
                 return [ln for ln in proxy.log_errors() if not any(n in ln for n in CLOSED_STREAM_NOISE)][:20]
 
-            yield Server(kind, proxy.grpc_endpoint, proxy.proxy_pid, proxy.namesrv_pid, create, errors)
+            yield Server(
+                kind,
+                proxy.grpc_endpoint,
+                proxy.proxy_pid,
+                proxy.namesrv_pid,
+                create,
+                errors,
+                proxy.broker_addr,
+            )
         finally:
             proxy.stop()
 

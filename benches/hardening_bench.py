@@ -9,14 +9,27 @@ Attacks:
 - connection-flood: one other address (127.0.0.2) opens idle connections until refused
   (`--flood-connections`, default 3000), holding them through the phase.
 
+The 5.x surfaces (issue 39; `--grpc`, or `--only grpc`): ferromq serve against Apache RocketMQ
+5.3.3's proxy (local mode: the broker in the proxy's JVM), in the same run, each server fresh. A
+paced 5.x producer (benches/grpc_bench.py's client: SendMessage of 1 KiB at `--grpc-rate`, a new
+call on its schedule whatever is in flight) measured idle and during each attack of
+benches/grpc_attacks.py (run in a process of its own): preface-flood (2,000 preface-only
+connections from 127.0.0.2), rapid-reset, continuation-flood, not-protobuf, huge-prefix,
+batch-ack-bitset and peek-million (the last two on the broker's remoting port, over a backlog of
+20,000 messages); with the server's peak anonymous RSS above its level when the phase began and
+its peak open descriptors.
+
     .venv/bin/python benches/hardening_bench.py [--seconds 10] [--rate 200]
-        [--flood-connections 3000] [--out benches/results/hardening_bench.json]
+        [--flood-connections 3000] [--only remoting|grpc] [--grpc-rate 500]
+        [--out benches/results/hardening_bench.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
+import os
 import re
 import resource
 import socket
@@ -32,6 +45,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import grpc_attacks  # noqa: E402
+import grpc_bench  # noqa: E402
 from benchlib import free_port, serving, write_results  # noqa: E402
 
 from ferromq.protocol.codes import RequestCode as RC  # noqa: E402
@@ -147,15 +162,25 @@ def paced_sends(port: int, seconds: float, rate: float) -> dict[str, Any]:
     }
 
 
+def descriptors(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
 @contextlib.contextmanager
-def sampling(pid: int) -> Iterator[Callable[[], int]]:
-    """Samples the broker's RssAnon every 50 ms on a thread; yields the peak so far."""
+def sampling(pid: int, fds: list[int] | None = None) -> Iterator[Callable[[], int]]:
+    """Samples the broker's RssAnon (and, given `fds`, its open descriptors: the peak in fds[0])
+    every 50 ms on a thread; yields the RSS peak so far."""
     peak = [rss_anon(pid)]
     stop = threading.Event()
 
     def run() -> None:
         while not stop.wait(0.05):
             peak[0] = max(peak[0], rss_anon(pid))
+            if fds is not None:
+                fds[0] = max(fds[0], descriptors(pid))
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
@@ -216,13 +241,93 @@ def connection_flood(port: int, count: int) -> Iterator[None]:
             s.close()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--rate", type=float, default=200.0)
-    ap.add_argument("--flood-connections", type=int, default=3000)
-    ap.add_argument("--out", default=str(HERE / "results" / "hardening_bench.json"))
-    args = ap.parse_args()
+GRPC_TOPIC, GRPC_BACKLOG_TOPIC = "HardeningT", "HardeningBacklogT"
+GRPC_PHASES = ("idle", *grpc_attacks.ATTACKS)
+
+
+async def grpc_phases(server: grpc_bench.Server, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The paced 5.x producer idle and under each attack, on one server."""
+    await server.create_topic(GRPC_TOPIC)
+    await server.create_topic(GRPC_BACKLOG_TOPIC)
+    producers = await grpc_bench.open_sessions(
+        server, 2, grpc_bench.pb.PRODUCER, [GRPC_TOPIC, GRPC_BACKLOG_TOPIC]
+    )
+    ids = grpc_bench.MessageIds()
+    try:
+        backlog = await grpc_bench.fixed_rate(producers, GRPC_BACKLOG_TOPIC, 5000, 4, b"p" * 1024, ids)
+        assert backlog.ok == backlog.planned, backlog.errors[:3]
+        await grpc_bench.fixed_rate(producers, GRPC_TOPIC, args.grpc_rate, 2, b"w" * 1024, ids)  # warm
+        await asyncio.sleep(1.0)
+        rows = []
+        for name in GRPC_PHASES:
+            # Each phase against the level just before it: what an attack left behind (freed
+            # memory a process keeps) is not counted again in the next.
+            before_rss = rss_anon(server.pid)
+            fds = [descriptors(server.pid)]
+            with (
+                sampling(server.pid, fds) as peak,
+                grpc_attacks.attacking(name, server.endpoint, server.remoting, GRPC_BACKLOG_TOPIC),
+            ):
+                p = await grpc_bench.fixed_rate(
+                    producers, GRPC_TOPIC, args.grpc_rate, args.seconds, b"b" * 1024, ids
+                )
+            ms = sorted(x * 1000 for x in p.latencies)
+            rows.append(
+                {
+                    "server": server.kind,
+                    "phase": name,
+                    "planned": p.planned,
+                    "ok": p.ok,
+                    "failed": p.failed,
+                    "p50_ms": grpc_bench.pct_ms(p.latencies, 0.50),
+                    "p99_ms": grpc_bench.pct_ms(p.latencies, 0.99),
+                    "max_ms": round(ms[-1], 2) if ms else None,
+                    "peak_rss_above_start_mib": round((peak() - before_rss) / 2**20, 1),
+                    "peak_descriptors": fds[0],
+                    "errors": p.errors[:3],
+                }
+            )
+            print(f"  {server.kind} {name}: ok {p.ok}/{p.planned}, p99 {rows[-1]['p99_ms']} ms", flush=True)
+            await asyncio.sleep(2.0)  # the attack's connections close
+        return rows
+    finally:
+        await grpc_bench.close_sessions(producers)
+
+
+def grpc_table(rows: list[dict[str, Any]]) -> str:
+    by = {(r["server"], r["phase"]): r for r in rows}
+    out = [
+        f"{'phase':<20} {'server':<9} {'ok':>7} {'failed':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+        f"{'RSS +MiB':>9} {'fds':>6} {'p99 x Java':>10}"
+    ]
+    for phase in GRPC_PHASES:
+        java = by.get(("rocketmq", phase))
+        for kind in grpc_bench.BROKERS:
+            r = by.get((kind, phase))
+            if r is None:
+                continue
+            vs = (
+                f"{r['p99_ms'] / java['p99_ms']:.2f}"
+                if kind == "ferromq" and java and r["p99_ms"] and java["p99_ms"]
+                else ""
+            )
+            out.append(
+                f"{phase:<20} {kind:<9} {r['ok']:>7} {r['failed']:>7} {r['p50_ms']!s:>8} {r['p99_ms']!s:>8} "
+                f"{r['max_ms']!s:>8} {r['peak_rss_above_start_mib']:>9} {r['peak_descriptors']:>6} {vs:>10}"
+            )
+    return "\n".join(out)
+
+
+def grpc_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for kind in grpc_bench.BROKERS:
+        with tempfile.TemporaryDirectory() as tmp, grpc_bench.running(kind, Path(tmp)) as server:
+            rows += asyncio.run(grpc_phases(server, args))
+    print(grpc_table(rows))
+    return rows
+
+
+def remoting_cases(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "broker.conf"
         conf.write_text(CONF)
@@ -253,15 +358,24 @@ def main() -> None:
         ratio = (r["p99_ms"] / base) if r["p99_ms"] else float("nan")
         cells = (r["ok"], r["failed"], r["p50_ms"], r["p99_ms"], r["max_ms"], f"{ratio:.2f}")
         print(f"{r['phase']:<18} " + " ".join(f"{c!s:>10}" for c in (*cells, r["peak_rss_above_idle_mib"])))
-    write_results(
-        args.out,
-        {
-            "bench": "hardening",
-            "settings": vars(args),
-            "idle_rss_mib": round(idle_rss / 2**20, 1),
-            "phases": rows,
-        },
-    )
+    return {"idle_rss_mib": round(idle_rss / 2**20, 1), "phases": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rate", type=float, default=200.0)
+    ap.add_argument("--flood-connections", type=int, default=3000)
+    ap.add_argument("--only", choices=("remoting", "grpc"), default=None)
+    ap.add_argument("--grpc-rate", type=float, default=500.0)
+    ap.add_argument("--out", default=str(HERE / "results" / "hardening_bench.json"))
+    args = ap.parse_args()
+    results: dict[str, Any] = {"bench": "hardening", "settings": vars(args)}
+    if args.only in (None, "remoting"):
+        results.update(remoting_cases(args))
+    if args.only in (None, "grpc"):
+        results["grpc_phases"] = grpc_cases(args)
+    write_results(args.out, results)
 
 
 if __name__ == "__main__":
