@@ -31,8 +31,10 @@ def _host_port(addr: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def preface_flood(endpoint: str, remoting: str, topic: str, stop: Event, count: int = 2000) -> None:
-    """`count` connections from 127.0.0.2 that send the preface and SETTINGS, held until the stop."""
+@contextlib.contextmanager
+def held_connections(addr: tuple[str, int], count: int, hello: bytes = b"") -> Iterator[None]:
+    """Up to `count` connections to `addr` from 127.0.0.2 (until one is refused), each sending
+    `hello`, held for the time of the block."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, count + 256)), hard))
     socks = []
@@ -41,16 +43,22 @@ def preface_flood(endpoint: str, remoting: str, topic: str, stop: Event, count: 
             s = socket.socket()
             s.bind(("127.0.0.2", 0))
             try:
-                s.connect(_host_port(endpoint))
-                s.sendall(h2.PREFACE + h2.settings())
+                s.connect(addr)
+                s.sendall(hello)
             except OSError:
                 s.close()
-                continue
+                break
             socks.append(s)
-        stop.wait()
+        yield
     finally:
         for s in socks:
             s.close()
+
+
+def preface_flood(endpoint: str, remoting: str, topic: str, stop: Event, count: int = 2000) -> None:
+    """`count` connections that send the preface and SETTINGS, held until the stop."""
+    with held_connections(_host_port(endpoint), count, h2.PREFACE + h2.settings()):
+        stop.wait()
 
 
 def _reconnecting(endpoint: str, stop: Event, attack: Callable[[socket.socket], None]) -> None:

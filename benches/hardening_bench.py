@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import os
 import re
-import resource
 import socket
 import statistics
 import sys
@@ -220,25 +219,8 @@ def pull_flood(port: int) -> Iterator[None]:
             s.close()
 
 
-@contextlib.contextmanager
-def connection_flood(port: int, count: int) -> Iterator[None]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, count + 256)), hard))
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.2", 0))
-            try:
-                s.connect(("127.0.0.1", port))
-            except OSError:
-                s.close()
-                break
-            socks.append(s)
-        yield
-    finally:
-        for s in socks:
-            s.close()
+def connection_flood(port: int, count: int) -> contextlib.AbstractContextManager[None]:
+    return grpc_attacks.held_connections(("127.0.0.1", port), count)
 
 
 GRPC_TOPIC, GRPC_BACKLOG_TOPIC = "HardeningT", "HardeningBacklogT"
