@@ -123,22 +123,32 @@ async def pop(
     return [m.body for m in msgs]
 
 
-async def ack(c: Client, model: Model, index: int) -> None:
+def chosen(model: Model, index: int) -> tuple[bytes, Held] | None:
+    """The index-th message held by a receipt with time left (modulo their number)."""
     bodies = model.live()
     if not bodies:
-        return
+        return None
     body = bodies[index % len(bodies)]
-    h = model.held[body]
-    r = await c.call(
-        RC.ACK_MESSAGE,
-        {
-            "consumerGroup": GROUP,
-            "topic": h.topic,
-            "queueId": h.receipt.queue_id,
-            "offset": h.receipt.offset,
-            "extraInfo": str(h.receipt),
-        },
-    )
+    return body, model.held[body]
+
+
+def receipt_fields(h: Held) -> dict[str, Any]:
+    """The header fields an ack and a change of invisible time name a message by."""
+    r = h.receipt
+    return {
+        "consumerGroup": GROUP,
+        "topic": h.topic,
+        "queueId": r.queue_id,
+        "offset": r.offset,
+        "extraInfo": str(r),
+    }
+
+
+async def ack(c: Client, model: Model, index: int) -> None:
+    if (held := chosen(model, index)) is None:
+        return
+    body, h = held
+    r = await c.call(RC.ACK_MESSAGE, receipt_fields(h))
     assert r.code == R.SUCCESS, (r.code, r.remark)
     del model.held[body]
     model.acked.add(body)
@@ -178,22 +188,11 @@ async def batch_ack(c: Client, model: Model, count: int) -> None:
 
 
 async def change(c: Client, model: Model, index: int, long: bool) -> None:
-    bodies = model.live()
-    if not bodies:
+    if (held := chosen(model, index)) is None:
         return
-    body = bodies[index % len(bodies)]
-    h = model.held[body]
-    r = await c.call(
-        RC.CHANGE_MESSAGE_INVISIBLETIME,
-        {
-            "consumerGroup": GROUP,
-            "topic": h.topic,
-            "queueId": h.receipt.queue_id,
-            "offset": h.receipt.offset,
-            "extraInfo": str(h.receipt),
-            "invisibleTime": LONG_MS if long else 0,
-        },
-    )
+    body, h = held
+    fields = {**receipt_fields(h), "invisibleTime": LONG_MS if long else 0}
+    r = await c.call(RC.CHANGE_MESSAGE_INVISIBLETIME, fields)
     assert r.code == R.SUCCESS, (r.code, r.remark)
     e = r.ext
     changed = Held(h.receipt.changed(int(e["popTime"]), int(e["invisibleTime"]), int(e["reviveQid"])), long)

@@ -26,7 +26,7 @@ from ferromq.broker.stats import (
     TOPIC_PUT_SIZE,
     earliest_message_time,
 )
-from ferromq.broker.topics import SYSTEM_TOPICS
+from ferromq.broker.topics import is_system_topic
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.constants import (
     DLQ_PREFIX,
@@ -56,11 +56,8 @@ def _lower_name(enum: type[RequestCode] | type[ResponseCode], code: int) -> str:
 
 
 def _is_system(topic: str, group: str = "") -> str:
-    system = (
-        topic in SYSTEM_TOPICS
-        or topic.startswith(("rmq_sys_", "RMQ_SYS_"))
-        or group.startswith("CID_RMQ_SYS_")
-    )
+    """BrokerMetricsManager.isSystem: a system topic (TopicValidator's) or a system group."""
+    system = is_system_topic(topic) or group.startswith("CID_RMQ_SYS_")
     return "true" if system else "false"
 
 
