@@ -56,7 +56,6 @@ from ferromq.protocol.constants import PROPERTY_TIMER_DELIVER_MS, RETRY_PREFIX
 
 if TYPE_CHECKING:
     from ferromq.broker.processors.context import PopContext
-    from ferromq.store import GetResult
 
 logger = logging.getLogger(__name__)
 
@@ -335,10 +334,6 @@ class PopService:
     def _start_offset(self, req: PopRequest, topic: str, queue_id: int, commit: bool = True) -> int:
         """The group's committed offset, else (its first pop) the init offset."""
         return self.rules.start_offset(req.group, topic, queue_id, req.init_mode, commit)
-
-    def _read(self, req: PopRequest, topic: str, queue_id: int, offset: int, count: int) -> GetResult:
-        codes = None if topic != req.topic else req.subscription.codes
-        return self._broker.store.get(topic, queue_id, offset, count, 1 << 30, tag_codes=codes)
 
     # -- ack and change of invisible time ----------------------------------------------------------
 
