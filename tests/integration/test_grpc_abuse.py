@@ -9,7 +9,6 @@ over, and a fresh client is served after it, as Apache RocketMQ 5.3.3's proxy is
 from __future__ import annotations
 
 import re
-import socket
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +18,13 @@ import pytest
 from google.protobuf import duration_pb2
 
 from ferromq.protocol.codes import RequestCode as RC
-from ferromq.protocol.command import RemotingCommand, decode_frame, encode
+from ferromq.protocol.command import RemotingCommand
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.testing import BrokerProcess
 from ferromq.testing import h2frames as h2
+from ferromq.testing.process import remoting_request
 from ferromq.testing.waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -51,19 +51,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     conf = {"brokerName": "broker-a", "autoCreateTopicEnable": "true"}
     with BrokerProcess(tmp_path_factory.mktemp("grpc-abuse"), conf) as b:
         ext = {"topic": TOPIC, "readQueueNums": "4", "writeQueueNums": "4", "perm": "6"}
-        assert remoting_call(b.port, RC.UPDATE_AND_CREATE_TOPIC, ext).code == 0
+        assert remoting_request(b.broker_addr, RemotingCommand(RC.UPDATE_AND_CREATE_TOPIC, ext=ext)).code == 0
         yield b
-
-
-def remoting_call(port: int, code: int, ext: dict[str, str]) -> RemotingCommand:
-    with socket.create_connection(("127.0.0.1", port), timeout=CALL_TIMEOUT) as s:
-        s.sendall(encode(RemotingCommand(code, opaque=1, ext=ext)))
-        buf = b""
-        while (decoded := decode_frame(buf)) is None:
-            chunk = s.recv(65536)
-            assert chunk, "the broker closed the connection without a reply"
-            buf += chunk
-        return decoded[0]
 
 
 def query_route(endpoint: str) -> pb.Status:

@@ -22,11 +22,12 @@ import grpc
 import pytest
 
 from ferromq.protocol.codes import RequestCode as RC
-from ferromq.protocol.command import RemotingCommand, decode_frame, encode
+from ferromq.protocol.command import RemotingCommand
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.testing import Broker, BrokerProcess
+from ferromq.testing.process import remoting_request
 from ferromq.testing.waiting import until, wait_until
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -56,7 +57,6 @@ def query_route(endpoint: str, topic: str) -> pb.Status:
 
 def remoting_send(addr: str, topic: str) -> RemotingCommand:
     """One SEND_MESSAGE on a connection of its own, and its reply."""
-    host, port = addr.rsplit(":", 1)
     ext = {
         "producerGroup": "PG",
         "topic": topic,
@@ -68,14 +68,7 @@ def remoting_send(addr: str, topic: str) -> RemotingCommand:
         "flag": "0",
         "properties": "",
     }
-    with socket.create_connection((host, int(port)), timeout=CALL_TIMEOUT) as s:
-        s.sendall(encode(RemotingCommand(RC.SEND_MESSAGE, opaque=1, ext=ext, body=b"hello")))
-        buf = b""
-        while (decoded := decode_frame(buf)) is None:
-            chunk = s.recv(65536)
-            assert chunk, "the broker closed the connection without a reply"
-            buf += chunk
-        return decoded[0]
+    return remoting_request(addr, RemotingCommand(RC.SEND_MESSAGE, opaque=1, ext=ext, body=b"hello"))
 
 
 def descriptors(pid: int) -> int:

@@ -249,14 +249,20 @@ def nothing_left(broker: Broker) -> list[tuple[str, int, int, int]]:
     return left
 
 
-async def run_in_process(operations: list[tuple[Any, ...]], root: Path) -> None:
-    model = Model()
+def split_at(operations: list[tuple[Any, ...]], marker: str) -> list[list[tuple[Any, ...]]]:
+    """The operations between the `marker` ones (a restart, a kill): one list a broker's life."""
     segments: list[list[tuple[Any, ...]]] = [[]]
     for op in operations:
-        if op[0] == "restart":
+        if op[0] == marker:
             segments.append([])
         else:
             segments[-1].append(op)
+    return segments
+
+
+async def run_in_process(operations: list[tuple[Any, ...]], root: Path) -> None:
+    model = Model()
+    segments = split_at(operations, "restart")
     for n, segment in enumerate(segments):
         last = n == len(segments) - 1
         async with running(root, **SETTINGS) as (_, broker):
@@ -342,12 +348,7 @@ def test_pop_ledger_kill(operations: list[tuple[Any, ...]]) -> None:
     """kill -9 between any two requests: every message not acked still comes back (a crash may
     bring back one whose pop or ack was not on disk yet, never lose one)."""
     model = Model()
-    segments: list[list[tuple[Any, ...]]] = [[]]
-    for op in operations:
-        if op[0] == "kill":
-            segments.append([])
-        else:
-            segments[-1].append(op)
+    segments = split_at(operations, "kill")
     with tempfile.TemporaryDirectory(prefix="ferromq-ledger-kill-") as tmp:
         root = Path(tmp)
         store = root / "store"

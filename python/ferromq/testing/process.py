@@ -25,9 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Self
 
+from ferromq.protocol.command import RemotingCommand, decode_frame, encode
 from ferromq.testing.waiting import WaitTimeout, wait_until
 
-__all__ = ["BrokerProcess", "ferromq_command", "free_port", "log_tail", "write_conf"]
+__all__ = ["BrokerProcess", "ferromq_command", "free_port", "log_tail", "remoting_request", "write_conf"]
 
 READY_LINE = "ferromq serving:"
 START_TIMEOUT = 60.0
@@ -54,6 +55,20 @@ def ferromq_command() -> list[str]:
     `python -m ferromq.cli`."""
     script = Path(sys.executable).with_name("ferromq")
     return [str(script)] if script.is_file() else [sys.executable, "-m", "ferromq.cli"]
+
+
+def remoting_request(addr: str, request: RemotingCommand, timeout: float = 10.0) -> RemotingCommand:
+    """`request` to the remoting server at `host:port` on a connection of its own; its reply
+    (AssertionError when the server closes the connection without one)."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.sendall(encode(request))
+        buf = b""
+        while (decoded := decode_frame(buf)) is None:
+            chunk = s.recv(65536)
+            assert chunk, "the server closed the connection without a reply"
+            buf += chunk
+        return decoded[0]
 
 
 def write_conf(path: str | os.PathLike[str], config: Mapping[str, str | int | bool]) -> Path:
