@@ -824,8 +824,9 @@ def decode_columns(buf: bytes, filter: RowFilter) -> dict[str, Any]: ...
 
 # The rules of a 5.x client's messages (ferromq_grpc::convert); a refusal is ValueError(code, message).
 
-def grpc_check_topic(name: str) -> None:
-    """ValueError(ILLEGAL_TOPIC, text) when a 5.x client may not name topic `name`."""
+def grpc_check_topic(name: str, reserved: list[str] = ...) -> None:
+    """ValueError(ILLEGAL_TOPIC, text) when a 5.x client may not name topic `name` (nor one of
+    `reserved`, the broker's own system topics)."""
 
 def grpc_check_group(name: str) -> None:
     """ValueError(ILLEGAL_CONSUMER_GROUP, text) when a 5.x client may not name group `name`."""

@@ -251,7 +251,22 @@ pub fn send_failure(send_code: i32, name: &str) -> Refusal {
 /// Whether a topic name is one a client may use (`^[%|a-zA-Z0-9_-]+$`, at most 127, not a
 /// system topic: `GrpcValidator.validateTopic`); the text of ILLEGAL_TOPIC when not. The one
 /// rule for the front and Python's service (`grpc_check_topic`), for every call that names a
-/// topic.
+/// topic. `reserved`: the broker's own system topics beside every broker's (its cluster, its
+/// name, its reply topic), which Java's proxy refuses in local mode; the front serves none of
+/// them (they are not among the plane's sends), so only Python's service names them.
+pub fn check_topic_among(name: &str, reserved: &[String]) -> Result<(), Refusal> {
+    check_topic(name)?;
+    if reserved.iter().any(|r| r == name) {
+        return system_topic();
+    }
+    Ok(())
+}
+
+fn system_topic() -> Result<(), Refusal> {
+    refuse(code::ILLEGAL_TOPIC, "cannot access system topic")
+}
+
+/// [`check_topic_among`] every broker's system topics only.
 pub fn check_topic(name: &str) -> Result<(), Refusal> {
     if blank(name) {
         return refuse(code::ILLEGAL_TOPIC, "The specified topic is blank");
@@ -271,7 +286,7 @@ pub fn check_topic(name: &str) -> Result<(), Refusal> {
         );
     }
     if is_system_topic(name) {
-        return refuse(code::ILLEGAL_TOPIC, "cannot access system topic");
+        return system_topic();
     }
     Ok(())
 }
@@ -916,5 +931,14 @@ mod tests {
         assert!(r.message.contains("longer than"), "{r}");
         let r = check_group("CID_RMQ_SYS_X").unwrap_err();
         assert_eq!(r.code, code::ILLEGAL_CONSUMER_GROUP);
+        // A broker's own system topics, given.
+        let own = ["DefaultCluster".to_string()];
+        assert!(check_topic_among("DefaultCluster", &[]).is_ok());
+        let r = check_topic_among("DefaultCluster", &own).unwrap_err();
+        assert_eq!(
+            (r.code, r.message.as_str()),
+            (code::ILLEGAL_TOPIC, "cannot access system topic")
+        );
+        assert!(check_topic_among("TopicTest", &own).is_ok());
     }
 }

@@ -156,10 +156,12 @@ fn refusal(r: Refusal) -> PyErr {
     PyValueError::new_err((r.code, r.message))
 }
 
-/// ValueError(code, message) when a 5.x client may not name topic `name`.
+/// ValueError(code, message) when a 5.x client may not name topic `name` (nor any of
+/// `reserved`, the broker's own system topics).
 #[pyfunction]
-pub(crate) fn grpc_check_topic(name: &str) -> PyResult<()> {
-    convert::check_topic(name).map_err(refusal)
+#[pyo3(signature = (name, reserved=Vec::new()))]
+pub(crate) fn grpc_check_topic(name: &str, reserved: Vec<String>) -> PyResult<()> {
+    convert::check_topic_among(name, &reserved).map_err(refusal)
 }
 
 /// ValueError(code, message) when a 5.x client may not name group `name`.

@@ -110,7 +110,14 @@ class DataPlanes:
             for plane in planes:
                 plane.stop_serving_sends()
             return
-        topics = [t for t in b.topics.topics.values() if t.writable and _may_send(t.topic_name)]
+        # The broker's own system topics (its cluster, its name, its reply topic) are Python's:
+        # remoting sends to them are served there, and 5.x clients are refused them there.
+        reserved = b.topics.reserved
+        topics = [
+            t
+            for t in b.topics.topics.values()
+            if t.writable and _may_send(t.topic_name) and t.topic_name not in reserved
+        ]
         acl = None
         if b.acl is not None:
             acl = (self.acl_generation, send_rules(b.acl, (t.topic_name for t in topics)))

@@ -78,6 +78,13 @@ class Backend(Protocol):
         ...
 
     @property
+    def reserved_topics(self) -> frozenset[str]:
+        """Topics a client may not name beside every broker's system topics: in local mode the
+        broker's own (its cluster, its name, its reply topic), as Java's proxy refuses them when
+        its broker runs in the same process; none in cluster mode."""
+        ...
+
+    @property
     def acl(self) -> PlainAcl | None: ...
 
     @property

@@ -110,6 +110,10 @@ class ClusterBackend:
         return self._config
 
     @property
+    def reserved_topics(self) -> frozenset[str]:
+        return frozenset()
+
+    @property
     def acl(self) -> PlainAcl | None:
         return None
 

@@ -7,6 +7,7 @@ the data plane, and this module, through the binding, to the calls the service s
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from ferromq import _store
@@ -22,10 +23,11 @@ def _refusal(e: ValueError) -> Exception:
     return e
 
 
-def check_topic_name(name: str) -> None:
-    """ILLEGAL_TOPIC, with the proxy's texts, for a name a client may not use."""
+def check_topic_name(name: str, reserved: Collection[str] = ()) -> None:
+    """ILLEGAL_TOPIC, with the proxy's texts, for a name a client may not use (`reserved`: the
+    broker's own system topics, in local mode)."""
     try:
-        _store.grpc_check_topic(name)
+        _store.grpc_check_topic(name, list(reserved))
     except ValueError as e:
         raise _refusal(e) from None
 

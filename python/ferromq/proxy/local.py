@@ -39,6 +39,10 @@ class LocalBackend:
         return self._broker.config
 
     @property
+    def reserved_topics(self) -> frozenset[str]:
+        return self._broker.topics.reserved
+
+    @property
     def acl(self) -> PlainAcl | None:
         return self._broker.acl
 

@@ -163,7 +163,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         async def body() -> spb.QueryRouteResponse:
             self._session(context)
             name = request.topic.name
-            convert.check_topic_name(name)
+            convert.check_topic_name(name, self.backend.reserved_topics)
             brokers = await self.backend.queues(name)
             if brokers is None:
                 raise ProxyError(
@@ -198,7 +198,7 @@ class MessagingService(rpc.MessagingServiceServicer):
     ) -> spb.QueryAssignmentResponse:
         async def body() -> spb.QueryAssignmentResponse:
             self._session(context)
-            convert.check_topic_name(request.topic.name)
+            convert.check_topic_name(request.topic.name, self.backend.reserved_topics)
             convert.check_group_name(request.group.name)
             brokers = await self.backend.queues(request.topic.name) or []
             endpoints = self._endpoints(request.endpoints if request.HasField("endpoints") else None)
@@ -363,7 +363,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             if not request.messages:
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
             topic = request.messages[0].topic.name
-            convert.check_topic_name(topic)
+            convert.check_topic_name(topic, self.backend.reserved_topics)
             if any(m.topic.name != topic for m in request.messages):
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
             now = _now_ms()
@@ -479,7 +479,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             int(remaining * 1000) if remaining is not None else None,
         )
         topic, group = request.message_queue.topic.name, request.group.name
-        convert.check_topic_name(topic)
+        convert.check_topic_name(topic, self.backend.reserved_topics)
         convert.check_group_name(group)
         if request.auto_renew:
             invisible = self.backend.config.default_invisible_time_mills
@@ -556,7 +556,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         async def body() -> spb.AckMessageResponse:
             session = self._session(context, _consume_perm(request.topic.name, request.group.name))
             topic, group = request.topic.name, request.group.name
-            convert.check_topic_name(topic)
+            convert.check_topic_name(topic, self.backend.reserved_topics)
             convert.check_group_name(group)
             entries = []
             for entry in request.entries:
@@ -612,7 +612,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         CommitLog offset and the topic it lies in (a retry topic for a retried message)."""
         topic, group = request.topic.name, request.group.name
         session = self._session(context, _consume_perm(topic, group))
-        convert.check_topic_name(topic)
+        convert.check_topic_name(topic, self.backend.reserved_topics)
         convert.check_group_name(group)
         if isinstance(request, spb.ChangeInvisibleDurationRequest):
             # The proxy checks the duration before it reads the receipt.
@@ -653,7 +653,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         async def body() -> spb.EndTransactionResponse:
             session = self._session(context, {request.topic.name: PUB})
             topic = request.topic.name
-            convert.check_topic_name(topic)
+            convert.check_topic_name(topic, self.backend.reserved_topics)
             if not request.transaction_id.strip():
                 raise ProxyError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
             known = self._transaction(session, request.transaction_id)
@@ -699,7 +699,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         async def body() -> spb.RecallMessageResponse:
             session = self._session(context, {request.topic.name: PUB})
             topic = request.topic.name
-            convert.check_topic_name(topic)
+            convert.check_topic_name(topic, self.backend.reserved_topics)
             message_type = await self.backend.message_type(topic)
             if message_type not in ("DELAY", "MIXED"):
                 raise ProxyError(
