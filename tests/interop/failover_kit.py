@@ -27,7 +27,7 @@ from ferromq.controller.codes import ControllerCode
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import open_connection
-from ferromq.testing.process import ferromq_command, free_port, write_conf
+from ferromq.testing.process import ferromq_command, free_port, port_taken, write_conf
 from tests.interop.javabuild import JAR
 from tests.interop.replication_kit import STORE_CONF, Process, spawn
 from tests.waiting import wait_until
@@ -38,6 +38,8 @@ GROUP = "broker-f"
 # machine can stall a broker for a second or two, which must not cause a failover in a test that
 # expects none); brokers beat every 300 ms.
 HEARTBEAT_TIMEOUT_MS = 4000
+# A broker's start on ports another process took between free_port and the start: tried anew.
+PORT_ATTEMPTS = 3
 BROKER_CONF = {
     **STORE_CONF,
     "brokerName": GROUP,
@@ -187,15 +189,22 @@ class FailoverCluster:
     # -- brokers -----------------------------------------------------------------------------------
 
     def add_broker(self, name: str, **extra: str) -> Process:
-        self.broker_confs[name] = {
-            **BROKER_CONF,
-            "listenPort": str(free_port()),
-            "haListenPort": str(free_port()),
-            "controllerAddr": self.controller_addr,
-            "controllerHeartBeatTimeoutMills": str(self.heartbeat_timeout_ms),
-            **extra,
-        }
-        return self.start_broker(name)
+        """A new broker on free ports (new ones when another process took one meanwhile)."""
+        for attempt in range(PORT_ATTEMPTS):
+            self.broker_confs[name] = {
+                **BROKER_CONF,
+                "listenPort": str(free_port()),
+                "haListenPort": str(free_port()),
+                "controllerAddr": self.controller_addr,
+                "controllerHeartBeatTimeoutMills": str(self.heartbeat_timeout_ms),
+                **extra,
+            }
+            try:
+                return self.start_broker(name)
+            except AssertionError as e:
+                if attempt == PORT_ATTEMPTS - 1 or not port_taken(str(e)):
+                    raise
+        raise AssertionError(f"{name}: no free ports in {PORT_ATTEMPTS} attempts")
 
     def start_broker(self, name: str) -> Process:
         root = self.workdir / name
