@@ -26,6 +26,7 @@ from ferromq.acl.plain import DEFAULT_ACL_FILE, Account, PlainAcl, build_account
 from ferromq.broker import Broker, BrokerConfig, load_broker_config
 from ferromq.broker.broker import plain_acl_of, server_limits
 from ferromq.broker.config import PROFILES, ConfigError
+from ferromq.broker.config_keys import acl2_refusal
 from ferromq.errors import (
     CorruptStoreError,
     FerroMQError,
@@ -248,6 +249,9 @@ def _proxy_config(path: str | None) -> dict[str, Any]:
         raise ConfigError(f"the proxy configuration {path} is not JSON: {e}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"the proxy configuration {path} is not a JSON object")
+    refused = [r for k, v in data.items() if (r := acl2_refusal(k, v)) is not None]
+    if refused:
+        raise ConfigError(f"{path}: {'; '.join(refused)}")
     ignored = sorted(k for k in data if k not in PROXY_KEYS)
     if ignored:
         logger.info("%s: keys ferromq's proxy does not use: %s", path, ", ".join(ignored))

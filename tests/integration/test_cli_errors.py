@@ -166,6 +166,32 @@ def test_value_out_of_range_in_the_conf(tmp_path: Path) -> None:
     assert_usage_error(r, f"{conf}:2: maxMessageSize must be > 0, not -1")
 
 
+ACL2 = (
+    "asks for RocketMQ 5.3's ACL 2.0, which ferromq does not implement yet: remove it (or set it to "
+    "false) and secure the broker with the plain ACL (aclEnable=true, plain_acl.yml)"
+)
+
+
+@pytest.mark.parametrize("key", ["authenticationEnabled", "authorizationEnabled", "migrateAuthFromV1Enabled"])
+def test_acl2_switches_refuse_the_start_instead_of_being_ignored(tmp_path: Path, key: str) -> None:
+    """Issue 40: before, a broker.conf with authenticationEnabled=true started and checked nothing."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"brokerName=b\n{key}=true\nauthenticationProvider=x.Y\n")
+    r = ferromq("serve", "-c", str(conf), "-p", "0", "--namesrv-port", "0", cwd=tmp_path)
+    assert_usage_error(r, f"{conf}:2: {key}=true {ACL2}")
+    # Off, they say nothing about security: the broker starts as without them.
+    conf.write_text(f"brokerName=b\n{key}=false\n")
+    r = ferromq("broker", "-c", str(conf), "-p", "0", cwd=tmp_path)
+    assert_usage_error(r, "no name server: pass -n host:port or set namesrvAddr")
+
+
+def test_acl2_switches_in_the_proxy_configuration_refuse_the_start(tmp_path: Path) -> None:
+    pc = tmp_path / "rmq-proxy.json"
+    pc.write_text('{"grpcServerPort": 0, "authenticationEnabled": true, "namesrvAddr": "127.0.0.1:1"}')
+    r = ferromq("proxy", "-pc", str(pc), cwd=tmp_path)
+    assert_usage_error(r, f"{pc}: authenticationEnabled=true {ACL2}")
+
+
 def test_missing_conf_file(tmp_path: Path) -> None:
     r = ferromq("serve", "-c", "missing.conf", "-p", "0", "--namesrv-port", "0", cwd=tmp_path)
     assert_usage_error(r, "config file missing.conf does not exist")

@@ -189,6 +189,22 @@ def _read_conf(path: str | os.PathLike[str]) -> str:
         raise ConfigError(f"config file {os.fspath(path)} is not UTF-8 text ({e.reason})") from e
 
 
+# RocketMQ 5.3's ACL 2.0 switches, which ferromq does not implement yet (issue 40). Set to true in
+# broker.conf or rmq-proxy.json they refuse the start: a broker that looks secured and checks
+# nothing is worse than one that says it cannot.
+ACL2_SWITCHES = ("authenticationEnabled", "authorizationEnabled", "migrateAuthFromV1Enabled")
+
+
+def acl2_refusal(key: str, value: object) -> str | None:
+    """Why `key` set to `value` refuses the start, or None."""
+    if key not in ACL2_SWITCHES or str(value).strip().lower() != "true":
+        return None
+    return (
+        f"{key}=true asks for RocketMQ 5.3's ACL 2.0, which ferromq does not implement yet: remove it "
+        "(or set it to false) and secure the broker with the plain ACL (aclEnable=true, plain_acl.yml)"
+    )
+
+
 def load_broker_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -208,6 +224,9 @@ def load_broker_config(
     any_unknown = False
     if path is not None:
         for no, key, raw in parse_properties(_read_conf(path)):
+            if (refusal := acl2_refusal(key, raw)) is not None:
+                problems.append((no, f"{path}:{no}: {refusal}"))
+                continue
             name = _KEYS.get(key)
             if name is None:
                 if key in _ROCKETMQ_KEYS_NOT_USED:
