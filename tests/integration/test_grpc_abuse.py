@@ -175,17 +175,9 @@ def test_frames_that_are_not_http2_close_their_connection_only(broker: BrokerPro
     budget.check()
 
 
+# Every MessagingService method whose request is one message (Telemetry's is a stream).
 METHODS = [
-    "QueryRoute",
-    "Heartbeat",
-    "SendMessage",
-    "QueryAssignment",
-    "ReceiveMessage",
-    "AckMessage",
-    "ForwardMessageToDeadLetterQueue",
-    "EndTransaction",
-    "NotifyClientTermination",
-    "ChangeInvisibleDuration",
+    m.name for m in spb.DESCRIPTOR.services_by_name["MessagingService"].methods if not m.client_streaming
 ]
 
 
@@ -194,16 +186,13 @@ def test_a_body_that_is_not_protobuf_is_refused_as_grpc_java_does(broker: Broker
     """grpc-java (Java's proxy) answers INTERNAL "Invalid protobuf byte sequence"; no Python
     error text may reach the client."""
     with grpc.insecure_channel(broker.grpc_endpoint) as ch:
-        call = ch.unary_unary(SERVICE_PATH + method, request_serializer=None, response_deserializer=None)
+        call = ch.unary_unary(h2.SERVICE + method, request_serializer=None, response_deserializer=None)
         with pytest.raises(grpc.RpcError) as e:
             call(b"\xff" * 64, metadata=CLIENT, timeout=CALL_TIMEOUT)
     err = e.value
     assert isinstance(err, grpc.Call)
     assert (err.code(), err.details()) == (grpc.StatusCode.INTERNAL, "Invalid protobuf byte sequence")
     assert query_route(broker.grpc_endpoint).code == pb.OK
-
-
-SERVICE_PATH = h2.SERVICE
 
 
 def test_a_length_prefix_of_gigabytes_is_answered_without_reading_it(broker: BrokerProcess) -> None:

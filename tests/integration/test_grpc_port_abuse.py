@@ -28,7 +28,8 @@ from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.testing import Broker, BrokerProcess
 from ferromq.testing.process import remoting_request
-from ferromq.testing.waiting import until, wait_until
+from ferromq.testing.waiting import closed_by_peer, until, wait_until
+from tests.integration.brokerkit import send_ext
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -57,17 +58,7 @@ def query_route(endpoint: str, topic: str) -> pb.Status:
 
 def remoting_send(addr: str, topic: str) -> RemotingCommand:
     """One SEND_MESSAGE on a connection of its own, and its reply."""
-    ext = {
-        "producerGroup": "PG",
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "defaultTopicQueueNums": "4",
-        "queueId": "0",
-        "sysFlag": "0",
-        "bornTimestamp": str(int(time.time() * 1000)),
-        "flag": "0",
-        "properties": "",
-    }
+    ext = {k: str(v) for k, v in send_ext(topic, 0).items()}
     return remoting_request(addr, RemotingCommand(RC.SEND_MESSAGE, opaque=1, ext=ext, body=b"hello"))
 
 
@@ -116,21 +107,6 @@ def served(s: socket.socket) -> bool:
     except ConnectionResetError:
         return False
     return header[3] == 0x04
-
-
-def closed_within(s: socket.socket, seconds: float) -> bool:
-    """Whether the broker closed `s` within `seconds` (what it sent before is read and dropped)."""
-    deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
-        s.settimeout(left)
-        try:
-            if not s.recv(65536):
-                return True
-        except TimeoutError:
-            return False
-        except ConnectionResetError:
-            return True
-    return False
 
 
 def endpoint_of(endpoint: str) -> tuple[str, int]:
@@ -192,7 +168,7 @@ def test_an_address_past_its_share_is_closed_and_the_others_are_served() -> None
                 for _ in range(5):
                     past = await asyncio.to_thread(hello, addr)
                     socks.append(past)
-                    assert await asyncio.to_thread(closed_within, past, WAIT), "past the share, open"
+                    assert await asyncio.to_thread(closed_by_peer, past, WAIT), "past the share, open"
                 other = await asyncio.to_thread(hello, addr, "127.0.0.2")
                 socks.append(other)
                 assert await asyncio.to_thread(served, other), "another address was not served"
@@ -208,7 +184,7 @@ def test_an_address_past_its_share_is_closed_and_the_others_are_served() -> None
     asyncio.run(main())
 
 
-def test_silent_and_preface_only_connections_are_closed_within_the_timeouts() -> None:
+def test_silent_and_preface_only_connections_are_closed_by_peer_the_timeouts() -> None:
     """With serverChannelMaxIdleTimeSeconds of 2, a connection that sends nothing, one that sends
     part of the preface and one that sends the preface alone are all closed within a few seconds
     (the handshake timeout is the idle timeout when shorter; a preface-only connection has no call
@@ -229,7 +205,7 @@ def test_silent_and_preface_only_connections_are_closed_within_the_timeouts() ->
             started = time.monotonic()
             try:
                 for name, s in socks:
-                    closed = await asyncio.to_thread(closed_within, s, 4 * idle + 5)
+                    closed = await asyncio.to_thread(closed_by_peer, s, 4 * idle + 5)
                     assert closed, f"{name}: still open after {time.monotonic() - started:.1f} s"
             finally:
                 for _, s in socks:

@@ -45,14 +45,14 @@ MARGIN_MS = 1500
 
 # One operation of a run: ("pop", count, long), ("ack", index), ("batch_ack", count),
 # ("change", index, long), ("revive",), ("restart",).
-OPERATION = st.one_of(
+# What a client does (apply), then what only a run's own broker can (a revive round, a restart).
+CLIENT_OPERATIONS = [
     st.tuples(st.just("pop"), st.integers(1, 5), st.booleans()),
     st.tuples(st.just("ack"), st.integers(0, 20)),
     st.tuples(st.just("batch_ack"), st.integers(1, 6)),
     st.tuples(st.just("change"), st.integers(0, 20), st.booleans()),
-    st.tuples(st.just("revive")),
-    st.tuples(st.just("restart")),
-)
+]
+OPERATION = st.one_of(*CLIENT_OPERATIONS, st.tuples(st.just("revive")), st.tuples(st.just("restart")))
 LEDGER = settings(
     max_examples=8,
     deadline=None,
@@ -249,6 +249,20 @@ def nothing_left(broker: Broker) -> list[tuple[str, int, int, int]]:
     return left
 
 
+async def apply(c: Client, model: Model, op: tuple[Any, ...], broker_name: str) -> None:
+    """One of CLIENT_OPERATIONS, as a client sends it."""
+    if op[0] == "pop":
+        await pop(c, model, op[1], op[2], broker_name)
+    elif op[0] == "ack":
+        await ack(c, model, op[1])
+    elif op[0] == "batch_ack":
+        await batch_ack(c, model, op[1])
+    elif op[0] == "change":
+        await change(c, model, op[1], op[2])
+    else:
+        raise AssertionError(f"not a client's operation: {op}")
+
+
 def split_at(operations: list[tuple[Any, ...]], marker: str) -> list[list[tuple[Any, ...]]]:
     """The operations between the `marker` ones (a restart, a kill): one list a broker's life."""
     segments: list[list[tuple[Any, ...]]] = [[]]
@@ -272,17 +286,11 @@ async def run_in_process(operations: list[tuple[Any, ...]], root: Path) -> None:
                 broker.topics.update(TopicConfig(TOPIC, QUEUES, QUEUES))
                 await send_all(c)
             for op in segment:
-                if op[0] == "pop":
-                    await pop(c, model, op[1], op[2], name)
-                elif op[0] == "ack":
-                    await ack(c, model, op[1])
-                elif op[0] == "batch_ack":
-                    await batch_ack(c, model, op[1])
-                elif op[0] == "change":
-                    await change(c, model, op[1], op[2])
-                elif op[0] == "revive":
+                if op[0] == "revive":
                     for q in range(broker.pop.revive_queues):
                         broker.pop.revive_round(q)
+                else:
+                    await apply(c, model, op, name)
             if last:
                 await drain(c, model, name)
                 await until(lambda: ledger_settled(broker, model), "the revive ledger settled", 30)
@@ -306,15 +314,7 @@ KILL_CONF = {
     "mappedFileSizeCommitLog": 1 << 20,
     "brokerName": "broker-a",
 }
-KILL_OPERATION = st.one_of(
-    st.tuples(st.just("pop"), st.integers(1, 5), st.booleans()),
-    st.tuples(st.just("ack"), st.integers(0, 20)),
-    st.tuples(st.just("batch_ack"), st.integers(1, 6)),
-    st.tuples(st.just("change"), st.integers(0, 20), st.booleans()),
-    st.tuples(
-        st.just("kill"),
-    ),
-)
+KILL_OPERATION = st.one_of(*CLIENT_OPERATIONS, st.tuples(st.just("kill")))
 
 
 async def run_ops(port: int, model: Model, ops: list[tuple[Any, ...]], first: bool) -> None:
@@ -322,14 +322,7 @@ async def run_ops(port: int, model: Model, ops: list[tuple[Any, ...]], first: bo
     if first:
         await send_all(c)
     for op in ops:
-        if op[0] == "pop":
-            await pop(c, model, op[1], op[2], "broker-a")
-        elif op[0] == "ack":
-            await ack(c, model, op[1])
-        elif op[0] == "batch_ack":
-            await batch_ack(c, model, op[1])
-        elif op[0] == "change":
-            await change(c, model, op[1], op[2])
+        await apply(c, model, op, "broker-a")
     await c.close()
 
 

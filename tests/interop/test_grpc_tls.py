@@ -16,7 +16,6 @@ import json
 import os
 import socket
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.testing import Broker
+from ferromq.testing.waiting import closed_by_peer
 from tests.interop.grpc_kit import CLIENT_TIMEOUT, arun_client5, assert_outcome
 from tests.interop.java5build import build_grpc5_jar
 from tests.interop.test_grpc_java_client import run_java
@@ -226,21 +226,6 @@ def send_claiming(endpoint: str, topic: str, peer: str, credentials: grpc.Channe
             timeout=CALL_TIMEOUT,
         )
         return int(reply.status.code)
-
-
-def closed_by_peer(sock: socket.socket, within: float) -> bool:
-    """Whether the other end closes `sock` within `within` seconds (what it sends is skipped)."""
-    deadline = time.monotonic() + within
-    while (left := deadline - time.monotonic()) > 0:
-        sock.settimeout(left)
-        try:
-            if not sock.recv(4096):
-                return True
-        except TimeoutError:
-            return False
-        except ConnectionResetError:
-            return True
-    return False
 
 
 # Each test runs its broker on its own event loop; the clients, blocking, run in threads meanwhile.

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["TIMEOUT", "WaitTimeout", "until", "wait_until"]
+__all__ = ["TIMEOUT", "WaitTimeout", "closed_by_peer", "until", "wait_until"]
 
 TIMEOUT = 20.0
 
@@ -70,3 +71,18 @@ def wait_until(
 
 def _timed_out(what: str, timeout: float, why: Callable[[], str] | None) -> str:
     return f"timed out after {timeout} s waiting for {what}" + (f"\n{why()}" if why is not None else "")
+
+
+def closed_by_peer(sock: socket.socket, within: float) -> bool:
+    """Whether the other end closes `sock` within `within` seconds (what it sends is skipped)."""
+    deadline = time.monotonic() + within
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            if not sock.recv(65536):
+                return True
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            return True
+    return False
