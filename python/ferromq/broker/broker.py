@@ -16,8 +16,12 @@ from ferromq import _store
 from ferromq.acl.guard import AclGuard
 from ferromq.acl.plain import PlainAcl
 from ferromq.acl.watch import AclFileWatcher
+from ferromq.auth import setup as auth_setup
+from ferromq.auth.evaluator import Auth
+from ferromq.auth.guard import AuthGuard
+from ferromq.auth.metadata import AuthMetadata, AuthMetadataError
 from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
-from ferromq.broker.config import BrokerConfig, runtime_changes
+from ferromq.broker.config import BrokerConfig, ConfigError, runtime_changes
 from ferromq.broker.controller_link import ControllerLink
 from ferromq.broker.dataplane import DataPlanes
 from ferromq.broker.locks import RebalanceLockManager
@@ -46,7 +50,7 @@ from ferromq.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
 )
 from ferromq.remoting.connection import Connection
-from ferromq.remoting.dispatch import Dispatcher
+from ferromq.remoting.dispatch import Dispatcher, Guard
 from ferromq.remoting.plane import PlaneServer
 from ferromq.remoting.server import ServerLimits
 from ferromq.store import FlushDiskType, MessageStore
@@ -84,6 +88,8 @@ class Broker:
         self._storage: list[tuple[str, Step]] = []
         self.acl: PlainAcl | None = None
         """The plain ACL when aclEnable=true."""
+        self.auth: Auth | None = None
+        """ACL 2.0 when authenticationEnabled=true (its users and ACLs: `auth.metadata`)."""
         self.planes = DataPlanes(self, self._planes)
         """What the data planes may serve, kept told (ferromq.broker.dataplane)."""
         self.acl_watcher: AclFileWatcher | None = None
@@ -182,7 +188,13 @@ class Broker:
         cfg = self.config
         root = Path(cfg.store_path_root_dir)
         loop = asyncio.get_running_loop()
-        guard = await self._start_acl() if cfg.acl_enable else None
+        guard: Guard | None = None
+        if cfg.acl_enable:
+            guard = await self._start_acl()
+        elif cfg.authentication_enabled:
+            guard = self._start_auth(root / "config")
+        else:
+            logger.info("access control: none (aclEnable and authenticationEnabled are off)")
         _prepare_store_dirs(root, Path(cfg.store_path_commit_log) if cfg.store_path_commit_log else None)
         check_store_files(cfg)
         # Opening may run crash recovery: keep the loop free meanwhile.
@@ -304,8 +316,40 @@ class Broker:
         watcher = AclFileWatcher(acl)
         self.acl_watcher = watcher
         await self._start_service("ACL file watcher", watcher.start, watcher.stop)
-        logger.info("ACL enabled: %s", acl.default_file)
+        logger.info("access control: the plain ACL of 4.x (aclEnable=true), %s", acl.default_file)
         return AclGuard(acl)
+
+    def _start_auth(self, conf_dir: Path) -> AuthGuard:
+        """ACL 2.0: the users and ACLs under the store root (an unreadable file stops the start),
+        the users broker.conf names, the plain ACL's accounts imported when asked."""
+        cfg = self.config
+        values = cfg.auth_values()
+        metadata = AuthMetadata(conf_dir)
+        try:
+            metadata.load()
+        except AuthMetadataError as e:
+            raise ConfigError(str(e)) from None
+        auth_setup.create_start_users(metadata, values)
+        if cfg.migrate_auth_from_v1_enabled:
+            plain = plain_acl_of(cfg)
+            done = auth_setup.migrate_plain_acl(metadata, plain)
+            logger.info("ACL 2.0: %d accounts of %s imported", done, plain.default_file)
+        auth = Auth(auth_setup.settings_of(values, cfg.broker_cluster_name), metadata)
+        self.auth = auth
+        metadata.on_change(self.planes.acl_changed)
+        logger.info(
+            "access control: ACL 2.0 (authentication on, authorization %s), %d users and %d ACLs in %s",
+            "on" if cfg.authorization_enabled else "off",
+            len(metadata.users),
+            len(metadata.acls),
+            conf_dir,
+        )
+        if not metadata.users:
+            logger.warning(
+                "ACL 2.0 is on and there is no user: every request is refused; set "
+                'initAuthenticationUser={"username":"...","password":"..."} in broker.conf'
+            )
+        return AuthGuard(auth)
 
     async def _start_tiering(self) -> None:
         """Table topics, when tableTopics names any, outside controller mode: on the master, or on

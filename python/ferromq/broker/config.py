@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ferromq.auth import setup as auth_setup
 from ferromq.errors import FerroMQError
 from ferromq.remoting.tls import TlsConfigError, TlsSettings, read_properties_file
 from ferromq.store import DEFAULT_MESSAGE_DELAY_LEVEL, FlushDiskType, StoreConfig
@@ -193,6 +194,23 @@ class BrokerConfig:
     namesrv_acl_enable: bool = False
     namesrv_access_key: str | None = None
     namesrv_secret_key: str | None = None
+    # ACL 2.0 as RocketMQ 5.3.3 (ferromq.auth): users and ACLs under the store root's config/,
+    # managed by the AUTH_* admin requests. Java's default providers are the only ones (the keys
+    # naming them accept those class names); its caches' keys are read and not needed here (users
+    # and ACLs are held in memory whole).
+    authentication_enabled: bool = False
+    authorization_enabled: bool = False
+    authentication_provider: str | None = None
+    authorization_provider: str | None = None
+    authentication_metadata_provider: str | None = None
+    authorization_metadata_provider: str | None = None
+    authentication_strategy: str | None = None
+    authorization_strategy: str | None = None
+    authentication_whitelist: str | None = None
+    authorization_whitelist: str | None = None
+    init_authentication_user: str | None = None
+    inner_client_authentication_credentials: str | None = None
+    migrate_auth_from_v1_enabled: bool = False
     # Replication (RocketMQ's MessageStoreConfig HA keys). haListenPort unset: listenPort + 1, as
     # BrokerStartup sets it; 0: any free port (tests).
     ha_listen_port: int | None = None
@@ -368,6 +386,10 @@ class BrokerConfig:
     def controller_addrs(self) -> list[str]:
         return [a.strip() for a in (self.controller_addr or "").split(";") if a.strip()]
 
+    def auth_values(self) -> dict[str, Any]:
+        """The ACL 2.0 keys (RocketMQ's names) and their values."""
+        return {key: getattr(self, name) for key, name in _AUTH_FIELDS.items()}
+
     def replace(self, **changes: Any) -> BrokerConfig:
         return dataclasses.replace(self, **changes)
 
@@ -455,6 +477,8 @@ class BrokerConfig:
             )
         if not 0 <= self.metrics_prom_exporter_port <= 65535:  # 0: any free port (tests)
             bad("metrics_prom_exporter_port", "a port number (0-65535)")
+        for key, text in auth_setup.problems(self.auth_values(), self.acl_enable):
+            out.append((_AUTH_FIELDS[key], text))
         if (self.namesrv_access_key is None) != (self.namesrv_secret_key is None):
             bad("namesrv_access_key", "set together with namesrvSecretKey (both or neither)")
         if self.default_message_request_mode not in ("PULL", "POP"):
@@ -559,6 +583,23 @@ _AT_LEAST: dict[str, int] = {
 }
 _JAVA_INT_MAX = 2**31 - 1
 _JAVA_LONG_MAX = 2**63 - 1
+# ACL 2.0's keys (RocketMQ's names) and their fields.
+_AUTH_FIELDS: dict[str, str] = {
+    "authenticationEnabled": "authentication_enabled",
+    "authorizationEnabled": "authorization_enabled",
+    "authenticationProvider": "authentication_provider",
+    "authorizationProvider": "authorization_provider",
+    "authenticationMetadataProvider": "authentication_metadata_provider",
+    "authorizationMetadataProvider": "authorization_metadata_provider",
+    "authenticationStrategy": "authentication_strategy",
+    "authorizationStrategy": "authorization_strategy",
+    "authenticationWhitelist": "authentication_whitelist",
+    "authorizationWhitelist": "authorization_whitelist",
+    "initAuthenticationUser": "init_authentication_user",
+    "innerClientAuthenticationCredentials": "inner_client_authentication_credentials",
+    "migrateAuthFromV1Enabled": "migrate_auth_from_v1_enabled",
+}
+
 # Fields that are a Java int in RocketMQ (the rest are longs there).
 _MAX_VALUE: dict[str, int] = {
     name: _JAVA_INT_MAX

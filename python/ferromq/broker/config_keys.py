@@ -97,6 +97,9 @@ _ROCKETMQ_KEYS_NOT_USED = frozenset(
     enableDLegerCommitLog dLegerGroup dLegerPeers dLegerSelfId preferredLeaderId isEnableBatchPush
     enableScheduleMessageStats enableLmq enableMultiDispatch maxLmqConsumeQueueNum
     enableScheduleAsyncDeliver scheduleAsyncDeliverMaxPendingLimit
+    userCacheMaxNum userCacheExpiredSecond userCacheRefreshSecond aclCacheMaxNum aclCacheExpiredSecond
+    aclCacheRefreshSecond statefulAuthenticationCacheMaxNum statefulAuthenticationCacheExpiredSecond
+    statefulAuthorizationCacheMaxNum statefulAuthorizationCacheExpiredSecond authConfigPath
     serverWorkerThreads serverCallbackExecutorThreads serverSelectorThreads serverOnewaySemaphoreValue
     serverAsyncSemaphoreValue serverSocketSndBufSize
     serverSocketRcvBufSize serverSocketBacklog writeBufferHighWaterMark writeBufferLowWaterMark
@@ -189,19 +192,19 @@ def _read_conf(path: str | os.PathLike[str]) -> str:
         raise ConfigError(f"config file {os.fspath(path)} is not UTF-8 text ({e.reason})") from e
 
 
-# RocketMQ 5.3's ACL 2.0 switches, which ferromq does not implement yet (issue 40). Set to true in
-# broker.conf or rmq-proxy.json they refuse the start: a broker that looks secured and checks
-# nothing is worse than one that says it cannot.
+# ACL 2.0's switches in rmq-proxy.json, which ferromq's proxy does not read yet: set to true they
+# refuse the proxy's start (a proxy that looks secured and checks nothing is worse than one that
+# says it cannot). broker.conf's are ACL 2.0 itself (ferromq.auth).
 ACL2_SWITCHES = ("authenticationEnabled", "authorizationEnabled", "migrateAuthFromV1Enabled")
 
 
 def acl2_refusal(key: str, value: object) -> str | None:
-    """Why `key` set to `value` refuses the start, or None."""
+    """Why `key` set to `value` in rmq-proxy.json refuses the proxy's start, or None."""
     if key not in ACL2_SWITCHES or str(value).strip().lower() != "true":
         return None
     return (
-        f"{key}=true asks for RocketMQ 5.3's ACL 2.0, which ferromq does not implement yet: remove it "
-        "(or set it to false) and secure the broker with the plain ACL (aclEnable=true, plain_acl.yml)"
+        f"{key}=true in rmq-proxy.json asks the proxy for ACL 2.0 on its gRPC port, which ferromq's "
+        "proxy does not check yet: remove it, and set ACL 2.0 in the broker's broker.conf"
     )
 
 
@@ -224,9 +227,6 @@ def load_broker_config(
     any_unknown = False
     if path is not None:
         for no, key, raw in parse_properties(_read_conf(path)):
-            if (refusal := acl2_refusal(key, raw)) is not None:
-                problems.append((no, f"{path}:{no}: {refusal}"))
-                continue
             name = _KEYS.get(key)
             if name is None:
                 if key in _ROCKETMQ_KEYS_NOT_USED:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferromq import _store
 from ferromq.acl.dataplane import peer_decision, pull_rules, send_rules
+from ferromq.auth import dataplane as auth_plane
 from ferromq.broker.topics import NOT_ALLOWED_SEND, topic_problem
 from ferromq.protocol.constants import RETRY_PREFIX, SCHEDULE_TOPIC, TIMER_TOPIC
 from ferromq.remoting.connection import Connection
@@ -121,6 +122,9 @@ class DataPlanes:
         acl = None
         if b.acl is not None:
             acl = (self.acl_generation, send_rules(b.acl, (t.topic_name for t in topics)))
+        elif b.auth is not None:
+            rules = auth_plane.send_rules(b.auth, (t.topic_name for t in topics))
+            acl = (self.acl_generation, rules)
         sender = self.sender()
         routes = {t.topic_name: t.route for t in topics}
         for plane in planes:
@@ -159,6 +163,8 @@ class DataPlanes:
         acl = None
         if b.acl is not None:
             acl = (self.acl_generation, pull_rules(b.acl, (t for t, _ in topics), groups))
+        elif b.auth is not None:
+            acl = (self.acl_generation, auth_plane.pull_rules(b.auth, (t for t, _ in topics), groups))
         for plane in planes:
             plane.serve_pulls(
                 b.store.raw,
@@ -180,6 +186,8 @@ class DataPlanes:
         acl = self._broker.acl
         if acl is not None:
             plane.set_peer_acl(conn_id, self.acl_generation, *peer_decision(acl, conn.peer_host))
+        elif self._broker.auth is not None:  # ACL 2.0: no address is white
+            plane.set_peer_acl(conn_id, self.acl_generation, False, [])
 
     def acl_changed(self) -> None:
         """The ACL reloaded: new rules for the planes, and every open connection's address
