@@ -166,30 +166,49 @@ def test_value_out_of_range_in_the_conf(tmp_path: Path) -> None:
     assert_usage_error(r, f"{conf}:2: maxMessageSize must be > 0, not -1")
 
 
-ACL2 = (
-    "asks for RocketMQ 5.3's ACL 2.0, which ferromq does not implement yet: remove it (or set it to "
-    "false) and secure the broker with the plain ACL (aclEnable=true, plain_acl.yml)"
+@pytest.mark.parametrize(
+    ("lines", "refusal"),
+    [
+        (
+            "authenticationEnabled=true\nauthenticationProvider=x.Y",
+            "3: authenticationProvider must name org.apache.rocketmq.auth.authentication.provider."
+            "DefaultAuthenticationProvider (ferromq has no other), not 'x.Y'",
+        ),
+        (
+            "authorizationEnabled=true",
+            "2: authorizationEnabled=true without authenticationEnabled=true would trust whatever user "
+            "a client names: set authenticationEnabled=true too",
+        ),
+        (
+            "aclEnable=true\nauthenticationEnabled=true",
+            "2: aclEnable=true (the plain ACL of 4.x) and ACL 2.0 (authenticationEnabled/"
+            "authorizationEnabled) cannot both guard one broker: keep one (migrateAuthFromV1Enabled=true "
+            "imports plain_acl.yml into ACL 2.0)",
+        ),
+        (
+            "authenticationEnabled=true\ninitAuthenticationUser=rocketmq",
+            '3: initAuthenticationUser must be a JSON object {"username": ..., "password": ...}',
+        ),
+    ],
 )
-
-
-@pytest.mark.parametrize("key", ["authenticationEnabled", "authorizationEnabled", "migrateAuthFromV1Enabled"])
-def test_acl2_switches_refuse_the_start_instead_of_being_ignored(tmp_path: Path, key: str) -> None:
-    """Issue 40: before, a broker.conf with authenticationEnabled=true started and checked nothing."""
+def test_acl2_configurations_that_would_open_or_confuse_the_broker_refuse_the_start(
+    tmp_path: Path, lines: str, refusal: str
+) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"brokerName=b\n{key}=true\nauthenticationProvider=x.Y\n")
+    conf.write_text(f"brokerName=b\n{lines}\n")
     r = ferromq("serve", "-c", str(conf), "-p", "0", "--namesrv-port", "0", cwd=tmp_path)
-    assert_usage_error(r, f"{conf}:2: {key}=true {ACL2}")
-    # Off, they say nothing about security: the broker starts as without them.
-    conf.write_text(f"brokerName=b\n{key}=false\n")
-    r = ferromq("broker", "-c", str(conf), "-p", "0", cwd=tmp_path)
-    assert_usage_error(r, "no name server: pass -n host:port or set namesrvAddr")
+    assert_usage_error(r, f"{conf}:{refusal}")
 
 
 def test_acl2_switches_in_the_proxy_configuration_refuse_the_start(tmp_path: Path) -> None:
     pc = tmp_path / "rmq-proxy.json"
     pc.write_text('{"grpcServerPort": 0, "authenticationEnabled": true, "namesrvAddr": "127.0.0.1:1"}')
     r = ferromq("proxy", "-pc", str(pc), cwd=tmp_path)
-    assert_usage_error(r, f"{pc}: authenticationEnabled=true {ACL2}")
+    assert_usage_error(
+        r,
+        f"{pc}: authenticationEnabled=true in rmq-proxy.json asks the proxy for ACL 2.0 on its gRPC port, "
+        "which ferromq's proxy does not check yet: remove it, and set ACL 2.0 in the broker's broker.conf",
+    )
 
 
 def test_missing_conf_file(tmp_path: Path) -> None:

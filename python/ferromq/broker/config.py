@@ -478,7 +478,7 @@ class BrokerConfig:
         if not 0 <= self.metrics_prom_exporter_port <= 65535:  # 0: any free port (tests)
             bad("metrics_prom_exporter_port", "a port number (0-65535)")
         for key, text in auth_setup.problems(self.auth_values(), self.acl_enable):
-            out.append((_AUTH_FIELDS[key], text))
+            out.append((_AUTH_FIELDS.get(key, "acl_enable"), text))
         if (self.namesrv_access_key is None) != (self.namesrv_secret_key is None):
             bad("namesrv_access_key", "set together with namesrvSecretKey (both or neither)")
         if self.default_message_request_mode not in ("PULL", "POP"):
