@@ -18,6 +18,7 @@ import orjson
 
 from ferromq import _store
 from ferromq.broker import Broker
+from ferromq.broker.topics import TopicConfig
 from ferromq.message import decode_messages
 from ferromq.namesrv import NameServer
 from ferromq.protocol.codes import RequestCode as RC
@@ -466,3 +467,51 @@ def test_reads_wait_for_the_replicas_when_confirmed_by_them(tmp_path: Path) -> N
         finally:
             master_store.confirm_reads_by(None)
             ha.close()
+
+
+INNER = '{"accessKey": "innerBroker", "secretKey": "innerSecret1"}'
+ACL2 = {
+    "authentication_enabled": True,
+    "authorization_enabled": True,
+    "init_authentication_user": '{"username": "rocketmq", "password": "12345678"}',
+}
+
+
+@sync_test
+async def test_a_slave_of_an_acl2_master_signs_its_copies_with_the_inner_credentials(tmp_path: Path) -> None:
+    """With ACL 2.0 on, a master answers only signed requests: its slave copies the topics with
+    innerClientAuthenticationCredentials (a Super user both create at start), as Java's slave does;
+    without them the master refuses the copy."""
+    ha_port = free_port()
+    common = {**ACL2, **HA_FAST}
+    async with running(
+        tmp_path / "m", ha_listen_port=ha_port, **ACL2, inner_client_authentication_credentials=INNER
+    ) as (ns, master):
+        assert master.auth is not None and master.auth.metadata.users["innerBroker"].is_super
+        master.topics.update(TopicConfig("AclReplTopic", 4, 4))
+        async with running(
+            tmp_path / "s",
+            namesrv=ns,
+            broker_role="SLAVE",
+            broker_id=1,
+            ha_master_address=f"127.0.0.1:{ha_port}",
+            inner_client_authentication_credentials=INNER,
+            **{**common, "ha_listen_port": 0},
+        ) as (_, slave):
+            await until(lambda: slave.topics.get("AclReplTopic") is not None, "the copy", timeout=30)
+        # Without the credentials, the master refuses the slave's requests.
+        async with running(
+            tmp_path / "s2",
+            namesrv=ns,
+            broker_role="SLAVE",
+            broker_id=2,
+            ha_master_address=f"127.0.0.1:{ha_port}",
+            **{**common, "ha_listen_port": 0},
+        ) as (_, unsigned):
+            try:
+                await unsigned.replication._ask(master.config.broker_addr, RC.GET_ALL_TOPIC_CONFIG)
+            except Exception as e:
+                assert "username cannot be null." in str(e)
+            else:
+                raise AssertionError("an unsigned copy was answered")
+            assert unsigned.topics.get("AclReplTopic") is None

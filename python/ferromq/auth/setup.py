@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from ferromq.acl.plain import PlainAcl, read_yaml
+from ferromq.acl.signing import Credentials
 from ferromq.auth.errors import AuthenticationError, AuthorizationError
 from ferromq.auth.evaluator import AuthSettings
 from ferromq.auth.metadata import AuthMetadata
@@ -207,3 +208,14 @@ def migrate_plain_acl(metadata: AuthMetadata, plain: PlainAcl) -> int:
                 continue
             done += 1
     return done
+
+
+def inner_credentials(text: str | None) -> Credentials | None:
+    """The signing keys of innerClientAuthenticationCredentials (`{"accessKey":..,"secretKey":..}`),
+    with which a broker signs its own requests to other brokers; None when not set (or not valid:
+    the configuration check refuses that at start)."""
+    try:
+        pair = credentials(text, "accessKey", "secretKey")
+    except ValueError:
+        return None
+    return None if pair is None else Credentials(*pair)

@@ -18,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ferromq import _store
+from ferromq.auth.setup import inner_credentials
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.broker.timer import follow_checkpoint
 from ferromq.broker.topics import TopicConfig
@@ -252,7 +253,13 @@ class ReplicationService:
             host, _, port = master.rpartition(":")
             ssl = self._broker.outgoing_ssl()
             conn = self._conn = await open_connection(host, int(port), timeout=SYNC_TIMEOUT, ssl=ssl)
-        reply = await conn.request(RemotingCommand(code=code), SYNC_TIMEOUT)
+        request = RemotingCommand(code=code)
+        # A master with ACL 2.0 on takes only signed requests: a slave signs as Java's does, with
+        # innerClientAuthenticationCredentials (a Super user both brokers create at start).
+        credentials = inner_credentials(self._broker.config.inner_client_authentication_credentials)
+        if credentials is not None:
+            credentials.apply(request.ext, request.body)
+        reply = await conn.request(request, SYNC_TIMEOUT)
         if reply.code != ResponseCode.SUCCESS:
             raise FerroMQError(f"{code.name} answered {reply.code}: {reply.remark}")
         return reply.body or b""
