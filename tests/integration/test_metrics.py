@@ -9,6 +9,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ferromq.acl.signing import Credentials
 from ferromq.broker.topics import TopicConfig
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
@@ -141,5 +142,39 @@ def test_metrics_are_off_unless_asked(tmp_path: Path) -> None:
     async def main() -> None:
         async with running(tmp_path) as (_, broker):
             assert broker.metrics is None
+
+    asyncio.run(main())
+
+
+def test_acl2_refusals_are_counted_by_reason(tmp_path: Path) -> None:
+    async def main() -> None:
+        overrides = {
+            "metrics_exporter_type": "PROM",
+            "metrics_prom_exporter_host": "127.0.0.1",
+            "metrics_prom_exporter_port": 0,
+            "authentication_enabled": True,
+            "authorization_enabled": True,
+            "init_authentication_user": '{"username": "rocketmq", "password": "12345678"}',
+        }
+        async with running(tmp_path, **overrides) as (_, broker):
+            assert broker.metrics is not None
+            broker.topics.update(TopicConfig(TOPIC, 1, 1))
+            c = await Client().connect(broker.port)
+            ext = {k: str(v) for k, v in send_ext(TOPIC, 0, properties(TAGS="A")).items()}
+            assert (await c.call(RC.SEND_MESSAGE, dict(ext), b"m")).remark == "username cannot be null."
+            for _ in range(2):
+                wrong = dict(ext)
+                Credentials("rocketmq", "not-the-password").apply(wrong, b"m")
+                assert (await c.call(RC.SEND_MESSAGE, wrong, b"m")).remark == "check signature failed."
+            right = dict(ext)
+            Credentials("rocketmq", "12345678").apply(right, b"m")
+            assert (await c.call(RC.SEND_MESSAGE, right, b"m")).code == R.SUCCESS
+            await c.close()
+            status, body = await http_get(broker.metrics.port, "/metrics")
+            assert status.endswith("200 OK")
+            found = samples(body.decode())
+            assert value(found, "ferromq_auth_denials_total", reason="no_user") == 1
+            assert value(found, "ferromq_auth_denials_total", reason="bad_signature") == 2
+            assert value(found, "ferromq_auth_users") == 1
 
     asyncio.run(main())

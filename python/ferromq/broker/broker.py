@@ -26,7 +26,7 @@ from ferromq.broker.controller_link import ControllerLink
 from ferromq.broker.dataplane import DataPlanes
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
-from ferromq.broker.metrics import GrpcFrontCollector, MetricsExporter, TieringCollector
+from ferromq.broker.metrics import AuthCollector, GrpcFrontCollector, MetricsExporter, TieringCollector
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.pop.modes import RequestModeManager
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
@@ -277,6 +277,8 @@ class Broker:
             metrics = MetricsExporter(self, cfg.metrics_prom_exporter_host, cfg.metrics_prom_exporter_port)
             self.metrics = metrics
             await self._start_service("metrics", metrics.start, metrics.stop)
+            if self.auth is not None:
+                metrics.registry.register(AuthCollector(self.auth, self))
         await self._start_tiering()
         self._tasks = [
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),

@@ -38,6 +38,7 @@ from ferromq.protocol.constants import (
 
 if TYPE_CHECKING:
     from ferromq import _store
+    from ferromq.auth.evaluator import Auth
     from ferromq.broker.processors.context import MetricsContext
     from ferromq.broker.tiering import TieringService
 
@@ -301,6 +302,29 @@ class BrokerCollector(Collector):
         yield _gauge(
             "rocketmq_timing_messages", "Timer messages waiting in the wheel", names, values, t["pending"]
         )
+
+
+class AuthCollector(Collector):
+    """ACL 2.0's refusals since the broker started, by reason (no_user, unknown_user,
+    disabled_user, bad_signature, bad_header, no_policy, deny), and its users and ACLs."""
+
+    def __init__(self, auth: Auth, broker: MetricsContext) -> None:
+        self.auth = auth
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        cfg = self.broker.config
+        common = {"cluster": cfg.broker_cluster_name, "node_type": "broker", "node_id": cfg.broker_name}
+        names, values = list(common), list(common.values())
+        denials = CounterMetricFamily(
+            "ferromq_auth_denials", "Requests ACL 2.0 refused, by reason", labels=[*names, "reason"]
+        )
+        for reason, n in sorted(self.auth.audit.denials.items()):
+            denials.add_metric([*values, reason], n)
+        yield denials
+        metadata = self.auth.metadata
+        yield _gauge("ferromq_auth_users", "ACL 2.0 users", names, values, len(metadata.users))
+        yield _gauge("ferromq_auth_acls", "ACL 2.0 subjects with an ACL", names, values, len(metadata.acls))
 
 
 class TieringCollector(Collector):
