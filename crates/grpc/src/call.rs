@@ -11,6 +11,8 @@ use http::{HeaderMap, Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use ferromq_remoting::AclRules;
+
 use crate::body::{CallBody, Handled, ReplyBody};
 use crate::convert::code;
 use crate::proto::Status;
@@ -70,6 +72,21 @@ pub fn plain_call(headers: &HeaderMap) -> bool {
         .get("grpc-encoding")
         .is_none_or(|v| v.as_bytes() == b"identity");
     grpc && identity && client_id(headers).is_some()
+}
+
+/// Whether the ACL (when on) lets the front serve this call on `topic` (and `group`): signed by
+/// an account Python allowed them (`AclRules::allows_grpc`). Checked before anything else of the
+/// call, as Java's proxy authenticates first; a call in doubt is declined, and Python answers it.
+pub fn acl_allows(
+    acl: Option<&AclRules>,
+    headers: &HeaderMap,
+    topic: &str,
+    group: Option<&str>,
+) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    acl.is_none_or(|acl| {
+        acl.allows_grpc(text("authorization"), text("x-mq-date-time"), topic, group)
+    })
 }
 
 /// The client's id (`x-mq-client-id`), when it sent one.

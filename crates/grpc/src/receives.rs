@@ -161,7 +161,8 @@ impl Receives {
         let tags = (filter.r#type != crate::proto::SQL)
             .then(|| TagFilter::parse(expression))
             .flatten();
-        let ours = !request.auto_renew
+        let ours = call::acl_allows(cfg.acl.as_ref(), &parts.headers, topic, Some(group))
+            && !request.auto_renew
             && convert::check_invisible(invisible, convert::MIN_RECEIVE_INVISIBLE_MS).is_ok()
             && convert::check_topic(topic).is_ok()
             && sends.topics.contains_key(topic)
@@ -217,9 +218,14 @@ impl Receives {
                     delivered_now(),
                 ]));
             }
+            // The rules may have changed meanwhile (a user's ACL, the topic's route).
             match self.pops.config() {
-                Some(now) => cfg = now,
-                None => return call::decline(parts, read),
+                Some(now)
+                    if call::acl_allows(now.acl.as_ref(), &parts.headers, topic, Some(group)) =>
+                {
+                    cfg = now
+                }
+                _ => return call::decline(parts, read),
             }
         };
         drop(wait);
@@ -308,7 +314,8 @@ impl Receives {
                 Some((receipt, e.message_id.as_str()))
             })
             .collect();
-        let ours = !request.entries.is_empty()
+        let ours = call::acl_allows(cfg.acl.as_ref(), &parts.headers, topic, Some(group))
+            && !request.entries.is_empty()
             && convert::check_topic(topic).is_ok()
             && sends.topics.contains_key(topic)
             && convert::check_group(group).is_ok();

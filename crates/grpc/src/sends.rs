@@ -76,13 +76,17 @@ impl Sends {
 
     async fn try_serve(&self, req: Request<Incoming>, peer: SocketAddr) -> Handled {
         let cfg = match self.port.config() {
-            Some(cfg) if cfg.acl.is_none() && call::plain_call(req.headers()) => cfg,
+            Some(cfg) if call::plain_call(req.headers()) => cfg,
             _ => return Handled::Declined(req.map(CallBody::streamed)),
         };
         let (parts, read, request, _held) = match call::read::<SendMessageRequest>(req).await {
             Ok(decoded) => decoded,
             Err(handled) => return handled,
         };
+        let topic = request.messages.first().map_or("", |m| m.topic_name());
+        if !call::acl_allows(cfg.acl.as_ref(), &parts.headers, topic, None) {
+            return call::decline(parts, read);
+        }
         let (topic, route, planned) = match self.plan(&cfg, &request, &peer.to_string()) {
             Plan::Python => return call::decline(parts, read),
             Plan::Refused(r) => return Handled::Answered(refused(r)),

@@ -429,11 +429,11 @@ impl std::fmt::Debug for PopPort {
 }
 
 impl PopPort {
-    /// What the plane serves now, when it serves pops and the ACL is off (with the ACL on, the
-    /// gRPC front's calls are checked in Python).
+    /// What the plane serves now, when it serves pops (with the ACL on, the gRPC front serves
+    /// only calls its rules allow: `cfg.acl`).
     pub fn config(&self) -> Option<Arc<PullConfig>> {
         let cfg = self.config.read().unwrap().clone()?;
-        (cfg.pop.is_some() && cfg.acl.is_none()).then_some(cfg)
+        cfg.pop.is_some().then_some(cfg)
     }
 
     /// Waits for a message stored in `topics` (a pop's topic and its retry topics) from now
