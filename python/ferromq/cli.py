@@ -405,17 +405,21 @@ async def _run_serve(args: argparse.Namespace) -> None:
     cfg = _broker_config(args)
     _open_logs(cfg)
     # The broker's ACL covers its name server too (namesrvAclEnable alone also turns it on there).
+    # Under ACL 2.0 (no plain_acl.yml), the name server takes writes from its own broker alone.
     ns_acl = plain_acl_of(cfg) if cfg.namesrv_acl_enable or cfg.acl_enable else None
-    if ns_acl is None and not is_loopback(args.host):
+    acl2_only = ns_acl is None and cfg.authentication_enabled
+    if ns_acl is None and not acl2_only and not is_loopback(args.host):
         raise _exposed_namesrv_error(
-            args.host, "set aclEnable=true (or namesrvAclEnable=true) in broker.conf"
+            args.host,
+            "set authenticationEnabled=true (ACL 2.0), or aclEnable=true (or namesrvAclEnable=true), "
+            "in broker.conf",
         )
     own: Account | None = None
     if ns_acl is not None:
         ns_acl.load()
-        if cfg.namesrv_access_key is None:
-            own = _embedded_broker_account()
-            cfg = cfg.replace(namesrv_access_key=own.access_key, namesrv_secret_key=own.secret_key)
+    if (ns_acl is not None or acl2_only) and cfg.namesrv_access_key is None:
+        own = _embedded_broker_account()
+        cfg = cfg.replace(namesrv_access_key=own.access_key, namesrv_secret_key=own.secret_key)
     ns = NameServer(
         args.host,
         args.namesrv_port,

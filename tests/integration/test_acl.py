@@ -522,3 +522,39 @@ def test_serve_with_acl_guards_its_name_server(tmp_path: Path) -> None:
         run(main())
     finally:
         stop_ferromq(server)
+
+
+def test_serve_with_acl2_guards_its_name_server(tmp_path: Path) -> None:
+    """`ferromq serve` with ACL 2.0 (no plain_acl.yml): its name server takes route changes from its
+    own broker alone (an account made up in the process), so it may listen beyond loopback; a
+    request signed by anyone else, even ACL 2.0's Super user, cannot redirect or remove a topic."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "brokerName=broker-a\nauthenticationEnabled=true\nauthorizationEnabled=true\n"
+        'initAuthenticationUser={"username":"rocketmq","password":"12345678"}\n'
+    )
+    server = BrokerProcess(tmp_path, conf).start()
+    superuser = ("rocketmq", "12345678")
+
+    async def main() -> None:
+        async with Admin(server.namesrv, access_key=superuser[0], secret_key=superuser[1]) as admin:
+            await admin.create_topic("Routed", 2)
+        c = await Client().connect(int(server.namesrv.rsplit(":", 1)[1]))
+        fake, body = register_broker_request("broker-a", "127.0.0.1:1")
+        for keys in (None, superuser):
+            r = await signed_call(c, RC.REGISTER_BROKER, fake, keys, body)
+            assert r.code == ResponseCode.SYSTEM_ERROR and "only the broker of this ferromq serve" in (
+                r.remark or ""
+            )
+            r = await signed_call(c, RC.DELETE_TOPIC_IN_NAMESRV, {"topic": "Routed"}, keys)
+            assert r.code == ResponseCode.SYSTEM_ERROR, r.remark
+        r = await signed_call(c, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "Routed"}, None)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        route = orjson.loads(r.body)
+        assert [b["brokerAddrs"] for b in route["brokerDatas"]] == [{"0": server.broker_addr}]
+        await c.close()
+
+    try:
+        run(main())
+    finally:
+        stop_ferromq(server)

@@ -279,7 +279,8 @@ def test_controller_mode_without_controller_addr(tmp_path: Path) -> None:
         ),
         (
             ["serve", "-p", "0", "--namesrv-port", "0", "--store", "store"],
-            "set aclEnable=true (or namesrvAclEnable=true) in broker.conf",
+            "set authenticationEnabled=true (ACL 2.0), or aclEnable=true (or namesrvAclEnable=true), "
+            "in broker.conf",
         ),
     ],
 )

@@ -36,7 +36,9 @@ NAMESRV_WRITES = frozenset(
 class NamesrvGuard:
     """Raises `AclError` for a name-server write that no trusted (admin) account signed."""
 
-    def __init__(self, acl: PlainAcl, broker_account: Account | None = None) -> None:
+    def __init__(self, acl: PlainAcl | None, broker_account: Account | None = None) -> None:
+        """`acl` None: only `broker_account` is trusted (`ferromq serve` under ACL 2.0, whose
+        name server has no files of its own)."""
         self.acl = acl
         self.broker_account = broker_account
         """An admin account kept outside the files (the embedded broker's)."""
@@ -45,16 +47,23 @@ class NamesrvGuard:
         if cmd.code not in NAMESRV_WRITES:
             return
         host = conn.peer_host
-        if self.acl.globally_white(host):
+        acl = self.acl
+        if acl is not None and acl.globally_white(host):
             return
         own = self.broker_account
-        account = (
-            own if own is not None and cmd.ext.get(ACCESS_KEY) == own.access_key else self.acl.account_of(cmd)
-        )
+        if own is not None and cmd.ext.get(ACCESS_KEY) == own.access_key:
+            account = own
+        elif acl is None:
+            raise AclError(
+                f"request code {cmd.code} changes the name server's routes or configuration: only the "
+                "broker of this ferromq serve may send it"
+            )
+        else:
+            account = acl.account_of(cmd)
         if not account.admin:
             raise AclError(
                 f"request code {cmd.code} changes the name server's routes or configuration: it needs an "
                 f"admin account of the name server's ACL, and accessKey={account.access_key} is not one"
             )
         if not account.white(host):
-            self.acl.verify(cmd, account)
+            PlainAcl.verify(cmd, account)

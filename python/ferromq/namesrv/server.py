@@ -86,7 +86,10 @@ class NameServer:
             RequestCode.GET_NAMESRV_CONFIG: self._get_config,
             **(extra_handlers or {}),
         }
-        guard = NamesrvGuard(acl, broker_account) if acl is not None else None
+        self.guarded = acl is not None or broker_account is not None
+        """Writes need a trusted account (the files' admins, or only `broker_account` without
+        files: `ferromq serve` under ACL 2.0)."""
+        guard = NamesrvGuard(acl, broker_account) if self.guarded else None
         self.server = RemotingServer(
             Dispatcher(handlers, "namesrv", guard=guard), host, port, limits=limits, tls=tls
         )
@@ -134,7 +137,7 @@ class NameServer:
             return cmd.reply(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         topics = _decode_register_body(cmd.body, h.compressed)
         broker_addr = h.broker_addr
-        if self.acl is not None:
+        if self.guarded:
             name, broker_id = h.broker_name, h.broker_id
             holder = self.routes.live_addr(name, broker_id)
             if holder is not None and holder != broker_addr:
