@@ -25,8 +25,10 @@ from typing import Any
 import orjson
 import pytest
 
+from ferromq.acl.signing import Credentials
+from ferromq.broker.config import ConfigError
 from ferromq.controller.codes import NO_MASTER, ControllerCode
-from ferromq.controller.config import ControllerConfig
+from ferromq.controller.config import ControllerConfig, load_controller_config
 from ferromq.controller.server import Controller
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
@@ -345,3 +347,71 @@ def test_a_huge_frame_is_refused_before_authentication(tmp_path: Path) -> None:
     finally:
         code = p.stop()
     assert code == 0 and "Traceback" not in p.log(), p.log()
+
+
+INNER = ("innerBroker", "innerSecret1")
+
+
+def test_a_controller_with_authentication_takes_a_brokers_word_only_signed(tmp_path: Path) -> None:
+    """Issue 41: anyone who reached a controller could send heartbeats in a master's name and hold
+    off the election after its death. With authenticationEnabled, registrations, heartbeats and
+    SyncStateSet changes must be signed with the brokers' innerClientAuthenticationCredentials;
+    reads stay open to admin tools."""
+    cfg = ControllerConfig(
+        listen_port=0,
+        peers={"n0": f"127.0.0.1:{free_port()}"},
+        self_id="n0",
+        store_path=str(tmp_path / "controller"),
+        heartbeat_timeout_ms=TIMEOUT_MS,
+        scan_interval_ms=50,
+        authentication_enabled=True,
+        inner_client_authentication_credentials=f'{{"accessKey": "{INNER[0]}", "secretKey": "{INNER[1]}"}}',
+    )
+    asyncio.run(asyncio.wait_for(signed_only(Controller(cfg)), 90))
+
+
+async def signed_only(controller: Controller) -> None:
+    await controller.start()
+    conn = await open_connection("127.0.0.1", controller.port)
+    try:
+        await until(_true(lambda: controller.is_leader), "a Raft leader")
+        broker = FakeBroker(conn, "127.0.0.1:10911")
+        refused = "must be signed with the brokers' innerClientAuthenticationCredentials"
+        for keys in (None, (INNER[0], "not-the-secret"), ("someoneElse", INNER[1])):
+            cmd = RemotingCommand(code=ControllerCode.CONTROLLER_REGISTER_BROKER, ext=broker.ext())
+            if keys is not None:
+                Credentials(*keys).apply(cmd.ext, cmd.body)
+            reply = await conn.request(cmd, 5.0)
+            assert reply.code == ResponseCode.NO_PERMISSION and refused in (reply.remark or ""), keys
+        assert not controller.table.groups
+        signed = Credentials(*INNER)
+        cmd = RemotingCommand(code=ControllerCode.CONTROLLER_REGISTER_BROKER, ext=broker.ext())
+        signed.apply(cmd.ext, cmd.body)
+        reply = await conn.request(cmd, 5.0)
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        # A forged heartbeat in the registered broker's name is refused; the signed one is taken.
+        beat = {**broker.ext(), "brokerId": "1", "maxOffset": "0", "heartbeatTimeoutMills": str(TIMEOUT_MS)}
+        reply = await conn.request(RemotingCommand(code=ControllerCode.BROKER_HEARTBEAT, ext=dict(beat)), 5.0)
+        assert reply.code == ResponseCode.NO_PERMISSION
+        cmd = RemotingCommand(code=ControllerCode.BROKER_HEARTBEAT, ext=dict(beat))
+        signed.apply(cmd.ext, cmd.body)
+        assert (await conn.request(cmd, 5.0)).code == ResponseCode.SUCCESS
+        # Reads need no signature.
+        reply = await conn.request(
+            RemotingCommand(code=ControllerCode.CONTROLLER_GET_REPLICA_INFO, ext={"brokerName": GROUP}), 5.0
+        )
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+    finally:
+        await conn.close()
+        await controller.stop()
+
+
+def test_controller_authentication_needs_the_inner_credentials(tmp_path: Path) -> None:
+    conf = write_conf(
+        tmp_path / "controller.conf",
+        {"controllerDLegerPeers": "n0-127.0.0.1:9877", "authenticationEnabled": True},
+    )
+    with pytest.raises(
+        ConfigError, match="authenticationEnabled=true needs innerClientAuthenticationCredentials"
+    ):
+        load_controller_config(conf)

@@ -80,6 +80,9 @@ class FailoverCluster:
     controllers: dict[str, Process] = field(default_factory=dict)
     brokers: dict[str, Process] = field(default_factory=dict)
     broker_confs: dict[str, dict[str, str]] = field(default_factory=dict)
+    inner_credentials: str | None = None
+    """With it, the controllers take the brokers' word only signed with these keys
+    (authenticationEnabled, innerClientAuthenticationCredentials on both sides)."""
 
     @property
     def controller_addr(self) -> str:
@@ -104,6 +107,9 @@ class FailoverCluster:
             "scanNotActiveBrokerInterval": "200",
             "controllerRaftPassword": "failover-test",
         }
+        if self.inner_credentials is not None:
+            conf["authenticationEnabled"] = "true"
+            conf["innerClientAuthenticationCredentials"] = self.inner_credentials
         if self.embedded:
             # A name server with the controller inside, on its port (enableControllerInNamesrv).
             path = write_conf(root / "namesrv.conf", {**conf, "enableControllerInNamesrv": "true"})
@@ -197,6 +203,11 @@ class FailoverCluster:
                 "haListenPort": str(free_port()),
                 "controllerAddr": self.controller_addr,
                 "controllerHeartBeatTimeoutMills": str(self.heartbeat_timeout_ms),
+                **(
+                    {"innerClientAuthenticationCredentials": self.inner_credentials}
+                    if self.inner_credentials is not None
+                    else {}
+                ),
                 **extra,
             }
             try:
@@ -245,6 +256,7 @@ def start_cluster(
     *,
     embedded: bool = False,
     heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS,
+    inner_credentials: str | None = None,
     **broker_extra: str,
 ) -> FailoverCluster:
     """A name server, three controllers and `brokers` brokers of one group (the first one started
@@ -258,6 +270,7 @@ def start_cluster(
         [free_port() for _ in range(3)],
         embedded,
         heartbeat_timeout_ms,
+        inner_credentials=inner_credentials,
     )
     try:
         for i in range(3):

@@ -13,8 +13,10 @@ controller group and three ferromq brokers of one group (SYNC_MASTER, allAckInSy
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,11 +24,15 @@ from pathlib import Path
 import pytest
 from apache_rocketmq import have_java
 
+from ferromq.controller.codes import ControllerCode
+from ferromq.protocol.codes import ResponseCode
 from tests.interop.failover_kit import (
+    GROUP,
     FailoverCluster,
     ProcessLoad,
     PythonConsumer,
     PythonLoad,
+    ask,
     commitlog_bytes,
     start_cluster,
     stored_ids,
@@ -316,5 +322,52 @@ def test_elected_replica_takes_the_role_once_its_ha_port_is_free(tmp_path: Path)
             )
             assert cluster.role_of(heir) != "master"
         assert cluster.wait_master(not_addr=old_addr) == heir
+    finally:
+        cluster.stop_all()
+
+
+INNER = '{"accessKey": "innerBroker", "secretKey": "innerSecret1"}'
+
+
+def test_forged_heartbeats_cannot_hold_off_an_election(tmp_path: Path) -> None:
+    """Issue 41: a process with no credentials sent heartbeats in a dead master's name to every
+    controller, and no election happened until it stopped. With authenticationEnabled on the
+    controllers and innerClientAuthenticationCredentials on the brokers, the forged heartbeats are
+    refused (NO_PERMISSION) and a master's kill -9 is followed by an election as usual."""
+    cluster = start_cluster(tmp_path, brokers=2, inner_credentials=INNER)
+    try:
+        old = cluster.wait_master()
+        old_addr = cluster.brokers[old].addr
+        info = cluster.replica_info()
+        broker_id = next(bid for bid, m in info["members"].items() if m["addr"] == old_addr)
+        forged = {
+            "clusterName": "DefaultCluster",
+            "brokerName": GROUP,
+            "brokerAddr": old_addr,
+            "brokerId": str(broker_id),
+            "maxOffset": str(1 << 40),
+            "epoch": str(info["epoch"]),
+            "heartbeatTimeoutMills": "600000",
+        }
+        stop = threading.Event()
+        answers: list[int] = []
+
+        def forge() -> None:
+            while not stop.is_set():
+                for p in list(cluster.controllers.values()):
+                    with contextlib.suppress(OSError, TimeoutError):
+                        answers.append(ask(p.addr, ControllerCode.BROKER_HEARTBEAT, forged).code)
+                stop.wait(0.2)
+
+        forger = threading.Thread(target=forge, daemon=True)
+        forger.start()
+        try:
+            wait_until(lambda: len(answers) >= 3, "forged heartbeats answered", timeout=30)
+            cluster.brokers[old].kill()
+            cluster.wait_master(not_addr=old_addr, timeout=60)
+        finally:
+            stop.set()
+            forger.join(10)
+        assert set(answers) == {ResponseCode.NO_PERMISSION}, answers
     finally:
         cluster.stop_all()

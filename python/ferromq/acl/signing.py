@@ -11,6 +11,7 @@ from __future__ import annotations
 import binascii
 import functools
 import hashlib
+import hmac
 import operator
 from collections.abc import Callable
 
@@ -90,6 +91,15 @@ class Credentials:
         self.access_key = access_key
         self.security_token = security_token
         self._signer = Signer(secret_key)
+
+    def signed(self, ext: dict[str, str], body: bytes) -> bool:
+        """Whether a request carries these credentials' AccessKey and signature (the server's
+        check of a key it shares with its peers, e.g. a controller's of its brokers)."""
+        given = ext.get(SIGNATURE)
+        if ext.get(ACCESS_KEY) != self.access_key or given is None:
+            return False
+        expected = self._signer.server_signature(ext, body)
+        return hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace"))
 
     def apply(self, ext: dict[str, str], body: bytes) -> None:
         ext.pop(SIGNATURE, None)

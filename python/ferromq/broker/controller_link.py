@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ferromq import _store
+from ferromq.auth.setup import inner_credentials
 from ferromq.broker.epochs import EpochEntry, EpochFile, consistent_point
 from ferromq.controller.codes import NO_MASTER, ControllerCode
 from ferromq.errors import FerroMQError
@@ -126,6 +127,11 @@ class ControllerLink:
         if conn is None or conn.closed:
             host, _, port = addr.rpartition(":")
             conn = self._conns[addr] = await open_connection(host, int(port), timeout=timeout)
+        # Controllers with authenticationEnabled take a broker's word only signed with the key
+        # they share with it (ferromq's; a Java controller ignores the fields).
+        credentials = inner_credentials(self._broker.config.inner_client_authentication_credentials)
+        if credentials is not None:
+            credentials.apply(cmd.ext, cmd.body)
         return await conn.request(cmd, timeout)
 
     def _ext(self) -> dict[str, str]:

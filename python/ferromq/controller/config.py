@@ -9,6 +9,9 @@ enableElectUncleanMaster = false
 controllerHeartBeatTimeoutMills = 10000 # a broker silent this long is dead (brokers may send theirs)
 scanNotActiveBrokerInterval = 5000
 controllerRaftPassword = ...            # ferromq's: encrypts and authenticates the Raft traffic
+authenticationEnabled = true            # ferromq's: brokers' requests that change a group's state
+innerClientAuthenticationCredentials = {"accessKey":"...","secretKey":"..."}   # must be signed
+                                        # with these (the brokers' own key of the same name)
 
 Each node's Raft port listens on its own address in controllerDLegerPeers only. A group whose Raft
 addresses are not all loopback ones needs controllerRaftPassword (the same on every node): without
@@ -22,6 +25,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferromq.auth.setup import inner_credentials
 from ferromq.broker.config import ConfigError, parse_properties
 from ferromq.netaddr import is_loopback
 
@@ -43,6 +47,12 @@ class ControllerConfig:
     """PySyncObj's `password`: the nodes' messages are encrypted and authenticated with it. Without
     it anyone who reaches a Raft port can speak Raft to the node (not run code: see
     `raft_safety`), so `load_controller_config` requires it unless every Raft address is loopback."""
+
+    authentication_enabled: bool = False
+    inner_client_authentication_credentials: str | None = None
+    """With authenticationEnabled: the key whose signature a broker's registration, heartbeat and
+    SyncStateSet change must carry (its brokers sign with the same innerClientAuthenticationCredentials);
+    without it anyone who reaches the port can speak for a broker and hold off an election."""
 
     @property
     def self_raft_addr(self) -> str:
@@ -71,6 +81,8 @@ _KEYS = {
     "scanNotActiveBrokerInterval": "scan_interval_ms",
     "controllerDLegerGroup": "group",
     "controllerRaftPassword": "raft_password",
+    "authenticationEnabled": "authentication_enabled",
+    "innerClientAuthenticationCredentials": "inner_client_authentication_credentials",
 }
 _IGNORED = frozenset({"notifyBrokerRoleChanged", "enableControllerInNamesrv", "controllerType"})
 _INTS = {"listen_port", "heartbeat_timeout_ms", "scan_interval_ms"}
@@ -123,7 +135,7 @@ def load_controller_config(
                     values[name] = parse_peers(value)
                 elif name in _INTS:
                     values[name] = int(value)
-                elif name == "enable_elect_unclean_master":
+                elif name in ("enable_elect_unclean_master", "authentication_enabled"):
                     if value.lower() not in ("true", "false"):
                         raise ValueError(f"must be true or false, not {value!r}")
                     values[name] = value.lower() == "true"
@@ -142,6 +154,11 @@ def load_controller_config(
         problems.append(
             f"controllerDLegerPeers has Raft addresses that are not loopback ({', '.join(exposed)}): "
             "set controllerRaftPassword, the same on every node"
+        )
+    if cfg.authentication_enabled and inner_credentials(cfg.inner_client_authentication_credentials) is None:
+        problems.append(
+            'authenticationEnabled=true needs innerClientAuthenticationCredentials={"accessKey":"...",'
+            '"secretKey":"..."}, the same as the brokers\''
         )
     if not 0 <= cfg.listen_port <= 65535:
         problems.append("listenPort must be a port number (0-65535)")

@@ -22,6 +22,8 @@ from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf
 
+from ferromq.acl.signing import Credentials
+from ferromq.auth.setup import inner_credentials
 from ferromq.broker.config import ConfigError
 from ferromq.controller import raft_safety
 from ferromq.controller.codes import NO_MASTER, ControllerCode
@@ -73,10 +75,19 @@ class Controller:
         )
 
     def handlers(self) -> dict[int, Handler]:
-        return {
+        """The requests served; with authenticationEnabled those that change a group's state
+        (registration, heartbeats, SyncStateSet changes) only signed with the brokers'
+        innerClientAuthenticationCredentials (reads stay open to admin tools)."""
+        writes: dict[int, Handler] = {
             ControllerCode.CONTROLLER_REGISTER_BROKER: self._register,
             ControllerCode.BROKER_HEARTBEAT: self._heartbeat,
             ControllerCode.CONTROLLER_ALTER_SYNC_STATE_SET: self._alter_sync_state_set,
+        }
+        credentials = inner_credentials(self.config.inner_client_authentication_credentials)
+        if self.config.authentication_enabled and credentials is not None:
+            writes = {code: _signed_only(handler, credentials) for code, handler in writes.items()}
+        return {
+            **writes,
             ControllerCode.CONTROLLER_GET_REPLICA_INFO: self._replica_info,
             ControllerCode.CONTROLLER_GET_METADATA_INFO: self._metadata,
         }
@@ -338,3 +349,24 @@ def _settle(fut: asyncio.Future[dict[str, Any]], result: Any, error: Any) -> Non
         fut.set_exception(BrokerError(f"the Raft log refused the change ({error})", ResponseCode.SYSTEM_BUSY))
     else:
         fut.set_result(result)
+
+
+def _signed_only(handler: Handler, credentials: Credentials) -> Handler:
+    """`handler`, for requests signed with `credentials` (as 4.x clients sign: the AccessKey field
+    and HmacSHA1 of the other fields and the body); others are refused with NO_PERMISSION."""
+
+    async def checked(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        if not credentials.signed(cmd.ext, cmd.body):
+            logger.warning(
+                "controller request %d from %s refused: not signed with innerClientAuthenticationCredentials",
+                cmd.code,
+                conn.peer,
+            )
+            return cmd.reply(
+                ResponseCode.NO_PERMISSION,
+                "a request that changes a broker group's state must be signed with the brokers' "
+                "innerClientAuthenticationCredentials",
+            )
+        return await handler(conn, cmd)
+
+    return checked
