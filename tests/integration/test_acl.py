@@ -558,3 +558,41 @@ def test_serve_with_acl2_guards_its_name_server(tmp_path: Path) -> None:
         run(main())
     finally:
         stop_ferromq(server)
+
+
+def test_a_broker_the_name_server_refuses_says_which_keys_to_set(tmp_path: Path) -> None:
+    """Issue 41: a broker without namesrvAccessKey that a name server with an ACL refuses kept
+    running invisible, with a warning naming no key. It now logs an error naming the keys and keeps
+    saying it in its runtime info (namesrvRegistration) until a registration is taken."""
+
+    async def main() -> None:
+        root = home(tmp_path, NAMESRV_ACL)
+        acl = PlainAcl.locate(str(root), "conf/plain_acl.yml")
+        acl.load()
+        ns = NameServer("127.0.0.1", 0, acl=acl)
+        await ns.start()
+        try:
+            cfg = load_broker_config(
+                None,
+                profile="small",
+                listen_port=0,
+                namesrv_addr=f"127.0.0.1:{ns.port}",
+                store_path_root_dir=str(tmp_path / "store"),
+            )
+            broker = Broker(cfg, "127.0.0.1")
+            await broker.start()
+            try:
+                await until(lambda: bool(broker.registration_refusals), "the refusal", timeout=30)
+                c = await Client().connect(broker.port)
+                r = await c.call(RC.GET_BROKER_RUNTIME_INFO)
+                await c.close()
+                text = orjson.loads(r.body)["table"]["namesrvRegistration"]
+                assert f"name server 127.0.0.1:{ns.port} refused this broker's registration" in text
+                assert "set namesrvAccessKey and namesrvSecretKey in broker.conf" in text
+                assert broker.config.broker_addr not in ns.routes.live
+            finally:
+                await broker.stop()
+        finally:
+            await ns.stop()
+
+    run(main())

@@ -460,6 +460,11 @@ class Broker:
         self.planes.notify_arrival(topic, queue_id, next_offset, tags_code)
 
     @property
+    def registration_refusals(self) -> dict[str, str]:
+        """Name servers that refused this broker's last registration, and why."""
+        return self.registration.refusals
+
+    @property
     def held_pulls(self) -> int:
         """Pulls waiting for messages, here and on the data planes."""
         return self.hold.held_count + self.planes.held_pulls

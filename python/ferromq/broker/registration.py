@@ -39,6 +39,9 @@ class NameServerRegistration:
         self._conns: dict[str, Connection] = {}
         self._now = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.refusals: dict[str, str] = {}
+        """Name server address -> why it refused the last registration (clients that ask it do
+        not find this broker); shown in the broker's runtime info until it registers."""
 
     def start(self) -> None:
         if self._broker.config.namesrv_addrs:
@@ -119,11 +122,29 @@ class NameServerRegistration:
             try:
                 reply = await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)
                 if reply.code != ResponseCode.SUCCESS:
-                    logger.warning("name server %s refused registration: %s", addr, reply.remark)
+                    self._refused(addr, reply.remark or f"code {reply.code}")
                 else:
+                    if self.refusals.pop(addr, None) is not None:
+                        logger.info("registered with name server %s", addr)
                     broker.replication.registered(reply.ext)
             except Exception as e:
                 logger.warning("registering with name server %s failed: %s", addr, e)
+
+    def _refused(self, addr: str, remark: str) -> None:
+        """Says once (and in the runtime info while it lasts) that a name server refused us, and
+        which keys to set when it wants a signature."""
+        cfg = self._broker.config
+        text = f"name server {addr} refused this broker's registration: {remark}"
+        if cfg.namesrv_access_key is None and (
+            "AclException" in remark or "ACL" in remark or "account" in remark
+        ):
+            text += (
+                "; set namesrvAccessKey and namesrvSecretKey in broker.conf to an admin account of the "
+                "name server's ACL"
+            )
+        if self.refusals.get(addr) != text:
+            logger.error("%s (clients asking it do not find this broker)", text)
+        self.refusals[addr] = text
 
     async def _unregister_all(self) -> None:
         cfg = self._broker.config

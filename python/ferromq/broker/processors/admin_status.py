@@ -194,6 +194,10 @@ def runtime_table(broker: AdminStatusContext) -> dict[str, str]:
         )
     except OSError:
         pass
+    refusals = broker.registration_refusals
+    if refusals:
+        # ferromq's own: a broker the name servers refused is invisible to clients.
+        table["namesrvRegistration"] = "; ".join(refusals.values())
     tables = table_topics_json(broker)
     if tables is not None:
         table[RUNTIME_TABLE_TOPICS_KEY] = tables
