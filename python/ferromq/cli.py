@@ -217,17 +217,41 @@ async def _run_namesrv(args: argparse.Namespace) -> None:
         await ns.stop()
 
 
+def _broker_host(cfg: BrokerConfig, host: str | None) -> tuple[BrokerConfig, str]:
+    """The address a broker listens on, agreeing with the one the name servers tell clients
+    (brokerIP1), or a refusal that says what to set: a broker listening on 127.0.0.1 while
+    clients elsewhere are told another address gets them "connection refused". No --host: listen
+    on brokerIP1; a --host other than loopback with brokerIP1 left at 127.0.0.1: advertise it."""
+    advertised = cfg.broker_ip1
+    if host is None or host == advertised:
+        return cfg, advertised
+    if host in ("0.0.0.0", "::"):
+        if is_loopback(advertised):
+            raise StartupError(
+                f"--host {host} listens on every address, but the name servers would tell clients "
+                f"brokerIP1={advertised}: set brokerIP1 to the address clients reach this host at"
+            )
+        return cfg, host
+    if is_loopback(advertised) and not is_loopback(host):
+        return cfg.replace(broker_ip1=host), host
+    raise StartupError(
+        f"--host {host} is not brokerIP1={advertised}, the address the name servers tell clients: "
+        f"listen on {advertised} (leave --host out), or set brokerIP1={host}"
+    )
+
+
 async def _run_broker(args: argparse.Namespace) -> None:
     cfg = _broker_config(args)
     if not cfg.namesrv_addrs:
         raise ConfigError("no name server: pass -n host:port or set namesrvAddr")
+    cfg, host = _broker_host(cfg, args.host)
     _open_logs(cfg)
-    broker = Broker(cfg, args.host)
-    await _start_broker(broker, args.host)
+    broker = Broker(cfg, host)
+    await _start_broker(broker, host)
     cfg = broker.config
     try:
         await _until_signalled(
-            f"ferromq broker {cfg.broker_name} listening on {args.host}:{broker.port}, "
+            f"ferromq broker {cfg.broker_name} listening on {host}:{broker.port}, "
             f"store {cfg.store_path_root_dir} (profile {cfg.profile}), name servers {cfg.namesrv_addr}"
         )
     finally:
@@ -351,12 +375,19 @@ async def _run_controller(args: argparse.Namespace) -> None:
     from ferromq.controller.config import load_controller_config
     from ferromq.controller.server import Controller
 
-    controller = Controller(load_controller_config(args.config, listen_port=args.port), args.host)
+    cfg = load_controller_config(args.config, listen_port=args.port)
+    # Brokers reach a controller where its Raft port is: it listens there unless told otherwise.
+    host = args.host if args.host is not None else cfg.self_raft_addr.rpartition(":")[0]
+    if not is_loopback(host) and not cfg.authentication_enabled:
+        raise StartupError(
+            f"the controller would listen on {host} taking any broker's word (a forged heartbeat holds "
+            "off an election): set authenticationEnabled=true and innerClientAuthenticationCredentials "
+            "(the brokers' own) in its controller.conf, or listen on 127.0.0.1 with --host"
+        )
+    controller = Controller(cfg, host)
     await controller.start()
     try:
-        await _until_signalled(
-            f"ferromq controller {controller.config.self_id} listening on {args.host}:{controller.port}"
-        )
+        await _until_signalled(f"ferromq controller {cfg.self_id} listening on {host}:{controller.port}")
     finally:
         await controller.stop()
 
@@ -408,12 +439,14 @@ async def _run_serve(args: argparse.Namespace) -> None:
     # Under ACL 2.0 (no plain_acl.yml), the name server takes writes from its own broker alone.
     ns_acl = plain_acl_of(cfg) if cfg.namesrv_acl_enable or cfg.acl_enable else None
     acl2_only = ns_acl is None and cfg.authentication_enabled
-    if ns_acl is None and not acl2_only and not is_loopback(args.host):
+    wanted_host = args.host if args.host is not None else cfg.broker_ip1
+    if ns_acl is None and not acl2_only and not is_loopback(wanted_host):
         raise _exposed_namesrv_error(
-            args.host,
+            wanted_host,
             "set authenticationEnabled=true (ACL 2.0), or aclEnable=true (or namesrvAclEnable=true), "
             "in broker.conf",
         )
+    cfg, host = _broker_host(cfg, args.host)
     own: Account | None = None
     if ns_acl is not None:
         ns_acl.load()
@@ -421,47 +454,48 @@ async def _run_serve(args: argparse.Namespace) -> None:
         own = _embedded_broker_account()
         cfg = cfg.replace(namesrv_access_key=own.access_key, namesrv_secret_key=own.secret_key)
     ns = NameServer(
-        args.host,
+        host,
         args.namesrv_port,
         limits=server_limits(cfg),
         tls=cfg.tls_settings(),
         acl=ns_acl,
         broker_account=own,
     )
-    await _start_namesrv(ns, args.host, args.namesrv_port, "--namesrv-port")
+    await _start_namesrv(ns, host, args.namesrv_port, "--namesrv-port")
     try:
         # The broker reaches its own name server over TLS when that one takes nothing else.
         enforcing = ns.server.tls.mode == TlsMode.ENFORCING
         broker_cfg = cfg.replace(
-            namesrv_addr=f"127.0.0.1:{ns.port}",
+            # Its own name server, where it listens (127.0.0.1 is in every address).
+            namesrv_addr=f"{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{ns.port}",
             tls_enable=cfg.tls_enable or enforcing,
             grpc_server_port=_serve_grpc_port(args.grpc_port, cfg.grpc_server_port, cfg.listen_port),
         )
-        broker = Broker(broker_cfg, args.host)
-        await _start_broker(broker, args.host)
+        broker = Broker(broker_cfg, host)
+        await _start_broker(broker, host)
         slave: Broker | None = None
         try:
             cfg = broker.config
             # Serving means clients find the broker: its topics are routed once it registered.
             if not await ns.wait_registered(cfg.broker_addr, REGISTER_TIMEOUT):
                 logger.warning("the broker did not register with the name server in %d s", REGISTER_TIMEOUT)
-            served = f"broker {cfg.broker_name} on {args.host}:{broker.port}"
+            served = f"broker {cfg.broker_name} on {host}:{broker.port}"
             if broker.grpc is not None:
-                served += f", gRPC on {args.host}:{broker.grpc.port}"
+                served += f", gRPC on {host}:{broker.grpc.port}"
             if args.slave:
                 slave_port = 0 if args.slave_port is None and args.listen_port == 0 else args.slave_port
-                slave = Broker(_slave_config(cfg, slave_port), args.host)
-                await _start_broker(slave, args.host)
+                slave = Broker(_slave_config(cfg, slave_port), host)
+                await _start_broker(slave, host)
                 if not await ns.wait_registered(slave.config.broker_addr, REGISTER_TIMEOUT):
                     logger.warning(
                         "the slave did not register with the name server in %d s", REGISTER_TIMEOUT
                     )
                 served += (
-                    f" ({cfg.broker_role}, HA port {cfg.ha_port}), its slave on {args.host}:{slave.port} "
+                    f" ({cfg.broker_role}, HA port {cfg.ha_port}), its slave on {host}:{slave.port} "
                     f"(store {slave.config.store_path_root_dir})"
                 )
             await _until_signalled(
-                f"ferromq serving: name server {args.host}:{ns.port}, {served}, "
+                f"ferromq serving: name server {host}:{ns.port}, {served}, "
                 f"store {cfg.store_path_root_dir} (profile {cfg.profile})"
             )
         finally:
@@ -512,7 +546,11 @@ def _add_broker_args(p: argparse.ArgumentParser, default_profile: str) -> None:
     p.add_argument(
         "--log-dir", help="overrides logDir (default: logs/ferromqlogs beside the store directory)"
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--host",
+        help="address to listen on (default: brokerIP1, 127.0.0.1 unless broker.conf sets it; another "
+        "address than brokerIP1 is refused, as clients would be told one and find nothing there)",
+    )
     p.add_argument(
         "--profile",
         choices=list(PROFILES),
@@ -585,7 +623,10 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("controller", help="a controller node (automatic failover of broker groups)")
     p.add_argument("-c", "--config", required=True, help="controller.conf (controllerDLegerPeers, ...)")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--host",
+        help="address to listen on (default: the host of its own Raft address in controllerDLegerPeers)",
+    )
     p.add_argument("--port", type=int, help="listenPort (overrides the file; 0: any free port)")
     p.set_defaults(run=_run_controller)
 

@@ -292,3 +292,39 @@ def test_a_name_server_beyond_loopback_needs_acl(tmp_path: Path, argv: list[str]
         "the name server would listen on 0.0.0.0 without ACL, so anyone who reaches it could rewrite the "
         f"routes; {what_to_set}, or listen on 127.0.0.1 with --host",
     )
+
+
+def test_a_broker_listening_elsewhere_than_it_advertises_is_refused(tmp_path: Path) -> None:
+    """Issue 41: with brokerIP1 set, a broker listened on 127.0.0.1 and registered brokerIP1;
+    clients on other hosts got "connection refused" and nothing said why."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\nbrokerIP1=10.213.0.13\n")
+    r = ferromq("broker", "-c", str(conf), "-n", "127.0.0.1:9876", "--host", "127.0.0.1", cwd=tmp_path)
+    assert_usage_error(
+        r,
+        "--host 127.0.0.1 is not brokerIP1=10.213.0.13, the address the name servers tell clients: listen "
+        "on 10.213.0.13 (leave --host out), or set brokerIP1=127.0.0.1",
+    )
+    conf.write_text("brokerName=b\n")
+    r = ferromq("broker", "-c", str(conf), "-n", "127.0.0.1:9876", "--host", "0.0.0.0", cwd=tmp_path)
+    assert_usage_error(
+        r,
+        "--host 0.0.0.0 listens on every address, but the name servers would tell clients "
+        "brokerIP1=127.0.0.1: set brokerIP1 to the address clients reach this host at",
+    )
+
+
+def test_a_controller_beyond_loopback_needs_authentication(tmp_path: Path) -> None:
+    """Issue 41: it listened on 127.0.0.1 while its Raft port used the host's address; on that
+    address, unauthenticated, anyone could forge a broker's heartbeats."""
+    conf = tmp_path / "controller.conf"
+    conf.write_text(
+        "controllerDLegerPeers=n0-10.213.0.1:9877\ncontrollerDLegerSelfId=n0\n"
+        f"controllerRaftPassword=secret\ncontrollerStorePath={tmp_path / 'c'}\n"
+    )
+    assert_usage_error(
+        ferromq("controller", "-c", str(conf), cwd=tmp_path),
+        "the controller would listen on 10.213.0.1 taking any broker's word (a forged heartbeat holds off "
+        "an election): set authenticationEnabled=true and innerClientAuthenticationCredentials (the "
+        "brokers' own) in its controller.conf, or listen on 127.0.0.1 with --host",
+    )
