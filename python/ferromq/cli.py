@@ -162,6 +162,13 @@ def _namesrv_acl(config: str | None) -> PlainAcl | None:
         props.get("aclPlainFile", DEFAULT_ACL_FILE),
     )
     acl.load()
+    snapshot = acl.snapshot
+    if not snapshot.global_white and not any(a.admin for a in snapshot.accounts.values()):
+        # No broker could register: a name server that looks up and routes nothing.
+        raise StartupError(
+            f"aclEnable=true in {config} but the ACL files ({acl.default_file}) have no admin account, so "
+            "no broker could register: add one (admin: true) for the brokers' namesrvAccessKey"
+        )
     return acl
 
 

@@ -328,3 +328,15 @@ def test_a_controller_beyond_loopback_needs_authentication(tmp_path: Path) -> No
         "an election): set authenticationEnabled=true and innerClientAuthenticationCredentials (the "
         "brokers' own) in its controller.conf, or listen on 127.0.0.1 with --host",
     )
+
+
+def test_a_name_server_whose_acl_has_no_admin_account_is_refused(tmp_path: Path) -> None:
+    """Issue 41: it started with 0 accounts, and refused every broker's registration."""
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(f"aclEnable=true\nrocketmqHome={tmp_path / 'home'}\n")
+    assert_usage_error(
+        ferromq("namesrv", "-c", str(conf), "--port", "0", cwd=tmp_path),
+        f"aclEnable=true in {conf} but the ACL files ({tmp_path / 'home' / 'conf' / 'plain_acl.yml'}) "
+        "have no admin account, so no broker could register: add one (admin: true) for the brokers' "
+        "namesrvAccessKey",
+    )
