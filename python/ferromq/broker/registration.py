@@ -17,6 +17,7 @@ from ferromq.acl.signing import credentials_of
 from ferromq.jsonutil import dumps, loads_lenient
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import MASTER_EPOCH
 from ferromq.protocol.headers import (
     GetRouteInfoRequestHeader,
     RegisterBrokerRequestHeader,
@@ -118,6 +119,9 @@ class NameServerRegistration:
                 compressed=False,
                 body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
             ).to_ext()
+            controller = broker.controller
+            if controller is not None and cfg.broker_id == 0:
+                ext[MASTER_EPOCH] = str(controller.epoch)
             cmd = self._signed(RemotingCommand(code=RequestCode.REGISTER_BROKER, ext=ext, body=body))
             try:
                 reply = await (await self._namesrv(addr)).request(cmd, NAMESRV_TIMEOUT)

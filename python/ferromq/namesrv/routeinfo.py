@@ -52,6 +52,9 @@ class LiveBroker:
     last_update: float
     ha_server_addr: str
     connection_key: object | None
+    master_epoch: int = 0
+    """The controller epoch a controller-mode master registered with (ferromq's own field): a
+    master of a later epoch takes the broker id over from this address at once."""
 
 
 class RouteInfoManager:
@@ -72,6 +75,7 @@ class RouteInfoManager:
         topic_configs: dict[str, dict[str, Any]],
         now: float,
         connection_key: object | None = None,
+        master_epoch: int = 0,
     ) -> str | None:
         """Records a (re-)registration. Returns the master's address for a slave."""
         self.clusters.setdefault(cluster, set()).add(broker_name)
@@ -85,7 +89,7 @@ class RouteInfoManager:
         data.addrs[broker_id] = broker_addr
         if broker_id == MASTER_ID:
             self._update_queues(broker_name, topic_configs)
-        self.live[broker_addr] = LiveBroker(now, ha_server_addr, connection_key)
+        self.live[broker_addr] = LiveBroker(now, ha_server_addr, connection_key, master_epoch)
         if first:
             logger.info("broker %s (%s, id %d) registered", broker_name, broker_addr, broker_id)
         if broker_id != MASTER_ID:

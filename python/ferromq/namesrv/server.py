@@ -17,7 +17,7 @@ from ferromq.jsonutil import dumps, loads_lenient
 from ferromq.namesrv.routeinfo import RouteInfoManager
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
-from ferromq.protocol.constants import ORDER_TOPIC_CONFIG
+from ferromq.protocol.constants import MASTER_EPOCH, ORDER_TOPIC_CONFIG
 from ferromq.protocol.headers import (
     AddWritePermOfBrokerResponseHeader,
     BrokerNameRequestHeader,
@@ -34,6 +34,7 @@ from ferromq.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
+    ext_int,
 )
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Dispatcher, Handler
@@ -137,15 +138,10 @@ class NameServer:
             return cmd.reply(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         topics = _decode_register_body(cmd.body, h.compressed)
         broker_addr = h.broker_addr
-        if self.guarded:
-            name, broker_id = h.broker_name, h.broker_id
-            holder = self.routes.live_addr(name, broker_id)
-            if holder is not None and holder != broker_addr:
-                return cmd.reply(
-                    ResponseCode.NO_PERMISSION,
-                    f"broker {name} (id {broker_id}) is registered from {holder}; another address cannot "
-                    "take it over while that one is live (it must unregister, or expire)",
-                )
+        refusal = self._takeover_refusal(h.broker_name, h.broker_id, broker_addr, cmd)
+        if refusal is not None:
+            return cmd.reply(ResponseCode.NO_PERMISSION, refusal)
+        epoch = ext_int(cmd, MASTER_EPOCH, 0)
         master = self.routes.register_broker(
             cluster=h.cluster_name,
             broker_addr=broker_addr,
@@ -155,6 +151,7 @@ class NameServer:
             topic_configs=topics,
             now=time.monotonic(),
             connection_key=conn,
+            master_epoch=epoch,
         )
         conn.on_close(self.routes.connection_closed)
         # A slave learns where its master is and the master's HA address (RouteInfoManager).
@@ -166,6 +163,28 @@ class NameServer:
         return cmd.reply(
             ResponseCode.SUCCESS, ext=reply.to_ext(), body=dumps({"table": order}) if order else b""
         )
+
+    def _takeover_refusal(self, name: str, broker_id: int, addr: str, cmd: RemotingCommand) -> str | None:
+        """Why a registration may not take `name`/`broker_id` over from the live address holding
+        it, or None. In controller mode the controllers' election decides who is master: a master
+        of a later epoch takes the id over at once (the deposed one may be cut off, its registration
+        still live), and a deposed master of an earlier epoch cannot take it back. Otherwise, with
+        an ACL, a live broker's id is not taken over from another address at all."""
+        holder = self.routes.live_addr(name, broker_id)
+        if holder is None or holder == addr:
+            return None
+        epoch, held = ext_int(cmd, MASTER_EPOCH, 0), self.routes.live[holder].master_epoch
+        if epoch < held:
+            return (
+                f"broker {name} (id {broker_id}) is the master of epoch {held} at {holder}; a registration "
+                f"of epoch {epoch} is older"
+            )
+        if epoch == held and self.guarded:
+            return (
+                f"broker {name} (id {broker_id}) is registered from {holder}; another address cannot take "
+                "it over while that one is live (it must unregister, or expire)"
+            )
+        return None
 
     async def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = UnRegisterBrokerRequestHeader.of(cmd)

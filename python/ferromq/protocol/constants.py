@@ -41,6 +41,9 @@ PROPERTY_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
 PROPERTY_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
 # A QUERY_MESSAGE header field (not a property): look the key up as a UNIQ_KEY.
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+# ferromq's own REGISTER_BROKER field: the controller epoch of a controller-mode master (name
+# servers let a later epoch take the master's id over; Java's ignore the field).
+MASTER_EPOCH = "ferromqMasterEpoch"
 
 # -- message sys flags (MessageSysFlag) ---------------------------------------------------------
 SYSFLAG_COMPRESSED = 0x1
