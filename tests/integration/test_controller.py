@@ -75,7 +75,7 @@ class FakeBroker:
         return view
 
 
-def make_controller(tmp_path: Path, unclean: bool) -> Controller:
+def make_controller(tmp_path: Path, unclean: bool, **settings: Any) -> Controller:
     cfg = ControllerConfig(
         listen_port=0,
         peers={"n0": f"127.0.0.1:{free_port()}"},
@@ -84,6 +84,7 @@ def make_controller(tmp_path: Path, unclean: bool) -> Controller:
         enable_elect_unclean_master=unclean,
         heartbeat_timeout_ms=TIMEOUT_MS,
         scan_interval_ms=50,
+        **settings,
     )
     return Controller(cfg)
 
@@ -357,17 +358,13 @@ def test_a_controller_with_authentication_takes_a_brokers_word_only_signed(tmp_p
     off the election after its death. With authenticationEnabled, registrations, heartbeats and
     SyncStateSet changes must be signed with the brokers' innerClientAuthenticationCredentials;
     reads stay open to admin tools."""
-    cfg = ControllerConfig(
-        listen_port=0,
-        peers={"n0": f"127.0.0.1:{free_port()}"},
-        self_id="n0",
-        store_path=str(tmp_path / "controller"),
-        heartbeat_timeout_ms=TIMEOUT_MS,
-        scan_interval_ms=50,
+    controller = make_controller(
+        tmp_path,
+        False,
         authentication_enabled=True,
         inner_client_authentication_credentials=f'{{"accessKey": "{INNER[0]}", "secretKey": "{INNER[1]}"}}',
     )
-    asyncio.run(asyncio.wait_for(signed_only(Controller(cfg)), 90))
+    asyncio.run(asyncio.wait_for(signed_only(controller), 90))
 
 
 async def signed_only(controller: Controller) -> None:

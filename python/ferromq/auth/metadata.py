@@ -103,19 +103,18 @@ class AuthMetadata:
         for callback in self._listeners:
             callback()
 
-    def _save_users(self, users: dict[str, User]) -> None:
+    def _write(self, name: str, key: str, items: list[dict[str, Any]]) -> None:
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
-            body = {"users": [u.as_info() for u in users.values()]}
-            _write_durably(self.directory / USERS_FILE, orjson.dumps(body, option=orjson.OPT_INDENT_2))
+            _write_durably(self.directory / name, orjson.dumps({key: items}, option=orjson.OPT_INDENT_2))
+
+    def _save_users(self, users: dict[str, User]) -> None:
+        self._write(USERS_FILE, "users", [u.as_info() for u in users.values()])
         self.users = users
         self._changed()
 
     def _save_acls(self, acls: dict[str, Acl]) -> None:
-        if self.directory is not None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            body = {"acls": [a.as_info() for a in acls.values()]}
-            _write_durably(self.directory / ACLS_FILE, orjson.dumps(body, option=orjson.OPT_INDENT_2))
+        self._write(ACLS_FILE, "acls", [a.as_info() for a in acls.values()])
         self.acls = acls
         self._changed()
 
