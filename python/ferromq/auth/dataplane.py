@@ -50,11 +50,7 @@ def pull_rules(auth: Auth, topics: Iterable[str], groups: Iterable[str]) -> Pull
             u.username,
             u.password or "",
             # A pull of a retry topic is decided by its group alone (as Java's).
-            [
-                t
-                for t in topic_names
-                if t.startswith(RETRY_PREFIX) or _may(auth, u, Resource.topic(t), _SUB)
-            ],
+            [t for t in topic_names if t.startswith(RETRY_PREFIX) or _may(auth, u, Resource.topic(t), _SUB)],
             [g for g in group_names if _may(auth, u, Resource.group(g), _SUB)],
         )
         for u in _plane_users(auth)
