@@ -1,5 +1,5 @@
 """Signed requests of the RocketMQ 5.x clients, checked against the broker's plain ACL (the same
-accounts, white addresses and permissions as remoting requests).
+accounts, white addresses and permissions as remoting requests), or ACL 2.0 (`check_grpc`).
 
 A 5.x client signs every call with gRPC metadata: `x-mq-date-time` (its clock, `YYYYMMDDTHHMMSSZ`)
 and `authorization: MQv2-HMAC-SHA1 Credential=<accessKey>, SignedHeaders=x-mq-date-time,
@@ -13,7 +13,14 @@ import hmac
 from collections.abc import Mapping
 
 from ferromq.acl.errors import AclError
+from ferromq.acl.permission import PUB, SUB
 from ferromq.acl.plain import Account, PlainAcl, check_perm
+from ferromq.auth import contexts
+from ferromq.auth.contexts import Needed
+from ferromq.auth.errors import AuthenticationError, AuthorizationError
+from ferromq.auth.evaluator import Auth
+from ferromq.auth.model import Action, Resource
+from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.status import Code, ProxyError
 
 AUTHORIZATION = "authorization"
@@ -73,3 +80,44 @@ def authorize(account: Account | None, resources: Mapping[str, int]) -> None:
         check_perm(0, resources, account)
     except AclError as e:
         raise _refused(str(e)) from None
+
+
+# -- ACL 2.0 --------------------------------------------------------------------------------------
+
+# The client types whose heartbeats name a group Java checks (Sub).
+CONSUMER_TYPES = frozenset((pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER, pb.PULL_CONSUMER))
+
+
+def needs_of(resources: Mapping[str, int]) -> Needed:
+    """The plain ACL's way of naming what a call touches (topics, groups as their retry topics,
+    PUB / SUB bits) as ACL 2.0's resources and actions."""
+    out: Needed = []
+    for name, bits in resources.items():
+        actions = tuple(a for bit, a in ((PUB, Action.PUB), (SUB, Action.SUB)) if bits & bit)
+        out.append((Resource.of_topic_or_group(name), actions))
+    return out
+
+
+def check_grpc(auth: Auth, metadata: Mapping[str, str], host: str, rpc: str, needed: Needed) -> None:
+    """ACL 2.0's checks of one call (`rpc`: its request's full name, for the whitelists): refused
+    UNAUTHORIZED with Java's text, as 5.3.3's proxy answers both kinds of refusal."""
+    try:
+        user = auth.grpc_user(metadata, rpc)
+        auth.authorize(user, needed, host or None, rpc)
+    except (AuthenticationError, AuthorizationError) as e:
+        raise _refused(str(e)) from None
+
+
+def settings_needs(settings: pb.Settings) -> Needed:
+    """What a client's Settings name (Java checks them on the Telemetry stream): Pub on each topic
+    it publishes to, Sub on its group and each topic it subscribes to."""
+    if not settings.HasField("publishing") and not settings.HasField("subscription"):
+        return []
+    out: Needed = []
+    for topic in settings.publishing.topics:
+        out += contexts.grpc_pub(topic.name)
+    if settings.HasField("subscription"):
+        out += contexts.grpc_sub(settings.subscription.group.name, None)
+        for entry in settings.subscription.subscriptions:
+            out += contexts.grpc_sub(None, entry.topic.name)
+    return out

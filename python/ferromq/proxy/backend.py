@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from ferromq import _store
     from ferromq.acl.plain import PlainAcl
+    from ferromq.auth.evaluator import Auth
     from ferromq.broker.clients import Subscription
     from ferromq.broker.config import BrokerConfig
     from ferromq.broker.pop.formats import ExtraInfo
@@ -86,6 +87,10 @@ class Backend(Protocol):
 
     @property
     def acl(self) -> PlainAcl | None: ...
+    @property
+    def auth(self) -> Auth | None:
+        """ACL 2.0 over the gRPC port, when on."""
+        ...
 
     @property
     def data_plane(self) -> _store.DataPlane | None:

@@ -39,6 +39,7 @@ from ferromq.proxy.status import Code, ProxyError
 if TYPE_CHECKING:
     from ferromq import _store
     from ferromq.acl.plain import PlainAcl
+    from ferromq.auth.evaluator import Auth
     from ferromq.broker.clients import Subscription
     from ferromq.broker.config import BrokerConfig
     from ferromq.broker.pop.formats import ExtraInfo
@@ -115,6 +116,10 @@ class ClusterBackend:
 
     @property
     def acl(self) -> PlainAcl | None:
+        return None
+
+    @property
+    def auth(self) -> Auth | None:
         return None
 
     @property

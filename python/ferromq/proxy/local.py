@@ -24,6 +24,7 @@ from ferromq.proxy.status import Code, ProxyError
 if TYPE_CHECKING:
     from ferromq import _store
     from ferromq.acl.plain import PlainAcl
+    from ferromq.auth.evaluator import Auth
     from ferromq.broker.broker import Broker
     from ferromq.broker.config import BrokerConfig
     from ferromq.broker.subscriptions import SubscriptionGroupConfig
@@ -45,6 +46,13 @@ class LocalBackend:
     @property
     def acl(self) -> PlainAcl | None:
         return self._broker.acl
+
+    @property
+    def auth(self) -> Auth | None:
+        """The broker's ACL 2.0: its users and ACLs guard the gRPC port too (Java 5.3.3's proxy
+        checks it only when rmq-proxy.json turns it on; a broker.conf that secures the broker must
+        not leave its gRPC port open)."""
+        return self._broker.auth
 
     @property
     def data_plane(self) -> _store.DataPlane | None:

@@ -15,9 +15,12 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import timestamp_pb2
+from google.protobuf.message import Message
 
 from ferromq import _store
 from ferromq.acl.permission import PUB, SUB
+from ferromq.auth import contexts
+from ferromq.auth.contexts import Needed
 from ferromq.broker.clients import parse_subscription
 from ferromq.broker.pop.formats import ExtraInfo, real_topic
 from ferromq.broker.pop.service import MAX_POP_NUMS, PopRequest
@@ -32,7 +35,7 @@ from ferromq.protocol.constants import (
 )
 from ferromq.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 from ferromq.proxy import convert
-from ferromq.proxy.auth import authenticate, authorize
+from ferromq.proxy.auth import CONSUMER_TYPES, authenticate, authorize, check_grpc, needs_of, settings_needs
 from ferromq.proxy.backend import Backend, BrokerQueues, Popped
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
@@ -69,6 +72,11 @@ def _peer(metadata: Mapping[str, str]) -> str:
     """The client's `ip:port` (`[ip6]:port`): grpcio sees only the gRPC front's Unix socket, so the
     front names the client in a header of its own, over any value the client sent."""
     return metadata.get(PEER_HEADER, "")
+
+
+def _host_of(peer: str) -> str:
+    """The address of `ip:port` or `[ip6]:port`."""
+    return peer.rsplit(":", 1)[0].strip("[]")
 
 
 def _duration_ms(d: Any) -> int:
@@ -123,17 +131,28 @@ class MessagingService(rpc.MessagingServiceServicer):
     # -- common ----------------------------------------------------------------------------------
 
     def _session(
-        self, context: grpc.aio.ServicerContext[Any, Any], resources: Mapping[str, int] | None = None
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        resources: Mapping[str, int] | None = None,
+        request: Message | None = None,
+        needed: Needed | None = None,
     ) -> Session:
-        """The calling client; with the ACL on, only once its signature is checked and the account
-        may touch `resources` (topics, and groups as their retry topics, to PUB / SUB)."""
+        """The calling client; with an ACL on, only once its signature is checked and it may touch
+        `resources` (topics, and groups as their retry topics, to PUB / SUB). ACL 2.0 checks
+        `needed` instead when given (what Java's proxy checks of calls that name no topic or group
+        the plain ACL looks at), and skips the checks its whitelists name for `request`."""
         md = _metadata(context)
         client_id = md.get("x-mq-client-id", "")
         peer = _peer(md)
+        host = _host_of(peer)
         acl = self.backend.acl
         if acl is not None:
-            account = authenticate(acl, md, peer.rsplit(":", 1)[0])
+            account = authenticate(acl, md, host)
             authorize(account, resources or {})
+        auth = self.backend.auth
+        if auth is not None:
+            rpc = request.DESCRIPTOR.full_name if request is not None else ""
+            check_grpc(auth, md, host, rpc, needed if needed is not None else needs_of(resources or {}))
         if not client_id:
             raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
         return self.sessions.open(
@@ -161,7 +180,7 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def QueryRoute(self, request: spb.QueryRouteRequest, context: Any) -> spb.QueryRouteResponse:
         async def body() -> spb.QueryRouteResponse:
-            self._session(context)
+            self._session(context, request=request, needed=contexts.grpc_route(request.topic.name))
             name = request.topic.name
             convert.check_topic_name(name, self.backend.reserved_topics)
             brokers = await self.backend.queues(name)
@@ -197,7 +216,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.QueryAssignmentRequest, context: Any
     ) -> spb.QueryAssignmentResponse:
         async def body() -> spb.QueryAssignmentResponse:
-            self._session(context)
+            self._session(context, _consume_perm(request.topic.name, request.group.name), request)
             convert.check_topic_name(request.topic.name, self.backend.reserved_topics)
             convert.check_group_name(request.group.name)
             brokers = await self.backend.queues(request.topic.name) or []
@@ -251,7 +270,9 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
         async def body() -> spb.HeartbeatResponse:
-            session = self._session(context)
+            consumer = request.client_type in CONSUMER_TYPES
+            needed = contexts.grpc_sub(request.group.name, None) if consumer else []
+            session = self._session(context, request=request, needed=needed)
             if session.settings is None:
                 raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
             await self._register(session, session.settings)
@@ -263,7 +284,9 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.NotifyClientTerminationRequest, context: Any
     ) -> spb.NotifyClientTerminationResponse:
         async def body() -> spb.NotifyClientTerminationResponse:
-            session = self._session(context)
+            group = request.group.name
+            needed = contexts.grpc_sub(group, None) if group.strip() else []
+            session = self._session(context, request=request, needed=needed)
             settings = session.settings
             if settings is None:
                 raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
@@ -282,12 +305,20 @@ class MessagingService(rpc.MessagingServiceServicer):
     ) -> AsyncIterator[spb.TelemetryCommand]:
         """The client's Settings in, the merged Settings and the broker's commands (transaction
         checks) out, until the client ends the stream."""
+        md = _metadata(context)
         try:
-            session = self._session(context)
+            session = self._session(context, request=_TELEMETRY, needed=[])
         except ProxyError as e:
             yield spb.TelemetryCommand(status=status(e.status_code, e.message))
             return
-        reader = asyncio.create_task(self._read_telemetry(request_iterator, session))
+
+        def check_settings(settings: pb.Settings) -> None:
+            auth = self.backend.auth
+            if auth is not None:
+                rpc = _TELEMETRY.DESCRIPTOR.full_name
+                check_grpc(auth, md, _host_of(_peer(md)), rpc, settings_needs(settings))
+
+        reader = asyncio.create_task(self._read_telemetry(request_iterator, session, check_settings))
         command: asyncio.Future[spb.TelemetryCommand] | None = None
         try:
             while True:
@@ -303,12 +334,18 @@ class MessagingService(rpc.MessagingServiceServicer):
                 if task is not None:
                     task.cancel()
 
-    async def _read_telemetry(self, commands: AsyncIterator[spb.TelemetryCommand], session: Session) -> None:
+    async def _read_telemetry(
+        self,
+        commands: AsyncIterator[spb.TelemetryCommand],
+        session: Session,
+        check_settings: Callable[[pb.Settings], None],
+    ) -> None:
         async for command in commands:
             if not command.HasField("settings"):
                 continue  # thread stack traces and verify results: nothing waits for them
             try:
                 settings = command.settings
+                check_settings(settings)
                 if not (settings.HasField("publishing") or settings.HasField("subscription")):
                     raise ProxyError(
                         Code.BAD_REQUEST, "there is no publishing or subscription data in settings"
@@ -359,7 +396,7 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def SendMessage(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
         async def body() -> spb.SendMessageResponse:
-            session = self._session(context, _topic_perm(request.messages, PUB))
+            session = self._session(context, _topic_perm(request.messages, PUB), request)
             if not request.messages:
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
             topic = request.messages[0].topic.name
@@ -467,7 +504,9 @@ class MessagingService(rpc.MessagingServiceServicer):
     ) -> tuple[Popped, PopRequest, int]:
         """The pop, what it found, and the delivery attempts the consumer's retry policy allows (0:
         no policy known)."""
-        session = self._session(context, _consume_perm(request.message_queue.topic.name, request.group.name))
+        session = self._session(
+            context, _consume_perm(request.message_queue.topic.name, request.group.name), request
+        )
         settings = session.settings
         fifo = bool(settings is not None and settings.subscription.fifo)
         max_attempts = settings.backoff_policy.max_attempts if settings is not None else 0
@@ -554,7 +593,7 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
         async def body() -> spb.AckMessageResponse:
-            session = self._session(context, _consume_perm(request.topic.name, request.group.name))
+            session = self._session(context, _consume_perm(request.topic.name, request.group.name), request)
             topic, group = request.topic.name, request.group.name
             convert.check_topic_name(topic, self.backend.reserved_topics)
             convert.check_group_name(group)
@@ -611,7 +650,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         """The message a consumer's call names: its newest receipt (renewed ones swapped in), its
         CommitLog offset and the topic it lies in (a retry topic for a retried message)."""
         topic, group = request.topic.name, request.group.name
-        session = self._session(context, _consume_perm(topic, group))
+        session = self._session(context, _consume_perm(topic, group), request)
         convert.check_topic_name(topic, self.backend.reserved_topics)
         convert.check_group_name(group)
         if isinstance(request, spb.ChangeInvisibleDurationRequest):
@@ -651,7 +690,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.EndTransactionRequest, context: Any
     ) -> spb.EndTransactionResponse:
         async def body() -> spb.EndTransactionResponse:
-            session = self._session(context, {request.topic.name: PUB})
+            session = self._session(context, {request.topic.name: PUB}, request)
             topic = request.topic.name
             convert.check_topic_name(topic, self.backend.reserved_topics)
             if not request.transaction_id.strip():
@@ -697,7 +736,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.RecallMessageRequest, context: Any
     ) -> spb.RecallMessageResponse:
         async def body() -> spb.RecallMessageResponse:
-            session = self._session(context, {request.topic.name: PUB})
+            session = self._session(context, {request.topic.name: PUB}, request)
             topic = request.topic.name
             convert.check_topic_name(topic, self.backend.reserved_topics)
             message_type = await self.backend.message_type(topic)
@@ -716,6 +755,9 @@ class MessagingService(rpc.MessagingServiceServicer):
 # A send the broker stored but whose wait failed: the entry's code (SendMessageActivity).
 def _topic_perm(messages: Sequence[pb.Message], needed: int) -> dict[str, int]:
     return {m.topic.name: needed for m in messages}
+
+
+_TELEMETRY = spb.TelemetryCommand()
 
 
 def _consume_perm(topic: str, group: str) -> dict[str, int]:
