@@ -963,6 +963,120 @@ async def _brokers_table_topics(admin: Admin, args: argparse.Namespace) -> None:
 # -- the parser --------------------------------------------------------------------------------
 
 
+async def _user_create(admin: Admin, args: argparse.Namespace) -> None:
+    addrs = await admin.create_user(
+        args.username, args.password, args.type, broker_addr=args.broker_addr, cluster=args.cluster
+    )
+    args.out.result(
+        {"created": args.username, "brokers": addrs}, f"created user {args.username} on {', '.join(addrs)}"
+    )
+
+
+async def _user_update(admin: Admin, args: argparse.Namespace) -> None:
+    addrs = await admin.update_user(
+        args.username,
+        args.password,
+        args.type,
+        args.status,
+        broker_addr=args.broker_addr,
+        cluster=args.cluster,
+    )
+    args.out.result(
+        {"updated": args.username, "brokers": addrs}, f"updated user {args.username} on {', '.join(addrs)}"
+    )
+
+
+async def _user_delete(admin: Admin, args: argparse.Namespace) -> None:
+    addrs = await admin.delete_user(args.username, broker_addr=args.broker_addr, cluster=args.cluster)
+    args.out.result(
+        {"deleted": args.username, "brokers": addrs}, f"deleted user {args.username} on {', '.join(addrs)}"
+    )
+
+
+def _users_table(users: list[dict[str, Any]]) -> Table:
+    t = _table("username", "type", "status")
+    for u in users:
+        t.add_row(str(u.get("username", "")), str(u.get("userType", "")), str(u.get("userStatus", "")))
+    return t
+
+
+async def _user_get(admin: Admin, args: argparse.Namespace) -> None:
+    user = await admin.get_user(args.username, broker_addr=args.broker_addr)
+    if user is None:
+        raise QueryNotFoundError(f"no user {args.username}")
+    args.out.result(user, _users_table([user]))
+
+
+async def _user_list(admin: Admin, args: argparse.Namespace) -> None:
+    users = await admin.list_users(args.filter, broker_addr=args.broker_addr)
+    args.out.result(users, _users_table(users))
+
+
+def _split_list(text: str | None) -> list[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+async def _acl_put(admin: Admin, args: argparse.Namespace, update: bool) -> None:
+    addrs = await admin.put_acl(
+        args.subject,
+        _split_list(args.resources),
+        _split_list(args.actions),
+        args.decision,
+        _split_list(args.source_ips),
+        update=update,
+        broker_addr=args.broker_addr,
+        cluster=args.cluster,
+    )
+    args.out.result(
+        {"subject": args.subject, "brokers": addrs}, f"ACL of {args.subject} set on {', '.join(addrs)}"
+    )
+
+
+async def _acl_create(admin: Admin, args: argparse.Namespace) -> None:
+    await _acl_put(admin, args, update=False)
+
+
+async def _acl_update(admin: Admin, args: argparse.Namespace) -> None:
+    await _acl_put(admin, args, update=True)
+
+
+async def _acl_delete(admin: Admin, args: argparse.Namespace) -> None:
+    addrs = await admin.delete_acl(
+        args.subject, args.resource, args.policy_type, broker_addr=args.broker_addr, cluster=args.cluster
+    )
+    args.out.result(
+        {"subject": args.subject, "brokers": addrs}, f"ACL of {args.subject} deleted on {', '.join(addrs)}"
+    )
+
+
+def _acls_table(acls: list[dict[str, Any]]) -> Table:
+    t = _table("subject", "policy", "resource", "actions", "source IPs", "decision")
+    for acl in acls:
+        for policy in acl.get("policies") or []:
+            for e in policy.get("entries") or []:
+                t.add_row(
+                    str(acl.get("subject", "")),
+                    str(policy.get("policyType", "")),
+                    str(e.get("resource", "")),
+                    ",".join(e.get("actions") or []),
+                    ",".join(e.get("sourceIps") or []),
+                    str(e.get("decision", "")),
+                )
+    return t
+
+
+async def _acl_get(admin: Admin, args: argparse.Namespace) -> None:
+    acl = await admin.get_acl(args.subject, broker_addr=args.broker_addr)
+    if acl is None:
+        raise QueryNotFoundError(f"no ACL for {args.subject}")
+    args.out.result(acl, _acls_table([acl]))
+
+
+async def _acl_list(admin: Admin, args: argparse.Namespace) -> None:
+    acls = await admin.list_acls(args.subject_filter, args.resource_filter, broker_addr=args.broker_addr)
+    args.out.result(acls, _acls_table(acls))
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds `admin` and its subcommands to the `ferromq` parser."""
     p = sub.add_parser(
@@ -998,8 +1112,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     cmds = p.add_subparsers(dest="admin_command", required=True, metavar="COMMAND")
 
-    def cmd(name: str, func: Command, what: str) -> argparse.ArgumentParser:
-        c = cmds.add_parser(
+    def cmd(name: str, func: Command, what: str, within: Any = None) -> argparse.ArgumentParser:
+        c = (within or cmds).add_parser(
             name,
             help=what,
             description=what,
@@ -1145,6 +1259,58 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("--store", help="the broker's store root: tables under STORE/tables, lag behind its log")
     c.add_argument("--path", help="the tables' directory or URI (tableTopicPath; default STORE/tables)")
     c.add_argument("--topic", help="only this topic")
+
+    # ACL 2.0
+    users = cmds.add_parser("user", help="ACL 2.0 users (mqadmin createUser, getUser, ...)").add_subparsers(
+        dest="user_command", required=True, metavar="ACTION"
+    )
+    everywhere = "every broker of this cluster (default: all clusters)"
+    c = cmd("create", _user_create, "create a user", users)
+    c.add_argument("username")
+    c.add_argument("-p", "--password", required=True)
+    c.add_argument("-t", "--type", choices=("Super", "Normal"), help="default Normal")
+    broker_choice(c, everywhere)
+    c = cmd("update", _user_update, "change a user's password, type or status", users)
+    c.add_argument("username")
+    c.add_argument("-p", "--password")
+    c.add_argument("-t", "--type", choices=("Super", "Normal"))
+    c.add_argument("-s", "--status", choices=("enable", "disable"))
+    broker_choice(c, everywhere)
+    c = cmd("delete", _user_delete, "delete a user and its ACL", users)
+    c.add_argument("username")
+    broker_choice(c, everywhere)
+    c = cmd("get", _user_get, "a user (with its password, as Java answers)", users)
+    c.add_argument("username")
+    c.add_argument("-b", "--broker-addr", help="ask this broker (default: the first one listed)")
+    c = cmd("list", _user_list, "the users", users)
+    c.add_argument("--filter", help="only names containing this")
+    c.add_argument("-b", "--broker-addr", help="ask this broker (default: the first one listed)")
+    acls = cmds.add_parser(
+        "acl", help="ACL 2.0 access rules (mqadmin createAcl, getAcl, ...)"
+    ).add_subparsers(dest="acl_command", required=True, metavar="ACTION")
+    for name, func, what in (
+        ("create", _acl_create, "add entries to a subject's ACL"),
+        ("update", _acl_update, "change entries of a subject's ACL"),
+    ):
+        c = cmd(name, func, what, acls)
+        c.add_argument("subject", help="User:NAME")
+        c.add_argument("-r", "--resources", required=True, help="Topic:T,Group:G,Topic:prefix*,*")
+        c.add_argument("-a", "--actions", required=True, help="Pub,Sub,Create,Update,Delete,Get,List,All")
+        c.add_argument("-d", "--decision", default="Allow", choices=("Allow", "Deny"))
+        c.add_argument("-i", "--source-ips", help="IPs or CIDR blocks, comma separated")
+        broker_choice(c, everywhere)
+    c = cmd("delete", _acl_delete, "delete one resource's entry, or a subject's whole ACL", acls)
+    c.add_argument("subject", help="User:NAME")
+    c.add_argument("-r", "--resource", help="only this resource's entry")
+    c.add_argument("--policy-type", choices=("Custom", "Default"))
+    broker_choice(c, everywhere)
+    c = cmd("get", _acl_get, "a subject's ACL", acls)
+    c.add_argument("subject", help="User:NAME")
+    c.add_argument("-b", "--broker-addr", help="ask this broker (default: the first one listed)")
+    c = cmd("list", _acl_list, "the ACLs", acls)
+    c.add_argument("--subject-filter")
+    c.add_argument("--resource-filter")
+    c.add_argument("-b", "--broker-addr", help="ask this broker (default: the first one listed)")
 
     # retention
     for name, what, func in (

@@ -352,6 +352,138 @@ class Admin(AsyncLifecycle):
             raise TopicNotExistError(f"No topic route info in name server for the topic: {topic}")
         return route
 
+    # -- ACL 2.0: users and ACLs (mqadmin createUser ... listAcl) -------------------------------
+
+    async def _auth_write(
+        self,
+        code: RequestCode,
+        ext: dict[str, str],
+        body: dict[str, Any] | None,
+        broker_addr: str | None,
+        cluster: str | None,
+    ) -> list[str]:
+        """A user or ACL change on one broker, or on every broker (masters and slaves) of
+        `cluster` or of all clusters, as mqadmin's -b / -c; the addresses changed."""
+        addrs = [broker_addr] if broker_addr is not None else await self._all_broker_addrs(cluster)
+        payload = dumps(body) if body is not None else b""
+        for addr in addrs:
+            await self._call(addr, code, f"{code.name} on {addr}", ext, payload)
+        return addrs
+
+    async def _auth_read(self, code: RequestCode, ext: dict[str, str], broker_addr: str | None) -> Any:
+        """A read of one broker's users or ACLs (the first broker the name server lists without
+        `broker_addr`); None when the broker answered with no body."""
+        addr = broker_addr if broker_addr is not None else (await self._all_broker_addrs(None) or [""])[0]
+        if not addr:
+            raise BrokerError("no broker to ask", ResponseCode.SERVICE_NOT_AVAILABLE)
+        reply = await self._call(addr, code, f"{code.name} on {addr}", ext)
+        return loads_lenient(reply.body) if reply.body else None
+
+    async def create_user(
+        self,
+        username: str,
+        password: str,
+        user_type: str | None = None,
+        *,
+        broker_addr: str | None = None,
+        cluster: str | None = None,
+    ) -> list[str]:
+        """AUTH_CREATE_USER: a user (type Super or Normal, Normal by default)."""
+        body = {"username": username, "password": password, "userType": user_type}
+        return await self._auth_write(
+            RequestCode.AUTH_CREATE_USER, {"username": username}, _present(body), broker_addr, cluster
+        )
+
+    async def update_user(
+        self,
+        username: str,
+        password: str | None = None,
+        user_type: str | None = None,
+        user_status: str | None = None,
+        *,
+        broker_addr: str | None = None,
+        cluster: str | None = None,
+    ) -> list[str]:
+        """AUTH_UPDATE_USER: what is given changes (status: enable or disable)."""
+        body = {"username": username, "password": password, "userType": user_type, "userStatus": user_status}
+        return await self._auth_write(
+            RequestCode.AUTH_UPDATE_USER, {"username": username}, _present(body), broker_addr, cluster
+        )
+
+    async def delete_user(
+        self, username: str, *, broker_addr: str | None = None, cluster: str | None = None
+    ) -> list[str]:
+        """AUTH_DELETE_USER: the user and its ACL."""
+        return await self._auth_write(
+            RequestCode.AUTH_DELETE_USER, {"username": username}, None, broker_addr, cluster
+        )
+
+    async def get_user(self, username: str, *, broker_addr: str | None = None) -> dict[str, Any] | None:
+        """AUTH_GET_USER: the user's UserInfo (its password included, as Java answers), or None."""
+        found = await self._auth_read(RequestCode.AUTH_GET_USER, {"username": username}, broker_addr)
+        return found if isinstance(found, dict) else None
+
+    async def list_users(
+        self, name_filter: str | None = None, *, broker_addr: str | None = None
+    ) -> list[dict[str, Any]]:
+        """AUTH_LIST_USER: the users whose name contains `name_filter`."""
+        ext = {"filter": name_filter} if name_filter else {}
+        found = await self._auth_read(RequestCode.AUTH_LIST_USER, ext, broker_addr)
+        return list(found) if isinstance(found, list) else []
+
+    async def put_acl(
+        self,
+        subject: str,
+        resources: list[str],
+        actions: list[str],
+        decision: str = "Allow",
+        source_ips: list[str] | None = None,
+        *,
+        update: bool = False,
+        broker_addr: str | None = None,
+        cluster: str | None = None,
+    ) -> list[str]:
+        """AUTH_CREATE_ACL (AUTH_UPDATE_ACL with `update`): one entry per resource, merged into
+        the subject's Custom policy."""
+        ips = source_ips or None
+        entries = [
+            _present({"resource": r, "actions": actions, "sourceIps": ips, "decision": decision})
+            for r in resources
+        ]
+        body = {"subject": subject, "policies": [{"policyType": "Custom", "entries": entries}]}
+        code = RequestCode.AUTH_UPDATE_ACL if update else RequestCode.AUTH_CREATE_ACL
+        return await self._auth_write(code, {"subject": subject}, body, broker_addr, cluster)
+
+    async def delete_acl(
+        self,
+        subject: str,
+        resource: str | None = None,
+        policy_type: str | None = None,
+        *,
+        broker_addr: str | None = None,
+        cluster: str | None = None,
+    ) -> list[str]:
+        """AUTH_DELETE_ACL: one resource's entry, or (no resource) the subject's whole ACL."""
+        ext = _present({"subject": subject, "resource": resource, "policyType": policy_type})
+        return await self._auth_write(RequestCode.AUTH_DELETE_ACL, ext, None, broker_addr, cluster)
+
+    async def get_acl(self, subject: str, *, broker_addr: str | None = None) -> dict[str, Any] | None:
+        """AUTH_GET_ACL: the subject's AclInfo, or None."""
+        found = await self._auth_read(RequestCode.AUTH_GET_ACL, {"subject": subject}, broker_addr)
+        return found if isinstance(found, dict) else None
+
+    async def list_acls(
+        self,
+        subject_filter: str | None = None,
+        resource_filter: str | None = None,
+        *,
+        broker_addr: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """AUTH_LIST_ACL: the ACLs whose subject (or entries' resource) contains the filters."""
+        ext = _present({"subjectFilter": subject_filter, "resourceFilter": resource_filter})
+        found = await self._auth_read(RequestCode.AUTH_LIST_ACL, ext, broker_addr)
+        return list(found) if isinstance(found, list) else []
+
     # -- retention -----------------------------------------------------------------------------
 
     async def _all_broker_addrs(self, cluster: str | None) -> list[str]:
@@ -1025,3 +1157,8 @@ class Admin(AsyncLifecycle):
             if m.queue_offset == offset:
                 return m
         raise QueryNotFoundError(f"no message at {where}")
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` without those that are None (fastjson leaves null fields out)."""
+    return {k: v for k, v in fields.items() if v is not None}

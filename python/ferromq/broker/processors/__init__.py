@@ -8,6 +8,7 @@ from ferromq.broker.processors import (
     acl,
     admin,
     admin_status,
+    auth_admin,
     client_manage,
     consumer_manage,
     end_transaction,
@@ -39,6 +40,7 @@ def build_registry(broker: Broker) -> dict[int, Handler]:
         recall,
         pop,
         acl,
+        auth_admin,
     ):
         registry.update(module.handlers(broker))
     return registry

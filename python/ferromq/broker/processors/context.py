@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from ferromq import _store
     from ferromq.acl.plain import PlainAcl
+    from ferromq.auth.evaluator import Auth
     from ferromq.broker.clients import ClientManager
     from ferromq.broker.config import BrokerConfig
     from ferromq.broker.locks import RebalanceLockManager
@@ -171,6 +172,13 @@ class RetentionContext(Protocol):
 class AclContext(HasConfig, Protocol):
     @property
     def acl(self) -> PlainAcl | None: ...
+
+
+class AuthAdminContext(HasConfig, Protocol):
+    """ACL 2.0's users and ACLs (auth_admin.py)."""
+
+    @property
+    def auth(self) -> Auth | None: ...
 
 
 class AdminContext(HasConfig, Protocol):

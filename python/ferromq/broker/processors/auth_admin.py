@@ -1,0 +1,190 @@
+"""ACL 2.0's admin requests (AUTH_CREATE_USER 3001 ... AUTH_LIST_ACL 3010), as Apache RocketMQ
+5.3.3's AdminBrokerProcessor answers them: the request headers name the user (`username`) or the
+subject (`subject`, `User:<name>`), the bodies are `UserInfo` and `AclInfo` JSON, a refusal of the
+users and ACLs themselves is NO_PERMISSION with Java's text.
+
+Only a Super user may create, update or delete a Super user. Who may call these at all is the
+authorization's business (Cluster Update or Get, by the request table in `ferromq.auth.contexts`).
+With ACL 2.0 off (no `authenticationEnabled`) there are no users to manage: refused with a remark
+saying so (Java, without a metadata provider, answers "An system error occurred").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ferromq.acl.signing import ACCESS_KEY
+from ferromq.auth.errors import AuthenticationError, AuthorizationError
+from ferromq.auth.metadata import AuthMetadata
+from ferromq.auth.model import Acl, PolicyType, Resource, User, UserType
+from ferromq.broker.processors.context import AuthAdminContext, ContextHandler, bind
+from ferromq.errors import BrokerError
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.remoting.connection import Connection
+from ferromq.remoting.dispatch import Handler
+
+DISABLED = "ACL 2.0 is not enabled on this broker (authenticationEnabled=false in broker.conf)"
+
+
+def _metadata(ctx: AuthAdminContext) -> AuthMetadata:
+    if ctx.auth is None:
+        raise BrokerError(DISABLED, ResponseCode.SYSTEM_ERROR)
+    return ctx.auth.metadata
+
+
+def _json(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def _body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
+    try:
+        data = orjson.loads(cmd.body) if cmd.body else None
+    except orjson.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        raise BrokerError(f"The body of {what} is null", ResponseCode.SYSTEM_ERROR)
+    return data
+
+
+def _refused(e: AuthenticationError | AuthorizationError) -> BrokerError:
+    return BrokerError(str(e), ResponseCode.NO_PERMISSION)
+
+
+def _not_super_caller(metadata: AuthMetadata, cmd: RemotingCommand) -> bool:
+    """Whether the caller names a user that is not Super (no AccessKey: authentication is off)."""
+    caller = cmd.ext.get(ACCESS_KEY)
+    if not caller:
+        return False
+    user = metadata.users.get(caller)
+    return user is None or not user.is_super
+
+
+def _username(cmd: RemotingCommand) -> str:
+    name = cmd.ext.get("username") or ""
+    if not name:
+        raise BrokerError("The username is blank", ResponseCode.INVALID_PARAMETER)
+    return name
+
+
+async def create_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    metadata = _metadata(ctx)
+    user = User.from_info(_body(cmd, "user"), _username(cmd))
+    if user.user_type is UserType.SUPER and _not_super_caller(metadata, cmd):
+        raise BrokerError("The super user can only be create by super user", ResponseCode.SYSTEM_ERROR)
+    try:
+        metadata.create_user(user)
+    except AuthenticationError as e:
+        raise _refused(e) from None
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def update_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    metadata = _metadata(ctx)
+    user = User.from_info(_body(cmd, "user"), _username(cmd))
+    if user.user_type is UserType.SUPER and _not_super_caller(metadata, cmd):
+        raise BrokerError("The super user can only be update by super user", ResponseCode.SYSTEM_ERROR)
+    try:
+        old = metadata.users.get(user.username)
+        if old is None:
+            raise AuthenticationError("The user is not exist")
+        if old.is_super and _not_super_caller(metadata, cmd):
+            raise AuthenticationError("The super user can only be update by super user")
+        metadata.update_user(user)
+    except AuthenticationError as e:
+        raise _refused(e) from None
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def delete_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    metadata = _metadata(ctx)
+    name = cmd.ext.get("username") or ""
+    try:
+        old = metadata.get_user(name)
+        if old is not None:
+            if old.is_super and _not_super_caller(metadata, cmd):
+                raise AuthenticationError("The super user can only be update by super user")
+            metadata.delete_user(name)
+    except AuthenticationError as e:
+        raise _refused(e) from None
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def get_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    metadata = _metadata(ctx)
+    name = (cmd.ext.get("username") or "").strip()
+    if not name:
+        raise BrokerError("The username is blank", ResponseCode.INVALID_PARAMETER)
+    user = metadata.users.get(name)
+    return cmd.reply(ResponseCode.SUCCESS, body=_json(user.as_info()) if user is not None else b"")
+
+
+async def list_users(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    users = _metadata(ctx).list_users(cmd.ext.get("filter"))
+    return cmd.reply(ResponseCode.SUCCESS, body=_json([u.as_info() for u in users]) if users else b"")
+
+
+def _acl_of(cmd: RemotingCommand) -> Acl:
+    body = _body(cmd, "acl")
+    if not isinstance(body.get("policies"), list) or not body["policies"]:
+        raise BrokerError("The body of acl is null", ResponseCode.SYSTEM_ERROR)
+    try:
+        return Acl.from_info(body, cmd.ext.get("subject"))
+    except AuthorizationError as e:
+        raise _refused(e) from None
+
+
+async def put_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """AUTH_CREATE_ACL and AUTH_UPDATE_ACL alike: the entries merged into the subject's ACL."""
+    metadata = _metadata(ctx)
+    acl = _acl_of(cmd)
+    try:
+        metadata.put_acl(acl)
+    except AuthorizationError as e:
+        raise _refused(e) from None
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def delete_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    metadata = _metadata(ctx)
+    policy_type = PolicyType.by_name(cmd.ext.get("policyType"))
+    resource = Resource.parse(cmd.ext.get("resource"))
+    try:
+        metadata.delete_acl(cmd.ext.get("subject"), policy_type, resource)
+    except (AuthenticationError, AuthorizationError) as e:
+        raise _refused(e) from None
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
+async def get_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    metadata = _metadata(ctx)
+    try:
+        acl = metadata.get_acl(cmd.ext.get("subject") or "")
+    except AuthorizationError as e:
+        raise _refused(e) from None
+    return cmd.reply(ResponseCode.SUCCESS, body=_json(acl.as_info()) if acl is not None else b"")
+
+
+async def list_acls(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    acls = _metadata(ctx).list_acls(cmd.ext.get("subjectFilter"), cmd.ext.get("resourceFilter"))
+    return cmd.reply(ResponseCode.SUCCESS, body=_json([a.as_info() for a in acls]) if acls else b"")
+
+
+HANDLERS: dict[int, ContextHandler[AuthAdminContext]] = {
+    RequestCode.AUTH_CREATE_USER: create_user,
+    RequestCode.AUTH_UPDATE_USER: update_user,
+    RequestCode.AUTH_DELETE_USER: delete_user,
+    RequestCode.AUTH_GET_USER: get_user,
+    RequestCode.AUTH_LIST_USER: list_users,
+    RequestCode.AUTH_CREATE_ACL: put_acl,
+    RequestCode.AUTH_UPDATE_ACL: put_acl,
+    RequestCode.AUTH_DELETE_ACL: delete_acl,
+    RequestCode.AUTH_GET_ACL: get_acl,
+    RequestCode.AUTH_LIST_ACL: list_acls,
+}
+
+
+def handlers(ctx: AuthAdminContext) -> dict[int, Handler]:
+    return bind(ctx, HANDLERS)
