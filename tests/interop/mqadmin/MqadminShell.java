@@ -45,6 +45,7 @@ public class MqadminShell {
                 // registered; some keep their (shut down) admin client in a field. Start clean, as a
                 // new mqadmin process would.
                 subCommands.clear();
+                registerUnlisted(subCommands);
                 MQAdminStartup.main0(argv, null);
             } catch (Throwable t) {
                 t.printStackTrace(capture);
@@ -60,5 +61,20 @@ public class MqadminShell {
         }
         // stdin closed: done (without waiting for netty's graceful shutdown of the last clients).
         System.exit(0);
+    }
+
+    // 5.3.3 ships copyUsers and copyAcls (tools/command/auth) but does not list them in
+    // MQAdminStartup (5.4 does): registered here, they run the jar's own code.
+    @SuppressWarnings("unchecked")
+    private static void registerUnlisted(java.util.List<?> subCommands) {
+        for (String name : new String[] {"CopyUsersSubCommand", "CopyAclsSubCommand"}) {
+            try {
+                Object command = Class.forName("org.apache.rocketmq.tools.command.auth." + name)
+                    .getDeclaredConstructor().newInstance();
+                ((java.util.List<Object>) subCommands).add(command);
+            } catch (ReflectiveOperationException e) {
+                // not in this version (4.9.7)
+            }
+        }
     }
 }

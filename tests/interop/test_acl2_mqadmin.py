@@ -1,0 +1,223 @@
+"""ACL 2.0 side by side with Apache RocketMQ 5.3.3: the same broker.conf keys on both brokers
+(authentication and authorization on, the same initial Super user), then Apache's own mqadmin 5.3.3
+(one JVM per side, signing with $ROCKETMQ_HOME/conf/tools.yml) runs createUser, updateUser, getUser,
+listUser, deleteUser, createAcl, updateAcl, getAcl, listAcl, deleteAcl against each: the same output,
+refusals included; copyUser and copyAcl (5.3.3 ships them unlisted; the shell registers them)
+carry users and ACLs from the Java broker to ferromq and back; and a signed remoting request is
+allowed or refused alike on both, with the same code and text.
+
+Java 5.3.3 needs the metadata provider keys (without them its admin requests fail and every signed
+request is refused); ferromq reads them and needs none. Run with `-s` to see what was compared.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from apache_rocketmq import ROCKETMQ_5_VERSION, have_java, start_rocketmq
+
+from ferromq.acl.signing import Credentials
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.command import RemotingCommand
+from ferromq.testing import BrokerProcess
+from ferromq.testing.process import remoting_request
+from tests.integration.brokerkit import properties, send_ext
+from tests.interop.conftest import stop_ferromq
+from tests.interop.mqadmin import MqadminShell
+
+pytestmark = [
+    pytest.mark.skipif(not have_java(), reason="5.3.3's mqadmin and broker need `java` and `mvn` on PATH"),
+    pytest.mark.timeout(900),
+]
+
+T = TypeVar("T")
+SUPER = ("rocketmq", "12345678")
+PROVIDERS = "org.apache.rocketmq.auth.{0}.provider.Local{1}MetadataProvider"
+CONF = {
+    "brokerClusterName": "DefaultCluster",
+    "brokerName": "broker-a",
+    "brokerIP1": "127.0.0.1",
+    "autoCreateTopicEnable": "true",
+    "authenticationEnabled": "true",
+    "authorizationEnabled": "true",
+    "authenticationMetadataProvider": PROVIDERS.format("authentication", "Authentication"),
+    "authorizationMetadataProvider": PROVIDERS.format("authorization", "Authorization"),
+    "initAuthenticationUser": '{"username":"rocketmq","password":"12345678"}',
+}
+# MQClientException / MQBrokerException text: "CODE: 16  DESC: <remark>".
+_REFUSAL = re.compile(r"CODE: (\d+)\s+DESC: (.*?)(?:\s+BROKER: \S+)?$", re.MULTILINE)
+
+
+@dataclass
+class Side:
+    kind: str
+    namesrv: str
+    broker_addr: str
+    shell: MqadminShell
+
+    def admin(self, subcommand: str, *args: str) -> str:
+        return self.shell.run(subcommand, *args, "-b", self.broker_addr)
+
+
+def _shell(home: Path, namesrv: str) -> MqadminShell:
+    (home / "conf").mkdir(parents=True, exist_ok=True)
+    (home / "conf" / "tools.yml").write_text(f"accessKey: {SUPER[0]}\nsecretKey: {SUPER[1]}\n")
+    return MqadminShell(home, namesrv, version=ROCKETMQ_5_VERSION)
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
+    with ExitStack() as stack:
+        work = tmp_path_factory.mktemp("acl2-ferromq")
+        server = BrokerProcess(work, CONF).start()
+        stack.callback(stop_ferromq, server)
+        java_root = tmp_path_factory.mktemp("acl2-rocketmq")
+        mq = start_rocketmq(java_root, dict(CONF), version=ROCKETMQ_5_VERSION)
+        stack.callback(mq.stop, kill=True)
+        where = {
+            "ferromq": (server.namesrv, server.broker_addr, work / "mqadmin"),
+            "rocketmq": (mq.namesrv, mq.broker_addr, java_root / "mqadmin"),
+        }
+        shells = both(where, lambda w: _shell(w[2], w[0]))
+        for shell in shells.values():
+            stack.callback(shell.close)
+        yield {k: Side(k, w[0], w[1], shells[k]) for k, w in where.items()}
+
+
+def both(sides: dict[str, T], command: Callable[[T], Any]) -> dict[str, Any]:
+    with ThreadPoolExecutor(len(sides)) as pool:
+        futures = {k: pool.submit(command, s) for k, s in sides.items()}
+        return {k: f.result() for k, f in futures.items()}
+
+
+def normalised(side: Side, out: str) -> str:
+    """mqadmin's output without what differs by nature (the broker's address)."""
+    return "\n".join(line.rstrip() for line in out.replace(side.broker_addr, "<broker>").splitlines()).strip()
+
+
+def same(sides: dict[str, Side], subcommand: str, *args: str) -> str:
+    outs = both(sides, lambda s: normalised(s, s.admin(subcommand, *args)))
+    for kind, value in outs.items():
+        print(f"--- {subcommand} {' '.join(args)} [{kind}]\n{value}")
+    assert outs["ferromq"] == outs["rocketmq"], f"{subcommand} {args}"
+    return str(outs["ferromq"])
+
+
+def refusal(out: str) -> tuple[int, str]:
+    m = _REFUSAL.search(out)
+    assert m is not None, f"no refusal in mqadmin's output:\n{out}"
+    return int(m.group(1)), m.group(2).strip()
+
+
+def test_user_commands_answer_alike(sides: dict[str, Side]) -> None:
+    assert "success" in same(sides, "createUser", "-u", "alice1", "-p", "alicePass1")
+    out = same(sides, "getUser", "-u", "alice1")
+    assert "alice1" in out and "alicePass1" in out and "Normal" in out and "enable" in out
+    assert refusal(same(sides, "createUser", "-u", "alice1", "-p", "x")) == (16, "The user is existed")
+    # mqadmin takes one of -p, -t and -s at a time.
+    assert "success" in same(sides, "updateUser", "-u", "alice1", "-p", "alicePass2")
+    assert "success" in same(sides, "updateUser", "-u", "alice1", "-s", "disable")
+    out = same(sides, "getUser", "-u", "alice1")
+    assert "alicePass2" in out and "disable" in out
+    assert refusal(same(sides, "updateUser", "-u", "nobody1", "-p", "x")) == (16, "The user is not exist")
+    out = same(sides, "listUser")
+    assert "alice1" in out and "rocketmq" in out
+    assert "success" in same(sides, "deleteUser", "-u", "alice1")
+    assert "alice1" not in same(sides, "listUser")
+
+
+def test_acl_commands_answer_alike(sides: dict[str, Side]) -> None:
+    same(sides, "createUser", "-u", "bob1", "-p", "bobPass1")
+    assert "success" in same(
+        sides, "createAcl", "-s", "User:bob1", "-r", "Topic:Orders*,Group:G1", "-a", "Pub,Sub", "-d", "Allow"
+    )
+    assert "success" in same(
+        sides,
+        "updateAcl",
+        "-s",
+        "User:bob1",
+        "-r",
+        "Topic:OrdersA",
+        "-a",
+        "Pub",
+        "-d",
+        "Deny",
+        "-i",
+        "10.0.0.0/8",
+    )
+    out = same(sides, "getAcl", "-s", "User:bob1")
+    assert "Topic:Orders*" in out and "Topic:OrdersA" in out and "10.0.0.0/8" in out
+    same(sides, "listAcl", "-s", "bob1")
+    same(sides, "listAcl", "-r", "OrdersA")
+    for args in (
+        ("-s", "User:bob1", "-r", "Topic:T", "-a", "Pub", "-d", "Allow", "-i", "10.0.0.300"),
+        ("-s", "User:nobody1", "-r", "Topic:T", "-a", "Pub", "-d", "Allow"),
+    ):
+        out = same(sides, "createAcl", *args)
+        assert refusal(out)[0] == 16, out
+    assert "success" in same(sides, "deleteAcl", "-s", "User:bob1", "-r", "Topic:OrdersA")
+    assert "Topic:OrdersA" not in same(sides, "getAcl", "-s", "User:bob1")
+
+
+def signed(
+    side: Side, code: int, ext: dict[str, Any], keys: tuple[str, str] | None
+) -> tuple[int, str | None]:
+    cmd = RemotingCommand(code=code, ext={k: str(v) for k, v in ext.items()}, body=b"hello")
+    if keys is not None:
+        Credentials(*keys).apply(cmd.ext, cmd.body)
+    reply = remoting_request(side.broker_addr, cmd)
+    return reply.code, (reply.remark or "").replace("127.0.0.1", "<ip>") if reply.code else None
+
+
+def test_signed_sends_are_allowed_and_refused_alike(sides: dict[str, Side]) -> None:
+    same(sides, "createUser", "-u", "carol1", "-p", "carolPass1")
+    same(sides, "createAcl", "-s", "User:carol1", "-r", "Topic:Shop*", "-a", "Pub", "-d", "Allow")
+    same(sides, "createAcl", "-s", "User:carol1", "-r", "Topic:ShopSecret", "-a", "Pub", "-d", "Deny")
+    same(sides, "createUser", "-u", "dave1", "-p", "davePass1")
+    carol = ("carol1", "carolPass1")
+    cases = {
+        "allowed by a prefix": ("ShopA", carol),
+        "denied over the prefix": ("ShopSecret", carol),
+        "no entry": ("Other", carol),
+        "no ACL at all": ("ShopA", ("dave1", "davePass1")),
+        "wrong secret": ("ShopA", ("carol1", "not-the-secret")),
+        "unknown user": ("ShopA", ("nobody1", "x1234567")),
+        "unsigned": ("ShopA", None),
+        "a Super user": ("Anything", SUPER),
+    }
+    answers = {}
+    for what, (topic, keys) in cases.items():
+        ext = send_ext(topic, 0, properties(TAGS="A"))
+        outs = both(sides, lambda s: signed(s, RC.SEND_MESSAGE, ext, keys))  # noqa: B023
+        print(f"--- {what}: {outs}")
+        assert outs["ferromq"] == outs["rocketmq"], what
+        answers[what] = outs["ferromq"]
+    assert answers["allowed by a prefix"] == (0, None)
+    assert answers["denied over the prefix"] == (
+        16,
+        "User:carol1 has no permission to access Topic:ShopSecret from <ip>, the decision is deny.",
+    )
+    assert answers["unsigned"] == (16, "username cannot be null.")
+
+
+def test_copy_users_and_acls_both_ways(sides: dict[str, Side]) -> None:
+    java, ours = sides["rocketmq"], sides["ferromq"]
+    java.admin("createUser", "-u", "fromJava1", "-p", "fromJavaPass1")
+    java.admin("createAcl", "-s", "User:fromJava1", "-r", "Topic:J1", "-a", "Sub", "-d", "Allow")
+    ours.admin("createUser", "-u", "fromFerro1", "-p", "fromFerroPass1", "-t", "Super")
+    ours.admin("createAcl", "-s", "User:fromFerro1", "-r", "Group:F1", "-a", "Sub", "-d", "Deny")
+    for src, dst, user in ((java, ours, "fromJava1"), (ours, java, "fromFerro1")):
+        out = src.shell.run("copyUser", "-f", src.broker_addr, "-t", dst.broker_addr, "-u", user)
+        assert "success" in out, out
+        out = src.shell.run("copyAcl", "-f", src.broker_addr, "-t", dst.broker_addr, "-s", f"User:{user}")
+        assert "success" in out, out
+    for user in ("fromJava1", "fromFerro1"):
+        same(sides, "getUser", "-u", user)
+        same(sides, "getAcl", "-s", f"User:{user}")
