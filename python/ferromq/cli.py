@@ -23,10 +23,12 @@ from typing import TYPE_CHECKING, Any
 from ferromq import __version__, admin_cli
 from ferromq.acl.errors import AclError
 from ferromq.acl.plain import DEFAULT_ACL_FILE, Account, PlainAcl, build_account
+from ferromq.auth import setup as auth_setup
+from ferromq.auth.evaluator import AuthSettings
+from ferromq.auth.setup import KNOWN_CLASSES, inner_credentials
 from ferromq.broker import Broker, BrokerConfig, load_broker_config
 from ferromq.broker.broker import plain_acl_of, server_limits
 from ferromq.broker.config import PROFILES, ConfigError
-from ferromq.broker.config_keys import acl2_refusal
 from ferromq.errors import (
     CorruptStoreError,
     FerroMQError,
@@ -266,7 +268,33 @@ async def _run_broker(args: argparse.Namespace) -> None:
 
 
 # rmq-proxy.json keys ferromq's proxy reads (Apache RocketMQ's ProxyConfig); others are logged.
-PROXY_KEYS = ("grpcServerPort", "remotingListenPort", "rocketMQClusterName", "namesrvAddr", "proxyMode")
+PROXY_KEYS = (
+    "grpcServerPort",
+    "remotingListenPort",
+    "rocketMQClusterName",
+    "namesrvAddr",
+    "proxyMode",
+    *KNOWN_CLASSES,
+    "authenticationEnabled",
+    "authorizationEnabled",
+    "authenticationWhitelist",
+    "authorizationWhitelist",
+    "innerClientAuthenticationCredentials",
+    "userCacheRefreshSecond",
+)
+
+
+def _proxy_auth(pc: dict[str, Any], path: str | None, cluster: str) -> AuthSettings:
+    """ACL 2.0's keys of rmq-proxy.json (true, false or their text), checked as broker.conf's."""
+    values = {
+        k: (str(v).strip().lower() == "true") if k.endswith("Enabled") else v
+        for k, v in pc.items()
+        if k in PROXY_KEYS
+    }
+    problems = [text for _, text in auth_setup.problems(values, plain_acl_enabled=False)]
+    if problems:
+        raise ConfigError(f"{path}: {'; '.join(problems)}")
+    return auth_setup.settings_of(values, cluster)
 
 
 def _proxy_config(path: str | None) -> dict[str, Any]:
@@ -280,9 +308,6 @@ def _proxy_config(path: str | None) -> dict[str, Any]:
         raise ConfigError(f"the proxy configuration {path} is not JSON: {e}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"the proxy configuration {path} is not a JSON object")
-    refused = [r for k, v in data.items() if (r := acl2_refusal(k, v)) is not None]
-    if refused:
-        raise ConfigError(f"{path}: {'; '.join(refused)}")
     ignored = sorted(k for k in data if k not in PROXY_KEYS)
     if ignored:
         logger.info("%s: keys ferromq's proxy does not use: %s", path, ", ".join(ignored))
@@ -313,6 +338,11 @@ async def _run_proxy(args: argparse.Namespace) -> None:
     if args.store:
         overrides["store_path_root_dir"] = os.path.expanduser(args.store)
     cfg = load_broker_config(args.broker_config, profile=args.profile or "rocketmq", **overrides)
+    if _proxy_auth(pc, args.proxy_config, cfg.broker_cluster_name).enabled and not cfg.authentication_enabled:
+        raise ConfigError(
+            f"{args.proxy_config} turns ACL 2.0 on for gRPC, whose users are the broker's: set "
+            "authenticationEnabled=true (and authorizationEnabled) in the broker's broker.conf (-bc) too"
+        )
     if not cfg.namesrv_addrs:
         raise ConfigError(
             "no name server: pass -n host:port, or set namesrvAddr in rmq-proxy.json or broker.conf"
@@ -344,12 +374,19 @@ async def _run_cluster_proxy(
 
     if not namesrv.strip(";"):
         raise ConfigError("no name server: pass -n host:port, or set namesrvAddr in rmq-proxy.json")
-    if not is_loopback(args.host):
-        # Cluster mode does not check the clients' signatures yet: reachable from the network, anyone
-        # could send and consume through it.
+    auth = _proxy_auth(pc, args.proxy_config, str(pc.get("rocketMQClusterName") or "DefaultCluster"))
+    credentials = inner_credentials(pc.get("innerClientAuthenticationCredentials"))
+    if not is_loopback(args.host) and not auth.authentication_enabled:
+        # Reachable from the network without ACL 2.0, anyone could send and consume through it.
         raise StartupError(
-            f"ferromq proxy -pm cluster would serve {args.host} without checking the clients' signatures "
-            "(no ACL in cluster mode yet); listen on 127.0.0.1 with --host, or run -pm local"
+            f"ferromq proxy -pm cluster would serve {args.host} without checking the clients' signatures: "
+            "set authenticationEnabled=true (ACL 2.0) in rmq-proxy.json, or listen on 127.0.0.1 with --host"
+        )
+    if auth.enabled and credentials is None:
+        raise ConfigError(
+            f"{args.proxy_config}: ACL 2.0 in cluster mode reads the brokers' users with the proxy's own "
+            'keys: set innerClientAuthenticationCredentials={"accessKey":"...","secretKey":"..."} (a Super '
+            "user of the brokers)"
         )
     if args.broker_config or args.store:
         logger.info("-bc and --store are for local mode: ignored in cluster mode")
@@ -360,7 +397,13 @@ async def _run_cluster_proxy(
         overrides["broker_cluster_name"] = str(pc["rocketMQClusterName"])
     # The front's settings (delay levels, invisible and renewal times, TLS): a broker's defaults.
     cfg = load_broker_config(None, profile=args.profile or "rocketmq", **overrides)
-    backend = ClusterBackend(cfg, namesrv)
+    backend = ClusterBackend(
+        cfg,
+        namesrv,
+        credentials=credentials,
+        auth=auth,
+        auth_refresh_seconds=float(pc.get("userCacheRefreshSecond", 60)),
+    )
     await backend.start()
     try:
         server = GrpcServer(backend, args.host, grpc_port)

@@ -200,14 +200,29 @@ def test_acl2_configurations_that_would_open_or_confuse_the_broker_refuse_the_st
     assert_usage_error(r, f"{conf}:{refusal}")
 
 
-def test_acl2_switches_in_the_proxy_configuration_refuse_the_start(tmp_path: Path) -> None:
+def test_acl2_in_the_proxy_configuration_needs_what_it_reads_users_with(tmp_path: Path) -> None:
+    """Cluster mode reads the brokers' users with the proxy's own keys; local mode checks the
+    broker's users, so the broker must have ACL 2.0 on too."""
     pc = tmp_path / "rmq-proxy.json"
     pc.write_text('{"grpcServerPort": 0, "authenticationEnabled": true, "namesrvAddr": "127.0.0.1:1"}')
-    r = ferromq("proxy", "-pc", str(pc), cwd=tmp_path)
     assert_usage_error(
-        r,
-        f"{pc}: authenticationEnabled=true in rmq-proxy.json asks the proxy for ACL 2.0 on its gRPC port, "
-        "which ferromq's proxy does not check yet: remove it, and set ACL 2.0 in the broker's broker.conf",
+        ferromq("proxy", "-pc", str(pc), cwd=tmp_path),
+        f"{pc}: ACL 2.0 in cluster mode reads the brokers' users with the proxy's own keys: set "
+        'innerClientAuthenticationCredentials={"accessKey":"...","secretKey":"..."} (a Super user of the '
+        "brokers)",
+    )
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\n")
+    assert_usage_error(
+        ferromq("proxy", "-pm", "local", "-bc", str(conf), "-pc", str(pc), cwd=tmp_path),
+        f"{pc} turns ACL 2.0 on for gRPC, whose users are the broker's: set authenticationEnabled=true "
+        "(and authorizationEnabled) in the broker's broker.conf (-bc) too",
+    )
+    pc.write_text('{"authorizationEnabled": "true", "namesrvAddr": "127.0.0.1:1"}')
+    assert_usage_error(
+        ferromq("proxy", "-pc", str(pc), cwd=tmp_path),
+        f"{pc}: authorizationEnabled=true without authenticationEnabled=true would trust whatever user a "
+        "client names: set authenticationEnabled=true too",
     )
 
 

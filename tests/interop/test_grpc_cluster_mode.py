@@ -280,7 +280,7 @@ def test_cluster_mode_without_a_name_server_is_refused_with_one_line(tmp_path: P
 
 
 def test_cluster_mode_off_loopback_is_refused_with_one_line(tmp_path: Path) -> None:
-    """Cluster mode checks no signatures yet: it must not be reachable from the network."""
+    """Without ACL 2.0 cluster mode checks no signatures: it must not be reachable from the network."""
     line = refusal(tmp_path, "-pm", "cluster", "-n", "127.0.0.1:9876", "--host", "0.0.0.0")
     assert "without checking the clients' signatures" in line and "--host" in line
 

@@ -192,22 +192,6 @@ def _read_conf(path: str | os.PathLike[str]) -> str:
         raise ConfigError(f"config file {os.fspath(path)} is not UTF-8 text ({e.reason})") from e
 
 
-# ACL 2.0's switches in rmq-proxy.json, which ferromq's proxy does not read yet: set to true they
-# refuse the proxy's start (a proxy that looks secured and checks nothing is worse than one that
-# says it cannot). broker.conf's are ACL 2.0 itself (ferromq.auth).
-ACL2_SWITCHES = ("authenticationEnabled", "authorizationEnabled", "migrateAuthFromV1Enabled")
-
-
-def acl2_refusal(key: str, value: object) -> str | None:
-    """Why `key` set to `value` in rmq-proxy.json refuses the proxy's start, or None."""
-    if key not in ACL2_SWITCHES or str(value).strip().lower() != "true":
-        return None
-    return (
-        f"{key}=true in rmq-proxy.json asks the proxy for ACL 2.0 on its gRPC port, which ferromq's "
-        "proxy does not check yet: remove it, and set ACL 2.0 in the broker's broker.conf"
-    )
-
-
 def load_broker_config(
     path: str | os.PathLike[str] | None = None,
     *,

@@ -17,13 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ferromq.acl.signing import Credentials
+from ferromq.auth.evaluator import Auth, AuthSettings
+from ferromq.auth.metadata import AuthMetadata
+from ferromq.auth.model import Acl, User
 from ferromq.broker.processors.recall import decode_handle
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.broker.topics import TopicConfig
 from ferromq.client.admin import Admin, check_reply
 from ferromq.client.instance import ClientInstance
 from ferromq.client.route import TopicRoute
-from ferromq.errors import ConnectionClosedError, RequestTimeoutError
+from ferromq.errors import ConnectionClosedError, FerroMQError, RequestTimeoutError
 from ferromq.jsonutil import loads_lenient
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
@@ -39,7 +43,6 @@ from ferromq.proxy.status import Code, ProxyError
 if TYPE_CHECKING:
     from ferromq import _store
     from ferromq.acl.plain import PlainAcl
-    from ferromq.auth.evaluator import Auth
     from ferromq.broker.clients import Subscription
     from ferromq.broker.config import BrokerConfig
     from ferromq.broker.pop.formats import ExtraInfo
@@ -92,11 +95,26 @@ def _subscription_json(s: Subscription) -> dict[str, Any]:
 
 
 class ClusterBackend:
-    def __init__(self, config: BrokerConfig, namesrv: str) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        namesrv: str,
+        *,
+        credentials: Credentials | None = None,
+        auth: AuthSettings | None = None,
+        auth_refresh_seconds: float = 60.0,
+    ) -> None:
+        """`credentials`: the proxy's own keys (innerClientAuthenticationCredentials), which sign
+        its requests to the brokers. `auth`: ACL 2.0 over the gRPC port, with the users and ACLs
+        read from the brokers (AUTH_LIST_USER / AUTH_LIST_ACL) every `auth_refresh_seconds`, as
+        Java's proxy caches what it reads of them."""
         self._config = config
         self.instance = ClientInstance(
-            namesrv, instance_name="ferromq-proxy", timeout=REQUEST_TIMEOUT_SECONDS
+            namesrv, instance_name="ferromq-proxy", timeout=REQUEST_TIMEOUT_SECONDS, credentials=credentials
         )
+        self._auth = Auth(auth, AuthMetadata(None)) if auth is not None and auth.enabled else None
+        self._auth_refresh = auth_refresh_seconds
+        self._auth_task: asyncio.Task[None] | None = None
         self._routes: dict[str, tuple[float, TopicRoute]] = {}
         self._topics: dict[str, tuple[float, TopicConfig]] = {}
         self._groups: dict[str, tuple[float, SubscriptionGroupConfig | None]] = {}
@@ -120,7 +138,7 @@ class ClusterBackend:
 
     @property
     def auth(self) -> Auth | None:
-        return None
+        return self._auth
 
     @property
     def data_plane(self) -> _store.DataPlane | None:
@@ -128,9 +146,35 @@ class ClusterBackend:
 
     async def start(self) -> None:
         await self.instance.start()
+        if self._auth is not None:
+            # Until the first copy arrives nobody is known, so every call is refused.
+            await self.refresh_auth()
+            self._auth_task = asyncio.get_running_loop().create_task(self._refresh_auth_loop())
 
     async def stop(self) -> None:
+        if self._auth_task is not None:
+            self._auth_task.cancel()
+            await asyncio.gather(self._auth_task, return_exceptions=True)
         await self.instance.stop()
+
+    async def refresh_auth(self) -> bool:
+        """Copies the users and ACLs of a broker of the cluster; whether it could."""
+        assert self._auth is not None
+        try:
+            users = await self._admin.list_users()
+            acls = await self._admin.list_acls()
+            self._auth.metadata.replace_all(
+                [User.from_info(u) for u in users], [Acl.from_info(a) for a in acls]
+            )
+        except (FerroMQError, OSError, TimeoutError, ValueError) as e:
+            logger.warning("cannot read the brokers' users and ACLs (ACL 2.0 stays as it was): %s", e)
+            return False
+        return True
+
+    async def _refresh_auth_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._auth_refresh)
+            await self.refresh_auth()
 
     # -- requests --------------------------------------------------------------------------------
 
