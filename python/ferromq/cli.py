@@ -563,8 +563,18 @@ async def _run_console(args: argparse.Namespace) -> None:
         raise StartupError(
             f"ferromq console needs the console extra: pip install 'ferromq[console]' ({e})"
         ) from e
+    password = os.environ.get("FERROMQ_CONSOLE_PASSWORD")
+    if args.login and not password:
+        raise ConfigError("--login needs the password in $FERROMQ_CONSOLE_PASSWORD")
+    if bool(args.access_key) != bool(args.secret_key):
+        raise ConfigError("--access-key and $FERROMQ_SECRET_KEY go together")
+    settings: dict[str, Any] = {
+        "login": (args.login, password) if args.login else None,
+        "access_key": args.access_key,
+        "secret_key": args.secret_key,
+    }
     try:
-        runner, url = await start_console(args.namesrv, args.host, args.port)
+        runner, url = await start_console(args.namesrv, args.host, args.port, **settings)
     except OSError as e:
         raise _listen_error(e, "console", args.host, args.port, "--port") from e
     try:
@@ -691,7 +701,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free port)")
-    p.set_defaults(run=_run_console)
+    p.add_argument(
+        "--login",
+        help="the access page's user (its password: $FERROMQ_CONSOLE_PASSWORD); without it no access page",
+    )
+    p.add_argument(
+        "--access-key",
+        default=os.environ.get("FERROMQ_ACCESS_KEY"),
+        help="sign requests to brokers with an ACL (default $FERROMQ_ACCESS_KEY; its secret: "
+        "$FERROMQ_SECRET_KEY)",
+    )
+    p.set_defaults(run=_run_console, secret_key=os.environ.get("FERROMQ_SECRET_KEY"))
 
     p = sub.add_parser("store-info", help="list the consume queues of a store directory (read-only)")
     p.add_argument("path")

@@ -5,6 +5,7 @@ screenshots are kept in the test's tmp directory and whose DOM shows the chart s
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import shutil
@@ -70,14 +71,15 @@ def _prepare(namesrv: str, topic: str, group: str) -> list[SendResult]:
 
 
 @contextmanager
-def run_console(namesrv: str) -> Iterator[str]:
+def run_console(namesrv: str, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """`ferromq console` on a free port; its URL. It must stop cleanly on SIGTERM."""
     console = subprocess.Popen(
-        [str(FERROMQ), "console", "-n", namesrv, "--port", "0"],
+        [str(FERROMQ), "console", "-n", namesrv, "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
+        env=None if env is None else {**os.environ, **env},
     )
     try:
         assert console.stdout is not None
@@ -103,8 +105,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         stop_ferromq(server)
 
 
-def get(url: str, method: str = "GET") -> tuple[int, str]:
-    req = urllib.request.Request(url, method=method)
+def get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, str]:
+    req = urllib.request.Request(url, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
             return r.status, r.read().decode("utf-8")
@@ -322,3 +324,37 @@ def admin_json(namesrv: str, *args: str) -> Any:
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+def test_the_access_page_is_behind_its_own_login(tmp_path: Path) -> None:
+    """ACL 2.0's users and entries, read with the console's own keys (a Super user), shown only to
+    whoever gives the console's login; never a password."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "brokerName=broker-a\nauthenticationEnabled=true\nauthorizationEnabled=true\n"
+        'initAuthenticationUser={"username":"rocketmq","password":"12345678"}\n'
+    )
+    server = BrokerProcess(tmp_path, conf).start()
+    try:
+
+        async def provision() -> None:
+            async with Admin(server.namesrv, access_key="rocketmq", secret_key="12345678") as admin:
+                await admin.create_user("alice1", "alicePass1")
+                await admin.put_acl("User:alice1", ["Topic:Orders*"], ["Pub"], "Deny", ["10.0.0.0/8"])
+
+        asyncio.run(provision())
+        env = {"FERROMQ_SECRET_KEY": "12345678", "FERROMQ_CONSOLE_PASSWORD": "console-pass"}
+        with run_console(server.namesrv, "--access-key", "rocketmq", "--login", "ops", env=env) as url:
+            assert get(url + "access")[0] == 401
+            bad = base64.b64encode(b"ops:wrong").decode()
+            assert get(url + "access", headers={"Authorization": f"Basic {bad}"})[0] == 401
+            good = base64.b64encode(b"ops:console-pass").decode()
+            status, text = get(url + "access", headers={"Authorization": f"Basic {good}"})
+            assert status == 200, text
+            assert "alice1" in text and "Topic:Orders*" in text and "10.0.0.0/8" in text and "Deny" in text
+            assert "alicePass1" not in text and "12345678" not in text
+        with run_console(server.namesrv) as url:
+            status, text = get(url + "access")
+            assert status == 403 and "--login" in text
+    finally:
+        stop_ferromq(server)

@@ -2,11 +2,18 @@
 with lag and connections, one group, message lookup, table topics; `/api/cluster` for the chart
 and `/api/tables`, the table topics as JSON. Every page asks the cluster through one `Admin`; a
 request a broker does not support shows as "not available" in its place instead of failing the
-page. Only GET and HEAD are served."""
+page. Only GET and HEAD are served.
+
+The access page (ACL 2.0's users and ACL entries, `/access`) is behind a login of its own: HTTP
+Basic with the console's `--login USER` and the password in `$FERROMQ_CONSOLE_PASSWORD`; without
+them it is not served at all. The console reads the brokers with its own keys (`--access-key`,
+`$FERROMQ_SECRET_KEY`), which must be a Super user's to read users."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hmac
 import logging
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -41,6 +48,7 @@ HERE = Path(__file__).parent
 ADMIN_KEY = web.AppKey("admin", Admin)
 TEMPLATES_KEY = web.AppKey("templates", jinja2.Environment)
 NAMESRV_KEY = web.AppKey("namesrv", str)
+LOGIN_KEY = web.AppKey("login", tuple)
 BODY_PREVIEW = 2000
 
 
@@ -316,10 +324,66 @@ def _message_row(m: ReceivedMessage) -> dict[str, Any]:
     }
 
 
-def make_app(namesrv: str, *, timeout: float = 5.0) -> web.Application:
-    """The console as an aiohttp application (its Admin starts and stops with it)."""
+def _logged_in(request: web.Request) -> bool:
+    login: tuple[str, str] | tuple[()] = request.app[LOGIN_KEY]
+    if not login:
+        raise web.HTTPForbidden(
+            text="the access page needs the console's own login: start it with --login USER and "
+            "the password in $FERROMQ_CONSOLE_PASSWORD"
+        )
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    try:
+        given = base64.b64decode(value, validate=True).decode("utf-8") if scheme == "Basic" else ""
+    except ValueError:
+        given = ""
+    return hmac.compare_digest(given.encode(), f"{login[0]}:{login[1]}".encode())
+
+
+async def access_page(request: web.Request) -> web.Response:
+    if not _logged_in(request):
+        raise web.HTTPUnauthorized(headers={"WWW-Authenticate": 'Basic realm="ferromq console"'})
+    admin = request.app[ADMIN_KEY]
+    info = await _try(admin.cluster_info())
+    addrs = (
+        [] if isinstance(info, Unavailable) else [a for b in info.brokers.values() for a in b.addrs.values()]
+    )
+    broker = addrs[0] if addrs else ""
+    users = (
+        await _try(admin.list_users(broker_addr=broker)) if broker else Unavailable("no broker registered")
+    )
+    acls = await _try(admin.list_acls(broker_addr=broker)) if broker else []
+    error = next((x.reason for x in (info, users, acls) if isinstance(x, Unavailable)), None)
+    entries = [
+        {
+            "subject": acl.get("subject", ""),
+            "policy": policy.get("policyType", ""),
+            "resource": e.get("resource", ""),
+            "actions": ", ".join(e.get("actions") or []),
+            "ips": ", ".join(e.get("sourceIps") or []),
+            "decision": e.get("decision", ""),
+        }
+        for acl in ([] if error else acls)
+        for policy in acl.get("policies") or []
+        for e in policy.get("entries") or []
+    ]
+    return await _render(
+        request, "access.html", broker=broker, users=[] if error else users, entries=entries, error=error
+    )
+
+
+def make_app(
+    namesrv: str,
+    *,
+    timeout: float = 5.0,
+    login: tuple[str, str] | None = None,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+) -> web.Application:
+    """The console as an aiohttp application (its Admin starts and stops with it). `login`: the
+    user and password of the access page; `access_key`/`secret_key`: what it signs requests with."""
     app = web.Application()
     app[NAMESRV_KEY] = namesrv
+    app[LOGIN_KEY] = login or ()
     app[TEMPLATES_KEY] = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,
@@ -327,7 +391,7 @@ def make_app(namesrv: str, *, timeout: float = 5.0) -> web.Application:
     )
 
     async def admin_context(app: web.Application) -> Any:
-        async with Admin(namesrv, timeout=timeout) as admin:
+        async with Admin(namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key) as admin:
             app[ADMIN_KEY] = admin
             yield
 
@@ -341,13 +405,15 @@ def make_app(namesrv: str, *, timeout: float = 5.0) -> web.Application:
     app.router.add_get("/message", message_page)
     app.router.add_get("/tables", tables_page)
     app.router.add_get("/api/tables", tables_api)
+    app.router.add_get("/access", access_page)
     app.router.add_static("/static", HERE / "static")
     return app
 
 
-async def start_console(namesrv: str, host: str, port: int) -> tuple[web.AppRunner, str]:
-    """Serves the console; returns the runner (`await runner.cleanup()` stops it) and its URL."""
-    runner = web.AppRunner(make_app(namesrv), access_log=None)
+async def start_console(namesrv: str, host: str, port: int, **settings: Any) -> tuple[web.AppRunner, str]:
+    """Serves the console (`settings`: `make_app`'s); returns the runner (`await runner.cleanup()`
+    stops it) and its URL."""
+    runner = web.AppRunner(make_app(namesrv, **settings), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
