@@ -10,21 +10,14 @@ import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
 from apache_rocketmq import ROCKETMQ_5_VERSION, have_java, start_rocketmq
 
-from ferromq.acl.signing import Credentials
-from ferromq.protocol.codes import RequestCode as RC
-from ferromq.protocol.codes import ResponseCode
-from ferromq.protocol.command import RemotingCommand
 from ferromq.testing import BrokerProcess
-from ferromq.testing.process import remoting_request
+from tests.interop.acl2_kit import ACL2_CONF, provision
 from tests.interop.conftest import stop_ferromq
 from tests.interop.side_by_side import BROKER_CONF, Endpoint, build_jar, events, run_cpp, run_java
-from tests.interop.test_acl2_mqadmin import CONF as ACL2_CONF
 
 pytestmark = [
     pytest.mark.skipif(
@@ -33,7 +26,6 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-SUPER = ("rocketmq", "12345678")
 WRITER = ("writer1", "writerSecret1")
 READER = ("reader1", "readerSecret1")
 TOPIC, DENIED = "Acl2ClientTopic", "Acl2DeniedTopic"
@@ -44,36 +36,10 @@ ACLS = {
 }
 
 
-def admin(ep: Endpoint, code: int, ext: dict[str, str], body: dict[str, Any]) -> None:
-    cmd = RemotingCommand(code=code, ext=ext, body=orjson.dumps(body))
-    Credentials(*SUPER).apply(cmd.ext, cmd.body)
-    reply = remoting_request(ep.broker_addr, cmd)
-    assert reply.code == ResponseCode.SUCCESS, (ep.kind, reply.remark)
-
-
-def provision(ep: Endpoint) -> None:
+def provisioned(ep: Endpoint) -> None:
     """The same users and ACLs on either broker, over the wire."""
-    for name, password in (WRITER, READER):
-        admin(ep, RC.AUTH_CREATE_USER, {"username": name}, {"username": name, "password": password})
-        entries = [{"resource": r, "actions": a, "decision": d} for r, a, d in ACLS[name]]
-        body = {"subject": f"User:{name}", "policies": [{"policyType": "Custom", "entries": entries}]}
-        admin(ep, RC.AUTH_CREATE_ACL, {"subject": f"User:{name}"}, body)
-    for topic in (TOPIC, DENIED):
-        cmd = RemotingCommand(
-            code=RC.UPDATE_AND_CREATE_TOPIC,
-            ext={
-                "topic": topic,
-                "defaultTopic": "TBW102",
-                "readQueueNums": "4",
-                "writeQueueNums": "4",
-                "perm": "6",
-                "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": "0",
-                "order": "false",
-            },
-        )
-        Credentials(*SUPER).apply(cmd.ext, cmd.body)
-        assert remoting_request(ep.broker_addr, cmd).code == ResponseCode.SUCCESS
+    users = {(name, password): ACLS[name] for name, password in (WRITER, READER)}
+    provision(ep.broker_addr, users, [TOPIC, DENIED])
 
 
 @contextmanager
@@ -103,7 +69,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Endp
             for k in ("ferromq", "rocketmq")
         }
         for ep in eps.values():
-            provision(ep)
+            provisioned(ep)
         yield eps
 
 

@@ -29,6 +29,7 @@ from ferromq.protocol.command import RemotingCommand
 from ferromq.testing import BrokerProcess
 from ferromq.testing.process import remoting_request
 from tests.integration.brokerkit import properties, send_ext
+from tests.interop.acl2_kit import ACL2_CONF, SUPER
 from tests.interop.conftest import stop_ferromq
 from tests.interop.mqadmin import MqadminShell
 
@@ -38,18 +39,12 @@ pytestmark = [
 ]
 
 T = TypeVar("T")
-SUPER = ("rocketmq", "12345678")
-PROVIDERS = "org.apache.rocketmq.auth.{0}.provider.Local{1}MetadataProvider"
 CONF = {
     "brokerClusterName": "DefaultCluster",
     "brokerName": "broker-a",
     "brokerIP1": "127.0.0.1",
     "autoCreateTopicEnable": "true",
-    "authenticationEnabled": "true",
-    "authorizationEnabled": "true",
-    "authenticationMetadataProvider": PROVIDERS.format("authentication", "Authentication"),
-    "authorizationMetadataProvider": PROVIDERS.format("authorization", "Authorization"),
-    "initAuthenticationUser": '{"username":"rocketmq","password":"12345678"}',
+    **ACL2_CONF,
 }
 # MQClientException / MQBrokerException text: "CODE: 16  DESC: <remark>".
 _REFUSAL = re.compile(r"CODE: (\d+)\s+DESC: (.*?)(?:\s+BROKER: \S+)?$", re.MULTILINE)
