@@ -10,12 +10,19 @@ import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 from apache_rocketmq import ROCKETMQ_5_VERSION, have_java, start_rocketmq
 
+from ferromq.acl.signing import Credentials
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode
+from ferromq.protocol.command import RemotingCommand
 from ferromq.testing import BrokerProcess
-from tests.interop.acl2_kit import ACL2_CONF, provision
+from ferromq.testing.process import remoting_request
+from tests.interop.acl2_kit import ACL2_CONF, SUPER, provision
 from tests.interop.conftest import stop_ferromq
 from tests.interop.side_by_side import BROKER_CONF, Endpoint, build_jar, events, run_cpp, run_java
 
@@ -43,8 +50,8 @@ def provisioned(ep: Endpoint) -> None:
 
 
 @contextmanager
-def broker(kind: str, workdir: Path) -> Iterator[Endpoint]:
-    conf = {**BROKER_CONF, **ACL2_CONF}
+def broker(kind: str, workdir: Path, conf: dict[str, str] | None = None) -> Iterator[Endpoint]:
+    conf = conf or {**BROKER_CONF, **ACL2_CONF}
     workdir.mkdir(parents=True, exist_ok=True)
     if kind == "ferromq":
         server = BrokerProcess(workdir, conf).start()
@@ -133,3 +140,48 @@ def test_cpp_client_signs_against_acl2(brokers: dict[str, Endpoint]) -> None:
     assert results["ferromq"] == results["rocketmq"], json.dumps(results, indent=1)
     # At least its own three (the Java test may have sent to the same topic before).
     assert results["ferromq"]["denied"] == (0, 1) and results["ferromq"]["received"] >= 3
+
+
+PLAIN_ACL = """accounts:
+  - accessKey: plainWriter
+    secretKey: plainWriterSecret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - topicA=PUB
+      - topicB=PUB|SUB
+      - topicC=DENY
+    groupPerms:
+      - groupA=SUB
+  - accessKey: plainAdmin
+    secretKey: plainAdminSecret
+    admin: true
+"""
+
+
+def listed(addr: str, code: int) -> Any:
+    """A list answer's JSON (AUTH_LIST_USER / AUTH_LIST_ACL), read with the Super user."""
+    cmd = RemotingCommand(code=code, ext={})
+    Credentials(*SUPER).apply(cmd.ext, cmd.body)
+    reply = remoting_request(addr, cmd)
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    return orjson.loads(reply.body)
+
+
+def test_migrate_auth_from_v1_makes_the_same_users_and_acls(tmp_path: Path) -> None:
+    """migrateAuthFromV1Enabled imports plain_acl.yml's accounts at start, on both alike."""
+    answers = {}
+    for kind in ("ferromq", "rocketmq"):
+        home = tmp_path / kind / "rocketmq"
+        (home / "conf").mkdir(parents=True)
+        (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+        conf = {**BROKER_CONF, **ACL2_CONF, "migrateAuthFromV1Enabled": "true", "rocketmqHome": str(home)}
+        with broker(kind, tmp_path / kind, conf) as ep:
+            answers[kind] = (
+                listed(ep.broker_addr, RC.AUTH_LIST_USER),
+                listed(ep.broker_addr, RC.AUTH_LIST_ACL),
+            )
+    print(json.dumps(answers, indent=1))
+    assert answers["ferromq"] == answers["rocketmq"]
+    users = {u["username"]: u["userType"] for u in answers["ferromq"][0]}
+    assert users == {"plainAdmin": "Super", "plainWriter": "Normal", "rocketmq": "Super"}
