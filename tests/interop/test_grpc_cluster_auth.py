@@ -169,8 +169,14 @@ def test_a_cluster_proxy_with_acl2_serves_signed_clients_beyond_loopback(host: H
     assert unsigned["sent"] is False and "username cannot be null." in json.dumps(unsigned), unsigned
     # A user created now is served once the proxy's copy of the users refreshes (every second here).
     host.admin("user", "create", "bob1", "-p", "bobPass1")
-    refused = host.client("signed_send", tmp_path / "bob", ("bob1", "bobPass1"))
-    assert refused["sent"] is False and "no matched policies" in json.dumps(refused), refused
+
+    def bob_refused_for_want_of_an_entry() -> bool:
+        # "User:bob1 is not found." until the proxy's copy has bob.
+        refused = host.client("signed_send", tmp_path / "bob", ("bob1", "bobPass1"))
+        assert refused["sent"] is False, refused
+        return "no matched policies" in json.dumps(refused)
+
+    wait_until(bob_refused_for_want_of_an_entry, "the proxy's copy to know bob", 60)
     host.admin("acl", "create", "User:bob1", "-r", f"Topic:{TOPIC}", "-a", "Pub")
     wait_until(
         lambda: host.client("signed_send", tmp_path / "bob2", ("bob1", "bobPass1"))["sent"] is True,
