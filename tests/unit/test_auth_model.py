@@ -3,6 +3,8 @@ the users and ACLs files, and the import of a plain_acl.yml account."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from pathlib import Path
 
 import orjson
@@ -251,3 +253,29 @@ def test_configuration_problems() -> None:
     assert problems({"authenticationEnabled": True}, plain_acl_enabled=False) == []
     keys = [k for k, _ in problems({"authorizationEnabled": True, "initAuthenticationUser": "x"}, True)]
     assert keys == ["authorizationEnabled", "aclEnable", "initAuthenticationUser"]
+
+
+def test_grpc_authentication_reads_the_header_as_java() -> None:
+    auth = auth_with(entry("Topic:T", Decision.ALLOW))
+    date = "20261128T212500Z"
+    sig = hmac.new(b"secret1", date.encode(), hashlib.sha1).hexdigest()
+    good = f"MQv2-HMAC-SHA1 Credential=u1/cn/RocketMQ, SignedHeaders=x-mq-date-time, Signature={sig}"
+    assert auth.grpc_user({"authorization": good, "x-mq-date-time": date}, "") == "u1"
+    capitals = good.replace(sig, sig.upper())  # Java's hex decoder takes both cases
+    assert auth.grpc_user({"authorization": capitals, "x-mq-date-time": date}, "") == "u1"
+    for header, when, text in (
+        ("", date, "username cannot be null."),
+        (good, None, "datetime is null."),
+        ("MQv2-HMAC-SHA1", date, "authentication header is incorrect."),
+        (
+            "MQv2-HMAC-SHA1 Credential=u1 Signature",
+            date,
+            "authentication keyValues length is incorrect, actual length=1.",
+        ),
+        ("MQv2-HMAC-SHA1 Credential=u1, Signature=zz", date, "create authentication context error."),
+        (good.replace(sig, "00" * 20), date, "check signature failed."),
+    ):
+        md = {"authorization": header} | ({"x-mq-date-time": when} if when else {})
+        with pytest.raises(AuthenticationError) as e:
+            auth.grpc_user(md, "")
+        assert str(e.value) == text, header

@@ -82,6 +82,22 @@ class AuthSettings:
         return self.authentication_enabled or self.authorization_enabled
 
 
+def authorization_fields(header: str) -> dict[str, str]:
+    """The `key=value` items of a 5.x client's `authorization` header (`MQv2-HMAC-SHA1
+    Credential=<user>/..., SignedHeaders=x-mq-date-time, Signature=<hex>`), read as Java's proxy
+    reads it; ValueError with Java's text when it is malformed."""
+    parts = header.split(" ", 1)
+    if len(parts) != 2:
+        raise ValueError("authentication header is incorrect.")
+    out = {}
+    for item in parts[1].split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep:
+            raise ValueError("authentication keyValues length is incorrect, actual length=1.")
+        out[key] = value
+    return out
+
+
 class _Audit:
     """Denials counted per reason and logged, at most a few lines a second (a client retrying
     with a wrong secret must not flood the log)."""
@@ -201,26 +217,16 @@ class Auth:
         """(user, base64 signature) of `MQv2-HMAC-SHA1 Credential=..., SignedHeaders=..., Signature=<hex>`."""
         if not date:
             raise self._refuse_authentication("bad_header", "datetime is null.")
-        parts = header.split(" ", 1)
-        if len(parts) != 2:
-            raise self._refuse_authentication("bad_header", "authentication header is incorrect.")
-        username = signature = None
-        for item in parts[1].split(","):
-            key, sep, value = item.strip().partition("=")
-            if not sep:
-                raise self._refuse_authentication(
-                    "bad_header", "authentication keyValues length is incorrect, actual length=1."
-                )
-            if key == "Credential":
-                username = value.split("/")[0] if value.split("/") else None
-            elif key == "Signature":
-                try:
-                    raw = binascii.unhexlify(value)
-                except (binascii.Error, ValueError):
-                    raise self._refuse_authentication(
-                        "bad_header", "create authentication context error."
-                    ) from None
-                signature = binascii.b2a_base64(raw, newline=False).decode("ascii")
+        try:
+            fields = authorization_fields(header)
+        except ValueError as e:
+            raise self._refuse_authentication("bad_header", str(e)) from None
+        try:
+            raw = binascii.unhexlify(fields["Signature"]) if "Signature" in fields else None
+        except (binascii.Error, ValueError):
+            raise self._refuse_authentication("bad_header", "create authentication context error.") from None
+        username = fields.get("Credential", "").split("/")[0]
+        signature = None if raw is None else binascii.b2a_base64(raw, newline=False).decode("ascii")
         return username or None, signature
 
     # -- authorization -------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from ferromq.acl.plain import Account, PlainAcl, check_perm
 from ferromq.auth import contexts
 from ferromq.auth.contexts import Needed
 from ferromq.auth.errors import AuthenticationError, AuthorizationError
-from ferromq.auth.evaluator import Auth
+from ferromq.auth.evaluator import Auth, authorization_fields
 from ferromq.auth.model import Action, Resource
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.status import Code, ProxyError
@@ -32,17 +32,10 @@ def _refused(message: str) -> ProxyError:
 
 
 def _fields(header: str) -> dict[str, str]:
-    """`Credential=ak, SignedHeaders=..., Signature=...` of an authorization header."""
-    _, _, rest = header.partition(" ")
-    if not rest:
-        raise _refused("authentication header is incorrect.")
-    out = {}
-    for item in rest.split(","):
-        key, sep, value = item.strip().partition("=")
-        if not sep:
-            raise _refused("authentication keyValues length is incorrect, actual length=1.")
-        out[key] = value
-    return out
+    try:
+        return authorization_fields(header)
+    except ValueError as e:
+        raise _refused(str(e)) from None
 
 
 def authenticate(acl: PlainAcl, metadata: Mapping[str, str], host: str) -> Account | None:
