@@ -623,7 +623,9 @@ def _add_broker_args(p: argparse.ArgumentParser, default_profile: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ferromq", description="An Apache RocketMQ 4.x compatible broker.")
+    parser = argparse.ArgumentParser(
+        prog="ferromq", description="An Apache RocketMQ (4.x and 5.x) compatible broker."
+    )
     parser.add_argument("--version", action="version", version=f"ferromq {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
