@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ferromq.acl.errors import AclError
 from ferromq.acl.permission import PUB, SUB
@@ -91,12 +91,15 @@ def needs_of(resources: Mapping[str, int]) -> Needed:
     return out
 
 
-def check_grpc(auth: Auth, metadata: Mapping[str, str], host: str, rpc: str, needed: Needed) -> None:
-    """ACL 2.0's checks of one call (`rpc`: its request's full name, for the whitelists): refused
+def check_grpc(
+    auth: Auth, metadata: Mapping[str, str], host: str, rpc: str, needed: Callable[[], Needed]
+) -> None:
+    """ACL 2.0's checks of one call (`rpc`: its request's full name, for the whitelists; `needed`:
+    what it touches, read after the caller is authenticated, as Java's pipelines do): refused
     UNAUTHORIZED with Java's text, as 5.3.3's proxy answers both kinds of refusal."""
     try:
         user = auth.grpc_user(metadata, rpc)
-        auth.authorize(user, needed, host or None, rpc)
+        auth.authorize(user, needed(), host or None, rpc)
     except (AuthenticationError, AuthorizationError) as e:
         raise _refused(str(e)) from None
 

@@ -135,12 +135,13 @@ class MessagingService(rpc.MessagingServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
         resources: Mapping[str, int] | None = None,
         request: Message | None = None,
-        needed: Needed | None = None,
+        needed: Callable[[], Needed] | None = None,
     ) -> Session:
         """The calling client; with an ACL on, only once its signature is checked and it may touch
-        `resources` (topics, and groups as their retry topics, to PUB / SUB). ACL 2.0 checks
-        `needed` instead when given (what Java's proxy checks of calls that name no topic or group
-        the plain ACL looks at), and skips the checks its whitelists name for `request`."""
+        `resources` (topics, and groups as their retry topics, to PUB / SUB). ACL 2.0 checks what
+        `needed` gives instead when given (what Java's proxy checks of calls that name no topic or
+        group the plain ACL looks at; called only with ACL 2.0 on, as it refuses blank names with
+        Java's texts), and skips the checks its whitelists name for `request`."""
         md = _metadata(context)
         client_id = md.get("x-mq-client-id", "")
         peer = _peer(md)
@@ -152,7 +153,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         auth = self.backend.auth
         if auth is not None:
             rpc = request.DESCRIPTOR.full_name if request is not None else ""
-            check_grpc(auth, md, host, rpc, needed if needed is not None else needs_of(resources or {}))
+            check_grpc(auth, md, host, rpc, needed or (lambda: needs_of(resources or {})))
         if not client_id:
             raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
         return self.sessions.open(
@@ -180,7 +181,7 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def QueryRoute(self, request: spb.QueryRouteRequest, context: Any) -> spb.QueryRouteResponse:
         async def body() -> spb.QueryRouteResponse:
-            self._session(context, request=request, needed=contexts.grpc_route(request.topic.name))
+            self._session(context, request=request, needed=lambda: contexts.grpc_route(request.topic.name))
             name = request.topic.name
             convert.check_topic_name(name, self.backend.reserved_topics)
             brokers = await self.backend.queues(name)
@@ -216,7 +217,11 @@ class MessagingService(rpc.MessagingServiceServicer):
         self, request: spb.QueryAssignmentRequest, context: Any
     ) -> spb.QueryAssignmentResponse:
         async def body() -> spb.QueryAssignmentResponse:
-            self._session(context, _consume_perm(request.topic.name, request.group.name), request)
+            self._session(
+                context,
+                request=request,
+                needed=lambda: contexts.grpc_sub(request.group.name, request.topic.name),
+            )
             convert.check_topic_name(request.topic.name, self.backend.reserved_topics)
             convert.check_group_name(request.group.name)
             brokers = await self.backend.queues(request.topic.name) or []
@@ -271,7 +276,7 @@ class MessagingService(rpc.MessagingServiceServicer):
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
         async def body() -> spb.HeartbeatResponse:
             consumer = request.client_type in CONSUMER_TYPES
-            needed = contexts.grpc_sub(request.group.name, None) if consumer else []
+            needed = lambda: contexts.grpc_sub(request.group.name, None) if consumer else []  # noqa: E731
             session = self._session(context, request=request, needed=needed)
             if session.settings is None:
                 raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
@@ -285,7 +290,7 @@ class MessagingService(rpc.MessagingServiceServicer):
     ) -> spb.NotifyClientTerminationResponse:
         async def body() -> spb.NotifyClientTerminationResponse:
             group = request.group.name
-            needed = contexts.grpc_sub(group, None) if group.strip() else []
+            needed = lambda: contexts.grpc_sub(group, None) if group.strip() else []  # noqa: E731
             session = self._session(context, request=request, needed=needed)
             settings = session.settings
             if settings is None:
@@ -307,7 +312,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         checks) out, until the client ends the stream."""
         md = _metadata(context)
         try:
-            session = self._session(context, request=_TELEMETRY, needed=[])
+            session = self._session(context, request=_TELEMETRY, needed=list)
         except ProxyError as e:
             yield spb.TelemetryCommand(status=status(e.status_code, e.message))
             return
@@ -316,7 +321,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             auth = self.backend.auth
             if auth is not None:
                 rpc = _TELEMETRY.DESCRIPTOR.full_name
-                check_grpc(auth, md, _host_of(_peer(md)), rpc, settings_needs(settings))
+                check_grpc(auth, md, _host_of(_peer(md)), rpc, lambda: settings_needs(settings))
 
         reader = asyncio.create_task(self._read_telemetry(request_iterator, session, check_settings))
         command: asyncio.Future[spb.TelemetryCommand] | None = None
