@@ -48,6 +48,13 @@ class Host:
         self.name = f"fmq-{uuid.uuid4().hex[:8]}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         subprocess.run(["ip", "netns", "add", self.name], check=True)
+        try:
+            self._link()
+        except BaseException:
+            self.close()
+            raise
+
+    def _link(self) -> None:
         for cmd in (
             "ip link set lo up",
             "ip link add fmq0 type veth peer name fmq1",

@@ -1,0 +1,169 @@
+"""Hosts for cluster tests on one machine: Linux network namespaces joined by a bridge of their own.
+
+Each host is a namespace with `lo` and one end of a veth pair holding an address of a private
+/24 (10.213.R.0/24, R drawn per run); the other end is enslaved to the run's bridge in the root
+namespace, which has no address and no route to it: nothing is routed out. Servers started in a
+host bind its address as they would on a machine of their own. Faults: kill -9, SIGSTOP/SIGCONT,
+and a whole host cut off the bridge (its link down) and healed. Needs root (`available()` says
+whether this machine can; a test skips clearly otherwise). Everything is removed on `close()`,
+also when the test fails; only the processes started here are ever signalled.
+
+    with Hosts(3, tmp_path) as hosts:
+        proc = hosts.spawn(0, "namesrv", ["ferromq", "namesrv", "--host", hosts.addr(0)])
+        hosts.partition(1); ...; hosts.heal(1)
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+from types import TracebackType
+
+TIMEOUT = 30.0
+
+
+def available() -> str | None:
+    """Why hosts cannot be made here, or None when they can."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "network namespaces need iproute2 (`ip`)"
+    return None
+
+
+def _ip(*args: str, ns: str | None = None) -> None:
+    argv = ["ip", "netns", "exec", ns, "ip", *args] if ns else ["ip", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+    if done.returncode != 0:
+        raise OSError(f"{' '.join(argv)}: {done.stderr.strip()}")
+
+
+class Hosts:
+    def __init__(self, count: int, workdir: Path) -> None:
+        self.count = count
+        self.workdir = workdir
+        run = uuid.uuid4().hex[:4]
+        self._prefix = f"fmq{run}"  # interface names stay within 15 characters
+        self._subnet = random.randint(1, 254)
+        self.names = [f"{self._prefix}h{i}" for i in range(count)]
+        self._bridge = f"{self._prefix}br"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._made: list[str] = []
+
+    # -- layout ------------------------------------------------------------------------------
+
+    def __enter__(self) -> Hosts:
+        try:
+            _ip("link", "add", self._bridge, "type", "bridge")
+            self._made.append("bridge")
+            _ip("link", "set", self._bridge, "up")
+            for i, ns in enumerate(self.names):
+                subprocess.run(["ip", "netns", "add", ns], check=True, timeout=TIMEOUT)
+                self._made.append(ns)
+                outside, inside = self._link(i), f"{self._prefix}v{i}b"
+                _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+                _ip("link", "set", inside, "netns", ns)
+                _ip("link", "set", outside, "master", self._bridge)
+                _ip("link", "set", outside, "up")
+                _ip("link", "set", "lo", "up", ns=ns)
+                _ip("addr", "add", f"{self.addr(i)}/24", "dev", inside, ns=ns)
+                _ip("link", "set", inside, "up", ns=ns)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _link(self, i: int) -> str:
+        return f"{self._prefix}v{i}a"
+
+    def addr(self, i: int) -> str:
+        return f"10.213.{self._subnet}.{i + 1}"
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def argv(self, i: int, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.names[i], *argv]
+
+    def spawn(
+        self, i: int, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """`argv` in host `i` (its PID is the program's: `ip netns exec` execs it), output to
+        `<workdir>/<name>.log`."""
+        with open(self.workdir / f"{name}.log", "ab") as out:
+            proc = subprocess.Popen(
+                self.argv(i, argv),
+                stdout=out,
+                stderr=out,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+                env=None if env is None else {**os.environ, **env},
+            )
+        self.procs[name] = proc
+        return proc
+
+    def log(self, name: str) -> str:
+        path = self.workdir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def run(
+        self, i: int, argv: list[str], timeout: float = 120.0, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.argv(i, argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.workdir,
+            env=None if env is None else {**os.environ, **env},
+        )
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def kill(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(TIMEOUT)
+
+    def pause(self, name: str) -> None:
+        os.kill(self.procs[name].pid, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        os.kill(self.procs[name].pid, signal.SIGCONT)
+
+    def partition(self, i: int) -> None:
+        """Host `i` cut off from every other (its link to the bridge down): its processes run on
+        and see their connections time out, as a host behind a failed switch port would."""
+        _ip("link", "set", self._link(i), "down")
+
+    def heal(self, i: int) -> None:
+        _ip("link", "set", self._link(i), "up")
+
+    # -- teardown ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(TIMEOUT)
+        for made in reversed(self._made):
+            if made == "bridge":
+                subprocess.run(["ip", "link", "del", self._bridge], capture_output=True, timeout=TIMEOUT)
+            else:
+                # The pair goes with its outer end at once (a namespace may outlive its deletion
+                # while the kernel still holds a reference to it).
+                i = self.names.index(made)
+                subprocess.run(["ip", "link", "del", self._link(i)], capture_output=True, timeout=TIMEOUT)
+                subprocess.run(["ip", "netns", "del", made], capture_output=True, timeout=TIMEOUT)
+        self._made.clear()
