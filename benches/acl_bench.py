@@ -37,7 +37,7 @@ from hot_path_bench import Conn, _percentiles, measured_window  # noqa: E402
 from ferromq.acl.guard import AclGuard  # noqa: E402
 from ferromq.acl.plain import PlainAcl  # noqa: E402
 from ferromq.acl.signing import Credentials  # noqa: E402
-from ferromq.auth.model import (  # noqa: E402  # noqa: E402
+from ferromq.auth.model import (  # noqa: E402
     Acl,
     Action,
     Decision,
@@ -320,6 +320,11 @@ def main() -> None:
             plan: list[tuple[str, Any]] = [("ferromq", m) for m in MODES]
             if args.java:
                 plan += [("rocketmq", False), ("rocketmq", True)]
+            # Each round starts one step further along (and odd rounds run backwards), so no case is
+            # always the first or the last of a round when the neighbours' load drifts.
+            plan = plan[n % len(plan) :] + plan[: n % len(plan)]
+            if n % 2:
+                plan.reverse()
             for broker, mode in plan:
                 if broker == "ferromq":
                     r = run_round(mode, frames, args, Path(tmp), n)
@@ -342,6 +347,21 @@ def main() -> None:
             return None
         return statistics.median(x / y for x, y in zip(top, bottom, strict=True))
 
+    summary = {}
+    print(
+        f"\nmedians over rounds\n{'broker, ACL':<18}{'msg/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'CPU us/msg':>11}"
+    )
+    for case in dict.fromkeys((r["broker"], r["mode"]) for r in rows):
+        these = [r for r in rows if (r["broker"], r["mode"]) == case]
+        med = {
+            k: statistics.median(r[k] for r in these)
+            for k in ("msgs_per_s", "p50_ms", "p99_ms", "cpu_us_per_msg")
+        }
+        summary[" ".join(case)] = med
+        print(
+            f"{' '.join(case):<18}{med['msgs_per_s']:>10.0f}{med['p50_ms']:>9.2f}{med['p99_ms']:>9.2f}"
+            f"{med['cpu_us_per_msg']:>11.1f}"
+        )
     f = ("ferromq", "off")
     ratios = {
         "throughput_on_over_off": paired("msgs_per_s", ("ferromq", "plain"), f),
@@ -349,6 +369,10 @@ def main() -> None:
         "cpu_per_msg_on_over_off": paired("cpu_us_per_msg", ("ferromq", "plain"), f),
         "acl2_cpu_per_msg_on_over_off": paired("cpu_us_per_msg", ("ferromq", "acl2"), f),
         "acl2_throughput_on_over_off": paired("msgs_per_s", ("ferromq", "acl2"), f),
+        "acl2_p99_on_over_off": paired("p99_ms", ("ferromq", "acl2"), f),
+        "acl2_throughput_10k_rules_over_1": paired(
+            "msgs_per_s", ("ferromq", "acl2-10k"), ("ferromq", "acl2")
+        ),
         "acl2_cpu_per_msg_10k_rules_over_1": paired(
             "cpu_us_per_msg", ("ferromq", "acl2-10k"), ("ferromq", "acl2")
         ),
@@ -367,7 +391,14 @@ def main() -> None:
     }
     write_results(
         args.out,
-        {"bench": "acl", "params": params, "guard_cpu_us_per_send": micro, "rows": rows, "ratios": ratios},
+        {
+            "bench": "acl",
+            "params": params,
+            "guard_cpu_us_per_send": micro,
+            "rows": rows,
+            "summary": summary,
+            "ratios": ratios,
+        },
     )
 
 
