@@ -5,8 +5,10 @@ users and ACLs themselves is NO_PERMISSION with Java's text.
 
 Only a Super user may create, update or delete a Super user. Who may call these at all is the
 authorization's business (Cluster Update or Get, by the request table in `ferromq.auth.contexts`).
-With ACL 2.0 off (no `authenticationEnabled`) there are no users to manage: refused with a remark
-saying so (Java, without a metadata provider, answers "An system error occurred").
+With ACL 2.0 off (no `authenticationEnabled`) there are no users to manage: answered as Java 5.3.3
+answers without its metadata providers: the checks made before the provider is touched keep their
+answers, then SYSTEM_ERROR "An system error occurred, please try again later.", except getAcl and
+listAcl, whose IllegalStateException reaches Java's remoting layer (the exception and its top frame).
 """
 
 from __future__ import annotations
@@ -26,12 +28,26 @@ from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
-DISABLED = "ACL 2.0 is not enabled on this broker (authenticationEnabled=false in broker.conf)"
+# Java's handleAuthException for anything but an authentication or authorization refusal.
+SYSTEM_TEXT = "An system error occurred, please try again later."
+# What Java 5.3.3's remoting layer answers when getAcl/listAcl find no metadata provider
+# (UtilAll.exceptionSimpleDesc: the exception, then its top stack frame).
+_NO_PROVIDER = (
+    "java.lang.IllegalStateException: The authenticationMetadataProvider is not configured., "
+    "org.apache.rocketmq.auth.authorization.manager.AuthorizationMetadataManagerImpl.{0}"
+    "(AuthorizationMetadataManagerImpl.java:{1})"
+)
+# AdminBrokerProcessor throws "The body of acl is null" outside its future: the remoting layer's text.
+_NO_ACL_BODY = (
+    "org.apache.rocketmq.auth.authorization.exception.AuthorizationException: The body of acl is null, "
+    "org.apache.rocketmq.broker.processor.AdminBrokerProcessor.{0}(AdminBrokerProcessor.java:{1})"
+)
 
 
 def _metadata(ctx: AuthAdminContext) -> AuthMetadata:
+    """The users and ACLs; with ACL 2.0 off, Java's answer once it reaches for its missing provider."""
     if ctx.auth is None:
-        raise BrokerError(DISABLED, ResponseCode.SYSTEM_ERROR)
+        raise BrokerError(SYSTEM_TEXT, ResponseCode.SYSTEM_ERROR)
     return ctx.auth.metadata
 
 
@@ -70,8 +86,10 @@ def _username(cmd: RemotingCommand) -> str:
 
 
 async def create_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    metadata = _metadata(ctx)
     user = User.from_info(_body(cmd, "user"), _username(cmd))
+    if ctx.auth is None and not (user.password or "").strip():
+        raise _refused(AuthenticationError("password can not be blank"))
+    metadata = _metadata(ctx)
     if user.user_type is UserType.SUPER and _not_super_caller(metadata, cmd):
         raise BrokerError("The super user can only be create by super user", ResponseCode.SYSTEM_ERROR)
     try:
@@ -82,8 +100,8 @@ async def create_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComm
 
 
 async def update_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    metadata = _metadata(ctx)
     user = User.from_info(_body(cmd, "user"), _username(cmd))
+    metadata = _metadata(ctx)
     if user.user_type is UserType.SUPER and _not_super_caller(metadata, cmd):
         raise BrokerError("The super user can only be update by super user", ResponseCode.SYSTEM_ERROR)
     try:
@@ -99,8 +117,10 @@ async def update_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComm
 
 
 async def delete_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    metadata = _metadata(ctx)
     name = cmd.ext.get("username") or ""
+    if ctx.auth is None and not name.strip():
+        raise _refused(AuthenticationError("username can not be blank"))
+    metadata = _metadata(ctx)
     try:
         old = metadata.get_user(name)
         if old is not None:
@@ -113,10 +133,10 @@ async def delete_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComm
 
 
 async def get_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    metadata = _metadata(ctx)
     name = (cmd.ext.get("username") or "").strip()
     if not name:
         raise BrokerError("The username is blank", ResponseCode.INVALID_PARAMETER)
+    metadata = _metadata(ctx)
     user = metadata.users.get(name)
     return cmd.reply(ResponseCode.SUCCESS, body=_json(user.as_info()) if user is not None else b"")
 
@@ -127,9 +147,13 @@ async def list_users(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComma
 
 
 def _acl_of(cmd: RemotingCommand) -> Acl:
-    body = _body(cmd, "acl")
-    if not isinstance(body.get("policies"), list) or not body["policies"]:
-        raise BrokerError("The body of acl is null", ResponseCode.SYSTEM_ERROR)
+    try:
+        body = orjson.loads(cmd.body) if cmd.body else None
+    except orjson.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("policies"), list) or not body["policies"]:
+        site = ("createAcl", 3158) if cmd.code == RequestCode.AUTH_CREATE_ACL else ("updateAcl", 3185)
+        raise BrokerError(_NO_ACL_BODY.format(*site), ResponseCode.SYSTEM_ERROR)
     try:
         return Acl.from_info(body, cmd.ext.get("subject"))
     except AuthorizationError as e:
@@ -138,8 +162,8 @@ def _acl_of(cmd: RemotingCommand) -> Acl:
 
 async def put_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     """AUTH_CREATE_ACL and AUTH_UPDATE_ACL alike: the entries merged into the subject's ACL."""
-    metadata = _metadata(ctx)
     acl = _acl_of(cmd)
+    metadata = _metadata(ctx)
     try:
         metadata.put_acl(acl)
     except AuthorizationError as e:
@@ -148,9 +172,11 @@ async def put_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand)
 
 
 async def delete_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    metadata = _metadata(ctx)
     policy_type = PolicyType.by_name(cmd.ext.get("policyType"))
     resource = Resource.parse(cmd.ext.get("resource"))
+    if ctx.auth is None and not (cmd.ext.get("subject") or "").strip():
+        raise _refused(AuthorizationError("The subject is null."))
+    metadata = _metadata(ctx)
     try:
         metadata.delete_acl(cmd.ext.get("subject"), policy_type, resource)
     except (AuthenticationError, AuthorizationError) as e:
@@ -159,7 +185,11 @@ async def delete_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComma
 
 
 async def get_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    metadata = _metadata(ctx)
+    if ctx.auth is None:
+        raise BrokerError(
+            _NO_PROVIDER.format("getAuthenticationMetadataProvider", 273), ResponseCode.SYSTEM_ERROR
+        )
+    metadata = ctx.auth.metadata
     try:
         acl = metadata.get_acl(cmd.ext.get("subject") or "")
     except AuthorizationError as e:
@@ -168,7 +198,11 @@ async def get_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand)
 
 
 async def list_acls(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    acls = _metadata(ctx).list_acls(cmd.ext.get("subjectFilter"), cmd.ext.get("resourceFilter"))
+    if ctx.auth is None:
+        raise BrokerError(
+            _NO_PROVIDER.format("getAuthorizationMetadataProvider", 280), ResponseCode.SYSTEM_ERROR
+        )
+    acls = ctx.auth.metadata.list_acls(cmd.ext.get("subjectFilter"), cmd.ext.get("resourceFilter"))
     return cmd.reply(ResponseCode.SUCCESS, body=_json([a.as_info() for a in acls]) if acls else b"")
 
 
