@@ -5,6 +5,8 @@ users and ACLs themselves is NO_PERMISSION with Java's text.
 
 Only a Super user may create, update or delete a Super user. Who may call these at all is the
 authorization's business (Cluster Update or Get, by the request table in `ferromq.auth.contexts`).
+A slave answers them as a master does: Java 5.3.3 makes no slave check for these codes (unlike its
+topic and group updates).
 With ACL 2.0 off (no `authenticationEnabled`) there are no users to manage: answered as Java 5.3.3
 answers without its metadata providers: the checks made before the provider is touched keep their
 answers, then SYSTEM_ERROR "An system error occurred, please try again later.", except getAcl and
