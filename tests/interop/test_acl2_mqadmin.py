@@ -216,3 +216,22 @@ def test_copy_users_and_acls_both_ways(sides: dict[str, Side]) -> None:
     for user in ("fromJava1", "fromFerro1"):
         same(sides, "getUser", "-u", user)
         same(sides, "getAcl", "-s", f"User:{user}")
+
+
+def test_absent_users_and_acls_answer_alike(sides: dict[str, Side]) -> None:
+    """What is not there: an empty get or list, a delete of nothing, the refusals Java gives."""
+    same(sides, "getUser", "-u", "nobody2")
+    same(sides, "listUser", "-f", "zzz")
+    assert "success" in same(sides, "deleteUser", "-u", "nobody2")
+    assert refusal(same(sides, "getAcl", "-s", "User:nobody2")) == (16, "The subject is not exist.")
+    assert refusal(same(sides, "deleteAcl", "-s", "User:nobody2")) == (16, "The subject is not exist.")
+    same(sides, "createUser", "-u", "erin2", "-p", "erinPass2")
+    assert refusal(same(sides, "deleteAcl", "-s", "User:erin2")) == (16, "The acl is not exist.")
+    same(sides, "getAcl", "-s", "User:erin2")
+    same(sides, "listAcl", "-s", "zzz")
+    # A Super user made and changed by the Super user; then deleted.
+    assert "success" in same(sides, "createUser", "-u", "boss2", "-p", "bossPass2", "-t", "Super")
+    assert "Super" in same(sides, "getUser", "-u", "boss2")
+    assert "success" in same(sides, "updateUser", "-u", "boss2", "-t", "Normal")
+    assert "Normal" in same(sides, "getUser", "-u", "boss2")
+    assert "success" in same(sides, "deleteUser", "-u", "boss2")
