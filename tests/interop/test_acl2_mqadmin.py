@@ -235,3 +235,55 @@ def test_absent_users_and_acls_answer_alike(sides: dict[str, Side]) -> None:
     assert "success" in same(sides, "updateUser", "-u", "boss2", "-t", "Normal")
     assert "Normal" in same(sides, "getUser", "-u", "boss2")
     assert "success" in same(sides, "deleteUser", "-u", "boss2")
+
+
+def test_normal_callers_answer_alike(sides: dict[str, Side]) -> None:
+    """Signed as Normal users: refused the admin requests without Cluster rights; with them, still
+    kept from making, changing or deleting a Super user; same codes and texts on both brokers."""
+    same(sides, "createUser", "-u", "gus2", "-p", "gusPass2")
+    same(sides, "createUser", "-u", "hal2", "-p", "halPass2")
+    same(
+        sides,
+        "createAcl",
+        "-s",
+        "User:hal2",
+        "-r",
+        "Cluster:DefaultCluster",
+        "-a",
+        "Update,Get",
+        "-d",
+        "Allow",
+    )
+    gus, hal = ("gus2", "gusPass2"), ("hal2", "halPass2")
+
+    def request(side: Side, code: int, ext: dict[str, str], body: bytes, keys: tuple[str, str]) -> Any:
+        cmd = RemotingCommand(code=code, ext=dict(ext), body=body)
+        Credentials(*keys).apply(cmd.ext, cmd.body)
+        reply = remoting_request(side.broker_addr, cmd)
+        return reply.code, (reply.remark or "").replace("127.0.0.1", "<ip>"), reply.body or b""
+
+    cases = {
+        "list, no Cluster Get": (RC.AUTH_LIST_USER, {}, b"", gus),
+        "create, no Cluster Update": (RC.AUTH_CREATE_USER, {"username": "x2"}, b'{"password":"p"}', gus),
+        "create a Super user": (
+            RC.AUTH_CREATE_USER,
+            {"username": "boss3"},
+            b'{"password":"bossPass3","userType":"Super"}',
+            hal,
+        ),
+        "promote oneself": (RC.AUTH_UPDATE_USER, {"username": "hal2"}, b'{"userType":"Super"}', hal),
+        "change the Super user": (RC.AUTH_UPDATE_USER, {"username": "rocketmq"}, b'{"password":"x1"}', hal),
+        "delete the Super user": (RC.AUTH_DELETE_USER, {"username": "rocketmq"}, b"", hal),
+        "create a Normal user": (RC.AUTH_CREATE_USER, {"username": "ida2"}, b'{"password":"idaPass2"}', hal),
+        # Answers with bodies, byte for byte.
+        "get a user": (RC.AUTH_GET_USER, {"username": "ida2"}, b"", hal),
+        "list users": (RC.AUTH_LIST_USER, {"filter": "ida"}, b"", hal),
+        "get an ACL": (RC.AUTH_GET_ACL, {"subject": "User:hal2"}, b"", hal),
+        "list ACLs": (RC.AUTH_LIST_ACL, {"subjectFilter": "hal2"}, b"", hal),
+        "get nothing": (RC.AUTH_GET_USER, {"username": "nobody3"}, b"", hal),
+    }
+    for what, (code, ext, body, keys) in cases.items():
+        outs = both(sides, lambda s: request(s, code, ext, body, keys))  # noqa: B023
+        print(f"--- {what}: {outs}")
+        assert outs["ferromq"] == outs["rocketmq"], what
+    same(sides, "getUser", "-u", "ida2")

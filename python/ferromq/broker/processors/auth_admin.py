@@ -46,6 +46,15 @@ _NO_ACL_BODY = (
 )
 
 
+# Java makes the answer as a SYSTEM_ERROR with this remark and on success only sets the code: every
+# successful answer of these ten codes carries it.
+UNSET_REMARK = "not set any response code"
+
+
+def _ok(cmd: RemotingCommand, body: bytes = b"") -> RemotingCommand:
+    return cmd.reply(ResponseCode.SUCCESS, UNSET_REMARK, body=body)
+
+
 def _metadata(ctx: AuthAdminContext) -> AuthMetadata:
     """The users and ACLs; with ACL 2.0 off, Java's answer once it reaches for its missing provider."""
     if ctx.auth is None:
@@ -98,7 +107,7 @@ async def create_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComm
         metadata.create_user(user)
     except AuthenticationError as e:
         raise _refused(e) from None
-    return cmd.reply(ResponseCode.SUCCESS)
+    return _ok(cmd)
 
 
 async def update_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -115,7 +124,7 @@ async def update_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComm
         metadata.update_user(user)
     except AuthenticationError as e:
         raise _refused(e) from None
-    return cmd.reply(ResponseCode.SUCCESS)
+    return _ok(cmd)
 
 
 async def delete_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -131,7 +140,7 @@ async def delete_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComm
             metadata.delete_user(name)
     except AuthenticationError as e:
         raise _refused(e) from None
-    return cmd.reply(ResponseCode.SUCCESS)
+    return _ok(cmd)
 
 
 async def get_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -140,12 +149,12 @@ async def get_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand
         raise BrokerError("The username is blank", ResponseCode.INVALID_PARAMETER)
     metadata = _metadata(ctx)
     user = metadata.users.get(name)
-    return cmd.reply(ResponseCode.SUCCESS, body=_json(user.as_info()) if user is not None else b"")
+    return _ok(cmd, _json(user.as_info()) if user is not None else b"")
 
 
 async def list_users(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     users = _metadata(ctx).list_users(cmd.ext.get("filter"))
-    return cmd.reply(ResponseCode.SUCCESS, body=_json([u.as_info() for u in users]) if users else b"")
+    return _ok(cmd, _json([u.as_info() for u in users]) if users else b"")
 
 
 def _acl_of(cmd: RemotingCommand) -> Acl:
@@ -170,7 +179,7 @@ async def put_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand)
         metadata.put_acl(acl)
     except AuthorizationError as e:
         raise _refused(e) from None
-    return cmd.reply(ResponseCode.SUCCESS)
+    return _ok(cmd)
 
 
 async def delete_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -183,7 +192,7 @@ async def delete_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComma
         metadata.delete_acl(cmd.ext.get("subject"), policy_type, resource)
     except (AuthenticationError, AuthorizationError) as e:
         raise _refused(e) from None
-    return cmd.reply(ResponseCode.SUCCESS)
+    return _ok(cmd)
 
 
 async def get_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -196,7 +205,7 @@ async def get_acl(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand)
         acl = metadata.get_acl(cmd.ext.get("subject") or "")
     except AuthorizationError as e:
         raise _refused(e) from None
-    return cmd.reply(ResponseCode.SUCCESS, body=_json(acl.as_info()) if acl is not None else b"")
+    return _ok(cmd, _json(acl.as_info()) if acl is not None else b"")
 
 
 async def list_acls(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -205,7 +214,7 @@ async def list_acls(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComman
             _NO_PROVIDER.format("getAuthorizationMetadataProvider", 280), ResponseCode.SYSTEM_ERROR
         )
     acls = ctx.auth.metadata.list_acls(cmd.ext.get("subjectFilter"), cmd.ext.get("resourceFilter"))
-    return cmd.reply(ResponseCode.SUCCESS, body=_json([a.as_info() for a in acls]) if acls else b"")
+    return _ok(cmd, _json([a.as_info() for a in acls]) if acls else b"")
 
 
 HANDLERS: dict[int, ContextHandler[AuthAdminContext]] = {
