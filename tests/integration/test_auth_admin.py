@@ -182,6 +182,13 @@ def test_every_code_over_signed_requests(server: BrokerProcess) -> None:
     assert (r.code, r.remark) == (ResponseCode.SUCCESS, "not set any response code")
     r = call(server, RC.AUTH_CREATE_USER, {}, SUPER, _json(user))
     assert (r.code, r.remark) == (ResponseCode.INVALID_PARAMETER, "The username is blank")
+    r = call(server, RC.AUTH_CREATE_USER, {}, SUPER)
+    assert (r.code, r.remark) == (ResponseCode.INVALID_PARAMETER, "The username is blank")
+    # No body: the NullPointerException Java 5.3.3 answers with on JDK 17.
+    r = call(server, RC.AUTH_UPDATE_USER, {"username": "erin1"}, SUPER)
+    assert r.code == ResponseCode.SYSTEM_ERROR
+    assert r.remark.startswith('java.lang.NullPointerException: Cannot invoke "org.apache.rocketmq.remoting')
+    assert r.remark.endswith("AdminBrokerProcessor.updateUser(AdminBrokerProcessor.java:3046)")
     r = call(server, RC.AUTH_CREATE_USER, {"username": "nopass1"}, SUPER, _json({"username": "nopass1"}))
     assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "password can not be blank")
     r = call(server, RC.AUTH_UPDATE_USER, {"username": "erin1"}, SUPER, _json({"password": "erinPass2"}))

@@ -66,14 +66,28 @@ def _json(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def _body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
+# AdminBrokerProcessor decodes UserInfo and sets its username: with no body, a NullPointerException
+# that reaches the remoting layer (its JDK 17 text, as 5.3.3 runs here, and the frame).
+_NO_USER_BODY = (
+    'java.lang.NullPointerException: Cannot invoke "org.apache.rocketmq.remoting.protocol.body.UserInfo'
+    '.setUsername(String)" because "userInfo" is null, '
+    "org.apache.rocketmq.broker.processor.AdminBrokerProcessor.{0}(AdminBrokerProcessor.java:{1})"
+)
+
+
+def _user_of(cmd: RemotingCommand) -> User:
+    """The UserInfo body named by the header's username, checked in Java's order."""
+    name = _username(cmd)
     try:
         data = orjson.loads(cmd.body) if cmd.body else None
     except orjson.JSONDecodeError:
-        data = None
+        raise BrokerError("The body of user is not JSON", ResponseCode.SYSTEM_ERROR) from None
+    if data is None:
+        site = ("createUser", 3014) if cmd.code == RequestCode.AUTH_CREATE_USER else ("updateUser", 3046)
+        raise BrokerError(_NO_USER_BODY.format(*site), ResponseCode.SYSTEM_ERROR)
     if not isinstance(data, dict):
-        raise BrokerError(f"The body of {what} is null", ResponseCode.SYSTEM_ERROR)
-    return data
+        raise BrokerError("The body of user is not a JSON object", ResponseCode.SYSTEM_ERROR)
+    return User.from_info(data, name)
 
 
 def _refused(e: AuthenticationError | AuthorizationError) -> BrokerError:
@@ -97,7 +111,7 @@ def _username(cmd: RemotingCommand) -> str:
 
 
 async def create_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    user = User.from_info(_body(cmd, "user"), _username(cmd))
+    user = _user_of(cmd)
     if ctx.auth is None and not (user.password or "").strip():
         raise _refused(AuthenticationError("password can not be blank"))
     metadata = _metadata(ctx)
@@ -111,7 +125,7 @@ async def create_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingComm
 
 
 async def update_user(ctx: AuthAdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    user = User.from_info(_body(cmd, "user"), _username(cmd))
+    user = _user_of(cmd)
     metadata = _metadata(ctx)
     if user.user_type is UserType.SUPER and _not_super_caller(metadata, cmd):
         raise BrokerError("The super user can only be update by super user", ResponseCode.SYSTEM_ERROR)
