@@ -6,7 +6,7 @@ namespace, which has no address and no route to it: nothing is routed out. Serve
 host bind its address as they would on a machine of their own. Faults: kill -9, SIGSTOP/SIGCONT,
 and a whole host cut off the bridge (its link down) and healed. Needs root (`available()` says
 whether this machine can; a test skips clearly otherwise). Everything is removed on `close()`,
-also when the test fails; only the processes started here are ever signalled.
+also when the test fails (and at interpreter exit); only the processes started here are ever signalled.
 
     with Hosts(3, tmp_path) as hosts:
         proc = hosts.spawn(0, "namesrv", ["ferromq", "namesrv", "--host", hosts.addr(0)])
@@ -15,6 +15,7 @@ also when the test fails; only the processes started here are ever signalled.
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import shutil
@@ -58,6 +59,8 @@ class Hosts:
     # -- layout ------------------------------------------------------------------------------
 
     def __enter__(self) -> Hosts:
+        # Also removed when the interpreter exits without reaching __exit__ (an interrupted run).
+        atexit.register(self.close)
         try:
             _ip("link", "add", self._bridge, "type", "bridge")
             self._made.append("bridge")
@@ -152,6 +155,7 @@ class Hosts:
     # -- teardown ----------------------------------------------------------------------------
 
     def close(self) -> None:
+        atexit.unregister(self.close)
         for proc in self.procs.values():
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGCONT)
