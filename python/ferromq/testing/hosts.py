@@ -4,9 +4,11 @@ Each host is a namespace with `lo` and one end of a veth pair holding an address
 /24 (10.213.R.0/24, R drawn per run); the other end is enslaved to the run's bridge in the root
 namespace, which has no address and no route to it: nothing is routed out. Servers started in a
 host bind its address as they would on a machine of their own. Faults: kill -9, SIGSTOP/SIGCONT,
-and a whole host cut off the bridge (its link down) and healed. Needs root (`available()` says
-whether this machine can; a test skips clearly otherwise). Everything is removed on `close()`,
-also when the test fails (and at interpreter exit); only the processes started here are ever signalled.
+and a whole host cut off the bridge (its link down) and healed; one link or one direction of it
+cut with nftables (`cut`/`uncut`; a one-way cut stops TCP both ways, its replies being lost).
+Needs root (`available()` says whether this machine can; a test skips clearly otherwise).
+Everything is removed on `close()`, also when the test fails (and at interpreter exit); only the
+processes started here are ever signalled.
 
     with Hosts(3, tmp_path) as hosts:
         proc = hosts.spawn(0, "namesrv", ["ferromq", "namesrv", "--host", hosts.addr(0)])
@@ -34,6 +36,15 @@ def available() -> str | None:
         return "network namespaces need root"
     if shutil.which("ip") is None:
         return "network namespaces need iproute2 (`ip`)"
+    return None
+
+
+def cuts_available() -> str | None:
+    """Why one-link and asymmetric cuts (`Hosts.cut`) cannot be made here, or None."""
+    if (why := available()) is not None:
+        return why
+    if shutil.which("nft") is None:
+        return "one-link cuts need nftables (`apt-get install -y nftables`)"
     return None
 
 
@@ -151,6 +162,35 @@ class Hosts:
 
     def heal(self, i: int) -> None:
         _ip("link", "set", self._link(i), "up")
+
+    def cut(self, i: int, j: int, both_ways: bool = True) -> None:
+        """Packets from host `i` to host `j` dropped (and from `j` to `i` unless `both_ways` is
+        False: an asymmetric partition), by an nftables rule in `i`'s (and `j`'s) namespace; the
+        other links stay up. Needs `nft` and nf_tables (`cuts_available()`); `uncut` undoes it."""
+        self._drop(i, j)
+        if both_ways:
+            self._drop(j, i)
+
+    def uncut(self, i: int, j: int) -> None:
+        for a, b in ((i, j), (j, i)):
+            subprocess.run(
+                self.argv(a, ["nft", "delete", "table", "inet", f"ferromq_cut{b}"]),
+                capture_output=True,
+                timeout=TIMEOUT,
+            )
+
+    def _drop(self, i: int, j: int) -> None:
+        table = f"ferromq_cut{j}"
+        for rule in (
+            ["add", "table", "inet", table],
+            ["add", "chain", "inet", table, "out", "{ type filter hook output priority 0; }"],
+            ["add", "rule", "inet", table, "out", "ip", "daddr", self.addr(j), "drop"],
+        ):
+            done = subprocess.run(
+                self.argv(i, ["nft", *rule]), capture_output=True, text=True, timeout=TIMEOUT
+            )
+            if done.returncode != 0:
+                raise OSError(f"nft {' '.join(rule)} in {self.names[i]}: {done.stderr.strip()}")
 
     # -- teardown ----------------------------------------------------------------------------
 
