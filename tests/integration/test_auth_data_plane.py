@@ -63,12 +63,20 @@ def test_acl2_sends_are_the_planes_and_an_acl_change_reaches_it(tmp_path: Path) 
                 assert r.code == ResponseCode.SUCCESS, r.remark
                 assert seen[RC.SEND_MESSAGE_V2] == 0, "an allowed signed send is the plane's"
             else:
-                assert r.code == ResponseCode.NO_PERMISSION, r.remark
+                assert (r.code, r.remark) == (
+                    ResponseCode.NO_PERMISSION,
+                    "User:alice has no permission to access Topic:PlaneTopic from 127.0.0.1, "
+                    "the decision is deny.",
+                )
                 assert seen[RC.SEND_MESSAGE_V2] == 1, "a denied send is answered by Python"
             before = seen[RC.SEND_MESSAGE_V2]
-            for keys in (None, (ALICE[0], "wrongSecret")):
+            refusals = [
+                (None, "username cannot be null."),
+                ((ALICE[0], "wrongSecret"), "check signature failed."),
+            ]
+            for keys, remark in refusals:
                 r = await signed_call(c, RC.SEND_MESSAGE_V2, send_v2("PlaneTopic"), keys, b"no")
-                assert r.code != ResponseCode.SUCCESS
+                assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, remark)
             assert seen[RC.SEND_MESSAGE_V2] == before + 2, "refusals are Python's"
             await c.close()
 
