@@ -1,7 +1,7 @@
-"""The data plane with ACL 2.0 on: signed sends a user's ACL allows are served by the plane (they
-never reach the Python dispatcher); a send the plane may not serve (unsigned, wrong secret, no
-policy) reaches Python, which refuses it. After the user's ACL changes (a restart on changed
-files), the plane's decision changes."""
+"""The data plane with ACL 2.0 on: signed sends and pulls a user's ACL allows are served by the plane
+(they never reach the Python dispatcher); one the plane may not serve (unsigned, wrong secret, Deny)
+reaches Python, which refuses it. After the user's ACL changes (a restart on changed files), the
+plane's decision changes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode
 from ferromq.remoting.plane import PlaneServer
 
-from .brokerkit import Client, running
+from .brokerkit import Client, pull_ext, running
 from .test_acl import signed_call
 from .test_data_plane import count_python_requests
 
@@ -39,8 +39,11 @@ def write_auth(tmp_path: Path, decision: str) -> None:
         {"username": SUPER[0], "password": SUPER[1], "userType": "Super", "userStatus": "enable"},
         {"username": ALICE[0], "password": ALICE[1], "userType": "Normal", "userStatus": "enable"},
     ]
-    entry = {"resource": "Topic:PlaneTopic", "actions": ["Pub"], "decision": decision}
-    acls = [{"subject": "User:alice", "policies": [{"policyType": "Custom", "entries": [entry]}]}]
+    entries = [
+        {"resource": "Topic:PlaneTopic", "actions": ["Pub", "Sub"], "decision": decision},
+        {"resource": "Group:CG", "actions": ["Sub"], "decision": decision},
+    ]
+    acls = [{"subject": "User:alice", "policies": [{"policyType": "Custom", "entries": entries}]}]
     (config / "auth_users.json").write_bytes(orjson.dumps({"users": users}))
     (config / "auth_acls.json").write_bytes(orjson.dumps({"acls": acls}))
 
@@ -78,6 +81,16 @@ def test_acl2_sends_are_the_planes_and_an_acl_change_reaches_it(tmp_path: Path) 
                 r = await signed_call(c, RC.SEND_MESSAGE_V2, send_v2("PlaneTopic"), keys, b"no")
                 assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, remark)
             assert seen[RC.SEND_MESSAGE_V2] == before + 2, "refusals are Python's"
+            group = orjson.dumps({"groupName": "CG"})
+            r = await signed_call(c, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, SUPER, group)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await signed_call(c, RC.PULL_MESSAGE, pull_ext("CG", "PlaneTopic", 0, 0), ALICE)
+            if decision == "Allow":
+                assert r.code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND), r.remark
+                assert seen[RC.PULL_MESSAGE] == 0, "an allowed signed pull is the plane's"
+            else:
+                assert r.code == ResponseCode.NO_PERMISSION, r.remark
+                assert seen[RC.PULL_MESSAGE] == 1, "a denied pull is answered by Python"
             await c.close()
 
     write_auth(tmp_path, "Allow")
