@@ -1,67 +1,187 @@
-"""Run inside a host of `ferromq.testing.hosts` (a network namespace), the test's hands there:
+"""Run inside a host of `ferromq.testing.hosts` (a network namespace), the test's hands there. Each
+record is one JSON line, as `ferromq.testing.checker` reads them.
 
-load.py send NAMESRV TOPIC PREFIX ACKS STOP   SYNC sends until the file STOP exists; each
-                                              acknowledged one appended to ACKS as
-                                              `id<TAB>time<TAB>store host:port`
-load.py stored TOPIC BROKER...                the message ids the brokers serve (JSON)
-load.py replica CONTROLLER GROUP              the controller's view of the group (JSON)
+load.py send NAMESRV TOPIC PREFIX OUT STOP     SYNC sends, one message at a time, until the file
+                                               STOP exists; every attempt appended to OUT
+load.py consume NAMESRV TOPIC GROUP OUT STOP   an orderly push consumer from the first offset;
+                                               every delivery appended to OUT
+load.py stored TOPIC BROKER...                 the copies the brokers hold (JSON)
+load.py replica CONTROLLER GROUP               the controller's view of the group (JSON)
+load.py metadata CONTROLLER                    the controller's Raft view: leaderId, selfId (JSON)
+load.py forge FIELDS OUT STOP CONTROLLER...    unsigned BROKER_HEARTBEATs with FIELDS (JSON) to
+                                               every controller every 200 ms; answer codes to OUT
+
+A message is tried up to three times, each attempt recorded with what its answer says about the
+message: `ok` (SEND_OK), `stored` (stored but not replicated: the official C++ client sends such a
+message again, so this load does too), `unknown` (no answer) or `refused`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
-from ferromq import _store
 from ferromq.client.instance import ClientInstance
-from ferromq.client.message import Message, SendStatus
+from ferromq.client.message import Message, ReceivedMessage, SendStatus, decode_received
 from ferromq.client.producer import Producer
+from ferromq.client.push_consumer import ConsumeOrderlyStatus, PushConsumer
+from ferromq.client.rebalance import ConsumeFromWhere
 from ferromq.controller.codes import ControllerCode
-from tests.interop.failover_kit import ask, stored_ids
+from ferromq.errors import ConnectionClosedError, RequestTimeoutError
+from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.protocol.command import RemotingCommand
+from ferromq.remoting.connection import open_connection
+from ferromq.testing.checker import Outcome
+from tests.interop.failover_kit import ask
+
+ATTEMPTS = 3
 
 
-async def send(namesrv: str, topic: str, prefix: str, acks: Path, stop: Path) -> None:
+def _write(out: TextIO, record: dict[str, object]) -> None:
+    out.write(json.dumps(record) + "\n")
+
+
+async def send(namesrv: str, topic: str, prefix: str, out_path: Path, stop: Path) -> None:
     instance = ClientInstance(namesrv, instance_name=prefix, timeout=3.0, route_interval=1.0)
-    producer = Producer("PG_" + prefix, namesrv, instance=instance, send_timeout=3.0)
+    # Retries are this loop's, so that each attempt is recorded.
+    producer = Producer("PG_" + prefix, namesrv, instance=instance, send_timeout=3.0, retries=0)
     await producer.start()
     i = 0
-    with open(acks, "a", buffering=1) as out:
+    with open(out_path, "a", buffering=1) as out:
         while not stop.exists():
             msg_id = f"{prefix}-{i}"
             i += 1
-            try:
-                r = await producer.send(Message(topic, f"{msg_id}|".encode()))
-            except Exception as e:  # a failed send is not acknowledged: the load goes on
-                print(f"{msg_id}: {e}", flush=True)
+            for _ in range(ATTEMPTS):
+                start = time.time()
+                record: dict[str, object] = {"id": msg_id, "start": start}
+                try:
+                    r = await producer.send(Message(topic, f"{msg_id}|".encode()))
+                except (RequestTimeoutError, ConnectionClosedError) as e:
+                    record.update(outcome=Outcome.UNKNOWN, detail=str(e))
+                except Exception as e:  # a refusal, or no connection: not stored
+                    record.update(outcome=Outcome.REFUSED, detail=str(e))
+                else:
+                    # Every other status says stored, not yet replicated or flushed.
+                    record.update(
+                        outcome=Outcome.OK if r.status == SendStatus.SEND_OK else Outcome.STORED,
+                        detail=str(r.status),
+                        group=r.message_queue.broker_name,
+                        queue=r.message_queue.queue_id,
+                        offset=r.queue_offset,
+                    )
+                record["end"] = time.time()
+                _write(out, record)
+                if record["outcome"] == Outcome.OK:
+                    break
                 await asyncio.sleep(0.05)
-                continue
-            if r.status == SendStatus.SEND_OK:
-                host, _ = _store.decode_offset_msg_id(r.offset_msg_id)
-                out.write(f"{msg_id}\t{time.time()}\t{host}\n")
     await producer.stop()
+
+
+async def consume(namesrv: str, topic: str, group: str, out_path: Path, stop: Path) -> None:
+    consumer = PushConsumer(
+        group,
+        namesrv,
+        instance_name=group,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        rebalance_interval=2.0,
+        persist_interval=1.0,
+        lock_interval=2.0,
+    )
+    consumer.subscribe(topic, "*")
+    with open(out_path, "a", buffering=1) as out:
+
+        def listener(msgs: list[ReceivedMessage]) -> ConsumeOrderlyStatus:
+            for m in msgs:
+                msg_id = m.body.split(b"|", 1)[0].decode()
+                record = {"id": msg_id, "group": m.queue.broker_name, "queue": m.queue.queue_id}
+                _write(out, {**record, "offset": m.queue_offset, "at": time.time()})
+            return ConsumeOrderlyStatus.SUCCESS
+
+        consumer.register_orderly_listener(listener)
+        await consumer.start()
+        while not stop.exists():
+            await asyncio.sleep(0.2)
+        await consumer.stop()
+
+
+async def stored(topic: str, broker: str) -> list[dict[str, object]]:
+    """Every message of `topic` the broker at `broker` holds, read from offset 0 of each queue."""
+    host, _, port = broker.rpartition(":")
+    conn = await open_connection(host, int(port), timeout=5.0)
+    copies: list[dict[str, object]] = []
+    try:
+        for queue_id in range(64):
+            ext = {"topic": topic, "queueId": str(queue_id)}
+            reply = await conn.request(RemotingCommand(code=RequestCode.GET_MAX_OFFSET, ext=ext), 5.0)
+            top = int(reply.ext.get("offset", 0)) if reply.code == ResponseCode.SUCCESS else 0
+            offset = 0
+            while offset < top:
+                pull = {
+                    "consumerGroup": "partition-check",
+                    "topic": topic,
+                    "queueId": str(queue_id),
+                    "queueOffset": str(offset),
+                    "maxMsgNums": "32",
+                    "sysFlag": "4",  # FLAG_SUBSCRIPTION: the subscription comes with the pull
+                    "commitOffset": "0",
+                    "suspendTimeoutMillis": "0",
+                    "subscription": "*",
+                    "subVersion": "0",
+                }
+                reply = await conn.request(RemotingCommand(code=RequestCode.PULL_MESSAGE, ext=pull), 10.0)
+                if reply.code != ResponseCode.SUCCESS:
+                    break
+                for m in decode_received(reply.body or b"", ""):
+                    msg_id = m.body.split(b"|", 1)[0].decode()
+                    copies.append({"id": msg_id, "queue": queue_id, "offset": m.queue_offset})
+                offset = int(reply.ext["nextBeginOffset"])
+    finally:
+        await conn.close()
+    return copies
+
+
+def forge(fields: dict[str, str], out_path: Path, stop: Path, controllers: list[str]) -> None:
+    with open(out_path, "a", buffering=1) as out:
+        while not stop.exists():
+            for controller in controllers:
+                with contextlib.suppress(OSError, TimeoutError):
+                    code = ask(controller, ControllerCode.BROKER_HEARTBEAT, fields).code
+                    _write(out, {"controller": controller, "code": code})
+            time.sleep(0.2)
 
 
 def main() -> None:
     mode, *args = sys.argv[1:]
     if mode == "send":
-        namesrv, topic, prefix, acks, stop = args
-        asyncio.run(send(namesrv, topic, prefix, Path(acks), Path(stop)))
+        namesrv, topic, prefix, out, stop = args
+        asyncio.run(send(namesrv, topic, prefix, Path(out), Path(stop)))
+    elif mode == "consume":
+        namesrv, topic, group, out, stop = args
+        asyncio.run(consume(namesrv, topic, group, Path(out), Path(stop)))
     elif mode == "stored":
         topic, *brokers = args
-        ids: set[str] = set()
+        held: dict[str, list[dict[str, object]]] = {}
         for broker in brokers:
             try:
-                ids.update(stored_ids(broker, topic))
+                held[broker] = asyncio.run(stored(topic, broker))
             except OSError as e:  # a broker the test killed: the others must have it all
                 print(f"{broker}: {e}", file=sys.stderr)
-        print(json.dumps(sorted(ids)))
+        print(json.dumps(held))
     elif mode == "replica":
         controller, group = args
         reply = ask(controller, ControllerCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": group})
         print(reply.body.decode() if reply.body else "{}")
+    elif mode == "metadata":
+        (controller,) = args
+        print(json.dumps(ask(controller, ControllerCode.CONTROLLER_GET_METADATA_INFO).ext))
+    elif mode == "forge":
+        fields, out, stop, *controllers = args
+        forge(json.loads(fields), Path(out), Path(stop), controllers)
     else:
         raise SystemExit(f"unknown mode {mode}")
 

@@ -1,0 +1,316 @@
+"""A controller-mode cluster across hosts (network namespaces of `ferromq.testing.hosts`), each server
+bound to its host's address with the authentication leaving loopback requires, a load and an
+orderly consumer on a client host, faults, and the checker's verdict. Used by tests/cluster and
+benches/partition_bench.py.
+
+    h0  name server (plain ACL), controller n0
+    h1  name server (plain ACL), controller n1
+    h2  controller n2
+    h3  broker b0 } one group in controller mode (SYNC_MASTER, allAckInSyncStateSet): the
+    h4  broker b1 } controllers pick its master
+    h5  client: the SYNC load (`load.py send`), an orderly push consumer, a forger
+
+Controllers take only signed requests (authenticationEnabled + innerClientAuthenticationCredentials;
+brokers sign); name servers take registrations only with the ACL's admin keys.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ferromq.testing.checker import Attempt, Copy, Delivery, Outcome, Report, check
+from ferromq.testing.hosts import Hosts
+from ferromq.testing.process import write_conf
+from ferromq.testing.waiting import WaitTimeout, wait_until
+from tests.interop.failover_kit import BROKER_CONF, GROUP
+
+ROOT = Path(__file__).resolve().parents[2]
+FERROMQ = str(Path(sys.executable).with_name("ferromq"))
+LOAD = [sys.executable, str(ROOT / "tests" / "cluster" / "load.py")]
+ENV = {"PYTHONPATH": f"{ROOT}:{ROOT / 'tools'}"}
+ADMIN = ("brokerAdmin1", "brokerSecret1")
+INNER = '{"accessKey": "innerBroker", "secretKey": "innerSecret1"}'
+TOPIC = "PartitionTopic"
+CONSUMER_GROUP = "CG_partition_check"
+HOSTS = 6
+NAMESRV_HOSTS = (0, 1)
+CONTROLLER_HOSTS = (0, 1, 2)
+BROKERS = {"b0": 3, "b1": 4}  # broker -> host
+CLIENT = 5
+# A broker silent this long is dead to the controllers (Java's default is 10 s; a test's faults
+# should not wait for it, and a loaded 2-core machine must not fail a master over by itself).
+HEARTBEAT_TIMEOUT_MS = 4000
+
+
+@dataclass
+class Fault:
+    """One fault injected, and when: the window the checker measures its cost in."""
+
+    kind: str
+    start: float
+    end: float
+    target: str
+
+
+class Cluster:
+    def __init__(self, hosts: Hosts) -> None:
+        self.hosts = hosts
+        self.work = hosts.workdir
+        self.namesrv = ";".join(f"{hosts.addr(i)}:9876" for i in NAMESRV_HOSTS)
+        self.controllers = [f"{hosts.addr(i)}:9878" for i in CONTROLLER_HOSTS]
+        self.attempts = self.work / "attempts.jsonl"
+        self.deliveries = self.work / "deliveries.jsonl"
+        self.stop_load = self.work / "stop-load"
+        self.stop_consumer = self.work / "stop-consumer"
+        self.faults: list[Fault] = []
+
+    # -- layout ------------------------------------------------------------------------------
+
+    def broker_addr(self, name: str) -> str:
+        return f"{self.hosts.addr(BROKERS[name])}:10911"
+
+    def start(self) -> None:
+        h, w = self.hosts, self.work
+        home = w / "home"
+        (home / "conf").mkdir(parents=True)
+        (home / "conf" / "plain_acl.yml").write_text(
+            f"accounts:\n  - accessKey: {ADMIN[0]}\n    secretKey: {ADMIN[1]}\n    admin: true\n"
+        )
+        ns_conf = write_conf(w / "namesrv.conf", {"aclEnable": True, "rocketmqHome": str(home)})
+        for i in NAMESRV_HOSTS:
+            argv = [FERROMQ, "namesrv", "-c", str(ns_conf), "--host", h.addr(i), "--port", "9876"]
+            h.spawn(i, f"namesrv-{i}", argv)
+        peers = ";".join(f"n{i}-{h.addr(i)}:9877" for i in CONTROLLER_HOSTS)
+        for i in CONTROLLER_HOSTS:
+            conf = write_conf(
+                w / f"controller-n{i}.conf",
+                {
+                    "listenPort": 9878,
+                    "controllerDLegerPeers": peers,
+                    "controllerDLegerSelfId": f"n{i}",
+                    "controllerStorePath": str(w / f"controller-n{i}"),
+                    "controllerHeartBeatTimeoutMills": HEARTBEAT_TIMEOUT_MS,
+                    "scanNotActiveBrokerInterval": 200,
+                    "controllerRaftPassword": "partition-test",
+                    "authenticationEnabled": True,
+                    "innerClientAuthenticationCredentials": INNER,
+                },
+            )
+            h.spawn(i, f"controller-n{i}", [FERROMQ, "controller", "-c", str(conf)])
+        for name in BROKERS:
+            self.start_broker(name)
+        self.wait_in_sync()
+
+    def start_broker(self, name: str) -> None:
+        conf = write_conf(
+            self.work / f"{name}.conf",
+            {
+                **BROKER_CONF,
+                "brokerIP1": self.hosts.addr(BROKERS[name]),
+                "listenPort": 10911,
+                "haListenPort": 10912,
+                "storePathRootDir": str(self.work / name),
+                "namesrvAddr": self.namesrv,
+                "namesrvAccessKey": ADMIN[0],
+                "namesrvSecretKey": ADMIN[1],
+                "controllerAddr": ";".join(self.controllers),
+                "controllerHeartBeatTimeoutMills": HEARTBEAT_TIMEOUT_MS,
+                "innerClientAuthenticationCredentials": INNER,
+            },
+        )
+        self.hosts.spawn(BROKERS[name], name, [FERROMQ, "broker", "-c", str(conf)])
+
+    def wait_in_sync(self, timeout: float = 90) -> None:
+        def in_sync() -> bool:
+            return len(self.replica().get("syncStateSet") or []) == 2
+
+        wait_until(in_sync, "both brokers in sync", timeout)
+
+    def _ask(self, *args: str) -> dict[str, object]:
+        r = self.hosts.run(CLIENT, [*LOAD, *args], timeout=30, env=ENV)
+        if r.returncode != 0 or not r.stdout.strip():
+            return {}
+        answer: dict[str, object] = json.loads(r.stdout)
+        return answer
+
+    def replica(self) -> dict[str, object]:
+        """The group as the controllers' leader sees it (another controller's view if none
+        answers as leader)."""
+        views = [self._ask("replica", controller, GROUP) for controller in self.controllers]
+        known = [v for v in views if v.get("known")]
+        return next((v for v in known if v.get("isLeader")), known[0] if known else {})
+
+    def controller_leader(self) -> int:
+        """The host of the controllers' Raft leader."""
+
+        def leader() -> str:
+            for controller in self.controllers:
+                leader_id = str(self._ask("metadata", controller).get("leaderId", ""))
+                if leader_id:
+                    return leader_id
+            return ""
+
+        wait_until(lambda: leader() != "", "a controller leader", 60)
+        return CONTROLLER_HOSTS[int(leader().removeprefix("n"))]
+
+    # -- clients -----------------------------------------------------------------------------
+
+    def start_clients(self) -> None:
+        """The SYNC load and the orderly consumer on the client host; returns once sends are
+        acknowledged."""
+        argv = [*LOAD, "send", self.namesrv, TOPIC, "part", str(self.attempts), str(self.stop_load)]
+        self.hosts.spawn(CLIENT, "load", argv, env=ENV)
+        out, stop = str(self.deliveries), str(self.stop_consumer)
+        argv = [*LOAD, "consume", self.namesrv, TOPIC, CONSUMER_GROUP, out, stop]
+        self.hosts.spawn(CLIENT, "consumer", argv, env=ENV)
+
+        def log() -> str:
+            return self.hosts.log("load")[-2000:]
+
+        wait_until(lambda: len(self.acks()) >= 100, "acknowledged sends", 90, why=log)
+
+    def read_attempts(self) -> list[Attempt]:
+        if not self.attempts.exists():
+            return []
+        rows = [json.loads(line) for line in self.attempts.read_text().splitlines() if line.endswith("}")]
+        return [
+            Attempt(
+                id=r["id"],
+                start=r["start"],
+                end=r["end"],
+                outcome=Outcome(r["outcome"]),
+                group=r.get("group", ""),
+                queue=r.get("queue", -1),
+                offset=r.get("offset", -1),
+            )
+            for r in rows
+        ]
+
+    def acks(self) -> list[Attempt]:
+        return [a for a in self.read_attempts() if a.outcome is Outcome.OK]
+
+    def read_deliveries(self) -> list[Delivery]:
+        if not self.deliveries.exists():
+            return []
+        rows = [json.loads(line) for line in self.deliveries.read_text().splitlines() if line.endswith("}")]
+        return [Delivery(r["id"], r["group"], r["queue"], r["offset"], r["at"]) for r in rows]
+
+    def acked_since(self, t: float) -> int:
+        return sum(1 for a in self.acks() if a.start > t)
+
+    def master(self) -> str:
+        """The broker the controllers name master."""
+        addr = str(self.replica().get("masterAddr") or "")
+        return next(name for name in BROKERS if self.broker_addr(name) == addr)
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def recovered(self, since: float, timeout: float = 120) -> None:
+        """Waits for 50 sends acknowledged after `since` (the group takes writes again)."""
+        wait_until(lambda: self.acked_since(since) >= 50, "sends acknowledged after the fault", timeout)
+
+    def kill_master(self) -> Fault:
+        old = self.master()
+        start = time.time()
+        self.hosts.kill(old)
+        self.recovered(start)
+        return self._done("kill -9 master", start, old)
+
+    def restart(self, name: str) -> None:
+        """A killed broker back, as a slave of the new master."""
+        self.start_broker(name)
+        self.wait_in_sync()
+
+    def partition_host(self, kind: str, host: int, seconds: float) -> Fault:
+        start = time.time()
+        self.hosts.partition(host)
+        try:
+            time.sleep(seconds)  # the fault itself lasts this long (not a wait for something)
+        finally:
+            self.hosts.heal(host)
+        self.recovered(time.time())
+        return self._done(kind, start, self.hosts.names[host])
+
+    def partition_master(self, seconds: float = 15) -> Fault:
+        return self.partition_host("partition master", BROKERS[self.master()], seconds)
+
+    def partition_controller_leader(self, seconds: float = 15) -> Fault:
+        return self.partition_host("partition controller leader", self.controller_leader(), seconds)
+
+    def pause_master(self, seconds: float = 15) -> Fault:
+        old = self.master()
+        start = time.time()
+        self.hosts.pause(old)
+        try:
+            time.sleep(seconds)  # the pause itself lasts this long
+        finally:
+            self.hosts.resume(old)
+        self.recovered(time.time())
+        return self._done("SIGSTOP master", start, old)
+
+    def forge_heartbeats(self) -> Path:
+        """Starts a process on the client host that sends unsigned heartbeats in the master's name
+        to every controller; returns the file of the answers' codes (the stop file ends it)."""
+        view = self.replica()
+        master = self.broker_addr(self.master())
+        members = view.get("members")
+        assert isinstance(members, dict)
+        broker_id = next(bid for bid, m in members.items() if m["addr"] == master)
+        forged = {
+            "clusterName": "DefaultCluster",
+            "brokerName": GROUP,
+            "brokerAddr": master,
+            "brokerId": str(broker_id),
+            "maxOffset": str(1 << 40),
+            "epoch": str(view.get("epoch", 0)),
+            "heartbeatTimeoutMills": "600000",
+        }
+        answers = self.work / "forged.jsonl"
+        argv = [*LOAD, "forge", json.dumps(forged), str(answers), str(self.stop_load), *self.controllers]
+        self.hosts.spawn(CLIENT, "forger", argv, env=ENV)
+
+        def answered() -> bool:
+            return answers.exists() and len(answers.read_text().splitlines()) >= 3
+
+        wait_until(answered, "forged heartbeats answered", 30)
+        return answers
+
+    def _done(self, kind: str, start: float, target: str) -> Fault:
+        fault = Fault(kind, start, time.time(), target)
+        self.faults.append(fault)
+        return fault
+
+    # -- verdict -----------------------------------------------------------------------------
+
+    def verdict(self, consumer_timeout: float = 120) -> Report:
+        """Stops the load, waits for the consumer to have every acknowledged message (bounded),
+        reads what the brokers hold, and checks it all."""
+        self.stop_load.touch()
+        wait_until(lambda: self.hosts.procs["load"].poll() is not None, "the load to stop", 60)
+        acked = {a.id for a in self.acks()}
+        try:
+            wait_until(
+                lambda: acked <= {d.id for d in self.read_deliveries()},
+                "the consumer to have every acknowledged message",
+                consumer_timeout,
+            )
+        except WaitTimeout:
+            pass  # the report names what was not delivered
+        self.stop_consumer.touch()
+        brokers = [self.broker_addr(n) for n in BROKERS]
+        r = self.hosts.run(CLIENT, [*LOAD, "stored", TOPIC, *brokers], timeout=180, env=ENV)
+        assert r.returncode == 0, r.stderr
+        held = json.loads(r.stdout)
+        copies = [Copy(c["id"], GROUP, c["queue"], c["offset"]) for rows in held.values() for c in rows]
+        return check(self.read_attempts(), copies, self.read_deliveries())
+
+    def gap_during(self, fault: Fault) -> float:
+        """The longest time without an acknowledgement that overlaps the fault."""
+        ends = sorted(a.end for a in self.acks())
+        gaps = [b - a for a, b in itertools.pairwise(ends) if b >= fault.start and a <= fault.end]
+        return max(gaps, default=0.0)
