@@ -127,7 +127,8 @@ class Cluster:
 
     def wait_in_sync(self, timeout: float = 90) -> None:
         def in_sync() -> bool:
-            return len(self.replica().get("syncStateSet") or []) == 2
+            members = self.replica().get("syncStateSet")
+            return isinstance(members, list) and len(members) == 2
 
         wait_until(in_sync, "both brokers in sync", timeout)
 
@@ -145,18 +146,17 @@ class Cluster:
         known = [v for v in views if v.get("known")]
         return next((v for v in known if v.get("isLeader")), known[0] if known else {})
 
-    def controller_leader(self) -> int:
-        """The host of the controllers' Raft leader."""
+    def controller_leader(self, other_than: int | None = None) -> int:
+        """The host of the controller that answers as the Raft leader (waits for one)."""
 
-        def leader() -> str:
-            for controller in self.controllers:
-                leader_id = str(self._ask("metadata", controller).get("leaderId", ""))
-                if leader_id:
-                    return leader_id
-            return ""
+        def leader() -> list[int]:  # [host], or [] while none answers as leader
+            for host, controller in zip(CONTROLLER_HOSTS, self.controllers, strict=True):
+                if host != other_than and self._ask("metadata", controller).get("isLeader") == "true":
+                    return [host]
+            return []
 
-        wait_until(lambda: leader() != "", "a controller leader", 60)
-        return CONTROLLER_HOSTS[int(leader().removeprefix("n"))]
+        found: list[int] = wait_until(leader, "a controller leader", 60)
+        return found[0]
 
     # -- clients -----------------------------------------------------------------------------
 
@@ -235,6 +235,27 @@ class Cluster:
             self.hosts.heal(host)
         self.recovered(time.time())
         return self._done(kind, start, self.hosts.names[host])
+
+    def slave(self) -> str:
+        return next(name for name in BROKERS if name != self.master())
+
+    def partition_slave(self, seconds: float = 15) -> Fault:
+        return self.partition_host("partition slave", BROKERS[self.slave()], seconds)
+
+    def kill_controller_leader(self) -> Fault:
+        """kill -9 of the controllers' leader, then its restart (it rejoins as a follower)."""
+        host = self.controller_leader()
+        name = f"controller-n{host}"
+        start = time.time()
+        self.hosts.kill(name)
+        self.controller_leader(other_than=host)  # the other two elect one
+        self.restart_controller(host)
+        self.recovered(start)
+        return self._done("kill -9 controller leader", start, name)
+
+    def restart_controller(self, host: int) -> None:
+        conf = self.work / f"controller-n{host}.conf"
+        self.hosts.spawn(host, f"controller-n{host}", [FERROMQ, "controller", "-c", str(conf)])
 
     def partition_master(self, seconds: float = 15) -> Fault:
         return self.partition_host("partition master", BROKERS[self.master()], seconds)

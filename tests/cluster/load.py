@@ -145,6 +145,17 @@ async def stored(topic: str, broker: str) -> list[dict[str, object]]:
     return copies
 
 
+def replica(controller: str, group: str) -> dict[str, object]:
+    """The controller's view of the group: ferromq's answer (its body), or Apache RocketMQ's
+    (the master in the header, the SyncStateSet in the body) in the same keys."""
+    reply = ask(controller, ControllerCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": group})
+    body: dict[str, object] = json.loads(reply.body) if reply.body else {}
+    if "known" in body or reply.code != ResponseCode.SUCCESS:
+        return body
+    master = reply.ext.get("masterAddress", "")
+    return {"known": bool(master), "masterAddr": master, "syncStateSet": body.get("syncStateSet", [])}
+
+
 def forge(fields: dict[str, str], out_path: Path, stop: Path, controllers: list[str]) -> None:
     with open(out_path, "a", buffering=1) as out:
         while not stop.exists():
@@ -174,8 +185,7 @@ def main() -> None:
         print(json.dumps(held))
     elif mode == "replica":
         controller, group = args
-        reply = ask(controller, ControllerCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": group})
-        print(reply.body.decode() if reply.body else "{}")
+        print(json.dumps(replica(controller, group)))
     elif mode == "metadata":
         (controller,) = args
         print(json.dumps(ask(controller, ControllerCode.CONTROLLER_GET_METADATA_INFO).ext))

@@ -285,6 +285,7 @@ class ControllerLink:
             if int(remote.get("epoch", 0)) < epoch:
                 raise FerroMQError(f"master {master_addr} is not at epoch {epoch} yet")
             self._truncate_to_master(remote)
+            broker.replication.release_reads()
         except BaseException:
             # Asked again at the next heartbeat; meanwhile a replica without master.
             await broker.roles.follow(None)

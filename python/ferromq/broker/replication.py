@@ -116,10 +116,17 @@ class ReplicationService:
             await self._conn.close()
             self._conn = None
         loop = asyncio.get_running_loop()
+        # A controller-mode master stepping down keeps its readers bound to what its replicas
+        # acknowledged: what lies beyond may be cut when it follows the new master, and a consumer
+        # that read it would skip what the new master stores at those offsets (Java never shows
+        # it: its reput stops at the confirm offset). `release_reads` lifts the bound once the
+        # CommitLog is the new master's.
+        keep_bound = self.reads_wait_for_replicas
         # Set to None first: a controller-mode broker starts again in another role.
         slave, master, self.slave, self.master = self.slave, self.master, None, None
         self.ack_alone = False
-        self.confirm_reads()
+        if not keep_bound:
+            self.confirm_reads()
         if slave is not None:
             await loop.run_in_executor(None, slave.close)
         if master is not None:
@@ -138,6 +145,10 @@ class ReplicationService:
     def confirm_reads(self) -> None:
         """Bounds the store's readers as `reads_wait_for_replicas` says."""
         self._broker.store.confirm_reads_by(self.master if self.reads_wait_for_replicas else None)
+
+    def release_reads(self) -> None:
+        """Readers see the whole CommitLog again (a replica whose log now matches its master's)."""
+        self._broker.store.confirm_reads_by(None)
 
     def notify_appended(self) -> None:
         """New CommitLog data: wake the streams to slaves."""
