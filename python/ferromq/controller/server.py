@@ -53,6 +53,8 @@ class Liveness:
     max_offset: int = 0
     epoch: int = 0
     ha_client_addr: str = ""
+    conn: Connection | None = None
+    """The connection its last heartbeat came over: its closing is the broker's end."""
 
 
 class Controller:
@@ -188,7 +190,7 @@ class Controller:
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _touch(self, cmd: RemotingCommand) -> tuple[str, str]:
+    def _touch(self, conn: Connection, cmd: RemotingCommand) -> tuple[str, str]:
         name, addr = ext_str(cmd, "brokerName"), ext_str(cmd, "brokerAddr")
         timeout = ext_int(cmd, "heartbeatTimeoutMills", 0) or self.config.heartbeat_timeout_ms
         live = self._live.get((name, addr))
@@ -199,10 +201,24 @@ class Controller:
         live.max_offset = ext_int(cmd, "maxOffset", live.max_offset)
         live.epoch = ext_int(cmd, "epoch", live.epoch)
         live.ha_client_addr = cmd.ext.get("haClientAddr", "") or ""
+        if live.conn is not conn:
+            live.conn = conn
+            conn.on_close(lambda closed: self._connection_closed(name, addr, closed))
         return name, addr
 
+    def _connection_closed(self, name: str, addr: str, conn: Connection) -> None:
+        """A broker whose heartbeat connection closed is inactive at once, as Java's controller
+        takes a closed channel (a killed master's connections close with its process; one cut off
+        by the network waits for its heartbeat timeout)."""
+        live = self._live.get((name, addr))
+        if live is None or live.conn is not conn:
+            return  # it beats over another connection by now
+        live.seen = float("-inf")
+        logger.info("%s: the connection of broker %s closed; it is inactive", name, addr)
+        self._scan_now.set()
+
     async def _register(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        name, addr = self._touch(cmd)
+        name, addr = self._touch(conn, cmd)
         result = await self._commit(
             self.table.register, ext_str(cmd, "clusterName"), name, addr, ext_str(cmd, "haAddr", "")
         )
@@ -212,7 +228,7 @@ class Controller:
         )
 
     async def _heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        name, _ = self._touch(cmd)
+        name, _ = self._touch(conn, cmd)
         return cmd.reply(ResponseCode.SUCCESS, body=dumps(self.view(name)))
 
     async def _replica_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
