@@ -27,7 +27,7 @@ from ferromq.testing.checker import Attempt, Copy, Delivery, Outcome, Report, ch
 from ferromq.testing.hosts import Hosts
 from ferromq.testing.process import write_conf
 from ferromq.testing.waiting import WaitTimeout, wait_until
-from tests.interop.failover_kit import BROKER_CONF, GROUP
+from tests.interop.failover_kit import BROKER_CONF, GROUP, forged_heartbeat
 
 ROOT = Path(__file__).resolve().parents[2]
 FERROMQ = str(Path(sys.executable).with_name("ferromq"))
@@ -277,20 +277,7 @@ class Cluster:
     def forge_heartbeats(self) -> Path:
         """Starts a process on the client host that sends unsigned heartbeats in the master's name
         to every controller; returns the file of the answers' codes (the stop file ends it)."""
-        view = self.replica()
-        master = self.broker_addr(self.master())
-        members = view.get("members")
-        assert isinstance(members, dict)
-        broker_id = next(bid for bid, m in members.items() if m["addr"] == master)
-        forged = {
-            "clusterName": "DefaultCluster",
-            "brokerName": GROUP,
-            "brokerAddr": master,
-            "brokerId": str(broker_id),
-            "maxOffset": str(1 << 40),
-            "epoch": str(view.get("epoch", 0)),
-            "heartbeatTimeoutMills": "600000",
-        }
+        forged = forged_heartbeat(self.replica(), self.broker_addr(self.master()))
         answers = self.work / "forged.jsonl"
         argv = [*LOAD, "forge", json.dumps(forged), str(answers), str(self.stop_load), *self.controllers]
         self.hosts.spawn(CLIENT, "forger", argv, env=ENV)

@@ -27,17 +27,15 @@ from pathlib import Path
 from typing import TextIO
 
 from ferromq.client.instance import ClientInstance
-from ferromq.client.message import Message, ReceivedMessage, SendStatus, decode_received
+from ferromq.client.message import Message, ReceivedMessage, SendStatus
 from ferromq.client.producer import Producer
 from ferromq.client.push_consumer import ConsumeOrderlyStatus, PushConsumer
 from ferromq.client.rebalance import ConsumeFromWhere
 from ferromq.controller.codes import ControllerCode
 from ferromq.errors import ConnectionClosedError, RequestTimeoutError
-from ferromq.protocol.codes import RequestCode, ResponseCode
-from ferromq.protocol.command import RemotingCommand
-from ferromq.remoting.connection import open_connection
+from ferromq.protocol.codes import ResponseCode
 from ferromq.testing.checker import Outcome
-from tests.interop.failover_kit import ask
+from tests.interop.failover_kit import ask, stored_copies
 
 ATTEMPTS = 3
 
@@ -109,42 +107,6 @@ async def consume(namesrv: str, topic: str, group: str, out_path: Path, stop: Pa
         await consumer.stop()
 
 
-async def stored(topic: str, broker: str) -> list[dict[str, object]]:
-    """Every message of `topic` the broker at `broker` holds, read from offset 0 of each queue."""
-    host, _, port = broker.rpartition(":")
-    conn = await open_connection(host, int(port), timeout=5.0)
-    copies: list[dict[str, object]] = []
-    try:
-        for queue_id in range(64):
-            ext = {"topic": topic, "queueId": str(queue_id)}
-            reply = await conn.request(RemotingCommand(code=RequestCode.GET_MAX_OFFSET, ext=ext), 5.0)
-            top = int(reply.ext.get("offset", 0)) if reply.code == ResponseCode.SUCCESS else 0
-            offset = 0
-            while offset < top:
-                pull = {
-                    "consumerGroup": "partition-check",
-                    "topic": topic,
-                    "queueId": str(queue_id),
-                    "queueOffset": str(offset),
-                    "maxMsgNums": "32",
-                    "sysFlag": "4",  # FLAG_SUBSCRIPTION: the subscription comes with the pull
-                    "commitOffset": "0",
-                    "suspendTimeoutMillis": "0",
-                    "subscription": "*",
-                    "subVersion": "0",
-                }
-                reply = await conn.request(RemotingCommand(code=RequestCode.PULL_MESSAGE, ext=pull), 10.0)
-                if reply.code != ResponseCode.SUCCESS:
-                    break
-                for m in decode_received(reply.body or b"", ""):
-                    msg_id = m.body.split(b"|", 1)[0].decode()
-                    copies.append({"id": msg_id, "queue": queue_id, "offset": m.queue_offset})
-                offset = int(reply.ext["nextBeginOffset"])
-    finally:
-        await conn.close()
-    return copies
-
-
 def replica(controller: str, group: str) -> dict[str, object]:
     """The controller's view of the group: ferromq's answer (its body), or Apache RocketMQ's
     (the master in the header, the SyncStateSet in the body) in the same keys."""
@@ -179,7 +141,8 @@ def main() -> None:
         held: dict[str, list[dict[str, object]]] = {}
         for broker in brokers:
             try:
-                held[broker] = asyncio.run(stored(topic, broker))
+                copies = stored_copies(broker, topic)
+                held[broker] = [{"id": i, "queue": q, "offset": o} for i, q, o in copies]
             except OSError as e:  # a broker the test killed: the others must have it all
                 print(f"{broker}: {e}", file=sys.stderr)
         print(json.dumps(held))

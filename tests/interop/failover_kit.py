@@ -19,7 +19,7 @@ import orjson
 
 from ferromq import _store
 from ferromq.client.instance import ClientInstance
-from ferromq.client.message import Message, ReceivedMessage, SendStatus
+from ferromq.client.message import Message, ReceivedMessage, SendStatus, decode_received
 from ferromq.client.producer import Producer
 from ferromq.client.push_consumer import ConsumeStatus, PushConsumer
 from ferromq.client.rebalance import ConsumeFromWhere
@@ -408,14 +408,36 @@ class PythonConsumer:
             await instance.stop()
 
 
+def forged_heartbeat(view: dict[str, Any], master_addr: str) -> dict[str, str]:
+    """A BROKER_HEARTBEAT's fields in the name of the master at `master_addr` (from a controller's
+    view of its group), claiming it lives and leads by far: what a forger without credentials
+    sends to hold an election off."""
+    broker_id = next(bid for bid, m in view["members"].items() if m["addr"] == master_addr)
+    return {
+        "clusterName": "DefaultCluster",
+        "brokerName": GROUP,
+        "brokerAddr": master_addr,
+        "brokerId": str(broker_id),
+        "maxOffset": str(1 << 40),
+        "epoch": str(view.get("epoch", 0)),
+        "heartbeatTimeoutMills": "600000",
+    }
+
+
 def stored_ids(broker_addr: str, topic: str) -> list[str]:
     """Every message id (the body up to '|') of `topic` that `broker_addr` serves, read with pulls
     from offset 0 of each queue."""
+    return [msg_id for msg_id, _, _ in stored_copies(broker_addr, topic)]
 
-    async def go() -> list[str]:
+
+def stored_copies(broker_addr: str, topic: str) -> list[tuple[str, int, int]]:
+    """(message id, queue id, queue offset) of every message of `topic` that `broker_addr` serves,
+    read with pulls from offset 0 of each queue."""
+
+    async def go() -> list[tuple[str, int, int]]:
         host, _, port = broker_addr.rpartition(":")
         conn = await open_connection(host, int(port), timeout=5.0)
-        ids: list[str] = []
+        copies: list[tuple[str, int, int]] = []
         try:
             for queue_id in range(64):
                 ext = {"topic": topic, "queueId": str(queue_id)}
@@ -441,14 +463,14 @@ def stored_ids(broker_addr: str, topic: str) -> list[str]:
                     reply = await conn.request(pull, 10.0)
                     if reply.code != ResponseCode.SUCCESS:
                         raise AssertionError(f"pull {topic}/{queue_id}@{offset}: {reply.code} {reply.remark}")
-                    records = _store.decode_records(reply.body or b"")
-                    assert records, f"pull {topic}/{queue_id}@{offset} returned nothing below {top}"
-                    for rec in records:
-                        ids.append(rec[14].split(b"|", 1)[0].decode())
+                    received = decode_received(reply.body or b"", "")
+                    assert received, f"pull {topic}/{queue_id}@{offset} returned nothing below {top}"
+                    for m in received:
+                        copies.append((m.body.split(b"|", 1)[0].decode(), queue_id, m.queue_offset))
                     offset = int(reply.ext["nextBeginOffset"])
         finally:
             await conn.close()
-        return ids
+        return copies
 
     return asyncio.run(go())
 

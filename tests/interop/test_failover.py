@@ -27,13 +27,13 @@ from apache_rocketmq import have_java
 from ferromq.controller.codes import ControllerCode
 from ferromq.protocol.codes import ResponseCode
 from tests.interop.failover_kit import (
-    GROUP,
     FailoverCluster,
     ProcessLoad,
     PythonConsumer,
     PythonLoad,
     ask,
     commitlog_bytes,
+    forged_heartbeat,
     start_cluster,
     stored_ids,
 )
@@ -338,17 +338,7 @@ def test_forged_heartbeats_cannot_hold_off_an_election(tmp_path: Path) -> None:
     try:
         old = cluster.wait_master()
         old_addr = cluster.brokers[old].addr
-        info = cluster.replica_info()
-        broker_id = next(bid for bid, m in info["members"].items() if m["addr"] == old_addr)
-        forged = {
-            "clusterName": "DefaultCluster",
-            "brokerName": GROUP,
-            "brokerAddr": old_addr,
-            "brokerId": str(broker_id),
-            "maxOffset": str(1 << 40),
-            "epoch": str(info["epoch"]),
-            "heartbeatTimeoutMills": "600000",
-        }
+        forged = forged_heartbeat(cluster.replica_info(), old_addr)
         stop = threading.Event()
         answers: list[int] = []
 
