@@ -1,16 +1,15 @@
 #!/usr/bin/env python3
-"""Render the README's "Compatibility" section from the interop tests' results.
+"""Render the "Compatibility" page of the docs site (docs/compatibility.md) from the interop tests' results.
 
 The interop tests (tests/interop/compat.py) write build/compat-results.json: one entry per verified item
 of every test that passed (area, item, client, Apache RocketMQ version, outcome). This script turns it
 into markdown:
 
     compat_report.py            render into build/compat-section.md and print it (scripts/test.sh does this)
-    compat_report.py --write    also replace the section between the compat markers in README.md
-                                (created as "## Compatibility" right before "## Layout" if absent)
-    compat_report.py --check    exit 1 if README.md's section differs from the rendering
+    compat_report.py --write    also replace the section between the compat markers in docs/compatibility.md
+    compat_report.py --check    exit 1 if the page's section differs from the rendering
 
-Run `--write` after a full green run (./scripts/test.sh) and commit README.md.
+Run `--write` after a full green run (./scripts/test.sh) and commit docs/compatibility.md.
 """
 
 from __future__ import annotations
@@ -29,8 +28,7 @@ from tests.interop import compat  # noqa: E402  (the test map and the client lab
 
 BEGIN = "<!-- compat:begin -->"
 END = "<!-- compat:end -->"
-HEADING = "## Compatibility"
-ANCHOR = "## Layout"
+PAGE = ROOT / "docs" / "compatibility.md"
 OK = "✓"
 
 Entry = dict[str, Any]
@@ -165,7 +163,8 @@ def render(versions: dict[str, str], raw: list[Entry]) -> str:
         for client, es in per_client.items():
             out.append(f"| {client} | {len(es)} |")
         for client, es in per_client.items():
-            out += ["", f"<details><summary>{client}: the items compared</summary>", ""]
+            # markdown="1": MkDocs (md_in_html) renders the list and table inside; GitHub ignores it.
+            out += ["", f'<details markdown="1"><summary>{client}: the items compared</summary>', ""]
             requests = [e for e in es if e["item"].startswith("request: ") and e.get("note")]
             others = [e for e in es if e not in requests]
             out += [f"- {e['item']}" + (f" ({e['note']})" if e.get("note") else "") for e in others]
@@ -200,26 +199,22 @@ def render(versions: dict[str, str], raw: list[Entry]) -> str:
     return "\n".join(out) + "\n"
 
 
-def replace_section(readme: str, body: str) -> str:
-    block = f"{BEGIN}\n{body}{END}"
-    if BEGIN in readme and END in readme:
-        head, rest = readme.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        return head + block + tail
-    if f"\n{ANCHOR}\n" not in readme:
-        raise SystemExit(f"README.md has neither the compat markers nor a '{ANCHOR}' heading")
-    head, tail = readme.split(f"\n{ANCHOR}\n", 1)
-    return f"{head}\n{HEADING}\n\n{block}\n\n{ANCHOR}\n{tail}"
+def replace_section(page: str, body: str) -> str:
+    if BEGIN not in page or END not in page:
+        raise SystemExit(f"the compatibility page has no {BEGIN} ... {END} markers to write between")
+    head, rest = page.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{body}{END}{tail}"
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", type=Path, default=compat.RESULTS)
-    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    p.add_argument("--page", type=Path, default=PAGE)
     p.add_argument("--out", type=Path, default=ROOT / "build" / "compat-section.md")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="update README.md")
-    mode.add_argument("--check", action="store_true", help="fail if README.md is out of date")
+    mode.add_argument("--write", action="store_true", help="update the page")
+    mode.add_argument("--check", action="store_true", help="fail if the page is out of date")
     args = p.parse_args()
 
     if not args.results.is_file():
@@ -229,21 +224,21 @@ def main() -> int:
     body = render(versions, entries)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(body, encoding="utf-8")
-    readme = args.readme.read_text(encoding="utf-8")
-    updated = replace_section(readme, body)
+    page = args.page.read_text(encoding="utf-8")
+    updated = replace_section(page, body)
     if args.write:
-        if updated != readme:
-            args.readme.write_text(updated, encoding="utf-8")
-        print(f"{args.readme}: compatibility section {'updated' if updated != readme else 'already current'}")
+        if updated != page:
+            args.page.write_text(updated, encoding="utf-8")
+        print(f"{args.page}: compatibility section {'updated' if updated != page else 'already current'}")
         return 0
     if args.check:
-        if updated != readme:
-            print(f"{args.readme}: the compatibility section is out of date; run {sys.argv[0]} --write")
+        if updated != page:
+            print(f"{args.page}: the compatibility section is out of date; run {sys.argv[0]} --write")
             return 1
-        print(f"{args.readme}: the compatibility section is current")
+        print(f"{args.page}: the compatibility section is current")
         return 0
     print(body)
-    print(f"(written to {args.out}; `--write` puts it into {args.readme.name})")
+    print(f"(written to {args.out}; `--write` puts it into {args.page})")
     return 0
 
 

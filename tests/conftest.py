@@ -10,7 +10,7 @@ import pytest
 
 from ferromq.store import MessageStore
 
-# The README compatibility records (hooks and the `compat` fixture): see tests/interop/compat.py.
+# The records for docs/compatibility.md (hooks and the `compat` fixture): see tests/interop/compat.py.
 from tests.interop.compat import compat, pytest_runtest_logreport, pytest_sessionfinish  # noqa: F401
 
 SMALL = {

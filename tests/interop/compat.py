@@ -1,4 +1,4 @@
-"""Records what the interop tests verified, for the README's "Compatibility" section
+"""Records what the interop tests verified, for the docs site's "Compatibility" page
 (scripts/compat_report.py renders it).
 
 Two sources: tests call the `compat` fixture (`compat(area=..., item=..., client=..., rocketmq_version=...)`)

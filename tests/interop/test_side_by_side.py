@@ -7,8 +7,8 @@ its scenario against ferromq, then against the Java broker, and compares the two
 groups have fixed names, so both stores see the same requests in the same order.
 
 Where the brokers differ on purpose the test asserts the difference itself (each marked "A deliberate
-difference"); everything compared is recorded through the `compat` fixture for the README's
-"Compatibility" section (tests/interop/compat.py, scripts/compat_report.py).
+difference"); everything compared is recorded through the `compat` fixture for the docs site's
+"Compatibility" page (tests/interop/compat.py, scripts/compat_report.py).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def same(
     items: list[tuple[str, str]],
 ) -> None:
     """For each (key, item): both brokers' normalised results under `key` are equal. Agreeing items are
-    recorded for the README's compatibility section; all differing ones are reported together."""
+    recorded for the compatibility page (docs/compatibility.md); all differing ones are reported together."""
     differ = []
     for key, item in items:
         a, b = results["ferromq"][key], results["rocketmq"][key]
@@ -829,7 +829,7 @@ def test_response_codes_of_bad_requests(endpoints: dict[str, Endpoint], compat: 
         )
     names = [name for name, *_ in [*BROKER_CASES, *NAMESRV_CASES] if name not in DELIBERATE]
     # One item per request: the response code, and for a success the reply's header fields and the
-    # number of pulled messages. The note names the code, for the README.
+    # number of pulled messages. The note names the code, for docs/compatibility.md.
     for name in names:
         a, b = results["ferromq"][name], results["rocketmq"][name]
         if a == b:
