@@ -66,6 +66,9 @@ if [ "$QUICK" = 0 ]; then
     "$VENV/bin/python" -m mypy.stubtest ferromq._store
 fi
 
+step "Docs: mkdocs build --strict (links and anchors)"
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet  # (the variable: no upgrade banner)
+
 step "Python: tests ($WORKERS workers)"
 if [ "$QUICK" = 1 ]; then
     "$VENV/bin/pytest" -n "$WORKERS" --dist loadfile -m "not slow and not interop and not spark" \
