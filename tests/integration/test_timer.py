@@ -188,10 +188,10 @@ def test_kill_9_loses_no_timer_and_delivers_none_early(tmp_path: Path) -> None:
     async def send(namesrv: str) -> dict[str, int]:
         asked = {}
         async with Producer("PCrash", namesrv) as p:
-            base = now_ms()
             for i in range(40):
-                # Half due before the kill, half after the restart.
-                deliver = base + (400 if i % 2 else 6000) + i * 7
+                # Half due before the kill, half after the restart (each from its own send: on a
+                # loaded machine 40 sends can take longer than the early half's delay).
+                deliver = now_ms() + (400 if i % 2 else 6000)
                 await p.send(Message("Crash", f"m{i}".encode(), keys=f"k{i}", deliver_time_ms=deliver))
                 asked[f"k{i}"] = deliver
         return asked
@@ -210,5 +210,9 @@ def test_kill_9_loses_no_timer_and_delivers_none_early(tmp_path: Path) -> None:
     assert {k: counts[k] for k in late_half} == dict.fromkeys(late_half, 1), "pending timers delivered once"
     for m in got:
         key = m.properties["KEYS"]
-        assert int(m.properties["TIMER_OUT_MS"]) == rounded(asked[key])
+        timer_out = m.properties.get("TIMER_OUT_MS")
+        if timer_out is not None:
+            assert int(timer_out) == rounded(asked[key])
+        else:  # an early one whose send took longer than its delay: due on arrival, stored at once
+            assert key not in late_half, key
         assert m.store_timestamp >= asked[key], f"{key} delivered {asked[key] - m.store_timestamp} ms early"
