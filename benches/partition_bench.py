@@ -54,6 +54,7 @@ def faults(cluster: Cluster, seconds: float) -> dict[str, Callable[[], Fault]]:
         "partition master": lambda: cluster.partition_master(seconds),
         "SIGSTOP master": lambda: cluster.pause_master(seconds),
         "partition slave": lambda: cluster.partition_slave(seconds),
+        "disk full slave": lambda: cluster.fill_slave_disk(seconds),
         "partition controller leader": lambda: cluster.partition_controller_leader(seconds),
         "kill -9 controller leader": cluster.kill_controller_leader,
     }
@@ -85,6 +86,7 @@ def run(rounds: int, seed: int, seconds: float, java: bool = False) -> dict[str,
                 rows.append(row)
                 print(f"round {n + 1:>2}: {kind:<28} {fault.target:<14} no ack for {gap:5.1f} s")
             report = cluster.verdict()
+            print(f"{'Java 5.3.3' if java else 'ferromq'}: {report.summary()}", flush=True)
         except BaseException:
             for name in hosts.procs:
                 print(f"--- {name} ---\n{hosts.log(name)[-3000:]}")
@@ -117,6 +119,17 @@ def run(rounds: int, seed: int, seconds: float, java: bool = False) -> dict[str,
     }
 
 
+def save(args: argparse.Namespace, started: float, results: dict[str, Any]) -> None:
+    doc = {
+        "bench": "partition_bench",
+        "args": vars(args),
+        "goal_no_write_s": GOAL_SECONDS,
+        "seconds": round(time.time() - started),
+        **results,
+    }
+    write_results(args.out, doc)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -131,6 +144,7 @@ def main() -> None:
         raise SystemExit(f"partition_bench needs network namespaces: {why}")
     started = time.time()
     results = {"ferromq": run(args.rounds, args.seed, args.fault_seconds)}
+    save(args, started, results)  # kept if the Java run fails
     if args.java:
         results["java"] = run(args.rounds, args.seed, args.fault_seconds, java=True)
     names = list(results)
@@ -155,16 +169,7 @@ def main() -> None:
     print()
     checks = list(results["ferromq"]["checker"])
     print(render(["checker", *names], [[c, *(str(results[n]["checker"][c]) for n in names)] for c in checks]))
-    write_results(
-        args.out,
-        {
-            "bench": "partition_bench",
-            "args": vars(args),
-            "goal_no_write_s": GOAL_SECONDS,
-            "seconds": round(time.time() - started),
-            **results,
-        },
-    )
+    save(args, started, results)
     broken = {n: r["checker"]["violations"] for n, r in results.items() if r["checker"]["violations"]}
     if broken:
         raise SystemExit(f"violations: {broken}")

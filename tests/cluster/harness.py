@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -33,8 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FERROMQ = str(Path(sys.executable).with_name("ferromq"))
 LOAD = [sys.executable, str(ROOT / "tests" / "cluster" / "load.py")]
 ENV = {"PYTHONPATH": f"{ROOT}:{ROOT / 'tools'}"}
-ADMIN = ("brokerAdmin1", "brokerSecret1")
-INNER = '{"accessKey": "innerBroker", "secretKey": "innerSecret1"}'
+DEPLOY_PAGE = ROOT / "docs" / "deploying-a-cluster.md"
 TOPIC = "PartitionTopic"
 CONSUMER_GROUP = "CG_partition_check"
 HOSTS = 6
@@ -45,6 +45,22 @@ CLIENT = 5
 # A broker silent this long is dead to the controllers (Java's default is 10 s; a test's faults
 # should not wait for it, and a loaded 2-core machine must not fail a master over by itself).
 HEARTBEAT_TIMEOUT_MS = 4000
+# Each broker's store is a file system of its own this big (a tmpfs: RAM only as it fills), so
+# that a fault can fill one replica's disk.
+DISK_MB = 1024
+
+
+def deploy_page_files() -> dict[str, str]:
+    """The files docs/deploying-a-cluster.md shows, by the name the line before each names. The
+    cluster is made of them (addresses, paths and the tests' timings put in), so that a page that
+    stops working fails the cluster tests."""
+    text = DEPLOY_PAGE.read_text()
+    blocks = re.finditer(r"`([^`\s]+\.(?:conf|yml))`[^\n]*\n\n```\w+\n(.*?)```", text, re.S)
+    return {found[1]: found[2] for found in blocks}
+
+
+def properties(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 @dataclass
@@ -75,52 +91,49 @@ class Cluster:
         return f"{self.hosts.addr(BROKERS[name])}:10911"
 
     def start(self) -> None:
-        h, w = self.hosts, self.work
+        h, w, page = self.hosts, self.work, deploy_page_files()
         home = w / "home"
         (home / "conf").mkdir(parents=True)
-        (home / "conf" / "plain_acl.yml").write_text(
-            f"accounts:\n  - accessKey: {ADMIN[0]}\n    secretKey: {ADMIN[1]}\n    admin: true\n"
-        )
-        ns_conf = write_conf(w / "namesrv.conf", {"aclEnable": True, "rocketmqHome": str(home)})
+        (home / "conf" / "plain_acl.yml").write_text(page["/etc/ferromq/conf/plain_acl.yml"])
+        ns_conf = {**properties(page["namesrv.conf"]), "rocketmqHome": str(home)}
+        ns_path = write_conf(w / "namesrv.conf", ns_conf)
         for i in NAMESRV_HOSTS:
-            argv = [FERROMQ, "namesrv", "-c", str(ns_conf), "--host", h.addr(i), "--port", "9876"]
+            argv = [FERROMQ, "namesrv", "-c", str(ns_path), "--host", h.addr(i), "--port", "9876"]
             h.spawn(i, f"namesrv-{i}", argv)
         peers = ";".join(f"n{i}-{h.addr(i)}:9877" for i in CONTROLLER_HOSTS)
         for i in CONTROLLER_HOSTS:
             conf = write_conf(
                 w / f"controller-n{i}.conf",
                 {
-                    "listenPort": 9878,
+                    **properties(page["controller-n0.conf"]),
                     "controllerDLegerPeers": peers,
                     "controllerDLegerSelfId": f"n{i}",
                     "controllerStorePath": str(w / f"controller-n{i}"),
                     "controllerHeartBeatTimeoutMills": HEARTBEAT_TIMEOUT_MS,
                     "scanNotActiveBrokerInterval": 200,
-                    "controllerRaftPassword": "partition-test",
-                    "authenticationEnabled": True,
-                    "innerClientAuthenticationCredentials": INNER,
                 },
             )
             h.spawn(i, f"controller-n{i}", [FERROMQ, "controller", "-c", str(conf)])
         for name in BROKERS:
+            self.hosts.small_disk(self.store_root(name), DISK_MB)
             self.start_broker(name)
         self.wait_in_sync()
+
+    def store_root(self, name: str) -> Path:
+        return self.work / name
 
     def start_broker(self, name: str) -> None:
         conf = write_conf(
             self.work / f"{name}.conf",
             {
-                **BROKER_CONF,
+                **BROKER_CONF,  # the tests' small store and short intervals
+                **properties(deploy_page_files()["broker.conf"]),
+                "brokerName": GROUP,
                 "brokerIP1": self.hosts.addr(BROKERS[name]),
-                "listenPort": 10911,
-                "haListenPort": 10912,
-                "storePathRootDir": str(self.work / name),
+                "storePathRootDir": str(self.store_root(name)),
                 "namesrvAddr": self.namesrv,
-                "namesrvAccessKey": ADMIN[0],
-                "namesrvSecretKey": ADMIN[1],
                 "controllerAddr": ";".join(self.controllers),
                 "controllerHeartBeatTimeoutMills": HEARTBEAT_TIMEOUT_MS,
-                "innerClientAuthenticationCredentials": INNER,
             },
         )
         self.hosts.spawn(BROKERS[name], name, [FERROMQ, "broker", "-c", str(conf)])
@@ -241,6 +254,18 @@ class Cluster:
 
     def partition_slave(self, seconds: float = 15) -> Fault:
         return self.partition_host("partition slave", BROKERS[self.slave()], seconds)
+
+    def fill_slave_disk(self, seconds: float = 15) -> Fault:
+        """The slave's disk full to the last block for `seconds`, then freed."""
+        name = self.slave()
+        start = time.time()
+        filler = self.hosts.fill(self.store_root(name))
+        try:
+            time.sleep(seconds)  # the fault itself lasts this long
+        finally:
+            filler.unlink()
+        self.recovered(time.time())
+        return self._done("disk full slave", start, name)
 
     def kill_controller_leader(self) -> Fault:
         """kill -9 of the controllers' leader, then its restart (it rejoins as a follower)."""

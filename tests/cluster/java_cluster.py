@@ -16,6 +16,7 @@ from ferromq.testing.process import write_conf
 from tests.cluster.harness import (
     BROKERS,
     CONTROLLER_HOSTS,
+    DISK_MB,
     HEARTBEAT_TIMEOUT_MS,
     NAMESRV_HOSTS,
     Cluster,
@@ -80,12 +81,16 @@ class JavaCluster(Cluster):
             )
             h.spawn(i, f"controller-n{i}", self._java(root, "controller", "256m", CONTROLLER_MAIN, conf))
         for name in BROKERS:
+            self.hosts.small_disk(self.store_root(name), DISK_MB)
             self.start_broker(name)
         self.wait_in_sync(180)
 
+    def store_root(self, name: str) -> Path:
+        return self.work / f"java-{name}" / "store"
+
     def start_broker(self, name: str) -> None:
-        root = self.work / f"java-{name}"
-        store = root / "store"
+        store = self.store_root(name)
+        root = store.parent
         conf = write_conf(
             root / "broker.conf",
             {

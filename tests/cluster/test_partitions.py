@@ -85,3 +85,13 @@ def test_controller_leader_partitioned_15_s(cluster: Cluster) -> None:
     assert during, "no send acknowledged while the controller leader was cut off"
     assert cluster.master() == master
     holds(cluster)
+
+
+def test_slave_disk_full_15_s(cluster: Cluster) -> None:
+    """The slave's disk full to the last block: the master stops waiting for it (the SyncStateSet
+    shrinks) and goes on taking writes; freed, the slave catches up and is in sync again."""
+    fault = cluster.fill_slave_disk(15)
+    cluster.wait_in_sync()
+    during = [a for a in cluster.acks() if fault.start < a.start and a.end < fault.end]
+    assert during, "no send acknowledged while the slave's disk was full"
+    holds(cluster)

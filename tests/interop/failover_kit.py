@@ -438,6 +438,7 @@ def stored_copies(broker_addr: str, topic: str) -> list[tuple[str, int, int]]:
         host, _, port = broker_addr.rpartition(":")
         conn = await open_connection(host, int(port), timeout=5.0)
         copies: list[tuple[str, int, int]] = []
+        busy = 0
         try:
             for queue_id in range(64):
                 ext = {"topic": topic, "queueId": str(queue_id)}
@@ -461,6 +462,10 @@ def stored_copies(broker_addr: str, topic: str) -> list[tuple[str, int, int]]:
                         },
                     )
                     reply = await conn.request(pull, 10.0)
+                    if reply.code == ResponseCode.SYSTEM_BUSY and busy < 100:
+                        busy += 1  # Java's pull flow control ("system busy"): asked again
+                        await asyncio.sleep(0.1)
+                        continue
                     if reply.code != ResponseCode.SUCCESS:
                         raise AssertionError(f"pull {topic}/{queue_id}@{offset}: {reply.code} {reply.remark}")
                     received = decode_received(reply.body or b"", "")

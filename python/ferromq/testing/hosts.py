@@ -8,7 +8,8 @@ and a whole host cut off the bridge (its link down) and healed; one link or one 
 cut with nftables (`cut`/`uncut`; a one-way cut stops TCP both ways, its replies being lost).
 Needs root (`available()` says whether this machine can; a test skips clearly otherwise).
 Everything is removed on `close()`, also when the test fails (and at interpreter exit); only the
-processes started here are ever signalled.
+processes started here are ever signalled. `small_disk` gives a directory a tmpfs of its own, a
+disk `fill` can fill to the last block (unmounted on `close()`).
 
     with Hosts(3, tmp_path) as hosts:
         proc = hosts.spawn(0, "namesrv", ["ferromq", "namesrv", "--host", hosts.addr(0)])
@@ -66,6 +67,7 @@ class Hosts:
         self._bridge = f"{self._prefix}br"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._made: list[str] = []
+        self._mounts: list[Path] = []
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -192,6 +194,32 @@ class Hosts:
             if done.returncode != 0:
                 raise OSError(f"nft {' '.join(rule)} in {self.names[i]}: {done.stderr.strip()}")
 
+    def small_disk(self, path: Path, megabytes: int) -> Path:
+        """`path` made a file system of its own (tmpfs) of `megabytes`: a disk that can fill up.
+        Mount it before starting the process that uses it (a host sees the mounts made before
+        its process started)."""
+        path.mkdir(parents=True, exist_ok=True)
+        argv = ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(path)]
+        subprocess.run(argv, check=True, capture_output=True, timeout=TIMEOUT)
+        self._mounts.append(path)
+        return path
+
+    @staticmethod
+    def fill(path: Path) -> Path:
+        """Fills the file system holding `path` to its last block with one file, and returns
+        that file (removing it gives the space back)."""
+        filler = path / "ferromq-disk-filler"
+        with open(filler, "wb") as f:
+            size = 0
+            for chunk in (1 << 20, 1 << 12):  # whole MiBs while they fit, then pages
+                while True:
+                    try:
+                        os.posix_fallocate(f.fileno(), size, chunk)
+                    except OSError:
+                        break
+                    size += chunk
+        return filler
+
     # -- teardown ----------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -201,6 +229,9 @@ class Hosts:
                 os.kill(proc.pid, signal.SIGCONT)
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(TIMEOUT)
+        for mount in reversed(self._mounts):
+            subprocess.run(["umount", "--lazy", str(mount)], capture_output=True, timeout=TIMEOUT)
+        self._mounts.clear()
         for made in reversed(self._made):
             if made == "bridge":
                 subprocess.run(["ip", "link", "del", self._bridge], capture_output=True, timeout=TIMEOUT)

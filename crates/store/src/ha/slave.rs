@@ -11,6 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{HaConfig, HEADER_SIZE};
+use crate::error::StoreError;
 use crate::store::ReplicaLog;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -243,7 +244,7 @@ fn replicate(s: &Shared, mut sock: TcpStream, dispatched: &mut u64) -> Ended {
                 buf.extend_from_slice(&chunk[..n]);
                 let used = match store_chunks(s, &buf, dispatched) {
                     Ok(used) => used,
-                    Err(why) => return Ended::Fatal(why),
+                    Err(ended) => return ended,
                 };
                 buf.drain(..used);
                 // Report as soon as the bytes are in the CommitLog, before building consume
@@ -259,7 +260,7 @@ fn replicate(s: &Shared, mut sock: TcpStream, dispatched: &mut u64) -> Ended {
                 }
                 *dispatched = match s.log.dispatch_from(*dispatched) {
                     Ok(next) => next,
-                    Err(e) => return Ended::Fatal(e.to_string()),
+                    Err(e) => return store_failed(e),
                 };
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
@@ -284,22 +285,35 @@ fn replicate(s: &Shared, mut sock: TcpStream, dispatched: &mut u64) -> Ended {
 /// Appends every whole chunk in `buf` to the CommitLog; returns how many bytes they took.
 /// (`dispatched` is where consume queues and index end: a chunk starting there must start a
 /// record.)
-fn store_chunks(s: &Shared, buf: &[u8], dispatched: &mut u64) -> Result<usize, String> {
+/// A store that cannot write (a full disk, an I/O error) ends the connection, and replication
+/// starts again from the log's end once reconnected: what was written stays, nothing diverged.
+/// Any other error means the logs diverge.
+fn store_failed(e: StoreError) -> Ended {
+    match e {
+        StoreError::Io { .. } | StoreError::DiskFull { .. } => {
+            log::warn!("HA client: cannot store what the master sends: {e}; trying again");
+            Ended::Closed(format!("the store cannot write: {e}"))
+        }
+        other => Ended::Fatal(other.to_string()),
+    }
+}
+
+fn store_chunks(s: &Shared, buf: &[u8], dispatched: &mut u64) -> Result<usize, Ended> {
     let mut at = 0;
     while buf.len() - at >= HEADER_SIZE {
         let offset = i64::from_be_bytes(buf[at..at + 8].try_into().unwrap());
         let size = i32::from_be_bytes(buf[at + 8..at + 12].try_into().unwrap());
         if offset < 0 || size < 0 {
-            return Err(format!(
+            return Err(Ended::Fatal(format!(
                 "the master sent a bad chunk header (offset {offset}, size {size})"
-            ));
+            )));
         }
         let (offset, size) = (offset as u64, size as usize);
         let end = s.log.max_offset();
         if end != 0 && end != offset {
-            return Err(format!(
+            return Err(Ended::Fatal(format!(
                 "the master sends CommitLog offset {offset} but this slave's CommitLog ends at {end}"
-            ));
+            )));
         }
         if buf.len() - at < HEADER_SIZE + size {
             break;
@@ -311,9 +325,9 @@ fn store_chunks(s: &Shared, buf: &[u8], dispatched: &mut u64) -> Result<usize, S
                 *dispatched = offset;
             }
             if let Some(why) = s.log.check_continuation(offset, *dispatched, data) {
-                return Err(why);
+                return Err(Ended::Fatal(why));
             }
-            s.log.append_at(offset, data).map_err(|e| e.to_string())?;
+            s.log.append_at(offset, data).map_err(store_failed)?;
         }
         at += HEADER_SIZE + size;
     }
