@@ -35,7 +35,8 @@ sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "tools")]
 
 from benchlib import render, write_results  # noqa: E402
 
-from ferromq.testing.hosts import Hosts, available  # noqa: E402
+from ferromq.testing.hosts import Hosts, available, cuts_available  # noqa: E402
+from ferromq.testing.waiting import WaitTimeout  # noqa: E402
 from tests.cluster.harness import HOSTS, Cluster, Fault  # noqa: E402
 from tests.cluster.java_cluster import JavaCluster  # noqa: E402
 
@@ -49,7 +50,7 @@ def faults(cluster: Cluster, seconds: float) -> dict[str, Callable[[], Fault]]:
         cluster.restart(old)
         return fault
 
-    return {
+    menu = {
         "kill -9 master": kill_master,
         "partition master": lambda: cluster.partition_master(seconds),
         "SIGSTOP master": lambda: cluster.pause_master(seconds),
@@ -58,6 +59,9 @@ def faults(cluster: Cluster, seconds: float) -> dict[str, Callable[[], Fault]]:
         "partition controller leader": lambda: cluster.partition_controller_leader(seconds),
         "kill -9 controller leader": cluster.kill_controller_leader,
     }
+    if cuts_available() is None:
+        menu["cut master from controllers"] = lambda: cluster.cut_master_from_controllers(seconds)
+    return menu
 
 
 def run(rounds: int, seed: int, seconds: float, java: bool = False) -> dict[str, Any]:
@@ -72,10 +76,16 @@ def run(rounds: int, seed: int, seconds: float, java: bool = False) -> dict[str,
             menu = faults(cluster, seconds)
             kinds = sorted(menu)
             rows: list[dict[str, Any]] = []  # round, fault, target, no_write_s
+            stopped = ""
             for n in range(rounds):
                 kind = kinds[n] if n < len(kinds) else rng.choice(kinds)  # each kind at least once
-                fault = menu[kind]()
-                cluster.wait_in_sync(180)
+                try:
+                    fault = menu[kind]()
+                    cluster.wait_in_sync(180)
+                except WaitTimeout as e:  # the cluster did not come back: the rounds end here
+                    stopped = f"round {n + 1} ({kind}): {e}"
+                    print(stopped, flush=True)
+                    break
                 gap = cluster.gap_during(fault)
                 row: dict[str, Any] = {
                     "round": n + 1,
@@ -95,6 +105,7 @@ def run(rounds: int, seed: int, seconds: float, java: bool = False) -> dict[str,
     for row in rows:
         by_kind[row["fault"]].append(row["no_write_s"])
     return {
+        "stopped": stopped,
         "rounds": rows,
         "by_fault": {
             kind: {"rounds": len(gaps), "median_s": statistics.median(gaps), "max_s": max(gaps)}

@@ -51,6 +51,17 @@ if [ "$QUICK" = 0 ] && ! command -v chromium >/dev/null && ! command -v chromium
     fi
 fi
 
+if [ "$QUICK" = 0 ] && [ "$(id -u)" = 0 ] && ! command -v nft >/dev/null; then
+    # tests/cluster cuts single links between network namespaces with nftables (root only).
+    step "nftables for the cluster tests' one-link cuts"
+    if command -v apt-get >/dev/null && apt-get update -qq \
+        && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; then
+        echo "installed $(command -v nft)"
+    else
+        echo "could not install nftables with apt-get: the one-link cut tests will be skipped"
+    fi
+fi
+
 step "Rust: format, lints, tests"
 cargo fmt --all -- --check
 if [ "$QUICK" = 0 ]; then

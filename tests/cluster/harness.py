@@ -278,6 +278,23 @@ class Cluster:
         self.recovered(start)
         return self._done("kill -9 controller leader", start, name)
 
+    def cut_master_from_controllers(self, seconds: float = 15) -> Fault:
+        """Only the links between the master's host and the controllers' hosts cut (clients, name
+        servers on other links and the slave still reach the master): the controllers hear no
+        heartbeat and elect the slave while the old master still takes requests."""
+        old = self.master()
+        host = BROKERS[old]
+        start = time.time()
+        for controller in CONTROLLER_HOSTS:
+            self.hosts.cut(host, controller)
+        try:
+            time.sleep(seconds)  # the fault itself lasts this long
+        finally:
+            for controller in CONTROLLER_HOSTS:
+                self.hosts.uncut(host, controller)
+        self.recovered(time.time())
+        return self._done("cut master from controllers", start, old)
+
     def restart_controller(self, host: int) -> None:
         conf = self.work / f"controller-n{host}.conf"
         self.hosts.spawn(host, f"controller-n{host}", [FERROMQ, "controller", "-c", str(conf)])

@@ -17,7 +17,7 @@ import pytest
 
 from ferromq.protocol.codes import ResponseCode
 from ferromq.testing.checker import Report
-from ferromq.testing.hosts import Hosts, available
+from ferromq.testing.hosts import Hosts, available, cuts_available
 from tests.cluster.harness import HOSTS, Cluster
 
 pytestmark = [
@@ -94,4 +94,16 @@ def test_slave_disk_full_15_s(cluster: Cluster) -> None:
     cluster.wait_in_sync()
     during = [a for a in cluster.acks() if fault.start < a.start and a.end < fault.end]
     assert during, "no send acknowledged while the slave's disk was full"
+    holds(cluster)
+
+
+@pytest.mark.skipif(cuts_available() is not None, reason=f"one-link cuts: {cuts_available()}")
+def test_master_cut_from_the_controllers_only_15_s(cluster: Cluster) -> None:
+    """Clients and the slave still reach the master, the controllers do not: they elect the
+    slave while the old master, cut off from them, still answers. Nothing acknowledged may be
+    lost to the two masters, and the group ends in sync."""
+    old = cluster.master()
+    cluster.cut_master_from_controllers(15)
+    cluster.wait_in_sync()
+    assert cluster.master() != old
     holds(cluster)
