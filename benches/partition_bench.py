@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -66,7 +67,8 @@ def faults(cluster: Cluster, seconds: float) -> dict[str, Callable[[], Fault]]:
 
 def run(rounds: int, seed: int, seconds: float, java: bool = False) -> dict[str, Any]:
     rng = random.Random(seed)
-    with tempfile.TemporaryDirectory(prefix="partition-bench-") as work, Hosts(HOSTS, Path(work)) as hosts:
+    work = tempfile.mkdtemp(prefix="partition-bench-")
+    with Hosts(HOSTS, Path(work)) as hosts:
         cluster = JavaCluster(hosts) if java else Cluster(hosts)
         try:
             cluster.start()
@@ -100,7 +102,12 @@ def run(rounds: int, seed: int, seconds: float, java: bool = False) -> dict[str,
         except BaseException:
             for name in hosts.procs:
                 print(f"--- {name} ---\n{hosts.log(name)[-3000:]}")
+            print(f"the run's files are kept in {work}")
             raise
+    if stopped:
+        print(f"the run's files are kept in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     by_kind: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         by_kind[row["fault"]].append(row["no_write_s"])

@@ -466,6 +466,13 @@ def stored_copies(broker_addr: str, topic: str) -> list[tuple[str, int, int]]:
                         busy += 1  # Java's pull flow control ("system busy"): asked again
                         await asyncio.sleep(0.1)
                         continue
+                    moved_to = int(reply.ext.get("nextBeginOffset", -1))
+                    moved = (ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_RETRY_IMMEDIATELY)
+                    if reply.code in moved and moved_to > offset:
+                        # The queue's start was deleted (retention on a full disk; a slave says
+                        # OFFSET_TOO_SMALL with "retry"): read from where it starts now.
+                        offset = moved_to
+                        continue
                     if reply.code != ResponseCode.SUCCESS:
                         raise AssertionError(f"pull {topic}/{queue_id}@{offset}: {reply.code} {reply.remark}")
                     received = decode_received(reply.body or b"", "")
