@@ -1,13 +1,13 @@
 """broker.conf's keys and how they become `BrokerConfig` fields.
 
-A field's key is the camelCase of its name unless RocketMQ spells it otherwise (`_RENAMED`); the
-pre-4.5 "maped" spellings are accepted too. Keys RocketMQ has but ferromq does not use are logged
-and ignored, so existing broker.conf files keep working; any other key is logged as unknown (with
-the known key it is probably a typo of), or is an error in strict mode. A bad value is an error
+A field's key is `KEY_OF` (in `config_fields`, beside the fields); the pre-4.5 "maped" spellings
+are accepted too. Keys RocketMQ has but ferromq does not use are logged and ignored, so existing
+broker.conf files keep working; any other key is logged as unknown (with the known key it is
+probably a typo of), or is an error in strict mode. A bad value is an error
 naming its key and line. The same table reads UPDATE_BROKER_CONFIG bodies (`runtime_changes`) and
 writes GET_BROKER_CONFIG answers (`BROKER_CONFIG_KEYS`, `java_config_value`).
 
-`ferromq.broker.config` re-exports these names; this module reads the fields defined there.
+`ferromq.broker.config` re-exports these names; this module reads the fields of `config_fields`.
 """
 
 from __future__ import annotations
@@ -22,45 +22,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ferromq.broker.config import PROFILES, BrokerConfig, ConfigError
+from ferromq.broker.config_fields import KEY_OF, PROFILES, BrokerConfig, ConfigError
 from ferromq.store import FlushDiskType
 
 logger = logging.getLogger(__name__)
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
-# RocketMQ key -> field: the camelCase of the field name, except where RocketMQ spells it otherwise;
-# the pre-4.5 "maped" spellings are accepted too. `profile` is chosen by the caller, not the file.
-_RENAMED = {
-    "broker_ip1": "brokerIP1",
-    "mapped_file_size_commitlog": "mappedFileSizeCommitLog",
-    "destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly",
-    "tls_server_mode": "tls.server.mode",
-    "tls_test_mode_enable": "tls.test.mode.enable",
-    "tls_server_need_client_auth": "tls.server.need.client.auth",
-    "tls_server_key_path": "tls.server.keyPath",
-    "tls_server_key_password": "tls.server.keyPassword",
-    "tls_server_cert_path": "tls.server.certPath",
-    "tls_server_auth_client": "tls.server.authClient",
-    "tls_server_trust_cert_path": "tls.server.trustCertPath",
-    "tls_client_key_path": "tls.client.keyPath",
-    "tls_client_key_password": "tls.client.keyPassword",
-    "tls_client_cert_path": "tls.client.certPath",
-    "tls_client_auth_server": "tls.client.authServer",
-    "tls_client_trust_cert_path": "tls.client.trustCertPath",
-    "tls_config_file": "tls.config.file",
-    "tls_enable": "tls.enable",
-}
-_KEYS: dict[str, str] = {
-    _RENAMED.get(f.name, _camel(f.name)): f.name
-    for f in dataclasses.fields(BrokerConfig)
-    if f.name != "profile"
-}
-KEY_OF: dict[str, str] = {name: key for key, name in _KEYS.items()}
+# RocketMQ key -> field; the pre-4.5 "maped" spellings are accepted too.
+_KEYS: dict[str, str] = {key: name for name, key in KEY_OF.items()}
 _KEYS["mapedFileSizeCommitLog"] = "mapped_file_size_commitlog"
 _KEYS["mapedFileSizeConsumeQueue"] = "mapped_file_size_consume_queue"
 
