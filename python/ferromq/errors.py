@@ -20,6 +20,11 @@ class FerroMQError(Exception):
             self.code = code
 
 
+class ConfigError(FerroMQError):
+    """A configuration file (broker.conf, the controller's) or its values have problems; the
+    message lists all of them with their lines."""
+
+
 class StoreError(FerroMQError):
     """The message store refused or failed an operation."""
 

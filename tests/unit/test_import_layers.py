@@ -32,8 +32,6 @@ KNOWN_CYCLES: list[list[str]] = [
 # Forbidden edges still to remove, as (importer, imported module); shrink this to empty.
 KNOWN_FORBIDDEN: set[tuple[str, str]] = {
     ("ferromq.broker.broker", "ferromq.proxy.server"),
-    ("ferromq.controller.config", "ferromq.broker.config"),
-    ("ferromq.controller.server", "ferromq.broker.config"),
 }
 
 # Cycles the full graph has beyond the runtime ones (closed through `if TYPE_CHECKING:` imports), by

@@ -2,8 +2,9 @@
 
 The names callers use, from the two modules that hold them: `config_fields` (the `BrokerConfig`
 fields, profiles, checks and each field's key) and `config_keys` (parsing broker.conf and
-UPDATE_BROKER_CONFIG bodies over those fields). `config_keys` imports `config_fields`, never the
-reverse, and neither imports this module.
+UPDATE_BROKER_CONFIG bodies over those fields), with `ConfigError` (from `ferromq.errors`) and
+`parse_properties` (from `ferromq.properties`), which the controller reads its file with too.
+`config_keys` imports `config_fields`, never the reverse, and neither imports this module.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from ferromq.broker.config_fields import (
     TABLE_TOPIC_ROLES,
     TABLE_TOPICS_REGEX,
     BrokerConfig,
-    ConfigError,
     StoreMismatchError,
     timer_precision,
 )
@@ -29,9 +29,10 @@ from ferromq.broker.config_keys import (
     did_you_mean,
     java_config_value,
     load_broker_config,
-    parse_properties,
     runtime_changes,
 )
+from ferromq.errors import ConfigError
+from ferromq.properties import parse_properties
 
 __all__ = [
     "BROKER_CONFIG_KEYS",

@@ -19,13 +19,9 @@ from types import MappingProxyType
 from typing import Any
 
 from ferromq.auth import setup as auth_setup
-from ferromq.errors import FerroMQError
+from ferromq.errors import ConfigError
 from ferromq.remoting.tls import TlsConfigError, TlsSettings, read_properties_file
 from ferromq.store import DEFAULT_MESSAGE_DELAY_LEVEL, FlushDiskType, StoreConfig
-
-
-class ConfigError(FerroMQError):
-    """broker.conf has problems; the message lists all of them with their lines."""
 
 
 class StoreMismatchError(ConfigError):

@@ -22,7 +22,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ferromq.broker.config_fields import KEY_OF, PROFILES, BrokerConfig, ConfigError
+from ferromq.broker.config_fields import KEY_OF, PROFILES, BrokerConfig
+from ferromq.errors import ConfigError
+from ferromq.properties import parse_properties
 from ferromq.store import FlushDiskType
 
 logger = logging.getLogger(__name__)
@@ -120,32 +122,6 @@ def _convert(name: str, raw: str) -> Any:
         except ValueError:
             raise ValueError(f"must be an integer, not {raw!r}") from None
     return value
-
-
-def parse_properties(text: str) -> list[tuple[int, str, str]]:
-    """Java-properties lines as (line number, key, value); comments and blanks skipped."""
-    out = []
-    pending: tuple[int, str] | None = None
-    for no, line in enumerate(text.splitlines(), 1):
-        if pending is not None:
-            start, acc = pending
-            line = acc + line.lstrip()
-            no = start
-            pending = None
-        stripped = line.strip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
-            pending = (no, stripped[:-1])
-            continue
-        for i, ch in enumerate(stripped):
-            if ch in "=:":
-                key, value = stripped[:i].strip(), stripped[i + 1 :].strip()
-                break
-        else:
-            key, value = stripped, ""
-        out.append((no, key, value))
-    return out
 
 
 def _read_conf(path: str | os.PathLike[str]) -> str:

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferromq.auth.setup import inner_credentials
-from ferromq.broker.config import ConfigError, parse_properties
+from ferromq.errors import ConfigError
 from ferromq.netaddr import is_loopback
+from ferromq.properties import parse_properties
 
 logger = logging.getLogger(__name__)
 

@@ -24,12 +24,11 @@ from pysyncobj import SyncObj, SyncObjConf
 
 from ferromq.acl.signing import Credentials
 from ferromq.auth.setup import inner_credentials
-from ferromq.broker.config import ConfigError
 from ferromq.controller import raft_safety
 from ferromq.controller.codes import NO_MASTER, ControllerCode
 from ferromq.controller.config import ControllerConfig, exposed_without_password
 from ferromq.controller.state import GroupTable
-from ferromq.errors import BrokerError
+from ferromq.errors import BrokerError, ConfigError
 from ferromq.jsonutil import dumps, loads_lenient
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
