@@ -267,6 +267,17 @@ class Cluster:
         self.recovered(time.time())
         return self._done("disk full slave", start, name)
 
+    def reset_slave_replication(self) -> Fault:
+        """The slave's HA connection to the master aborted (`ss -K`, as a reset by a middlebox
+        would): the slave connects again within a second, from another port."""
+        slave, master = self.slave(), self.master()
+        start = time.time()
+        argv = ["ss", "-K", "dst", self.hosts.addr(BROKERS[master]), "dport", "=", "10912"]
+        done = self.hosts.run(BROKERS[slave], argv, timeout=30)
+        assert done.returncode == 0, done.stderr
+        self.recovered(start)
+        return self._done("reset slave replication", start, slave)
+
     def kill_controller_leader(self) -> Fault:
         """kill -9 of the controllers' leader, then its restart (it rejoins as a follower)."""
         host = self.controller_leader()

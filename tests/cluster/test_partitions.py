@@ -107,3 +107,12 @@ def test_master_cut_from_the_controllers_only_15_s(cluster: Cluster) -> None:
     cluster.wait_in_sync()
     assert cluster.master() != old
     holds(cluster)
+
+
+def test_slave_replication_reset(cluster: Cluster) -> None:
+    """The slave's HA connection reset: it reconnects within a second from another port, and the
+    master's sends must wait for that connection (they waited for the dead one, every send until
+    slaveTimeout, while the slave looked caught up)."""
+    cluster.reset_slave_replication()
+    cluster.wait_in_sync()
+    holds(cluster)

@@ -70,6 +70,8 @@ class ControllerLink:
         self.role_changes = 0
         self._conns: dict[str, Connection] = {}
         self._out_since: dict[int, float] = {}
+        self._gated: list[str] | None = None
+        """The replicas' HA connections the master's sends wait for (as last gated)."""
         self._task: asyncio.Task[None] | None = None
         self._synced_at = 0.0
 
@@ -359,8 +361,9 @@ class ControllerLink:
         others = [m for m in members if m != self.broker_id]
         cfg = self._broker.config
         rep.ack_alone = not others and len(members) >= cfg.min_in_sync_replicas
+        self._gated = [self._ha_client(m) for m in others]
         if cfg.all_ack_in_sync_state_set:
-            rep.master.set_ack_peers([self._ha_client(m) for m in others])
+            rep.master.set_ack_peers(self._gated)
         else:
             rep.master.set_ack_peers(None)
         rep.confirm_reads()
@@ -394,6 +397,11 @@ class ControllerLink:
                 wanted.append(bid)
         wanted.sort()
         if wanted == self.sync_state_set:
+            # A replica that reconnected has another HA connection: the sends must wait for that
+            # one (the old one never reports again, and every send would wait for slaveTimeout
+            # while the replica looks caught up).
+            if self._gated != [self._ha_client(m) for m in self.sync_state_set if m != self.broker_id]:
+                self._gate(self.sync_state_set)
             return
         # Joining replicas count for acknowledgements before the controllers know of them.
         self._gate(sorted(set(wanted) | set(self.sync_state_set)))
