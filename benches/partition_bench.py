@@ -57,6 +57,7 @@ def faults(cluster: Cluster, seconds: float) -> dict[str, Callable[[], Fault]]:
         "SIGSTOP master": lambda: cluster.pause_master(seconds),
         "partition slave": lambda: cluster.partition_slave(seconds),
         "disk full slave": lambda: cluster.fill_slave_disk(seconds),
+        "reset slave replication": cluster.reset_slave_replication,
         "partition controller leader": lambda: cluster.partition_controller_leader(seconds),
         "kill -9 controller leader": cluster.kill_controller_leader,
     }
