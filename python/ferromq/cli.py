@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ferromq import __version__, admin_cli
 from ferromq.acl.errors import AclError
 from ferromq.acl.plain import DEFAULT_ACL_FILE, Account, PlainAcl, build_account
+from ferromq.app import make_broker
 from ferromq.auth import setup as auth_setup
 from ferromq.auth.evaluator import AuthSettings
 from ferromq.auth.setup import KNOWN_CLASSES, inner_credentials
@@ -255,7 +256,7 @@ async def _run_broker(args: argparse.Namespace) -> None:
         raise ConfigError("no name server: pass -n host:port or set namesrvAddr")
     cfg, host = _broker_host(cfg, args.host)
     _open_logs(cfg)
-    broker = Broker(cfg, host)
+    broker = make_broker(cfg, host)
     await _start_broker(broker, host)
     cfg = broker.config
     try:
@@ -350,7 +351,7 @@ async def _run_proxy(args: argparse.Namespace) -> None:
     if "remotingListenPort" in pc:
         logger.info("remoting clients reach the broker inside on its listenPort %d", cfg.listen_port)
     _open_logs(cfg)
-    broker = Broker(cfg, args.host)
+    broker = make_broker(cfg, args.host)
     await _start_broker(broker, args.host)
     cfg = broker.config
     grpc = broker.grpc
@@ -521,7 +522,7 @@ async def _run_serve(args: argparse.Namespace) -> None:
             tls_enable=cfg.tls_enable or enforcing,
             grpc_server_port=_serve_grpc_port(args.grpc_port, cfg.grpc_server_port, cfg.listen_port),
         )
-        broker = Broker(broker_cfg, host)
+        broker = make_broker(broker_cfg, host)
         await _start_broker(broker, host)
         slave: Broker | None = None
         try:
@@ -534,7 +535,7 @@ async def _run_serve(args: argparse.Namespace) -> None:
                 served += f", gRPC on {host}:{broker.grpc.port}"
             if args.slave:
                 slave_port = 0 if args.slave_port is None and args.listen_port == 0 else args.slave_port
-                slave = Broker(_slave_config(cfg, slave_port), host)
+                slave = make_broker(_slave_config(cfg, slave_port), host)
                 await _start_broker(slave, host)
                 if not await ns.wait_registered(slave.config.broker_addr, REGISTER_TIMEOUT):
                     logger.warning(

@@ -1,5 +1,7 @@
-"""The broker: the composition root that owns the store, the managers, the services and the
-server, and starts and stops them in order."""
+"""The broker: owns the store, the managers, the services and the server, and starts and stops
+them in order. The gRPC port of RocketMQ 5.x clients is the proxy's (`ferromq.proxy.server`), above
+the broker: whoever composes the two (`ferromq.app.make_broker`) hands the broker a `GrpcPortFactory`,
+so the broker never imports the proxy."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ferromq import _store
 from ferromq.acl.guard import AclGuard
@@ -57,7 +59,6 @@ from ferromq.store import FlushDiskType, MessageStore
 
 if TYPE_CHECKING:
     from ferromq.broker.tiering import TieringService
-    from ferromq.proxy.server import GrpcServer
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +68,33 @@ Step = Callable[[], Awaitable[None]]
 HOUSEKEEPING_INTERVAL = 10.0
 
 
+class GrpcPort(Protocol):
+    """The gRPC port the broker starts and stops with its services (ferromq.proxy.server.GrpcServer)."""
+
+    port: int
+    """The bound port once started (0 before)."""
+
+    @property
+    def front(self) -> _store.GrpcFront | None: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+# Makes the gRPC port over a broker, at its host and the configured port.
+GrpcPortFactory = Callable[["Broker", str, int], GrpcPort]
+
+
 class Broker:
-    def __init__(self, config: BrokerConfig, host: str = "0.0.0.0") -> None:
+    def __init__(
+        self, config: BrokerConfig, host: str = "0.0.0.0", grpc_port: GrpcPortFactory | None = None
+    ) -> None:
+        """`grpc_port` makes the gRPC port when grpcServerPort is set (`ferromq.app.make_broker`
+        passes the proxy's); without it such a configuration stops the start with `ConfigError`."""
         self.config = config
         self._host = host
+        self._grpc_port = grpc_port
         self.store: MessageStore
         self.server: PlaneServer | None = None
         """None until `start` has bound the listening port."""
@@ -94,7 +118,7 @@ class Broker:
         """What the data planes may serve, kept told (ferromq.broker.dataplane)."""
         self.acl_watcher: AclFileWatcher | None = None
         self.metrics: MetricsExporter | None = None
-        self.grpc: GrpcServer | None = None
+        self.grpc: GrpcPort | None = None
         """The RocketMQ 5.x clients' gRPC port, when `grpc_server_port` is set."""
         self.controller: ControllerLink | None = None
         """Controller mode (enableControllerMode): the link that decides this broker's role."""
@@ -124,6 +148,11 @@ class Broker:
         (`OSError`) leaves `server` None; a store that does not fit the configuration raises
         `StoreMismatchError`, an unusable store directory `StoreIOError`, a store in use
         `StoreLockedError`."""
+        if self.config.grpc_server_port is not None and self._grpc_port is None:
+            raise ConfigError(
+                "grpcServerPort is set but this broker was built without a gRPC port: "
+                "build it with ferromq.app.make_broker"
+            )
         server = self._server_on(self.config.listen_port)
         await server.start()
         self.server = server
@@ -286,10 +315,8 @@ class Broker:
         ]
         self._services.append(("background tasks", self._stop_tasks))
         self.planes.start()
-        if cfg.grpc_server_port is not None:
-            from ferromq.proxy.server import GrpcServer  # grpcio only where gRPC is served
-
-            grpc_server = GrpcServer(self, self._host, cfg.grpc_server_port)
+        if cfg.grpc_server_port is not None and self._grpc_port is not None:
+            grpc_server = self._grpc_port(self, self._host, cfg.grpc_server_port)
             self.grpc = grpc_server
             await self._start_service("gRPC port", grpc_server.start, grpc_server.stop)
             if self.metrics is not None:

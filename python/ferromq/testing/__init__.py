@@ -49,6 +49,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from ferromq.app import make_broker
 from ferromq.broker import Broker as _Broker
 from ferromq.broker import load_broker_config
 from ferromq.client import Admin
@@ -176,7 +177,7 @@ class Broker:
                 **self._settings,
             }
             cfg = load_broker_config(conf_path, profile="small", strict=True, **settings)
-            self._broker = _Broker(cfg, "127.0.0.1")
+            self._broker = make_broker(cfg, "127.0.0.1")
             await self._broker.start()
             registers = bool(cfg.namesrv_addrs)  # not when `settings` take its name servers away
             if registers and not await self._ns.wait_registered(self.broker_addr, START_TIMEOUT):
