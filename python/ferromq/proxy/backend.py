@@ -6,12 +6,11 @@ interface with two implementations, as Apache RocketMQ's proxy has a local and a
   mode).
 
 The service keeps every gRPC-level rule (validation, conversion, queue choice, status mapping); a
-backend only stores, pops, acks and looks things up."""
+backend only stores, pops, acks and looks things up. The values it answers with are in
+`ferromq.proxy.results`, which the conversions import too (so neither imports this module)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -24,51 +23,8 @@ if TYPE_CHECKING:
     from ferromq.broker.pop.service import PopRequest
     from ferromq.broker.subscriptions import SubscriptionGroupConfig
     from ferromq.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
+    from ferromq.proxy.results import BrokerQueues, Popped, SendOutcome
     from ferromq.proxy.sessions import Session
-
-PERM_WRITE, PERM_READ = 2, 4
-
-
-@dataclass(frozen=True)
-class BrokerQueues:
-    """One broker's queues of a topic, as a route names them."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-
-    @property
-    def readable(self) -> bool:
-        return bool(self.perm & PERM_READ)
-
-    @property
-    def writable(self) -> bool:
-        return bool(self.perm & PERM_WRITE)
-
-
-@dataclass(frozen=True)
-class SendOutcome:
-    """A send the broker answered: its code (SUCCESS, or one of a message stored whose wait failed)
-    and its reply's header fields (queueOffset, msgId, recallHandle, ...)."""
-
-    code: int
-    fields: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class Popped:
-    """What a pop found on one broker: the records (each with POP_CK for a retried one) and what the
-    receipts of the others are made of."""
-
-    found: bool
-    body: bytes
-    pop_time: int
-    invisible_time: int
-    revive_qid: int
-    starts: Mapping[tuple[str, int], int]
-    """(retry mark, queue id) -> the checkpoint's start offset (the reply's startOffsetInfo)."""
-    broker_name: str
 
 
 class Backend(Protocol):

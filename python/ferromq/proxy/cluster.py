@@ -37,7 +37,7 @@ from ferromq.protocol.headers import (
     SendMessageRequestHeader,
     UnregisterClientRequestHeader,
 )
-from ferromq.proxy.backend import BrokerQueues, Popped, SendOutcome
+from ferromq.proxy.results import BrokerQueues, Popped, SendOutcome
 from ferromq.proxy.status import Code, ProxyError
 
 if TYPE_CHECKING:

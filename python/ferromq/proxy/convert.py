@@ -11,8 +11,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from ferromq import _store
-from ferromq.proxy.backend import Popped
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from ferromq.proxy.results import Popped
 from ferromq.proxy.status import ProxyError
 
 

@@ -18,7 +18,7 @@ from ferromq.broker.processors.send import Producer, send_back, store_send
 from ferromq.errors import BrokerError
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
-from ferromq.proxy.backend import BrokerQueues, Popped, SendOutcome
+from ferromq.proxy.results import BrokerQueues, Popped, SendOutcome
 from ferromq.proxy.status import Code, ProxyError
 
 if TYPE_CHECKING:

@@ -36,11 +36,12 @@ from ferromq.protocol.constants import (
 from ferromq.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 from ferromq.proxy import convert
 from ferromq.proxy.auth import CONSUMER_TYPES, authenticate, authorize, check_grpc, needs_of, settings_needs
-from ferromq.proxy.backend import Backend, BrokerQueues, Popped
+from ferromq.proxy.backend import Backend
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.proxy.renew import Held, Renewals
+from ferromq.proxy.results import BrokerQueues, Popped
 from ferromq.proxy.sessions import Session, Sessions, merged_settings
 from ferromq.proxy.status import PROXY_EXCEPTION, Code, ProxyError, ok, status, status_of
 
