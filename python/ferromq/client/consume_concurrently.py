@@ -12,14 +12,11 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ferromq.client.consume_service import ConsumeService, log_crash
+from ferromq.client.consume_service import ConsumerState, ConsumeService, log_crash
 from ferromq.client.message import ReceivedMessage
 from ferromq.client.rebalance import ProcessQueue
-
-if TYPE_CHECKING:
-    from ferromq.client.push_consumer import PushConsumer
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +38,7 @@ ConcurrentListener = Callable[[list[ReceivedMessage]], ConsumeStatus | Awaitable
 class ConsumeMessageConcurrentlyService(ConsumeService):
     """Consumes batches of a queue side by side, in any order."""
 
-    def __init__(self, consumer: PushConsumer) -> None:
+    def __init__(self, consumer: ConsumerState) -> None:
         super().__init__(consumer)
         self._consume_tasks: set[asyncio.Task[None]] = set()
         self._in_listener: set[asyncio.Task[Any]] = set()

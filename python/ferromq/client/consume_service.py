@@ -14,7 +14,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferromq.client.message import ReceivedMessage
 from ferromq.client.offset_store import NETWORK_ERRORS
@@ -30,9 +30,49 @@ from ferromq.protocol.constants import (
 from ferromq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 
 if TYPE_CHECKING:
-    from ferromq.client.push_consumer import PushConsumer
+    from collections.abc import Callable
+
+    from ferromq.client.instance import ClientInstance
+    from ferromq.client.offset_store import OffsetStore
+    from ferromq.client.rebalance import Rebalancer
 
 logger = logging.getLogger(__name__)
+
+
+class ConsumerState(Protocol):
+    """What the consume services read of their PushConsumer as they go (as Java's services read
+    DefaultMQPushConsumerImpl's fields). Typed here, so the services do not import push_consumer,
+    which makes them."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def instance(self) -> ClientInstance: ...
+    @property
+    def consume_batch_size(self) -> int: ...
+    @property
+    def max_concurrency(self) -> int: ...
+    @property
+    def max_reconsume_times(self) -> int: ...
+    @property
+    def lock_interval(self) -> float: ...
+    @property
+    def suspend_current_queue_ms(self) -> int: ...
+    @property
+    def _listener(self) -> Callable[[list[ReceivedMessage]], Any] | None: ...
+    @property
+    def _listener_is_async(self) -> bool: ...
+    @property
+    def _stopping(self) -> bool: ...
+    @property
+    def _offsets(self) -> OffsetStore | None: ...
+    @property
+    def _rebalancer(self) -> Rebalancer | None: ...
+    @property
+    def _clustering(self) -> bool: ...
+    @property
+    def _retry_topic(self) -> str: ...
+
 
 # RocketMQ's default retry limit of concurrent consumers (maxReconsumeTimes = -1).
 DEFAULT_MAX_RECONSUME_TIMES = 16
@@ -45,7 +85,7 @@ class ConsumeService(ABC):
     default_max_reconsume = DEFAULT_MAX_RECONSUME_TIMES
     """The retry limit when `max_reconsume_times` is negative (-1 here: none)."""
 
-    def __init__(self, consumer: PushConsumer) -> None:
+    def __init__(self, consumer: ConsumerState) -> None:
         self.consumer = consumer
         self.semaphore = asyncio.Semaphore(consumer.max_concurrency)
         """Listener calls in flight at once."""
