@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferromq import _store
 from ferromq.auth.setup import inner_credentials
@@ -29,10 +29,38 @@ from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
 
 if TYPE_CHECKING:
-    from ferromq.broker.processors.context import ReplicationContext
+    import ssl
+
+    from ferromq.broker.config import BrokerConfig
+    from ferromq.broker.offsets import ConsumerOffsetManager
+    from ferromq.broker.schedule import ScheduleMessageService
+    from ferromq.broker.subscriptions import SubscriptionGroupManager
+    from ferromq.broker.topics import TopicConfigManager
     from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
+
+
+class ReplicationContext(Protocol):
+    """The HA service (broker/replication.py): a master's streams, a slave's copy of its master's
+    metadata (topics, groups, offsets, delay offsets)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def schedule(self) -> ScheduleMessageService: ...
+    def outgoing_ssl(self) -> ssl.SSLContext | None: ...
+    def registration_changed(self) -> None: ...
+
 
 # SlaveSynchronize runs 3 s after start, then every 10 s (BrokerController.handleSlaveSynchronize).
 SYNC_FIRST_DELAY = 3.0

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -55,9 +55,34 @@ from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.constants import PROPERTY_TIMER_DELIVER_MS, RETRY_PREFIX
 
 if TYPE_CHECKING:
-    from ferromq.broker.processors.context import PopContext
+    from ferromq.broker.config import BrokerConfig
+    from ferromq.broker.long_polling import PullRequestHoldService
+    from ferromq.broker.offsets import ConsumerOffsetManager
+    from ferromq.broker.subscriptions import SubscriptionGroupManager
+    from ferromq.broker.topics import TopicConfigManager
+    from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
+
+
+class PopContext(Protocol):
+    """What POP's service uses of the broker."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def hold(self) -> PullRequestHoldService: ...
+    def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
+
 
 MAX_POP_NUMS = 32
 # The bits a batch ack's bitSet may name (Java reads up to Integer.MAX_VALUE).

@@ -22,10 +22,10 @@ from ferromq.broker.processors import (
 from ferromq.remoting.dispatch import Handler
 
 if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
+    from ferromq.broker.processors.context import ProcessorsContext
 
 
-def build_registry(broker: Broker) -> dict[int, Handler]:
+def build_registry(broker: ProcessorsContext) -> dict[int, Handler]:
     registry: dict[int, Handler] = {}
     for module in (
         send,

@@ -1,8 +1,10 @@
-"""What each request processor (and the HA service and the metrics exporter) may use of the
-broker: one protocol per module listing exactly the managers and callbacks it touches. The broker
-object is passed (it satisfies them all; its config is replaced at run time, so a processor reads
-it through the broker rather than from a copy), typed as the narrow protocol, so a processor
-cannot reach further without the type check saying so.
+"""What each request processor (and the metrics exporter) may use of the broker: one protocol
+per module listing exactly the managers and callbacks it touches. POP's service and the HA service
+declare theirs beside them (`PopContext` in broker/pop/service.py, `ReplicationContext` in
+broker/replication.py), so they do not import this module, which names them. The broker object
+is passed (it satisfies them all; its config is replaced at run time, so a processor reads it
+through the broker rather than from a copy), typed as the narrow protocol, so a processor cannot
+reach further without the type check saying so.
 
 Handlers are top-level functions `handler(ctx, conn, cmd)`; `bind` gives the dispatcher their
 `(conn, cmd)` form for one context."""
@@ -13,13 +15,12 @@ import functools
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from ferromq.broker.pop.service import PopContext
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
 
 if TYPE_CHECKING:
-    import ssl
-
     from ferromq import _store
     from ferromq.acl.plain import PlainAcl
     from ferromq.auth.evaluator import Auth
@@ -137,22 +138,6 @@ class RecallContext(HasConfig, Protocol):
     def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
 
 
-class PopContext(HasConfig, Protocol):
-    """POP's service (broker/pop/service.py)."""
-
-    @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
-    @property
-    def offsets(self) -> ConsumerOffsetManager: ...
-    @property
-    def hold(self) -> PullRequestHoldService: ...
-    def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
-
-
 class PopHandlersContext(PopContext, Protocol):
     @property
     def pop(self) -> PopService: ...
@@ -231,22 +216,23 @@ class AdminStatusContext(HasConfig, Protocol):
     def tags_code_of(self, props: dict[str, str]) -> int: ...
 
 
-class ReplicationContext(HasConfig, Protocol):
-    """The HA service (broker/replication.py): a master's streams, a slave's copy of its master's
-    metadata (topics, groups, offsets, delay offsets)."""
-
-    @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
-    @property
-    def offsets(self) -> ConsumerOffsetManager: ...
-    @property
-    def schedule(self) -> ScheduleMessageService: ...
-    def outgoing_ssl(self) -> ssl.SSLContext | None: ...
-    def registration_changed(self) -> None: ...
+class ProcessorsContext(
+    SendContext,
+    PullContext,
+    ConsumerManageContext,
+    ClientManageContext,
+    QueryContext,
+    EndTransactionContext,
+    RecallContext,
+    PopHandlersContext,
+    RetentionContext,
+    AclContext,
+    AuthAdminContext,
+    AdminContext,
+    AdminStatusContext,
+    Protocol,
+):
+    """Every processor's context at once: what `build_registry` hands all of them (the broker)."""
 
 
 class MetricsContext(HasConfig, Protocol):
