@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferromq import _store
 from ferromq.auth.setup import inner_credentials
@@ -30,9 +30,27 @@ from ferromq.remoting.connection import Connection, open_connection
 from ferromq.remoting.dispatch import Handler
 
 if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
+    from ferromq.broker.config import BrokerConfig
+    from ferromq.broker.replication import ReplicationService
+    from ferromq.broker.roles import BrokerRoles
+    from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
+
+
+class ControllerLinkContext(Protocol):
+    """What the controller link uses of the broker: its settings and store, its HA service, and
+    the role changes it decides."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def replication(self) -> ReplicationService: ...
+    @property
+    def roles(self) -> BrokerRoles: ...
+
 
 REQUEST_TIMEOUT = 3.0
 # How long a starting broker waits for a controller to answer its registration.
@@ -49,7 +67,7 @@ class ControllerUnavailableError(FerroMQError):
 
 
 class ControllerLink:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ControllerLinkContext) -> None:
         self._broker = broker
         cfg = broker.config
         # brokerRole only says whether the master waits for its replicas.

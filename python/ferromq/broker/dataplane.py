@@ -9,7 +9,7 @@ other request, and every request it is unsure of, reaches the broker's dispatche
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferromq import _store
 from ferromq.acl.dataplane import peer_decision, pull_rules, send_rules
@@ -20,13 +20,63 @@ from ferromq.remoting.connection import Connection
 from ferromq.remoting.plane import Arrivals, PlaneServer
 
 if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
+    from ferromq.acl.plain import PlainAcl
+    from ferromq.auth.evaluator import Auth
+    from ferromq.broker.clients import ClientManager
+    from ferromq.broker.config import BrokerConfig
+    from ferromq.broker.long_polling import PullRequestHoldService
+    from ferromq.broker.offsets import ConsumerOffsetManager
+    from ferromq.broker.pop.service import PopService
+    from ferromq.broker.replication import ReplicationService
+    from ferromq.broker.schedule import ScheduleMessageService
+    from ferromq.broker.stats import BrokerStats
+    from ferromq.broker.subscriptions import SubscriptionGroupManager
+    from ferromq.broker.timer import TimerMessageService
+    from ferromq.broker.topics import TopicConfigManager
+    from ferromq.store import MessageStore
+
+
+class DataPlanesContext(Protocol):
+    """What the data planes are told from: the broker's settings, managers and services."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def clients(self) -> ClientManager: ...
+    @property
+    def hold(self) -> PullRequestHoldService: ...
+    @property
+    def pop(self) -> PopService: ...
+    @property
+    def replication(self) -> ReplicationService: ...
+    @property
+    def schedule(self) -> ScheduleMessageService: ...
+    @property
+    def timer(self) -> TimerMessageService | None: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def acl(self) -> PlainAcl | None: ...
+    @property
+    def auth(self) -> Auth | None: ...
+    @property
+    def started_serving(self) -> bool: ...
+    @property
+    def sync_flush(self) -> bool: ...
 
 
 class DataPlanes:
     """The broker's data planes (its port's and the VIP channel's), kept told."""
 
-    def __init__(self, broker: Broker, servers: Callable[[], list[PlaneServer]]) -> None:
+    def __init__(self, broker: DataPlanesContext, servers: Callable[[], list[PlaneServer]]) -> None:
         self._broker = broker
         self._servers = servers
         self.acl_generation = 0

@@ -11,7 +11,7 @@ import logging
 import ssl
 import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferromq.acl.signing import credentials_of
 from ferromq.jsonutil import dumps, loads_lenient
@@ -26,15 +26,39 @@ from ferromq.protocol.headers import (
 from ferromq.remoting.connection import Connection, open_connection
 
 if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
+    from ferromq.broker.config import BrokerConfig
+    from ferromq.broker.replication import ReplicationService
+    from ferromq.broker.topics import TopicConfigManager
 
 logger = logging.getLogger(__name__)
 
 NAMESRV_TIMEOUT = 3.0
 
 
+class HasEpoch(Protocol):
+    """The controller link, for the master's epoch a registration carries."""
+
+    @property
+    def epoch(self) -> int: ...
+
+
+class RegistrationContext(Protocol):
+    """What the registration uses of the broker (its config is replaced at run time: read each time)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def replication(self) -> ReplicationService: ...
+    @property
+    def controller(self) -> HasEpoch | None: ...
+
+
 class NameServerRegistration:
-    def __init__(self, broker: Broker, outgoing_ssl: Callable[[], ssl.SSLContext | None]) -> None:
+    def __init__(
+        self, broker: RegistrationContext, outgoing_ssl: Callable[[], ssl.SSLContext | None]
+    ) -> None:
         self._broker = broker
         self._outgoing_ssl = outgoing_ssl
         self._conns: dict[str, Connection] = {}

@@ -7,18 +7,34 @@ with it."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ferromq.broker.replication import configure_replicated_topics
+from ferromq.broker.replication import ReplicationContext, configure_replicated_topics
 
 if TYPE_CHECKING:
-    from ferromq.broker.broker import Broker
+    from ferromq.broker.config import BrokerConfig
+    from ferromq.broker.replication import ReplicationService
+    from ferromq.broker.transaction import TransactionalMessageService
 
 logger = logging.getLogger(__name__)
 
 
+class RolesContext(ReplicationContext, Protocol):
+    """What role changes use of the broker: they replace its config and start or stop its
+    master's services and its HA service."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @config.setter
+    def config(self, value: BrokerConfig) -> None: ...
+    @property
+    def replication(self) -> ReplicationService: ...
+    @property
+    def transactions(self) -> TransactionalMessageService: ...
+
+
 class BrokerRoles:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: RolesContext) -> None:
         self._broker = broker
 
     async def start_as_replica(self) -> None:
