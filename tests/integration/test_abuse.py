@@ -36,7 +36,7 @@ from ferromq.protocol.command import FLAG_RESPONSE, MAX_FRAME_SIZE, RemotingComm
 from ferromq.remoting.connection import CloseReason, Connection
 from ferromq.remoting.plane import PlaneServer
 from ferromq.remoting.server import RemotingServer, ServerLimits
-from tests.waiting import until
+from ferromq.testing.waiting import until
 
 from .brokerkit import Client, batch_body, pop_request, properties, pull_ext, running, send_ext
 

@@ -28,8 +28,8 @@ from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.constants import MASTER_EPOCH
 from ferromq.testing import BrokerProcess
+from ferromq.testing.waiting import until
 from tests.interop.conftest import stop_ferromq
-from tests.waiting import until
 
 from .brokerkit import SMALL_STORE, Client, pull_ext, register_broker_request, running
 

@@ -17,8 +17,8 @@ import pytest
 
 from ferromq.client import ConsumeStatus, Message, Producer, PushConsumer, ReceivedMessage, SendResult
 from ferromq.testing import BrokerProcess
+from ferromq.testing.waiting import until, wait_until
 from tests.interop.conftest import stop_ferromq
-from tests.waiting import until, wait_until
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
 TIMEOUT = 60.0  # a bound only: a command takes well under a second

@@ -17,7 +17,7 @@ from ferromq.client.message import Message, MessageQueue, ReceivedMessage
 from ferromq.client.producer import Producer
 from ferromq.client.pull_consumer import PullConsumer
 from ferromq.errors import QueryNotFoundError, TopicNotExistError
-from tests.waiting import until
+from ferromq.testing.waiting import until
 
 from .brokerkit import running
 

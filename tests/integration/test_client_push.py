@@ -27,7 +27,7 @@ from ferromq.client.rebalance import (
 )
 from ferromq.namesrv import NameServer
 from ferromq.protocol.codes import RequestCode, ResponseCode
-from tests.waiting import until
+from ferromq.testing.waiting import until
 
 from .brokerkit import Client, running
 

@@ -29,8 +29,8 @@ from ferromq.client import Admin, Message, Producer, SendResult
 from ferromq.console.app import TEMPLATES_KEY, make_app
 from ferromq.protocol.constants import RUNTIME_TABLE_TOPICS_KEY
 from ferromq.testing import BrokerProcess
+from ferromq.testing.waiting import until
 from tests.interop.conftest import stop_ferromq
-from tests.waiting import until
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
 TIMEOUT = 60.0

@@ -34,8 +34,8 @@ from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
 from ferromq.testing.process import ferromq_command, free_port, write_conf
+from ferromq.testing.waiting import until, wait_until
 from tests.interop.replication_kit import spawn
-from tests.waiting import until, wait_until
 
 GROUP = "broker-c"
 TIMEOUT_MS = 600

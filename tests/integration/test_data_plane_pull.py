@@ -15,7 +15,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.plane import PlaneServer
-from tests.waiting import until
+from ferromq.testing.waiting import until
 
 from .brokerkit import Client, batch_body, heartbeat_body, properties, pull_ext, running, send_ext
 from .test_data_plane import count_python_requests

@@ -10,7 +10,7 @@ from pathlib import Path
 from ferromq.broker import Broker
 from ferromq.client import Message, Producer
 from ferromq.message import StoredMessage
-from tests.waiting import WaitTimeout, until
+from ferromq.testing.waiting import WaitTimeout, until
 
 from .brokerkit import running
 

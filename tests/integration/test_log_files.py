@@ -17,7 +17,7 @@ import pytest
 from ferromq.broker.config import ConfigError, load_broker_config
 from ferromq.client import Message, Producer
 from ferromq.logfiles import STATS_LOGGER, close_log_files, open_log_files
-from tests.waiting import wait_until
+from ferromq.testing.waiting import wait_until
 
 FERROMQ = Path(sys.executable).with_name("ferromq")
 READY = "ferromq serving:"

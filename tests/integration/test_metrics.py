@@ -13,8 +13,8 @@ from ferromq.acl.signing import Credentials
 from ferromq.broker.topics import TopicConfig
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.testing.waiting import until
 from tests.integration.brokerkit import Client, properties, pull_ext, running, send_ext
-from tests.waiting import until
 
 TOPIC = "MetricsT"
 GROUP = "MetricsG"

@@ -16,9 +16,9 @@ from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing import BrokerProcess
+from ferromq.testing.waiting import until, wait_until
 from tests.integration.brokerkit import Client, pop_receipt, pop_request, properties, running, send_ext
 from tests.integration.test_data_plane import count_python_requests
-from tests.waiting import until, wait_until
 
 TOPIC, GROUP = "PopT", "PopG"
 FAST = {"timer_precision_ms": 100}

@@ -20,8 +20,8 @@ from ferromq.broker.topics import TopicConfig
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.testing.waiting import until
 from tests.integration.brokerkit import Client, pop_receipt, pop_request, properties, running, send_ext
-from tests.waiting import until
 
 # One revive queue: every checkpoint of these tests shares it, as the groups of the issue did.
 FAST = {"timer_precision_ms": 100, "revive_queue_num": 1}

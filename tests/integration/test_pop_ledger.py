@@ -32,8 +32,8 @@ from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing import BrokerProcess
+from ferromq.testing.waiting import until
 from tests.integration.brokerkit import Client, pop_receipt, pop_request, properties, running, send_ext
-from tests.waiting import until
 
 TOPIC, GROUP, QUEUES, MESSAGES = "LedgerT", "LedgerG", 2, 12
 SETTINGS = {"timer_precision_ms": 100, "revive_queue_num": 2, "flush_consumer_offset_interval": 100}

@@ -25,8 +25,8 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.store import MessageStore
 from ferromq.testing import free_port
+from ferromq.testing.waiting import until, wait_until
 from tests.integration.brokerkit import Client, properties, pull_ext, running, send_ext
-from tests.waiting import until, wait_until
 
 from ..conftest import SMALL
 

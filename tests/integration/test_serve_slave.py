@@ -10,9 +10,9 @@ from pathlib import Path
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing import free_port
+from ferromq.testing.waiting import wait_until
 from tests.integration.brokerkit import Client, properties, send_ext
 from tests.interop.replication_kit import differences, spawn, store_files
-from tests.waiting import wait_until
 
 
 def test_serve_with_a_slave(tmp_path: Path) -> None:

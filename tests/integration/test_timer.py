@@ -17,7 +17,7 @@ from ferromq.message import StoredMessage
 from ferromq.protocol.codes import ResponseCode
 from ferromq.store import MessageStore
 from ferromq.testing import BrokerProcess
-from tests.waiting import until, wait_until
+from ferromq.testing.waiting import until, wait_until
 
 from .brokerkit import SMALL_STORE, running
 

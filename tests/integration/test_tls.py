@@ -24,7 +24,7 @@ from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import CloseReason, open_connection
 from ferromq.remoting.tls import TlsSettings, client_context, self_signed_pem
-from tests.waiting import until
+from ferromq.testing.waiting import until
 
 from .brokerkit import running
 

@@ -28,7 +28,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.constants import TRANS_SYS_GROUP
-from tests.waiting import until
+from ferromq.testing.waiting import until
 
 from .brokerkit import Client, properties, pull_ext, running, send_ext
 

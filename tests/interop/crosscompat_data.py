@@ -42,7 +42,7 @@ from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.store import MessageStore
-from tests.waiting import until
+from ferromq.testing.waiting import until
 
 BROKER_NAME = "broker-a"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferromq.testing.process import ferromq_command, free_port, log_tail, write_conf
-from tests.waiting import wait_until
+from ferromq.testing.waiting import wait_until
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0

@@ -20,7 +20,7 @@ from apache_rocketmq import ApacheRocketMQ, have_java, start_rocketmq
 from ferromq.client import Admin, ConsumeStatus, Message, Producer, PushConsumer, ReceivedMessage
 from ferromq.errors import BrokerError
 from ferromq.protocol.codes import ResponseCode
-from tests.waiting import until
+from ferromq.testing.waiting import until
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the Apache RocketMQ broker needs `java` and `mvn` on PATH"),

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from ferromq.testing.waiting import WaitTimeout, wait_until
 from tests.interop.cpp_kit import cpp_client_problem, scenario_argv
-from tests.waiting import WaitTimeout, wait_until
 
 _problem = cpp_client_problem()
 if _problem is not None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from apache_rocketmq import have_java
 
+from ferromq.testing.waiting import wait_until
 from tests.interop.mqadmin import (
     MqadminShell,
     key_values,
@@ -28,7 +29,6 @@ from tests.interop.mqadmin import (
     table,
 )
 from tests.interop.side_by_side import BROKER_CONF, KINDS, Endpoint, first_difference, running_broker
-from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="java and mvn are needed for mqadmin and the Java broker"),

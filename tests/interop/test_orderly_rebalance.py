@@ -24,10 +24,10 @@ from apache_rocketmq import ROCKETMQ_VERSION
 
 from ferromq.jsonutil import loads_lenient
 from ferromq.protocol.codes import RequestCode, ResponseCode
+from ferromq.testing.waiting import until
 from tests.integration.brokerkit import Client
 from tests.interop.compat import JAVA, OFFICIAL, RAW
 from tests.interop.side_by_side import KINDS, Endpoint, build_jar, events, run_java, running_broker
-from tests.waiting import until
 
 HAVE_JAVA = shutil.which("mvn") is not None and shutil.which("java") is not None
 

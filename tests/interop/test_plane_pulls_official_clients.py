@@ -28,10 +28,10 @@ from ferromq.broker.topics import TopicConfig
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection
+from ferromq.testing.waiting import until
 from tests.integration.brokerkit import running
 from tests.interop.cpp_kit import SCENARIOS, cpp_client_problem
 from tests.interop.javabuild import build_interop_jar
-from tests.waiting import until
 
 pytestmark = [pytest.mark.timeout(600)]
 

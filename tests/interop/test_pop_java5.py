@@ -43,10 +43,10 @@ from apache_rocketmq import ROCKETMQ_5_VERSION, have_java, start_rocketmq
 from ferromq.client import Message, Producer
 from ferromq.client.admin import Admin, QueueProgress
 from ferromq.testing import BrokerProcess
+from ferromq.testing.waiting import until
 from tests.interop.compat import OFFICIAL
 from tests.interop.conftest import stop_ferromq
 from tests.interop.java5build import build_interop5_jar, run_driver
-from tests.waiting import until
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the 5.3.3 POP tests need `java` and `mvn` on PATH"),

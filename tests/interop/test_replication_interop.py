@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from apache_rocketmq import have_java, start_rocketmq
 
+from ferromq.testing.waiting import wait_until
 from tests.interop.replication_kit import (
     STORE_CONF,
     differences,
@@ -29,7 +30,6 @@ from tests.interop.replication_kit import (
     wait_slave_connected,
 )
 from tests.interop.side_by_side import Endpoint, build_jar, run_cpp, run_java
-from tests.waiting import wait_until
 
 HAVE_JAVA = have_java() and shutil.which("mvn") is not None
 pytestmark = [

@@ -47,9 +47,9 @@ from ferromq.tables.layout import table_root
 from ferromq.tables.writer import CODECS, TopicTable
 from ferromq.testing import Broker, BrokerProcess, wait_until
 from ferromq.testing.process import ferromq_command
+from ferromq.testing.waiting import until
 from tests.integration.brokerkit import Client, properties, running, send_ext
 from tests.interop.conftest import stop_ferromq
-from tests.waiting import until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 

@@ -32,7 +32,7 @@ from ferromq.controller import raft_safety
 from ferromq.controller.config import load_controller_config
 from ferromq.controller.state import GroupTable
 from ferromq.testing import free_port
-from tests.waiting import wait_until
+from ferromq.testing.waiting import wait_until
 
 LOGGER = "ferromq.controller.raft_safety"
 
