@@ -12,7 +12,7 @@ from ferromq.acl import permission as perm
 from ferromq.acl.addresses import matcher
 from ferromq.acl.errors import AclError
 from ferromq.acl.guard import needed_resources
-from ferromq.acl.plain import PlainAcl, authorize, check_perm
+from ferromq.acl.plain import Account, PlainAcl, authorize, check_perm
 from ferromq.acl.signing import Credentials, Signer, credentials_of, field_text
 from ferromq.protocol.codes import RequestCode
 from ferromq.protocol.command import RemotingCommand
@@ -144,10 +144,12 @@ def acl(tmp_path: Path) -> PlainAcl:
     return plain
 
 
-def _check(acl: PlainAcl, host: str, cmd: RemotingCommand) -> None:
+def _check(acl: PlainAcl, host: str, cmd: RemotingCommand) -> Account | None:
+    """The account the request passed as (None: a white address), or AclError."""
     account = acl.authenticate(cmd, lambda a: a.white(host))
     if account is not None:
         authorize(cmd.code, needed_resources(cmd), account)
+    return account
 
 
 def _signed(
@@ -219,7 +221,17 @@ def test_white_addresses_skip_the_signature(acl: PlainAcl) -> None:
 
 
 def test_trace_topic_needs_only_a_signature(acl: PlainAcl) -> None:
-    _check(acl, "127.0.0.1", _signed(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "RMQ_SYS_TRACE_TOPIC"}))
+    send = _signed(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "RMQ_SYS_TRACE_TOPIC"})
+    account = _check(acl, "127.0.0.1", send)
+    assert account is not None and account.access_key == "RocketMQ"
+    # The account's own permissions refuse the topic: the trace rule is what lets the send through.
+    with pytest.raises(AclError, match="No default permission for topic:RMQ_SYS_TRACE_TOPIC"):
+        check_perm(send.code, needed_resources(send), account)
+    # It still needs the signature.
+    unsigned = _signed(
+        RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "RMQ_SYS_TRACE_TOPIC"}, secret="wrong-secret"
+    )
+    assert "Check signature failed for accessKey=RocketMQ" in _refusal(acl, "127.0.0.1", unsigned)
 
 
 def test_acl_admin_requests_need_an_admin_account(acl: PlainAcl) -> None:

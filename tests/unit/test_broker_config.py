@@ -387,11 +387,22 @@ def test_store_file_sizes_against_the_config(
 
 
 def test_consume_queue_size_is_rounded_to_whole_units(tmp_path: Path) -> None:
+    """990 bytes make 1,000-byte files (50 whole 20-byte units): they match 1,000-byte files
+    though 990 != 1000, while 1,010 (1,020-byte files) does not."""
     root = tmp_path / "store"
     _store_files(root, {"consumequeue": 1000})
-    check_store_files(
-        load_broker_config(None, mapped_file_size_consume_queue=990, store_path_root_dir=str(root))
-    )
+
+    def refusal(size: int) -> str | None:
+        cfg = load_broker_config(None, mapped_file_size_consume_queue=size, store_path_root_dir=str(root))
+        try:
+            check_store_files(cfg)
+        except StoreMismatchError as e:
+            return str(e)
+        return None
+
+    assert refusal(990) is None
+    said = refusal(1010)
+    assert said is not None and "consume-queue files are 1000 bytes" in said
 
 
 def test_properties_syntax() -> None:
