@@ -12,15 +12,13 @@ from pathlib import Path
 
 from ferromq.testing.process import ferromq_command, free_port, log_tail, write_conf
 from ferromq.testing.waiting import wait_until
+from tests.interop.small_store import SMALL_STORE
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
-# Small CommitLog files, so a few hundred messages cross file boundaries; the same for every broker.
+# The small store, so a few hundred messages cross file boundaries; the same for every broker.
 STORE_CONF = {
-    "mappedFileSizeCommitLog": str(256 * 1024),
-    "mappedFileSizeConsumeQueue": str(20 * 1000),
-    "maxHashSlotNum": "10000",
-    "maxIndexNum": "40000",
+    **SMALL_STORE,
     "flushDiskType": "ASYNC_FLUSH",
     "brokerClusterName": "DefaultCluster",
     "brokerName": "broker-r",

@@ -27,6 +27,7 @@ from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing import BrokerProcess
 from tests.integration.brokerkit import Client, pop_receipt, pop_request
 from tests.interop.conftest import stop_ferromq
+from tests.interop.small_store import SMALL_STORE
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the 5.3.3 POP store tests need `java` and `mvn` on PATH"),
@@ -41,9 +42,7 @@ STORE_CONF = {
     "brokerName": "broker-a",
     "brokerIP1": "127.0.0.1",
     "autoCreateTopicEnable": "true",
-    "mappedFileSizeCommitLog": str(1 << 20),
-    "mappedFileSizeConsumeQueue": str(20 * 1000),
-    "mappedFileSizeTimerLog": str(1 << 20),
+    **SMALL_STORE,
     "timerPrecisionMs": "100",
 }
 

@@ -37,6 +37,7 @@ from ferromq.store import MessageStore
 from ferromq.testing import BrokerProcess
 from tests.interop.conftest import stop_ferromq
 from tests.interop.java5build import build_interop5_jar, run_driver
+from tests.interop.small_store import SMALL_STORE, SMALL_STORE_OPTIONS
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="the 5.3.3 timer tests need `java` and `mvn` on PATH"),
@@ -84,15 +85,9 @@ STORE_CONF = {
     "brokerName": "broker-a",
     "brokerIP1": "127.0.0.1",
     "autoCreateTopicEnable": "true",
-    "mappedFileSizeCommitLog": str(1 << 20),
-    "mappedFileSizeConsumeQueue": str(20 * 1000),
-    "mappedFileSizeTimerLog": str(4096),
+    **SMALL_STORE,
 }
-STORE_OPTIONS: dict[str, object] = {
-    "mapped_file_size_commitlog": 1 << 20,
-    "mapped_file_size_consume_queue": 20 * 1000,
-    "mapped_file_size_timer_log": 4096,
-}
+STORE_OPTIONS = SMALL_STORE_OPTIONS
 SBS_CONF = {k: v for k, v in STORE_CONF.items() if k != "mappedFileSizeTimerLog"}
 
 Record = dict[str, Any]
