@@ -13,7 +13,8 @@ import pytest
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
-from ferromq.protocol.command import SerializeType
+from ferromq.protocol.command import RemotingCommand, SerializeType
+from ferromq.testing.waiting import until
 
 from .brokerkit import Client, batch_body, heartbeat_body, properties, pull_ext, running, send_ext
 
@@ -39,11 +40,12 @@ def test_routes_and_auto_created_topic(tmp_path: Path) -> None:
             assert r.ext["queueId"] == "2" and r.ext["queueOffset"] == "0"
             assert r.ext["msgId"] == f"7F000001{broker.port:08X}{0:016X}"
             assert r.ext["MSG_REGION"] == "DefaultRegion" and r.ext["TRACE_ON"] == "true"
-            for _ in range(100):
+
+            async def route() -> RemotingCommand | None:
                 r = await c.call(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "Orders"})
-                if r.code == R.SUCCESS:
-                    break
-                await asyncio.sleep(0.05)
+                return r if r.code == R.SUCCESS else None
+
+            r = await until(route, "the name server's route for Orders")
             q = orjson.loads(r.body)["queueDatas"][0]
             assert (q["readQueueNums"], q["writeQueueNums"], q["perm"]) == (4, 4, 6)
             r = await c.call(RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
@@ -133,9 +135,8 @@ def test_long_poll_is_held_and_woken_by_a_send(tmp_path: Path) -> None:
             pull = asyncio.ensure_future(
                 c.call(RC.PULL_MESSAGE, pull_ext("G", "LP", 0, 0, sysFlag=6, suspendTimeoutMillis=20000))
             )
-            await asyncio.sleep(0.3)
+            await until(lambda: broker.held_pulls == 1, "the pull to be held")
             assert not pull.done(), "a pull with the suspend flag is held"
-            assert broker.hold.held_count == 1
             p = await Client().connect(broker.port)
             await p.call(RC.SEND_MESSAGE, send_ext("LP", 0), b"wake")
             r = await asyncio.wait_for(pull, 5)
@@ -149,7 +150,7 @@ def test_long_poll_is_held_and_woken_by_a_send(tmp_path: Path) -> None:
                     pull_ext("G", "LP", 0, 1, sysFlag=6, suspendTimeoutMillis=800, subscription="TagX"),
                 )
             )
-            await asyncio.sleep(0.2)
+            await until(lambda: broker.held_pulls == 1, "the tagged pull to be held")
             await p.call(RC.SEND_MESSAGE, send_ext("LP", 0, properties(TAGS="TagY")), b"other")
             r = await asyncio.wait_for(tagged, 10)
             assert time.monotonic() - started >= 0.7
@@ -187,10 +188,10 @@ def test_offsets_heartbeat_notify_and_locks(tmp_path: Path) -> None:
             assert (await b.call(RC.HEART_BEAT, body=heartbeat_body("B", "CG", "O"))).code == R.SUCCESS
             r = await a.call(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"})
             assert orjson.loads(r.body) == {"consumerIdList": ["A", "B"]}
-            for _ in range(50):
-                if any(x.code == RC.NOTIFY_CONSUMER_IDS_CHANGED for x in a.server_requests):
-                    break
-                await asyncio.sleep(0.02)
+            await until(
+                lambda: any(x.code == RC.NOTIFY_CONSUMER_IDS_CHANGED for x in a.server_requests),
+                "A to be told the group changed",
+            )
             notify = [x for x in a.server_requests if x.code == RC.NOTIFY_CONSUMER_IDS_CHANGED]
             assert notify and notify[0].ext == {"consumerGroup": "CG"} and notify[0].is_oneway
             mqs = [{"topic": "O", "brokerName": "broker-a", "queueId": q} for q in range(3)]
@@ -204,11 +205,7 @@ def test_offsets_heartbeat_notify_and_locks(tmp_path: Path) -> None:
             assert [m["queueId"] for m in orjson.loads(r.body)["lockOKMQSet"]] == [0]
             # A closed connection takes its consumer out of the group.
             await b.close()
-            for _ in range(50):
-                if broker.clients.consumers["CG"].client_ids() == ["A"]:
-                    break
-                await asyncio.sleep(0.02)
-            assert broker.clients.consumers["CG"].client_ids() == ["A"]
+            await until(lambda: broker.clients.consumers["CG"].client_ids() == ["A"], "B to leave the group")
             await a.call(RC.UNREGISTER_CLIENT, {"clientID": "A", "consumerGroup": "CG", "producerGroup": ""})
             assert "CG" not in broker.clients.consumers
             await a.close()
@@ -229,13 +226,7 @@ def test_send_back_retry_and_dead_letter(tmp_path: Path) -> None:
             r = await c.call(RC.CONSUMER_SEND_MSG_BACK, {"offset": phys, "group": "W", "delayLevel": 0})
             assert r.code == R.SUCCESS
             # Level 3 + 0 → one second here; the scheduler delivers it to %RETRY%W.
-            retried = []
-            for _ in range(100):
-                retried = broker.store.get_messages("%RETRY%W", 0, 0)
-                if retried:
-                    break
-                await asyncio.sleep(0.05)
-            (m,) = retried
+            (m,) = await until(lambda: broker.store.get_messages("%RETRY%W", 0, 0), "the retry message")
             assert (m.body, m.reconsume_times) == (b"work", 1)
             assert m.properties["RETRY_TOPIC"] == "Job"
             assert m.properties["ORIGIN_MESSAGE_ID"] == f"7F000001{broker.port:08X}{phys:016X}"
