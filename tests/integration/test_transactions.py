@@ -166,6 +166,7 @@ def test_commit_is_visible_rollback_never(tmp_path: Path) -> None:
                 c = await Client().connect(broker.port)
                 got = await pull_all(c, "Pay", committed.queue_id)
                 assert [m.body for m in got] == [b"commit"]
+                # The wait is the observation: four check rounds (300 ms apart) publish nothing more.
                 await asyncio.sleep(1.2)
                 got = [m for q in range(4) for m in await pull_all(c, "Pay", q)]
                 assert [m.body for m in got] == [b"commit"]
@@ -208,7 +209,7 @@ def test_unknown_then_commit_on_check(tmp_path: Path, listener_class: type[Liste
                         results[c.body.decode()].queue_offset
                     )
                 checks = len(listener.checked)
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(1.0)  # the observation: three check rounds ask nothing more
                 assert len(listener.checked) == checks, "no checks once all are resolved"
                 assert len(stored(broker, "Later")) == 3
                 half_max = broker.store.max_offset(HALF, 0)
@@ -230,7 +231,7 @@ def test_unknown_forever_ends_in_the_check_max_topic(tmp_path: Path) -> None:
                 assert dropped.properties["TRANSACTION_CHECK_TIMES"] == "3"
                 assert dropped.properties["REAL_TOPIC"] == "Never"
                 assert listener.checks_of(r.msg_id) == 3
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(1.0)  # the observation: three check rounds ask nothing more
                 assert listener.checks_of(r.msg_id) == 3, "no check after the discard"
                 assert stored(broker, "Never") == []
                 assert len(stored(broker, CHECK_MAX_TOPIC)) == 1
@@ -275,7 +276,7 @@ def test_restart_with_pending_transactions(tmp_path: Path) -> None:
                     timeout=15,
                 )
                 checks = len(listener.checked)
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(1.0)  # the observation: three check rounds ask nothing more
                 assert len(listener.checked) == checks, "no checks once all are resolved"
                 got = Counter(m.uniq_key for m in stored(broker, "Resume"))
                 assert set(got) == ids | {m.uniq_key for m in stored(broker, "Resume") if m.body == b"commit"}
@@ -492,7 +493,7 @@ def test_a_flood_is_checked_in_bounded_rounds(tmp_path: Path) -> None:
                 assert len(rounds) < 10
                 rounds.append(await check_round(broker))
                 assert rounds[-1].checked <= 10
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # let the producer answer the round's checks
             assert rounds[1].next_half_offset == 23
 
             def uniq_key(send_reply: RemotingCommand) -> str | None:
