@@ -195,7 +195,7 @@ def test_two_consumers_split_queues_and_one_takes_over(tmp_path: Path) -> None:
             async with Producer("PG", namesrv(ns)) as producer:
                 sent = {(await producer.send(Message("Shared", b"m%d" % i))).msg_id for i in range(40)}
                 await until(lambda: len(got_a.msgs) + len(got_b.msgs) >= 40, "40 messages")
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.3)  # the observation: no duplicate arrives after the 40
                 ids = [m.msg_id for m in got_a.msgs + got_b.msgs]
                 assert got_a.msgs and got_b.msgs
                 assert sorted(ids) == sorted(sent)  # everything, exactly once
@@ -279,7 +279,7 @@ def test_orderly_keeps_per_key_order_with_a_slow_listener(tmp_path: Path) -> Non
                 if mq in busy:
                     overlaps.append(mq)
                 busy.add(mq)
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(0.005)  # the work under test: a second batch of mq must not overlap it
                 for m in msgs:
                     key, seq = m.body.decode().split(":")
                     got[key].append(int(seq))
@@ -320,7 +320,7 @@ def test_orderly_queues_change_hands_without_breaking_order(tmp_path: Path) -> N
 
             def listener_for(name: str) -> Callable[[list[ReceivedMessage]], Any]:
                 async def listener(msgs: list[ReceivedMessage]) -> ConsumeOrderlyStatus:
-                    await asyncio.sleep(0.002)
+                    await asyncio.sleep(0.002)  # work that lasts, so the handoff happens mid-batch
                     for m in msgs:
                         key, seq = m.body.decode().split(":")
                         got[key].append(int(seq))
@@ -354,7 +354,7 @@ def test_orderly_queues_change_hands_without_breaking_order(tmp_path: Path) -> N
                 )
                 await send(range(20, 30))
                 await until(lambda: sum(map(len, got.values())) >= 240, "every message")
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.3)  # the observation: no message arrives twice after all 240
                 await a.stop()
                 await b.stop()
             assert {k: got[k] for k in keys} == {k: list(range(30)) for k in keys}
@@ -392,7 +392,7 @@ def test_flow_control_pauses_pulling_a_busy_queue(tmp_path: Path) -> None:
                     await producer.send(Message("Flood", b"f%d" % i), queue=mq)
                 async with consumer:
                     await until(lambda: consumer.cached_messages().get(mq, 0) > 10, "a full queue")
-                    await asyncio.sleep(0.5)
+                    await asyncio.sleep(0.5)  # the observation: the held-back pulls add nothing more
                     assert 10 < consumer.cached_messages()[mq] <= 14  # threshold + one pull
                     gate.set()
                     await until(lambda: len(done) >= 60, "everything after the gate opens")
@@ -489,7 +489,7 @@ def test_failed_message_comes_back_through_the_retry_topic(tmp_path: Path) -> No
                     "both retries",
                     timeout=15,
                 )
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.3)  # the observation: no third attempt comes
             finally:
                 await consumer.stop()
                 await producer.stop()
@@ -565,7 +565,7 @@ def test_consume_from_first_last_and_timestamp(tmp_path: Path, monkeypatch: pyte
                     return bodies
 
                 old = await batch("old")
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(1.0)  # the gap under test: "old" is stored before `since`, "recent" after
                 since = int(time.time() * 1000)
                 recent = await batch("recent")
 
@@ -591,7 +591,7 @@ def test_consume_from_first_last_and_timestamp(tmp_path: Path, monkeypatch: pyte
                 await until(lambda: len(got["LAST"].msgs) >= len(new), "new messages")
                 await until(lambda: len(got["FIRST"].msgs) >= 18, "every message")
                 await until(lambda: len(got["TIMESTAMP"].msgs) >= 12, "messages since")
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.3)  # the observation: no consumer gets more than its start point allows
                 for c in consumers:
                     await c.stop()
             assert sorted(got["FIRST"].bodies()) == sorted(old + recent + new)
@@ -627,7 +627,7 @@ def test_offsets_survive_a_consumer_restart(tmp_path: Path) -> None:
                 c2.register_listener(second)
                 async with c2:
                     await until(lambda: len(second.msgs) >= 10, "second run")
-                    await asyncio.sleep(0.3)
+                    await asyncio.sleep(0.3)  # the observation: the first run's messages do not come again
             assert sorted(first.bodies()) == sorted(b"a%d" % i for i in range(20))
             assert sorted(second.bodies()) == sorted(b"b%d" % i for i in range(10))
 
