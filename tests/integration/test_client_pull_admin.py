@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ferromq.broker import Broker
 from ferromq.broker.processors import consumer_manage
 from ferromq.client.admin import Admin, decode_offset_msg_id, parse_consume_stats
 from ferromq.client.admin_results import GroupConfig
@@ -92,6 +93,11 @@ def test_offset_msg_id_and_java_consume_stats_body() -> None:
 # -- PullConsumer ------------------------------------------------------------------------------
 
 
+def polling(consumer: PullConsumer, broker: Broker) -> bool:
+    """Whether a poll is waiting (it holds the poll lock) while the broker holds its pulls."""
+    return consumer._poll_lock.locked() and broker.held_pulls > 0
+
+
 def test_assign_poll_long_poll_and_seek(tmp_path: Path) -> None:
     async def main() -> None:
         async with running(tmp_path) as (ns, broker):
@@ -116,7 +122,7 @@ def test_assign_poll_long_poll_and_seek(tmp_path: Path) -> None:
 
                     # A held (long) poll returns as soon as a message arrives.
                     waiting = asyncio.ensure_future(consumer.poll(10.0))
-                    await asyncio.sleep(0.2)
+                    await until(lambda: polling(consumer, broker), "the poll to wait on held pulls")
                     assert not waiting.done()
                     started = time.monotonic()
                     late = await send(producer, "PullT", 1, qs[3])
@@ -137,7 +143,7 @@ def test_assign_poll_long_poll_and_seek(tmp_path: Path) -> None:
                     assert await consumer.poll(0.2) == []
                     # A seek wakes a poll that waits.
                     waiting = asyncio.ensure_future(consumer.poll(10.0))
-                    await asyncio.sleep(0.2)
+                    await until(lambda: polling(consumer, broker), "the poll to wait on held pulls")
                     await consumer.seek(qs[2], 4)
                     msgs = await asyncio.wait_for(waiting, 3.0)
                     assert bodies(msgs) == sent[qs[2]][4:]
@@ -167,7 +173,7 @@ def test_assign_poll_long_poll_and_seek(tmp_path: Path) -> None:
                     assert bodies(await consumer.poll(0)) == between
                     # stop() ends a waiting poll at once.
                     waiting = asyncio.ensure_future(consumer.poll(10.0))
-                    await asyncio.sleep(0.1)
+                    await until(lambda: polling(consumer, broker), "the poll to wait on held pulls")
                 started = time.monotonic()
                 assert await asyncio.wait_for(waiting, 2.0) == []
                 assert time.monotonic() - started < 1.0
@@ -286,7 +292,7 @@ def test_tag_filter(tmp_path: Path) -> None:
                     # A filtered subscription still wakes on a matching message only.
                     waiting = asyncio.ensure_future(consumer.poll(5.0))
                     await producer.send(Message("TagT", b"skip", tags="B"), queue=qs[0])
-                    await asyncio.sleep(0.3)
+                    await asyncio.sleep(0.3)  # the observation: the skipped tag does not wake the poll
                     assert not waiting.done()
                     await producer.send(Message("TagT", b"take", tags="C"), queue=qs[1])
                     assert bodies(await asyncio.wait_for(waiting, 3.0)) == ["take"]
@@ -301,6 +307,7 @@ def test_consume_from_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
             async with Admin(addr) as admin, Producer("PG", addr) as producer:
                 (q,) = await create_topic(admin, "FromT", queue_nums=1)
                 old = await send(producer, "FromT", 3, q)
+                # The gaps under test: "old" is stored before `middle`, "newer" after it.
                 await asyncio.sleep(0.05)
                 middle = int(time.time() * 1000)
                 await asyncio.sleep(0.05)
