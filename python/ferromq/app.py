@@ -14,9 +14,10 @@ from ferromq.broker.config import BrokerConfig
 
 def grpc_port(broker: Broker, host: str, port: int) -> GrpcPort:
     """The proxy's gRPC server over `broker` (local mode)."""
+    from ferromq.proxy.local import LocalBackend
     from ferromq.proxy.server import GrpcServer  # grpcio only where gRPC is served
 
-    return GrpcServer(broker, host, port)
+    return GrpcServer(LocalBackend(broker), host, port)
 
 
 def make_broker(config: BrokerConfig, host: str = "0.0.0.0") -> Broker:

@@ -6,11 +6,17 @@ third time here."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ferromq.broker.clients import ClientChannel, Subscription
 from ferromq.broker.pop.formats import ExtraInfo, retry_mark
 from ferromq.broker.pop.service import PopRequest
+from ferromq.broker.processors.context import (
+    EndTransactionContext,
+    PopHandlersContext,
+    RecallContext,
+    SendContext,
+)
 from ferromq.broker.processors.end_transaction import finish_transaction
 from ferromq.broker.processors.pop import wait_for_pop
 from ferromq.broker.processors.recall import recall
@@ -25,14 +31,26 @@ if TYPE_CHECKING:
     from ferromq import _store
     from ferromq.acl.plain import PlainAcl
     from ferromq.auth.evaluator import Auth
-    from ferromq.broker.broker import Broker
     from ferromq.broker.config import BrokerConfig
     from ferromq.broker.subscriptions import SubscriptionGroupConfig
     from ferromq.proxy.sessions import Session
+    from ferromq.remoting.plane import PlaneServer
+
+
+class LocalBroker(SendContext, EndTransactionContext, RecallContext, PopHandlersContext, Protocol):
+    """What local mode uses of the broker it runs in: the processors' own contexts (it calls their
+    functions), its ACLs and its port's data plane."""
+
+    @property
+    def acl(self) -> PlainAcl | None: ...
+    @property
+    def auth(self) -> Auth | None: ...
+    @property
+    def server(self) -> PlaneServer | None: ...
 
 
 class LocalBackend:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: LocalBroker) -> None:
         self._broker = broker
 
     @property

@@ -23,10 +23,9 @@ from typing import Any
 import grpc
 
 from ferromq import _store
-from ferromq.broker.broker import Broker, server_limits
+from ferromq.broker.broker import server_limits
 from ferromq.proxy import unparsable
 from ferromq.proxy.backend import Backend
-from ferromq.proxy.local import LocalBackend
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.proxy.service import MessagingService
 from ferromq.remoting.server import fd_bounded
@@ -54,9 +53,10 @@ FOLDER_PREFIX = "ferromq-grpc-"
 
 
 class GrpcServer:
-    def __init__(self, broker: Broker | Backend, host: str, port: int) -> None:
-        """Over `broker` (local mode), or over a backend of its own (cluster mode)."""
-        self.backend: Backend = LocalBackend(broker) if isinstance(broker, Broker) else broker
+    def __init__(self, backend: Backend, host: str, port: int) -> None:
+        """Over `backend`: a `LocalBackend` over the broker it runs in (local mode, made by
+        `ferromq.app`), or a `ClusterBackend` (cluster mode)."""
+        self.backend: Backend = backend
         self._host = host
         self._requested_port = port
         self.port = 0
