@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from pathlib import Path
 
 from ferromq.broker import Broker
@@ -60,33 +59,29 @@ def test_levels_are_delivered_on_time(tmp_path: Path) -> None:
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
+def later_bodies(broker: Broker) -> list[bytes]:
+    """The bodies delivered to the topic "Later" so far."""
+    return [
+        m.body
+        for topic, q, lo, hi in broker.store.queues()
+        if topic == "Later"
+        for m in broker.store.get_messages("Later", q, lo, hi - lo)
+    ]
+
+
 def test_restart_neither_loses_nor_repeats(tmp_path: Path) -> None:
     async def main() -> None:
         async with running(tmp_path, message_delay_level=LEVELS) as (ns, broker):
             async with Producer("PD", f"127.0.0.1:{ns.port}") as p:
                 for i in range(20):
                     await p.send(Message("Later", f"{i}".encode(), delay_level=3 if i % 2 else 1), queue=None)
-            await asyncio.sleep(1.5)  # level 1 delivered, level 3 pending at the stop
+            # Level 1 (1 s) delivered; level 3 (3 s) still pending at the stop.
+            await until(lambda: len(later_bodies(broker)) >= 10, "the level-1 messages", timeout=10)
+            assert len(later_bodies(broker)) == 10
         async with running(tmp_path, message_delay_level=LEVELS) as (_, broker):
-            deadline = time.monotonic() + 10
-            bodies: list[bytes] = []
-            while time.monotonic() < deadline:
-                bodies = [
-                    m.body
-                    for topic, q, lo, hi in broker.store.queues()
-                    if topic == "Later"
-                    for m in broker.store.get_messages("Later", q, lo, hi - lo)
-                ]
-                if len(bodies) >= 20:
-                    break
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(0.5)  # nothing more may come
-            bodies = [
-                m.body
-                for topic, q, lo, hi in broker.store.queues()
-                if topic == "Later"
-                for m in broker.store.get_messages("Later", q, lo, hi - lo)
-            ]
+            await until(lambda: len(later_bodies(broker)) >= 20, "every message after a restart", timeout=10)
+            await asyncio.sleep(0.5)  # the observation: nothing more may come
+            bodies = later_bodies(broker)
             assert sorted(int(b) for b in bodies) == list(range(20))
 
     asyncio.run(asyncio.wait_for(main(), 60))
