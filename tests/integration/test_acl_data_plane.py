@@ -8,7 +8,6 @@ Signed pulls of a topic and group the account may subscribe to are the plane's t
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.plane import PlaneServer
+from ferromq.testing.waiting import until
 
 from .brokerkit import Client, batch_body, properties, pull_ext, running, send_ext
 from .test_acl import ADMIN, CONSUMER, PRODUCER, home, java_remark, signed_call
@@ -212,13 +212,12 @@ def test_an_acl_file_change_reaches_the_plane(tmp_path: Path) -> None:
             acl_file.write_text(
                 PLAIN_ACL.replace("SubOnly=SUB", "SubOnly=PUB").replace("DeniedTopic=DENY", "PlaneTopic=DENY")
             )
-            deadline = time.monotonic() + 20
-            while True:
+
+            async def refused() -> RemotingCommand | None:
                 r = await signed_call(c, RC.SEND_MESSAGE_V2, send_v2("PlaneTopic"), PRODUCER, b"after")
-                if r.code != ResponseCode.SUCCESS:
-                    break
-                assert time.monotonic() < deadline, "the ACL file was not reloaded"
-                await asyncio.sleep(0.1)
+                return r if r.code != ResponseCode.SUCCESS else None
+
+            r = await until(refused, "the ACL file to be reloaded", interval=0.1)
             assert r.remark == java_remark("No default permission for topic:PlaneTopic", "checkPerm:610")
             before = python_sends(seen)
             r = await signed_call(c, RC.SEND_MESSAGE_V2, send_v2("SubOnly"), PRODUCER, b"now allowed")
@@ -270,10 +269,7 @@ def test_signed_pulls_are_served_by_the_plane_and_the_rest_by_python(tmp_path: P
             held = asyncio.ensure_future(
                 signed_call(c, RC.PULL_MESSAGE, pull_ext("CG", "PlaneTopic", 0, 5, sysFlag=6), CONSUMER)
             )
-            for _ in range(500):
-                if broker.held_pulls:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: broker.held_pulls, "the pull to be held on the plane")
             assert broker.held_pulls == 1 and broker.hold.held_count == 0
             r = await signed_call(c, RC.SEND_MESSAGE_V2, send_v2("PlaneTopic"), ADMIN, b"late")
             assert r.code == ResponseCode.SUCCESS
