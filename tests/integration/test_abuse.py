@@ -36,7 +36,7 @@ from ferromq.protocol.command import FLAG_RESPONSE, MAX_FRAME_SIZE, RemotingComm
 from ferromq.remoting.connection import CloseReason, Connection
 from ferromq.remoting.plane import PlaneServer
 from ferromq.remoting.server import RemotingServer, ServerLimits
-from ferromq.testing.waiting import until
+from ferromq.testing.waiting import until, wait_until
 
 from .brokerkit import Client, batch_body, pop_request, properties, pull_ext, running, send_ext
 
@@ -107,7 +107,7 @@ def test_slowloris_unfinished_frame_times_out(tmp_path: Path) -> None:
                     writer.write(b" ")  # one byte at a time, well under the frame's length
                     await writer.drain()
                 drip += 1
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # the drip under test: a frame that never completes
             assert await closed_by_server(reader)
             assert server.buffered_request_bytes == 0
             writer.close()
@@ -198,7 +198,7 @@ def test_bytes_alone_do_not_keep_a_connection_open(tmp_path: Path, plane: str) -
                 r = await talker.call(RC.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": 0})
                 assert r.code == R.SUCCESS, "a client that sends requests is not idle"
                 drip += 1
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # the drip under test: bytes that are no request
             assert await closed_by_server(reader)
             assert server.closed_by_reason[CloseReason.IDLE] == 1
             await talker.close()
@@ -251,7 +251,7 @@ def test_replies_of_all_connections_share_one_budget() -> None:
             high = 0
             for _ in range(20):  # the replies build while the peers read nothing
                 high = max(high, unsent())
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # sampling: the bound must hold over the whole second
             assert high <= 6 * size + peers * (size + 4096), f"{high >> 20} MiB unsent"
             c = await Client().connect(server.port)
             assert (await c.call(RC.GET_MAX_OFFSET, {})).code == R.SUCCESS
@@ -782,11 +782,13 @@ def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while not (m := re.search(r"name server [\d.]+:(\d+), broker \S+ on [\d.]+:(\d+)", log.read_text())):
+        started = re.compile(r"name server [\d.]+:(\d+), broker \S+ on [\d.]+:(\d+)")
+
+        def serving() -> re.Match[str] | None:
             assert proc.poll() is None, log.read_text(errors="replace")
-            assert time.monotonic() < deadline, "ferromq serve did not start within 60 s"
-            time.sleep(0.05)
+            return started.search(log.read_text())
+
+        m = wait_until(serving, "ferromq serve to start", timeout=60)
         yield Serve(proc, log, int(m.group(1)), int(m.group(2)))
     finally:
         proc.terminate()
@@ -805,7 +807,7 @@ def _settle(serve: Serve, seconds: float = 1.0, timeout: float = 8.0) -> None:
         now = serve.rss()
         if now > high + 1024 * 1024:
             high, last_growth = now, time.monotonic()
-        time.sleep(0.05)
+        time.sleep(0.05)  # sampling RSS: a quiet second is the condition
 
 
 def test_rss_pipelined_pulls_without_reading(serve: Serve) -> None:
@@ -908,13 +910,13 @@ def _held_pulls(serve: Serve, topic: str, count: int) -> socket.socket:
     sock.sendall(
         b"".join(encode(RemotingCommand(RC.PULL_MESSAGE, opaque=i + 1, ext=ext)) for i in range(count))
     )
-    deadline = time.monotonic() + WAIT
-    while True:
+
+    def held() -> bool:
         info = serve.call(serve.broker_port, RC.GET_BROKER_RUNTIME_INFO, {})
-        if int(orjson.loads(info.body)["table"]["pullHeldCount"]) >= count:
-            return sock
-        assert time.monotonic() < deadline, "the pulls were not held"
-        time.sleep(0.05)
+        return int(orjson.loads(info.body)["table"]["pullHeldCount"]) >= count
+
+    wait_until(held, "the pulls to be held", timeout=WAIT)
+    return sock
 
 
 def test_rss_held_pulls_woken_by_one_large_message(serve: Serve) -> None:
