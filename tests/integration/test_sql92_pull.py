@@ -10,6 +10,7 @@ import orjson
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.testing.waiting import until
 
 from .brokerkit import Client, properties, pull_ext, running, send_ext
 
@@ -93,11 +94,8 @@ def test_python_push_consumer_with_sql92_gets_exactly_the_matches(tmp_path: Path
                         props = {"price": str(i)} | ({"color": ["red", "blue"][i % 2]} if i % 3 else {})
                         await p.send(Message("Sql", f"{i}".encode(), properties=props))
                     want = [i for i in range(20, 40) if i % 3 == 0 or i % 2 == 0]
-                    for _ in range(200):
-                        if len(got) >= len(want):
-                            break
-                        await asyncio.sleep(0.05)
-                    await asyncio.sleep(0.3)
+                    await until(lambda: len(got) >= len(want), "the matching messages", timeout=10)
+                    await asyncio.sleep(0.3)  # the observation: no unmatched message follows
             assert sorted(got) == want
 
     asyncio.run(asyncio.wait_for(main(), 60))
