@@ -19,6 +19,7 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection, open_connection
+from ferromq.testing.waiting import until
 from tests.integration.brokerkit import Client, heartbeat_body, properties, pull_ext, running, send_ext
 
 TOPIC = "AdminT"
@@ -169,10 +170,7 @@ def test_connections_reset_and_running_info_reach_the_clients(tmp_path: Path) ->
             def resets() -> list[RemotingCommand]:
                 return [x for x in consumer.server_requests if x.code == RC.RESET_CONSUMER_CLIENT_OFFSET]
 
-            for _ in range(100):
-                if resets():
-                    break
-                await asyncio.sleep(0.02)
+            await until(resets, "the reset request to reach the consumer", timeout=5)
             (sent,) = resets()
             assert sent.code == RC.RESET_CONSUMER_CLIENT_OFFSET and sent.ext["group"] == "G3"
             assert sent.body == r.body

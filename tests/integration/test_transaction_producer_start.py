@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 from ferromq.client import LocalTransactionState, Message, ReceivedMessage, TransactionProducer
+from ferromq.testing.waiting import until
 
 from .brokerkit import running
 
@@ -24,10 +25,10 @@ def test_started_transaction_producer_is_known_to_the_broker(tmp_path: Path) -> 
     async def main() -> None:
         async with running(tmp_path) as (ns, broker):
             async with TransactionProducer("TxStartPG", f"127.0.0.1:{ns.port}", Listener()):
-                for _ in range(100):
-                    if broker.clients.producer_channel("TxStartPG") is not None:
-                        break
-                    await asyncio.sleep(0.05)
-                assert broker.clients.producer_channel("TxStartPG") is not None
+                await until(
+                    lambda: broker.clients.producer_channel("TxStartPG") is not None,
+                    "the broker to know the producer",
+                    timeout=5,
+                )
 
     asyncio.run(asyncio.wait_for(main(), 60))
