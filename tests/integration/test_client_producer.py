@@ -30,6 +30,7 @@ from ferromq.client.fault import LatencyFaultTolerance
 from ferromq.errors import BrokerError
 from ferromq.namesrv import NameServer
 from ferromq.protocol.codes import RequestCode as RC
+from ferromq.testing.waiting import until
 
 from .brokerkit import Client, running
 
@@ -70,10 +71,9 @@ def test_send_modes_and_what_is_stored(tmp_path: Path) -> None:
             assert len(rbatch.msg_id.split(",")) == 3 and len(rbatch.offset_msg_id.split(",")) == 3
             rd = await p.send(Message("Shop", b"later", delay_level=1))
             assert rd.status == SendStatus.SEND_OK
-            for _ in range(100):
-                if sum(q[3] for q in broker.store.queues() if q[0] == "Shop") >= 7:
-                    break
-                await asyncio.sleep(0.05)
+            await until(
+                lambda: sum(q[3] for q in broker.store.queues() if q[0] == "Shop") >= 7, "the delayed message"
+            )
             stored = {}
             for topic, qid, lo, hi in broker.store.queues():
                 if topic == "Shop":

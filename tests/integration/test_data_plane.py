@@ -18,6 +18,7 @@ from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.plane import PlaneServer
+from ferromq.testing.waiting import until
 
 from .brokerkit import Client, batch_body, properties, pull_ext, running, send_ext
 
@@ -159,10 +160,7 @@ def test_sync_flush_sends_and_a_held_pull_woken_by_one(tmp_path: Path) -> None:
                     pull_ext("G", "SF", 0, 51, sysFlag=6, suspendTimeoutMillis=20_000, subscription="Want"),
                 )
             )
-            for _ in range(200):
-                if broker.hold.held_count:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: broker.hold.held_count, "the pull to be held")
             assert broker.hold.held_count == 1
             p = await Client().connect(broker.port)
             r = await p.call(RC.SEND_MESSAGE, send_ext("SF", 0, properties(TAGS="Other")), b"other")

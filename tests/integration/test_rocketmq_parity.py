@@ -10,6 +10,7 @@ import orjson
 
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.testing.waiting import until
 
 from .brokerkit import Client, properties, running, send_ext
 
@@ -41,13 +42,7 @@ def test_dead_letter_keeps_delay_0(tmp_path: Path) -> None:
                 # A message that came back through a retry (DELAY=3 from the scheduler) loses its level too.
                 r = await c.call(RC.CONSUMER_SEND_MSG_BACK, {"offset": phys, "group": "V", "delayLevel": 0})
                 assert r.code == R.SUCCESS
-                retried = []
-                for _ in range(100):
-                    retried = broker.store.get_messages("%RETRY%V", 0, 0)
-                    if retried:
-                        break
-                    await asyncio.sleep(0.05)
-                (m,) = retried
+                (m,) = await until(lambda: broker.store.get_messages("%RETRY%V", 0, 0), "the retry message")
                 assert m.properties["DELAY"] == "3"
                 back = {"offset": m.physical_offset, "group": "V", "delayLevel": -1}
                 r = await c.call(RC.CONSUMER_SEND_MSG_BACK, back)
