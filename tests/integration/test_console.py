@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -52,14 +51,15 @@ def _prepare(namesrv: str, topic: str, group: str) -> list[SendResult]:
     async def main() -> list[SendResult]:
         async with Admin(namesrv) as admin, Producer(f"PG{uuid.uuid4().hex[:6]}", namesrv) as p:
             await admin.create_topic(topic, queue_nums=2)
-            deadline = time.monotonic() + TIMEOUT
-            while True:
+
+            async def routed() -> bool:
                 try:
                     await admin.topic_route(topic)
-                    break
-                except Exception:
-                    assert time.monotonic() < deadline, "no route"
-                    await asyncio.sleep(0.05)
+                except Exception:  # not on the name server yet
+                    return False
+                return True
+
+            await until(routed, "the topic's route", timeout=TIMEOUT)
             sent = [
                 await p.send(Message(topic, f"order {i}".encode(), keys=[f"order-{i}"])) for i in range(3)
             ]
