@@ -30,7 +30,7 @@ from ferromq.remoting.connection import open_connection
 from ferromq.testing.process import ferromq_command, free_port, port_taken, write_conf
 from tests.interop.javabuild import JAR
 from tests.interop.replication_kit import STORE_CONF, Process, spawn
-from tests.waiting import wait_until
+from ferromq.testing.waiting import wait_until
 
 CPP_SCENARIOS = Path(__file__).with_name("cpp_scenarios.py")
 GROUP = "broker-f"

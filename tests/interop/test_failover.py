@@ -38,7 +38,7 @@ from tests.interop.failover_kit import (
     stored_ids,
 )
 from tests.interop.javabuild import build_interop_jar
-from tests.waiting import wait_until
+from ferromq.testing.waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(600)]
 
