@@ -28,9 +28,9 @@ from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import open_connection
 from ferromq.testing.process import ferromq_command, free_port, port_taken, write_conf
+from ferromq.testing.waiting import wait_until
 from tests.interop.javabuild import JAR
 from tests.interop.replication_kit import STORE_CONF, Process, spawn
-from ferromq.testing.waiting import wait_until
 
 CPP_SCENARIOS = Path(__file__).with_name("cpp_scenarios.py")
 GROUP = "broker-f"

@@ -26,6 +26,7 @@ from apache_rocketmq import have_java
 
 from ferromq.controller.codes import ControllerCode
 from ferromq.protocol.codes import ResponseCode
+from ferromq.testing.waiting import wait_until
 from tests.interop.failover_kit import (
     FailoverCluster,
     ProcessLoad,
@@ -38,7 +39,6 @@ from tests.interop.failover_kit import (
     stored_ids,
 )
 from tests.interop.javabuild import build_interop_jar
-from ferromq.testing.waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(600)]
 
