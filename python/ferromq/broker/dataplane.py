@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ferromq import _store
 from ferromq.acl.dataplane import peer_decision, pull_rules, send_rules
 from ferromq.auth import dataplane as auth_plane
+from ferromq.broker.state import BrokerState
 from ferromq.broker.topics import NOT_ALLOWED_SEND, topic_problem
 from ferromq.protocol.constants import RETRY_PREFIX, SCHEDULE_TOPIC, TIMER_TOPIC
 from ferromq.remoting.connection import Connection
@@ -23,32 +24,17 @@ if TYPE_CHECKING:
     from ferromq.acl.plain import PlainAcl
     from ferromq.auth.evaluator import Auth
     from ferromq.broker.clients import ClientManager
-    from ferromq.broker.config import BrokerConfig
     from ferromq.broker.long_polling import PullRequestHoldService
-    from ferromq.broker.offsets import ConsumerOffsetManager
     from ferromq.broker.pop.service import PopService
     from ferromq.broker.replication import ReplicationService
     from ferromq.broker.schedule import ScheduleMessageService
     from ferromq.broker.stats import BrokerStats
-    from ferromq.broker.subscriptions import SubscriptionGroupManager
     from ferromq.broker.timer import TimerMessageService
-    from ferromq.broker.topics import TopicConfigManager
-    from ferromq.store import MessageStore
 
 
-class DataPlanesContext(Protocol):
+class DataPlanesContext(BrokerState, Protocol):
     """What the data planes are told from: the broker's settings, managers and services."""
 
-    @property
-    def config(self) -> BrokerConfig: ...
-    @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
-    @property
-    def offsets(self) -> ConsumerOffsetManager: ...
     @property
     def clients(self) -> ClientManager: ...
     @property

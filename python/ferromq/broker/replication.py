@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ferromq import _store
 from ferromq.auth.setup import inner_credentials
+from ferromq.broker.state import BrokerState
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.broker.timer import follow_checkpoint
 from ferromq.broker.topics import TopicConfig
@@ -31,31 +32,16 @@ from ferromq.remoting.connection import Connection, open_connection
 if TYPE_CHECKING:
     import ssl
 
-    from ferromq.broker.config import BrokerConfig
-    from ferromq.broker.offsets import ConsumerOffsetManager
     from ferromq.broker.schedule import ScheduleMessageService
-    from ferromq.broker.subscriptions import SubscriptionGroupManager
-    from ferromq.broker.topics import TopicConfigManager
     from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
 
 
-class ReplicationContext(Protocol):
+class ReplicationContext(BrokerState, Protocol):
     """The HA service (broker/replication.py): a master's streams, a slave's copy of its master's
     metadata (topics, groups, offsets, delay offsets)."""
 
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
-    @property
-    def offsets(self) -> ConsumerOffsetManager: ...
     @property
     def schedule(self) -> ScheduleMessageService: ...
     def outgoing_ssl(self) -> ssl.SSLContext | None: ...

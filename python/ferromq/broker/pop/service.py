@@ -49,36 +49,21 @@ from ferromq.broker.pop.formats import (
     saturating,
 )
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
+from ferromq.broker.state import BrokerState
 from ferromq.errors import BrokerError, FerroMQError, StoreError
 from ferromq.message import StoredMessage, encode_properties
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.constants import PROPERTY_TIMER_DELIVER_MS, RETRY_PREFIX
 
 if TYPE_CHECKING:
-    from ferromq.broker.config import BrokerConfig
     from ferromq.broker.long_polling import PullRequestHoldService
-    from ferromq.broker.offsets import ConsumerOffsetManager
-    from ferromq.broker.subscriptions import SubscriptionGroupManager
-    from ferromq.broker.topics import TopicConfigManager
-    from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
 
 
-class PopContext(Protocol):
+class PopContext(BrokerState, Protocol):
     """What POP's service uses of the broker."""
 
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
-    @property
-    def offsets(self) -> ConsumerOffsetManager: ...
     @property
     def hold(self) -> PullRequestHoldService: ...
     def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...

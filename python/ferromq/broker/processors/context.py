@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ferromq.broker.pop.service import PopContext
+from ferromq.broker.state import HasConfig
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from ferromq.acl.plain import PlainAcl
     from ferromq.auth.evaluator import Auth
     from ferromq.broker.clients import ClientManager
-    from ferromq.broker.config import BrokerConfig
     from ferromq.broker.locks import RebalanceLockManager
     from ferromq.broker.long_polling import PullRequestHoldService
     from ferromq.broker.offsets import ConsumerOffsetManager
@@ -48,11 +48,6 @@ ContextHandler = Callable[[C, Connection, RemotingCommand], Awaitable[RemotingCo
 def bind(ctx: C, table: Mapping[int, ContextHandler[C]]) -> dict[int, Handler]:
     """The handlers of `table`, each given `ctx`."""
     return {code: functools.partial(handler, ctx) for code, handler in table.items()}
-
-
-class HasConfig(Protocol):
-    @property
-    def config(self) -> BrokerConfig: ...
 
 
 class SendContext(HasConfig, Protocol):

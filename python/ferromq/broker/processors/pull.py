@@ -9,8 +9,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ferromq.broker.clients import Subscription, parse_subscription
-from ferromq.broker.processors.context import HasConfig, PullContext
+from ferromq.broker.processors.context import PullContext
 from ferromq.broker.sql92 import compile_sql92
+from ferromq.broker.state import HasConfig
 from ferromq.errors import BrokerError, NoPermissionError, SubscriptionGroupNotExistError, TopicNotExistError
 from ferromq.jsonutil import dumps
 from ferromq.message import decode_messages
