@@ -1,11 +1,11 @@
 """Broker configuration, read from a RocketMQ `broker.conf` (Java properties with RocketMQ's keys).
 
-The names callers use, from the two modules that hold them: `config_fields` (the `BrokerConfig`
-fields, profiles, checks and each field's key) and `config_keys` (parsing broker.conf and
-UPDATE_BROKER_CONFIG bodies over those fields), with `ConfigError` (from `ferromq.errors`) and
-`parse_properties` (from `ferromq.properties`), which the controller reads its file with too.
-`config_keys` imports `config_fields`, never the reverse, and neither imports this module.
-"""
+The names callers use, from the modules that hold them: `config_fields` (`BrokerConfig`, made of
+one config table per concern, with its profiles, checks and each field's key), its table-topic
+table `ferromq.tables.config`, and `config_keys` (parsing broker.conf and UPDATE_BROKER_CONFIG
+bodies over those fields), with `ConfigError` (from `ferromq.errors`) and `parse_properties` (from
+`ferromq.properties`), which the controller reads its file with too. `config_keys` imports
+`config_fields`, never the reverse, and neither imports this module."""
 
 from __future__ import annotations
 

@@ -14,18 +14,18 @@ messages of chosen topics to one Delta table per topic, committed with the offse
 Layout, schema and commit records: `ferromq.tables.layout`.
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ferromq.tables.layout import (
-    PARTITION_COLUMNS,
-    app_id,
-    row_schema,
-    table_root,
-    table_schema,
-    table_uri,
-)
-
 if TYPE_CHECKING:
+    from ferromq.tables.layout import (
+        PARTITION_COLUMNS,
+        app_id,
+        row_schema,
+        table_root,
+        table_schema,
+        table_uri,
+    )
     from ferromq.tables.reader import Snapshot, committed_offsets, open_table, read_arrow, snapshot
 
 __all__ = [
@@ -42,14 +42,20 @@ __all__ = [
     "table_uri",
 ]
 
-_READER = frozenset({"Snapshot", "committed_offsets", "open_table", "read_arrow", "snapshot"})
+_MODULE_OF = {
+    **dict.fromkeys(
+        ("PARTITION_COLUMNS", "app_id", "row_schema", "table_root", "table_schema", "table_uri"), "layout"
+    ),
+    **dict.fromkeys(("Snapshot", "committed_offsets", "open_table", "read_arrow", "snapshot"), "reader"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    # The reader imported on first use: deltalake and pyarrow.dataset (which imports pandas) cost
-    # ~0.2 s, and a Spark task that reads a table's files (ferromq.tables.ranges) needs neither.
-    if name in _READER:
-        from ferromq.tables import reader
-
-        return getattr(reader, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Each name imported on first use: the layout needs pyarrow, and the reader deltalake and
+    # pyarrow.dataset (which imports pandas; ~0.2 s), while the broker's config
+    # (ferromq.tables.config) and the admin client's status (ferromq.tables.status) need neither,
+    # and a Spark task that reads a table's files (ferromq.tables.ranges) needs no reader.
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"ferromq.tables.{module}"), name)
