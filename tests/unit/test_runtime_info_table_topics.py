@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ferromq.broker.processors.admin_status import table_topics_json
+from ferromq.broker.processors.broker_status import table_topics_json
 from ferromq.broker.tiering import TopicProgress
 from ferromq.client.admin_results import BrokerRuntimeInfo, TableTopicStatus
 from ferromq.jsonutil import dumps

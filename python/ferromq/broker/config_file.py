@@ -1,45 +1,8 @@
-"""`{store}/config/*.json` as RocketMQ reads and writes them: write `.tmp`, keep the old file as
-`.bak`, rename into place; on load fall back to `.bak` when the file is missing or unreadable.
-Java writes integer map keys unquoted, so reading is lenient."""
+"""The old name of `ferromq.broker.json_files`, kept only for `broker/pop/` (modes.py, order.py),
+which another change is restructuring at the same time: once they import `json_files`, this module
+goes."""
 
-from __future__ import annotations
+from ferromq.broker.json_files import load_json_file as load_config_file
+from ferromq.broker.json_files import save_json_file as save_config_file
 
-import logging
-import os
-from pathlib import Path
-from typing import Any
-
-import orjson
-
-from ferromq.jsonutil import loads_lenient
-
-logger = logging.getLogger(__name__)
-
-
-def load_config_file(path: Path) -> dict[str, Any] | None:
-    for candidate in (path, path.with_name(path.name + ".bak")):
-        try:
-            raw = candidate.read_bytes()
-        except FileNotFoundError:
-            continue
-        if not raw.strip():
-            continue
-        try:
-            data = loads_lenient(raw)
-        except ValueError as e:
-            logger.error("%s is not valid JSON (%s); trying the backup", candidate, e)
-            continue
-        if isinstance(data, dict):
-            return data
-    return None
-
-
-def save_config_file(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    if path.exists():
-        path.with_name(path.name + ".bak").write_bytes(path.read_bytes())
-    os.replace(tmp, path)
+__all__ = ["load_config_file", "save_config_file"]

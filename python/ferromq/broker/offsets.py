@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 
 from ferromq import _store
-from ferromq.broker.config_file import load_config_file, save_config_file
+from ferromq.broker.json_files import load_json_file, save_json_file
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ class ConsumerOffsetManager:
         self._path = path
         self.shared = _store.ConsumerOffsets()
         """The table, as the data planes and the pop rules are given it."""
-        data = load_config_file(path)
+        data = load_json_file(path)
         for key, queues in ((data or {}).get("offsetTable") or {}).items():
             if isinstance(queues, dict):
                 self.shared.put_all(str(key), {int(q): int(o) for q, o in queues.items()})
@@ -53,4 +53,4 @@ class ConsumerOffsetManager:
     def persist(self, force: bool = False) -> None:
         if not (self.shared.take_dirty() or force):
             return
-        save_config_file(self._path, {"offsetTable": self.table})
+        save_json_file(self._path, {"offsetTable": self.table})

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ferromq.broker.config_file import load_config_file, save_config_file
+from ferromq.broker.json_files import load_json_file, save_json_file
 from ferromq.errors import DiskFullError, DispatchBehindError, StoreClosedError
 from ferromq.protocol.constants import SCHEDULE_TOPIC
 from ferromq.store import MessageStore
@@ -50,7 +50,7 @@ class ScheduleMessageService:
         self.offsets: dict[int, int] = {}
         self._wake = {level: asyncio.Event() for level in range(1, len(self.levels) + 1)}
         self._tasks: list[asyncio.Task[None]] = []
-        data = load_config_file(path) or {}
+        data = load_json_file(path) or {}
         for level, offset in (data.get("offsetTable") or {}).items():
             self.offsets[int(level)] = int(offset)
 
@@ -86,7 +86,7 @@ class ScheduleMessageService:
         return ('{"offsetTable":{' + inner + "}}").encode()
 
     def persist(self) -> None:
-        save_config_file(self._path, {"offsetTable": dict(sorted(self.offsets.items()))})
+        save_json_file(self._path, {"offsetTable": dict(sorted(self.offsets.items()))})
 
     async def _persist_loop(self) -> None:
         last = dict(self.offsets)

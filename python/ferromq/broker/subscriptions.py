@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ferromq.broker.config_file import load_config_file, save_config_file
+from ferromq.broker.json_files import load_json_file, save_json_file
 from ferromq.broker.topics import Attribute, alter_attributes
 from ferromq.protocol.constants import SYSTEM_GROUP_PREFIX
 
@@ -130,7 +130,7 @@ class SubscriptionGroupManager:
         self.data_version = {"counter": 0, "timestamp": int(time.time() * 1000)}
         self.on_change: Callable[[], None] | None = None
         """Called after a group is added, changed or removed (the data planes serve pulls by them)."""
-        data = load_config_file(path)
+        data = load_json_file(path)
         for name, raw in ((data or {}).get("subscriptionGroupTable") or {}).items():
             try:
                 self.groups[str(name)] = SubscriptionGroupConfig.from_json(raw)
@@ -194,4 +194,4 @@ class SubscriptionGroupManager:
                 "dataVersion": dict(self.data_version),
                 "subscriptionGroupTable": {n: g.to_json() for n, g in sorted(self.groups.items())},
             }
-        save_config_file(self._path, data)
+        save_json_file(self._path, data)

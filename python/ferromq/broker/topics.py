@@ -13,7 +13,7 @@ from typing import Any
 
 from ferromq import _store
 from ferromq.broker.config import BrokerConfig
-from ferromq.broker.config_file import load_config_file, save_config_file
+from ferromq.broker.json_files import load_json_file, save_json_file
 from ferromq.protocol.constants import (
     AUTO_CREATE_TOPIC_KEY,
     OFFSET_MOVED_EVENT_TOPIC,
@@ -374,7 +374,7 @@ class TopicConfigManager:
             self.topics[t.topic_name] = t
 
     def _load(self) -> None:
-        data = load_config_file(self._path)
+        data = load_json_file(self._path)
         if not data:
             return
         for name, raw in (data.get("topicConfigTable") or {}).items():
@@ -395,7 +395,7 @@ class TopicConfigManager:
                 "dataVersion": dict(self.data_version),
                 "topicConfigTable": {n: t.to_json() for n, t in sorted(self.topics.items())},
             }
-        save_config_file(self._path, data)
+        save_json_file(self._path, data)
 
     def _changed(self) -> None:
         self.data_version = {

@@ -1,5 +1,5 @@
 """The table topics a ferromq broker reports in GET_BROKER_RUNTIME_INFO (`ferromqTableTopics`, a
-JSON list): written by the broker (`ferromq.broker.processors.admin_status`), read by the admin
+JSON list): written by the broker (`ferromq.broker.processors.broker_status`), read by the admin
 client, `ferromq admin table-topics` and the console."""
 
 from __future__ import annotations

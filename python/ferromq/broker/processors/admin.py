@@ -1,7 +1,10 @@
-"""Admin and offset requests: topics, offsets by time, orderly locks, groups, stats."""
+"""Admin and offset requests: topics (and dropping the queues of topics gone), offsets by time,
+orderly locks, groups, stats."""
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from typing import Any
 
@@ -22,6 +25,7 @@ from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from ferromq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -36,6 +40,8 @@ from ferromq.protocol.headers import (
 )
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
+
+logger = logging.getLogger(__name__)
 
 
 def _mq_json(topic: str, broker_name: str, queue_id: int) -> dict[str, Any]:
@@ -228,6 +234,22 @@ async def timer_check_point(ctx: AdminContext, conn: Connection, cmd: RemotingCo
     return cmd.reply(ResponseCode.SUCCESS, body=encode_checkpoint(ctx.store))
 
 
+async def clean_unused_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """CLEAN_UNUSED_TOPIC (mqadmin cleanUnusedTopic): drops the consume queues of topics the
+    broker has no config for (never the schedule or transaction op topics)."""
+    cq_root = os.path.join(ctx.config.store_path_root_dir, "consumequeue")
+    try:
+        on_disk = sorted(os.listdir(cq_root))
+    except OSError:
+        on_disk = []
+    keep = {SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC}
+    for topic in on_disk:
+        if ctx.topics.get(topic) is None and topic not in keep:
+            logger.warning("cleanUnusedTopic: dropping the consume queues of %s (no topic config)", topic)
+            ctx.store.delete_topic(topic)
+    return cmd.reply(ResponseCode.SUCCESS)
+
+
 HANDLERS: dict[int, ContextHandler[AdminContext]] = {
     RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic,
     RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
@@ -245,6 +267,7 @@ HANDLERS: dict[int, ContextHandler[AdminContext]] = {
     RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
     RequestCode.GET_ALL_DELAY_OFFSET: all_delay_offsets,
     RequestCode.GET_TIMER_CHECK_POINT: timer_check_point,
+    RequestCode.CLEAN_UNUSED_TOPIC: clean_unused_topic,
 }
 
 

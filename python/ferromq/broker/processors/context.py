@@ -183,7 +183,8 @@ class AdminContext(HasConfig, Protocol):
 
 
 class AdminStatusContext(HasConfig, Protocol):
-    """Status, consumer progress, broker config, offset resets (admin_status.py)."""
+    """Status, consumer progress, broker config, offset resets and calls to consumers
+    (broker_status.py, broker_config.py, consumer_control.py)."""
 
     @property
     def store(self) -> MessageStore: ...

@@ -1,7 +1,8 @@
-"""Admin requests that report the broker's state or steer its consumers, as `mqadmin` (rocketmq-tools
-4.9.7) sends them: runtime info, topic and consume stats, connections, broker config, offset resets,
-consumer running info, stats items. Bodies are written as Java's fastjson writes them: fields sorted
-by name, maps keyed by MessageQueue objects (`{{"brokerName":..}:{..}}`)."""
+"""Admin requests that report the broker's state, as `mqadmin` (rocketmq-tools 4.9.7) sends them:
+runtime info, topic and consume stats, connections, who consumes a topic, consume time spans and
+queue units, system topics, stats items. Bodies are written as Java's fastjson writes them: fields
+sorted by name, maps keyed by MessageQueue objects (`{{"brokerName":..}:{..}}`). The broker's config
+requests are in `broker_config`, offset resets and calls to consumers in `consumer_control`."""
 
 from __future__ import annotations
 
@@ -14,22 +15,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from ferromq.broker.clients import ClientChannel, Subscription
-from ferromq.broker.config import BROKER_CONFIG_KEYS, ConfigError, java_config_value
 from ferromq.broker.processors.context import AdminStatusContext, ContextHandler, bind
 from ferromq.broker.stats import TPS_WINDOWS, earliest_message_time, java_double, tps_columns, tps_over
 from ferromq.broker.topics import SYSTEM_TOPICS
-from ferromq.errors import BrokerError, ConnectionClosedError
+from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps_sorted
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import MAX_FRAME_SIZE, RemotingCommand
-from ferromq.protocol.constants import RUNTIME_TABLE_TOPICS_KEY, SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
+from ferromq.protocol.constants import RUNTIME_TABLE_TOPICS_KEY
 from ferromq.protocol.headers import (
-    CloneGroupOffsetRequestHeader,
-    ConsumeMessageDirectlyResultRequestHeader,
-    GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
-    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
@@ -37,7 +33,6 @@ from ferromq.protocol.headers import (
     QueryConsumeQueueRequestHeader,
     QueryConsumeTimeSpanRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
-    ResetOffsetRequestHeader,
     ViewBrokerStatsDataRequestHeader,
 )
 from ferromq.protocol.table_topics import TableTopicStatus
@@ -48,7 +43,6 @@ logger = logging.getLogger(__name__)
 
 BROKER_VERSION = 407  # MQVersion.Version.V4_9_7.ordinal()
 BROKER_VERSION_DESC = "V4_9_7"
-CONSUMER_CALL_TIMEOUT = 5.0
 # QUERY_CONSUME_QUEUE reads at most this many units and record bytes in one answer.
 MAX_QUERY_CQ_UNITS = 1000
 MAX_QUERY_CQ_BYTES = 8 * 1024 * 1024
@@ -400,148 +394,6 @@ async def broker_consume_stats(
     return cmd.reply(ResponseCode.SUCCESS, body=body)
 
 
-async def clone_group_offset(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
-) -> RemotingCommand:
-    """CLONE_GROUP_OFFSET (mqadmin cloneGroupOffset): the source group's committed offsets of the
-    topic (or of all its topics) become the destination group's."""
-    h = CloneGroupOffsetRequestHeader.of(cmd)
-    src, dest, only, offline = h.src_group, h.dest_group, h.topic, h.offline
-    info = ctx.clients.consumers.get(src)
-    for topic in [only] if only else sorted(ctx.offsets.offsets_of_group(src)):
-        if ctx.topics.get(topic) is None:
-            continue
-        if not offline and info is not None and info.subscriptions and topic not in info.subscriptions:
-            continue
-        for queue_id, offset in sorted(ctx.offsets.offsets_of_group(src).get(topic, {}).items()):
-            ctx.offsets.commit(dest, topic, queue_id, offset)
-    return cmd.reply(ResponseCode.SUCCESS)
-
-
-async def get_config(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    cfg = ctx.config
-    lines = []
-    for key, field_name in BROKER_CONFIG_KEYS.items():
-        value = java_config_value(getattr(cfg, field_name))
-        if value is not None:
-            lines.append(f"{key}={value}\n")
-    version = dumps_sorted({"counter": ctx.config_version, "timestamp": ctx.config_timestamp})
-    return cmd.reply(
-        ResponseCode.SUCCESS,
-        body="".join(lines).encode(),
-        ext=GetBrokerConfigResponseHeader(version=version.decode()).to_ext(),
-    )
-
-
-async def update_config(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    text = (cmd.body or b"").decode("utf-8", "replace")
-    try:
-        changed = ctx.update_config(text)
-    except ConfigError as e:
-        raise BrokerError(str(e), ResponseCode.SYSTEM_ERROR) from None
-    logger.info("broker config updated by %s: %s", conn.peer, ", ".join(sorted(changed)) or "no change")
-    return cmd.reply(ResponseCode.SUCCESS)
-
-
-async def reset_offset(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    """INVOKE_BROKER_TO_RESET_OFFSET: the offsets at `timestamp` (-1: the queues' ends) are sent to
-    every consumer of the group (RESET_CONSUMER_CLIENT_OFFSET), which moves to them and commits
-    them; the broker answers the table it sent. Offsets only move back unless `isForce`."""
-    h = ResetOffsetRequestHeader.of(cmd)
-    topic, group, timestamp, force = h.topic, h.group, h.timestamp, h.is_force
-    tc = ctx.topics.get(topic)
-    if tc is None:
-        raise BrokerError(
-            f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}",
-            ResponseCode.SYSTEM_ERROR,
-        )
-    # Java checks the group's offsets first; asked first here, "not online" sends tools (mqadmin,
-    # ferromq's Admin) to their fallback, which writes the offsets of an offline group directly,
-    # also of one that never committed any.
-    info = ctx.clients.consumers.get(group)
-    if info is None or not info.channels:
-        raise BrokerError(
-            f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
-            f"Timestamp: {timestamp}",
-            ResponseCode.CONSUMER_NOT_ONLINE,
-        )
-    store = ctx.store
-    table: list[tuple[int, int]] = []
-    for queue_id in range(tc.write_queue_nums):
-        committed = ctx.offsets.query(group, topic, queue_id)
-        if committed == -1:
-            raise BrokerError(f"THe consumer group <{group}> not exist", ResponseCode.SYSTEM_ERROR)
-        if timestamp == -1:
-            target = store.max_offset(topic, queue_id)
-        else:
-            target = store.offset_by_time(topic, queue_id, timestamp)
-        target = max(0, target)
-        table.append((queue_id, target if force or target < committed else committed))
-    java_body = (
-        b'{"offsetTable":'
-        + mq_keyed_map((mq_key(topic, ctx.config.broker_name, q), o) for q, o in table)
-        + b"}"
-    )
-    for ch in list(info.channels.values()):
-        if ch.language == "CPP":
-            entries = [{**mq_key(topic, ctx.config.broker_name, q), "offset": o} for q, o in table]
-            body = dumps_sorted({"offsetTable": entries})
-        else:
-            body = java_body
-        request = RemotingCommand(
-            code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-            ext=ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp).to_ext(),
-            body=body,
-        )
-        try:
-            await ch.conn.oneway(request)
-            logger.info("[reset-offset] sent to %s: topic=%s group=%s", ch.client_id, topic, group)
-        except Exception as e:
-            logger.warning("[reset-offset] to %s failed: %s", ch.client_id, e)
-    return cmd.reply(ResponseCode.SUCCESS, body=java_body)
-
-
-async def _call_consumer(ctx: AdminStatusContext, cmd: RemotingCommand, body: bytes) -> RemotingCommand:
-    """The request passed on to the client `clientId` of `consumerGroup`, its answer passed back
-    as is (Java's Broker2Client.callClient)."""
-    h = GetConsumerRunningInfoRequestHeader.of(cmd)
-    group, client_id = h.consumer_group, h.client_id
-    info = ctx.clients.consumers.get(group)
-    ch = info.channels.get(client_id) if info is not None else None
-    if ch is None or ch.conn.closed:
-        raise BrokerError(f"The Consumer <{group}> <{client_id}> not online", ResponseCode.SYSTEM_ERROR)
-    forward = RemotingCommand(code=cmd.code, ext=dict(cmd.ext), body=body)
-    try:
-        answer = await ch.conn.request(forward, CONSUMER_CALL_TIMEOUT)
-    except (TimeoutError, OSError, ConnectionClosedError) as e:
-        raise BrokerError(
-            f"invoke consumer <{group}> <{client_id}> Exception: {type(e).__name__} {e}",
-            ResponseCode.SYSTEM_ERROR,
-        ) from None
-    return cmd.reply(answer.code, remark=answer.remark, ext=dict(answer.ext), body=answer.body)
-
-
-async def consumer_running_info(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
-) -> RemotingCommand:
-    """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): asked of the consumer."""
-    return await _call_consumer(ctx, cmd, cmd.body)
-
-
-async def consume_message_directly(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
-) -> RemotingCommand:
-    """CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById -g G -d CLIENT): the stored message `msgId`
-    (an offsetMsgId) goes to the consumer, which consumes it and says how that went."""
-    msg_id = ConsumeMessageDirectlyResultRequestHeader.of(cmd).msg_id
-    offset = physical_offset_of(msg_id)
-    record = None if offset is None else ctx.store.read_raw(offset)
-    if record is None:
-        raise BrokerError(f"no message with offsetMsgId {msg_id}", ResponseCode.SYSTEM_ERROR)
-    cmd.ext["brokerName"] = ctx.config.broker_name
-    return await _call_consumer(ctx, cmd, record)
-
-
 async def consume_by_who(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     topic = QueryTopicConsumeByWhoRequestHeader.of(cmd).topic
     groups = {g for g, info in ctx.clients.consumers.items() if topic in info.subscriptions}
@@ -631,24 +483,6 @@ async def query_consume_queue(
     return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
 
 
-async def clean_unused_topic(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
-) -> RemotingCommand:
-    """CLEAN_UNUSED_TOPIC (mqadmin cleanUnusedTopic): drops the consume queues of topics the
-    broker has no config for (never the schedule or transaction op topics)."""
-    cq_root = os.path.join(ctx.config.store_path_root_dir, "consumequeue")
-    try:
-        on_disk = sorted(os.listdir(cq_root))
-    except OSError:
-        on_disk = []
-    keep = {SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC}
-    for topic in on_disk:
-        if ctx.topics.get(topic) is None and topic not in keep:
-            logger.warning("cleanUnusedTopic: dropping the consume queues of %s (no topic config)", topic)
-            ctx.store.delete_topic(topic)
-    return cmd.reply(ResponseCode.SUCCESS)
-
-
 async def system_topics(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     # As Java: every topic name reserved for the system, whether created yet or not.
     names = SYSTEM_TOPICS | ctx.topics.reserved
@@ -683,35 +517,16 @@ HANDLERS: dict[int, ContextHandler[AdminStatusContext]] = {
     RequestCode.GET_ALL_PRODUCER_INFO: all_producers,
     RequestCode.GET_CONSUME_STATS: consume_stats,
     RequestCode.GET_BROKER_CONSUME_STATS: broker_consume_stats,
-    RequestCode.CLONE_GROUP_OFFSET: clone_group_offset,
-    RequestCode.GET_BROKER_CONFIG: get_config,
-    RequestCode.UPDATE_BROKER_CONFIG: update_config,
-    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset,
-    RequestCode.GET_CONSUMER_RUNNING_INFO: consumer_running_info,
-    RequestCode.CONSUME_MESSAGE_DIRECTLY: consume_message_directly,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: consume_by_who,
     RequestCode.QUERY_CONSUME_TIME_SPAN: consume_time_span,
     RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: system_topics,
     RequestCode.VIEW_BROKER_STATS_DATA: stats_data,
     RequestCode.QUERY_CONSUME_QUEUE: query_consume_queue,
-    RequestCode.CLEAN_UNUSED_TOPIC: clean_unused_topic,
 }
 
 
 def handlers(ctx: AdminStatusContext) -> dict[int, Handler]:
     return bind(ctx, HANDLERS)
-
-
-def physical_offset_of(msg_id: str) -> int | None:
-    """The CommitLog offset an offsetMsgId names (MessageDecoder.decodeMessageId): 16 hex digits
-    after the store host (IPv4 and port: 16 digits; IPv6 and port: 40)."""
-    host = {32: 16, 56: 40}.get(len(msg_id))
-    if host is None:
-        return None
-    try:
-        return int(msg_id[host : host + 16], 16)
-    except ValueError:
-        return None
 
 
 def time_str(ms: int) -> str:
