@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ferromq import __version__, admin_cli
+from ferromq import __version__, admin
 from ferromq.acl.errors import AclError
 from ferromq.acl.plain import DEFAULT_ACL_FILE, Account, PlainAcl, build_account
 from ferromq.app import make_broker
@@ -693,14 +693,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, help="listenPort (overrides the file; 0: any free port)")
     p.set_defaults(run=_run_controller)
 
-    admin_cli.add_parser(sub)
+    admin.add_parser(sub)
 
     p = sub.add_parser("console", help="a read-only web console: cluster, topics, groups, messages")
     p.add_argument(
         "-n",
         "--namesrv",
-        default=os.environ.get("NAMESRV_ADDR", admin_cli.DEFAULT_NAMESRV),
-        help=f"name server address (default $NAMESRV_ADDR or {admin_cli.DEFAULT_NAMESRV})",
+        default=os.environ.get("NAMESRV_ADDR", admin.DEFAULT_NAMESRV),
+        help=f"name server address (default $NAMESRV_ADDR or {admin.DEFAULT_NAMESRV})",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free port)")
