@@ -67,7 +67,7 @@ cargo fmt --all -- --check
 if [ "$QUICK" = 0 ]; then
     cargo clippy --workspace --all-targets --locked -- -D warnings
 fi
-cargo test -p ferromq-store -p ferromq-remoting -p ferromq-grpc --locked
+cargo test -p ferromq-store -p ferromq-remoting -p ferromq-broker -p ferromq-grpc --locked
 
 step "Python: lints, types, stub"
 "$VENV/bin/ruff" check python tests benches examples

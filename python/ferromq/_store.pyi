@@ -57,7 +57,7 @@ STORE_ERROR_CLASSES: list[tuple[str, int]]
 """The `ferromq.errors` classes the store's errors are raised as, with the response code each is
 raised with (the one the data plane answers)."""
 SYSTEM_TOPICS: list[str]
-"""The topics every broker keeps to itself (TopicValidator's; crates/remoting/src/topics.rs)."""
+"""The topics every broker keeps to itself (TopicValidator's; crates/broker/src/topics.rs)."""
 SYSTEM_TOPIC_PREFIX: str
 """Every topic whose name starts so is a system topic too."""
 WIRE_CONSTANTS: list[tuple[str, str]]
@@ -522,7 +522,7 @@ class Popped:
 
 @final
 class Popper:
-    """The rules of POP consumption (`ferromq_remoting::popper`), shared with the data planes.
+    """The rules of POP consumption (`ferromq_broker::popper`), shared with the data planes.
     Refusals raise `BrokerError` with Java's code and remark."""
 
     def __new__(
@@ -595,7 +595,7 @@ class Popper:
 
 @final
 class Sender:
-    """The broker's send rules (crates/remoting/src/sender.rs) for one set of settings: queue,
+    """The broker's send rules (crates/broker/src/sender.rs) for one set of settings: queue,
     flags, property edits, the store call, and when and with which code the producer is answered.
     The data plane serves its sends with the same object."""
 

@@ -11,7 +11,7 @@ use http::{HeaderMap, Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use ferromq_remoting::AclRules;
+use ferromq_broker::AclRules;
 
 use crate::body::{CallBody, Handled, ReplyBody};
 use crate::convert::code;

@@ -6,9 +6,9 @@
 //! sends it serves, and the broker's Python (`ferromq.proxy.convert`, through the binding) to
 //! the sends it serves itself (cluster mode, transactions, the ACL).
 
-use ferromq_remoting::popper::{ExtraInfo, PROPERTY_POP_CK};
-use ferromq_remoting::sender::MessageType;
-use ferromq_remoting::topics::is_system_topic;
+use ferromq_broker::popper::{ExtraInfo, PROPERTY_POP_CK};
+use ferromq_broker::sender::MessageType;
+use ferromq_broker::topics::is_system_topic;
 use ferromq_store::hash::java_string_hash;
 use ferromq_store::message::{
     parse_properties, property, RecordView, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use ferromq_broker::{PopPort, SendPort};
 use ferromq_remoting::tls::{TlsServer, HANDSHAKE_FIRST_BYTE};
-use ferromq_remoting::{PopPort, SendPort};
 use hyper::server::conn::http2 as server;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};

@@ -17,15 +17,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use ferromq_remoting::codes::{
-    REQUEST_CODE_NOT_SUPPORTED, SUBSCRIPTION_GROUP_NOT_EXIST, SYSTEM_BUSY, TOPIC_NOT_EXIST,
-};
-use ferromq_remoting::popper::{
+use ferromq_broker::popper::{
     pop_topics, real_topic, retry_mark, split_records, ExtraInfo, PopError, PopRequest, Receipted,
     MAX_POP_NUMS,
 };
-use ferromq_remoting::pull::TagFilter;
-use ferromq_remoting::{PopPort, SendPort};
+use ferromq_broker::pull::TagFilter;
+use ferromq_broker::{PopPort, SendPort};
+use ferromq_remoting::codes::{
+    REQUEST_CODE_NOT_SUPPORTED, SUBSCRIPTION_GROUP_NOT_EXIST, SYSTEM_BUSY, TOPIC_NOT_EXIST,
+};
 use ferromq_store::message::RecordView;
 use http::{HeaderMap, Request};
 use hyper::body::Incoming;
@@ -282,7 +282,7 @@ impl Receives {
     }
 
     /// The broker's name in receipts (the popper's settings).
-    fn pops_broker_name(&self, cfg: &ferromq_remoting::PullConfig) -> String {
+    fn pops_broker_name(&self, cfg: &ferromq_broker::PullConfig) -> String {
         cfg.pop
             .as_ref()
             .map(|p| p.settings().broker_name.clone())

@@ -9,11 +9,11 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
+use ferromq_broker::sender::{MessageType, SendRequest};
+use ferromq_broker::{SendConfig, SendPort};
 use ferromq_remoting::codes::{
     FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, SUCCESS,
 };
-use ferromq_remoting::sender::{MessageType, SendRequest};
-use ferromq_remoting::{SendConfig, SendPort};
 use ferromq_store::message::normalize_host;
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -48,7 +48,7 @@ struct Planned {
 enum Plan {
     Python,
     Refused(Refusal),
-    Store(String, ferromq_remoting::TopicRoute, Vec<Planned>),
+    Store(String, ferromq_broker::TopicRoute, Vec<Planned>),
 }
 
 impl Sends {

@@ -81,7 +81,7 @@ pub(crate) fn java_hash(s: &str) -> i32 {
 /// when it takes every message; ValueError when it names no tag.
 #[pyfunction]
 pub(crate) fn parse_tag_expression(expression: &str) -> PyResult<Option<Vec<String>>> {
-    ferromq_remoting::pull::parse_tags(expression)
+    ferromq_broker::pull::parse_tags(expression)
         .map_err(|_| PyValueError::new_err(format!("subscription {expression:?} has no tags")))
 }
 

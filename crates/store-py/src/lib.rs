@@ -34,14 +34,14 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("WIRE_CONSTANTS", ferromq_remoting::codes::table())?;
     m.add(
         "SYSTEM_TOPICS",
-        ferromq_remoting::topics::SYSTEM_TOPICS.to_vec(),
+        ferromq_broker::topics::SYSTEM_TOPICS.to_vec(),
     )?;
     m.add(
         "SYSTEM_TOPIC_PREFIX",
-        ferromq_remoting::topics::SYSTEM_TOPIC_PREFIX,
+        ferromq_broker::topics::SYSTEM_TOPIC_PREFIX,
     )?;
-    m.add("MAX_HELD_PULLS", ferromq_remoting::pull::MAX_HELD_PULLS)?;
-    m.add("MAX_WAITING_POPS", ferromq_remoting::pop::MAX_WAITING_POPS)?;
+    m.add("MAX_HELD_PULLS", ferromq_broker::pull::MAX_HELD_PULLS)?;
+    m.add("MAX_WAITING_POPS", ferromq_broker::pop::MAX_WAITING_POPS)?;
     m.add_class::<store::Store>()?;
     m.add_class::<results::PutResult>()?;
     m.add_class::<results::PutBatchResult>()?;

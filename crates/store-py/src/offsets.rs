@@ -1,10 +1,10 @@
 //! `ConsumerOffsets`: the broker's one table of consumer offsets
-//! ([`ferromq_remoting::ConsumerOffsets`]), shared with the data plane.
+//! ([`ferromq_broker::ConsumerOffsets`]), shared with the data plane.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ferromq_remoting::offsets::{self, ConsumerOffsets as Table};
+use ferromq_broker::offsets::{self, ConsumerOffsets as Table};
 use pyo3::prelude::*;
 
 #[pyclass(frozen, module = "ferromq._store")]

@@ -1,16 +1,16 @@
-//! `DataPlane`: the broker's listening socket served on Rust threads (see `ferromq-remoting`).
+//! `DataPlane`: the broker's listening socket served on Rust threads (see `ferromq-broker`).
 //! Python takes events from it when its wake descriptor turns readable.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ferromq_remoting::plane::reason;
-use ferromq_remoting::tls::{ClientAuth, TlsServer, TlsSettings};
-use ferromq_remoting::{
+use ferromq_broker::plane::reason;
+use ferromq_broker::{
     AclRules, DataPlane as Plane, Event, PeerAcl, PlaneConfig, PullConfig, SendConfig,
     Subscription, TagFilter,
 };
+use ferromq_remoting::tls::{ClientAuth, TlsServer, TlsSettings};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -212,7 +212,7 @@ impl DataPlane {
             .collect()
     }
 
-    fn take_arrivals(&self) -> Vec<ferromq_remoting::plane::Arrival> {
+    fn take_arrivals(&self) -> Vec<ferromq_broker::plane::Arrival> {
         self.inner.take_arrivals()
     }
 

@@ -1,11 +1,11 @@
-//! `Popper`: the rules of POP consumption ([`ferromq_remoting::popper`]) for the pops and acks
+//! `Popper`: the rules of POP consumption ([`ferromq_broker::popper`]) for the pops and acks
 //! Python serves (orderly ones, SQL92 filters, pops that wait, and every one when the data
 //! plane is off). The data plane runs the same rules.
 
 use std::sync::Arc;
 
-use ferromq_remoting::popper::{self, ExtraInfo, PopError, PopRequest, PopSettings, Receipted};
-use ferromq_remoting::{Popper as Rules, TagFilter};
+use ferromq_broker::popper::{self, ExtraInfo, PopError, PopRequest, PopSettings, Receipted};
+use ferromq_broker::{Popper as Rules, TagFilter};
 use ferromq_store::PutResult;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -105,7 +105,7 @@ impl Popper {
         self.rules.revive_topic()
     }
 
-    /// One pass over the pop's queues (see `ferromq_remoting::popper`). `read_queues(topic)`
+    /// One pass over the pop's queues (see `ferromq_broker::popper`). `read_queues(topic)`
     /// gives a topic's read queue count (None: no such topic); `keep(properties)` (an SQL92
     /// filter) decides on each message of the topic.
     #[pyo3(signature = (

@@ -159,7 +159,7 @@ impl GetResult {
     /// The response code a pull at `request_offset` that read this answers with (the data
     /// plane's mapping, so both sides answer alike).
     fn pull_code(&self, request_offset: i64) -> i32 {
-        ferromq_remoting::pull::code_of(self.inner.status, request_offset)
+        ferromq_broker::pull::code_of(self.inner.status, request_offset)
     }
     #[getter]
     fn next_begin_offset(&self) -> i64 {

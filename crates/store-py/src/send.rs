@@ -1,10 +1,10 @@
-//! `Sender`: the send rules of `ferromq-remoting` ([`ferromq_remoting::Sender`]) for the sends
+//! `Sender`: the send rules of `ferromq-broker` ([`ferromq_broker::Sender`]) for the sends
 //! Python decides, and the typed values it shares with the data plane (`TopicRoute`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferromq_remoting::sender::{self, MessageType, Redirect, SendError, SendRequest, SendSettings};
+use ferromq_broker::sender::{self, MessageType, Redirect, SendError, SendRequest, SendSettings};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -119,7 +119,7 @@ impl SendOutcome {
 /// serves its sends with the same object (`DataPlane.serve_sends`).
 #[pyclass(frozen, module = "ferromq._store")]
 pub struct Sender {
-    pub(crate) inner: Arc<ferromq_remoting::Sender>,
+    pub(crate) inner: Arc<ferromq_broker::Sender>,
 }
 
 #[pymethods]
@@ -157,13 +157,13 @@ impl Sender {
             trace_on,
             reads_wait_for_replicas,
         };
-        let inner = ferromq_remoting::Sender::new(settings).py_err(py)?;
+        let inner = ferromq_broker::Sender::new(settings).py_err(py)?;
         Ok(Sender {
             inner: Arc::new(inner),
         })
     }
 
-    /// Stores a send by the rules (see `ferromq_remoting::sender`). `dead_letter_topic` or
+    /// Stores a send by the rules (see `ferromq_broker::sender`). `dead_letter_topic` or
     /// `half` (a transaction half message) redirect it, as the broker decided. A refusal raises
     /// the `ferromq.errors` class with the code the data plane answers it with.
     #[pyo3(signature = (

@@ -1,5 +1,5 @@
 """What the data plane needs to serve signed sends and pulls itself with aclEnable=true
-(`crates/remoting/src/acl.rs`). Python decides, Rust verifies signatures: the decisions below are
+(`crates/broker/src/acl.rs`). Python decides, Rust verifies signatures: the decisions below are
 made by the guard's own code (`may_send`, `may_pull`, the address matchers); the plane only
 computes the signature, and hands Python every request it cannot serve (which answers it with
 Java's refusal or serves it as before).

@@ -111,7 +111,7 @@ class DataPlanes:
         return cfg.data_plane != "rust" or not b.started_serving or cfg.is_slave or cfg.enable_controller_mode
 
     def sender(self) -> _store.Sender:
-        """The send rules (`ferromq_remoting::sender`) for the broker's settings now, shared by
+        """The send rules (`ferromq_broker::sender`) for the broker's settings now, shared by
         the planes and Python's own sends; made anew when a setting changes (the role, the flush
         mode, the HA service, ...)."""
         b = self._broker

@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 PERM_INHERIT, PERM_WRITE, PERM_READ = 1, 2, 4
 # TopicValidator's system topics every broker has, and their prefix: the one list, in Rust, that
-# the gRPC front refuses to 5.x clients (crates/remoting/src/topics.rs). A broker adds its own
+# the gRPC front refuses to 5.x clients (crates/broker/src/topics.rs). A broker adds its own
 # (`TopicConfigManager.reserved`); GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists them all.
 SYSTEM_TOPICS = frozenset(_store.SYSTEM_TOPICS)
 SYSTEM_TOPIC_PREFIX = _store.SYSTEM_TOPIC_PREFIX

@@ -4,7 +4,7 @@ ChangeInvisibleTimeProcessor, PopReviveService).
 A pop takes messages from a group's queues (and its pop retry topic), moves the group's offset
 past them at once, and writes a checkpoint (`ck`) into the revive topic as a timer message due
 when the messages become visible again. An ack writes an `ack` message due at the same time.
-Those rules are Rust's (`ferromq_remoting::popper`, here `rules`), which the data planes run
+Those rules are Rust's (`ferromq_broker::popper`, here `rules`), which the data planes run
 too; this module adds what only Python serves: orderly pops' order information, SQL92 filters,
 peeks, notifications, batch acks and the revive service. The revive service reads each revive
 queue: a checkpoint whose time has passed, and whose acks the
@@ -161,7 +161,7 @@ class PopService:
 
     @property
     def rules(self) -> _store.Popper:
-        """The pop rules (`ferromq_remoting::popper`) for the broker's settings now, shared with
+        """The pop rules (`ferromq_broker::popper`) for the broker's settings now, shared with
         the data planes; made anew when a setting changes."""
         b = self._broker
         cfg = b.config

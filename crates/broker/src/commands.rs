@@ -4,16 +4,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::codes::{
-    ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, POP_MESSAGE, PULL_MESSAGE, SEND_BATCH_MESSAGE,
-    SEND_MESSAGE, SEND_MESSAGE_V2,
-};
 use crate::conn::Conn;
-use crate::frame::{Frame, Header};
 use crate::hub::{Hub, Outcome};
 use crate::pop::{self, LiveConfig};
 use crate::pull::{self, PullConfig};
 use crate::send::{self, SendConfig};
+use ferromq_remoting::codes::{
+    ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, POP_MESSAGE, PULL_MESSAGE, SEND_BATCH_MESSAGE,
+    SEND_MESSAGE, SEND_MESSAGE_V2,
+};
+use ferromq_remoting::frame::{Frame, Header};
 
 /// What the plane may serve, as Python last said (one snapshot serves one read's frames).
 pub(crate) struct Configs<'a> {

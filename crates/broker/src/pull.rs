@@ -19,17 +19,17 @@ use std::time::{Duration, Instant};
 use ferromq_store::{GetResult, GetStatus, MessageStore};
 
 use crate::acl::AclRules;
-use crate::codes::{
-    FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND, PULL_MESSAGE, PULL_NOT_FOUND,
-    PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, SUCCESS,
-};
 use crate::conn::Conn;
-use crate::frame::{json_reply_with_body, Frame, Header};
 use crate::holds::Held;
 use crate::hub::{Event, Hub, Outcome};
 use crate::offsets::ConsumerOffsets;
 use crate::popper::Popper;
 pub use crate::tags::{parse_tags, NoTags, TagFilter};
+use ferromq_remoting::codes::{
+    FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND, PULL_MESSAGE, PULL_NOT_FOUND,
+    PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, SUCCESS,
+};
+use ferromq_remoting::frame::{json_reply_with_body, Frame, Header};
 
 /// Pulls held on the plane at most (each holds its request until answered); past it, a pull
 /// that would wait goes to Python, whose in-flight bound stops reading a peer that adds more.

@@ -16,11 +16,11 @@ use ferromq_store::send::SCHEDULE_TOPIC;
 
 use crate::acl::AclRules;
 use crate::conn::Conn;
-use crate::frame::{json_reply, Frame, Header};
 use crate::hub::{Hub, Outcome};
 use crate::pull;
 use crate::sender::{Answer, SendError, SendRequest, Sender, Stored, TopicRoute};
 use crate::waits::Replies;
+use ferromq_remoting::frame::{json_reply, Frame, Header};
 
 /// What the data plane needs to serve sends; replaced whole when any of it changes.
 pub struct SendConfig {

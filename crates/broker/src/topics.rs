@@ -2,7 +2,7 @@
 //! list for the gRPC front (a 5.x client may not name them) and, through the binding
 //! (`_store.SYSTEM_TOPICS`), for the broker's Python (an admin may not create them).
 
-use crate::codes::TRANS_HALF_TOPIC;
+use ferromq_remoting::codes::TRANS_HALF_TOPIC;
 
 /// Every topic whose name starts so is a system topic (revive logs, the timer wheel, ...).
 pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";

@@ -24,15 +24,15 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use crate::acl::PeerAcl;
 use crate::commands::{Command, Configs};
 use crate::conn::{until_killed, Conn, Out};
-use crate::frame::Frame;
 pub use crate::hub::{Arrival, Event};
 use crate::hub::{Hub, Outcome};
 use crate::pop::PopPort;
 use crate::pull::{self, PullConfig};
 use crate::send::{SendConfig, SendPort};
 use crate::stats::PlaneStats;
-use crate::tls::{TlsServer, HANDSHAKE_FIRST_BYTE};
 use crate::wake::Wake;
+use ferromq_remoting::frame::Frame;
+use ferromq_remoting::tls::{TlsServer, HANDSHAKE_FIRST_BYTE};
 
 /// Why a connection closed: the same words as the Python server's `CloseReason`.
 pub mod reason {

@@ -14,11 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferromq_store::PutResult;
 
-use crate::codes::{
-    ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, POLLING_TIMEOUT, POP_MESSAGE, SUCCESS,
-};
 use crate::conn::Conn;
-use crate::frame::{json_reply, json_reply_with_body, Frame, Header};
 use crate::hub::{Event, Hub, Outcome};
 pub use crate::pop_waits::{PopWait, MAX_WAITING_POPS};
 use crate::popper::{
@@ -26,6 +22,10 @@ use crate::popper::{
 };
 use crate::pull::{self, PullConfig};
 use crate::tags::TagFilter;
+use ferromq_remoting::codes::{
+    ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, POLLING_TIMEOUT, POP_MESSAGE, SUCCESS,
+};
+use ferromq_remoting::frame::{json_reply, json_reply_with_body, Frame, Header};
 
 /// A pop whose born time lies further back than its poll time plus this is refused (Python
 /// answers it).

@@ -16,11 +16,11 @@ use ferromq_store::message::{get_property, property, sysflag, MessageMeta};
 use ferromq_store::send::{decode_batch, Edit, Rewrite};
 use ferromq_store::{MessageStore, StoreError};
 
-use crate::codes::{
+use crate::waits::{GroupWait, Replies};
+use ferromq_remoting::codes::{
     FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, SUCCESS, SYSTEM_ERROR,
     TRANS_HALF_TOPIC,
 };
-use crate::waits::{GroupWait, Replies};
 
 /// What a send's topic allows: its queues, whether its tags are multi-tags, and the messages a
 /// 5.x client may send to it.
@@ -150,7 +150,7 @@ impl SendError {
     pub fn code(&self) -> i32 {
         match self {
             SendError::IllegalQueue { .. } => SYSTEM_ERROR,
-            SendError::Store(e) => crate::codes::of_store_error(e),
+            SendError::Store(e) => ferromq_remoting::codes::of_store_error(e),
         }
     }
 }

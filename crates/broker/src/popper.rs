@@ -19,9 +19,9 @@ use ferromq_store::message::{self, property, MessageMeta, RecordView};
 use ferromq_store::{GetResult, GetStatus, MessageStore, PutResult, StoreError};
 use serde::Serialize;
 
-use crate::codes::{INVALID_PARAMETER, MESSAGE_ILLEGAL, SERVICE_NOT_AVAILABLE};
 use crate::offsets::ConsumerOffsets;
 use crate::tags::TagFilter;
+use ferromq_remoting::codes::{INVALID_PARAMETER, MESSAGE_ILLEGAL, SERVICE_NOT_AVAILABLE};
 
 pub const REVIVE_TOPIC_PREFIX: &str = "rmq_sys_REVIVE_LOG_";
 pub const RETRY_PREFIX: &str = "%RETRY%";
@@ -57,7 +57,7 @@ pub struct PopError {
 impl From<StoreError> for PopError {
     fn from(e: StoreError) -> PopError {
         PopError {
-            code: crate::codes::of_store_error(&e),
+            code: ferromq_remoting::codes::of_store_error(&e),
             remark: e.to_string(),
         }
     }
