@@ -129,8 +129,8 @@ def tier_store(root: Path) -> dict[str, Any]:
     """Tiers the whole store into its table with the broker's tiering service (in this process,
     commits of tableTopicMaxCommitBytes, the default): rows/s and rows per CPU second."""
     from ferromq.broker.config import load_broker_config
-    from ferromq.broker.tiering import TieringService, TieringSettings
     from ferromq.store import MessageStore
+    from ferromq.tables.tiering import TieringService, TieringSettings
 
     cfg = load_broker_config(
         store_path_root_dir=str(root),
@@ -139,7 +139,7 @@ def tier_store(root: Path) -> dict[str, Any]:
         table_topic_compaction_interval_seconds=0,
     )
     with MessageStore(root) as store:
-        service = TieringService(store.raw, TieringSettings.of(cfg))
+        service = TieringService(store.raw, TieringSettings.of(cfg, cfg.store_path_root_dir))
         c, t = time.process_time(), time.perf_counter()
         while service.run_once():
             pass

@@ -87,9 +87,9 @@ def build_store(root: Path, messages: int, body_size: int) -> None:
 def run_mode(root: Path, tables: Path, mode: str, codec: str, target_bytes: int) -> dict[str, Any]:
     """Tiers the store into a fresh table in `mode`, then compacts it: CPU per row of each."""
     from ferromq.broker.config import load_broker_config
-    from ferromq.broker.tiering import TieringService, TieringSettings
     from ferromq.store import MessageStore
     from ferromq.tables.layout import table_uri
+    from ferromq.tables.tiering import TieringService, TieringSettings
     from ferromq.tables.writer import TopicTable
 
     shutil.rmtree(tables, ignore_errors=True)
@@ -107,7 +107,7 @@ def run_mode(root: Path, tables: Path, mode: str, codec: str, target_bytes: int)
         keys.update(table_topic_min_rows=1, table_topic_max_commit_bytes=QUEUES * (16 << 20))
     cfg = load_broker_config(**keys)
     with MessageStore(root) as store:
-        service = TieringService(store.raw, TieringSettings.of(cfg))
+        service = TieringService(store.raw, TieringSettings.of(cfg, cfg.store_path_root_dir))
         c = time.process_time()
         while service.run_once():
             pass

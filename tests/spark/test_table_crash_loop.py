@@ -26,12 +26,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from ferromq.broker.tiering import PAUSE_ENV
 from ferromq.client import Message
 from ferromq.client.blocking import BlockingProducer
 from ferromq.spark import read_topic
 from ferromq.tables import read_arrow
 from ferromq.tables.layout import table_root
+from ferromq.tables.tiering import PAUSE_ENV
 from ferromq.testing import BrokerProcess, wait_until
 from tests.interop.conftest import stop_ferromq
 from tests.spark.test_table_topics import EAGER, WAIT, fully_tiered, log_bounds

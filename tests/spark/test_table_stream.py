@@ -26,7 +26,6 @@ from pyspark.sql.streaming import StreamingQuery
 
 from ferromq import _store
 from ferromq.broker.config import load_broker_config
-from ferromq.broker.tiering import TieringService, TieringSettings
 from ferromq.client import Message
 from ferromq.client.blocking import BlockingProducer
 from ferromq.errors import InvalidArgumentError
@@ -36,6 +35,7 @@ from ferromq.tables import committed_offsets, open_table, read_arrow, row_schema
 from ferromq.tables.layout import table_root
 from ferromq.tables.ranges import read_range
 from ferromq.tables.reader import queue_files
+from ferromq.tables.tiering import TieringService, TieringSettings
 from ferromq.testing import wait_until
 from tests.spark.conftest import Produced
 
@@ -109,7 +109,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     root = tmp_path_factory.mktemp("table-stream") / "store"
     with MessageStore(root, **STORE) as store:
         cfg = load_broker_config(store_path_root_dir=str(root), table_topics=TOPIC, table_topic_min_rows=1)
-        h = History(root, store, TieringService(store.raw, TieringSettings.of(cfg)))
+        h = History(root, store, TieringService(store.raw, TieringSettings.of(cfg, cfg.store_path_root_dir)))
         # Two commits, then compacted (files delta-rs rewrote), then one more commit.
         h.put(40)
         h.service.run_once()
@@ -268,7 +268,7 @@ def test_offsets_neither_the_table_nor_the_log_holds_are_data_loss(
     topic = "TableGap"
     with MessageStore(root, **STORE) as store:
         cfg = load_broker_config(store_path_root_dir=str(root), table_topics=topic, table_topic_min_rows=1)
-        h = History(root, store, TieringService(store.raw, TieringSettings.of(cfg)))
+        h = History(root, store, TieringService(store.raw, TieringSettings.of(cfg, cfg.store_path_root_dir)))
         h.put(20, topic)
         h.service.run_once()
         h.put(130, topic)
@@ -344,7 +344,7 @@ def test_through_the_brokers_with_a_table_path(
                 return sum(hi for t, _, _, hi in view.queues() if t == topic) == 60
 
             wait_until(dispatched, "the messages in the consume queues", timeout=WAIT)
-            TieringService(view, TieringSettings.of(cfg)).run_once()
+            TieringService(view, TieringSettings.of(cfg, cfg.store_path_root_dir)).run_once()
         finally:
             view.close()
         send(60, 30)  # the log's only

@@ -32,7 +32,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ferromq import _store
 from ferromq.broker.config import TABLE_TOPIC_CODECS, ConfigError, load_broker_config
-from ferromq.broker.tiering import PAUSE_ENV, TieringService, TieringSettings
 from ferromq.client import Message
 from ferromq.client.blocking import BlockingProducer
 from ferromq.errors import InvalidArgumentError
@@ -44,6 +43,7 @@ from ferromq.store import MessageStore
 from ferromq.tables import committed_offsets, open_table, read_arrow, row_schema
 from ferromq.tables.columns import read_queue
 from ferromq.tables.layout import table_root
+from ferromq.tables.tiering import PAUSE_ENV, TieringService, TieringSettings
 from ferromq.tables.writer import CODECS, TopicTable
 from ferromq.testing import Broker, BrokerProcess, wait_until
 from ferromq.testing.process import ferromq_command
@@ -94,7 +94,7 @@ def produce(namesrv: str, topic: str, start: int, n: int) -> dict[tuple[int, int
 
 def tiering_settings(root: Path, topic: str, **keys: Any) -> TieringSettings:
     """The tiering service's settings for `topic` of the store at `root`, with broker.conf `keys`."""
-    return TieringSettings.of(load_broker_config(store_path_root_dir=str(root), table_topics=topic, **keys))
+    return TieringSettings.of(load_broker_config(table_topics=topic, **keys), str(root))
 
 
 def log_bounds(store: Path, topic: str) -> dict[int, tuple[int, int]]:

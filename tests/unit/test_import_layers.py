@@ -29,6 +29,11 @@ FORBIDDEN = [
     ("ferromq.remoting", "ferromq.broker"),
     ("ferromq.remoting", "ferromq.client"),
     ("ferromq.store", "ferromq.broker"),
+    # Table topics are one package the broker, the admin client, the console and Spark use: it
+    # reads its own keys (ferromq.tables.config) and the store, never the broker, Spark or a client.
+    ("ferromq.tables", "ferromq.broker"),
+    ("ferromq.tables", "ferromq.spark"),
+    ("ferromq.tables", "ferromq.client"),
 ]
 
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from ferromq.broker.processors.broker_status import table_topics_json
-from ferromq.broker.tiering import TopicProgress
 from ferromq.client.admin_results import BrokerRuntimeInfo, TableTopicStatus
 from ferromq.jsonutil import dumps
 from ferromq.protocol.constants import RUNTIME_TABLE_TOPICS_KEY
+from ferromq.tables.tiering import TopicProgress
 
 FULL = {
     "topic": "Orders",

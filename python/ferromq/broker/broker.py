@@ -58,7 +58,7 @@ from ferromq.remoting.server import ServerLimits
 from ferromq.store import FlushDiskType, MessageStore
 
 if TYPE_CHECKING:
-    from ferromq.broker.tiering import TieringService
+    from ferromq.tables.tiering import TieringService
 
 logger = logging.getLogger(__name__)
 
@@ -394,9 +394,9 @@ class Broker:
             logger.info("table topics: tiered by the %s (tableTopicRole), not here", where)
             return
         # deltalake and pyarrow only where tables are written.
-        from ferromq.broker.tiering import TieringService
+        from ferromq.tables.tiering import TieringService
 
-        tiering = TieringService.of(self.store.raw, cfg)
+        tiering = TieringService.of(self.store.raw, cfg, cfg.store_path_root_dir)
         self.tiering = tiering
         await self._start_service("table topics", tiering.start, tiering.stop)
         if self.metrics is not None:

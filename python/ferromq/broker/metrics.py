@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ferromq import _store
     from ferromq.auth.evaluator import Auth
     from ferromq.broker.processors.context import MetricsContext
-    from ferromq.broker.tiering import TieringService
+    from ferromq.tables.tiering import TieringService
 
 logger = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ class AuthCollector(Collector):
 
 
 class TieringCollector(Collector):
-    """Table topics (ferromq.broker.tiering): per topic, what was tiered since the broker started
+    """Table topics (ferromq.tables.tiering): per topic, what was tiered since the broker started
     and how far its table is behind the log, read at scrape time."""
 
     def __init__(self, tiering: TieringService, broker: MetricsContext) -> None:

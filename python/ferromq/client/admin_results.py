@@ -10,7 +10,7 @@ from typing import Any
 from ferromq.client.message import MessageQueue
 from ferromq.jsonutil import loads_lenient, loads_object_keys, object_key
 from ferromq.protocol.constants import RUNTIME_TABLE_TOPICS_KEY
-from ferromq.protocol.table_topics import TableTopicStatus, parse_table_topics
+from ferromq.tables.status import TableTopicStatus, parse_table_topics
 
 # Java's SubscriptionGroupConfig defaults.
 DEFAULT_RETRY_QUEUE_NUMS = 1

@@ -3,7 +3,7 @@
     from ferromq.spark import read_topic
     df = read_topic(spark, "Orders", path="/data/store", startingTimestamp="1714521600000")
 
-The broker's tiering (`tableTopics`, see `ferromq.broker.tiering`) keeps a topic's history in a
+The broker's tiering (`tableTopics`, see `ferromq.tables.tiering`) keeps a topic's history in a
 Delta table. `read_topic` takes one snapshot of it: its data files, read by Spark's own Parquet
 reader (`spark.read.parquet`, at native speed on any Spark version: no delta-spark needed), and,
 per queue, the offset after the last row committed. The rows after those offsets, up to the log's

@@ -1,6 +1,6 @@
 """Table topics: a topic's history as a Delta Lake table of Parquet files.
 
-The broker's tiering service (`ferromq.broker.tiering`, broker.conf `tableTopics`) appends the
+The broker's tiering service (`ferromq.tables.tiering`, broker.conf `tableTopics`) appends the
 messages of chosen topics to one Delta table per topic, committed with the offsets they cover
 (`ferromq.tables.writer`); the table outlives the CommitLog's retention. Readers:
 
@@ -11,7 +11,12 @@ messages of chosen topics to one Delta table per topic, committed with the offse
 - Plain Python: `ferromq.tables.read_arrow(table_root, topic)` (pyarrow), or `deltalake` itself
   (see `ferromq.tables.reader`).
 
-Layout, schema and commit records: `ferromq.tables.layout`.
+Layout, schema and commit records: `ferromq.tables.layout`. The package holds everything that is
+the table topics' own: their broker.conf keys (`config`), the tiering service the broker runs
+(`tiering`), the status the broker reports and the admin client, `ferromq admin table-topics` and
+the console read (`status`), the store's rows as Arrow (`columns`), the writer, the readers
+(`reader`, `ranges`). Spark's data source over them stays in `ferromq.spark` (`tables`,
+`tablestream`). Importing the package or `config`/`status` needs neither pyarrow nor deltalake.
 """
 
 from importlib import import_module

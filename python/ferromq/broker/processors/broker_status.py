@@ -35,9 +35,9 @@ from ferromq.protocol.headers import (
     QueryTopicConsumeByWhoRequestHeader,
     ViewBrokerStatsDataRequestHeader,
 )
-from ferromq.protocol.table_topics import TableTopicStatus
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
+from ferromq.tables.status import TableTopicStatus
 
 logger = logging.getLogger(__name__)
 

@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from ferromq.broker.schedule import ScheduleMessageService
     from ferromq.broker.stats import BrokerStats
     from ferromq.broker.subscriptions import SubscriptionGroupManager
-    from ferromq.broker.tiering import TieringService
     from ferromq.broker.topics import TopicConfigManager
     from ferromq.broker.transaction import TransactionalMessageService
     from ferromq.store import MessageStore
+    from ferromq.tables.tiering import TieringService
 
 C = TypeVar("C", contravariant=True)
 ContextHandler = Callable[[C, Connection, RemotingCommand], Awaitable[RemotingCommand | None]]

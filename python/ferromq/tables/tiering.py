@@ -47,9 +47,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from ferromq import _store
-from ferromq.broker.config import BrokerConfig
-from ferromq.broker.topics import SYSTEM_TOPICS
 from ferromq.tables.columns import BATCH_BYTES, QueueRows, read_queue
+from ferromq.tables.config import TableTopicConfig
 from ferromq.tables.layout import table_root, table_uri
 from ferromq.tables.writer import TopicTable, WrittenFile
 
@@ -68,6 +67,9 @@ FILE_FILL = 1.05
 # broker stops first). Tests kill the broker while the file exists: the crash lands between the
 # two steps every time.
 PAUSE_ENV = "FERROMQ_TEST_TIERING_PAUSE_BEFORE_COMMIT"
+
+# Every broker's system topics (the store's list): never tiered by a `regex:` selection.
+_SYSTEM_TOPICS = frozenset(_store.SYSTEM_TOPICS)
 
 
 @dataclass(frozen=True)
@@ -89,10 +91,11 @@ class TieringSettings:
     compression: str
 
     @classmethod
-    def of(cls, cfg: BrokerConfig) -> TieringSettings:
+    def of(cls, cfg: TableTopicConfig, store_root: str) -> TieringSettings:
+        """The settings of broker.conf's table-topic keys, for the store at `store_root`."""
         names, pattern = cfg.table_topic_selection
         return cls(
-            root=table_root(cfg.store_path_root_dir, cfg.table_topic_path),
+            root=table_root(store_root, cfg.table_topic_path),
             names=names,
             pattern=pattern,
             interval=float(cfg.table_topic_interval_seconds),
@@ -110,7 +113,7 @@ class TieringSettings:
     def wants(self, topic: str) -> bool:
         if self.pattern is None:
             return topic in self.names
-        internal = topic in SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_")
+        internal = topic in _SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_")
         return not internal and re.fullmatch(self.pattern, topic) is not None
 
 
@@ -157,8 +160,8 @@ class TieringService:
         self._pause_file = os.environ.get(PAUSE_ENV) or None
 
     @classmethod
-    def of(cls, store: _store.Store, cfg: BrokerConfig) -> TieringService:
-        return cls(store, TieringSettings.of(cfg))
+    def of(cls, store: _store.Store, cfg: TableTopicConfig, store_root: str) -> TieringService:
+        return cls(store, TieringSettings.of(cfg, store_root))
 
     # -- lifecycle -------------------------------------------------------------------------------
 
