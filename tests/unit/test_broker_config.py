@@ -4,6 +4,7 @@ value ranges, profiles, and a store's file sizes against the configuration."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -12,12 +13,14 @@ from typing import Any
 import pytest
 
 from ferromq.broker.config import (
+    KEY_OF,
     PROFILES,
     ConfigError,
     StoreMismatchError,
     load_broker_config,
     parse_properties,
 )
+from ferromq.broker.config_fields import CONFIG_TABLES, BrokerConfig
 from ferromq.broker.store_files import check_store_files
 from ferromq.cli import _broker_config
 from ferromq.store import FlushDiskType
@@ -478,3 +481,17 @@ def test_mapped_file_hot_window(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         load_broker_config(path)
     assert str(e.value) == f"{path}:1: mappedFileHotWindow must be >= 0, not -1"
+
+
+def test_each_field_is_declared_once_by_one_config_table() -> None:
+    # One table per concern: every broker.conf field belongs to exactly one table, which declares
+    # its key; BrokerConfig is made of those tables and adds only `profile`.
+    seen: dict[str, str] = {}
+    for table, _check in CONFIG_TABLES:
+        assert issubclass(BrokerConfig, table)
+        for f in dataclasses.fields(table):
+            assert f.name not in seen, f"{f.name} in {seen.get(f.name)} and {table.__name__}"
+            seen[f.name] = table.__name__
+    assert set(seen) == set(KEY_OF) == {f.name for f in dataclasses.fields(BrokerConfig)} - {"profile"}
+    assert KEY_OF["broker_ip1"] == "brokerIP1" and KEY_OF["tls_server_mode"] == "tls.server.mode"
+    assert KEY_OF["table_topic_role"] == "tableTopicRole"

@@ -34,6 +34,7 @@ from ferromq.tables.config import (
 )
 
 __all__ = [
+    "CONFIG_TABLES",
     "DATA_PLANES",
     "KEY_OF",
     "METRICS_EXPORTER_TYPES",
@@ -562,7 +563,7 @@ class MetricsConfig:
 # The tables `BrokerConfig` is made of, with each one's own checks. A new concern is a new table
 # here (and a base of `BrokerConfig`); its fields then reach broker.conf, GET_BROKER_CONFIG and
 # the checks by themselves.
-_TABLES: tuple[tuple[type, Callable[[Any], list[tuple[str, str]]] | None], ...] = (
+CONFIG_TABLES: tuple[tuple[type, Callable[[Any], list[tuple[str, str]]] | None], ...] = (
     (IdentityConfig, IdentityConfig.identity_problems),
     (ReplicationConfig, ReplicationConfig.replication_problems),
     (ProxyConfig, ProxyConfig.proxy_problems),
@@ -678,7 +679,7 @@ class BrokerConfig(
         """Every value out of range, as (field, message naming the RocketMQ key): each table's
         own checks, the ranges its fields declare, then the checks across tables."""
         out: list[tuple[str, str]] = []
-        for _table, check in _TABLES:
+        for _table, check in CONFIG_TABLES:
             if check is not None:
                 out.extend(check(self))
         out.extend(range_problems(self, dataclasses.fields(self)))
@@ -694,4 +695,5 @@ class BrokerConfig(
 # Field -> RocketMQ key, of every table (`profile` is chosen by the caller, not the file).
 KEY_OF: dict[str, str] = keys_of(BrokerConfig)
 _AUTH_FIELDS = {key: name for name, key in keys_of(AuthConfig).items()}
-assert set(KEY_OF) == {f.name for table, _ in _TABLES for f in dataclasses.fields(table)}
+if set(KEY_OF) != {f.name for table, _ in CONFIG_TABLES for f in dataclasses.fields(table)}:
+    raise TypeError("BrokerConfig's bases and CONFIG_TABLES name different config tables")
