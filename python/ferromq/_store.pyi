@@ -1,4 +1,4 @@
-"""Type stub of the Rust extension `ferromq._store` (crates/store-py)."""
+"""Type stub of the Rust extension `ferromq._store` (crates/python)."""
 
 from collections.abc import Callable, Sequence
 from os import PathLike

@@ -22,7 +22,7 @@
 //! * [`front`]: the listener, TLS or plain by the first byte, one HTTP/2 connection per client,
 //!   the connection caps, handshake and idle clocks, shutdown.
 //!
-//! No Python here: the PyO3 binding lives in `crates/store-py`.
+//! No Python here: the PyO3 binding lives in `crates/python`.
 
 pub mod body;
 pub mod call;

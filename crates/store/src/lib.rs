@@ -7,7 +7,7 @@
 //! * [`store`]: [`MessageStore`], which keeps them consistent, flushes and recovers.
 //! * [`timer`]: the files of RocketMQ 5.x's timer messages (timer log, wheel, checkpoint).
 //!
-//! No Python here: the PyO3 binding lives in `crates/store-py`.
+//! No Python here: the PyO3 binding lives in `crates/python`.
 
 pub mod checkpoint;
 pub mod client_batch;

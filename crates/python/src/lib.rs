@@ -1,6 +1,9 @@
-//! `ferromq._store`: the thin PyO3 layer over `ferromq-store`.
+//! `ferromq._store`: binds ferromq's Rust crates to Python.
 //!
-//! It converts arguments and results and maps `StoreError` to the classes of
+//! The store (`ferromq-store`: `Store`, `HaMaster`, `HaSlave`, the codecs), the broker's rules
+//! and data plane (`ferromq-broker`: `Sender`, `Popper`, `ConsumerOffsets`, `DataPlane`), the
+//! wire constants (`ferromq-remoting`) and the gRPC front (`ferromq-grpc`: `GrpcFront`), one
+//! module per area. It converts arguments and results and maps `StoreError` to the classes of
 //! `ferromq.errors`; every call that touches files or waits runs with the GIL released.
 
 mod client_batch;
