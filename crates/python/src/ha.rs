@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::errors::IntoPy;
-use crate::store::Store;
+use crate::store::{HaMaster, Store};
 
 fn ha_config(
     heartbeat_interval_ms: u64,
@@ -29,13 +29,6 @@ fn ha_config(
         transfer_batch_size,
         slave_fallbehind_max,
     })
-}
-
-/// A master's HA service: streams the CommitLog to slaves and tells when they have an offset.
-#[pyclass(frozen, module = "ferromq._store")]
-pub struct HaMaster {
-    /// Shared with the data plane, which waits for slaves on its own threads.
-    pub(crate) inner: Arc<ha::HaMaster>,
 }
 
 #[pymethods]

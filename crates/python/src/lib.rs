@@ -50,7 +50,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<results::PutBatchResult>()?;
     m.add_class::<codec::PropertyEdits>()?;
     m.add_class::<results::GetResult>()?;
-    m.add_class::<ha::HaMaster>()?;
+    m.add_class::<store::HaMaster>()?;
     m.add_class::<ha::HaSlave>()?;
     m.add_class::<plane::DataPlane>()?;
     m.add_class::<grpc::GrpcFront>()?;

@@ -10,8 +10,7 @@ use pyo3::types::PyDict;
 
 use crate::codec::parse_addr;
 use crate::errors::IntoPy;
-use crate::ha::HaMaster;
-use crate::store::Store;
+use crate::store::{HaMaster, Store};
 
 /// What a send's topic allows (its queues, multi-tag flag and `message.type`).
 #[pyclass(frozen, module = "ferromq._store")]

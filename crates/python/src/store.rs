@@ -35,6 +35,16 @@ pub struct Store {
     pub(crate) store: Arc<MessageStore>,
 }
 
+/// A master's HA service: streams the CommitLog to slaves and tells when they have an offset.
+/// Its methods are in `ha.rs`, which builds it from a `Store`; it is declared here because a
+/// `Store`'s reads may wait for its slaves (`confirm_reads_by`), and `ha.rs` uses this module,
+/// not the reverse.
+#[pyclass(frozen, module = "ferromq._store")]
+pub struct HaMaster {
+    /// Shared with the data plane, which waits for slaves on its own threads.
+    pub(crate) inner: Arc<ferromq_store::ha::HaMaster>,
+}
+
 fn flush_type(s: &str) -> PyResult<FlushDiskType> {
     match s {
         "ASYNC_FLUSH" => Ok(FlushDiskType::Async),
@@ -710,7 +720,7 @@ impl Store {
     /// Readers see only what `ha`'s slaves acknowledged (None: no such bound); see
     /// `MessageStore::confirm_reads_by`.
     #[pyo3(signature = (ha=None))]
-    fn confirm_reads_by(&self, ha: Option<&crate::ha::HaMaster>) {
+    fn confirm_reads_by(&self, ha: Option<&HaMaster>) {
         self.store
             .confirm_reads_by(ha.map(|h| h.inner.acked_signal()));
     }

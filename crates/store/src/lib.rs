@@ -30,7 +30,8 @@ pub mod timer;
 pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Result, StoreError};
 pub use message::{MessageMeta, RecordView};
+pub use send::BatchItem;
 pub use store::{
-    BatchItem, CleanInput, CleanReport, GetResult, GetStatus, MessageStore, PutBatchResult,
-    PutResult, QueueInfo, RecoveryReport, RetentionStats,
+    CleanInput, CleanReport, GetResult, GetStatus, MessageStore, PutBatchResult, PutResult,
+    QueueInfo, RecoveryReport, RetentionStats,
 };

@@ -24,7 +24,6 @@ use std::borrow::Cow;
 
 use crate::error::{Result, StoreError};
 use crate::message::{self, parse_properties, property, sysflag};
-use crate::store::BatchItem;
 
 /// Where delayed messages wait for their time.
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
@@ -279,6 +278,14 @@ pub fn rewrite<'a>(
         schedule_level,
         timer_out_ms,
     })
+}
+
+/// One message of a batch: everything but what the batch shares.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchItem<'a> {
+    pub flag: i32,
+    pub body: &'a [u8],
+    pub properties: &'a str,
 }
 
 /// The messages of a client-encoded batch body (facts sheet §4.3): per message TOTALSIZE,

@@ -40,7 +40,7 @@ use crate::message::{
     self, get_property, host_sysflag, normalize_host, offset_msg_id, property, record_len, sysflag,
     DispatchProperties, MessageMeta, Placement, RecordView,
 };
-use crate::send::{self, Rewrite};
+use crate::send::{self, BatchItem, Rewrite};
 pub use replica::ReplicaLog;
 pub use retention::{
     disk_used_ratio, CleanInput, CleanReport, RetentionStats, DELETE_FILES_BATCH_MAX,
@@ -176,14 +176,6 @@ impl PutBatchResult {
             .map(|o| offset_msg_id(&self.store_host, *o))
             .collect()
     }
-}
-
-/// One message of a batch: everything but what the batch shares.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchItem<'a> {
-    pub flag: i32,
-    pub body: &'a [u8],
-    pub properties: &'a str,
 }
 
 /// Summary of one consume queue, for tools and planners.
