@@ -4,7 +4,8 @@ A config table is a frozen dataclass of one concern (the broker's store, its TLS
 ...). Each field is `name: type = setting(default, ...)`: the key is the camelCase of the name
 unless `key=` spells it otherwise (RocketMQ's `brokerIP1`, `tls.server.mode`), `least`/`most`
 bound a number (`most=JAVA_INT_MAX` for what is a Java int in RocketMQ) and `percent` makes it
-0-100. `keys_of` and `range_problems` read those declarations back; nothing else repeats them.
+0-100, `runtime` lets it change while the owner runs and `secret` keeps it from being listed.
+`keys_of`, `flagged` and `range_problems` read those declarations back; nothing else repeats them.
 """
 
 from __future__ import annotations
@@ -25,11 +26,21 @@ def setting(
     least: int | None = None,
     most: int | None = None,
     percent: bool = False,
+    runtime: bool = False,
+    secret: bool = False,
 ) -> Any:
     """A config table's field: its default (or `factory`), and where not derived from the name,
     its key; `least`/`most` (numbers; `most` defaults to a Java long's maximum once `least` is
-    given), `percent` (0-100)."""
-    metadata = {"key": key, "least": least, "most": most, "percent": percent}
+    given), `percent` (0-100); `runtime`: the owner reads it on every use, so it may change while
+    it runs; `secret`: never listed back (a password, a secret key)."""
+    metadata = {
+        "key": key,
+        "least": least,
+        "most": most,
+        "percent": percent,
+        "runtime": runtime,
+        "secret": secret,
+    }
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -48,6 +59,11 @@ def key_of(f: dataclasses.Field[Any]) -> str:
 def keys_of(table: type) -> dict[str, str]:
     """Field -> key of every `setting` field of a config table (or of a class composed of them)."""
     return {f.name: key_of(f) for f in dataclasses.fields(table) if "key" in f.metadata}
+
+
+def flagged(table: type, flag: str) -> frozenset[str]:
+    """The fields of a config table whose `setting` sets `flag` ("runtime", "secret")."""
+    return frozenset(f.name for f in dataclasses.fields(table) if f.metadata.get(flag))
 
 
 def range_problems(values: Any, fields: Sequence[dataclasses.Field[Any]]) -> list[tuple[str, str]]:

@@ -1,8 +1,8 @@
 """The broker's configuration fields: one table per concern, and `BrokerConfig` made of them.
 
 Each table is a frozen dataclass that declares its fields once (snake_case, RocketMQ's defaults,
-the broker.conf key where it is not the camelCase of the name, the range of a number; see
-`ferromq.settings`) and checks its own values (`*_problems`). `BrokerConfig` inherits every table,
+the broker.conf key where it is not the camelCase of the name, the range of a number, whether
+UPDATE_BROKER_CONFIG may change it and whether it is a secret; see `ferromq.settings`) and checks its own values (`*_problems`). `BrokerConfig` inherits every table,
 so `cfg.field` reads any of them, and adds what spans tables: the store's settings, derived values,
 checks across tables and `profile`. Values are layered: defaults, then a profile (`PROFILES`), then
 the file, then overrides. `config_keys` parses the file over these fields; `ferromq.broker.config`
@@ -140,9 +140,9 @@ class IdentityConfig:
     listen_port: int = setting(10911)
     namesrv_addr: str | None = setting(None)
     broker_ip1: str = setting("127.0.0.1", key="brokerIP1")
-    broker_permission: int = setting(6)
-    region_id: str = setting("DefaultRegion")
-    trace_on: bool = setting(True)
+    broker_permission: int = setting(6, runtime=True)
+    region_id: str = setting("DefaultRegion", runtime=True)
+    trace_on: bool = setting(True, runtime=True)
     register_name_server_period: int = setting(30_000, least=1, most=_INT)
 
     @property
@@ -299,7 +299,7 @@ class TopicConfig:
     auto_create_topic_enable: bool = setting(True)
     auto_create_subscription_group: bool = setting(True)
     default_topic_queue_nums: int = setting(8, least=1, most=_INT)
-    max_topic_queue_nums: int = setting(1024, least=1)
+    max_topic_queue_nums: int = setting(1024, least=1, runtime=True)
     cluster_topic_enable: bool = setting(True)
     broker_topic_enable: bool = setting(True)
 
@@ -308,11 +308,11 @@ class TopicConfig:
 class PullConfig:
     """Pulls and queries: long polling, filters, and what consumers are told."""
 
-    long_polling_enable: bool = setting(True)
-    short_polling_time_mills: int = setting(1000, least=1)
-    notify_consumer_ids_changed_enable: bool = setting(True)
-    enable_property_filter: bool = setting(False)
-    max_query_num: int = setting(64, least=1, most=_INT)
+    long_polling_enable: bool = setting(True, runtime=True)
+    short_polling_time_mills: int = setting(1000, least=1, runtime=True)
+    notify_consumer_ids_changed_enable: bool = setting(True, runtime=True)
+    enable_property_filter: bool = setting(False, runtime=True)
+    max_query_num: int = setting(64, least=1, most=_INT, runtime=True)
 
 
 @dataclass(frozen=True)
@@ -322,7 +322,7 @@ class TransactionConfig:
     transaction_check_interval: int = setting(60_000, least=1)
     transaction_time_out: int = setting(6000, least=0)
     transaction_check_max: int = setting(15, least=0, most=_INT)
-    reject_transaction_message: bool = setting(False)
+    reject_transaction_message: bool = setting(False, runtime=True)
 
 
 @dataclass(frozen=True)
@@ -334,14 +334,14 @@ class TlsConfig:
     tls_test_mode_enable: bool = setting(True, key="tls.test.mode.enable")
     tls_server_need_client_auth: str = setting("none", key="tls.server.need.client.auth")
     tls_server_key_path: str | None = setting(None, key="tls.server.keyPath")
-    tls_server_key_password: str | None = setting(None, key="tls.server.keyPassword")
+    tls_server_key_password: str | None = setting(None, key="tls.server.keyPassword", secret=True)
     tls_server_cert_path: str | None = setting(None, key="tls.server.certPath")
     tls_server_auth_client: bool = setting(False, key="tls.server.authClient")
     tls_server_trust_cert_path: str | None = setting(None, key="tls.server.trustCertPath")
     # The broker's own TLS connections (with tls.enable): its certificate, if a server asks for one,
     # and whether it checks the server's.
     tls_client_key_path: str | None = setting(None, key="tls.client.keyPath")
-    tls_client_key_password: str | None = setting(None, key="tls.client.keyPassword")
+    tls_client_key_password: str | None = setting(None, key="tls.client.keyPassword", secret=True)
     tls_client_cert_path: str | None = setting(None, key="tls.client.certPath")
     tls_client_auth_server: bool = setting(False, key="tls.client.authServer")
     tls_client_trust_cert_path: str | None = setting(None, key="tls.client.trustCertPath")
@@ -386,7 +386,7 @@ class AclConfig:
     # ACL files; the broker signs its name-server requests with namesrvAccessKey/namesrvSecretKey.
     namesrv_acl_enable: bool = setting(False)
     namesrv_access_key: str | None = setting(None)
-    namesrv_secret_key: str | None = setting(None)
+    namesrv_secret_key: str | None = setting(None, secret=True)
 
     def acl_problems(self) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
@@ -457,7 +457,7 @@ class ReplicationConfig:
     ha_slave_fallbehind_max: int = setting(256 * 1024 * 1024, least=0)
     slave_timeout: int = setting(3000, least=1)
     slave_read_enable: bool = setting(False)
-    offset_check_in_slave: bool = setting(False)
+    offset_check_in_slave: bool = setting(False, runtime=True)
 
     @property
     def is_slave(self) -> bool:

@@ -25,6 +25,7 @@ from typing import Any
 from ferromq.broker.config_fields import KEY_OF, PROFILES, BrokerConfig
 from ferromq.errors import ConfigError
 from ferromq.properties import parse_properties
+from ferromq.settings import flagged
 from ferromq.store import FlushDiskType
 
 logger = logging.getLogger(__name__)
@@ -190,31 +191,19 @@ def load_broker_config(
 
 # -- UPDATE_BROKER_CONFIG / GET_BROKER_CONFIG ------------------------------------------------------
 
-# Fields that hold secrets: GET_BROKER_CONFIG never lists them (Java lists every field).
-SECRET_FIELDS = frozenset({"namesrv_secret_key", "tls_server_key_password", "tls_client_key_password"})
+# Fields that hold secrets (`setting(secret=True)`): GET_BROKER_CONFIG never lists them (Java lists
+# every field).
+SECRET_FIELDS = flagged(BrokerConfig, "secret")
 
 # RocketMQ key -> field, one key per field (no old spellings): what GET_BROKER_CONFIG lists.
 BROKER_CONFIG_KEYS: Mapping[str, str] = MappingProxyType(
     dict(sorted((k, n) for n, k in KEY_OF.items() if n not in SECRET_FIELDS))
 )
 
-# Fields the broker reads from its config on every request, so UPDATE_BROKER_CONFIG can change
-# them while it runs; the others are taken once at start (store, ports, paths, services).
-RUNTIME_FIELDS = frozenset(
-    {
-        "broker_permission",
-        "trace_on",
-        "region_id",
-        "max_topic_queue_nums",
-        "short_polling_time_mills",
-        "long_polling_enable",
-        "reject_transaction_message",
-        "max_query_num",
-        "enable_property_filter",
-        "offset_check_in_slave",
-        "notify_consumer_ids_changed_enable",
-    }
-)
+# Fields the broker reads from its config on every request (`setting(runtime=True)`), so
+# UPDATE_BROKER_CONFIG can change them while it runs; the others are taken once at start (store,
+# ports, paths, services).
+RUNTIME_FIELDS = flagged(BrokerConfig, "runtime")
 RUNTIME_KEYS = frozenset(KEY_OF[n] for n in RUNTIME_FIELDS)
 
 
