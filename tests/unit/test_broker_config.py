@@ -21,7 +21,7 @@ from ferromq.broker.config import (
     parse_properties,
 )
 from ferromq.broker.config_fields import CONFIG_TABLES, BrokerConfig
-from ferromq.broker.store_files import check_store_files
+from ferromq.broker.store_sizes import check_store_sizes
 from ferromq.cli import _broker_config
 from ferromq.store import FlushDiskType
 
@@ -382,10 +382,10 @@ def test_store_file_sizes_against_the_config(
     _store_files(root, files)
     cfg = load_broker_config(None, profile=profile, store_path_root_dir=str(root))
     if message is None:
-        check_store_files(cfg)
+        check_store_sizes(cfg)
         return
     with pytest.raises(StoreMismatchError) as e:
-        check_store_files(cfg)
+        check_store_sizes(cfg)
     assert str(e.value) == message.format(root=root)
 
 
@@ -398,7 +398,7 @@ def test_consume_queue_size_is_rounded_to_whole_units(tmp_path: Path) -> None:
     def refusal(size: int) -> str | None:
         cfg = load_broker_config(None, mapped_file_size_consume_queue=size, store_path_root_dir=str(root))
         try:
-            check_store_files(cfg)
+            check_store_sizes(cfg)
         except StoreMismatchError as e:
             return str(e)
         return None

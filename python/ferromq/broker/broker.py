@@ -39,7 +39,7 @@ from ferromq.broker.replication import ReplicationService
 from ferromq.broker.roles import BrokerRoles
 from ferromq.broker.schedule import ScheduleMessageService
 from ferromq.broker.stats import RPC_LATENCY_BUCKETS_MS, BrokerStats
-from ferromq.broker.store_files import check_store_files
+from ferromq.broker.store_sizes import check_store_sizes
 from ferromq.broker.subscriptions import SubscriptionGroupManager
 from ferromq.broker.timer import TimerMessageService
 from ferromq.broker.topics import TopicConfigManager
@@ -225,7 +225,7 @@ class Broker:
         else:
             logger.info("access control: none (aclEnable and authenticationEnabled are off)")
         _prepare_store_dirs(root, Path(cfg.store_path_commit_log) if cfg.store_path_commit_log else None)
-        check_store_files(cfg)
+        check_store_sizes(cfg)
         # Opening may run crash recovery: keep the loop free meanwhile.
         self.store = await loop.run_in_executor(None, MessageStore, cfg.store_config())
         self._storage.append(("store", self._close_store))

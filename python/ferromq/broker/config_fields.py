@@ -2,11 +2,11 @@
 
 Each table is a frozen dataclass that declares its fields once (snake_case, RocketMQ's defaults,
 the broker.conf key where it is not the camelCase of the name, the range of a number, whether
-UPDATE_BROKER_CONFIG may change it and whether it is a secret; see `ferromq.settings`) and checks its own values (`*_problems`). `BrokerConfig` inherits every table,
-so `cfg.field` reads any of them, and adds what spans tables: the store's settings, derived values,
-checks across tables and `profile`. Values are layered: defaults, then a profile (`PROFILES`), then
-the file, then overrides. `config_keys` parses the file over these fields; `ferromq.broker.config`
-exports both.
+UPDATE_BROKER_CONFIG may change it and whether it is a secret; see `ferromq.settings`) and checks
+its own values (`*_problems`). `BrokerConfig` inherits every table, so `cfg.field` reads any of
+them, and adds what spans tables: the store's settings, derived values, checks across tables and
+`profile`. Values are layered: defaults, then a profile (`PROFILES`), then the file, then
+overrides. `config_keys` parses the file over these fields; `ferromq.broker.config` exports both.
 """
 
 from __future__ import annotations

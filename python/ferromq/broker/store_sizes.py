@@ -1,5 +1,5 @@
 """The store directory against a broker configuration: a store keeps the file sizes it was created
-with, and serving it with other sizes is refused (`check_store_files`) with a message naming the
+with, and serving it with other sizes is refused (`check_store_sizes`) with a message naming the
 profile and the broker.conf keys that match the files."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _sizes_on_disk(cfg: BrokerConfig) -> dict[str, int]:
     return sizes
 
 
-def check_store_files(cfg: BrokerConfig) -> None:
+def check_store_sizes(cfg: BrokerConfig) -> None:
     """Raises `StoreMismatchError` if the store directory holds CommitLog, consume-queue or index
     files of other sizes than `cfg` makes, naming the profile and the keys that match them."""
     ours = {name: getattr(cfg, name) for names in _SIZE_KEYS.values() for name in names}
