@@ -1,11 +1,12 @@
 """broker.conf's keys and how they become `BrokerConfig` fields.
 
-A field's key is `KEY_OF` (in `config_fields`, beside the fields); the pre-4.5 "maped" spellings
-are accepted too. Keys RocketMQ has but ferromq does not use are logged and ignored, so existing
-broker.conf files keep working; any other key is logged as unknown (with the known key it is
-probably a typo of), or is an error in strict mode. A bad value is an error
-naming its key and line. The same table reads UPDATE_BROKER_CONFIG bodies (`runtime_changes`) and
-writes GET_BROKER_CONFIG answers (`BROKER_CONFIG_KEYS`, `java_config_value`).
+A field's key is `KEY_OF` (read from the config tables of `config_fields`, where each field
+declares it); the pre-4.5 "maped" spellings are accepted too. Keys RocketMQ has but ferromq does
+not use are logged and ignored, so existing broker.conf files keep working; any other key is
+logged as unknown (with the known key it is probably a typo of), or is an error in strict mode. A
+bad value is an error naming its key and line. The same table reads UPDATE_BROKER_CONFIG bodies
+(`runtime_changes`, over the fields declared `runtime`) and writes GET_BROKER_CONFIG answers
+(`BROKER_CONFIG_KEYS`, without the fields declared `secret`; `java_config_value`).
 
 `ferromq.broker.config` re-exports these names; this module reads the fields of `config_fields`.
 """
