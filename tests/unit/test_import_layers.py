@@ -34,6 +34,9 @@ FORBIDDEN = [
     ("ferromq.tables", "ferromq.broker"),
     ("ferromq.tables", "ferromq.spark"),
     ("ferromq.tables", "ferromq.client"),
+    # `ferromq admin` works against any RocketMQ broker, through the client: never the broker's
+    # own modules.
+    ("ferromq.admin", "ferromq.broker"),
 ]
 
 
