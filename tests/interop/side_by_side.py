@@ -79,7 +79,7 @@ def running_broker(kind: str, workdir: Path) -> Iterator[Endpoint]:
         try:
             yield Endpoint(kind, mq.namesrv, mq.broker_addr, workdir)
         finally:
-            mq.stop()
+            mq.stop(kill=True)  # a reference broker: nothing reads its store afterwards
 
 
 def build_jar() -> Path:

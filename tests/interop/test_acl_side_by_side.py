@@ -98,7 +98,7 @@ def acl_broker(kind: str, workdir: Path) -> Iterator[Endpoint]:
         try:
             yield Endpoint(kind, mq.namesrv, mq.broker_addr, home)
         finally:
-            mq.stop()
+            mq.stop(kill=True)  # a reference broker: nothing reads its store afterwards
 
 
 @pytest.fixture(scope="module")

@@ -213,7 +213,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory, jar5: Path) -> Iterator[d
             }
             yield {kind: f.result() for kind, f in futures.items()}
     finally:
-        mq.stop()
+        mq.stop(kill=True)  # a reference broker: nothing reads its store afterwards
         stop_ferromq(server)
 
 

@@ -230,7 +230,7 @@ def test_ferromq_master_and_java_slave(tmp_path: Path) -> None:
     finally:
         if master is not None:
             master.stop()
-        mq.stop()
+        mq.stop(kill=True)  # the Java slave's store is not read afterwards
 
 
 @needs_java
@@ -264,4 +264,4 @@ def test_java_master_and_ferromq_slave(tmp_path: Path) -> None:
     finally:
         if slave is not None:
             slave.stop()
-        mq.stop()
+        mq.stop(kill=True)  # its broker is already gone; the name server is not needed

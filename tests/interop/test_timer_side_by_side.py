@@ -206,7 +206,7 @@ def sides(tmp_path_factory: pytest.TempPathFactory, jar5: Path) -> Iterator[dict
             "rocketmq": Side("rocketmq", mq.namesrv, mq.root, mq.log_tail),
         }
     finally:
-        mq.stop()
+        mq.stop(kill=True)  # a reference broker: nothing reads its store afterwards
         stop_ferromq(server)
 
 
