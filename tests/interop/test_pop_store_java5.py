@@ -1,8 +1,9 @@
 """POP state moves between ferromq and Apache RocketMQ 5.3.3 with the store: messages popped and not
 acked when one broker stops come back from the other, the acked ones do not.
 
-One broker takes 10 messages, a group pops them all with a 40 s invisible time and acks 4, and the
-broker stops (SIGTERM) while the checkpoints wait in its timer wheel. The other starts on the same
+One broker takes 10 messages, a group pops them all with an invisible time longer than the broker
+takes to stop (Java 5.3.3's shutdown hook: ~17 s) and acks 4, and the broker stops (SIGTERM) while the
+checkpoints wait in its timer wheel. The other starts on the same
 store directory (Java's `storePathRootDir`, ferromq's `--store`, the same file sizes): its timer
 delivers the checkpoints and acks into `rmq_sys_REVIVE_LOG_DefaultCluster`, its revive service puts
 the 6 not acked into `%RETRY%<group>_<topic>`, and a pop gets them, with reconsume count 1. Both ways.
@@ -35,7 +36,8 @@ pytestmark = [
 ]
 
 GROUP = "PopMoveGroup"
-INVISIBLE_MS = 40_000
+# How long the popped messages stay invisible: past the writer's stop, which each test checks.
+INVISIBLE_MS = {"java": 40_000, "ferromq": 15_000}
 # The same keys for both brokers of a store moved between them.
 STORE_CONF = {
     "brokerClusterName": "DefaultCluster",
@@ -48,14 +50,14 @@ STORE_CONF = {
 
 
 def pop_ext(topic: str, **extra: Any) -> dict[str, Any]:
-    return pop_request(topic, GROUP, **{"invisibleTime": INVISIBLE_MS, **extra})
+    return pop_request(topic, GROUP, **extra)
 
 
 def receipt(ext: dict[str, str], m: StoredMessage) -> str:
     return pop_receipt(ext, m, "broker-a")
 
 
-async def fill_and_pop(namesrv: str, port: int, topic: str) -> set[bytes]:
+async def fill_and_pop(namesrv: str, port: int, topic: str, invisible_ms: int) -> set[bytes]:
     """Sends 10, pops them all, acks 4: the bodies acked."""
     async with Producer("PopMoveProducer", namesrv) as producer:
         for i in range(10):
@@ -65,7 +67,9 @@ async def fill_and_pop(namesrv: str, port: int, topic: str) -> set[bytes]:
         got: list[tuple[StoredMessage, str]] = []
         deadline = time.monotonic() + 30
         while len(got) < 10 and time.monotonic() < deadline:
-            r = await c.call(RC.POP_MESSAGE, pop_ext(topic, pollTime=1000), timeout=10)
+            r = await c.call(
+                RC.POP_MESSAGE, pop_ext(topic, pollTime=1000, invisibleTime=invisible_ms), timeout=10
+            )
             assert r.code in (R.SUCCESS, R.POLLING_TIMEOUT), (r.code, r.remark)
             if r.code == R.SUCCESS:
                 got += [(m, receipt(r.ext, m)) for m in decode_messages(r.body)]
@@ -108,6 +112,12 @@ async def pop_back(port: int, topic: str, count: int, timeout: float) -> list[St
         await c.close()
 
 
+def check_stopped_in_time(popped: float, invisible_ms: int) -> None:
+    """The writer stopped before the popped messages became visible again (else it revived them itself)."""
+    ran = time.monotonic() - popped
+    assert ran < invisible_ms / 1000, f"the writer took {ran:.0f} s to stop: its own revive may have run"
+
+
 def check_back(topic: str, acked: set[bytes], back: list[StoredMessage]) -> None:
     expected = {f"{topic}-{i}".encode() for i in range(10)} - acked
     assert sorted(m.body for m in back) == sorted(expected), ([m.body for m in back], acked)
@@ -123,10 +133,12 @@ def test_ferromq_brings_back_what_was_popped_from_a_java_store(
     mq = start_rocketmq(tmp_path / "java", dict(STORE_CONF), version=ROCKETMQ_5_VERSION)
     try:
         port = int(mq.broker_addr.rsplit(":", 1)[1])
-        acked = asyncio.run(asyncio.wait_for(fill_and_pop(mq.namesrv, port, topic), 90))
+        acked = asyncio.run(asyncio.wait_for(fill_and_pop(mq.namesrv, port, topic, INVISIBLE_MS["java"]), 90))
+        popped = time.monotonic()
     finally:
         mq.stop()
     assert mq.broker_exit is not None, f"the Java broker had to be killed\n{mq.log_tail()}"
+    check_stopped_in_time(popped, INVISIBLE_MS["java"])
     server = BrokerProcess(tmp_path / "ferromq", STORE_CONF, store=mq.store).start()
     try:
         back = asyncio.run(asyncio.wait_for(pop_back(server.port, topic, 6, 120), 180))
@@ -149,9 +161,13 @@ def test_java_brings_back_what_was_popped_from_a_ferromq_store(
     store = root / "store"  # where start_rocketmq(root) points storePathRootDir
     server = BrokerProcess(tmp_path / "ferromq", STORE_CONF, store=store).start()
     try:
-        acked = asyncio.run(asyncio.wait_for(fill_and_pop(server.namesrv, server.port, topic), 90))
+        acked = asyncio.run(
+            asyncio.wait_for(fill_and_pop(server.namesrv, server.port, topic, INVISIBLE_MS["ferromq"]), 90)
+        )
+        popped = time.monotonic()
     finally:
         stop_ferromq(server)
+    check_stopped_in_time(popped, INVISIBLE_MS["ferromq"])
     mq = start_rocketmq(root, dict(STORE_CONF), version=ROCKETMQ_5_VERSION)
     try:
         port = int(mq.broker_addr.rsplit(":", 1)[1])
