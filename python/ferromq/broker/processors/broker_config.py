@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from ferromq.broker.config import BROKER_CONFIG_KEYS, ConfigError, java_config_value
-from ferromq.broker.processors.context import AdminStatusContext, ContextHandler, bind
+from ferromq.broker.processors.context import BrokerConfigContext, ContextHandler, bind
 from ferromq.errors import BrokerError
 from ferromq.jsonutil import dumps_sorted
 from ferromq.protocol.codes import RequestCode, ResponseCode
@@ -19,7 +19,7 @@ from ferromq.remoting.dispatch import Handler
 logger = logging.getLogger(__name__)
 
 
-async def get_config(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def get_config(ctx: BrokerConfigContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     cfg = ctx.config
     lines = []
     for key, field_name in BROKER_CONFIG_KEYS.items():
@@ -34,7 +34,7 @@ async def get_config(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCom
     )
 
 
-async def update_config(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def update_config(ctx: BrokerConfigContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     text = (cmd.body or b"").decode("utf-8", "replace")
     try:
         changed = ctx.update_config(text)
@@ -44,11 +44,11 @@ async def update_config(ctx: AdminStatusContext, conn: Connection, cmd: Remoting
     return cmd.reply(ResponseCode.SUCCESS)
 
 
-HANDLERS: dict[int, ContextHandler[AdminStatusContext]] = {
+HANDLERS: dict[int, ContextHandler[BrokerConfigContext]] = {
     RequestCode.GET_BROKER_CONFIG: get_config,
     RequestCode.UPDATE_BROKER_CONFIG: update_config,
 }
 
 
-def handlers(ctx: AdminStatusContext) -> dict[int, Handler]:
+def handlers(ctx: BrokerConfigContext) -> dict[int, Handler]:
     return bind(ctx, HANDLERS)

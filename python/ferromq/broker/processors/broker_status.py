@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ferromq.broker.clients import ClientChannel, Subscription
-from ferromq.broker.processors.context import AdminStatusContext, ContextHandler, bind
+from ferromq.broker.processors.context import BrokerStatusContext, ContextHandler, bind
 from ferromq.broker.stats import TPS_WINDOWS, earliest_message_time, java_double, tps_columns, tps_over
 from ferromq.broker.topics import SYSTEM_TOPICS
 from ferromq.errors import BrokerError
@@ -113,7 +113,7 @@ def connection_json(ch: ClientChannel) -> dict[str, Any]:
     }
 
 
-def runtime_table(broker: AdminStatusContext) -> dict[str, str]:
+def runtime_table(broker: BrokerStatusContext) -> dict[str, str]:
     """GET_BROKER_RUNTIME_INFO's table: the keys Java 4.9.7 fills, from ferromq's counters. Values
     with no counterpart (thread pool queues: ferromq has none) are what an idle Java broker reports."""
     store, stats, cfg = broker.store, broker.stats, broker.config
@@ -198,7 +198,7 @@ def runtime_table(broker: AdminStatusContext) -> dict[str, str]:
     return table
 
 
-def table_topics_json(broker: AdminStatusContext) -> str | None:
+def table_topics_json(broker: BrokerStatusContext) -> str | None:
     """The table topics' progress as runtime info reports it (ferromq's own key, a JSON list);
     None when the broker does not tier topics, or when reading the progress failed: runtime info
     must answer whatever the tiering's state."""
@@ -233,7 +233,7 @@ def table_topics_json(broker: AdminStatusContext) -> str | None:
 
 
 def group_topic_progress(
-    broker: AdminStatusContext, group: str, topic: str, *, write_queues: bool
+    broker: BrokerStatusContext, group: str, topic: str, *, write_queues: bool
 ) -> tuple[list[tuple[dict[str, Any], dict[str, int]]], float] | None:
     """One topic's part of a group's ConsumeStats (per queue: the broker's max offset, the group's
     offset, the store time of the last consumed message) and the group's pull TPS on it; None when
@@ -264,11 +264,11 @@ def consume_stats_json(entries: list[tuple[dict[str, Any], dict[str, int]]], tps
     return b'{"consumeTps":' + java_double(tps).encode() + b',"offsetTable":' + mq_keyed_map(entries) + b"}"
 
 
-async def runtime_info(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def runtime_info(ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"table": runtime_table(ctx)}))
 
 
-async def topic_stats(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def topic_stats(ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     topic = GetTopicStatsInfoRequestHeader.of(cmd).topic
     tc = ctx.topics.get(topic)
     if tc is None:
@@ -284,7 +284,7 @@ async def topic_stats(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCo
     return cmd.reply(ResponseCode.SUCCESS, body=b'{"offsetTable":' + mq_keyed_map(entries) + b"}")
 
 
-async def all_producers(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def all_producers(ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     """GET_ALL_PRODUCER_INFO (mqadmin producer): every producer group's clients."""
     now_wall, now_mono = int(time.time() * 1000), time.monotonic()
     table = {
@@ -304,7 +304,7 @@ async def all_producers(ctx: AdminStatusContext, conn: Connection, cmd: Remoting
 
 
 async def consumer_connections(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+    ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
     group = GetConsumerConnectionListRequestHeader.of(cmd).consumer_group
     info = ctx.clients.consumers.get(group)
@@ -321,7 +321,7 @@ async def consumer_connections(
 
 
 async def producer_connections(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+    ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
     group = GetProducerConnectionListRequestHeader.of(cmd).producer_group
     channels = ctx.clients.producers.get(group)
@@ -331,7 +331,7 @@ async def producer_connections(
     return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
 
 
-async def consume_stats(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def consume_stats(ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     """ConsumeStats: per readable queue of the topics the group committed offsets for (or the
     one asked), the broker's max offset, the group's offset and the store time before it."""
     h = GetConsumeStatsRequestHeader.of(cmd)
@@ -363,7 +363,7 @@ async def consume_stats(ctx: AdminStatusContext, conn: Connection, cmd: Remoting
 
 
 async def broker_consume_stats(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+    ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
     """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): the consume stats of every
     subscription group, topic by topic (only ordered topics with isOrder)."""
@@ -394,7 +394,7 @@ async def broker_consume_stats(
     return cmd.reply(ResponseCode.SUCCESS, body=body)
 
 
-async def consume_by_who(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def consume_by_who(ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     topic = QueryTopicConsumeByWhoRequestHeader.of(cmd).topic
     groups = {g for g, info in ctx.clients.consumers.items() if topic in info.subscriptions}
     groups |= {key.split("@", 1)[1] for key in ctx.offsets.table if key.split("@", 1)[0] == topic}
@@ -402,7 +402,7 @@ async def consume_by_who(ctx: AdminStatusContext, conn: Connection, cmd: Remotin
 
 
 async def consume_time_span(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+    ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
     h = QueryConsumeTimeSpanRequestHeader.of(cmd)
     topic, group = h.topic, h.group
@@ -441,7 +441,7 @@ async def consume_time_span(
 
 
 async def query_consume_queue(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+    ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
     """QUERY_CONSUME_QUEUE (mqadmin queryCq): `count` consume-queue units from `index` (the
     CommitLog offset and size of each message and its tags code), read through the records
@@ -483,13 +483,13 @@ async def query_consume_queue(
     return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted(body))
 
 
-async def system_topics(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def system_topics(ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     # As Java: every topic name reserved for the system, whether created yet or not.
     names = SYSTEM_TOPICS | ctx.topics.reserved
     return cmd.reply(ResponseCode.SUCCESS, body=dumps_sorted({"topicList": sorted(names)}))
 
 
-async def stats_data(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def stats_data(ctx: BrokerStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     h = ViewBrokerStatsDataRequestHeader.of(cmd)
     stats_name, key = h.stats_name, h.stats_key
     ctx.stats.catch_up()
@@ -509,7 +509,7 @@ async def stats_data(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCom
     return cmd.reply(ResponseCode.SUCCESS, body=("{" + ",".join(parts) + "}").encode())
 
 
-HANDLERS: dict[int, ContextHandler[AdminStatusContext]] = {
+HANDLERS: dict[int, ContextHandler[BrokerStatusContext]] = {
     RequestCode.GET_BROKER_RUNTIME_INFO: runtime_info,
     RequestCode.GET_TOPIC_STATS_INFO: topic_stats,
     RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
@@ -525,7 +525,7 @@ HANDLERS: dict[int, ContextHandler[AdminStatusContext]] = {
 }
 
 
-def handlers(ctx: AdminStatusContext) -> dict[int, Handler]:
+def handlers(ctx: BrokerStatusContext) -> dict[int, Handler]:
     return bind(ctx, HANDLERS)
 
 

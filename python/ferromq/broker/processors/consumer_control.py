@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from ferromq.broker.processors.broker_status import mq_key, mq_keyed_map
-from ferromq.broker.processors.context import AdminStatusContext, ContextHandler, bind
+from ferromq.broker.processors.context import ConsumerControlContext, ContextHandler, bind
 from ferromq.errors import BrokerError, ConnectionClosedError
 from ferromq.jsonutil import dumps_sorted
 from ferromq.protocol.codes import RequestCode, ResponseCode
@@ -28,7 +28,7 @@ CONSUMER_CALL_TIMEOUT = 5.0
 
 
 async def clone_group_offset(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+    ctx: ConsumerControlContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
     """CLONE_GROUP_OFFSET (mqadmin cloneGroupOffset): the source group's committed offsets of the
     topic (or of all its topics) become the destination group's."""
@@ -45,7 +45,9 @@ async def clone_group_offset(
     return cmd.reply(ResponseCode.SUCCESS)
 
 
-async def reset_offset(ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+async def reset_offset(
+    ctx: ConsumerControlContext, conn: Connection, cmd: RemotingCommand
+) -> RemotingCommand:
     """INVOKE_BROKER_TO_RESET_OFFSET: the offsets at `timestamp` (-1: the queues' ends) are sent to
     every consumer of the group (RESET_CONSUMER_CLIENT_OFFSET), which moves to them and commits
     them; the broker answers the table it sent. Offsets only move back unless `isForce`."""
@@ -103,7 +105,7 @@ async def reset_offset(ctx: AdminStatusContext, conn: Connection, cmd: RemotingC
     return cmd.reply(ResponseCode.SUCCESS, body=java_body)
 
 
-async def _call_consumer(ctx: AdminStatusContext, cmd: RemotingCommand, body: bytes) -> RemotingCommand:
+async def _call_consumer(ctx: ConsumerControlContext, cmd: RemotingCommand, body: bytes) -> RemotingCommand:
     """The request passed on to the client `clientId` of `consumerGroup`, its answer passed back
     as is (Java's Broker2Client.callClient)."""
     h = GetConsumerRunningInfoRequestHeader.of(cmd)
@@ -124,14 +126,14 @@ async def _call_consumer(ctx: AdminStatusContext, cmd: RemotingCommand, body: by
 
 
 async def consumer_running_info(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+    ctx: ConsumerControlContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
     """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): asked of the consumer."""
     return await _call_consumer(ctx, cmd, cmd.body)
 
 
 async def consume_message_directly(
-    ctx: AdminStatusContext, conn: Connection, cmd: RemotingCommand
+    ctx: ConsumerControlContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
     """CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById -g G -d CLIENT): the stored message `msgId`
     (an offsetMsgId) goes to the consumer, which consumes it and says how that went."""
@@ -156,7 +158,7 @@ def physical_offset_of(msg_id: str) -> int | None:
         return None
 
 
-HANDLERS: dict[int, ContextHandler[AdminStatusContext]] = {
+HANDLERS: dict[int, ContextHandler[ConsumerControlContext]] = {
     RequestCode.CLONE_GROUP_OFFSET: clone_group_offset,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset,
     RequestCode.GET_CONSUMER_RUNNING_INFO: consumer_running_info,
@@ -164,5 +166,5 @@ HANDLERS: dict[int, ContextHandler[AdminStatusContext]] = {
 }
 
 
-def handlers(ctx: AdminStatusContext) -> dict[int, Handler]:
+def handlers(ctx: ConsumerControlContext) -> dict[int, Handler]:
     return bind(ctx, HANDLERS)

@@ -182,9 +182,8 @@ class AdminContext(HasConfig, Protocol):
     def registration_changed(self) -> None: ...
 
 
-class AdminStatusContext(HasConfig, Protocol):
-    """Status, consumer progress, broker config, offset resets and calls to consumers
-    (broker_status.py, broker_config.py, consumer_control.py)."""
+class BrokerStatusContext(HasConfig, Protocol):
+    """Runtime info, topic and consume stats, connections, consume queues (broker_status.py)."""
 
     @property
     def store(self) -> MessageStore: ...
@@ -204,12 +203,30 @@ class AdminStatusContext(HasConfig, Protocol):
     def registration_refusals(self) -> Mapping[str, str]: ...
     @property
     def tiering(self) -> TieringService | None: ...
+    def tags_code_of(self, props: dict[str, str]) -> int: ...
+
+
+class BrokerConfigContext(HasConfig, Protocol):
+    """GET_BROKER_CONFIG and UPDATE_BROKER_CONFIG (broker_config.py)."""
+
     @property
     def config_version(self) -> int: ...
     @property
     def config_timestamp(self) -> int: ...
     def update_config(self, text: str) -> list[str]: ...
-    def tags_code_of(self, props: dict[str, str]) -> int: ...
+
+
+class ConsumerControlContext(HasConfig, Protocol):
+    """Offset resets, cloned group offsets, calls to consumers (consumer_control.py)."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def clients(self) -> ClientManager: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
 
 
 class ProcessorsContext(
@@ -225,7 +242,9 @@ class ProcessorsContext(
     AclContext,
     AuthAdminContext,
     AdminContext,
-    AdminStatusContext,
+    BrokerStatusContext,
+    BrokerConfigContext,
+    ConsumerControlContext,
     Protocol,
 ):
     """Every processor's context at once: what `build_registry` hands all of them (the broker)."""
