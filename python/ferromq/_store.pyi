@@ -7,6 +7,7 @@ from typing import Any, Protocol, final
 __all__ = [
     "MAX_HELD_PULLS",
     "MAX_WAITING_POPS",
+    "STORE_DEFAULTS",
     "STORE_ERROR_CLASSES",
     "SYSTEM_TOPICS",
     "SYSTEM_TOPIC_PREFIX",
@@ -46,6 +47,12 @@ __all__ = [
     "java_hash",
     "offset_msg_id",
     "parse_tag_expression",
+    "pop_ack",
+    "pop_checkpoint",
+    "pop_real_topic",
+    "pop_receipt",
+    "pop_retry_mark",
+    "pop_retry_topic",
     "records_examined",
     "tags_code",
     "truncate_commitlog",
@@ -65,6 +72,9 @@ WIRE_CONSTANTS: list[tuple[str, str]]
 MAX_HELD_PULLS: int
 MAX_WAITING_POPS: int
 """The codes, flags and system topics the Rust side defines, by their Python names (as text)."""
+STORE_DEFAULTS: dict[str, object]
+"""The Rust store's default of every `Store` argument but `root`, by the argument's name
+(crates/store/src/config.rs `StoreConfig::new`)."""
 
 @final
 class RowFilter:
@@ -217,7 +227,7 @@ class Store:
         message_index_enable: bool = True,
         max_hash_slot_num: int = 5000000,
         max_index_num: int = 20000000,
-        message_delay_level: str = ...,
+        message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
         store_host: str = "127.0.0.1:10911",
         check_crc_on_recover: bool = True,
         warm_mapped_file_enable: bool = True,
@@ -868,3 +878,40 @@ def grpc_popped(
 
 def fifo_queue(group: str, queues: int) -> int:
     """The write queue of FIFO message group `group` among `queues` (the proxy's consistent hash)."""
+
+def pop_retry_topic(topic: str, group: str, v2: bool = False) -> str:
+    """The retry topic of `group` popping `topic`: `%RETRY%<group>_<topic>`, v2 `+`."""
+
+def pop_retry_mark(topic: str) -> str:
+    """The kind of topic a receipt names: "0" normal, "1" v1 retry, "2" v2 retry."""
+
+def pop_real_topic(topic: str, group: str, mark: str) -> str:
+    """The topic a receipt's message lies in (the retry topic for marks 1 and 2)."""
+
+def pop_receipt(text: str) -> str | None:
+    """A receipt (`POP_CK`, an ack's `extraInfo`) as the POP rules read and write it back; None
+    when they do not read it as one."""
+
+def pop_checkpoint(
+    topic: str,
+    group: str,
+    queue_id: int,
+    start_offset: int,
+    diffs: Sequence[int],
+    pop_time: int,
+    invisible_time: int,
+    broker_name: str,
+) -> tuple[bytes, str]:
+    """The `ck` message (body, UNIQ_KEY) the POP rules write for a pop of the messages at `diffs`
+    past `start_offset`."""
+
+def pop_ack(
+    topic: str,
+    group: str,
+    queue_id: int,
+    ack_offset: int,
+    start_offset: int,
+    pop_time: int,
+    broker_name: str,
+) -> tuple[bytes, str]:
+    """The `ack` message (body, UNIQ_KEY) the POP rules write for an ack of `ack_offset`."""

@@ -118,11 +118,16 @@ def decode_messages(buf: bytes, *, check_crc: bool = False) -> list[StoredMessag
 
 
 def tag_codes(expression: str | Iterable[str] | None) -> list[int] | None:
-    """Tag hash codes of a subscription (`TagA || TagB`); None for `*` or no expression."""
+    """Tag hash codes of a subscription (`TagA || TagB`, read by the broker's one reader,
+    `_store.parse_tag_expression`, as the data plane and the broker read it: sorted, each once;
+    ValueError when it names no tag, such as `||`) or of a list of tags; None for `*`, an empty
+    expression or none."""
     if expression is None:
         return None
-    tags = expression.split("||") if isinstance(expression, str) else list(expression)
-    tags = [t.strip() for t in tags if t.strip()]
+    if isinstance(expression, str):
+        parsed = _store.parse_tag_expression(expression)
+        return None if parsed is None else [_store.java_hash(t) for t in parsed]
+    tags = [t.strip() for t in expression if t.strip()]
     if not tags or "*" in tags:
         return None
     return [_store.java_hash(t) for t in tags]

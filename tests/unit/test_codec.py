@@ -95,3 +95,10 @@ def test_tag_expressions() -> None:
     assert tag_codes("*") is None
     assert tag_codes("TagA || TagB") == [2598919, 2598920]
     assert tag_codes(["TagA"]) == [2598919]
+    # Read by the broker's one reader (`tags.rs`, `_store.parse_tag_expression`): sorted, each
+    # once, and `||` names no tag (the broker refuses such a subscription).
+    assert tag_codes(" TagB || TagA || TagA ") == [2598919, 2598920]
+    assert tag_codes("") is None
+    assert tag_codes("TagA || *") is None
+    with pytest.raises(ValueError, match="no tags"):
+        tag_codes("||")

@@ -21,10 +21,11 @@ use serde::Serialize;
 
 use crate::offsets::ConsumerOffsets;
 use crate::tags::TagFilter;
-use ferromq_remoting::codes::{INVALID_PARAMETER, MESSAGE_ILLEGAL, SERVICE_NOT_AVAILABLE};
+use ferromq_remoting::codes::{
+    INVALID_PARAMETER, MESSAGE_ILLEGAL, RETRY_PREFIX, SERVICE_NOT_AVAILABLE,
+};
 
 pub const REVIVE_TOPIC_PREFIX: &str = "rmq_sys_REVIVE_LOG_";
-pub const RETRY_PREFIX: &str = "%RETRY%";
 /// The revive queue id an orderly pop answers (it writes no checkpoint).
 pub const ORDER_REVIVE_QUEUE: i32 = 999;
 pub const CK_TAG: &str = "ck";
@@ -246,6 +247,109 @@ struct AckJson<'a> {
     q: i32,
     so: i64,
     t: &'a str,
+}
+
+impl<'a> CheckPointJson<'a> {
+    /// The checkpoint of the messages at `diffs` past `start_offset` that a pop took at
+    /// `pop_time` for `invisible_time` ms: none acked yet, due (saturating) when they are visible
+    /// again.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        topic: &'a str,
+        group: &'a str,
+        queue_id: i32,
+        start_offset: i64,
+        diffs: &'a [i64],
+        pop_time: i64,
+        invisible_time: i64,
+        broker_name: &'a str,
+    ) -> Self {
+        CheckPointJson {
+            bm: 0,
+            bn: broker_name,
+            c: group,
+            d: diffs,
+            it: invisible_time,
+            n: diffs.len(),
+            pt: pop_time,
+            q: queue_id,
+            revive_time: pop_time.saturating_add(invisible_time),
+            ro: 0,
+            so: start_offset,
+            t: topic,
+        }
+    }
+
+    /// Its `ck` message: the body and the UNIQ_KEY.
+    fn message(&self) -> (Vec<u8>, String) {
+        let key = uniq_key(self.t, self.q, self.so, self.c, self.pt, self.bn, CK_TAG);
+        (
+            serde_json::to_vec(self).expect("plain fields serialize"),
+            key,
+        )
+    }
+}
+
+impl AckJson<'_> {
+    /// Its `ack` message: the body and the UNIQ_KEY (of the acked offset).
+    fn message(&self) -> (Vec<u8>, String) {
+        let key = uniq_key(self.t, self.q, self.ao, self.c, self.pt, self.bn, ACK_TAG);
+        (
+            serde_json::to_vec(self).expect("plain fields serialize"),
+            key,
+        )
+    }
+}
+
+/// The `ck` message (body, UNIQ_KEY) the rules write for a pop of the messages at `diffs` past
+/// `start_offset`. Python's `CheckPoint` (`broker/pop/formats.py`, which its revive service
+/// reads and rewrites) is checked against it through the binding (`_store.pop_checkpoint`).
+#[allow(clippy::too_many_arguments)]
+pub fn checkpoint_message(
+    topic: &str,
+    group: &str,
+    queue_id: i32,
+    start_offset: i64,
+    diffs: &[i64],
+    pop_time: i64,
+    invisible_time: i64,
+    broker_name: &str,
+) -> (Vec<u8>, String) {
+    CheckPointJson::new(
+        topic,
+        group,
+        queue_id,
+        start_offset,
+        diffs,
+        pop_time,
+        invisible_time,
+        broker_name,
+    )
+    .message()
+}
+
+/// The `ack` message (body, UNIQ_KEY) the rules write for an ack of `ack_offset`, whose receipt
+/// names `start_offset` and `pop_time`; Python's `AckMsg` is checked against it
+/// (`_store.pop_ack`).
+pub fn ack_message(
+    topic: &str,
+    group: &str,
+    queue_id: i32,
+    ack_offset: i64,
+    start_offset: i64,
+    pop_time: i64,
+    broker_name: &str,
+) -> (Vec<u8>, String) {
+    AckJson {
+        ao: ack_offset,
+        bn: broker_name,
+        c: group,
+        pt: pop_time,
+        q: queue_id,
+        so: start_offset,
+        t: topic,
+    }
+    .message()
 }
 
 /// A pop: whose, from where, how many, and what it takes.
@@ -577,20 +681,16 @@ impl Popper {
                 offsets.commit(group, topic, queue_id, offset);
             } else {
                 let diffs: Vec<i64> = queue_offsets.iter().map(|o| o - offset).collect();
-                let ck = CheckPointJson {
-                    bm: 0,
-                    bn: &self.settings.broker_name,
-                    c: group,
-                    d: &diffs,
-                    it: req.invisible_time,
-                    n: diffs.len(),
-                    pt: out.pop_time,
-                    q: queue_id,
-                    revive_time: out.pop_time.saturating_add(req.invisible_time),
-                    ro: 0,
-                    so: offset,
-                    t: topic,
-                };
+                let ck = CheckPointJson::new(
+                    topic,
+                    group,
+                    queue_id,
+                    offset,
+                    &diffs,
+                    out.pop_time,
+                    req.invisible_time,
+                    &self.settings.broker_name,
+                );
                 self.put_checkpoint(out.revive_qid, &ck, stored)?;
                 offsets.commit(group, topic, queue_id, got.next_begin_offset);
             }
@@ -698,16 +798,7 @@ impl Popper {
             so: r.ck_offset,
             t: a.topic,
         };
-        let key = uniq_key(
-            a.topic,
-            a.queue_id,
-            a.offset,
-            a.group,
-            r.pop_time,
-            &r.broker_name,
-            ACK_TAG,
-        );
-        let body = serde_json::to_vec(&ack).expect("plain fields serialize");
+        let (body, key) = ack.message();
         // A receipt is the client's to send: any pop time and invisible time, summed saturating.
         let deliver = r.pop_time.saturating_add(r.invisible_time);
         let put = self.put_revive(r.revive_qid, ACK_TAG, &body, &key, deliver)?;
@@ -728,20 +819,16 @@ impl Popper {
         check_invisible_time(invisible_time)?;
         self.check_offset(topics, a.group, a.topic, a.queue_id, a.offset, false)?;
         let now = now_ms();
-        let ck = CheckPointJson {
-            bm: 0,
-            bn: &a.receipt.broker_name,
-            c: a.group,
-            d: &[0],
-            it: invisible_time,
-            n: 1,
-            pt: now,
-            q: a.queue_id,
-            revive_time: now.saturating_add(invisible_time),
-            ro: 0,
-            so: a.offset,
-            t: a.topic,
-        };
+        let ck = CheckPointJson::new(
+            a.topic,
+            a.group,
+            a.queue_id,
+            a.offset,
+            &[0],
+            now,
+            invisible_time,
+            &a.receipt.broker_name,
+        );
         self.put_checkpoint(a.receipt.revive_qid, &ck, stored)?;
         self.append_ack(a, stored)?;
         Ok((now, invisible_time, a.receipt.revive_qid))
@@ -754,8 +841,7 @@ impl Popper {
         ck: &CheckPointJson<'_>,
         stored: &mut dyn FnMut(&PutResult),
     ) -> Result<(), PopError> {
-        let key = uniq_key(ck.t, ck.q, ck.so, ck.c, ck.pt, ck.bn, CK_TAG);
-        let body = serde_json::to_vec(ck).expect("plain fields serialize");
+        let (body, key) = ck.message();
         let deliver = ck.revive_time.saturating_sub(ACK_TIME_INTERVAL_MS);
         let put = self.put_revive(revive_qid, CK_TAG, &body, &key, deliver)?;
         stored(&put);

@@ -18,8 +18,8 @@ use ferromq_store::{MessageStore, StoreError};
 
 use crate::waits::{GroupWait, Replies};
 use ferromq_remoting::codes::{
-    FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, SUCCESS, SYSTEM_ERROR,
-    TRANS_HALF_TOPIC,
+    FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, RETRY_PREFIX, SLAVE_NOT_AVAILABLE, SUCCESS,
+    SYSTEM_ERROR, TRANS_HALF_TOPIC,
 };
 
 /// What a send's topic allows: its queues, whether its tags are multi-tags, and the messages a
@@ -95,10 +95,6 @@ pub struct SendSettings {
     /// woken, once the replica wait is over, not at the store or the flush.
     pub reads_wait_for_replicas: bool,
 }
-
-/// Retry topics' prefix (`MixAll.RETRY_GROUP_TOPIC_PREFIX`): their timer messages get no recall
-/// handle.
-const RETRY_PREFIX: &str = "%RETRY%";
 
 /// RocketMQ's recall handle of a timer message (`RecallMessageHandle.HandleV1`): URL-safe
 /// base64 of "v1 TOPIC BROKER_NAME DELIVER_MS UNIQ_KEY", the deliver time one past the rounded
@@ -396,6 +392,7 @@ impl Sender {
             store
                 .send(&meta, body, req.properties, &rw)
                 .map(|r| Stored {
+                    // A retry topic's timer messages get no recall handle.
                     recall_handle: r
                         .timer_out_ms
                         .filter(|_| !topic.starts_with(RETRY_PREFIX))

@@ -43,6 +43,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "SYSTEM_TOPIC_PREFIX",
         ferromq_broker::topics::SYSTEM_TOPIC_PREFIX,
     )?;
+    m.add("STORE_DEFAULTS", store::store_defaults(m.py())?)?;
     m.add("MAX_HELD_PULLS", ferromq_broker::pull::MAX_HELD_PULLS)?;
     m.add("MAX_WAITING_POPS", ferromq_broker::pop::MAX_WAITING_POPS)?;
     m.add_class::<store::Store>()?;
@@ -81,5 +82,11 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(grpc::fifo_queue, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_message, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_popped, m)?)?;
+    m.add_function(wrap_pyfunction!(pop::pop_retry_topic, m)?)?;
+    m.add_function(wrap_pyfunction!(pop::pop_retry_mark, m)?)?;
+    m.add_function(wrap_pyfunction!(pop::pop_real_topic, m)?)?;
+    m.add_function(wrap_pyfunction!(pop::pop_receipt, m)?)?;
+    m.add_function(wrap_pyfunction!(pop::pop_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(pop::pop_ack, m)?)?;
     Ok(())
 }

@@ -320,3 +320,81 @@ fn properties_of<'py>(py: Python<'py>, record: &[u8]) -> PyResult<Bound<'py, PyD
     }
     Ok(dict)
 }
+
+/// The retry topic of `group` popping `topic` (`popper::retry_topic`).
+#[pyfunction]
+#[pyo3(signature = (topic, group, v2=false))]
+pub(crate) fn pop_retry_topic(topic: &str, group: &str, v2: bool) -> String {
+    popper::retry_topic(topic, group, v2)
+}
+
+/// The kind of topic a receipt names: "0" normal, "1" v1 retry, "2" v2 retry.
+#[pyfunction]
+pub(crate) fn pop_retry_mark(topic: &str) -> &'static str {
+    popper::retry_mark(topic)
+}
+
+/// The topic a receipt's message lies in (`popper::real_topic`).
+#[pyfunction]
+pub(crate) fn pop_real_topic(topic: &str, group: &str, mark: &str) -> String {
+    popper::real_topic(topic, group, mark)
+}
+
+/// A receipt (`POP_CK`, an ack's `extraInfo`) as the rules read it and write it back; None when
+/// they do not read it as one.
+#[pyfunction]
+pub(crate) fn pop_receipt(text: &str) -> Option<String> {
+    ExtraInfo::parse(text).map(|r| r.to_string())
+}
+
+/// The `ck` message (body, UNIQ_KEY) the rules write for a pop (`popper::checkpoint_message`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pop_checkpoint<'py>(
+    py: Python<'py>,
+    topic: &str,
+    group: &str,
+    queue_id: i32,
+    start_offset: i64,
+    diffs: Vec<i64>,
+    pop_time: i64,
+    invisible_time: i64,
+    broker_name: &str,
+) -> (Bound<'py, PyBytes>, String) {
+    let (body, key) = popper::checkpoint_message(
+        topic,
+        group,
+        queue_id,
+        start_offset,
+        &diffs,
+        pop_time,
+        invisible_time,
+        broker_name,
+    );
+    (PyBytes::new(py, &body), key)
+}
+
+/// The `ack` message (body, UNIQ_KEY) the rules write for an ack (`popper::ack_message`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pop_ack<'py>(
+    py: Python<'py>,
+    topic: &str,
+    group: &str,
+    queue_id: i32,
+    ack_offset: i64,
+    start_offset: i64,
+    pop_time: i64,
+    broker_name: &str,
+) -> (Bound<'py, PyBytes>, String) {
+    let (body, key) = popper::ack_message(
+        topic,
+        group,
+        queue_id,
+        ack_offset,
+        start_offset,
+        pop_time,
+        broker_name,
+    );
+    (PyBytes::new(py, &body), key)
+}

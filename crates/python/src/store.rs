@@ -11,7 +11,7 @@ use ferromq_store::store::Delivered;
 use ferromq_store::{BatchItem, FlushDiskType, MessageStore, StoreConfig};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::codec::{parse_addr, PropertyEdits};
 use crate::columns;
@@ -43,6 +43,112 @@ pub struct Store {
 pub struct HaMaster {
     /// Shared with the data plane, which waits for slaves on its own threads.
     pub(crate) inner: Arc<ferromq_store::ha::HaMaster>,
+}
+
+/// `_store.STORE_DEFAULTS`: `StoreConfig::new`'s value of every `Store` argument but `root`, by
+/// the argument's name (the flush type and the delay levels as the arguments spell them). The
+/// binding's signature, `_store.pyi`, `ferromq.store.StoreConfig` and the broker's configuration
+/// repeat them; tests/unit/test_store_defaults.py checks each against this.
+pub(crate) fn store_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let c = StoreConfig::new("");
+    let d = PyDict::new(py);
+    d.set_item("read_only", c.read_only)?;
+    d.set_item("commitlog_dir", c.commitlog_dir)?;
+    d.set_item("mapped_file_size_commitlog", c.mapped_file_size_commitlog)?;
+    d.set_item(
+        "mapped_file_size_consume_queue",
+        c.mapped_file_size_consume_queue,
+    )?;
+    d.set_item(
+        "flush_disk_type",
+        match c.flush_disk_type {
+            FlushDiskType::Async => "ASYNC_FLUSH",
+            FlushDiskType::Sync => "SYNC_FLUSH",
+        },
+    )?;
+    d.set_item("flush_interval_commitlog_ms", c.flush_interval_commitlog_ms)?;
+    d.set_item("flush_commitlog_least_pages", c.flush_commitlog_least_pages)?;
+    d.set_item(
+        "flush_commitlog_thorough_interval_ms",
+        c.flush_commitlog_thorough_interval_ms,
+    )?;
+    d.set_item(
+        "flush_interval_consume_queue_ms",
+        c.flush_interval_consume_queue_ms,
+    )?;
+    d.set_item(
+        "flush_consume_queue_least_pages",
+        c.flush_consume_queue_least_pages,
+    )?;
+    d.set_item(
+        "flush_consume_queue_thorough_interval_ms",
+        c.flush_consume_queue_thorough_interval_ms,
+    )?;
+    d.set_item("sync_flush_timeout_ms", c.sync_flush_timeout_ms)?;
+    d.set_item("max_message_size", c.max_message_size)?;
+    d.set_item("message_index_enable", c.message_index_enable)?;
+    d.set_item("max_hash_slot_num", c.max_hash_slot_num)?;
+    d.set_item("max_index_num", c.max_index_num)?;
+    d.set_item(
+        "message_delay_level",
+        ferromq_store::config::DEFAULT_MESSAGE_DELAY_LEVEL,
+    )?;
+    d.set_item("store_host", c.store_host.to_string())?;
+    d.set_item("check_crc_on_recover", c.check_crc_on_recover)?;
+    d.set_item("warm_mapped_file_enable", c.warm_mapped_file_enable)?;
+    d.set_item("file_reserved_time_hours", c.file_reserved_time_hours)?;
+    d.set_item("delete_when", &c.delete_when)?;
+    d.set_item("disk_max_used_space_ratio", c.disk_max_used_space_ratio)?;
+    d.set_item(
+        "disk_space_clean_forcibly_ratio",
+        c.disk_space_clean_forcibly_ratio,
+    )?;
+    d.set_item(
+        "disk_space_warning_level_ratio",
+        c.disk_space_warning_level_ratio,
+    )?;
+    d.set_item("clean_file_forcibly_enable", c.clean_file_forcibly_enable)?;
+    d.set_item(
+        "delete_commitlog_files_interval_ms",
+        c.delete_commitlog_files_interval_ms,
+    )?;
+    d.set_item(
+        "delete_consume_queue_files_interval_ms",
+        c.delete_consume_queue_files_interval_ms,
+    )?;
+    d.set_item(
+        "destroy_mapped_file_interval_forcibly_ms",
+        c.destroy_mapped_file_interval_forcibly_ms,
+    )?;
+    d.set_item("clean_resource_interval_ms", c.clean_resource_interval_ms)?;
+    d.set_item(
+        "max_transfer_count_on_message_in_memory",
+        c.max_transfer_count_on_message_in_memory,
+    )?;
+    d.set_item(
+        "max_transfer_bytes_on_message_in_memory",
+        c.max_transfer_bytes_on_message_in_memory,
+    )?;
+    d.set_item(
+        "max_transfer_count_on_message_in_disk",
+        c.max_transfer_count_on_message_in_disk,
+    )?;
+    d.set_item(
+        "max_transfer_bytes_on_message_in_disk",
+        c.max_transfer_bytes_on_message_in_disk,
+    )?;
+    d.set_item(
+        "access_message_in_memory_max_ratio",
+        c.access_message_in_memory_max_ratio,
+    )?;
+    d.set_item("timer_wheel_enable", c.timer_wheel_enable)?;
+    d.set_item("timer_precision_ms", c.timer_precision_ms)?;
+    d.set_item("timer_max_delay_sec", c.timer_max_delay_sec)?;
+    d.set_item("timer_roll_window_slot", c.timer_roll_window_slot)?;
+    d.set_item("timer_congest_num_each_slot", c.timer_congest_num_each_slot)?;
+    d.set_item("mapped_file_size_timer_log", c.mapped_file_size_timer_log)?;
+    d.set_item("mapped_file_hot_window", c.mapped_file_hot_window)?;
+    Ok(d)
 }
 
 fn flush_type(s: &str) -> PyResult<FlushDiskType> {
@@ -116,7 +222,7 @@ impl Store {
         access_message_in_memory_max_ratio=40, timer_wheel_enable=true, timer_precision_ms=1000,
         timer_max_delay_sec=259200, timer_roll_window_slot=172800,
         timer_congest_num_each_slot=2147483647, mapped_file_size_timer_log=104857600,
-        mapped_file_hot_window=Some(8388608)
+        mapped_file_hot_window=Some(ferromq_store::config::DEFAULT_MAPPED_FILE_HOT_WINDOW)
     ))]
     fn new(
         py: Python<'_>,

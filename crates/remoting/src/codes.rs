@@ -7,6 +7,13 @@ use ferromq_store::StoreError;
 /// The topic transaction half messages are kept in until they are committed or rolled back.
 pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 
+/// Retry topics' prefix (`MixAll.RETRY_GROUP_TOPIC_PREFIX`): a group's `%RETRY%<group>`, a
+/// popping group's `%RETRY%<group>_<topic>` and `%RETRY%<group>+<topic>`.
+pub const RETRY_PREFIX: &str = "%RETRY%";
+
+/// Dead letter topics' prefix (`MixAll.DLQ_GROUP_TOPIC_PREFIX`): `%DLQ%<group>`.
+pub const DLQ_PREFIX: &str = "%DLQ%";
+
 /// Request codes.
 pub const SEND_MESSAGE: i32 = 10;
 pub const PULL_MESSAGE: i32 = 11;
@@ -63,7 +70,7 @@ pub fn of_store_error(e: &StoreError) -> i32 {
 }
 
 /// Every constant above by the name Python gives it (`RequestCode.X`, `ResponseCode.X`,
-/// `PULL_FLAG_X`, the system topics), the store's system topic of delayed messages, and the
+/// `PULL_FLAG_X`, the system topics and the retry and dead letter prefixes), the store's system topic of delayed messages, and the
 /// property names the store and the send rules read or set.
 pub fn table() -> Vec<(&'static str, String)> {
     let ints = [
@@ -113,6 +120,8 @@ pub fn table() -> Vec<(&'static str, String)> {
         ferromq_store::send::SCHEDULE_TOPIC.to_string(),
     ));
     out.push(("TRANS_HALF_TOPIC", TRANS_HALF_TOPIC.to_string()));
+    out.push(("RETRY_PREFIX", RETRY_PREFIX.to_string()));
+    out.push(("DLQ_PREFIX", DLQ_PREFIX.to_string()));
     out.push(("TIMER_TOPIC", ferromq_store::timer::TIMER_TOPIC.to_string()));
     for (name, value) in ferromq_store::message::property::ALL {
         out.push((name, value.to_string()));

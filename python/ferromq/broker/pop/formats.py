@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import orjson
@@ -32,6 +33,17 @@ ACK_TIME_INTERVAL_MS = 1000
 
 MARK_NORMAL, MARK_RETRY_V1, MARK_RETRY_V2 = "0", "1", "2"
 JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
+
+
+_DIGITS = re.compile(r"[+-]?[0-9]+")
+
+
+def _java_long(text: str) -> int:
+    """A number as Rust's `str::parse::<i64>` reads it (no spaces, `_` or non-ASCII digits, which
+    `int` takes); ValueError otherwise (its range is checked by the caller)."""
+    if not _DIGITS.fullmatch(text):
+        raise ValueError(text)
+    return int(text)
 
 
 def saturating(ms: int) -> int:
@@ -86,19 +98,9 @@ class ExtraInfo:
     offset: int
 
     def __str__(self) -> str:
-        return " ".join(
-            str(v)
-            for v in (
-                self.ck_offset,
-                self.pop_time,
-                self.invisible_time,
-                self.revive_qid,
-                self.mark,
-                self.broker_name,
-                self.queue_id,
-                self.offset,
-            )
-        )
+        # Its fields in their order, as the Rust rules write a receipt (`ExtraInfo`'s Display in
+        # crates/broker/src/popper.rs; tests/unit/test_pop_formats.py feeds both the same).
+        return " ".join(str(getattr(self, f.name)) for f in fields(self))
 
     @classmethod
     def parse(cls, text: str) -> ExtraInfo:
@@ -107,8 +109,8 @@ class ExtraInfo:
         try:
             if len(f) < 7:
                 raise ValueError
-            numbers = [int(f[i]) for i in (0, 1, 2, 3, 6)]
-            offset = int(f[7]) if len(f) > 7 else numbers[0]
+            numbers = [_java_long(f[i]) for i in (0, 1, 2, 3, 6)]
+            offset = _java_long(f[7]) if len(f) > 7 else numbers[0]
             if not all(JAVA_LONG_MIN <= n <= JAVA_LONG_MAX for n in (*numbers, offset)):
                 raise ValueError
             ck_offset, pop_time, invisible_time, revive_qid, queue_id = numbers

@@ -26,6 +26,7 @@ from ferromq.broker.sql92 import compile_sql92
 from ferromq.errors import BrokerError, SubscriptionParseError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import RETRY_PREFIX
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler, ImmediateHandler
 
@@ -304,7 +305,7 @@ async def set_message_request_mode(
             "the set message request mode body needs topic, consumerGroup and mode PULL or POP",
             ResponseCode.SYSTEM_ERROR,
         ) from None
-    if mode.topic.startswith("%RETRY%"):
+    if mode.topic.startswith(RETRY_PREFIX):
         return cmd.reply(ResponseCode.NO_PERMISSION, remark="retry topic is not allowed to set mode")
     if ctx.topics.get(mode.topic) is None:
         return cmd.reply(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{mode.topic}] not exist")
