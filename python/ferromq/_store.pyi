@@ -7,6 +7,7 @@ from typing import Any, Protocol, final
 __all__ = [
     "MAX_HELD_PULLS",
     "MAX_WAITING_POPS",
+    "SEND_V2_LETTERS",
     "STORE_DEFAULTS",
     "STORE_ERROR_CLASSES",
     "SYSTEM_TOPICS",
@@ -72,6 +73,8 @@ WIRE_CONSTANTS: list[tuple[str, str]]
 MAX_HELD_PULLS: int
 MAX_WAITING_POPS: int
 """The codes, flags and system topics the Rust side defines, by their Python names (as text)."""
+SEND_V2_LETTERS: list[tuple[str, str]]
+"""(V1 name, SEND_MESSAGE_V2 letter) of each send header field the data plane reads."""
 STORE_DEFAULTS: dict[str, object]
 """The Rust store's default of every `Store` argument but `root`, by the argument's name
 (crates/store/src/config.rs `StoreConfig::new`)."""

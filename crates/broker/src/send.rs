@@ -46,6 +46,12 @@ const V1: [&str; 9] = [
 ];
 const V2: [&str; 9] = ["a", "b", "e", "f", "g", "h", "i", "j", "m"];
 
+/// (V1 name, V2 letter) of each field the plane reads. The binding exports it as
+/// `_store.SEND_V2_LETTERS`; a Python unit test checks `SEND_V2_NAMES` against it.
+pub fn v2_letters() -> Vec<(&'static str, &'static str)> {
+    V1.into_iter().zip(V2).collect()
+}
+
 /// The send a header asks for, or None when a field is missing or does not parse as Java would
 /// (Python answers those with the field's name).
 fn read_request<'a>(ext: &'a HashMap<&str, String>) -> Option<SendRequest<'a>> {

@@ -43,6 +43,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "SYSTEM_TOPIC_PREFIX",
         ferromq_broker::topics::SYSTEM_TOPIC_PREFIX,
     )?;
+    m.add("SEND_V2_LETTERS", ferromq_broker::send::v2_letters())?;
     m.add("STORE_DEFAULTS", store::store_defaults(m.py())?)?;
     m.add("MAX_HELD_PULLS", ferromq_broker::pull::MAX_HELD_PULLS)?;
     m.add("MAX_WAITING_POPS", ferromq_broker::pop::MAX_WAITING_POPS)?;
