@@ -1,6 +1,7 @@
-//! The request codes, response codes and pull flags the data plane speaks, each defined once
-//! here (the binding exports them as `_store.WIRE_CONSTANTS`; a Python unit test checks them
-//! against `ferromq.protocol`, so the two languages cannot drift apart).
+//! The request codes, response codes, pull flags and retry and dead letter topic prefixes the
+//! data plane speaks, each defined once here (the binding exports them as
+//! `_store.WIRE_CONSTANTS`; a Python unit test checks them against `ferromq.protocol`, so the two
+//! languages cannot drift apart).
 
 use ferromq_store::StoreError;
 
