@@ -1,12 +1,13 @@
-"""Run the real Apache RocketMQ 4.9.7 (the default) or 5.3.3 name server and broker as child processes, for
-interop and store cross-compatibility tests and benchmarks.
+"""Run the real Apache RocketMQ 4.9.7 (the default), 5.3.3 or 5.5.0 name server and broker as child
+processes, for interop and store cross-compatibility tests and benchmarks.
 
-The jars come from Maven Central: `tools/apache-rocketmq/pom.xml` (4.9.7) and
-`tools/apache-rocketmq-5/pom.xml` (5.3.3) depend on rocketmq-namesrv, rocketmq-broker and rocketmq-tools
-(mqadmin), 5.3.3 also on rocketmq-proxy, and `classpath(version)` resolves a version's runtime classpath
-once with `mvn dependency:build-classpath` into that project's `target/` (rebuilt only when its pom
-changes). `start_rocketmq(root)` writes every file the two JVMs use (configs, logback files, store, logs,
-user.home) under `root` and returns once the broker is registered with the name server.
+The jars come from Maven Central: `tools/apache-rocketmq/pom.xml` (4.9.7), `tools/apache-rocketmq-5/pom.xml`
+(5.3.3) and `tools/apache-rocketmq-55/pom.xml` (5.5.0, the second 5.x reference) depend on rocketmq-namesrv,
+rocketmq-broker and rocketmq-tools (mqadmin), the 5.x ones also on rocketmq-proxy, and `classpath(version)`
+resolves a version's runtime classpath once with `mvn dependency:build-classpath` into that project's
+`target/` (rebuilt only when its pom changes). `start_rocketmq(root)` writes every file the two JVMs use
+(configs, logback files, store, logs, user.home) under `root` and returns once the broker is registered
+with the name server.
 
     with start_rocketmq(tmp_path, {"mappedFileSizeCommitLog": str(1 << 20)}) as mq:
         ...  # clients use mq.namesrv
@@ -14,7 +15,11 @@ user.home) under `root` and returns once the broker is registered with the name 
         ...  # a 5.3.3 broker (timer messages, POP) run from the same mains
 
 `start_rocketmq_proxy(root)` starts a 5.3.3 name server and `ProxyStartup -pm local` (the broker runs inside
-the proxy): what the RocketMQ 5.x clients talk to over gRPC. `mqadmin(root, namesrv, ...)` runs one 5.3.3
+the proxy): what the RocketMQ 5.x clients talk to over gRPC; `version=ROCKETMQ_55_VERSION` starts 5.5.0's.
+5.5.0 starts from the same mains, configs and flags as 5.3.3; its default engines are 5.3.3's files (timer
+wheel and log, transaction half/op topics, index files, JSON config; timerRocksDBEnable, transRocksDBEnable,
+indexRocksDBEnable false, storeType "default"), but its store always opens an (empty) RocksDB in
+storePathRootDir/rocksdbstore for them. `mqadmin(root, namesrv, ...)` runs one 5.3.3
 admin command. The official 5.x Python client runs in an environment of its own (`client5_python()`).
 
     with start_rocketmq_proxy(tmp_path) as proxy:
@@ -47,11 +52,14 @@ from typing import ClassVar, Self
 # The default version: what every caller that names none runs.
 ROCKETMQ_VERSION = "4.9.7"
 ROCKETMQ_5_VERSION = "5.3.3"
+# The second 5.x reference (issue 43): what 5.4 / 5.5 changed, run beside 5.3.3 by the tests that name it.
+ROCKETMQ_55_VERSION = "5.5.0"
 
 # Each version's Maven project (a pom whose dependencies are the distribution).
 PROJECTS = {
     ROCKETMQ_VERSION: Path(__file__).resolve().parent / "apache-rocketmq",
     ROCKETMQ_5_VERSION: Path(__file__).resolve().parent / "apache-rocketmq-5",
+    ROCKETMQ_55_VERSION: Path(__file__).resolve().parent / "apache-rocketmq-55",
 }
 
 PROJECT_DIR = PROJECTS[ROCKETMQ_VERSION]
@@ -472,7 +480,7 @@ class ApacheRocketMQProxy(ApacheRocketMQ):
         return self.broker_conf["brokerClusterName"]
 
     def mqadmin(self, subcommand: str, *args: str, timeout: float = 120.0) -> str:
-        """`mqadmin <subcommand> -n <namesrv> <args>` with 5.3.3's tools (see `mqadmin()`)."""
+        """`mqadmin <subcommand> -n <namesrv> <args>` with the proxy's version's tools (see `mqadmin()`)."""
         return mqadmin(self.root, self.namesrv, subcommand, *args, version=self.version, timeout=timeout)
 
     def create_topic(
@@ -637,12 +645,13 @@ def start_rocketmq(
     heap: str = "512m",
     version: str = ROCKETMQ_VERSION,
 ) -> ApacheRocketMQ:
-    """Start a Java name server and broker of `version` (4.9.7 or 5.3.3) under `root` (store in root/store,
-    logs in root/logs, config in root/broker.conf) on free 127.0.0.1 ports; returns once the broker is
-    registered with the name server. `broker_conf` overrides or adds broker.conf keys (e.g.
+    """Start a Java name server and broker of `version` (4.9.7, 5.3.3 or 5.5.0) under `root` (store in
+    root/store, logs in root/logs, config in root/broker.conf) on free 127.0.0.1 ports; returns once the
+    broker is registered with the name server. `broker_conf` overrides or adds broker.conf keys (e.g.
     mappedFileSizeCommitLog, flushDiskType). 5.3.3 keeps every store file (commit log, consume queues,
     timerwheel / timerlog, config/) under storePathRootDir and everything else (rocksdb, auth) under
-    user.home, which is `root`."""
+    user.home, which is `root`; 5.5.0 the same, plus an (empty with its default engines) RocksDB in
+    storePathRootDir/rocksdbstore."""
     _project(version)
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -686,9 +695,13 @@ def _proxy_defaults(cluster: str) -> dict[str, object]:
 
 
 def _start_proxy_once(
-    root: Path, broker_conf: dict[str, str], proxy_conf: dict[str, object], heap: str, deadline: float
+    root: Path,
+    broker_conf: dict[str, str],
+    proxy_conf: dict[str, object],
+    heap: str,
+    deadline: float,
+    version: str,
 ) -> tuple[ApacheRocketMQProxy | None, str]:
-    version = ROCKETMQ_5_VERSION
     _write_logback(root, ("proxy", "namesrv"), version)
     env = _child_env(root)
     ns_proc, namesrv = _start_namesrv(root, env, deadline, version)
@@ -747,24 +760,28 @@ def start_rocketmq_proxy(
     *,
     timeout: float = 180.0,
     heap: str = "512m",
+    version: str = ROCKETMQ_5_VERSION,
 ) -> ApacheRocketMQProxy:
-    """Start Apache RocketMQ 5.3.3 as the 5.x clients use it: a Java name server, then
+    """Start Apache RocketMQ 5.3.3 (or `version` 5.5.0) as the 5.x clients use it: a Java name server, then
     `ProxyStartup -pm local -bc root/broker.conf -pc root/rmq-proxy.json -n <name server>` (one JVM, the
     broker inside the proxy), on free 127.0.0.1 ports (the name server, the broker's listenPort, the proxy's
     grpcServerPort and remotingListenPort; Java's proxy binds its two on every interface). Returns once the
     gRPC port accepts connections and the broker is registered with the name server. `broker_conf` overrides
     or adds broker.conf keys, `proxy_conf` rmq-proxy.json keys (e.g. {"grpcServerPort": 8081} to pick the
     port). Logs in root/logs (proxy.log has the proxy's and the broker's lines), store in root/store."""
+    if not version.startswith("5."):
+        raise ValueError(f"Apache RocketMQ {version} has no proxy (5.x has)")
+    _project(version)
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    bconf = _broker_defaults(root, ROCKETMQ_5_VERSION)
+    bconf = _broker_defaults(root, version)
     if broker_conf:
         bconf.update({k: str(v) for k, v in broker_conf.items()})
     pconf = _proxy_defaults(bconf["brokerClusterName"]) | (proxy_conf or {})
     deadline = time.monotonic() + timeout
     why = ""
     for _ in range(START_ATTEMPTS):
-        proxy, why = _start_proxy_once(root, dict(bconf), dict(pconf), heap, deadline)
+        proxy, why = _start_proxy_once(root, dict(bconf), dict(pconf), heap, deadline, version)
         if proxy is not None:
             return proxy
         tail = ApacheRocketMQProxy(root, "", "", -1).log_tail()
