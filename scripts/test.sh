@@ -11,9 +11,7 @@
 #
 # pytest runs in FERROMQ_TEST_WORKERS parallel workers (default 3; the tests wait on sockets and
 # child JVMs as much as they compute); a module's tests stay on one worker (`--dist loadfile`: they
-# share its module-scoped brokers, and some build on what an earlier one did). Modules start slowest
-# first (tests/durations.json, written from build/junit.xml by scripts/test_durations.py), so the
-# workers end together.
+# share its module-scoped brokers, and some build on what an earlier one did).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -84,13 +82,12 @@ NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet  # (the variable
 
 step "Python: tests ($WORKERS workers)"
 if [ "$QUICK" = 1 ]; then
-    "$VENV/bin/pytest" -n "$WORKERS" --dist loadfile --no-loadscope-reorder -m "not slow and not interop and not spark" \
+    "$VENV/bin/pytest" -n "$WORKERS" --dist loadfile -m "not slow and not interop and not spark" \
         tests/unit tests/integration "$@"
     exit 0
 fi
 # The slowest tests are listed at the end: where the suite's time goes.
-"$VENV/bin/pytest" -n "$WORKERS" --dist loadfile --no-loadscope-reorder --durations=25 \
-    --junitxml=build/junit.xml "$@"
+"$VENV/bin/pytest" -n "$WORKERS" --dist loadfile --durations=25 "$@"
 
 # Reached only when every test passed (set -e). Renders the README's compatibility section from the
 # interop results into build/compat-section.md and prints it; README.md itself is updated by hand with

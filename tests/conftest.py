@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,31 +25,15 @@ SMALL = {
 _DIRECTORY_MARKS = {"interop": pytest.mark.interop, "spark": pytest.mark.spark}
 
 
-# Seconds each module took in a full run (scripts/test_durations.py writes it); modules not listed
-# count as UNKNOWN_MODULE_SECONDS.
-_DURATIONS = Path(__file__).with_name("durations.json")
-UNKNOWN_MODULE_SECONDS = 5
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Marks each test by its directory under tests/ (before `-m` selects by marks), and puts the
-    slowest modules first, each module's tests together and in their order: with `--dist loadfile
-    --no-loadscope-reorder` the workers take modules in this order (longest first), so no worker is
-    left running a long module after the others are done."""
+    """Marks each test by its directory under tests/ (before `-m` selects by marks)."""
     here = Path(__file__).parent
     for item in items:
         if here in item.path.parents:
             mark = _DIRECTORY_MARKS.get(item.path.relative_to(here).parts[0])
             if mark is not None:
                 item.add_marker(mark)
-    seconds: dict[str, float] = json.loads(_DURATIONS.read_text()) if _DURATIONS.exists() else {}
-
-    def module_seconds(item: pytest.Item) -> float:
-        module = item.nodeid.split("::", 1)[0]  # relative to the root directory, as in the file
-        return -seconds.get(module, UNKNOWN_MODULE_SECONDS)
-
-    items.sort(key=module_seconds)  # stable: a module's tests keep their order
 
 
 @pytest.fixture
