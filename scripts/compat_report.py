@@ -119,7 +119,8 @@ def render(versions: dict[str, str], raw: list[Entry]) -> str:
         f"Checked with the official C++ client (PyPI `rocketmq` {cpp}, librocketmq), the official Java "
         f"client {java} (`org.apache.rocketmq:rocketmq-client` from Maven Central) and the Apache RocketMQ "
         f"{rmq} name server and broker (Maven Central jars, started by `tools/apache_rocketmq.py`); RocketMQ "
-        "5.x's timer messages and POP with the Java client and the name server and broker 5.3.3.",
+        "5.x's timer messages and POP with the Java client and the name server and broker 5.3.3; Apache "
+        "RocketMQ 5.5.0's broker and proxy (default engines) as a second 5.x reference.",
     ]
 
     official = by_area.get(compat.OFFICIAL, [])
@@ -137,7 +138,8 @@ def render(versions: dict[str, str], raw: list[Entry]) -> str:
 
     store = by_area.get(compat.STORE, [])
     if store:
-        out += ["", f"### Store files shared with Apache RocketMQ {rmq} (and 5.3.3 where it says)", ""]
+        heading = f"### Store files shared with Apache RocketMQ {rmq} (and 5.3.3 or 5.5.0 where it says)"
+        out += ["", heading, ""]
         out += [f"- {e['item']}" for e in store]
         out += ["", _tests_line(store)]
 

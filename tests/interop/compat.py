@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(os.environ.get("FERROMQ_COMPAT_RESULTS", ROOT / "build" / "compat-results.json"))
 
 ROCKETMQ_VERSION = "4.9.7"  # tools/apache_rocketmq.py, tests/interop/java/pom.xml
+ROCKETMQ_55_VERSION = "5.5.0"  # tools/apache_rocketmq.py's second 5.x reference
 
 
 def _java_client_version() -> str:
@@ -50,6 +51,7 @@ JAVA = f"Java client {_java_client_version()}"
 PY = "ferromq Python client"
 RAW = "raw protocol requests"
 APACHE = f"Apache RocketMQ {ROCKETMQ_VERSION} broker"
+APACHE_55 = f"Apache RocketMQ {ROCKETMQ_55_VERSION} broker"
 
 OFFICIAL = "official clients against ferromq"
 PYINTEROP = "Python client with the official clients"
@@ -165,6 +167,23 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
             "ferromq Python client against the Java broker (send, pull, commit)",
             APACHE,
             ROCKETMQ_VERSION,
+        )
+    ],
+    "tests/interop/test_rocketmq55_reference.py::test_ferromq_reads_the_55_store": [
+        (
+            STORE,
+            "ferromq reads a store written by Apache RocketMQ 5.5.0 (its default engines; "
+            "its store/rocksdbstore is left alone)",
+            APACHE_55,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
+    "tests/interop/test_rocketmq55_reference.py::test_broker_remoting_roundtrip_and_clean_stop": [
+        (
+            PYINTEROP,
+            "ferromq Python client against the Java broker (send, pull, commit)",
+            APACHE_55,
+            ROCKETMQ_55_VERSION,
         )
     ],
     "tests/interop/test_apache_rocketmq_launcher.py::test_java_send_reply_names_the_requested_queue": [

@@ -15,17 +15,18 @@ managers; RIP-82's RocksDB timer / transaction / index engines are opt-in):
   queues for delay levels (5.x's timer wheel does not take delay levels unless timerInterceptDelayLevel);
 - one directory more: storePathRootDir/rocksdbstore, a RocksDB (column families default = index, timer,
   trans) that 5.5.0's DefaultMessageStore opens whatever the engines (MessageRocksDBStorage); with the
-  default engines nothing is written into it but RocksDB's own files. ferromq ignores it; a store that
-  used the RocksDB engines would keep its timer / transaction / index records there, which ferromq does
-  not read (not tested here);
+  default engines nothing is written into it but RocksDB's own files (its write-ahead log stays empty).
+  ferromq ignores it; a store that used the RocksDB engines would keep its timer / transaction / index
+  records there, which ferromq does not read (not tested here);
 - the rest ferromq ignores as it does 5.3.3's: timerwheel, config/timercheck, config/timermetrics,
   config/transactionMetrics, config/consumerFilter.json, config/consumerOrderInfo.json, compaction/, lock,
   abort.bak and the *.bak copies of the config files.
 
-Beside the store: 5.5.0's proxy refuses a gRPC consumer (SimpleConsumer, PushConsumer) of a group the broker
-does not have ("group not found", ILLEGAL_CONSUMER_GROUP, from the Telemetry settings and from
-ReceiveMessage) even with autoCreateSubscriptionGroup=true: it reads the group's config for RIP-83's lite
-bind topic first. 5.3.3 made such a group on first use; side-by-side tests against 5.5.0 create their groups.
+Beside the store: 5.5.0's proxy refuses a gRPC consumer of a group the broker does not have, even with
+autoCreateSubscriptionGroup=true: the consumer's Telemetry settings are answered "group not found"
+(ILLEGAL_CONSUMER_GROUP; ClientProcessor.registerConsumer reads the group's config for RIP-83's lite bind
+topic first), and its ReceiveMessage then fails with 50001 (a NullPointerException: no settings). 5.3.3
+made such a group on first use; side-by-side tests against 5.5.0 create their groups.
 
 One broker and one proxy for the module: the broker's store is read, so it stops with SIGTERM; the proxy's
 is not, so it ends with kill -9.
@@ -276,6 +277,8 @@ def test_55_store_layout(written: Written) -> None:
     assert topics[TOPIC]["readQueueNums"] == QUEUES
     # 5.5.0's RocksDB for the timer / transaction / index engines, opened though they are off.
     assert (store / "rocksdbstore" / "CURRENT").is_file(), files
+    wal = list((store / "rocksdbstore").glob("*.log"))
+    assert wal and all(p.stat().st_size == 0 for p in wal), files  # the default engines wrote nothing
 
 
 def test_proxy_grpc_roundtrip(
