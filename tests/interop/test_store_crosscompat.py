@@ -35,7 +35,7 @@ from . import crosscompat_data as cc
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not have_java(), reason="the Apache RocketMQ broker needs `java` and `mvn` on PATH"),
-    # Producing takes ~30 s per broker; the pending delayed messages are due 25 s after they were sent.
+    # Producing takes ~30 s per broker; the pending delayed messages are due 45 s after they were sent.
     pytest.mark.timeout(600),
 ]
 
