@@ -96,6 +96,10 @@ JAVA17_FLAGS = [
 ] + ["--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED", "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED"]
 
 START_ATTEMPTS = 3
+# Start failures worth another attempt: a port picked free was taken meanwhile; and Java's
+# NetworkUtil (BrokerConfig's constructor lists the interfaces) failing on one that vanished
+# while it looked, as the veth pairs of tests/cluster do ("getFlags() failed").
+RETRYABLE_START_FAILURES = ("Address already in use", "Failed to obtain local address")
 STOP_TIMEOUT = 60.0
 GET_ROUTEINFO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
@@ -665,7 +669,7 @@ def start_rocketmq(
         if mq is not None:
             return mq
         tail = ApacheRocketMQ(root, "", "", -1).log_tail()
-        if "Address already in use" not in tail or time.monotonic() >= deadline:
+        if not any(f in tail for f in RETRYABLE_START_FAILURES) or time.monotonic() >= deadline:
             raise RuntimeError(f"Apache RocketMQ did not start under {root}: {why}\n{tail}")
     raise RuntimeError(f"Apache RocketMQ did not start under {root}: {why}")
 
@@ -785,7 +789,7 @@ def start_rocketmq_proxy(
         if proxy is not None:
             return proxy
         tail = ApacheRocketMQProxy(root, "", "", -1).log_tail()
-        if "Address already in use" not in tail or time.monotonic() >= deadline:
+        if not any(f in tail for f in RETRYABLE_START_FAILURES) or time.monotonic() >= deadline:
             raise RuntimeError(f"the Apache RocketMQ proxy did not start under {root}: {why}\n{tail}")
     raise RuntimeError(f"the Apache RocketMQ proxy did not start under {root}: {why}")
 
