@@ -92,6 +92,6 @@ SELF_TEST_GROUP_PREFIX = "SELF_TEST_"
 ONS_API_GROUP_PREFIX = "CID_ONSAPI_"
 
 # -- GET_BROKER_RUNTIME_INFO: ferromq's own keys (Java's tools ignore keys they do not know) ---------
-# The broker's table topics (ferromq.broker.tiering) as a JSON list, one object per topic; the key
+# The broker's table topics (ferromq.tables.tiering) as a JSON list, one object per topic; the key
 # is there only when the broker runs the tiering service.
 RUNTIME_TABLE_TOPICS_KEY = "ferromqTableTopics"

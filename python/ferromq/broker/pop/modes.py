@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ferromq.broker.config_file import load_config_file, save_config_file
+from ferromq.broker.json_files import load_json_file, save_json_file
 from ferromq.protocol.constants import RETRY_PREFIX
 
 MODES = ("PULL", "POP")
@@ -44,7 +44,7 @@ class RequestModeManager:
         self._path = path
         self._lock = threading.Lock()
         self.modes: dict[str, dict[str, RequestMode]] = {}
-        data = load_config_file(path) or {}
+        data = load_json_file(path) or {}
         for topic, groups in (data.get("messageRequestModeMap") or {}).items():
             for group, d in (groups or {}).items():
                 self.modes.setdefault(str(topic), {})[str(group)] = RequestMode.from_json(d)
@@ -60,7 +60,7 @@ class RequestModeManager:
     def persist(self) -> None:
         with self._lock:
             table = {t: {g: m.to_json() for g, m in groups.items()} for t, groups in self.modes.items()}
-        save_config_file(self._path, {"messageRequestModeMap": table})
+        save_json_file(self._path, {"messageRequestModeMap": table})
 
 
 def allocate_averagely(queues: list[T], clients: list[str], client_id: str) -> list[T]:

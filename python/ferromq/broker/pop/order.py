@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ferromq.broker.config_file import load_config_file, save_config_file
+from ferromq.broker.json_files import load_json_file, save_json_file
 
 # Orders not consumed for this long are forgotten (Java's CLEAN_SPAN_FROM_LAST).
 CLEAN_SPAN_MS = 24 * 3600 * 1000
@@ -108,7 +108,7 @@ class ConsumerOrderInfoManager:
         self._path = path
         self._lock = threading.Lock()
         self.table: dict[str, dict[int, OrderInfo]] = {}
-        data = load_config_file(path) or {}
+        data = load_json_file(path) or {}
         for key, queues in (data.get("table") or {}).items():
             self.table[str(key)] = {int(q): OrderInfo.from_json(info) for q, info in (queues or {}).items()}
         self._dirty = False
@@ -201,4 +201,4 @@ class ConsumerOrderInfoManager:
                 "table": {k: {str(q): i.to_json() for q, i in qs.items()} for k, qs in self.table.items()}
             }
             self._dirty = False
-        save_config_file(self._path, data)
+        save_json_file(self._path, data)
