@@ -1,8 +1,10 @@
 """Hosts for cluster tests on one machine: Linux network namespaces joined by a bridge of their own.
 
 Each host is a namespace with `lo` and one end of a veth pair holding an address of a private
-/24 (10.213.R.0/24, R drawn per run); the other end is enslaved to the run's bridge in the root
-namespace, which has no address and no route to it: nothing is routed out. Servers started in a
+/24 (10.213.R.0/24, R drawn per run); the other end is enslaved to the run's bridge in a namespace
+of its own (the switch), which has no address and no route out: nothing is routed out, and no
+interface ever appears in (or vanishes from) the root namespace, where a JVM listing the interfaces
+as one goes away fails ("getFlags() failed"). Servers started in a
 host bind its address as they would on a machine of their own. Faults: kill -9, SIGSTOP/SIGCONT,
 and a whole host cut off the bridge (its link down) and healed; one link or one direction of it
 cut with nftables (`cut`/`uncut`; a one-way cut stops TCP both ways, its replies being lost).
@@ -49,11 +51,20 @@ def cuts_available() -> str | None:
     return None
 
 
+def _ip_argv(args: tuple[str, ...], ns: str | None) -> list[str]:
+    return ["ip", "-n", ns, *args] if ns else ["ip", *args]
+
+
 def _ip(*args: str, ns: str | None = None) -> None:
-    argv = ["ip", "netns", "exec", ns, "ip", *args] if ns else ["ip", *args]
+    argv = _ip_argv(args, ns)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
     if done.returncode != 0:
         raise OSError(f"{' '.join(argv)}: {done.stderr.strip()}")
+
+
+def _ip_quiet(*args: str, ns: str | None = None) -> None:
+    """`ip` for teardown: what is already gone is no error."""
+    subprocess.run(_ip_argv(args, ns), capture_output=True, timeout=TIMEOUT)
 
 
 class Hosts:
@@ -65,6 +76,7 @@ class Hosts:
         self._subnet = random.randint(1, 254)
         self.names = [f"{self._prefix}h{i}" for i in range(count)]
         self._bridge = f"{self._prefix}br"
+        self._switch = f"{self._prefix}sw"  # the namespace of the bridge and the links' outer ends
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._made: list[str] = []
         self._mounts: list[Path] = []
@@ -75,17 +87,19 @@ class Hosts:
         # Also removed when the interpreter exits without reaching __exit__ (an interrupted run).
         atexit.register(self.close)
         try:
-            _ip("link", "add", self._bridge, "type", "bridge")
-            self._made.append("bridge")
-            _ip("link", "set", self._bridge, "up")
+            subprocess.run(["ip", "netns", "add", self._switch], check=True, timeout=TIMEOUT)
+            self._made.append(self._switch)
+            _ip("link", "add", self._bridge, "type", "bridge", ns=self._switch)
+            _ip("link", "set", self._bridge, "up", ns=self._switch)
             for i, ns in enumerate(self.names):
                 subprocess.run(["ip", "netns", "add", ns], check=True, timeout=TIMEOUT)
                 self._made.append(ns)
                 outside, inside = self._link(i), f"{self._prefix}v{i}b"
-                _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
-                _ip("link", "set", inside, "netns", ns)
-                _ip("link", "set", outside, "master", self._bridge)
-                _ip("link", "set", outside, "up")
+                # Each end made in its namespace: the pair never passes through the root one.
+                peer = ("peer", inside, "netns", ns)
+                _ip("link", "add", outside, "netns", self._switch, "type", "veth", *peer)
+                _ip("link", "set", outside, "master", self._bridge, ns=self._switch)
+                _ip("link", "set", outside, "up", ns=self._switch)
                 _ip("link", "set", "lo", "up", ns=ns)
                 _ip("addr", "add", f"{self.addr(i)}/24", "dev", inside, ns=ns)
                 _ip("link", "set", inside, "up", ns=ns)
@@ -160,10 +174,10 @@ class Hosts:
     def partition(self, i: int) -> None:
         """Host `i` cut off from every other (its link to the bridge down): its processes run on
         and see their connections time out, as a host behind a failed switch port would."""
-        _ip("link", "set", self._link(i), "down")
+        _ip("link", "set", self._link(i), "down", ns=self._switch)
 
     def heal(self, i: int) -> None:
-        _ip("link", "set", self._link(i), "up")
+        _ip("link", "set", self._link(i), "up", ns=self._switch)
 
     def cut(self, i: int, j: int, both_ways: bool = True) -> None:
         """Packets from host `i` to host `j` dropped (and from `j` to `i` unless `both_ways` is
@@ -233,12 +247,11 @@ class Hosts:
             subprocess.run(["umount", "--lazy", str(mount)], capture_output=True, timeout=TIMEOUT)
         self._mounts.clear()
         for made in reversed(self._made):
-            if made == "bridge":
-                subprocess.run(["ip", "link", "del", self._bridge], capture_output=True, timeout=TIMEOUT)
-            else:
+            if made != self._switch:
                 # The pair goes with its outer end at once (a namespace may outlive its deletion
                 # while the kernel still holds a reference to it).
                 i = self.names.index(made)
-                subprocess.run(["ip", "link", "del", self._link(i)], capture_output=True, timeout=TIMEOUT)
-                subprocess.run(["ip", "netns", "del", made], capture_output=True, timeout=TIMEOUT)
+                _ip_quiet("link", "del", self._link(i), ns=self._switch)
+            # The switch's deletion takes the bridge with it.
+            subprocess.run(["ip", "netns", "del", made], capture_output=True, timeout=TIMEOUT)
         self._made.clear()
