@@ -37,6 +37,14 @@ fi
 # The official RocketMQ 5.x Python client gets an environment of its own, build/client5-venv, from
 # pyproject's client5 extra (why: see there); the tests would make it on first use otherwise.
 "$VENV/bin/python" -c 'import sys; sys.path.insert(0, "tools"); import apache_rocketmq as a; a.client5_python()'
+# tests/integration/test_table_topics_s3.py runs a real S3-compatible server, versitygw, built from
+# the Go module tools/s3server (pinned there) with the machine's Go; without Go those tests skip.
+if command -v go >/dev/null; then
+    step "S3-compatible server (versitygw) for the table topics' object-store tests"
+    "$VENV/bin/python" tools/s3_server.py || echo "the S3 server could not be built: the S3 tests will be skipped"
+else
+    echo "Go is not installed: the S3 tests (tests/integration/test_table_topics_s3.py) will be skipped"
+fi
 
 if [ "$QUICK" = 0 ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
     # tests/integration/test_console.py drives the console in headless Chromium (Debian's package).
