@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferromq_store::message::MessageMeta;
-use ferromq_store::store::Delivered;
+use ferromq_store::message_store::Delivered;
 use ferromq_store::{BatchItem, FlushDiskType, MessageStore, StoreConfig};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

@@ -23,15 +23,15 @@ pub mod index;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message;
+pub mod message_store;
 pub mod send;
-pub mod store;
 pub mod timer;
 
 pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Result, StoreError};
 pub use message::{MessageMeta, RecordView};
-pub use send::BatchItem;
-pub use store::{
+pub use message_store::{
     CleanInput, CleanReport, GetResult, GetStatus, MessageStore, PutBatchResult, PutResult,
     QueueInfo, RecoveryReport, RetentionStats,
 };
+pub use send::BatchItem;

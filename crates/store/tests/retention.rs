@@ -371,10 +371,10 @@ fn bad_retention_settings_are_refused() {
 #[test]
 fn disk_usage_is_a_fraction_or_unknown() {
     let dir = tempfile::tempdir().unwrap();
-    let used = ferromq_store::store::disk_used_ratio(dir.path());
+    let used = ferromq_store::message_store::disk_used_ratio(dir.path());
     assert!(used > 0.0 && used <= 1.0, "{used}");
     assert_eq!(
-        ferromq_store::store::disk_used_ratio(&dir.path().join("missing")),
+        ferromq_store::message_store::disk_used_ratio(&dir.path().join("missing")),
         -1.0
     );
     let store = MessageStore::open(config(dir.path())).unwrap();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ferromq_store::hash::{java_string_hash, tags_code};
 use ferromq_store::message::{iter_records, sysflag, RecordView};
-use ferromq_store::store::SCHEDULE_TOPIC;
+use ferromq_store::message_store::SCHEDULE_TOPIC;
 use ferromq_store::{BatchItem, FlushDiskType, GetStatus, MessageStore, StoreConfig, StoreError};
 
 mod common;

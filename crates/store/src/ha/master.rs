@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::{HaConfig, HEADER_SIZE};
 use crate::flush::{FlushCallback, FlushSignal};
-use crate::store::ReplicaLog;
+use crate::message_store::ReplicaLog;
 
 /// How long an idle writer sleeps before looking for new data on its own (RocketMQ: 100 ms);
 /// appends wake it sooner through `notify_appended`.

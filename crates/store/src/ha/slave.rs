@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::{HaConfig, HEADER_SIZE};
 use crate::error::StoreError;
-use crate::store::ReplicaLog;
+use crate::message_store::ReplicaLog;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Between two connection attempts (RocketMQ waits 5 s).

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use super::{now_ms, Inner};
 use crate::error::{Result, StoreError};
-use crate::store::retention::{partition_usage, used_ratio};
+use crate::message_store::retention::{partition_usage, used_ratio};
 
 /// How often (at least) a writer measures the disks.
 pub const SPACE_CHECK_INTERVAL_MS: i64 = 100;
@@ -211,7 +211,7 @@ mod tests {
     use super::*;
     use crate::config::StoreConfig;
     use crate::message::MessageMeta;
-    use crate::store::MessageStore;
+    use crate::message_store::MessageStore;
 
     fn meta(queue_id: i32) -> MessageMeta<'static> {
         MessageMeta {
@@ -265,7 +265,7 @@ mod tests {
     #[test]
     fn writes_are_refused_above_the_warning_level() {
         let dir = tempfile::tempdir().unwrap();
-        let used = crate::store::retention::disk_used_ratio(dir.path());
+        let used = crate::message_store::retention::disk_used_ratio(dir.path());
         assert!(used >= 0.0, "statvfs works on the test's directory");
         let mut config = StoreConfig::new(dir.path());
         // A limit just under the disk's current use: full now.
