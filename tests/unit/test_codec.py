@@ -17,24 +17,10 @@ GOLDEN_RECORD = bytes.fromhex(
 )
 
 
-@pytest.mark.parametrize(
-    ("s", "h"),
-    [
-        ("", 0),
-        ("*", 42),
-        ("d", 100),
-        ("TagA", 2598919),
-        ("TagB", 2598920),
-        ("Aa", 2112),
-        ("BB", 2112),
-        ("hello world", 1794106052),
-        ("Order_Created", -982890825),
-        ("TopicTest#KEY1", -1656969516),
-        ("polygenelubricants", -2147483648),
-        ("中文", 646394),
-        ("\U0001f600", 1772899),
-    ],
-)
+# Java's String.hashCode golden vectors are in the Rust test that holds the function
+# (crates/store/src/hash.rs `golden_hash_codes`); here, what crosses the binding: an empty
+# string, a negative result, UTF-16 surrogates of an astral character.
+@pytest.mark.parametrize(("s", "h"), [("", 0), ("Order_Created", -982890825), ("\U0001f600", 1772899)])
 def test_java_string_hash(s: str, h: int) -> None:
     assert _store.java_hash(s) == h
 
