@@ -38,7 +38,11 @@ class TableTopicConfig:
     it was last compacted is compacted at once (0: only on the schedule). tableTopicRole says
     which broker of a master-slave pair tiers: MASTER (default), or SLAVE: the slave, which holds
     the same messages, does the work and the master spends no CPU on it. tableTopicCompression is the
-    data files' codec (TABLE_TOPIC_CODECS): CPU spent by the broker against bytes stored."""
+    data files' codec (TABLE_TOPIC_CODECS): CPU spent by the broker against bytes stored.
+    With an s3:// tableTopicPath, tableTopicS3Endpoint (e.g. http://127.0.0.1:7070; "" for AWS),
+    tableTopicS3AccessKey, tableTopicS3SecretKey and tableTopicS3Region reach the bucket; each
+    one left "" is taken from the standard AWS_* environment variables
+    (ferromq.tables.objectstore)."""
 
     table_topics: str = setting("")
     table_topic_path: str | None = setting(None)
@@ -53,6 +57,21 @@ class TableTopicConfig:
     table_topic_compression: str = setting("snappy")
     table_topic_retention_days: int = setting(0, least=0)
     table_topic_vacuum_retention_hours: int = setting(168, least=0)
+    table_topic_s3_endpoint: str = setting("")
+    table_topic_s3_access_key: str = setting("")
+    table_topic_s3_secret_key: str = setting("", secret=True)
+    table_topic_s3_region: str = setting("")
+
+    @property
+    def table_topic_s3_options(self) -> dict[str, str]:
+        """The tableTopicS3* keys that are set, as AWS_* storage options (see objectstore)."""
+        given = {
+            "AWS_ENDPOINT_URL": self.table_topic_s3_endpoint,
+            "AWS_ACCESS_KEY_ID": self.table_topic_s3_access_key,
+            "AWS_SECRET_ACCESS_KEY": self.table_topic_s3_secret_key,
+            "AWS_REGION": self.table_topic_s3_region,
+        }
+        return {k: v for k, v in given.items() if v}
 
     @property
     def table_topic_selection(self) -> tuple[tuple[str, ...], str | None]:

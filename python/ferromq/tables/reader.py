@@ -20,7 +20,7 @@ and `QueryBuilder` do not.)
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
+from ferromq.tables import objectstore
 from ferromq.tables.layout import (
     PARTITION_COLUMNS,
     app_id,
@@ -50,6 +51,8 @@ class Snapshot:
     files: tuple[str, ...]
     offsets: dict[int, int]
     rows: int
+    storage_options: dict[str, str] | None = None
+    """For an s3:// table, the AWS_* settings it was opened with (ferromq.tables.objectstore)."""
 
     @property
     def base(self) -> str:
@@ -57,10 +60,12 @@ class Snapshot:
         return local_path(self.uri) or self.uri
 
 
-def open_table(root: str, topic: str) -> DeltaTable | None:
-    """The topic's table under `root`, or None when it has none."""
+def open_table(root: str, topic: str, storage_options: Mapping[str, str] | None = None) -> DeltaTable | None:
+    """The topic's table under `root`, or None when it has none. `storage_options`: for an s3://
+    root, AWS_* settings over the environment's (ferromq.tables.objectstore)."""
     uri = table_uri(root, topic)
-    return DeltaTable(uri) if DeltaTable.is_deltatable(uri) else None
+    options = objectstore.storage_options(uri, storage_options) or None
+    return DeltaTable(uri, storage_options=options) if DeltaTable.is_deltatable(uri, options) else None
 
 
 def queues_of(table: DeltaTable) -> set[int]:
@@ -78,9 +83,15 @@ def committed_offsets(table: DeltaTable, queue_ids: Iterable[int] = ()) -> dict[
     return out
 
 
-def snapshot(table: DeltaTable, queue_ids: Iterable[int] = (), predicate: str | None = None) -> Snapshot:
+def snapshot(
+    table: DeltaTable,
+    queue_ids: Iterable[int] = (),
+    predicate: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> Snapshot:
     """The files (those `predicate`, a SQL condition over partition and statistics columns, may
-    need) and committed offsets of the table's current version."""
+    need) and committed offsets of the table's current version. `storage_options`: those the
+    table was opened with, for reading its files (an s3:// table)."""
     files = table.file_uris(file_pruning_predicate=predicate) if predicate else table.file_uris()
     actions = table.get_add_actions(flatten=True)
     rows = sum(n or 0 for n in actions.column("num_records").to_pylist()) if actions.num_rows else 0
@@ -90,6 +101,7 @@ def snapshot(table: DeltaTable, queue_ids: Iterable[int] = (), predicate: str | 
         files=tuple(files),
         offsets=committed_offsets(table, queue_ids),
         rows=rows,
+        storage_options=objectstore.storage_options(table.table_uri, storage_options) or None,
     )
 
 
@@ -133,12 +145,17 @@ def dataset(snap: Snapshot) -> ds.Dataset:
     """The snapshot's files as a pyarrow dataset of the table's columns (partition columns from
     the hive-style directories)."""
     partitioning = ds.partitioning(partition_schema(), flavor="hive")
+    files, base, fs = list(snap.files), snap.base, None
+    if objectstore.is_s3(snap.uri):
+        fs, base = objectstore.filesystem(snap.uri, snap.storage_options)
+        files = [f.split("://", 1)[1] for f in files]
     return ds.dataset(
-        list(snap.files),
+        files,
         schema=table_schema(),
         format="parquet",
         partitioning=partitioning,
-        partition_base_dir=snap.base,
+        partition_base_dir=base,
+        filesystem=fs,
     )
 
 
@@ -149,16 +166,17 @@ def read_arrow(
     columns: Sequence[str] | None = None,
     filter: ds.Expression | None = None,
     predicate: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> pa.Table:
     """The rows of `topic`'s table under `root` (`columns` of them; those passing the pyarrow
     `filter`), read with pyarrow. `predicate` (SQL over the partition and statistics columns,
     e.g. "queue_id = 1") prunes files before they are opened. An empty table when there is no
     table yet."""
-    table = open_table(root, topic)
+    table = open_table(root, topic, storage_options)
     names = list(columns) if columns is not None else table_schema().names
     if table is None:
         return table_schema().empty_table().select(names)
-    snap = snapshot(table, predicate=predicate)
+    snap = snapshot(table, predicate=predicate, storage_options=storage_options)
     if not snap.files:
         return table_schema().empty_table().select(names)
     return dataset(snap).to_table(columns=names, filter=filter)

@@ -89,6 +89,8 @@ class TieringSettings:
     retention_days: int
     vacuum_retention_hours: int
     compression: str
+    storage_options: dict[str, str] = field(default_factory=dict)
+    """An s3:// root's tableTopicS3* keys, as AWS_* options over the environment's."""
 
     @classmethod
     def of(cls, cfg: TableTopicConfig, store_root: str) -> TieringSettings:
@@ -108,6 +110,7 @@ class TieringSettings:
             retention_days=cfg.table_topic_retention_days,
             vacuum_retention_hours=cfg.table_topic_vacuum_retention_hours,
             compression=cfg.table_topic_compression,
+            storage_options=cfg.table_topic_s3_options,
         )
 
     def wants(self, topic: str) -> bool:
@@ -231,7 +234,12 @@ class TieringService:
     def _table(self, topic: str) -> TopicTable:
         table = self._tables.get(topic)
         if table is None:
-            table = TopicTable(table_uri(self.settings.root, topic), topic, self.settings.compression)
+            table = TopicTable(
+                table_uri(self.settings.root, topic),
+                topic,
+                self.settings.compression,
+                self.settings.storage_options,
+            )
             self._tables[topic] = table
         return table
 

@@ -20,7 +20,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal, NamedTuple
@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from deltalake import ColumnProperties, CommitProperties, DeltaTable, Transaction, WriterProperties
 from deltalake.transaction import AddAction
 
+from ferromq.tables import objectstore
 from ferromq.tables.columns import QueueRows
 from ferromq.tables.layout import (
     PARTITION_COLUMNS,
@@ -106,22 +107,32 @@ class TopicTable:
     """One topic's table, opened (created if need be) for appending. Not thread-safe: one writer
     (the broker's tiering service) uses it from one thread."""
 
-    def __init__(self, uri: str, topic: str, compression: str = DEFAULT_CODEC) -> None:
+    def __init__(
+        self,
+        uri: str,
+        topic: str,
+        compression: str = DEFAULT_CODEC,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
+        """`storage_options`: for an s3:// `uri`, the AWS_* settings over the environment's
+        (ferromq.tables.objectstore)."""
         if compression not in CODECS:
             raise ValueError(f"compression must be one of {', '.join(CODECS)}, not {compression!r}")
         self.uri = uri
         self.topic = topic
         self.compression = compression
-        self._fs, self._root = pafs.FileSystem.from_uri(uri)
+        self._options = objectstore.storage_options(uri, storage_options) or None
+        self._fs, self._root = objectstore.filesystem(uri, self._options)
         self.table = self._open_or_create()
 
     def _open_or_create(self) -> DeltaTable:
-        if DeltaTable.is_deltatable(self.uri):
-            table = DeltaTable(self.uri)
+        if DeltaTable.is_deltatable(self.uri, storage_options=self._options):
+            table = DeltaTable(self.uri, storage_options=self._options)
         else:
             table = DeltaTable.create(
                 self.uri,
-                table_schema(),
+                storage_options=self._options,
+                schema=table_schema(),
                 mode="ignore",  # another process may just have created it
                 partition_by=list(PARTITION_COLUMNS),
                 name=self.topic,
