@@ -61,7 +61,8 @@ from ferromq.spark.options import ReadOptions, parse_options
 from ferromq.spark.schema import spark_schema
 from ferromq.spark.source import FerroMQDataSource
 from ferromq.tables.layout import table_root
-from ferromq.tables.reader import open_table, snapshot
+from ferromq.tables.objectstore import is_s3
+from ferromq.tables.reader import Snapshot, dataset, open_table, snapshot
 
 # The `ferromq` source's options read_topic takes (lower case, as Spark passes them).
 _TAKEN = {
@@ -93,14 +94,17 @@ def read_topic(
     *,
     path: str,
     table_path: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
     **options: Any,
 ) -> DataFrame:
     """`topic`'s rows: its table's committed files and the store's rows after them (see the
-    module's doc). Bad or unknown options raise `InvalidArgumentError` naming them."""
+    module's doc). Bad or unknown options raise `InvalidArgumentError` naming them. An s3://
+    `table_path` is reached with `storage_options` (AWS_* settings) over the AWS_* environment,
+    and its files are read on the driver with pyarrow (no Spark S3 connector needed)."""
     given = _given("read_topic", options, _TAKEN)
     # The values are checked as the source checks them.
     opts = parse_options({"path": path, "topic": topic, **given}, streaming=False)
-    table = open_table(table_root(path, table_path), topic)
+    table = open_table(table_root(path, table_path), topic, storage_options)
     if table is None:
         return _source(spark, path, topic, given).load()
     view = open_view(path)
@@ -108,9 +112,10 @@ def read_topic(
         bounds = {q: (lo, hi) for t, q, lo, hi in view.queues() if t == topic}
     finally:
         view.close()
-    snap = snapshot(table, queue_ids=bounds, predicate=_pruning(opts))
+    snap = snapshot(table, queue_ids=bounds, predicate=_pruning(opts), storage_options=storage_options)
     columns = spark_schema(opts.include_properties).names
-    stored = _table_rows(spark, snap.files, snap.base).where(_wanted(opts)).select(*columns)
+    rows = _bucket_rows(spark, snap) if is_s3(snap.uri) else _table_rows(spark, snap.files, snap.base)
+    stored = rows.where(_wanted(opts)).select(*columns)
     # The tail: each queue's offsets after the table's, up to the log's end now, so that the read
     # is of the topic as of this call, as the table's part is. Nothing there: no Python source
     # (its planning alone costs a Python worker's start, about a second).
@@ -190,6 +195,16 @@ def _table_rows(spark: SparkSession, files: tuple[str, ...], base: str) -> DataF
         return spark.read.schema(_table_schema()).option("basePath", base).parquet(*files)
     finally:
         spark.conf.set(key, before)
+
+
+def _bucket_rows(spark: SparkSession, snap: Snapshot) -> DataFrame:
+    """An object-store table's files, read on the driver with pyarrow (which reaches the bucket
+    with the snapshot's settings), as a DataFrame of `_table_schema`'s columns."""
+    if not snap.files:
+        return spark.createDataFrame([], _table_schema())
+    schema = _table_schema()
+    rows = dataset(snap).to_table(columns=schema.names)
+    return spark.createDataFrame(rows, schema)
 
 
 def _timestamp(ms: int) -> Column:
