@@ -251,17 +251,25 @@ fn replicate(s: &Shared, mut sock: TcpStream, dispatched: &mut u64) -> Ended {
                 // queues and index from them (as RocketMQ's slave does): the report is what
                 // SYNC_MASTER sends wait for.
                 let end = s.log.max_offset();
+                let mut report_failed = None;
                 if end > reported {
                     reported = end;
-                    if let Err(e) = report(s, &mut sock, reported) {
-                        return closed(e);
+                    match report(s, &mut sock, reported) {
+                        Ok(()) => last_write = Instant::now(),
+                        Err(e) => report_failed = Some(e),
                     }
-                    last_write = Instant::now();
                 }
+                // What was appended is dispatched also when the report failed: a replica
+                // promoted now takes writes at the queue offsets its consume queues say, and a
+                // record left undispatched would have its offset given to another message
+                // (RocketMQ's changeToMaster waits for dispatchBehindBytes to reach 0).
                 *dispatched = match s.log.dispatch_from(*dispatched) {
                     Ok(next) => next,
                     Err(e) => return store_failed(e),
                 };
+                if let Some(e) = report_failed {
+                    return closed(e);
+                }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
