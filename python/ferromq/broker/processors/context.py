@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ferromq.broker.pop.service import PopContext
-from ferromq.broker.state import HasConfig
+from ferromq.broker.state import BrokerState, HasConfig
 from ferromq.protocol.command import RemotingCommand
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.dispatch import Handler
@@ -71,19 +71,11 @@ class SendContext(HasConfig, Protocol):
     def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
 
 
-class PullContext(HasConfig, Protocol):
+class PullContext(BrokerState, Protocol):
     """PULL_MESSAGE and its long-polling hold."""
 
     @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
-    @property
     def clients(self) -> ClientManager: ...
-    @property
-    def offsets(self) -> ConsumerOffsetManager: ...
     @property
     def stats(self) -> BrokerStats: ...
     @property
@@ -161,17 +153,9 @@ class AuthAdminContext(HasConfig, Protocol):
     def auth(self) -> Auth | None: ...
 
 
-class AdminContext(HasConfig, Protocol):
+class AdminContext(BrokerState, Protocol):
     """Topics, offsets by time, orderly locks, subscription groups (admin.py)."""
 
-    @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
-    @property
-    def offsets(self) -> ConsumerOffsetManager: ...
     @property
     def locks(self) -> RebalanceLockManager: ...
     def notify_consumers(self, group: str, client_ids: Collection[str] | None = None) -> None: ...
@@ -182,19 +166,11 @@ class AdminContext(HasConfig, Protocol):
     def registration_changed(self) -> None: ...
 
 
-class BrokerStatusContext(HasConfig, Protocol):
+class BrokerStatusContext(BrokerState, Protocol):
     """Runtime info, topic and consume stats, connections, consume queues (broker_status.py)."""
 
     @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
-    @property
     def clients(self) -> ClientManager: ...
-    @property
-    def offsets(self) -> ConsumerOffsetManager: ...
     @property
     def stats(self) -> BrokerStats: ...
     @property
