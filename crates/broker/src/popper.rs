@@ -290,17 +290,6 @@ impl<'a> CheckPointJson<'a> {
     }
 }
 
-impl AckJson<'_> {
-    /// Its `ack` message: the body and the UNIQ_KEY (of the acked offset).
-    fn message(&self) -> (Vec<u8>, String) {
-        let key = uniq_key(self.t, self.q, self.ao, self.c, self.pt, self.bn, ACK_TAG);
-        (
-            serde_json::to_vec(self).expect("plain fields serialize"),
-            key,
-        )
-    }
-}
-
 /// The `ck` message (body, UNIQ_KEY) the rules write for a pop of the messages at `diffs` past
 /// `start_offset`. Python's `CheckPoint` (`broker/pop/formats.py`, which its revive service
 /// reads and rewrites) is checked against it through the binding (`_store.pop_checkpoint`).
@@ -340,7 +329,7 @@ pub fn ack_message(
     pop_time: i64,
     broker_name: &str,
 ) -> (Vec<u8>, String) {
-    AckJson {
+    let ack = AckJson {
         ao: ack_offset,
         bn: broker_name,
         c: group,
@@ -348,8 +337,20 @@ pub fn ack_message(
         q: queue_id,
         so: start_offset,
         t: topic,
-    }
-    .message()
+    };
+    let key = uniq_key(
+        topic,
+        queue_id,
+        ack_offset,
+        group,
+        pop_time,
+        broker_name,
+        ACK_TAG,
+    );
+    (
+        serde_json::to_vec(&ack).expect("plain fields serialize"),
+        key,
+    )
 }
 
 /// A pop: whose, from where, how many, and what it takes.
@@ -789,16 +790,15 @@ impl Popper {
         stored: &mut dyn FnMut(&PutResult),
     ) -> Result<(), PopError> {
         let r = &a.receipt;
-        let ack = AckJson {
-            ao: a.offset,
-            bn: &r.broker_name,
-            c: a.group,
-            pt: r.pop_time,
-            q: a.queue_id,
-            so: r.ck_offset,
-            t: a.topic,
-        };
-        let (body, key) = ack.message();
+        let (body, key) = ack_message(
+            a.topic,
+            a.group,
+            a.queue_id,
+            a.offset,
+            r.ck_offset,
+            r.pop_time,
+            &r.broker_name,
+        );
         // A receipt is the client's to send: any pop time and invisible time, summed saturating.
         let deliver = r.pop_time.saturating_add(r.invisible_time);
         let put = self.put_revive(r.revive_qid, ACK_TAG, &body, &key, deliver)?;
