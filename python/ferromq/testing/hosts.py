@@ -87,12 +87,12 @@ class Hosts:
         # Also removed when the interpreter exits without reaching __exit__ (an interrupted run).
         atexit.register(self.close)
         try:
-            subprocess.run(["ip", "netns", "add", self._switch], check=True, timeout=TIMEOUT)
+            _ip("netns", "add", self._switch)
             self._made.append(self._switch)
             _ip("link", "add", self._bridge, "type", "bridge", ns=self._switch)
             _ip("link", "set", self._bridge, "up", ns=self._switch)
             for i, ns in enumerate(self.names):
-                subprocess.run(["ip", "netns", "add", ns], check=True, timeout=TIMEOUT)
+                _ip("netns", "add", ns)
                 self._made.append(ns)
                 outside, inside = self._link(i), f"{self._prefix}v{i}b"
                 # Each end made in its namespace: the pair never passes through the root one.
@@ -253,5 +253,5 @@ class Hosts:
                 i = self.names.index(made)
                 _ip_quiet("link", "del", self._link(i), ns=self._switch)
             # The switch's deletion takes the bridge with it.
-            subprocess.run(["ip", "netns", "del", made], capture_output=True, timeout=TIMEOUT)
+            _ip_quiet("netns", "del", made)
         self._made.clear()
