@@ -565,7 +565,10 @@ class Popper:
         order: bool = False,
         blocked: list[int] = ...,
         keep: Callable[[dict[str, str]], bool] | None = None,
-    ) -> Popped: ...
+        priority_factor: int | None = None,
+    ) -> Popped:
+        """One pass over the pop's queues; `priority_factor` (the group's `priority.factor`) when
+        the topic is a PRIORITY one: that share of pops reads the queues from the highest down."""
     def start_offset(
         self, group: str, topic: str, queue_id: int, init_mode: int, commit: bool = True
     ) -> int: ...
@@ -728,13 +731,16 @@ class DataPlane:
         offsets: ConsumerOffsets,
         acl: tuple[int, list[tuple[str, str, list[str], list[str]]]] | None = None,
         popper: Popper | None = None,
+        priority_topics: list[str] = ...,
+        priority_factors: list[tuple[str, int]] = ...,
     ) -> None:
         """Pulls from readable `topics` ((name, read queues)) by `groups` with their TAG
         `subscriptions` ((group, topic, version, tags codes or None for any)) are served here,
         committing into `offsets`; with `acl` ((ACL load, [(access key, secret key, topics, groups
         it may pull)])) only those signed by an account allowed both, or from a peer
         `set_peer_acl` says needs no signature. With `popper`, pops, acks and changes of
-        invisible time by its rules too."""
+        invisible time by its rules too, those of `priority_topics` by the groups'
+        `priority_factors` ((group, factor); 100 for a group not listed)."""
     def stop_serving_pulls(self) -> None: ...
     def notify_arrival(
         self, topic: str, queue_id: int, next_offset: int, tags_code: int | None = None

@@ -6,8 +6,8 @@ fresh stores):
 - `updateTopic -c CLUSTER -t T -a +message.type=FIFO` creates a FIFO topic on both; a second updateTopic
   changes the type (5.3.3 lets message.type change); `exportMetadata -c CLUSTER` (GET_ALL_TOPIC_CONFIG
   through mqadmin's own TopicConfig) reads the topics back with the same attributes on both;
-- a value outside TopicMessageType and MIXED are refused with the same code and remark on both, and create
-  nothing;
+- a value outside TopicMessageType and MIXED are refused on both, and create nothing: MIXED with the same
+  code and remark, the value outside with the set each knows (ferromq's is 5.5.0's, PRIORITY among them);
 - `updateSubGroup -c CLUSTER -g G -o true` makes an orderly group: `getConsumerConfig -g G` prints the same
   fields on both (consumeMessageOrderly=true, groupRetryPolicy, ...) and exportMetadata the same entry;
 - `updateSubGroup --attributes +foo=bar` is refused by both with the same code and remark (5.3.3 knows no
@@ -57,6 +57,7 @@ MIXED_TOPIC = "AttrMixed"
 ORDERLY_GROUP = "AttrOrderlyG"
 ATTRIBUTE_GROUP = "AttrAttributeG"
 MESSAGE_TYPE_SET = "[UNSPECIFIED, TRANSACTION, FIFO, MIXED, DELAY, NORMAL]"
+MESSAGE_TYPE_SET_55 = "[UNSPECIFIED, MIXED, TRANSACTION, PRIORITY, FIFO, DELAY, LITE, NORMAL]"
 # MQClientException / MQBrokerException text: "CODE: 1  DESC: <remark>" (then the FAQ url, or
 # " BROKER: <addr>").
 _REFUSAL = re.compile(r"CODE: (\d+)\s+DESC: (.*?)(?:\s+BROKER: \S+)?$", re.MULTILINE)
@@ -168,9 +169,17 @@ def test_typed_topics(sides: dict[str, Side]) -> None:
     )
     for topic, attributes in cases:
         outs = admin_both(sides, "updateTopic", "-c", CLUSTER, "-t", topic, "-a", attributes)
-        refusals[attributes] = same({k: refusal(o) for k, o in outs.items()}, f"updateTopic {attributes}")
+        answers = {k: refusal(o) for k, o in outs.items()}
+        if attributes == "+message.type=BAD":
+            # The one answer that is not 5.3.3's: ferromq's topic types are 5.5's, PRIORITY among them,
+            # and so is the set it names (tests/interop/test_priority_rocketmq55.py has 5.5.0's).
+            assert answers == {
+                "ferromq": (1, f"value is not in set: {MESSAGE_TYPE_SET_55}"),
+                "rocketmq": (1, f"value is not in set: {MESSAGE_TYPE_SET}"),
+            }
+            continue
+        refusals[attributes] = same(answers, f"updateTopic {attributes}")
     assert refusals == {
-        "+message.type=BAD": (1, f"value is not in set: {MESSAGE_TYPE_SET}"),
         "+message.type=MIXED": (29, "MIXED message type is not supported."),
         "+queue.type=X": (1, "value is not in set: [SimpleCQ, BatchCQ]"),
         "+cleanup.policy=X": (1, "value is not in set: [DELETE, COMPACTION]"),

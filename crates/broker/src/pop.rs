@@ -162,6 +162,7 @@ pub(crate) fn serve_pop(
         filter: &filter,
         order: false,
         blocked: &[],
+        priority_factor: cfg.priority_factor(topic, group),
     };
     // Counted from the broker's clock: a client clock ahead does not stretch the wait.
     let wait = poll - (now - born).max(0);
@@ -252,6 +253,7 @@ impl HeldPop {
                 filter: &self.filter,
                 order: false,
                 blocked: &[],
+                priority_factor: cfg.priority_factor(&self.topic, &self.group),
             };
             let mut reply = Vec::new();
             let code = match popper.pop(&req, &Readable(&cfg), None, &mut stored(hub)) {

@@ -368,6 +368,9 @@ pub struct PopRequest<'a> {
     pub order: bool,
     /// Queues of an orderly pop whose last pop is neither acked nor visible again.
     pub blocked: &'a [i32],
+    /// On a PRIORITY topic (RocketMQ 5.4): the group's `priority.factor` (0-100), the share of
+    /// its pops that read the queues from the highest priority down. None on any other topic.
+    pub priority_factor: Option<u32>,
 }
 
 /// An SQL92 filter's decision on a record of the pop's topic.
@@ -550,14 +553,17 @@ impl Popper {
             ..Popped::default()
         };
         let start = fastrand::u32(0..100);
+        // Priority order (PopMessageProcessor of 5.4): the queues from the highest down, the
+        // retry topic after them (popFromRetryProbabilityForPriority is 0).
+        let by_priority = !req.order && req.priority_factor.is_some_and(|f| start < f);
         let mut sources: Vec<(String, i32)> = self
-            .queues(req, topics, start as i32)
+            .queues(req, topics, start as i32, by_priority)
             .into_iter()
             .map(|q| (req.topic.to_string(), q))
             .collect();
         let retry = retry_topic(req.topic, req.group, self.settings.retry_v2);
         if !req.order && topics.read_queues(&retry).is_some() {
-            if start < POP_FROM_RETRY_PROBABILITY {
+            if start < POP_FROM_RETRY_PROBABILITY && !by_priority {
                 sources.insert(0, (retry, 0));
             } else {
                 sources.push((retry, 0));
@@ -579,12 +585,22 @@ impl Popper {
         Ok(out)
     }
 
-    /// The request's queue, or every read queue of its topic from `start` on.
-    fn queues(&self, req: &PopRequest<'_>, topics: &dyn Topics, start: i32) -> Vec<i32> {
+    /// The request's queue, or every read queue of its topic: from `start` on, or from the
+    /// highest down `by_priority`.
+    fn queues(
+        &self,
+        req: &PopRequest<'_>,
+        topics: &dyn Topics,
+        start: i32,
+        by_priority: bool,
+    ) -> Vec<i32> {
         if req.queue_id >= 0 {
             return vec![req.queue_id];
         }
         let n = topics.read_queues(req.topic).unwrap_or(0);
+        if by_priority {
+            return (0..n).rev().collect();
+        }
         (0..n).map(|i| (start + i) % n).collect()
     }
 

@@ -63,6 +63,19 @@ pub struct PullConfig {
     pub offsets: Arc<ConsumerOffsets>,
     /// Some: pops, acks and changes of invisible time are served here too (see [`crate::pop`]).
     pub pop: Option<Arc<Popper>>,
+    /// The readable topics whose `message.type` is PRIORITY (RocketMQ 5.4).
+    pub priority_topics: HashSet<String>,
+    /// The `priority.factor` of the groups that set one (100 when not set).
+    pub priority_factors: HashMap<String, u32>,
+}
+
+impl PullConfig {
+    /// What a pop of `group` on `topic` gives [`crate::popper::PopRequest::priority_factor`].
+    pub fn priority_factor(&self, topic: &str, group: &str) -> Option<u32> {
+        self.priority_topics
+            .contains(topic)
+            .then(|| self.priority_factors.get(group).copied().unwrap_or(100))
+    }
 }
 
 /// The fields of a PullMessageRequestHeader this path uses, or None when one is missing or does

@@ -43,6 +43,8 @@ pub enum MessageType {
     Fifo,
     Delay,
     Transaction,
+    /// RocketMQ 5.4's priority messages: a message's `_SYS_MSG_PRIORITY_` picks its queue.
+    Priority,
     Mixed,
 }
 
@@ -54,6 +56,7 @@ impl MessageType {
             "FIFO" => MessageType::Fifo,
             "DELAY" => MessageType::Delay,
             "TRANSACTION" => MessageType::Transaction,
+            "PRIORITY" => MessageType::Priority,
             "MIXED" => MessageType::Mixed,
             _ => MessageType::Unspecified,
         }
@@ -66,6 +69,7 @@ impl MessageType {
             MessageType::Fifo => "FIFO",
             MessageType::Delay => "DELAY",
             MessageType::Transaction => "TRANSACTION",
+            MessageType::Priority => "PRIORITY",
             MessageType::Mixed => "MIXED",
         }
     }
@@ -74,6 +78,40 @@ impl MessageType {
     pub fn accepts(self, message: MessageType) -> bool {
         self == MessageType::Mixed || self == message
     }
+
+    /// A message's type by its properties, `get` reading one, in the order that keeps the types
+    /// apart (TopicMessageType.parseFromMessageProperty): what a 5.x send is checked against its
+    /// topic's `message.type` with, what a received message shows, and whether a send's priority
+    /// picks its queue.
+    pub fn of_message<S: AsRef<str>>(get: impl Fn(&str) -> Option<S>) -> MessageType {
+        if get(property::TRAN_MSG).is_some_and(|v| v.as_ref().eq_ignore_ascii_case("true")) {
+            return MessageType::Transaction;
+        }
+        let delay = [
+            property::DELAY,
+            property::TIMER_DELIVER_MS,
+            property::TIMER_DELAY_SEC,
+            property::TIMER_DELAY_MS,
+        ];
+        if delay.iter().any(|name| get(name).is_some()) {
+            return MessageType::Delay;
+        }
+        if get(property::SHARDING_KEY).is_some() {
+            return MessageType::Fifo;
+        }
+        if get(property::PRIORITY).is_some() {
+            return MessageType::Priority;
+        }
+        MessageType::Normal
+    }
+}
+
+/// A message's priority (`Message.getPriority`): its `_SYS_MSG_PRIORITY_` as an int, -1 when it
+/// has none or it is not one.
+pub fn priority_of(properties: &str) -> i32 {
+    get_property(properties, property::PRIORITY)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1)
 }
 
 /// The broker's settings a send depends on; a [`Sender`] is made anew when any of them changes.
@@ -309,6 +347,21 @@ impl Sender {
                 producer,
             });
         }
+        // A single message's priority (RocketMQ 5.4): on a message of type PRIORITY by its
+        // properties (whatever its topic's type), it picks the queue, the highest writable one
+        // at most; on any other, the broker drops it.
+        let mut dropped: Vec<Edit> = Vec::new();
+        if !req.batch && priority_of(req.properties) >= 0 {
+            let props = req.properties;
+            if redirect.is_none()
+                && MessageType::of_message(|name| get_property(props, name))
+                    == MessageType::Priority
+            {
+                queue_id = priority_of(props).min(route.write_queues - 1).max(0);
+            } else {
+                dropped.push(Edit::Remove(property::PRIORITY.to_string()));
+            }
+        }
         let reply_queue_id = queue_id;
         let mut sys_flag = req.sys_flag;
         if route.multi_tag {
@@ -345,6 +398,13 @@ impl Sender {
                 drop_wait = false;
                 &redirected
             }
+        };
+        let with_dropped: Vec<Edit>;
+        let edits = if dropped.is_empty() {
+            edits
+        } else {
+            with_dropped = edits.iter().cloned().chain(dropped).collect();
+            &with_dropped
         };
         let meta = MessageMeta {
             topic,

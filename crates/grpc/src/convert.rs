@@ -71,7 +71,7 @@ pub mod code {
 pub const PROXY_EXCEPTION: &str = "org.apache.rocketmq.proxy.common.ProxyException: ";
 
 // Properties the 5.x protocol carries in fields of its own.
-pub const SHARDING_KEY: &str = "__SHARDINGKEY";
+pub use ferromq_store::message::property::SHARDING_KEY;
 pub const BORN_HOST: &str = "__BORNHOST";
 pub const BORN_TIMESTAMP: &str = "BORN_TIMESTAMP";
 pub const TRACE_CONTEXT: &str = "TRACE_CONTEXT";
@@ -81,7 +81,7 @@ pub const DLQ_ORIGIN_TOPIC: &str = "DLQ_ORIGIN_TOPIC";
 pub const DLQ_ORIGIN_MESSAGE_ID: &str = "DLQ_ORIGIN_MESSAGE_ID";
 
 /// Names a client may not give a user property (Java's `MessageConst.STRING_HASH_SET`).
-pub const SYSTEM_PROPERTIES: [&str; 51] = [
+pub const SYSTEM_PROPERTIES: [&str; 53] = [
     "TRACE_ON",
     "MSG_REGION",
     "KEYS",
@@ -133,6 +133,8 @@ pub const SYSTEM_PROPERTIES: [&str; 51] = [
     "DLQ_ORIGIN_TOPIC",
     "DLQ_ORIGIN_MESSAGE_ID",
     "__CRC32#",
+    "_SYS_MSG_PRIORITY_",
+    "__LITE_TOPIC",
 ];
 
 pub const SYSFLAG_COMPRESSED: i32 = 0x1;
@@ -434,6 +436,15 @@ pub fn validate(m: &Message, now_ms: i64) -> Result<(), Refusal> {
             );
         }
     }
+    if sp.priority.is_some_and(|p| p < 0) {
+        // Message.setPriority's IllegalArgumentException, which the proxy answers as an
+        // internal error with the exception's detail (ExceptionUtils.getErrorDetailMessage).
+        return refuse(
+            code::INTERNAL_SERVER_ERROR,
+            "The priority must be greater than or equal to 0. IllegalArgumentException. \
+             org.apache.rocketmq.common.message.Message.setPriority(Message.java:161)",
+        );
+    }
     if let Some(group) = &sp.message_group {
         if blank(group) {
             return refuse(
@@ -521,6 +532,9 @@ pub fn to_store(m: &Message, peer: &str) -> Result<Outgoing, Refusal> {
     if let Some(at) = &sp.delivery_timestamp {
         props.set(property::TIMER_DELIVER_MS, at.millis().to_string());
     }
+    if let Some(priority) = sp.priority {
+        props.set(property::PRIORITY, priority.to_string());
+    }
     props.set(RECONSUME_TIME, sp.delivery_attempt.unwrap_or(0).to_string());
     props.set(property::PRODUCER_GROUP, topic.to_string());
     if let Some(group) = sp.message_group.as_ref().filter(|g| !g.is_empty()) {
@@ -563,33 +577,12 @@ pub fn to_store(m: &Message, peer: &str) -> Result<Outgoing, Refusal> {
         properties.push_str(value);
     }
     Ok(Outgoing {
-        message_type: message_type_of(|name| props.get(name)),
+        message_type: MessageType::of_message(|name| props.get(name)),
         message_group: props.get(SHARDING_KEY).map(str::to_string),
         properties,
         sys_flag,
         born_timestamp: born,
     })
-}
-
-/// A message's type by its properties, `get` reading one (what its topic's `message.type` is
-/// checked against, and what a received message shows).
-pub fn message_type_of<S: AsRef<str>>(get: impl Fn(&str) -> Option<S>) -> MessageType {
-    if get(property::TRAN_MSG).is_some_and(|v| v.as_ref().eq_ignore_ascii_case("true")) {
-        return MessageType::Transaction;
-    }
-    let delay = [
-        property::DELAY,
-        property::TIMER_DELIVER_MS,
-        property::TIMER_DELAY_SEC,
-        property::TIMER_DELAY_MS,
-    ];
-    if delay.iter().any(|name| get(name).is_some()) {
-        return MessageType::Delay;
-    }
-    if get(SHARDING_KEY).is_some() {
-        return MessageType::Fifo;
-    }
-    MessageType::Normal
 }
 
 /// The write queue of a message group among `queues`: Guava's `consistentHash` of the group's
@@ -617,6 +610,7 @@ pub fn type_number(t: MessageType) -> i32 {
         MessageType::Fifo => 2,
         MessageType::Delay => 3,
         MessageType::Transaction => 4,
+        MessageType::Priority => 6,
         MessageType::Unspecified | MessageType::Mixed => 0,
     }
 }
@@ -677,7 +671,7 @@ pub fn to_v2(view: &RecordView<'_>, topic: &str, receipt_handle: Option<String>)
         } else {
             proto::IDENTITY
         },
-        message_type: type_number(message_type_of(get)),
+        message_type: type_number(MessageType::of_message(get)),
         born_timestamp: Some(timestamp(view.born_timestamp)),
         born_host: get(BORN_HOST).unwrap_or(born_ip).to_string(),
         store_timestamp: Some(timestamp(view.store_timestamp)),
@@ -690,6 +684,9 @@ pub fn to_v2(view: &RecordView<'_>, topic: &str, receipt_handle: Option<String>)
         message_group: get(SHARDING_KEY).map(str::to_string),
         trace_context: get(TRACE_CONTEXT).map(str::to_string),
         dead_letter_queue,
+        priority: get(property::PRIORITY)
+            .and_then(|p| p.parse().ok())
+            .filter(|p: &i32| *p >= 0),
         ..Default::default()
     };
     Message {

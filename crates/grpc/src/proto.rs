@@ -100,6 +100,12 @@ pub struct SystemProperties {
     pub orphaned_transaction_recovery_duration: Option<Timestamp>,
     #[prost(message, optional, tag = "20")]
     pub dead_letter_queue: Option<DeadLetterQueue>,
+    /// RocketMQ 5.5's lite topic of a message (apache/rocketmq-apis v2.1).
+    #[prost(string, optional, tag = "21")]
+    pub lite_topic: Option<String>,
+    /// RocketMQ 5.4's priority of a message (apache/rocketmq-apis v2.1).
+    #[prost(int32, optional, tag = "22")]
+    pub priority: Option<i32>,
 }
 
 /// `Encoding.GZIP`.

@@ -180,6 +180,7 @@ impl Receives {
             filter: &tags,
             order: false,
             blocked: &[],
+            priority_factor: cfg.priority_factor(topic, group),
         };
         // Without a long polling timeout the client's request timeout counts, which Python knows.
         let remaining = call::timeout(&parts.headers).map(|d| d.as_millis() as i64);

@@ -304,10 +304,11 @@ impl DataPlane {
     /// allowed to consume) with their TAG `subscriptions`; held pulls wait
     /// `short_polling_ms` (None: their own suspend time) and look at their queue every
     /// `check_interval_ms`. Pulls commit into `offsets`; with `popper`, pops, acks and changes
-    /// of invisible time are served here too.
+    /// of invisible time are served here too, those of PRIORITY topics (`priority_topics`) by
+    /// their groups' `priority_factors` ((group, factor); 100 for the groups not listed).
     #[pyo3(signature = (
         store, *, topics, groups, subscriptions, short_polling_ms, check_interval_ms, offsets,
-        acl=None, popper=None
+        acl=None, popper=None, priority_topics=Vec::new(), priority_factors=Vec::new()
     ))]
     #[allow(clippy::too_many_arguments)]
     fn serve_pulls(
@@ -321,6 +322,8 @@ impl DataPlane {
         offsets: &ConsumerOffsets,
         acl: Option<PullAclTuple>,
         popper: Option<&Popper>,
+        priority_topics: Vec<String>,
+        priority_factors: Vec<(String, u32)>,
     ) {
         let mut subs: HashMap<String, HashMap<String, Subscription>> = HashMap::new();
         for (group, topic, version, codes) in subscriptions {
@@ -339,6 +342,8 @@ impl DataPlane {
             acl: acl.map(|(generation, accounts)| AclRules::new(generation, accounts)),
             offsets: offsets.table.clone(),
             pop: popper.map(|p| p.rules.clone()),
+            priority_topics: priority_topics.into_iter().collect(),
+            priority_factors: priority_factors.into_iter().collect(),
         }));
     }
 

@@ -107,10 +107,11 @@ impl Popper {
 
     /// One pass over the pop's queues (see `ferromq_broker::popper`). `read_queues(topic)`
     /// gives a topic's read queue count (None: no such topic); `keep(properties)` (an SQL92
-    /// filter) decides on each message of the topic.
+    /// filter) decides on each message of the topic; `priority_factor` is the group's
+    /// `priority.factor` when the topic is a PRIORITY one.
     #[pyo3(signature = (
         group, topic, queue_id, max_msgs, invisible_time, init_mode, tag_codes, read_queues, *,
-        order=false, blocked=Vec::new(), keep=None
+        order=false, blocked=Vec::new(), keep=None, priority_factor=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn pop(
@@ -127,6 +128,7 @@ impl Popper {
         order: bool,
         blocked: Vec<i32>,
         keep: Option<Bound<'_, PyAny>>,
+        priority_factor: Option<u32>,
     ) -> PyResult<Popped> {
         let filter = tag_codes.map_or(TagFilter::Any, TagFilter::Codes);
         let req = PopRequest {
@@ -139,6 +141,7 @@ impl Popper {
             filter: &filter,
             order,
             blocked: &blocked,
+            priority_factor,
         };
         let topics = PyTopics(read_queues.unbind());
         let keep = keep.map(Bound::unbind);

@@ -45,6 +45,10 @@ pub mod property {
     pub const PRODUCER_GROUP: &str = "PGROUP";
     pub const WAIT: &str = "WAIT";
     pub const TRAN_MSG: &str = "TRAN_MSG";
+    /// A FIFO message's group (5.x's message group).
+    pub const SHARDING_KEY: &str = "__SHARDINGKEY";
+    /// RocketMQ 5.4's priority of a message (0 lowest; its queue on a PRIORITY topic).
+    pub const PRIORITY: &str = "_SYS_MSG_PRIORITY_";
     // RocketMQ 5.x's timer messages: what a sender sets (one of three), what the broker adds.
     pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
     pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
@@ -57,7 +61,7 @@ pub mod property {
     pub const TIMER_DEL_UNIQKEY: &str = "TIMER_DEL_UNIQKEY";
 
     /// Every name above with the name Python gives it (`PROPERTY_X` in ferromq.protocol).
-    pub const ALL: [(&str, &str); 18] = [
+    pub const ALL: [(&str, &str); 20] = [
         ("PROPERTY_TAGS", TAGS),
         ("PROPERTY_KEYS", KEYS),
         ("PROPERTY_UNIQ_KEY", UNIQ_KEY),
@@ -68,6 +72,8 @@ pub mod property {
         ("PROPERTY_PRODUCER_GROUP", PRODUCER_GROUP),
         ("PROPERTY_WAIT", WAIT),
         ("PROPERTY_TRAN_MSG", TRAN_MSG),
+        ("PROPERTY_SHARDING_KEY", SHARDING_KEY),
+        ("PROPERTY_PRIORITY", PRIORITY),
         ("PROPERTY_TIMER_DELIVER_MS", TIMER_DELIVER_MS),
         ("PROPERTY_TIMER_DELAY_SEC", TIMER_DELAY_SEC),
         ("PROPERTY_TIMER_DELAY_MS", TIMER_DELAY_MS),

@@ -28,7 +28,7 @@ PERM_NAMES = {0: "-", 2: "W", 4: "R", 6: "RW"}
 MESSAGE_TYPE_KEY = "message.type"
 
 
-MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY", "MIXED")
 
 
 async def _topic_tables(admin: Admin) -> dict[str, dict[str, dict[str, Any]]]:

@@ -15,7 +15,8 @@ from ferromq import _store
 from ferromq.acl.dataplane import peer_decision, pull_rules, send_rules
 from ferromq.auth import dataplane as auth_plane
 from ferromq.broker.state import BrokerState
-from ferromq.broker.topics import NOT_ALLOWED_SEND, topic_problem
+from ferromq.broker.subscriptions import PRIORITY_FACTOR
+from ferromq.broker.topics import NOT_ALLOWED_SEND, PRIORITY_MESSAGE_TYPE, topic_problem
 from ferromq.protocol.constants import RETRY_PREFIX, SCHEDULE_TOPIC, TIMER_TOPIC
 from ferromq.remoting.connection import Connection
 from ferromq.remoting.plane import Arrivals, PlaneServer
@@ -201,6 +202,16 @@ class DataPlanes:
             acl = (self.acl_generation, pull_rules(b.acl, (t for t, _ in topics), groups))
         elif b.auth is not None:
             acl = (self.acl_generation, auth_plane.pull_rules(b.auth, (t for t, _ in topics), groups))
+        priority_topics = [
+            t.topic_name
+            for t in b.topics.topics.values()
+            if t.readable and t.message_type == PRIORITY_MESSAGE_TYPE
+        ]
+        priority_factors = [
+            (name, g.priority_factor)
+            for name, g in b.groups.groups.items()
+            if g.priority_factor != PRIORITY_FACTOR.default
+        ]
         for plane in planes:
             plane.serve_pulls(
                 b.store.raw,
@@ -212,6 +223,8 @@ class DataPlanes:
                 offsets=b.offsets.shared,
                 acl=acl,
                 popper=popper,
+                priority_topics=priority_topics,
+                priority_factors=priority_factors,
             )
 
     # -- the ACL -------------------------------------------------------------------------------

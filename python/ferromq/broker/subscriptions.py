@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from ferromq.broker.json_files import load_json_file, save_json_file
-from ferromq.broker.topics import Attribute, alter_attributes
+from ferromq.broker.topics import Attribute, LongRangeAttribute, alter_attributes
 from ferromq.protocol.constants import SYSTEM_GROUP_PREFIX
 
 logger = logging.getLogger(__name__)
 
-# SubscriptionGroupAttributes.ALL of 5.3.3 is empty: a group update that sets or removes any attribute is
-# refused ("unsupported key: ...").
-GROUP_ATTRIBUTES: dict[str, Attribute] = {}
+# SubscriptionGroupAttributes.ALL of 5.3.3 is empty; 5.4 added `priority.factor` (the share, 0-100, of a
+# group's pops on a PRIORITY topic that read the highest priority first). A group update that sets or
+# removes any other attribute is refused ("unsupported key: ...").
+PRIORITY_FACTOR = LongRangeAttribute("priority.factor", True, 0, 100, 100)
+GROUP_ATTRIBUTES: dict[str, Attribute] = {PRIORITY_FACTOR.name: PRIORITY_FACTOR}
 
 
 def _default_retry_policy() -> dict[str, Any]:
@@ -70,6 +72,11 @@ class SubscriptionGroupConfig:
     subscription_data_set: list[dict[str, Any]] | None = None
     """`subscriptionDataSet` as sent (topic, expressionType, expression, version); None: null."""
     attributes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def priority_factor(self) -> int:
+        """The `priority.factor` attribute (SubscriptionGroupConfig.getPriorityFactor): 100 when unset."""
+        return int(self.attributes.get(PRIORITY_FACTOR.name, PRIORITY_FACTOR.default))
 
     def to_json(self) -> dict[str, Any]:
         # Java's keys in fastjson's (alphabetical) order; nulls left out, as fastjson does.

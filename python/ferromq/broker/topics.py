@@ -79,6 +79,8 @@ DEFAULT_MESSAGE_TYPE = "NORMAL"
 # Refused by UPDATE_AND_CREATE_TOPIC unless the broker allows mixed topics (enableMixedMessageType,
 # false by default and not a ferromq key).
 MIXED_MESSAGE_TYPE = "MIXED"
+# RocketMQ 5.4's priority topics: a message's priority picks its queue, pops read the highest first.
+PRIORITY_MESSAGE_TYPE = "PRIORITY"
 MIXED_REFUSED = "MIXED message type is not supported."
 _LONG_TEXT = re.compile(r"[+-]?[0-9]+")
 _JAVA_LONG_MIN, _JAVA_LONG_MAX = -(2**63), 2**63 - 1
@@ -145,11 +147,13 @@ TOPIC_ATTRIBUTES: dict[str, Attribute] = {
     for a in (
         EnumAttribute("queue.type", False, ("SimpleCQ", "BatchCQ"), "SimpleCQ"),
         EnumAttribute("cleanup.policy", False, ("DELETE", "COMPACTION"), "DELETE"),
-        # TopicMessageType's values, UNSPECIFIED and MIXED included.
+        # TopicMessageType's values of 5.5, UNSPECIFIED and MIXED included, with 5.4's PRIORITY and 5.5's
+        # LITE (which ferromq does not serve yet: UNSUPPORTED_VALUES). 5.3.3 named six, in the order
+        # [UNSPECIFIED, TRANSACTION, FIFO, MIXED, DELAY, NORMAL].
         EnumAttribute(
             MESSAGE_TYPE_KEY,
             True,
-            ("UNSPECIFIED", "TRANSACTION", "FIFO", "MIXED", "DELAY", "NORMAL"),
+            ("UNSPECIFIED", "MIXED", "TRANSACTION", "PRIORITY", "FIFO", "DELAY", "LITE", "NORMAL"),
             DEFAULT_MESSAGE_TYPE,
         ),
         LongRangeAttribute("reserve.time", True, -1, _JAVA_LONG_MAX, -1),
@@ -158,7 +162,7 @@ TOPIC_ATTRIBUTES: dict[str, Attribute] = {
 # Values Java accepts that would change how the store keeps the topic, which ferromq does not do (a batch
 # consume queue, a compacted topic): refused rather than recorded and ignored, since a Java broker opening
 # the store afterwards would expect the files they imply.
-UNSUPPORTED_VALUES = {("queue.type", "BatchCQ"), ("cleanup.policy", "COMPACTION")}
+UNSUPPORTED_VALUES = {("queue.type", "BatchCQ"), ("cleanup.policy", "COMPACTION"), (MESSAGE_TYPE_KEY, "LITE")}
 
 
 def parse_attribute_changes(text: str | None) -> dict[str, str]:
@@ -453,7 +457,7 @@ class TopicConfigManager:
             )
             for key, value in attributes.items():
                 if (key, value) in UNSUPPORTED_VALUES and (
-                    existing is None or key not in existing.attributes
+                    existing is None or existing.attributes.get(key) != value
                 ):
                     raise InvalidAttributes(f"{key}={value} is not supported by ferromq")
             tc = replace(tc, attributes=attributes)

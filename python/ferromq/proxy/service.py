@@ -57,6 +57,7 @@ _MESSAGE_TYPES = {
     "FIFO": [pb.FIFO],
     "DELAY": [pb.DELAY],
     "TRANSACTION": [pb.TRANSACTION],
+    "PRIORITY": [pb.PRIORITY],
     "MIXED": [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION],
 }
 

@@ -50,6 +50,8 @@ from ferromq.broker.pop.formats import (
 )
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
 from ferromq.broker.state import BrokerState
+from ferromq.broker.subscriptions import PRIORITY_FACTOR
+from ferromq.broker.topics import PRIORITY_MESSAGE_TYPE
 from ferromq.errors import BrokerError, FerroMQError, StoreError
 from ferromq.message import StoredMessage, encode_properties
 from ferromq.protocol.codes import ResponseCode
@@ -184,6 +186,14 @@ class PopService:
         tc = self._broker.topics.get(topic)
         return tc.read_queue_nums if tc is not None else None
 
+    def _priority_factor(self, topic: str, group: str) -> int | None:
+        """The group's `priority.factor` when `topic` is a PRIORITY topic (RocketMQ 5.4), else None."""
+        tc = self._broker.topics.get(topic)
+        if tc is None or tc.message_type != PRIORITY_MESSAGE_TYPE:
+            return None
+        g = self._broker.groups.groups.get(group)
+        return g.priority_factor if g is not None else PRIORITY_FACTOR.default
+
     def _stored(self, stored: Iterable[tuple[str, int, int, int]]) -> None:
         """Checkpoints and acks the rules stored: the timer enqueues them."""
         for topic, queue_id, next_offset, tags_code in stored:
@@ -245,6 +255,7 @@ class PopService:
             order=req.order,
             blocked=blocked,
             keep=req.sql,
+            priority_factor=self._priority_factor(req.topic, req.group),
         )
         self._stored(popped.stored)
         if not req.order:
