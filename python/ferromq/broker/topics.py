@@ -136,7 +136,10 @@ class LongRangeAttribute:
             # Long.parseLong's NumberFormatException
             raise InvalidAttributes(f'For input string: "{value}"')
         if not self.low <= int(value) <= self.high:
-            raise InvalidAttributes(f"value is not in range({self.low}, {self.high})")
+            raise InvalidAttributes(
+                f"value is not in range({self.low}, {self.high})",
+                "LongRangeAttribute.verify(LongRangeAttribute.java:37)",
+            )
 
 
 Attribute = EnumAttribute | LongRangeAttribute

@@ -128,6 +128,8 @@ public final class Grpc5 {
                 return send(endpoint, topic);
             case "receive":
                 return receive(endpoint, topic, group, count);
+            case "priority":
+                return priority(endpoint, topic, group, count);
             default:
                 throw new IllegalArgumentException("unknown scenario " + scenario);
         }
@@ -680,6 +682,46 @@ public final class Grpc5 {
             }
             Map<String, Object> result = new TreeMap<>();
             result.put("received", sortedByBody(received));
+            return result;
+        } finally {
+            closeQuietly(consumer);
+        }
+    }
+
+    /**
+     * Priority messages (RocketMQ 5.4): three messages of each priority below `levels`, sent lowest first
+     * with setPriority, to a PRIORITY topic whose queues were empty; then one SimpleConsumer receives and
+     * acks them all. The bodies and priorities in the order received, and whether the client let a
+     * priority go with a message group (it refuses: the types exclude each other).
+     */
+    static Map<String, Object> priority(String endpoint, String topic, String group, int levels) throws Exception {
+        List<Message> messages = new ArrayList<>();
+        for (int p = 0; p < levels; p++) {
+            for (int k = 0; k < 3; k++) {
+                messages.add(message(topic, "p" + p + "-" + k).setPriority(p).build());
+            }
+        }
+        String withGroup;
+        try {
+            message(topic, "grouped").setPriority(1).setMessageGroup("g").build();
+            withGroup = "built";
+        } catch (IllegalArgumentException e) {
+            withGroup = "refused";
+        }
+        sendAll(endpoint, topic, messages);
+        SimpleConsumer consumer = simpleConsumer(endpoint, group, topic);
+        try {
+            List<String> bodies = new ArrayList<>();
+            List<Object> priorities = new ArrayList<>();
+            for (MessageView m : receiveUntil(consumer, messages.size(), 30)) {
+                consumer.ack(m);
+                bodies.add(body(m));
+                priorities.add(m.getPriority().orElse(null));
+            }
+            Map<String, Object> result = new TreeMap<>();
+            result.put("bodies", bodies);
+            result.put("priorities", priorities);
+            result.put("with_group", withGroup);
             return result;
         } finally {
             closeQuietly(consumer);
