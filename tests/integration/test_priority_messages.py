@@ -25,6 +25,7 @@ import orjson
 import pytest
 
 from ferromq.broker.topics import TopicConfig
+from ferromq.client import Message, Producer
 from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
@@ -130,6 +131,26 @@ def test_pops_read_the_highest_priority_first(path: str) -> None:
             got = [m.body.decode() for m in await pop(c, maxMsgNums=len(SENT) + 2)]
             assert got == BY_PRIORITY
             await c.close()
+
+    asyncio.run(main())
+
+
+def test_the_python_client_sends_priorities() -> None:
+    async def main() -> None:
+        async with Broker() as b:
+            b.broker.topics.update(TopicConfig(PRIORITY_TOPIC, 4, 4, attributes=PRIORITY_TYPE))
+            async with Producer(f"PrioP{RUN}", b.namesrv) as producer:
+                for p in (0, 2, 7):
+                    r = await producer.send(Message(PRIORITY_TOPIC, f"p{p}".encode(), priority=p))
+                    assert r.message_queue.queue_id == min(p, 3)
+            stored = b.wait_for_messages(PRIORITY_TOPIC, 3)
+            assert {(m.body, m.queue_id, m.properties[PROPERTY_PRIORITY]) for m in stored} == {
+                (b"p0", 0, "0"),
+                (b"p2", 2, "2"),
+                (b"p7", 3, "7"),
+            }
+        with pytest.raises(ValueError, match="priority is 0 or more"):
+            Message(PRIORITY_TOPIC, b"x", priority=-1)
 
     asyncio.run(main())
 

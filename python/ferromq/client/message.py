@@ -15,6 +15,7 @@ from enum import IntEnum
 
 from ferromq.message import StoredMessage, decode_messages, encode_properties
 from ferromq.protocol.constants import (
+    PROPERTY_PRIORITY,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TIMER_DELAY_MS,
     PROPERTY_TIMER_DELIVER_MS,
@@ -43,6 +44,14 @@ class Message:
     rounded down to the broker's timerPrecisionMs (TIMER_DELIVER_MS)."""
     delay_ms: int | None = None
     """A timer message delivered this many ms after the broker stores it (TIMER_DELAY_MS)."""
+    priority: int | None = None
+    """A priority message (RocketMQ 5.4 brokers and ferromq), 0 the lowest: on a PRIORITY topic the broker
+    stores it in queue min(priority, write queues - 1), and pops read the higher queues first. A broker
+    drops it from a transaction, delayed or ordered (message group) message."""
+
+    def __post_init__(self) -> None:
+        if self.priority is not None and self.priority < 0:
+            raise ValueError(f"a message's priority is 0 or more, not {self.priority}")
 
     def all_properties(self) -> dict[str, str]:
         """User properties plus the system ones the fields stand for."""
@@ -57,6 +66,8 @@ class Message:
             props[PROPERTY_TIMER_DELIVER_MS] = str(self.deliver_time_ms)
         if self.delay_ms is not None:
             props[PROPERTY_TIMER_DELAY_MS] = str(self.delay_ms)
+        if self.priority is not None:
+            props[PROPERTY_PRIORITY] = str(self.priority)
         return props
 
 
