@@ -38,6 +38,11 @@ pub struct StoreConfig {
     /// `brokerIP1:listenPort`, written into every record and every offsetMsgId.
     pub store_host: SocketAddr,
     pub check_crc_on_recover: bool,
+    /// `enableLmq`: a record naming light message queues (`%LMQ%...`) in INNER_MULTI_DISPATCH
+    /// gets its offset in each (INNER_MULTI_QUEUE_OFFSET) at append.
+    pub enable_lmq: bool,
+    /// `enableMultiDispatch`: such a record is dispatched into those queues (see [`crate::lmq`]).
+    pub enable_multi_dispatch: bool,
     /// Create and pre-touch the next CommitLog file in the background.
     pub warm_mapped_file_enable: bool,
     /// Bytes at the write end of each file queue (the CommitLog, each consume queue, the index
@@ -131,6 +136,8 @@ impl StoreConfig {
             message_delay_level: parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL).unwrap(),
             store_host: "127.0.0.1:10911".parse().unwrap(),
             check_crc_on_recover: true,
+            enable_lmq: false,
+            enable_multi_dispatch: false,
             warm_mapped_file_enable: true,
             mapped_file_hot_window: Some(DEFAULT_MAPPED_FILE_HOT_WINDOW),
             read_only: false,

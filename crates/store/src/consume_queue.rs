@@ -10,6 +10,14 @@ use crate::mapped_file_queue::MappedFileQueue;
 
 pub const CQ_UNIT_SIZE: usize = 20;
 
+/// What a read walks: units by queue offset, between a min and a max offset (a consume queue, or
+/// a light message queue's window, [`crate::lmq::Window`]).
+pub trait Units {
+    fn unit(&self, offset: i64) -> Option<Unit>;
+    fn min_offset(&self) -> i64;
+    fn max_offset(&self) -> i64;
+}
+
 /// Pads the head of a queue that starts at a non-zero logical offset.
 const PRE_BLANK: Unit = Unit {
     offset: 0,
@@ -363,6 +371,34 @@ impl ConsumeQueue {
     /// `MappedFileQueue::release_cold_pages`.
     pub fn release_cold_pages(&self, hot_window: usize, sweep: bool) -> usize {
         self.files.release_cold_pages(hot_window, sweep)
+    }
+}
+
+impl<T: Units + ?Sized> Units for Arc<T> {
+    fn unit(&self, offset: i64) -> Option<Unit> {
+        (**self).unit(offset)
+    }
+
+    fn min_offset(&self) -> i64 {
+        (**self).min_offset()
+    }
+
+    fn max_offset(&self) -> i64 {
+        (**self).max_offset()
+    }
+}
+
+impl Units for ConsumeQueue {
+    fn unit(&self, offset: i64) -> Option<Unit> {
+        ConsumeQueue::unit(self, offset)
+    }
+
+    fn min_offset(&self) -> i64 {
+        ConsumeQueue::min_offset(self)
+    }
+
+    fn max_offset(&self) -> i64 {
+        ConsumeQueue::max_offset(self)
     }
 }
 

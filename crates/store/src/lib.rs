@@ -20,6 +20,7 @@ pub mod flush;
 pub mod ha;
 pub mod hash;
 pub mod index;
+pub mod lmq;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message;

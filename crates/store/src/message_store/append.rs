@@ -48,6 +48,16 @@ impl Inner {
         meta
     }
 
+    /// Whether a record of `topic` may name light message queues (enableLmq, and not a retry,
+    /// dead-letter, system or schedule topic: MixAll.topicAllowsLMQ).
+    pub(super) fn lmq_on(&self, topic: &str) -> bool {
+        self.config.enable_lmq
+            && !topic.starts_with("%RETRY%")
+            && !topic.starts_with("%DLQ%")
+            && !topic.starts_with("rmq_sys_")
+            && topic != SCHEDULE_TOPIC
+    }
+
     pub(super) fn next_store_timestamp(&self) -> i64 {
         now_ms().max(self.last_store_ts.load(Ordering::Relaxed))
     }
@@ -93,6 +103,25 @@ impl Inner {
 
         let _guard = self.put_lock.lock().unwrap();
         self.admit_write()?;
+        // A record naming light message queues gets its offset in each now, under the lock
+        // (LmqDispatch.wrapLmqDispatch): its properties, and so its length, change.
+        let lmq_names = dp
+            .multi_dispatch
+            .filter(|_| dispatched && self.lmq_on(meta.topic));
+        let lmq_offsets = lmq_names.map(|names| lmq::queue_offsets_value(&self.lmqs, names));
+        let lmq_props = lmq_offsets
+            .as_deref()
+            .map(|offsets| lmq::with_queue_offsets(props, offsets));
+        let (props, len) = match &lmq_props {
+            Some(p) => {
+                message::validate(&meta, body.len(), p.len(), self.config.max_message_size)?;
+                (
+                    p.as_str(),
+                    record_len(meta.sys_flag, body.len(), meta.topic.len(), p.len()),
+                )
+            }
+            None => (props, len),
+        };
         // Everything the record needs is created and its blocks reserved before it is written:
         // running out of room refuses the message instead of storing half of it.
         let cq = if dispatched {
@@ -152,6 +181,20 @@ impl Inner {
                     physical_offset,
                     store_timestamp,
                 ),
+                _ => Ok(()),
+            })
+            .and_then(|()| match (lmq_names, &lmq_offsets) {
+                (Some(names), Some(offsets)) if self.config.enable_multi_dispatch => {
+                    self.lmqs.dispatch(
+                        names,
+                        offsets,
+                        Unit {
+                            offset: physical_offset,
+                            size: len as i32,
+                            tags_code: tags_code(dp.tags),
+                        },
+                    )
+                }
                 _ => Ok(()),
             });
         if let Err(e) = dispatched {

@@ -30,11 +30,12 @@ use self::batch::BatchLimit;
 use crate::columnar::{ColumnBatch, ColumnBuilder, ColumnFilter};
 use crate::commitlog::CommitLog;
 use crate::config::{FlushDiskType, StoreConfig};
-use crate::consume_queue::{round_file_size, ConsumeQueue, Unit};
+use crate::consume_queue::{round_file_size, ConsumeQueue, Unit, Units};
 use crate::error::{io_err, Result, StoreError};
 use crate::flush::{FlushCallback, FlushSignal};
 use crate::hash::tags_code;
 use crate::index::IndexService;
+use crate::lmq::{self, LmqInfo, Lmqs};
 use crate::mapped_file::MappedFile;
 use crate::message::{
     self, get_property, host_sysflag, normalize_host, offset_msg_id, property, record_len, sysflag,
@@ -207,6 +208,8 @@ struct Inner {
     cq_file_size: usize,
     commitlog: CommitLog,
     queues: RwLock<QueueMap>,
+    /// The light message queues (`%LMQ%...`), in memory and one journal.
+    lmqs: Lmqs,
     index: Option<IndexService>,
     /// Why a read-only view has no index (its files do not match the configured sizes).
     index_error: Option<String>,
@@ -637,6 +640,9 @@ impl MessageStore {
 
     pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
         let inner = self.check_open()?;
+        if lmq::is_lmq(topic) {
+            return Ok(inner.lmqs.min_offset(topic));
+        }
         Ok(inner.queue(topic, queue_id).map_or(0, |cq| cq.min_offset()))
     }
 
@@ -650,18 +656,27 @@ impl MessageStore {
 
     pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
         let inner = self.check_open()?;
+        if lmq::is_lmq(topic) {
+            let max = inner.lmqs.max_offset(topic);
+            return Ok(inner
+                .lmqs
+                .window(topic, max - 64, 64)
+                .map_or(max, |w| inner.visible_max(&w)));
+        }
         Ok(inner
             .queue(topic, queue_id)
-            .map_or(0, |cq| inner.visible_max(&cq)))
+            .map_or(0, |cq| inner.visible_max(cq.as_ref())))
     }
 
     /// Store time of the message at a queue offset.
     pub fn store_time(&self, topic: &str, queue_id: i32, offset: i64) -> Result<Option<i64>> {
         let inner = self.check_open()?;
-        Ok(inner
-            .queue(topic, queue_id)
-            .and_then(|cq| cq.unit(offset))
-            .and_then(|u| inner.store_timestamp_at(u.offset as u64)))
+        let unit = if lmq::is_lmq(topic) {
+            inner.lmqs.unit(topic, offset)
+        } else {
+            inner.queue(topic, queue_id).and_then(|cq| cq.unit(offset))
+        };
+        Ok(unit.and_then(|u| inner.store_timestamp_at(u.offset as u64)))
     }
 
     pub fn earliest_store_time(&self, topic: &str, queue_id: i32) -> Result<Option<i64>> {
@@ -674,10 +689,18 @@ impl MessageStore {
     /// is what consume-from-timestamp needs.
     pub fn offset_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> Result<i64> {
         let inner = self.check_open()?;
-        let Some(cq) = inner.queue(topic, queue_id) else {
-            return Ok(0);
+        let cq: Box<dyn Units> = if lmq::is_lmq(topic) {
+            match inner.lmqs.window(topic, 0, usize::MAX) {
+                Some(w) => Box::new(w),
+                None => return Ok(0),
+            }
+        } else {
+            match inner.queue(topic, queue_id) {
+                Some(cq) => Box::new(cq),
+                None => return Ok(0),
+            }
         };
-        let (mut lo, mut hi) = (cq.min_offset(), inner.visible_max(&cq));
+        let (mut lo, mut hi) = (cq.min_offset(), inner.visible_max(cq.as_ref()));
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let ts = cq
@@ -691,6 +714,17 @@ impl MessageStore {
             }
         }
         Ok(lo)
+    }
+
+    /// How many light message queues (`%LMQ%...`) the store holds; [`Self::queues`] leaves
+    /// them out (a broker may hold millions).
+    pub fn lmq_count(&self) -> Result<usize> {
+        Ok(self.check_open()?.lmqs.len())
+    }
+
+    /// The light message queues whose names start with `prefix`, sorted by name.
+    pub fn lmq_infos(&self, prefix: &str) -> Result<Vec<LmqInfo>> {
+        Ok(self.check_open()?.lmqs.infos(prefix))
     }
 
     /// Every consume queue with its offsets, sorted by topic and queue id.
@@ -719,6 +753,12 @@ impl MessageStore {
     /// a topic created again later starts at offset 0. CommitLog records stay until retention.
     pub fn delete_topic(&self, topic: &str) -> Result<()> {
         let inner = self.writable()?;
+        if lmq::is_lmq(topic) {
+            // An LMQ's name ('$' separates a lite topic's parts) is no topic name.
+            let _guard = inner.put_lock.lock().unwrap();
+            inner.lmqs.delete(topic)?;
+            return Ok(());
+        }
         message::validate_topic(topic)?;
         let _guard = inner.put_lock.lock().unwrap();
         inner.queues.write().unwrap().remove(topic);
@@ -881,11 +921,13 @@ impl Inner {
         } else {
             None
         };
+        let lmqs = Lmqs::open(&root, writable)?;
         let inner = Inner {
             cq_root,
             cq_file_size,
             commitlog,
             queues: RwLock::new(HashMap::new()),
+            lmqs,
             index,
             index_error,
             put_lock: Mutex::new(()),
@@ -1038,7 +1080,7 @@ impl Inner {
     }
 
     /// The queue's max offset as readers may see it (SYNC_FLUSH hides unflushed units).
-    fn visible_max(&self, cq: &ConsumeQueue) -> i64 {
+    fn visible_max(&self, cq: &dyn Units) -> i64 {
         let limit = self.read_limit();
         let (min, mut max) = (cq.min_offset(), cq.max_offset());
         if limit == u64::MAX {

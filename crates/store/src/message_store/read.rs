@@ -58,12 +58,20 @@ impl Inner {
         filter: &dyn Fn(i64) -> bool,
         visit: &mut Visitor,
     ) -> Result<Scan> {
-        let mut scan = Scan {
+        let scan = Scan {
             status: GetStatus::NoMatchedLogicQueue,
             next_begin_offset: 0,
             min_offset: 0,
             max_offset: 0,
         };
+        if lmq::is_lmq(topic) {
+            // A copy of the units the walk may read (RocketMQ's scan window, see scan_queue).
+            let count = limit.max_count.max(800) + 1;
+            let Some(window) = self.lmqs.window(topic, offset, count) else {
+                return Ok(scan);
+            };
+            return Ok(self.scan_units(&window, None, offset, end, limit, filter, visit));
+        }
         let Some(cq) = self.queue(topic, queue_id) else {
             return Ok(scan);
         };
@@ -71,8 +79,30 @@ impl Inner {
             self.commitlog.refresh()?;
             self.refresh_queue(&cq)?;
         }
-        let min = cq.min_offset();
-        let max = self.visible_max(&cq);
+        Ok(self.scan_units(cq.as_ref(), Some(&cq), offset, end, limit, filter, visit))
+    }
+
+    /// [`Self::scan_messages`] over `units`; `owner`, a consume queue, is what a read-only view
+    /// checks its records against.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_units(
+        &self,
+        units: &dyn Units,
+        owner: Option<&ConsumeQueue>,
+        offset: i64,
+        end: i64,
+        limit: &BatchLimit,
+        filter: &dyn Fn(i64) -> bool,
+        visit: &mut Visitor,
+    ) -> Scan {
+        let mut scan = Scan {
+            status: GetStatus::NoMatchedLogicQueue,
+            next_begin_offset: 0,
+            min_offset: 0,
+            max_offset: 0,
+        };
+        let min = units.min_offset();
+        let max = self.visible_max(units);
         scan.min_offset = min;
         scan.max_offset = max;
         let (status, next) = if max == 0 {
@@ -84,16 +114,18 @@ impl Inner {
         } else if offset > max {
             (GetStatus::OffsetOverflowBadly, max)
         } else {
-            self.scan_queue(&cq, offset, max.min(end), limit, filter, visit)
+            self.scan_queue(units, owner, offset, max.min(end), limit, filter, visit)
         };
         scan.status = status;
         scan.next_begin_offset = next;
-        Ok(scan)
+        scan
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn scan_queue(
         &self,
-        cq: &ConsumeQueue,
+        cq: &dyn Units,
+        owner: Option<&ConsumeQueue>,
         offset: i64,
         max: i64,
         limit: &BatchLimit,
@@ -137,7 +169,7 @@ impl Inner {
                         visit(rec, None, next);
                         return true;
                     }
-                    match self.checked_record(rec, cq, next) {
+                    match self.checked_record(rec, owner, next) {
                         Some(view) => visit(rec, Some(&view), next),
                         None => return false,
                     }
@@ -171,12 +203,14 @@ impl Inner {
     pub(super) fn checked_record<'a>(
         &self,
         rec: &'a [u8],
-        cq: &ConsumeQueue,
+        owner: Option<&ConsumeQueue>,
         queue_offset: i64,
     ) -> Option<RecordView<'a>> {
         let v = RecordView::parse(rec, false).ok()?;
-        let real =
-            v.topic == cq.topic() && v.queue_id == cq.queue_id() && v.queue_offset == queue_offset;
+        // A light message queue's record is its topic's (the LMQ names it in its properties).
+        let real = owner.is_none_or(|cq| {
+            v.topic == cq.topic() && v.queue_id == cq.queue_id() && v.queue_offset == queue_offset
+        });
         (real && message::body_crc(v.body) == v.body_crc).then_some(v)
     }
 

@@ -75,6 +75,7 @@ impl Inner {
             // Units below a CommitLog start that retention moved (`recoverTopicQueueTable`).
             cq.correct_min_offset(min_phys as i64);
         }
+        self.lmqs.recover(min_phys as i64, end as i64);
         // Dispatch again from the oldest point a dispatcher may be missing. Dispatch runs under
         // the put lock right after each append, so after a clean stop (and after a process
         // crash, whose page cache survives) the queues are complete up to their newest unit.
@@ -143,20 +144,25 @@ impl Inner {
     /// Builds the consume-queue unit and index entries of a record found in the CommitLog.
     pub(super) fn dispatch(&self, v: &RecordView) -> Result<()> {
         let tx = sysflag::transaction_value(v.sys_flag);
+        let dp = DispatchProperties::parse(v.properties);
         if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
             let cq = self.queue_or_create(v.topic, v.queue_id)?;
-            cq.put(
-                v.queue_offset,
-                Unit {
-                    offset: v.physical_offset,
-                    size: v.total_size() as i32,
-                    tags_code: self.record_tags_code(v.topic, v.properties, v.store_timestamp),
-                },
-            )?;
+            let unit = Unit {
+                offset: v.physical_offset,
+                size: v.total_size() as i32,
+                tags_code: self.record_tags_code(v.topic, v.properties, v.store_timestamp),
+            };
+            cq.put(v.queue_offset, unit)?;
+            if let (true, Some(names), Some(offsets)) = (
+                self.config.enable_multi_dispatch && self.lmq_on(v.topic),
+                dp.multi_dispatch,
+                dp.multi_queue_offset,
+            ) {
+                self.lmqs.dispatch(names, offsets, unit)?;
+            }
         }
         if tx != sysflag::TRANSACTION_ROLLBACK_TYPE {
             if let Some(index) = &self.index {
-                let dp = DispatchProperties::parse(v.properties);
                 index.build_index(
                     v.topic,
                     dp.uniq_key,

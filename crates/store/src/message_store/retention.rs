@@ -308,6 +308,8 @@ impl Inner {
         self.retention
             .consume_queues_destroyed
             .fetch_add(destroyed.len() as u64, Ordering::Relaxed);
+        // Light message queues keep their offsets; the units of deleted records go.
+        self.lmqs.correct_min(min)?;
         Ok(destroyed.len())
     }
 }

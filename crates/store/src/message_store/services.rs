@@ -115,6 +115,7 @@ impl Inner {
             if let Some(index) = &self.index {
                 index.flush()?;
             }
+            self.lmqs.sync()?;
         }
         if let (Some(index), Some(window)) = (&self.index, window) {
             index.release_cold_pages(window, thorough);
