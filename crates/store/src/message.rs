@@ -478,6 +478,9 @@ pub struct DispatchProperties<'a> {
     pub keys: Option<&'a str>,
     pub uniq_key: Option<&'a str>,
     pub delay: Option<&'a str>,
+    /// INNER_MULTI_DISPATCH and INNER_MULTI_QUEUE_OFFSET (see [`crate::lmq`]).
+    pub multi_dispatch: Option<&'a str>,
+    pub multi_queue_offset: Option<&'a str>,
 }
 
 impl<'a> DispatchProperties<'a> {
@@ -495,6 +498,8 @@ impl<'a> DispatchProperties<'a> {
                 property::KEYS => &mut out.keys,
                 property::UNIQ_KEY => &mut out.uniq_key,
                 property::DELAY => &mut out.delay,
+                crate::lmq::INNER_MULTI_DISPATCH => &mut out.multi_dispatch,
+                crate::lmq::INNER_MULTI_QUEUE_OFFSET => &mut out.multi_queue_offset,
                 _ => continue,
             };
             // The last value of a repeated name counts, as in Java's map.
