@@ -31,7 +31,7 @@ use crate::pull::{self, PullConfig};
 use crate::send::{SendConfig, SendPort};
 use crate::stats::PlaneStats;
 use crate::wake::Wake;
-use ferromq_remoting::frame::Frame;
+use ferromq_remoting::frame::{frame_length, Frame, FrameLength};
 use ferromq_remoting::tls::{TlsServer, HANDSHAKE_FIRST_BYTE};
 
 /// Why a connection closed: the same words as the Python server's `CloseReason`.
@@ -766,11 +766,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 }
 
 /// Whether `buf` starts with a whole frame (of a valid length: the frame loop refuses others).
-fn whole_frame_at_head(buf: &[u8]) -> bool {
-    buf.len() >= 4 && {
-        let len = i32::from_be_bytes(buf[..4].try_into().unwrap());
-        len >= 4 && buf.len() >= 4 + len as usize
-    }
+fn whole_frame_at_head(buf: &[u8], max_frame: usize) -> bool {
+    matches!(frame_length(buf, max_frame), FrameLength::Whole(_))
 }
 
 /// The reader: frames out of the socket, each served here or handed to Python.
@@ -805,28 +802,24 @@ async fn read_frames<R: AsyncRead + Unpin>(
         };
         let mut at = 0;
         loop {
-            if buf.len() - at < 4 {
-                break;
-            }
-            let len = i32::from_be_bytes(buf[at..at + 4].try_into().unwrap());
-            if len < 4 || len as usize > cfg.max_frame {
-                log::warn!(
-                    "closing connection from {}: frame length {len} outside 4..{}",
-                    conn.peer,
-                    cfg.max_frame
-                );
-                if !forward.is_empty() {
-                    shared.push(Event::Data {
-                        conn: id,
-                        bytes: forward,
-                    });
+            let end = match frame_length(&buf[at..], cfg.max_frame) {
+                FrameLength::Whole(n) => at + n,
+                FrameLength::Incomplete => break,
+                FrameLength::Bad(len) => {
+                    log::warn!(
+                        "closing connection from {}: frame length {len} outside 4..{}",
+                        conn.peer,
+                        cfg.max_frame
+                    );
+                    if !forward.is_empty() {
+                        shared.push(Event::Data {
+                            conn: id,
+                            bytes: forward,
+                        });
+                    }
+                    return reason::PARSE_ERROR;
                 }
-                return reason::PARSE_ERROR;
-            }
-            let end = at + 4 + len as usize;
-            if buf.len() < end {
-                break;
-            }
+            };
             // Replies wait within their budgets: the rest of the frames wait in the buffer.
             if !conn.may_answer(replies.len()) {
                 break;
@@ -861,7 +854,7 @@ async fn read_frames<R: AsyncRead + Unpin>(
         }
         // Whole frames left for when the peer took its replies, or an unfinished frame, whose
         // length is reserved in the shared budget first.
-        let waiting = whole_frame_at_head(&buf);
+        let waiting = whole_frame_at_head(&buf, cfg.max_frame);
         if waiting {
             partial_since = None;
         } else if buf.len() >= 4 {

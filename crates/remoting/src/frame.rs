@@ -66,6 +66,36 @@ impl Header<'_> {
     }
 }
 
+/// What the bytes at the head of a buffer are, by the frame's length prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameLength {
+    /// A whole frame of this many bytes, length prefix included.
+    Whole(usize),
+    /// Not yet a whole frame (or not yet its length): more bytes are needed.
+    Incomplete,
+    /// A length outside `4..=max_frame`: no frame, the connection is closed.
+    Bad(i32),
+}
+
+/// The frame at the head of `buf` by its length prefix (an `int` counting everything after
+/// it): the one rule both the data plane's reader and Python's `decode_frame` apply.
+/// "Incomplete" and "bad" are different outcomes; a length is judged as soon as it is read.
+pub fn frame_length(buf: &[u8], max_frame: usize) -> FrameLength {
+    let Some(prefix) = buf.first_chunk::<4>() else {
+        return FrameLength::Incomplete;
+    };
+    let len = i32::from_be_bytes(*prefix);
+    if len < 4 || len as usize > max_frame {
+        return FrameLength::Bad(len);
+    }
+    let whole = 4 + len as usize;
+    if buf.len() < whole {
+        FrameLength::Incomplete
+    } else {
+        FrameLength::Whole(whole)
+    }
+}
+
 /// One whole frame (length prefix included) and where its parts are.
 pub struct Frame<'a> {
     pub bytes: &'a [u8],
@@ -99,12 +129,20 @@ impl<'a> Frame<'a> {
         &self.bytes[self.header_end..]
     }
 
-    /// The JSON header, when it is one and parses.
+    /// The JSON header, when it is one and parses: an object (serde would also fill the
+    /// fields from an array, `[code, opaque, ...]`, which Java and Python refuse).
     pub fn json_header(&self) -> Option<Header<'a>> {
         if self.serialize_type != SERIALIZE_JSON {
             return None;
         }
-        serde_json::from_slice(self.header_bytes()).ok()
+        let bytes = self.header_bytes();
+        let first = bytes
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+        if first != Some(&b'{') {
+            return None;
+        }
+        serde_json::from_slice(bytes).ok()
     }
 }
 
@@ -197,6 +235,9 @@ mod tests {
         let header = |h: &str| Frame::new(&frame(h, b"")).unwrap().json_header().is_none();
         assert!(header("not json"));
         assert!(header(r#"{"opaque":1}"#));
+        // The fields in an array are no header.
+        assert!(header(r#"[310,7,0,0,{"b":"T"}]"#));
+        assert!(!header(" \r\n\t{\"code\":1}"));
         let nested = frame(r#"{"code":1,"extFields":{"a":{"b":1}}}"#, b"");
         let nested = Frame::new(&nested).unwrap();
         assert!(nested.json_header().unwrap().ext().is_none());
@@ -204,6 +245,24 @@ mod tests {
         let mut b = vec![0, 0, 0, 8, 0, 0, 0, 99];
         b.extend_from_slice(b"abcd");
         assert!(Frame::new(&b).is_none());
+    }
+
+    #[test]
+    fn a_frame_length_is_whole_incomplete_or_bad() {
+        let b = frame("{}", b"xy");
+        assert_eq!(frame_length(&b, 1024), FrameLength::Whole(b.len()));
+        assert_eq!(
+            frame_length(&b[..b.len() - 1], 1024),
+            FrameLength::Incomplete
+        );
+        assert_eq!(frame_length(&b[..3], 1024), FrameLength::Incomplete);
+        assert_eq!(frame_length(&[0, 0, 0, 3], 1024), FrameLength::Bad(3));
+        assert_eq!(
+            frame_length(&[0xff, 0, 0, 0], 1024),
+            FrameLength::Bad(-16777216)
+        );
+        // Judged on the prefix alone: an oversized frame is refused before its bytes come.
+        assert_eq!(frame_length(&b[..4], 7), FrameLength::Bad(8));
     }
 
     #[test]
