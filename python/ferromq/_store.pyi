@@ -1,6 +1,6 @@
 """Type stub of the Rust extension `ferromq._store` (crates/python)."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from typing import Any, Protocol, final
 
@@ -33,8 +33,10 @@ __all__ = [
     "build_profile",
     "decode_columns",
     "decode_offset_msg_id",
+    "decode_properties",
     "decode_records",
     "encode_batch_messages",
+    "encode_properties",
     "fifo_queue",
     "get_property",
     "grpc_check_group",
@@ -833,6 +835,14 @@ def parse_tag_expression(expression: str) -> list[str] | None:
     ValueError when it names no tag."""
 
 def get_property(properties: str, name: str) -> str | None: ...
+def decode_properties(properties: str) -> dict[str, str]:
+    """A properties string as Java's decoder reads it into its map: entries without a name or a
+    value dropped, a repeated name in its first position with its last value."""
+
+def encode_properties(props: Mapping[str, object]) -> str:
+    """`props` as a client writes them: in order, an empty name or a None value left out, any
+    other value as its `str()`; ValueError for a name or value holding a separator."""
+
 def offset_msg_id(store_host: str, physical_offset: int) -> str: ...
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]: ...
 def truncate_commitlog(store: Store, end: int) -> None: ...

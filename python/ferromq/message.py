@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -35,28 +35,15 @@ __all__ = [
 ]
 
 
-def encode_properties(props: Mapping[str, str]) -> str:
-    """Serializes properties as RocketMQ stores them: `name\\x01value` joined by `\\x02`."""
-    parts = []
-    for k, v in props.items():
-        if not k or v is None:
-            continue
-        v = str(v)
-        for s in (k, v):
-            if NAME_VALUE_SEPARATOR in s or PROPERTY_SEPARATOR in s:
-                raise ValueError(f"property {k!r} contains a RocketMQ separator character")
-        parts.append(f"{k}{NAME_VALUE_SEPARATOR}{v}")
-    return PROPERTY_SEPARATOR.join(parts)
-
-
-def decode_properties(s: str) -> dict[str, str]:
-    """Parses a properties string the way Java's decoder does (empty names or values are dropped)."""
-    out: dict[str, str] = {}
-    for entry in s.split(PROPERTY_SEPARATOR):
-        name, sep, value = entry.partition(NAME_VALUE_SEPARATOR)
-        if sep and name and value:
-            out[name] = value
-    return out
+# The properties string (`name\x01value` entries joined by `\x02`) is read and written by the
+# store crate's one codec (`ferromq_store::message`), which the data plane and the store use too;
+# the binding's functions are bound here directly (a wrapper would add a Python call to each).
+encode_properties = _store.encode_properties
+"""`props` as a client writes them: in order, an empty name or a None value left out, any other
+value as its `str()`; ValueError for a name or value holding a separator."""
+decode_properties = _store.decode_properties
+"""A properties string as Java's decoder reads it: entries without a name or a value dropped, a
+repeated name in its first position with its last value."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ use ferromq_store::message::{self, iter_records};
 use ferromq_store::send::{Edit, Rewrite};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::errors::IntoPy;
 
@@ -152,4 +153,61 @@ pub(crate) fn decode_records<'py>(
         out.append(t)?;
     }
     Ok(out)
+}
+
+/// A properties string as Java's decoder reads it into its map (`name\x01value` joined by
+/// `\x02`; entries without a name or a value dropped; a repeated name keeps its first position
+/// and takes its last value): `ferromq_store::message::parse_properties`.
+#[pyfunction]
+pub(crate) fn decode_properties<'py>(
+    py: Python<'py>,
+    properties: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    for (name, value) in message::parse_properties(properties) {
+        out.set_item(name, value)?;
+    }
+    Ok(out)
+}
+
+/// `props` (a mapping of names to values) as a client writes them
+/// (`ferromq_store::message::append_client_properties`): an empty name or a None value left
+/// out, any other value as its `str()`; ValueError for a name or value holding a separator.
+#[pyfunction]
+pub(crate) fn encode_properties<'py>(
+    py: Python<'py>,
+    props: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyString>> {
+    let text = |o: Bound<'py, PyAny>| -> PyResult<PyBackedStr> {
+        match o.cast_into::<PyString>() {
+            Ok(s) => s.try_into(),
+            Err(e) => e.into_inner().str()?.try_into(),
+        }
+    };
+    let mut pairs: Vec<(PyBackedStr, Option<PyBackedStr>)> = Vec::new();
+    let mut add = |k: Bound<'py, PyAny>, v: Bound<'py, PyAny>| -> PyResult<()> {
+        let value = if v.is_none() { None } else { Some(text(v)?) };
+        pairs.push((text(k)?, value));
+        Ok(())
+    };
+    if let Ok(dict) = props.cast::<PyDict>() {
+        for (k, v) in dict.iter() {
+            add(k, v)?;
+        }
+    } else {
+        for item in props.call_method0("items")?.try_iter()? {
+            let (k, v) = item?.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()?;
+            add(k, v)?;
+        }
+    }
+    let mut out = Vec::new();
+    message::append_client_properties(&mut out, pairs.iter().map(|(k, v)| (&**k, v.as_deref())))
+        .map_err(|name| {
+            PyValueError::new_err(format!(
+                "property {name:?} contains a RocketMQ separator character"
+            ))
+        })?;
+    // Whole UTF-8 strings joined by ASCII separators.
+    let text = std::str::from_utf8(&out).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(PyString::new(py, text))
 }

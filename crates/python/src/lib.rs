@@ -67,6 +67,8 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(codec::parse_tag_expression, m)?)?;
     m.add_function(wrap_pyfunction!(codec::get_property, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::decode_properties, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::encode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_records, m)?)?;

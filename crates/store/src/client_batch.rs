@@ -5,7 +5,7 @@
 //! its length, and the properties with a 2-byte length.
 
 use crate::error::{Result, StoreError};
-use crate::message::{NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+use crate::message::append_client_properties;
 
 /// One message of a batch: its body and the fields the client turns into properties.
 pub struct BatchRow<'a> {
@@ -50,28 +50,11 @@ pub fn append_batch_message(out: &mut Vec<u8>, row: &BatchRow<'_>) -> Result<()>
     out.extend_from_slice(row.body);
     let props_at = out.len();
     out.extend_from_slice(&[0u8; 2]);
-    let mut first = true;
-    for (name, value) in props {
-        let Some(value) = value else { continue };
-        if name.is_empty() {
-            continue;
-        }
-        if [name, value]
-            .iter()
-            .any(|s| s.contains([NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR]))
-        {
-            out.truncate(head);
-            return Err(StoreError::InvalidArgument(format!(
-                "property {name:?} contains a RocketMQ separator character"
-            )));
-        }
-        if !first {
-            out.push(PROPERTY_SEPARATOR as u8);
-        }
-        first = false;
-        out.extend_from_slice(name.as_bytes());
-        out.push(NAME_VALUE_SEPARATOR as u8);
-        out.extend_from_slice(value.as_bytes());
+    if let Err(name) = append_client_properties(out, props) {
+        out.truncate(head);
+        return Err(StoreError::InvalidArgument(format!(
+            "property {name:?} contains a RocketMQ separator character"
+        )));
     }
     let props_len = out.len() - props_at - 2;
     let Ok(props_len) = i16::try_from(props_len) else {

@@ -608,6 +608,38 @@ pub fn append_properties<'a>(
     }
 }
 
+/// Appends properties as a client writes them (Java's `messageProperties2String`, without its
+/// trailing separator): in order, an entry with an empty name or no value left out, an empty
+/// value kept. A name or value holding a separator is refused with the property's name (Java
+/// would write it, and the entries read back would not be those written); `out` may then hold
+/// the entries before it.
+pub fn append_client_properties<'a>(
+    out: &mut Vec<u8>,
+    pairs: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) -> std::result::Result<(), &'a str> {
+    let mut first = true;
+    for (name, value) in pairs {
+        let Some(value) = value else { continue };
+        if name.is_empty() {
+            continue;
+        }
+        if [name, value]
+            .iter()
+            .any(|s| s.contains([NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR]))
+        {
+            return Err(name);
+        }
+        if !first {
+            out.push(PROPERTY_SEPARATOR as u8);
+        }
+        first = false;
+        out.extend_from_slice(name.as_bytes());
+        out.push(NAME_VALUE_SEPARATOR as u8);
+        out.extend_from_slice(value.as_bytes());
+    }
+    Ok(())
+}
+
 /// A batch message's stored properties: its own, then the batch's (after a separator unless
 /// its own are empty or already end with one), as Java's batch encoder joins them.
 pub fn join_properties<'a>(inner: &'a str, outer: &str) -> Cow<'a, str> {
@@ -837,6 +869,28 @@ mod tests {
         assert_eq!(join("", "C\u{1}x"), "C\u{1}x");
         assert_eq!(join("A\u{1}1", ""), "A\u{1}1");
         assert!(is_property_token("a b") && !is_property_token("") && !is_property_token("a\u{2}"));
+    }
+
+    #[test]
+    fn a_client_writes_properties_in_order_leaving_out_unnamed_and_unset_ones() {
+        let write = |pairs: &[(&'static str, Option<&'static str>)]| {
+            let mut out = Vec::new();
+            append_client_properties(&mut out, pairs.iter().copied())
+                .map(|()| String::from_utf8(out).unwrap())
+        };
+        let s = write(&[
+            ("A", Some("1")),
+            ("", Some("x")),
+            ("B", None),
+            ("E", Some("")),
+        ]);
+        assert_eq!(s.as_deref(), Ok("A\u{1}1\u{2}E\u{1}"));
+        assert_eq!(write(&[]).as_deref(), Ok(""));
+        assert_eq!(write(&[("A", Some("1")), ("T", Some("a\u{2}b"))]), Err("T"));
+        assert_eq!(write(&[("K\u{1}", Some("v"))]), Err("K\u{1}"));
+        // What it writes reads back as written.
+        let s = write(&[("é", Some("ü b")), ("N", Some("1"))]).unwrap();
+        assert_eq!(parse_properties(&s), vec![("é", "ü b"), ("N", "1")]);
     }
 
     #[test]
