@@ -235,6 +235,8 @@ class Store:
         message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
         store_host: str = "127.0.0.1:10911",
         check_crc_on_recover: bool = True,
+        enable_lmq: bool = False,
+        enable_multi_dispatch: bool = False,
         warm_mapped_file_enable: bool = True,
         file_reserved_time_hours: int = 72,
         delete_when: str = "04",
@@ -411,6 +413,11 @@ class Store:
     def space_status(self) -> tuple[bool, float, int | None]: ...
     def refresh(self) -> None: ...
     def delete_topic(self, topic: str) -> None: ...
+    def lmq_count(self) -> int:
+        """How many light message queues (`%LMQ%...`) the store holds."""
+    def lmq_infos(self, prefix: str) -> list[tuple[str, int, int, int]]:
+        """(name, min offset, max offset, CommitLog offset of the newest record or -1) of each light
+        message queue whose name starts with `prefix`, sorted by name."""
     def flush(self) -> None: ...
     def close(self) -> None: ...
 

@@ -51,6 +51,11 @@ class StoreConfig:
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
     store_host: str = "127.0.0.1:10911"
     check_crc_on_recover: bool = True
+    enable_lmq: bool = False
+    """RocketMQ's enableLmq: a record naming light message queues (`%LMQ%...`, 5.5's lite topics) in
+    INNER_MULTI_DISPATCH gets its offset in each at append."""
+    enable_multi_dispatch: bool = False
+    """RocketMQ's enableMultiDispatch: such a record is dispatched into those queues."""
     warm_mapped_file_enable: bool = True
     read_only: bool = False
     # Retention (RocketMQ's CleanCommitLogService / CleanConsumeQueueService; see `clean_expired_files`).
@@ -187,8 +192,19 @@ class MessageStore:
         self._store.close()
 
     def delete_topic(self, topic: str) -> None:
-        """Drops the topic's consume queues: a topic created again starts at offset 0."""
+        """Drops the topic's consume queues (or the light message queue `%LMQ%...`): a topic created
+        again starts at offset 0."""
         self._store.delete_topic(topic)
+
+    def lmq_count(self) -> int:
+        """How many light message queues (`%LMQ%...`, RocketMQ 5.5's lite topics) the store holds;
+        `queues()` leaves them out."""
+        return self._store.lmq_count()
+
+    def lmq_infos(self, prefix: str = "%LMQ%") -> list[tuple[str, int, int, int]]:
+        """`(name, min_offset, max_offset, last_physical_offset)` of each light message queue whose name
+        starts with `prefix`, sorted by name (`last_physical_offset` -1: no record left)."""
+        return self._store.lmq_infos(prefix)
 
     def flush(self) -> None:
         """Writes CommitLog, consume queues, index and checkpoint to disk now."""

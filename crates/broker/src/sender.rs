@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferromq_store::ha::HaMaster;
+use ferromq_store::lmq;
 use ferromq_store::message::{get_property, property, sysflag, MessageMeta};
 use ferromq_store::send::{decode_batch, Edit, Rewrite};
 use ferromq_store::{MessageStore, StoreError};
@@ -45,6 +46,8 @@ pub enum MessageType {
     Transaction,
     /// RocketMQ 5.4's priority messages: a message's `_SYS_MSG_PRIORITY_` picks its queue.
     Priority,
+    /// RocketMQ 5.5's lite messages: a message's `__LITE_TOPIC` names its light message queue.
+    Lite,
     Mixed,
 }
 
@@ -57,6 +60,7 @@ impl MessageType {
             "DELAY" => MessageType::Delay,
             "TRANSACTION" => MessageType::Transaction,
             "PRIORITY" => MessageType::Priority,
+            "LITE" => MessageType::Lite,
             "MIXED" => MessageType::Mixed,
             _ => MessageType::Unspecified,
         }
@@ -70,6 +74,7 @@ impl MessageType {
             MessageType::Delay => "DELAY",
             MessageType::Transaction => "TRANSACTION",
             MessageType::Priority => "PRIORITY",
+            MessageType::Lite => "LITE",
             MessageType::Mixed => "MIXED",
         }
     }
@@ -102,8 +107,28 @@ impl MessageType {
         if get(property::PRIORITY).is_some() {
             return MessageType::Priority;
         }
+        if get(property::LITE_TOPIC).is_some() {
+            return MessageType::Lite;
+        }
         MessageType::Normal
     }
+}
+
+/// The light message queue of lite topic `lite` under `parent` (LiteUtil.toLmqName,
+/// `%LMQ%$<parent>$<lite>`). Refused unless the lite topic is letters, digits, '-' and '_' (what
+/// the 5.x proxy allows; over remoting a ',' or a '$' would name other queues).
+pub fn lite_queue(parent: &str, lite: &str) -> Result<String, StoreError> {
+    let valid = lite.len() <= MAX_LITE_TOPIC_BYTES
+        && lite
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !valid {
+        return Err(StoreError::MessageIllegal(format!(
+            "lite topic {lite:?} can only contain alphanumeric characters, hyphens(-), and \
+             underscores(_), {MAX_LITE_TOPIC_BYTES} bytes at most"
+        )));
+    }
+    Ok(format!("{}${parent}${lite}", lmq::LMQ_PREFIX))
 }
 
 /// A message's priority (`Message.getPriority`): its `_SYS_MSG_PRIORITY_` as an int, -1 when it
@@ -113,6 +138,9 @@ pub fn priority_of(properties: &str) -> i32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(-1)
 }
+
+/// The longest lite topic (the proxy's maxLiteTopicSize).
+pub const MAX_LITE_TOPIC_BYTES: usize = 64;
 
 /// The broker's settings a send depends on; a [`Sender`] is made anew when any of them changes.
 pub struct SendSettings {
@@ -350,7 +378,7 @@ impl Sender {
         // A single message's priority (RocketMQ 5.4): on a message of type PRIORITY by its
         // properties (whatever its topic's type), it picks the queue, the highest writable one
         // at most; on any other, the broker drops it.
-        let mut dropped: Vec<Edit> = Vec::new();
+        let mut extra: Vec<Edit> = Vec::new();
         if !req.batch && priority_of(req.properties) >= 0 {
             let props = req.properties;
             if redirect.is_none()
@@ -359,8 +387,18 @@ impl Sender {
             {
                 queue_id = priority_of(props).min(route.write_queues - 1).max(0);
             } else {
-                dropped.push(Edit::Remove(property::PRIORITY.to_string()));
+                extra.push(Edit::Remove(property::PRIORITY.to_string()));
             }
+        }
+        // A lite message (RocketMQ 5.5) is dispatched also to its lite topic's light message queue,
+        // whatever its topic's type (SendMessageProcessor); the store does so with enableLmq.
+        if let Some(lite) = get_property(req.properties, property::LITE_TOPIC)
+            .filter(|l| !l.is_empty() && !req.batch)
+        {
+            extra.push(Edit::Set(
+                lmq::INNER_MULTI_DISPATCH.to_string(),
+                lite_queue(req.topic, lite).map_err(SendError::Store)?,
+            ));
         }
         let reply_queue_id = queue_id;
         let mut sys_flag = req.sys_flag;
@@ -399,12 +437,12 @@ impl Sender {
                 &redirected
             }
         };
-        let with_dropped: Vec<Edit>;
-        let edits = if dropped.is_empty() {
+        let with_extra: Vec<Edit>;
+        let edits = if extra.is_empty() {
             edits
         } else {
-            with_dropped = edits.iter().cloned().chain(dropped).collect();
-            &with_dropped
+            with_extra = edits.iter().cloned().chain(extra).collect();
+            &with_extra
         };
         let meta = MessageMeta {
             topic,

@@ -7,7 +7,7 @@
 //! the sends it serves itself (cluster mode, transactions, the ACL).
 
 use ferromq_broker::popper::{ExtraInfo, PROPERTY_POP_CK};
-use ferromq_broker::sender::MessageType;
+use ferromq_broker::sender::{MessageType, MAX_LITE_TOPIC_BYTES};
 use ferromq_broker::topics::is_system_topic;
 use ferromq_store::hash::java_string_hash;
 use ferromq_store::message::{
@@ -45,6 +45,7 @@ pub mod code {
         MESSAGE_PROPERTY_CONFLICT_WITH_TYPE = 40014,
         MESSAGE_CORRUPTED = 40016,
         ILLEGAL_POLLING_TIME = 40018,
+        ILLEGAL_LITE_TOPIC = 40020,
         MESSAGE_NOT_FOUND = 40401,
         TOPIC_NOT_FOUND = 40402,
         CONSUMER_GROUP_NOT_FOUND = 40403,
@@ -436,6 +437,30 @@ pub fn validate(m: &Message, now_ms: i64) -> Result<(), Refusal> {
             );
         }
     }
+    if let Some(lite) = sp.lite_topic.as_ref().filter(|l| !l.is_empty()) {
+        // GrpcValidator.validateLiteTopic (the proxy's maxLiteTopicSize is 64).
+        if blank(lite) {
+            return refuse(
+                code::ILLEGAL_LITE_TOPIC,
+                "lite topic cannot be the char sequence of whitespace",
+            );
+        }
+        if lite.len() > MAX_LITE_TOPIC_BYTES {
+            return refuse(
+                code::ILLEGAL_LITE_TOPIC,
+                format!("lite topic exceed the max size {MAX_LITE_TOPIC_BYTES}"),
+            );
+        }
+        if !lite
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return refuse(
+                code::ILLEGAL_LITE_TOPIC,
+                "lite topic can only contain alphanumeric characters, hyphens(-), and underscores(_)",
+            );
+        }
+    }
     if sp.priority.is_some_and(|p| p < 0) {
         // Message.setPriority's IllegalArgumentException, which the proxy answers as an
         // internal error with the exception's detail (ExceptionUtils.getErrorDetailMessage).
@@ -535,6 +560,9 @@ pub fn to_store(m: &Message, peer: &str) -> Result<Outgoing, Refusal> {
     if let Some(priority) = sp.priority {
         props.set(property::PRIORITY, priority.to_string());
     }
+    if let Some(lite) = sp.lite_topic.as_ref().filter(|l| !l.is_empty()) {
+        props.set(property::LITE_TOPIC, lite.clone());
+    }
     props.set(RECONSUME_TIME, sp.delivery_attempt.unwrap_or(0).to_string());
     props.set(property::PRODUCER_GROUP, topic.to_string());
     if let Some(group) = sp.message_group.as_ref().filter(|g| !g.is_empty()) {
@@ -610,6 +638,7 @@ pub fn type_number(t: MessageType) -> i32 {
         MessageType::Fifo => 2,
         MessageType::Delay => 3,
         MessageType::Transaction => 4,
+        MessageType::Lite => 5,
         MessageType::Priority => 6,
         MessageType::Unspecified | MessageType::Mixed => 0,
     }
@@ -687,6 +716,7 @@ pub fn to_v2(view: &RecordView<'_>, topic: &str, receipt_handle: Option<String>)
         priority: get(property::PRIORITY)
             .and_then(|p| p.parse().ok())
             .filter(|p: &i32| *p >= 0),
+        lite_topic: get(property::LITE_TOPIC).map(str::to_string),
         ..Default::default()
     };
     Message {

@@ -95,6 +95,8 @@ pub(crate) fn store_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     )?;
     d.set_item("store_host", c.store_host.to_string())?;
     d.set_item("check_crc_on_recover", c.check_crc_on_recover)?;
+    d.set_item("enable_lmq", c.enable_lmq)?;
+    d.set_item("enable_multi_dispatch", c.enable_multi_dispatch)?;
     d.set_item("warm_mapped_file_enable", c.warm_mapped_file_enable)?;
     d.set_item("file_reserved_time_hours", c.file_reserved_time_hours)?;
     d.set_item("delete_when", &c.delete_when)?;
@@ -211,7 +213,8 @@ impl Store {
         sync_flush_timeout_ms=5000, max_message_size=4194304, message_index_enable=true,
         max_hash_slot_num=5000000, max_index_num=20000000,
         message_delay_level="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
-        store_host="127.0.0.1:10911", check_crc_on_recover=true, warm_mapped_file_enable=true,
+        store_host="127.0.0.1:10911", check_crc_on_recover=true, enable_lmq=false,
+        enable_multi_dispatch=false, warm_mapped_file_enable=true,
         file_reserved_time_hours=72, delete_when="04", disk_max_used_space_ratio=75,
         disk_space_clean_forcibly_ratio=85, disk_space_warning_level_ratio=90,
         clean_file_forcibly_enable=true,
@@ -246,6 +249,8 @@ impl Store {
         message_delay_level: &str,
         store_host: &str,
         check_crc_on_recover: bool,
+        enable_lmq: bool,
+        enable_multi_dispatch: bool,
         warm_mapped_file_enable: bool,
         file_reserved_time_hours: u64,
         delete_when: &str,
@@ -291,6 +296,8 @@ impl Store {
             ferromq_store::config::parse_delay_levels(message_delay_level).py_err(py)?;
         c.store_host = parse_addr(store_host)?;
         c.check_crc_on_recover = check_crc_on_recover;
+        c.enable_lmq = enable_lmq;
+        c.enable_multi_dispatch = enable_multi_dispatch;
         c.warm_mapped_file_enable = warm_mapped_file_enable;
         c.file_reserved_time_hours = file_reserved_time_hours;
         c.delete_when = delete_when.to_string();
@@ -920,6 +927,21 @@ impl Store {
     /// Forgets a topic's consume queues (files included); a topic created again starts at 0.
     fn delete_topic(&self, py: Python<'_>, topic: &str) -> PyResult<()> {
         py.detach(|| self.store.delete_topic(topic)).py_err(py)
+    }
+
+    /// How many light message queues (`%LMQ%...`) the store holds.
+    fn lmq_count(&self, py: Python<'_>) -> PyResult<usize> {
+        self.store.lmq_count().py_err(py)
+    }
+
+    /// (name, min offset, max offset, CommitLog offset of the newest record or -1) of each light
+    /// message queue whose name starts with `prefix`, sorted by name.
+    fn lmq_infos(&self, py: Python<'_>, prefix: &str) -> PyResult<Vec<(String, i64, i64, i64)>> {
+        let infos = py.detach(|| self.store.lmq_infos(prefix)).py_err(py)?;
+        Ok(infos
+            .into_iter()
+            .map(|i| (i.name, i.min_offset, i.max_offset, i.last_physical_offset))
+            .collect())
     }
 
     /// One retention round now. Unset arguments come from the system: the clock, the local hour,

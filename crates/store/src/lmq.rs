@@ -24,10 +24,7 @@ use crate::message::{NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
 pub const LMQ_PREFIX: &str = "%LMQ%";
 /// An LMQ's only queue.
 pub const LMQ_QUEUE_ID: i32 = 0;
-/// The queue names a record is dispatched to (MessageConst.PROPERTY_INNER_MULTI_DISPATCH).
-pub const INNER_MULTI_DISPATCH: &str = "INNER_MULTI_DISPATCH";
-/// Its offset in each, set at append (MessageConst.PROPERTY_INNER_MULTI_QUEUE_OFFSET).
-pub const INNER_MULTI_QUEUE_OFFSET: &str = "INNER_MULTI_QUEUE_OFFSET";
+pub use crate::message::property::{INNER_MULTI_DISPATCH, INNER_MULTI_QUEUE_OFFSET};
 /// Separates the names and the offsets (MixAll.LMQ_DISPATCH_SEPARATOR).
 pub const DISPATCH_SEPARATOR: char = ',';
 

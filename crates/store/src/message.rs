@@ -49,6 +49,12 @@ pub mod property {
     pub const SHARDING_KEY: &str = "__SHARDINGKEY";
     /// RocketMQ 5.4's priority of a message (0 lowest; its queue on a PRIORITY topic).
     pub const PRIORITY: &str = "_SYS_MSG_PRIORITY_";
+    /// RocketMQ 5.5's lite topic of a message (its light message queue under its topic).
+    pub const LITE_TOPIC: &str = "__LITE_TOPIC";
+    /// The light message queues a record is dispatched to (see [`crate::lmq`]).
+    pub const INNER_MULTI_DISPATCH: &str = "INNER_MULTI_DISPATCH";
+    /// Its offset in each, set at append.
+    pub const INNER_MULTI_QUEUE_OFFSET: &str = "INNER_MULTI_QUEUE_OFFSET";
     // RocketMQ 5.x's timer messages: what a sender sets (one of three), what the broker adds.
     pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
     pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
@@ -61,7 +67,7 @@ pub mod property {
     pub const TIMER_DEL_UNIQKEY: &str = "TIMER_DEL_UNIQKEY";
 
     /// Every name above with the name Python gives it (`PROPERTY_X` in ferromq.protocol).
-    pub const ALL: [(&str, &str); 20] = [
+    pub const ALL: [(&str, &str); 21] = [
         ("PROPERTY_TAGS", TAGS),
         ("PROPERTY_KEYS", KEYS),
         ("PROPERTY_UNIQ_KEY", UNIQ_KEY),
@@ -74,6 +80,7 @@ pub mod property {
         ("PROPERTY_TRAN_MSG", TRAN_MSG),
         ("PROPERTY_SHARDING_KEY", SHARDING_KEY),
         ("PROPERTY_PRIORITY", PRIORITY),
+        ("PROPERTY_LITE_TOPIC", LITE_TOPIC),
         ("PROPERTY_TIMER_DELIVER_MS", TIMER_DELIVER_MS),
         ("PROPERTY_TIMER_DELAY_SEC", TIMER_DELAY_SEC),
         ("PROPERTY_TIMER_DELAY_MS", TIMER_DELAY_MS),
@@ -478,7 +485,7 @@ pub struct DispatchProperties<'a> {
     pub keys: Option<&'a str>,
     pub uniq_key: Option<&'a str>,
     pub delay: Option<&'a str>,
-    /// INNER_MULTI_DISPATCH and INNER_MULTI_QUEUE_OFFSET (see [`crate::lmq`]).
+    /// INNER_MULTI_DISPATCH and INNER_MULTI_QUEUE_OFFSET (the light message queues').
     pub multi_dispatch: Option<&'a str>,
     pub multi_queue_offset: Option<&'a str>,
 }
@@ -498,8 +505,8 @@ impl<'a> DispatchProperties<'a> {
                 property::KEYS => &mut out.keys,
                 property::UNIQ_KEY => &mut out.uniq_key,
                 property::DELAY => &mut out.delay,
-                crate::lmq::INNER_MULTI_DISPATCH => &mut out.multi_dispatch,
-                crate::lmq::INNER_MULTI_QUEUE_OFFSET => &mut out.multi_queue_offset,
+                property::INNER_MULTI_DISPATCH => &mut out.multi_dispatch,
+                property::INNER_MULTI_QUEUE_OFFSET => &mut out.multi_queue_offset,
                 _ => continue,
             };
             // The last value of a repeated name counts, as in Java's map.

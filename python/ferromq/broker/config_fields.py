@@ -234,6 +234,9 @@ class StoreFilesConfig:
     max_message_size: int = setting(4 * 1024 * 1024, least=1, most=_INT)
     message_delay_level: str = setting(DEFAULT_MESSAGE_DELAY_LEVEL)
     message_index_enable: bool = setting(True)
+    # Light message queues (RocketMQ's multi-dispatch; 5.5's lite topics are kept in them).
+    enable_lmq: bool = setting(False)
+    enable_multi_dispatch: bool = setting(False)
     max_hash_slot_num: int = setting(5_000_000, least=1, most=_INT)
     max_index_num: int = setting(20_000_000, least=2, most=_INT)
     # ferromq's own: the bytes of a store file kept mapped behind its write position (flushed pages
@@ -623,6 +626,8 @@ class BrokerConfig(
             max_message_size=self.max_message_size,
             message_delay_level=self.message_delay_level,
             message_index_enable=self.message_index_enable,
+            enable_lmq=self.enable_lmq,
+            enable_multi_dispatch=self.enable_multi_dispatch,
             max_hash_slot_num=self.max_hash_slot_num,
             max_index_num=self.max_index_num,
             store_host=self.broker_addr,

@@ -68,7 +68,7 @@ _ROCKETMQ_KEYS_NOT_USED = frozenset(
     debugLockEnable duplicationEnable diskFallRecorded osPageCacheBusyTimeOutMills defaultQueryMaxNum
     transientStorePoolEnable transientStorePoolSize fastFailIfNoBufferInStorePool
     enableDLegerCommitLog dLegerGroup dLegerPeers dLegerSelfId preferredLeaderId isEnableBatchPush
-    enableScheduleMessageStats enableLmq enableMultiDispatch maxLmqConsumeQueueNum
+    enableScheduleMessageStats maxLmqConsumeQueueNum
     enableScheduleAsyncDeliver scheduleAsyncDeliverMaxPendingLimit
     userCacheMaxNum userCacheExpiredSecond userCacheRefreshSecond aclCacheMaxNum aclCacheExpiredSecond
     aclCacheRefreshSecond statefulAuthenticationCacheMaxNum statefulAuthenticationCacheExpiredSecond

@@ -81,6 +81,11 @@ DEFAULT_MESSAGE_TYPE = "NORMAL"
 MIXED_MESSAGE_TYPE = "MIXED"
 # RocketMQ 5.4's priority topics: a message's priority picks its queue, pops read the highest first.
 PRIORITY_MESSAGE_TYPE = "PRIORITY"
+# RocketMQ 5.5's lite topics: a LITE topic's messages go also to the light message queue of their lite
+# topic (`%LMQ%$<topic>$<lite topic>`), which expires `lite.topic.expiration` minutes after its last one.
+LITE_MESSAGE_TYPE = "LITE"
+LITE_EXPIRATION_KEY = "lite.topic.expiration"
+LMQ_PREFIX = "%LMQ%"
 MIXED_REFUSED = "MIXED message type is not supported."
 _LONG_TEXT = re.compile(r"[+-]?[0-9]+")
 _JAVA_LONG_MIN, _JAVA_LONG_MAX = -(2**63), 2**63 - 1
@@ -151,8 +156,7 @@ TOPIC_ATTRIBUTES: dict[str, Attribute] = {
         EnumAttribute("queue.type", False, ("SimpleCQ", "BatchCQ"), "SimpleCQ"),
         EnumAttribute("cleanup.policy", False, ("DELETE", "COMPACTION"), "DELETE"),
         # TopicMessageType's values of 5.5, UNSPECIFIED and MIXED included, with 5.4's PRIORITY and 5.5's
-        # LITE (which ferromq does not serve yet: UNSUPPORTED_VALUES). 5.3.3 named six, in the order
-        # [UNSPECIFIED, TRANSACTION, FIFO, MIXED, DELAY, NORMAL].
+        # LITE. 5.3.3 named six, in the order [UNSPECIFIED, TRANSACTION, FIFO, MIXED, DELAY, NORMAL].
         EnumAttribute(
             MESSAGE_TYPE_KEY,
             True,
@@ -160,12 +164,14 @@ TOPIC_ATTRIBUTES: dict[str, Attribute] = {
             DEFAULT_MESSAGE_TYPE,
         ),
         LongRangeAttribute("reserve.time", True, -1, _JAVA_LONG_MAX, -1),
+        # 5.5: minutes after its last message a lite topic of a LITE topic is deleted (-1: never).
+        LongRangeAttribute(LITE_EXPIRATION_KEY, True, -1, 30 * 24 * 60, -1),
     )
 }
 # Values Java accepts that would change how the store keeps the topic, which ferromq does not do (a batch
 # consume queue, a compacted topic): refused rather than recorded and ignored, since a Java broker opening
 # the store afterwards would expect the files they imply.
-UNSUPPORTED_VALUES = {("queue.type", "BatchCQ"), ("cleanup.policy", "COMPACTION"), (MESSAGE_TYPE_KEY, "LITE")}
+UNSUPPORTED_VALUES = {("queue.type", "BatchCQ"), ("cleanup.policy", "COMPACTION")}
 
 
 def parse_attribute_changes(text: str | None) -> dict[str, str]:
@@ -285,6 +291,15 @@ class TopicConfig:
     def message_type(self) -> str:
         """The `message.type` attribute: NORMAL when absent (TopicConfig.getTopicMessageType)."""
         return self.attributes.get(MESSAGE_TYPE_KEY, DEFAULT_MESSAGE_TYPE)
+
+    @property
+    def lite_topic_expiration(self) -> int:
+        """A LITE topic's `lite.topic.expiration` in minutes, -1 (never) otherwise or when unset
+        (TopicConfig.getLiteTopicExpiration)."""
+        if self.message_type != LITE_MESSAGE_TYPE:
+            return -1
+        value = self.attributes.get(LITE_EXPIRATION_KEY, "-1")
+        return int(value) if _LONG_TEXT.fullmatch(value) else -1
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -437,7 +452,11 @@ class TopicConfigManager:
             self.on_change()
 
     def get(self, topic: str) -> TopicConfig | None:
-        return self.topics.get(topic)
+        tc = self.topics.get(topic)
+        if tc is None and topic.startswith(LMQ_PREFIX) and self._config.enable_lmq:
+            # A light message queue is a topic of one queue nobody created (LmqTopicConfigManager).
+            return TopicConfig(topic, 1, 1)
+        return tc
 
     def update(self, tc: TopicConfig) -> None:
         with self._lock:

@@ -23,6 +23,8 @@ PROPERTY_TRAN_MSG = "TRAN_MSG"
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 # RocketMQ 5.4's priority messages: 0 is the lowest; on a PRIORITY topic it picks the queue.
 PROPERTY_PRIORITY = "_SYS_MSG_PRIORITY_"
+# RocketMQ 5.5's lite topics: the lite topic of a message sent to a LITE topic.
+PROPERTY_LITE_TOPIC = "__LITE_TOPIC"
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 PROPERTY_CLUSTER = "CLUSTER"

@@ -58,6 +58,7 @@ _MESSAGE_TYPES = {
     "DELAY": [pb.DELAY],
     "TRANSACTION": [pb.TRANSACTION],
     "PRIORITY": [pb.PRIORITY],
+    "LITE": [pb.LITE],
     "MIXED": [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION],
 }
 
