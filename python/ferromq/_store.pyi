@@ -38,6 +38,7 @@ __all__ = [
     "encode_batch_messages",
     "encode_properties",
     "fifo_queue",
+    "frame_length",
     "get_property",
     "grpc_check_group",
     "grpc_check_invisible",
@@ -48,6 +49,7 @@ __all__ = [
     "grpc_popped",
     "grpc_send_failure",
     "java_hash",
+    "json_reply",
     "offset_msg_id",
     "parse_tag_expression",
     "pop_ack",
@@ -56,6 +58,7 @@ __all__ = [
     "pop_receipt",
     "pop_retry_mark",
     "pop_retry_topic",
+    "read_frame",
     "records_examined",
     "tags_code",
     "truncate_commitlog",
@@ -849,6 +852,25 @@ def decode_properties(properties: str) -> dict[str, str]:
 def encode_properties(props: Mapping[str, object]) -> str:
     """`props` as a client writes them: in order, an empty name or a None value left out, any
     other value as its `str()`; ValueError for a name or value holding a separator."""
+
+# The remoting frame as the data plane reads and writes it (ferromq_remoting::frame); Python's
+# codec, ferromq.protocol.command, is held to it by tests/unit/test_frame_codecs_agree.py.
+
+def frame_length(buf: bytes, max_frame: int) -> int | None:
+    """The size of the frame at the head of `buf` (length prefix included), None when more bytes
+    are needed; ValueError for a length outside 4..`max_frame`."""
+
+def read_frame(
+    frame: bytes,
+) -> tuple[int, tuple[int, int, int, int, dict[str, str] | None] | None, bytes] | None:
+    """A whole frame as the data plane reads it: (serialize type, the JSON header's (code, opaque,
+    flag, version, ext fields as text or None when they are not an object of scalars) or None when
+    the plane does not read the header, body); None when the header length overruns the frame."""
+
+def json_reply(
+    code: int, opaque: int, remark: str | None, ext: list[tuple[str, str]], body: bytes = ...
+) -> bytes:
+    """The JSON reply frame the data plane writes."""
 
 def offset_msg_id(store_host: str, physical_offset: int) -> str: ...
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]: ...

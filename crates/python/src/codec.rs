@@ -1,8 +1,10 @@
 //! The message format's free functions: hashes and tags codes, properties and the edits the send
-//! pipeline makes to them, offsetMsgIds, and stored records decoded.
+//! pipeline makes to them, offsetMsgIds, and stored records decoded; and the remoting frame as
+//! the data plane reads and writes it (for Python's codec, which is held to it by a test).
 
 use std::net::SocketAddr;
 
+use ferromq_remoting::frame::{self, Frame, FrameLength};
 use ferromq_store::hash;
 use ferromq_store::message::{self, iter_records};
 use ferromq_store::send::{Edit, Rewrite};
@@ -210,4 +212,68 @@ pub(crate) fn encode_properties<'py>(
     // Whole UTF-8 strings joined by ASCII separators.
     let text = std::str::from_utf8(&out).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(PyString::new(py, text))
+}
+
+/// The frame at the head of `buf` by its length prefix, as the data plane's reader judges it
+/// (`ferromq_remoting::frame::frame_length`): its size, length prefix included, or None when
+/// more bytes are needed; ValueError for a length outside 4..=`max_frame`.
+#[pyfunction]
+pub(crate) fn frame_length(buf: &[u8], max_frame: usize) -> PyResult<Option<usize>> {
+    match frame::frame_length(buf, max_frame) {
+        FrameLength::Whole(n) => Ok(Some(n)),
+        FrameLength::Incomplete => Ok(None),
+        FrameLength::Bad(len) => Err(PyValueError::new_err(format!(
+            "frame length {len} outside 4..{max_frame}"
+        ))),
+    }
+}
+
+/// A JSON header as the data plane reads it.
+type JsonHeader<'py> = (i32, i32, i32, i32, Option<Bound<'py, PyDict>>);
+/// A frame as the data plane reads it.
+type ReadFrame<'py> = (u8, Option<JsonHeader<'py>>, Bound<'py, PyBytes>);
+
+/// A whole frame as the data plane reads it (`ferromq_remoting::frame`): (serialize type, the
+/// JSON header's (code, opaque, flag, version, ext fields as text, or None when they are not an
+/// object of scalars), or None when the plane does not read the header, body); None when the
+/// header length overruns the frame.
+#[pyfunction]
+pub(crate) fn read_frame<'py>(py: Python<'py>, frame: &[u8]) -> PyResult<Option<ReadFrame<'py>>> {
+    let Some(f) = Frame::new(frame) else {
+        return Ok(None);
+    };
+    let header = match f.json_header() {
+        None => None,
+        Some(h) => {
+            let ext = match h.ext() {
+                None => None,
+                Some(map) => {
+                    let d = PyDict::new(py);
+                    for (k, v) in map {
+                        d.set_item(k, v)?;
+                    }
+                    Some(d)
+                }
+            };
+            Some((h.code, h.opaque, h.flag, h.version, ext))
+        }
+    };
+    Ok(Some((f.serialize_type, header, PyBytes::new(py, f.body()))))
+}
+
+/// The JSON reply frame the data plane writes (`ferromq_remoting::frame::json_reply_with_body`).
+#[pyfunction]
+#[pyo3(signature = (code, opaque, remark, ext, body=b"".as_slice()))]
+pub(crate) fn json_reply<'py>(
+    py: Python<'py>,
+    code: i32,
+    opaque: i32,
+    remark: Option<&str>,
+    ext: Vec<(String, String)>,
+    body: &[u8],
+) -> Bound<'py, PyBytes> {
+    let ext: Vec<(&str, &str)> = ext.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut out = Vec::new();
+    frame::json_reply_with_body(&mut out, code, opaque, remark, &ext, body);
+    PyBytes::new(py, &out)
 }

@@ -69,6 +69,9 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::get_property, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_properties, m)?)?;
     m.add_function(wrap_pyfunction!(codec::encode_properties, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::frame_length, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::read_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::json_reply, m)?)?;
     m.add_function(wrap_pyfunction!(codec::offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_records, m)?)?;
