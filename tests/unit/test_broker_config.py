@@ -23,6 +23,7 @@ from ferromq.broker.config import (
 from ferromq.broker.config_fields import CONFIG_TABLES, BrokerConfig
 from ferromq.broker.store_sizes import check_store_sizes
 from ferromq.cli import _broker_config
+from ferromq.client.admin_results import parse_properties as admin_parse_properties
 from ferromq.store import FlushDiskType
 
 CONF = """\
@@ -410,6 +411,25 @@ def test_consume_queue_size_is_rounded_to_whole_units(tmp_path: Path) -> None:
 
 def test_properties_syntax() -> None:
     assert parse_properties("a=1\n! comment\n  b : 2 \nc\n") == [(1, "a", "1"), (3, "b", "2"), (4, "c", "")]
+
+
+def test_the_admin_client_reads_config_text_with_the_brokers_reader() -> None:
+    # GET_BROKER_CONFIG's body (MixAll.properties2String) is read by the one reader the broker
+    # reads broker.conf and UPDATE_BROKER_CONFIG with; the client also undoes Properties.store's
+    # escapes, and a repeated key takes its last value, as in Java's Properties.
+    body = (
+        "a=1\n# c\n\n namesrvAddr = h1:9876;h2:9876 \nstorePathRootDir=/x/\\u00e9\nlong=1,\\\n  2\na=3\nk\n"
+    )
+    assert admin_parse_properties(body.encode()) == {
+        "a": "3",
+        "namesrvAddr": "h1:9876;h2:9876",
+        "storePathRootDir": "/x/é",
+        "long": "1,2",
+        "k": "",
+    }
+    lines = parse_properties(body)
+    assert [key for _no, key, _value in lines] == ["a", "namesrvAddr", "storePathRootDir", "long", "a", "k"]
+    assert lines[2] == (5, "storePathRootDir", "/x/\\u00e9")  # the broker keeps escapes as written
 
 
 def test_retention_keys(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ferromq.client.message import MessageQueue
 from ferromq.jsonutil import loads_lenient, loads_object_keys, object_key
+from ferromq.properties import parse_properties as read_properties
 from ferromq.protocol.constants import RUNTIME_TABLE_TOPICS_KEY
 from ferromq.tables.status import TableTopicStatus, parse_table_topics
 
@@ -425,18 +426,11 @@ def properties_text(props: dict[str, str]) -> bytes:
 
 
 def parse_properties(body: bytes) -> dict[str, str]:
-    """Java's MixAll.string2Properties, as GET_BROKER_CONFIG's body is written: `key=value`
-    lines (`#` comments and blank lines skipped, `\\` escapes of Properties.store undone)."""
-    out = {}
-    for raw in body.decode("utf-8", errors="replace").splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            continue
-        out[_unescape(key.strip())] = _unescape(value.strip())
-    return out
+    """Java's MixAll.string2Properties, as GET_BROKER_CONFIG's body is written: the lines read by
+    the one Java-properties reader (`ferromq.properties`, the broker's too), then the `\\` escapes
+    of Properties.store undone; a repeated key takes its last value."""
+    text = body.decode("utf-8", errors="replace")
+    return {_unescape(key): _unescape(value) for _no, key, value in read_properties(text)}
 
 
 def _unescape(s: str) -> str:
