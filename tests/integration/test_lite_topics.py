@@ -11,12 +11,14 @@ for the same sends is compared in tests/interop/test_lite_rocketmq55.py."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from ferromq.broker.topics import TopicConfig
+from ferromq.broker import lite
+from ferromq.broker.topics import LMQ_PREFIX, TopicConfig
 from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
@@ -93,6 +95,41 @@ def test_without_enable_lmq_a_lite_message_is_stored_in_its_topic_only() -> None
             assert b.broker.store.lmq_count() == 0
             r = await c.call(RC.PULL_MESSAGE, pull_ext(GROUP, lmq("s1"), 0, 0, suspendTimeoutMillis=0))
             assert r.code == R.TOPIC_NOT_EXIST
+            await c.close()
+
+    asyncio.run(main())
+
+
+def test_idle_lite_topics_expire_and_go_with_their_topic() -> None:
+    expiring, kept = PARENT, f"Kept{RUN}"
+
+    async def main() -> None:
+        async with Broker(config=LMQ_ON) as b:
+            broker = b.broker
+            broker.topics.update(
+                TopicConfig(expiring, 1, 1, attributes={**LITE_TYPE, "lite.topic.expiration": "1"})
+            )
+            broker.topics.update(TopicConfig(kept, 1, 1, attributes=LITE_TYPE))
+            c = await Client().connect(broker.port)
+            for topic, name in ((expiring, "s1"), (expiring, "s2"), (kept, "s1")):
+                assert (await send_lite(c, topic, b"m", name))[0] == R.SUCCESS
+            broker.offsets.commit(GROUP, lmq("s1"), 0, 1)
+            store, topics, offsets = broker.store, broker.topics, broker.offsets
+            # A minute and a bit later: the expiring topic's lite topics are idle longer than its
+            # lite.topic.expiration, but not longer than minLiteTTl (15 minutes by default).
+            later = int(time.time() * 1000) + 61_000
+            assert lite.clean_expired(store, topics, offsets, later, broker.config.min_lite_ttl) == 0
+            assert lite.clean_expired(store, topics, offsets, later, 0) == 2
+            assert [name for name, *_ in store.lmq_infos(LMQ_PREFIX)] == [lmq("s1", kept)]
+            assert offsets.query(GROUP, lmq("s1"), 0) == -1
+            # Written to again, an expired lite topic starts over.
+            assert (await send_lite(c, expiring, b"again", "s1"))[0] == R.SUCCESS
+            (m,) = await pull_all(c, lmq("s1"))
+            assert m.body == b"again" and m.properties["INNER_MULTI_QUEUE_OFFSET"] == "0"
+            # Deleting a LITE topic deletes its lite topics.
+            r = await c.call(RC.DELETE_TOPIC_IN_BROKER, {"topic": kept})
+            assert r.code == R.SUCCESS, r.remark
+            assert [name for name, *_ in store.lmq_infos(LMQ_PREFIX)] == [lmq("s1")]
             await c.close()
 
     asyncio.run(main())

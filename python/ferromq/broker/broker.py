@@ -22,6 +22,7 @@ from ferromq.auth import setup as auth_setup
 from ferromq.auth.evaluator import Auth
 from ferromq.auth.guard import AuthGuard
 from ferromq.auth.metadata import AuthMetadata, AuthMetadataError
+from ferromq.broker import lite
 from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
 from ferromq.broker.config import BrokerConfig, ConfigError, runtime_changes
 from ferromq.broker.controller_link import ControllerLink
@@ -44,7 +45,7 @@ from ferromq.broker.subscriptions import SubscriptionGroupManager
 from ferromq.broker.timer import TimerMessageService
 from ferromq.broker.topics import TopicConfigManager
 from ferromq.broker.transaction import TransactionalMessageService
-from ferromq.errors import StoreIOError
+from ferromq.errors import FerroMQError, StoreIOError
 from ferromq.protocol.codes import RequestCode, ResponseCode
 from ferromq.protocol.command import RemotingCommand
 from ferromq.protocol.constants import SCHEDULE_TOPIC, TIMER_TOPIC
@@ -312,6 +313,7 @@ class Broker:
         self._tasks = [
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
             loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
+            loop.create_task(self._lite_ttl_loop(), name="lite-ttl"),
         ]
         self._services.append(("background tasks", self._stop_tasks))
         self.planes.start()
@@ -560,6 +562,20 @@ class Broker:
     def _persist_offsets(self) -> None:
         self.offsets.persist()
         self.pop.orders.persist()
+
+    async def _lite_ttl_loop(self) -> None:
+        """Deletes expired lite topics (broker/lite.py), once the broker has run minLiteTTl."""
+        started = time.monotonic()
+        while True:
+            await asyncio.sleep(self.config.lite_ttl_check_interval / 1000.0)
+            cfg = self.config
+            if not cfg.enable_lmq or cfg.is_slave or time.monotonic() - started < cfg.min_lite_ttl / 1000.0:
+                continue
+            try:
+                now_ms = int(time.time() * 1000)
+                lite.clean_expired(self.store, self.topics, self.offsets, now_ms, cfg.min_lite_ttl)
+            except FerroMQError:
+                logger.exception("lite topics: expiration check failed")
 
     async def _housekeeping_loop(self) -> None:
         while True:

@@ -305,6 +305,10 @@ class TopicConfig:
     max_topic_queue_nums: int = setting(1024, least=1, runtime=True)
     cluster_topic_enable: bool = setting(True)
     broker_topic_enable: bool = setting(True)
+    # RocketMQ 5.5's lite topics (see broker/lite.py): no lite topic is deleted younger than this, nor
+    # before the broker ran this long; how often expired ones are looked for.
+    min_lite_ttl: int = setting(900_000, key="minLiteTTl", least=0, runtime=True)
+    lite_ttl_check_interval: int = setting(120_000, least=1000, runtime=True)
 
 
 @dataclass(frozen=True)

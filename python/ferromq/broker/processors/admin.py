@@ -8,11 +8,13 @@ import os
 import time
 from typing import Any
 
+from ferromq.broker import lite
 from ferromq.broker.processors.bodies import json_object, shaped
 from ferromq.broker.processors.context import AdminContext, ContextHandler, bind
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.broker.timer import encode_checkpoint
 from ferromq.broker.topics import (
+    LITE_MESSAGE_TYPE,
     MESSAGE_TYPE_KEY,
     MIXED_MESSAGE_TYPE,
     MIXED_REFUSED,
@@ -108,6 +110,9 @@ async def create_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand
 
 async def delete_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     topic = DeleteTopicRequestHeader.of(cmd).topic
+    tc = ctx.topics.get(topic)
+    if tc is not None and tc.message_type == LITE_MESSAGE_TYPE:
+        lite.clean_parent(ctx.store, ctx.offsets, topic)
     ctx.topics.delete(topic)
     ctx.offsets.remove_topic(topic)
     ctx.stats.topic_removed(topic)
