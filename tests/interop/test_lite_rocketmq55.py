@@ -11,6 +11,7 @@ remoting (its multi-dispatch then names two queues); ferromq refuses it (MESSAGE
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from apache_rocketmq import ROCKETMQ_55_VERSION, have_java, start_rocketmq
 
+from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing import Broker
 from tests.integration.brokerkit import Client
@@ -90,3 +92,43 @@ def test_lite_queues_side_by_side(sides: tuple[dict[str, Side], dict[str, Path]]
     assert {p.name for p in (stores["rocketmq"] / "consumequeue").glob("%LMQ%*")} == lmqs
     assert not list((stores["ferromq"] / "consumequeue").glob("%LMQ%*"))
     assert (stores["ferromq"] / "lmq" / "journal").stat().st_size > 0
+
+
+def test_lite_admin_views_side_by_side(sides: tuple[dict[str, Side], dict[str, Path]]) -> None:
+    """GET_PARENT_TOPIC_INFO and GET_LITE_TOPIC_INFO (5.5.0's LiteManagerProcessor) answer alike, refusals
+    included; the times of the last writes differ by nature and are compared as present."""
+    brokers, _ = sides
+    parent = f"LiteV{RUN}"
+
+    async def run(side: Side) -> dict[str, Any]:
+        c = await Client().connect(side.broker_port)
+        try:
+            await create_topic(c, side, parent, 1, "LITE")
+            await create_topic(c, side, f"Plain{RUN}", 1, "NORMAL")
+            for i in range(3):
+                assert (await send_lite(c, parent, f"v{i}".encode(), "only"))[0] == R.SUCCESS
+            out: dict[str, Any] = {}
+            for name, code, ext in (
+                ("parent", RC.GET_PARENT_TOPIC_INFO, {"topic": parent}),
+                ("missing", RC.GET_PARENT_TOPIC_INFO, {"topic": f"Nope{RUN}"}),
+                ("not_lite", RC.GET_PARENT_TOPIC_INFO, {"topic": f"Plain{RUN}"}),
+                ("lite", RC.GET_LITE_TOPIC_INFO, {"parentTopic": parent, "liteTopic": "only"}),
+                ("lite_unknown", RC.GET_LITE_TOPIC_INFO, {"parentTopic": parent, "liteTopic": "none"}),
+            ):
+                r = await c.call(code, ext)
+                body = json.loads(r.body) if r.body else None
+                if body and "topicOffset" in body:
+                    body["topicOffset"]["lastUpdateTimestamp"] = (
+                        body["topicOffset"]["lastUpdateTimestamp"] > 0
+                    )
+                if body and "lmqNum" in body:
+                    body["lmqNum"] = body["lmqNum"] > 0
+                out[name] = (r.code, r.remark, body)
+            return out
+        finally:
+            await c.close()
+
+    answers = same(on_both(brokers, run), "lite admin views")
+    assert answers["parent"][2] == {"liteTopicCount": 1, "lmqNum": True, "topic": parent, "ttl": -1}
+    assert answers["lite"][2]["topicOffset"] == {"lastUpdateTimestamp": True, "maxOffset": 3, "minOffset": 0}
+    assert answers["missing"][0] == R.TOPIC_NOT_EXIST and answers["not_lite"][0] == R.INVALID_PARAMETER

@@ -78,6 +78,8 @@ _ANNOTATED: dict[int, tuple[ResourceType | None, tuple[Action, ...], _Fields]] =
     RC.GET_SUBSCRIPTIONGROUP_CONFIG: (None, (A.GET,), ((G, "group", ""),)),
     RC.GET_TOPICS_BY_CLUSTER: (T, (A.LIST,), ()),
     RC.GET_TOPIC_CONFIG: (None, (A.GET,), ((T, "topic", ""),)),
+    RC.GET_PARENT_TOPIC_INFO: (None, (A.GET,), ((T, "topic", ""),)),
+    RC.GET_LITE_TOPIC_INFO: (None, (A.GET,), ((T, "parentTopic", ""),)),
     RC.GET_TOPIC_STATS_INFO: (None, (A.GET,), ((T, "topic", ""),)),
     RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: (None, (A.GET,), ((T, "topic", ""), (G, "group", ""))),
     RC.INVOKE_BROKER_TO_RESET_OFFSET: (None, (A.UPDATE,), ((G, "group", ""), (T, "topic", ""))),

@@ -75,6 +75,10 @@ class RequestCode(IntEnum):
     SEND_MESSAGE_V2 = 310
     GET_TOPIC_CONFIG = 351
     LITE_PULL_MESSAGE = 361
+    # RocketMQ 5.5's lite topics (LiteManagerProcessor): what a broker holds of them.
+    GET_BROKER_LITE_INFO = 200074
+    GET_PARENT_TOPIC_INFO = 200075
+    GET_LITE_TOPIC_INFO = 200076
     RECALL_MESSAGE = 370
     QUERY_ASSIGNMENT = 400
     SET_MESSAGE_REQUEST_MODE = 401

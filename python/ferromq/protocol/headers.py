@@ -727,6 +727,15 @@ class GetTopicConfigRequestHeader(Header):
     lo: bool | None = None
 
 
+class GetParentTopicInfoRequestHeader(Header):
+    topic: str
+
+
+class GetLiteTopicInfoRequestHeader(Header):
+    parent_topic: str
+    lite_topic: str
+
+
 class GetConsumerConnectionListRequestHeader(Header):
     consumer_group: str
 
