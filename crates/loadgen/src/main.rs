@@ -11,8 +11,12 @@
 //! the default), which any Parquet writer dictionary-encodes to nothing: what table topics cost
 //! on real traffic.
 //!
+//! `--lite-topics N` gives request `i` the lite topic `lt<i % N>` (`__LITE_TOPIC`, RocketMQ 5.5):
+//! with N at least `--count`, every message makes a lite topic of its own. `--count M` stops once
+//! M sends were answered (the measure then runs from the first, without warm-up).
+//!
 //! ferromq-loadgen --port P [--topic T] [--queues 8] [--size 1024] [--bodies same|json]
-//!     [--connections 4] [--inflight 16] [--seconds 5] [--warmup 1]
+//!     [--connections 4] [--inflight 16] [--seconds 5] [--warmup 1] [--lite-topics N] [--count M]
 
 use std::collections::HashMap;
 use std::io;
@@ -40,6 +44,10 @@ struct Args {
     inflight: usize,
     seconds: f64,
     warmup: f64,
+    /// 0: no lite topic.
+    lite_topics: u64,
+    /// 0: run `seconds`.
+    count: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -53,6 +61,8 @@ fn parse_args() -> Result<Args, String> {
         inflight: 16,
         seconds: 5.0,
         warmup: 1.0,
+        lite_topics: 0,
+        count: 0,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut it = argv.iter();
@@ -70,6 +80,8 @@ fn parse_args() -> Result<Args, String> {
             "--inflight" => a.inflight = value.parse().map_err(bad)?,
             "--seconds" => a.seconds = value.parse().map_err(|_| format!("{flag}: {value}"))?,
             "--warmup" => a.warmup = value.parse().map_err(|_| format!("{flag}: {value}"))?,
+            "--lite-topics" => a.lite_topics = value.parse().map_err(bad)?,
+            "--count" => a.count = value.parse().map_err(bad)?,
             _ => return Err(format!("unknown option {flag}")),
         }
     }
@@ -88,15 +100,22 @@ struct Template {
 const OPAQUE_MARK: &str = "999999999";
 const QUEUE_MARK: &str = "@QID@";
 const UNIQ_MARK: &str = "@UNIQ@";
+const LITE_MARK: &str = "@LITE@";
 
 impl Template {
-    fn new(topic: &str) -> Template {
+    /// With `lite`, the requests carry a lite topic (see [`Template::frame`]).
+    fn new(topic: &str, lite: bool) -> Template {
         let born = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis())
             .to_string();
+        let lite_prop = if lite {
+            format!("__LITE_TOPIC\u{1}lt{LITE_MARK}\u{2}")
+        } else {
+            String::new()
+        };
         let props = format!(
-            "TAGS\u{1}TagA\u{2}KEYS\u{1}key-1\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}{UNIQ_MARK}\u{2}"
+            "TAGS\u{1}TagA\u{2}KEYS\u{1}key-1\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}{UNIQ_MARK}\u{2}{lite_prop}"
         );
         let ext = serde_json::json!({
             "a": "PID_hot", "b": topic, "c": "TBW102", "d": "4", "e": QUEUE_MARK, "f": "0",
@@ -110,7 +129,12 @@ impl Template {
         // The marks in the order they occur: opaque last (serde_json sorts keys: extFields first).
         let mut parts = Vec::new();
         let mut rest = header.as_str();
-        for mark in [QUEUE_MARK, UNIQ_MARK, OPAQUE_MARK] {
+        let marks: &[&str] = if lite {
+            &[QUEUE_MARK, UNIQ_MARK, LITE_MARK, OPAQUE_MARK]
+        } else {
+            &[QUEUE_MARK, UNIQ_MARK, OPAQUE_MARK]
+        };
+        for mark in marks {
             let at = rest.find(mark).expect("mark in the rendered header");
             parts.push(rest.as_bytes()[..at].to_vec());
             rest = &rest[at + mark.len()..];
@@ -119,12 +143,23 @@ impl Template {
         Template { parts }
     }
 
-    /// Appends a whole request frame to `out`.
-    fn frame(&self, out: &mut Vec<u8>, opaque: i32, queue_id: i32, body: &[u8]) {
+    /// Appends a whole request frame to `out`; `lite` is its lite topic's number when the
+    /// template has one.
+    fn frame(&self, out: &mut Vec<u8>, opaque: i32, queue_id: i32, lite: u64, body: &[u8]) {
         let queue = queue_id.to_string();
         let uniq = format!("0A000001{:024X}", opaque as u32);
         let op = opaque.to_string();
-        let values = [queue.as_bytes(), uniq.as_bytes(), op.as_bytes()];
+        let lite = lite.to_string();
+        let values: Vec<&[u8]> = if self.parts.len() == 5 {
+            vec![
+                queue.as_bytes(),
+                uniq.as_bytes(),
+                lite.as_bytes(),
+                op.as_bytes(),
+            ]
+        } else {
+            vec![queue.as_bytes(), uniq.as_bytes(), op.as_bytes()]
+        };
         let header_len: usize = self.parts.iter().map(Vec::len).sum::<usize>()
             + values.iter().map(|v| v.len()).sum::<usize>();
         out.extend_from_slice(&((4 + header_len + body.len()) as i32).to_be_bytes());
@@ -401,6 +436,11 @@ struct Shared {
     measure: AtomicBool,
     stop: AtomicBool,
     total: AtomicU64,
+    /// Requests built so far (over every connection): what `--count` and `--lite-topics` count.
+    issued: AtomicU64,
+    /// 0: no limit.
+    count: u64,
+    lite_topics: u64,
     tally: Mutex<Tally>,
 }
 
@@ -426,7 +466,11 @@ async fn create_topic(port: u16, topic: &str, queues: i32) -> io::Result<()> {
     let q = queues.to_string();
     let header = serde_json::json!({
         "code": UPDATE_AND_CREATE_TOPIC,
-        "extFields": {"topic": topic, "readQueueNums": q, "writeQueueNums": q, "perm": "6"},
+        // The fields Java's CreateTopicRequestHeader requires, as its admin client sends them.
+        "extFields": {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": q, "writeQueueNums": q,
+            "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
+        },
         "flag": 0, "language": "JAVA", "opaque": 1, "version": 399,
     })
     .to_string();
@@ -468,6 +512,9 @@ async fn writer(
         };
         first.forget();
         let mut n = 1;
+        if shared.count > 0 && shared.issued.load(Ordering::Relaxed) >= shared.count {
+            return Ok(());
+        }
         while n < MAX_BATCH {
             match slots.try_acquire() {
                 Ok(p) => {
@@ -485,7 +532,9 @@ async fn writer(
                 opaque = opaque.wrapping_add(1);
                 // The next body of the pool in turn (the opaque counts this connection's requests).
                 let body = bodies.get(opaque as u32 as usize);
-                tpl.frame(&mut out, opaque, opaque.rem_euclid(queues), body);
+                let i = shared.issued.fetch_add(1, Ordering::Relaxed);
+                let lite = i % shared.lite_topics.max(1);
+                tpl.frame(&mut out, opaque, opaque.rem_euclid(queues), lite, body);
                 sent.insert(opaque, now);
             }
         }
@@ -523,9 +572,12 @@ async fn run(a: Args) -> io::Result<serde_json::Value> {
         measure: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         total: AtomicU64::new(0),
+        issued: AtomicU64::new(0),
+        count: a.count,
+        lite_topics: a.lite_topics,
         tally: Mutex::new(Tally::default()),
     });
-    let tpl = Arc::new(Template::new(&a.topic));
+    let tpl = Arc::new(Template::new(&a.topic, a.lite_topics > 0));
     let bodies = Arc::new(Bodies::new(&a.bodies, a.size));
     let mut tasks = Vec::new();
     for c in 0..a.connections {
@@ -551,10 +603,20 @@ async fn run(a: Args) -> io::Result<serde_json::Value> {
             let _ = w.await;
         }));
     }
-    tokio::time::sleep(Duration::from_secs_f64(a.warmup)).await;
-    shared.measure.store(true, Ordering::Release);
-    let started = Instant::now();
-    tokio::time::sleep(Duration::from_secs_f64(a.seconds)).await;
+    let started;
+    if a.count > 0 {
+        shared.measure.store(true, Ordering::Release);
+        started = Instant::now();
+        let deadline = started + Duration::from_secs_f64(a.seconds);
+        while shared.total.load(Ordering::Relaxed) < a.count && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    } else {
+        tokio::time::sleep(Duration::from_secs_f64(a.warmup)).await;
+        shared.measure.store(true, Ordering::Release);
+        started = Instant::now();
+        tokio::time::sleep(Duration::from_secs_f64(a.seconds)).await;
+    }
     shared.measure.store(false, Ordering::Release);
     let elapsed = started.elapsed().as_secs_f64();
     shared.stop.store(true, Ordering::Release);
