@@ -121,6 +121,16 @@ pub struct Scan {
     pub max_offset: i64,
 }
 
+impl Scan {
+    /// The walk of a queue the store does not have.
+    const NO_QUEUE: Scan = Scan {
+        status: GetStatus::NoMatchedLogicQueue,
+        next_begin_offset: 0,
+        min_offset: 0,
+        max_offset: 0,
+    };
+}
+
 #[derive(Debug, Clone)]
 pub struct PutResult {
     /// Where the message went (a delayed message lands in `SCHEDULE_TOPIC_XXXX`).

@@ -58,22 +58,16 @@ impl Inner {
         filter: &dyn Fn(i64) -> bool,
         visit: &mut Visitor,
     ) -> Result<Scan> {
-        let scan = Scan {
-            status: GetStatus::NoMatchedLogicQueue,
-            next_begin_offset: 0,
-            min_offset: 0,
-            max_offset: 0,
-        };
         if lmq::is_lmq(topic) {
             // A copy of the units the walk may read (RocketMQ's scan window, see scan_queue).
             let count = limit.max_count.max(800) + 1;
             let Some(window) = self.lmqs.window(topic, offset, count) else {
-                return Ok(scan);
+                return Ok(Scan::NO_QUEUE);
             };
             return Ok(self.scan_units(&window, None, offset, end, limit, filter, visit));
         }
         let Some(cq) = self.queue(topic, queue_id) else {
-            return Ok(scan);
+            return Ok(Scan::NO_QUEUE);
         };
         if self.config.read_only && (offset >= cq.max_offset() || offset < cq.min_offset()) {
             self.commitlog.refresh()?;
@@ -95,12 +89,7 @@ impl Inner {
         filter: &dyn Fn(i64) -> bool,
         visit: &mut Visitor,
     ) -> Scan {
-        let mut scan = Scan {
-            status: GetStatus::NoMatchedLogicQueue,
-            next_begin_offset: 0,
-            min_offset: 0,
-            max_offset: 0,
-        };
+        let mut scan = Scan::NO_QUEUE;
         let min = units.min_offset();
         let max = self.visible_max(units);
         scan.min_offset = min;
