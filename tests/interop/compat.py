@@ -52,6 +52,7 @@ PY = "ferromq Python client"
 RAW = "raw protocol requests"
 APACHE = f"Apache RocketMQ {ROCKETMQ_VERSION} broker"
 APACHE_55 = f"Apache RocketMQ {ROCKETMQ_55_VERSION} broker"
+JAVA5_CLIENT = "Java 5.x client 5.2.0 (gRPC)"
 
 OFFICIAL = "official clients against ferromq"
 PYINTEROP = "Python client with the official clients"
@@ -159,6 +160,44 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
             "the Java broker reads and serves a store ferromq wrote (clean stop and kill -9)",
             APACHE,
             ROCKETMQ_VERSION,
+        ),
+        (
+            STORE,
+            "the Java broker reads and serves a store ferromq wrote (clean stop)",
+            APACHE_55,
+            ROCKETMQ_55_VERSION,
+        ),
+    ],
+    "tests/interop/test_priority_rocketmq55.py::test_remoting_sends_pops_and_refusals": [
+        (
+            "side by side",
+            "priority messages: the queue a priority picks, the POP order, the refusals",
+            RAW,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
+    "tests/interop/test_priority_rocketmq55.py::test_java_client_priority_over_grpc": [
+        (
+            "side by side",
+            "priority messages sent and received in priority order",
+            JAVA5_CLIENT,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
+    "tests/interop/test_lite_rocketmq55.py::test_lite_queues_side_by_side": [
+        (
+            "side by side",
+            "lite topics: each lite topic's queue read back by PULL (bodies, offsets, properties)",
+            RAW,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
+    "tests/interop/test_lite_rocketmq55.py::test_lite_admin_views_side_by_side": [
+        (
+            "side by side",
+            "lite topics: GET_PARENT_TOPIC_INFO and GET_LITE_TOPIC_INFO",
+            RAW,
+            ROCKETMQ_55_VERSION,
         )
     ],
     "tests/interop/test_apache_rocketmq_launcher.py::test_launcher_roundtrip_and_clean_stop": [
