@@ -192,6 +192,14 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
             ROCKETMQ_55_VERSION,
         )
     ],
+    "tests/interop/test_delete_topic_side_by_side.py::test_delete_topic_refusals_and_retry_topics": [
+        (
+            "side by side",
+            "deleting a topic: blank and system topics refused, the groups' POP retry topics deleted with it",
+            RAW,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
     "tests/interop/test_lite_rocketmq55.py::test_lite_admin_views_side_by_side": [
         (
             "side by side",

@@ -47,6 +47,11 @@ class ConsumerOffsetManager:
         suffix = f"@{group}"
         return {k[: -len(suffix)]: v for k, v in self.table.items() if k.endswith(suffix)}
 
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """The groups with an offset on `topic` (ConsumerOffsetManager.whichGroupByTopic)."""
+        prefix = f"{topic}@"
+        return {key[len(prefix) :] for key in self.shared.snapshot() if key.startswith(prefix)}
+
     def remove_topic(self, topic: str) -> None:
         self.shared.remove_topic(topic)
 

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from ferromq.broker import lite
+from ferromq.broker.pop.formats import retry_topic
 from ferromq.broker.processors.bodies import json_object, shaped
 from ferromq.broker.processors.context import AdminContext, ContextHandler, bind
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
@@ -109,14 +110,30 @@ async def create_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand
 
 
 async def delete_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """AdminBrokerProcessor.deleteTopic (5.3.3 and 5.5.0): a blank name and a system topic are refused;
+    the POP retry topics (v1 and v2) of the groups with offsets on the topic go with it
+    (clearRetryTopicWhenDeleteTopic), and a LITE topic's lite topics."""
     topic = DeleteTopicRequestHeader.of(cmd).topic
+    if not topic.strip():
+        raise BrokerError("The specified topic is blank.", ResponseCode.INVALID_PARAMETER)
+    if ctx.topics.is_system_topic(topic):
+        raise BrokerError(
+            f"The topic[{topic}] is conflict with system topic.", ResponseCode.INVALID_PARAMETER
+        )
+    doomed = [topic]
+    for group in sorted(ctx.offsets.groups_of_topic(topic)):
+        for v2 in (True, False):
+            retry = retry_topic(topic, group, v2)
+            if ctx.topics.get(retry) is not None and retry not in doomed:
+                doomed.append(retry)
     tc = ctx.topics.get(topic)
     if tc is not None and tc.message_type == LITE_MESSAGE_TYPE:
         lite.clean_parent(ctx.store, ctx.offsets, topic)
-    ctx.topics.delete(topic)
-    ctx.offsets.remove_topic(topic)
-    ctx.stats.topic_removed(topic)
-    ctx.store.delete_topic(topic)
+    for name in doomed:
+        ctx.topics.delete(name)
+        ctx.offsets.remove_topic(name)
+        ctx.stats.topic_removed(name)
+        ctx.store.delete_topic(name)
     ctx.registration_changed()
     return cmd.reply(ResponseCode.SUCCESS)
 
