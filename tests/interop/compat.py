@@ -200,6 +200,14 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
             ROCKETMQ_55_VERSION,
         )
     ],
+    "tests/interop/test_delete_topic_side_by_side.py::test_delete_group_with_and_without_its_offsets": [
+        (
+            "side by side",
+            "deleting a group with and without its offsets (cleanOffset)",
+            RAW,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
     "tests/interop/test_lite_rocketmq55.py::test_lite_admin_views_side_by_side": [
         (
             "side by side",

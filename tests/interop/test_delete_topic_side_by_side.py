@@ -1,7 +1,8 @@
-"""DELETE_TOPIC_IN_BROKER side by side with Apache RocketMQ 5.5.0 (whose AdminBrokerProcessor.deleteTopic is
-5.3.3's, plus a LITE topic's lite topics): a blank name and a system topic are refused with the same code and
-remark, and deleting a topic a group popped from takes the group's POP retry topic with it
-(clearRetryTopicWhenDeleteTopic), on both."""
+"""DELETE_TOPIC_IN_BROKER and DELETE_SUBSCRIPTIONGROUP side by side with Apache RocketMQ 5.5.0 (whose
+AdminBrokerProcessor is 5.3.3's here, plus a LITE topic's lite topics): a blank name and a system topic are
+refused with the same code and remark, and deleting a topic a group popped from takes the group's POP retry
+topic with it (clearRetryTopicWhenDeleteTopic); a group deleted with `cleanOffset` loses its offsets, one
+deleted without keeps them, on both."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from apache_rocketmq import ROCKETMQ_55_VERSION, have_java, start_rocketmq
 
+from ferromq.jsonutil import loads_lenient
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
@@ -89,3 +91,29 @@ def test_delete_topic_refusals_and_retry_topics(sides: dict[str, Side]) -> None:
     )
     assert answers["retry_before"] == [f"%RETRY%{group}_{topic}"]
     assert answers["deleted"][0] == R.SUCCESS and answers["retry_after"] == []
+
+
+def test_delete_group_with_and_without_its_offsets(sides: dict[str, Side]) -> None:
+    topic, kept, cleaned = f"DelO{RUN}", f"Kept{RUN}", f"Clean{RUN}"
+
+    async def run(side: Side) -> list[str]:
+        c = await Client().connect(side.broker_port)
+        try:
+            await create_topic(c, side, topic, 2, "NORMAL")
+            for group in (kept, cleaned):
+                assert await create_group(c, group) == (R.SUCCESS, "")
+                for q in range(2):
+                    ext = {"consumerGroup": group, "topic": topic, "queueId": q, "commitOffset": 0}
+                    r = await c.call(RC.UPDATE_CONSUMER_OFFSET, ext)
+                    assert r.code == R.SUCCESS, (side.kind, r.remark)
+            r = await c.call(RC.DELETE_SUBSCRIPTIONGROUP, {"groupName": kept})
+            assert r.code == R.SUCCESS, (side.kind, r.remark)
+            r = await c.call(RC.DELETE_SUBSCRIPTIONGROUP, {"groupName": cleaned, "cleanOffset": "true"})
+            assert r.code == R.SUCCESS, (side.kind, r.remark)
+            r = await c.call(RC.GET_ALL_CONSUMER_OFFSET, {})
+            table = loads_lenient(r.body)["offsetTable"]  # fastjson's integer keys
+            return sorted(k for k in table if k.startswith(f"{topic}@"))
+        finally:
+            await c.close()
+
+    assert same(on_both(sides, run), "offsets left") == [f"{topic}@{kept}"]

@@ -57,6 +57,13 @@ impl ConsumerOffsets {
         self.dirty.store(true, Ordering::Release);
     }
 
+    /// Every `topic@group` whose group is `group` goes (a group deleted with its offsets).
+    pub fn remove_group(&self, group: &str) {
+        let mut table = self.table.write().unwrap();
+        table.retain(|k, _| k.rsplit_once('@').is_none_or(|(_, g)| g != group));
+        self.dirty.store(true, Ordering::Release);
+    }
+
     /// A copy of the whole table.
     pub fn snapshot(&self) -> Vec<(String, QueueOffsets)> {
         let table = self.table.read().unwrap();
@@ -89,5 +96,9 @@ mod tests {
         assert_eq!(t.query("g", "T", 0), -1);
         assert_eq!(t.query("h", "U", 0), 1);
         assert_eq!(t.snapshot().len(), 1);
+        t.commit("g", "U", 0, 2);
+        t.remove_group("h");
+        assert_eq!(t.query("h", "U", 0), -1);
+        assert_eq!(t.query("g", "U", 0), 2);
     }
 }

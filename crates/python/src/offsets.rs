@@ -39,6 +39,11 @@ impl ConsumerOffsets {
         self.table.remove_topic(topic);
     }
 
+    /// Every `topic@group` of `group` goes.
+    fn remove_group(&self, group: &str) {
+        self.table.remove_group(group);
+    }
+
     /// `topic@group` -> {queue id: offset}, a copy.
     fn snapshot(&self) -> HashMap<String, HashMap<i32, i64>> {
         self.table.snapshot().into_iter().collect()

@@ -55,6 +55,10 @@ class ConsumerOffsetManager:
     def remove_topic(self, topic: str) -> None:
         self.shared.remove_topic(topic)
 
+    def remove_group(self, group: str) -> None:
+        """Every offset of `group` (ConsumerOffsetManager.removeOffset)."""
+        self.shared.remove_group(group)
+
     def persist(self, force: bool = False) -> None:
         if not (self.shared.take_dirty() or force):
             return

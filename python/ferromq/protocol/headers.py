@@ -705,6 +705,8 @@ class DeleteTopicRequestHeader(Header):
 class DeleteSubscriptionGroupRequestHeader(Header):
     group_name: str
     remove_offset: bool = False
+    """4.x's name of the flag; 5.x sends `cleanOffset`."""
+    clean_offset: bool = False
 
 
 class GetTopicsByClusterRequestHeader(Header):

@@ -238,7 +238,12 @@ async def all_groups(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) 
 
 
 async def delete_group(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-    ctx.groups.delete(DeleteSubscriptionGroupRequestHeader.of(cmd).group_name)
+    """AdminBrokerProcessor.deleteSubscriptionGroup: the group goes, and its offsets too when asked
+    (`removeOffset` in 4.x, `cleanOffset` in 5.x: mqadmin deleteSubGroup -r true)."""
+    h = DeleteSubscriptionGroupRequestHeader.of(cmd)
+    ctx.groups.delete(h.group_name)
+    if h.remove_offset or h.clean_offset:
+        ctx.offsets.remove_group(h.group_name)
     return cmd.reply(ResponseCode.SUCCESS)
 
 
