@@ -61,6 +61,15 @@ def offset_table_json(table: dict[str, dict[int, int]]) -> bytes:
     return ('{"offsetTable":{' + ",".join(groups) + "}}").encode()
 
 
+def refuse_system_topic(ctx: AdminContext, topic: str) -> None:
+    """A system topic on this broker may be neither created nor deleted by an admin
+    (validateSystemTopicWhenUpdateTopic, on by default): INVALID_PARAMETER with Java's remark."""
+    if ctx.topics.is_system_topic(topic):
+        raise BrokerError(
+            f"The topic[{topic}] is conflict with system topic.", ResponseCode.INVALID_PARAMETER
+        )
+
+
 async def create_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     h = CreateTopicRequestHeader.of(cmd)
     topic = h.topic
@@ -70,10 +79,7 @@ async def create_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand
     problem = topic_problem(topic)
     if problem:
         raise BrokerError(problem, ResponseCode.INVALID_PARAMETER)
-    if ctx.topics.is_system_topic(topic):
-        raise BrokerError(
-            f"The topic[{topic}] is conflict with system topic.", ResponseCode.INVALID_PARAMETER
-        )
+    refuse_system_topic(ctx, topic)
     limit = ctx.config.max_topic_queue_nums
     queue_nums = {"readQueueNums": h.read_queue_nums, "writeQueueNums": h.write_queue_nums}
     for key, n in queue_nums.items():
@@ -116,10 +122,7 @@ async def delete_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand
     topic = DeleteTopicRequestHeader.of(cmd).topic
     if not topic.strip():
         raise BrokerError("The specified topic is blank.", ResponseCode.INVALID_PARAMETER)
-    if ctx.topics.is_system_topic(topic):
-        raise BrokerError(
-            f"The topic[{topic}] is conflict with system topic.", ResponseCode.INVALID_PARAMETER
-        )
+    refuse_system_topic(ctx, topic)
     doomed = [topic]
     for group in sorted(ctx.offsets.groups_of_topic(topic)):
         for v2 in (True, False):
