@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Mutex, OnceLock, RwLock};
 
 use crate::consume_queue::{Unit, Units};
 use crate::error::{Result, StoreError};
@@ -146,7 +146,9 @@ struct Journal {
 
 /// Every LMQ of a store.
 pub struct Lmqs {
-    queues: RwLock<HashMap<Box<str>, Queue>>,
+    /// Filled at open in a writable store (recovery needs it); in a read-only view, from the
+    /// journal on first use (a Spark task that reads a topic never pays for a million LMQs).
+    queues: OnceLock<RwLock<HashMap<Box<str>, Queue>>>,
     /// None in a read-only view, and until the first LMQ of a store without a journal.
     journal: Mutex<Option<Journal>>,
     writable: bool,
@@ -192,6 +194,22 @@ fn delete_record(name: &str) -> Vec<u8> {
     put_u16(&mut out, name.len() as u16);
     out.extend_from_slice(name.as_bytes());
     out
+}
+
+/// The LMQs a journal file holds, the length of its whole records (a torn tail after them is
+/// cut by a writer) and its length; none when there is no file.
+fn read_journal(path: &Path) -> Result<(HashMap<Box<str>, Queue>, usize, usize)> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            f.read_to_end(&mut bytes).map_err(io(path))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(path)(e)),
+    }
+    let mut queues = HashMap::new();
+    let valid = replay(&bytes, &mut queues);
+    Ok((queues, valid, bytes.len()))
 }
 
 /// The journal's records replayed into `queues`; the length of its whole records (a torn tail
@@ -243,42 +261,48 @@ impl Lmqs {
     /// `lmq/` directory with the first.
     pub fn open(store_root: &Path, writable: bool) -> Result<Lmqs> {
         let path = store_root.join(JOURNAL_DIR).join(JOURNAL_FILE);
-        let mut queues = HashMap::new();
-        let mut bytes = Vec::new();
-        let exists = match File::open(&path) {
-            Ok(mut f) => {
-                f.read_to_end(&mut bytes).map_err(io(&path))?;
-                true
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(e) => return Err(io(&path)(e)),
-        };
-        let valid = replay(&bytes, &mut queues);
-        let journal = if writable && exists {
-            let file = OpenOptions::new()
-                .append(true)
-                .read(true)
-                .open(&path)
-                .map_err(io(&path))?;
-            if valid < bytes.len() {
-                log::warn!(
-                    "lmq: cutting {} bytes of a torn journal record at {valid}",
-                    bytes.len() - valid
-                );
-                file.set_len(valid as u64).map_err(io(&path))?;
-            }
-            Some(Journal {
-                file,
-                bytes: valid as u64,
-            })
-        } else {
-            None
-        };
-        Ok(Lmqs {
-            queues: RwLock::new(queues),
-            journal: Mutex::new(journal),
+        let lmqs = Lmqs {
+            queues: OnceLock::new(),
+            journal: Mutex::new(None),
             writable,
             path,
+        };
+        if writable {
+            let (queues, valid, len) = read_journal(&lmqs.path)?;
+            if len > 0 || lmqs.path.exists() {
+                let file = OpenOptions::new()
+                    .append(true)
+                    .read(true)
+                    .open(&lmqs.path)
+                    .map_err(io(&lmqs.path))?;
+                if valid < len {
+                    log::warn!(
+                        "lmq: cutting {} bytes of a torn journal record at {valid}",
+                        len - valid
+                    );
+                    file.set_len(valid as u64).map_err(io(&lmqs.path))?;
+                }
+                *lmqs.journal.lock().unwrap() = Some(Journal {
+                    file,
+                    bytes: valid as u64,
+                });
+            }
+            let _ = lmqs.queues.set(RwLock::new(queues));
+        }
+        Ok(lmqs)
+    }
+
+    /// The map of LMQs (a read-only view reads the journal the first time).
+    fn queues(&self) -> &RwLock<HashMap<Box<str>, Queue>> {
+        self.queues.get_or_init(|| {
+            let queues = read_journal(&self.path).map_or_else(
+                |e| {
+                    log::warn!("lmq: the journal could not be read: {e}");
+                    HashMap::new()
+                },
+                |(queues, _, _)| queues,
+            );
+            RwLock::new(queues)
         })
     }
 
@@ -309,7 +333,7 @@ impl Lmqs {
     /// The next offset of each LMQ named (0 for one not there yet), for INNER_MULTI_QUEUE_OFFSET;
     /// under the put lock, before the record is written.
     pub fn next_offsets<'a>(&self, names: impl Iterator<Item = &'a str>) -> Vec<i64> {
-        let queues = self.queues.read().unwrap();
+        let queues = self.queues().read().unwrap();
         names.map(|n| queues.get(n).map_or(0, Queue::max)).collect()
     }
 
@@ -323,7 +347,7 @@ impl Lmqs {
             )));
         }
         let added = {
-            let mut queues = self.queues.write().unwrap();
+            let mut queues = self.queues().write().unwrap();
             match queues.get_mut(name) {
                 Some(q) => q.put(offset, unit),
                 None => {
@@ -362,26 +386,30 @@ impl Lmqs {
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        self.queues.read().unwrap().contains_key(name)
+        self.queues().read().unwrap().contains_key(name)
     }
 
     pub fn min_offset(&self, name: &str) -> i64 {
-        self.queues.read().unwrap().get(name).map_or(0, |q| q.min)
+        self.queues().read().unwrap().get(name).map_or(0, |q| q.min)
     }
 
     pub fn max_offset(&self, name: &str) -> i64 {
-        self.queues.read().unwrap().get(name).map_or(0, Queue::max)
+        self.queues()
+            .read()
+            .unwrap()
+            .get(name)
+            .map_or(0, Queue::max)
     }
 
     pub fn unit(&self, name: &str, offset: i64) -> Option<Unit> {
-        let queues = self.queues.read().unwrap();
+        let queues = self.queues().read().unwrap();
         let q = queues.get(name)?;
         q.units.get(usize::try_from(offset - q.min).ok()?).copied()
     }
 
     /// A copy of LMQ `name`'s units from `from`, `count` at most; None when there is no such LMQ.
     pub fn window(&self, name: &str, from: i64, count: usize) -> Option<Window> {
-        let queues = self.queues.read().unwrap();
+        let queues = self.queues().read().unwrap();
         let q = queues.get(name)?;
         let start = from.clamp(q.min, q.max());
         let i = (start - q.min) as usize;
@@ -396,7 +424,7 @@ impl Lmqs {
 
     /// How many LMQs there are.
     pub fn len(&self) -> usize {
-        self.queues.read().unwrap().len()
+        self.queues().read().unwrap().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -405,7 +433,7 @@ impl Lmqs {
 
     /// The LMQs whose names start with `prefix`, sorted by name.
     pub fn infos(&self, prefix: &str) -> Vec<LmqInfo> {
-        let queues = self.queues.read().unwrap();
+        let queues = self.queues().read().unwrap();
         let mut out: Vec<LmqInfo> = queues
             .iter()
             .filter(|(n, _)| n.starts_with(prefix))
@@ -422,7 +450,7 @@ impl Lmqs {
 
     /// Deletes LMQ `name` (journalled); false when there was none.
     pub fn delete(&self, name: &str) -> Result<bool> {
-        if self.queues.write().unwrap().remove(name).is_none() {
+        if self.queues().write().unwrap().remove(name).is_none() {
             return Ok(false);
         }
         self.write(&delete_record(name))?;
@@ -432,7 +460,7 @@ impl Lmqs {
 
     /// The newest CommitLog end any LMQ unit names (0: none).
     pub fn max_physical_end(&self) -> i64 {
-        let queues = self.queues.read().unwrap();
+        let queues = self.queues().read().unwrap();
         queues
             .values()
             .filter_map(|q| q.units.last().map(Unit::end))
@@ -442,7 +470,7 @@ impl Lmqs {
 
     /// Recovery: drops the units past the CommitLog's `end` and below its `min_phys`.
     pub fn recover(&self, min_phys: i64, end: i64) {
-        let mut queues = self.queues.write().unwrap();
+        let mut queues = self.queues().write().unwrap();
         for q in queues.values_mut() {
             q.truncate_dirty(end);
             q.correct_min(min_phys);
@@ -453,7 +481,7 @@ impl Lmqs {
     /// offsets); the journal is rewritten when mostly dead.
     pub fn correct_min(&self, min_phys: i64) -> Result<()> {
         {
-            let mut queues = self.queues.write().unwrap();
+            let mut queues = self.queues().write().unwrap();
             for q in queues.values_mut() {
                 q.correct_min(min_phys);
             }
@@ -477,7 +505,7 @@ impl Lmqs {
     }
 
     fn compact_if_stale(&self) -> Result<()> {
-        let live = Self::live_bytes(&self.queues.read().unwrap());
+        let live = Self::live_bytes(&self.queues().read().unwrap());
         let bytes = self.journal.lock().unwrap().as_ref().map_or(0, |j| j.bytes);
         if bytes > COMPACT_MIN_BYTES && bytes > live * COMPACT_RATIO {
             self.compact()?;
@@ -499,7 +527,7 @@ impl Lmqs {
         let mut out = std::io::BufWriter::new(File::create(&tmp).map_err(io(&tmp))?);
         let mut bytes = 0u64;
         {
-            let queues = self.queues.read().unwrap();
+            let queues = self.queues().read().unwrap();
             for (name, q) in queues.iter() {
                 if q.units.is_empty() {
                     let record = empty_record(name, q.min);
