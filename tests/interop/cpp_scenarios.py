@@ -127,6 +127,24 @@ def release(client: Any, destroy: Any) -> None:
 # ---------------------------------------------------------------------------------------------- produce
 
 
+# rocketmq 0.4.4 may fail a process's first send while its connection to the broker is still being made:
+# its log shows the send failing before "connect ... successfully", then "could not find property mq" for
+# its retries (the one broker is excluded), and the error "No route info of this topic". Nothing reached the
+# broker, so the first send is tried again, a few times at most.
+FIRST_SEND_ATTEMPTS = 4
+
+
+def send_first_sync(producer: Any, m: Any) -> Any:
+    for attempt in range(FIRST_SEND_ATTEMPTS):
+        try:
+            return producer.send_sync(m)
+        except Exception as e:
+            if "No route info" not in str(e) or attempt == FIRST_SEND_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2)
+    raise AssertionError("unreachable")
+
+
 def make_message(args: argparse.Namespace, i: int) -> tuple[Message, dict[str, Any]]:
     msg_id = f"{args.prefix}-{i}"
     body = body_for(msg_id, args.body_size)
@@ -212,7 +230,7 @@ def scenario_produce(args: argparse.Namespace) -> dict[str, Any]:
                 m, rec = make_message(args, i)
                 if args.mode == "sync":
                     try:
-                        r = producer.send_sync(m)
+                        r = send_first_sync(producer, m) if i == 0 else producer.send_sync(m)
                     except Exception as e:
                         if not args.keep_going:
                             raise

@@ -108,12 +108,13 @@ def wait_slave_connected(master: Process, what: str = "the slave to connect", ti
 
 
 def master_conf(role: str) -> dict[str, str]:
-    return {
-        "brokerRole": role,
-        "brokerId": "0",
-        "listenPort": str(free_port()),
-        "haListenPort": str(free_port()),
-    }
+    listen = free_port()
+    # The broker also listens on listenPort - 2 (the VIP channel, as Java's): the HA port must be
+    # neither of them.
+    ha = free_port()
+    while ha in (listen, listen - 2):
+        ha = free_port()
+    return {"brokerRole": role, "brokerId": "0", "listenPort": str(listen), "haListenPort": str(ha)}
 
 
 def slave_conf(**extra: str) -> dict[str, str]:
