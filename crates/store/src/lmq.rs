@@ -19,7 +19,7 @@ use std::sync::{Mutex, OnceLock, RwLock};
 
 use crate::consume_queue::{Unit, Units};
 use crate::error::{Result, StoreError};
-use crate::message::{NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+use crate::message::{append_properties, encode_properties, parse_properties, property};
 
 pub const LMQ_PREFIX: &str = "%LMQ%";
 /// An LMQ's only queue.
@@ -106,26 +106,23 @@ impl Queue {
     }
 }
 
-/// A copy of an LMQ's units from one offset on, which a read walks without a lock.
-pub struct Window {
-    min: i64,
-    max: i64,
-    from: i64,
-    units: Vec<Unit>,
+/// One LMQ as a read walks it: each unit looked up when asked for, as a consume queue's.
+pub struct LmqView<'a> {
+    lmqs: &'a Lmqs,
+    name: &'a str,
 }
 
-impl Units for Window {
+impl Units for LmqView<'_> {
     fn unit(&self, offset: i64) -> Option<Unit> {
-        let i = usize::try_from(offset.checked_sub(self.from)?).ok()?;
-        self.units.get(i).copied()
+        self.lmqs.unit(self.name, offset)
     }
 
     fn min_offset(&self) -> i64 {
-        self.min
+        self.lmqs.min_offset(self.name)
     }
 
     fn max_offset(&self) -> i64 {
-        self.max
+        self.lmqs.max_offset(self.name)
     }
 }
 
@@ -407,19 +404,9 @@ impl Lmqs {
         q.units.get(usize::try_from(offset - q.min).ok()?).copied()
     }
 
-    /// A copy of LMQ `name`'s units from `from`, `count` at most; None when there is no such LMQ.
-    pub fn window(&self, name: &str, from: i64, count: usize) -> Option<Window> {
-        let queues = self.queues().read().unwrap();
-        let q = queues.get(name)?;
-        let start = from.clamp(q.min, q.max());
-        let i = (start - q.min) as usize;
-        let units = q.units[i..i.saturating_add(count).min(q.units.len())].to_vec();
-        Some(Window {
-            min: q.min,
-            max: q.max(),
-            from: start,
-            units,
-        })
+    /// LMQ `name` as a read walks it; None when there is no such LMQ.
+    pub fn view<'a>(&'a self, name: &'a str) -> Option<LmqView<'a>> {
+        self.contains(name).then_some(LmqView { lmqs: self, name })
     }
 
     /// How many LMQs there are.
@@ -574,29 +561,14 @@ pub fn queue_offsets_value(lmqs: &Lmqs, names: &str) -> String {
         .join(&DISPATCH_SEPARATOR.to_string())
 }
 
-/// `properties` with INNER_MULTI_QUEUE_OFFSET set to `offsets` and WAIT dropped, as Java's
-/// LmqDispatch.wrapLmqDispatch leaves a record's properties.
+/// `properties` with INNER_MULTI_QUEUE_OFFSET set to `offsets` (last) and WAIT dropped, re-encoded
+/// from their entries as Java's LmqDispatch.wrapLmqDispatch leaves a record's properties.
 pub fn with_queue_offsets(properties: &str, offsets: &str) -> String {
-    let mut out = String::with_capacity(properties.len() + INNER_MULTI_QUEUE_OFFSET.len() + 16);
-    for entry in properties.split(PROPERTY_SEPARATOR) {
-        let name = entry.split(NAME_VALUE_SEPARATOR).next().unwrap_or("");
-        if entry.is_empty()
-            || name == INNER_MULTI_QUEUE_OFFSET
-            || name == crate::message::property::WAIT
-        {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push(PROPERTY_SEPARATOR);
-        }
-        out.push_str(entry);
-    }
-    if !out.is_empty() {
-        out.push(PROPERTY_SEPARATOR);
-    }
-    out.push_str(INNER_MULTI_QUEUE_OFFSET);
-    out.push(NAME_VALUE_SEPARATOR);
-    out.push_str(offsets);
+    let kept = parse_properties(properties)
+        .into_iter()
+        .filter(|(name, _)| *name != INNER_MULTI_QUEUE_OFFSET && *name != property::WAIT);
+    let mut out = encode_properties(kept);
+    append_properties(&mut out, [(INNER_MULTI_QUEUE_OFFSET, offsets)]);
     out
 }
 
@@ -693,8 +665,9 @@ mod tests {
             with_queue_offsets("A\u{1}1\u{2}WAIT\u{1}true\u{2}B\u{1}2", "1"),
             "A\u{1}1\u{2}B\u{1}2\u{2}INNER_MULTI_QUEUE_OFFSET\u{1}1"
         );
-        let window = lmqs.window("%LMQ%$p$a", 0, 10).unwrap();
-        assert_eq!((window.min_offset(), window.max_offset()), (0, 1));
-        assert_eq!(window.unit(0), Some(unit(0)));
+        let view = lmqs.view("%LMQ%$p$a").unwrap();
+        assert_eq!((view.min_offset(), view.max_offset()), (0, 1));
+        assert_eq!(view.unit(0), Some(unit(0)));
+        assert!(lmqs.view("%LMQ%$p$none").is_none());
     }
 }

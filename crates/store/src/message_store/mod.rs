@@ -650,10 +650,7 @@ impl MessageStore {
 
     pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
         let inner = self.check_open()?;
-        if lmq::is_lmq(topic) {
-            return Ok(inner.lmqs.min_offset(topic));
-        }
-        Ok(inner.queue(topic, queue_id).map_or(0, |cq| cq.min_offset()))
+        Ok(inner.units(topic, queue_id).map_or(0, |q| q.min_offset()))
     }
 
     /// Readers see only the CommitLog up to what `acked` says the replicas have (None: no such
@@ -666,27 +663,18 @@ impl MessageStore {
 
     pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
         let inner = self.check_open()?;
-        if lmq::is_lmq(topic) {
-            let max = inner.lmqs.max_offset(topic);
-            return Ok(inner
-                .lmqs
-                .window(topic, max - 64, 64)
-                .map_or(max, |w| inner.visible_max(&w)));
-        }
         Ok(inner
-            .queue(topic, queue_id)
-            .map_or(0, |cq| inner.visible_max(cq.as_ref())))
+            .units(topic, queue_id)
+            .map_or(0, |q| inner.visible_max(q.as_ref())))
     }
 
     /// Store time of the message at a queue offset.
     pub fn store_time(&self, topic: &str, queue_id: i32, offset: i64) -> Result<Option<i64>> {
         let inner = self.check_open()?;
-        let unit = if lmq::is_lmq(topic) {
-            inner.lmqs.unit(topic, offset)
-        } else {
-            inner.queue(topic, queue_id).and_then(|cq| cq.unit(offset))
-        };
-        Ok(unit.and_then(|u| inner.store_timestamp_at(u.offset as u64)))
+        Ok(inner
+            .units(topic, queue_id)
+            .and_then(|q| q.unit(offset))
+            .and_then(|u| inner.store_timestamp_at(u.offset as u64)))
     }
 
     pub fn earliest_store_time(&self, topic: &str, queue_id: i32) -> Result<Option<i64>> {
@@ -699,16 +687,8 @@ impl MessageStore {
     /// is what consume-from-timestamp needs.
     pub fn offset_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> Result<i64> {
         let inner = self.check_open()?;
-        let cq: Box<dyn Units> = if lmq::is_lmq(topic) {
-            match inner.lmqs.window(topic, 0, usize::MAX) {
-                Some(w) => Box::new(w),
-                None => return Ok(0),
-            }
-        } else {
-            match inner.queue(topic, queue_id) {
-                Some(cq) => Box::new(cq),
-                None => return Ok(0),
-            }
+        let Some(cq) = inner.units(topic, queue_id) else {
+            return Ok(0);
         };
         let (mut lo, mut hi) = (cq.min_offset(), inner.visible_max(cq.as_ref()));
         while lo < hi {
@@ -1006,6 +986,11 @@ impl Inner {
             ConsumeQueue::load(&self.cq_root, topic, queue_id, self.cq_file_size, false).ok()?;
         // Units whose CommitLog files retention deleted are not part of the queue any more.
         cq.correct_min_offset(self.commitlog.min_offset() as i64);
+        Some(self.keep_queue(topic, queue_id, cq))
+    }
+
+    /// `cq`, now the store's queue of (topic, queue id).
+    fn keep_queue(&self, topic: &str, queue_id: i32, cq: ConsumeQueue) -> Arc<ConsumeQueue> {
         let cq = Arc::new(cq);
         self.queues
             .write()
@@ -1013,27 +998,24 @@ impl Inner {
             .entry(topic.to_string())
             .or_default()
             .insert(queue_id, cq.clone());
-        Some(cq)
+        cq
+    }
+
+    /// The units of (topic, queue id) as reads walk them: a consume queue, or a light message
+    /// queue (`%LMQ%...`, whose only queue is 0).
+    fn units<'a>(&'a self, topic: &'a str, queue_id: i32) -> Option<Box<dyn Units + 'a>> {
+        if lmq::is_lmq(topic) {
+            return Some(Box::new(self.lmqs.view(topic)?));
+        }
+        Some(Box::new(self.queue(topic, queue_id)?))
     }
 
     fn queue_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
         if let Some(cq) = self.queue(topic, queue_id) {
             return Ok(cq);
         }
-        let cq = Arc::new(ConsumeQueue::load(
-            &self.cq_root,
-            topic,
-            queue_id,
-            self.cq_file_size,
-            true,
-        )?);
-        self.queues
-            .write()
-            .unwrap()
-            .entry(topic.to_string())
-            .or_default()
-            .insert(queue_id, cq.clone());
-        Ok(cq)
+        let cq = ConsumeQueue::load(&self.cq_root, topic, queue_id, self.cq_file_size, true)?;
+        Ok(self.keep_queue(topic, queue_id, cq))
     }
 
     /// Read-only views: a queue's new units and files, its deleted head files dropped and its

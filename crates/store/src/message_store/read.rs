@@ -59,12 +59,10 @@ impl Inner {
         visit: &mut Visitor,
     ) -> Result<Scan> {
         if lmq::is_lmq(topic) {
-            // A copy of the units the walk may read (RocketMQ's scan window, see scan_queue).
-            let count = limit.max_count.max(800) + 1;
-            let Some(window) = self.lmqs.window(topic, offset, count) else {
+            let Some(view) = self.lmqs.view(topic) else {
                 return Ok(Scan::NO_QUEUE);
             };
-            return Ok(self.scan_units(&window, None, offset, end, limit, filter, visit));
+            return Ok(self.scan_units(&view, None, offset, end, limit, filter, visit));
         }
         let Some(cq) = self.queue(topic, queue_id) else {
             return Ok(Scan::NO_QUEUE);
