@@ -379,13 +379,14 @@ impl Sender {
         // properties (whatever its topic's type), it picks the queue, the highest writable one
         // at most; on any other, the broker drops it.
         let mut extra: Vec<Edit> = Vec::new();
-        if !req.batch && priority_of(req.properties) >= 0 {
+        let priority = priority_of(req.properties);
+        if !req.batch && priority >= 0 {
             let props = req.properties;
             if redirect.is_none()
                 && MessageType::of_message(|name| get_property(props, name))
                     == MessageType::Priority
             {
-                queue_id = priority_of(props).min(route.write_queues - 1).max(0);
+                queue_id = priority.min(route.write_queues - 1).max(0);
             } else {
                 extra.push(Edit::Remove(property::PRIORITY.to_string()));
             }
