@@ -148,6 +148,9 @@ class PutResult:
     @property
     def tags_code(self) -> int:
         """Tags code of the stored TAGS."""
+    @property
+    def lmq_arrivals(self) -> list[tuple[str, int]]:
+        """The light message queues the record was dispatched to, each with its next offset."""
 
 @final
 class PropertyEdits:
@@ -498,6 +501,9 @@ class SendOutcome:
     def messages(self) -> int: ...
     @property
     def wrote_bytes(self) -> int: ...
+    @property
+    def lmq_arrivals(self) -> list[tuple[str, int]]:
+        """The light message queues the message was dispatched to, each with its next offset."""
     @property
     def reply_fields(self) -> dict[str, str]: ...
 

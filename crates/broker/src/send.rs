@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use ferromq_store::lmq;
 use ferromq_store::message::{normalize_host, property};
 use ferromq_store::send::SCHEDULE_TOPIC;
 
@@ -159,7 +160,8 @@ pub(crate) fn serve(
 }
 
 /// What runs once a stored message may be read: the slaves are told, held pulls woken, Python
-/// told of the arrival (its held pops, its timer wheel for the schedule topic).
+/// told of the arrival (its held pops, its timer wheel for the schedule topic), also in each
+/// light message queue the message was dispatched to (queue 0, an LMQ's only one).
 fn arrival(hub: &Arc<Hub>, sender: &Arc<Sender>, stored: &Stored) -> Box<dyn FnOnce() + Send> {
     let (hub, sender) = (hub.clone(), sender.clone());
     let Stored {
@@ -167,6 +169,7 @@ fn arrival(hub: &Arc<Hub>, sender: &Arc<Sender>, stored: &Stored) -> Box<dyn FnO
         queue_id,
         next_offset,
         tags_code,
+        lmq_arrivals,
         ..
     } = stored.clone();
     Box::new(move || {
@@ -175,6 +178,9 @@ fn arrival(hub: &Arc<Hub>, sender: &Arc<Sender>, stored: &Stored) -> Box<dyn FnO
         }
         let wake = topic == SCHEDULE_TOPIC;
         pull::arrived(&hub, topic, queue_id, next_offset, tags_code, wake);
+        for (lmq, next) in lmq_arrivals {
+            pull::arrived(&hub, lmq, lmq::LMQ_QUEUE_ID, next, tags_code, false);
+        }
     })
 }
 

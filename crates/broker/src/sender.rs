@@ -259,6 +259,9 @@ pub struct Stored {
     /// message (Apache RocketMQ's 5.x proxy ends a transaction with it), `batchUniqId` for a batch.
     pub uniq_key: Option<String>,
     pub batch: bool,
+    /// The light message queues the message was dispatched to, each with its next offset
+    /// ([`ferromq_store::PutResult::lmq_arrivals`]); empty for a batch.
+    pub lmq_arrivals: Vec<(String, i64)>,
 }
 
 /// What a waiting send does with its code once it is decided.
@@ -485,6 +488,7 @@ impl Sender {
                     recall_handle: None,
                     uniq_key: uniq_key.clone(),
                     batch: true,
+                    lmq_arrivals: Vec::new(),
                 })
             })
         } else {
@@ -513,6 +517,7 @@ impl Sender {
                     reply_queue_id,
                     uniq_key,
                     batch: false,
+                    lmq_arrivals: r.lmq_arrivals,
                 })
         };
         stored.map_err(SendError::Store)

@@ -24,6 +24,8 @@ pub struct PutResult {
     wait: bool,
     /// Tags code of the stored TAGS.
     tags_code: i64,
+    /// The light message queues the record was dispatched to, each with its next offset.
+    lmq_arrivals: Vec<(String, i64)>,
 }
 
 impl PutResult {
@@ -40,6 +42,7 @@ impl PutResult {
             flush_ok,
             wait: r.wait,
             tags_code: r.tags_code,
+            lmq_arrivals: r.lmq_arrivals,
         }
     }
 }

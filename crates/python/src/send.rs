@@ -103,6 +103,12 @@ impl SendOutcome {
         self.stored.wrote_bytes
     }
 
+    /// The light message queues the message was dispatched to, each with its next offset.
+    #[getter]
+    fn lmq_arrivals(&self) -> Vec<(String, i64)> {
+        self.stored.lmq_arrivals.clone()
+    }
+
     /// The reply's header fields (msgId, queueId, queueOffset, MSG_REGION, TRACE_ON).
     #[getter]
     fn reply_fields<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

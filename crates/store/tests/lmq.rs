@@ -152,3 +152,35 @@ fn a_crash_loses_no_lmq_unit() {
     let r = store.get_messages(B, 0, 150, 8, 1 << 20, None).unwrap();
     assert_eq!(r.queue_offsets, (150..158).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_put_names_the_lmqs_it_dispatched_to_with_their_next_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    let put = |props: &str| {
+        store
+            .put_message(&meta("Parent", 0), b"m", props)
+            .unwrap()
+            .lmq_arrivals
+    };
+    assert_eq!(put(&props(A)), [(A.to_string(), 1)]);
+    assert_eq!(put(&props(A)), [(A.to_string(), 2)]);
+    assert_eq!(
+        put(&props(&format!("{A},{B}"))),
+        [(A.to_string(), 3), (B.to_string(), 1)]
+    );
+    assert!(put("TAGS\u{1}x").is_empty());
+    // A name that is not an LMQ is not one the put arrived in.
+    assert!(put(&props("NotLmq")).is_empty());
+
+    // With multi-dispatch off, the record keeps its offsets but joins no LMQ: none arrives.
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.enable_multi_dispatch = false;
+    let store = MessageStore::open(c).unwrap();
+    let r = store
+        .put_message(&meta("Parent", 0), b"m", &props(A))
+        .unwrap();
+    assert!(r.lmq_arrivals.is_empty());
+    assert_eq!(store.max_offset_in_queue(A, 0).unwrap(), 0);
+}

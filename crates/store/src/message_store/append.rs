@@ -3,6 +3,17 @@
 
 use super::*;
 
+/// Each LMQ a record was dispatched to (its INNER_MULTI_DISPATCH and INNER_MULTI_QUEUE_OFFSET
+/// values, as [`lmq::Lmqs::dispatch`] reads them) with its next offset: the record's offset + 1.
+fn lmq_next_offsets(names: &str, offsets: &str) -> Vec<(String, i64)> {
+    names
+        .split(lmq::DISPATCH_SEPARATOR)
+        .zip(offsets.split(lmq::DISPATCH_SEPARATOR))
+        .filter(|(name, _)| lmq::is_lmq(name))
+        .filter_map(|(name, offset)| Some((name.to_string(), offset.parse::<i64>().ok()? + 1)))
+        .collect()
+}
+
 impl Inner {
     pub(super) fn delay_of(&self, properties: &str) -> i64 {
         let levels = &self.config.message_delay_level;
@@ -157,6 +168,7 @@ impl Inner {
         message::encode_record(out, &meta, body, crc, props.as_bytes(), &place);
         file.set_wrote_position(pos + len);
         // The message is stored from here on: a dispatch failure is not the sender's error.
+        let mut lmq_arrivals = Vec::new();
         let dispatched = cq
             .as_ref()
             .map_or(Ok(()), |cq| {
@@ -193,7 +205,9 @@ impl Inner {
                             size: len as i32,
                             tags_code: tags_code(dp.tags),
                         },
-                    )
+                    )?;
+                    lmq_arrivals = lmq_next_offsets(names, offsets);
+                    Ok(())
                 }
                 _ => Ok(()),
             });
@@ -214,6 +228,7 @@ impl Inner {
             wait: rewritten.wait,
             tags_code: tags_code(dp.tags),
             timer_out_ms: rewritten.timer_out_ms,
+            lmq_arrivals,
         })
     }
 

@@ -147,6 +147,10 @@ pub struct PutResult {
     pub tags_code: i64,
     /// A timer message: its (rounded) deliver time; it landed in the timer topic.
     pub timer_out_ms: Option<i64>,
+    /// The light message queues the record was dispatched to, each with its next offset (the
+    /// record's offset there + 1): what the pulls and lite consumers waiting on them are told.
+    /// Empty (no allocation) for a record that names none, and for a batch.
+    pub lmq_arrivals: Vec<(String, i64)>,
 }
 
 impl PutResult {
