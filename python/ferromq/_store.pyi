@@ -928,9 +928,12 @@ def grpc_popped(
     invisible_time: int,
     revive_qid: int,
     starts: dict[int, int],
+    lite_counts: list[int] | None = None,
 ) -> list[bytes]:
     """A pop's records as the v2 messages a 5.x client receives (serialized), each with its receipt
-    handle; `starts`: where the pop started reading each queue of `topic` itself."""
+    handle; `starts`: where the pop started reading each queue of `topic` itself. `lite_counts`: the
+    records of a lite pop (POP_LITE_MESSAGE) with each one's order count: receipts name the light
+    message queue's offset (as 5.5.0's client API makes them), delivery attempts are count + 1."""
 
 def fifo_queue(group: str, queues: int) -> int:
     """The write queue of FIFO message group `group` among `queues` (the proxy's consistent hash)."""

@@ -234,6 +234,10 @@ impl Hub {
             .collect()
     }
 
+    pub(crate) fn is_watching(&self) -> bool {
+        self.watching.load(Ordering::Acquire)
+    }
+
     pub(crate) fn set_watching(&self, on: bool) {
         self.watching.store(on, Ordering::Release);
     }

@@ -16,6 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use ferromq_store::lmq::LMQ_QUEUE_ID;
 use ferromq_store::{GetResult, GetStatus, MessageStore};
 
 use crate::acl::AclRules;
@@ -262,6 +263,18 @@ pub(crate) fn arrived(
 ) {
     wake_held(hub, &topic, queue_id, next_offset, tags_code);
     hub.record_arrival(topic, queue_id, next_offset, tags_code, wake);
+}
+
+/// A message the plane dispatched into a light message queue (a lite topic's): held pulls of it
+/// are answered, and Python is told only while it watches (a lite pop waits there), so lite topics
+/// written while nobody waits leave nothing behind in the arrival table, whose entries would
+/// otherwise grow with their count. Python catches up on what it was not told when it starts
+/// watching again (`LiteConsumers.wait`).
+pub(crate) fn arrived_lmq(hub: &Arc<Hub>, name: String, next_offset: i64, tags_code: Option<i64>) {
+    wake_held(hub, &name, LMQ_QUEUE_ID, next_offset, tags_code);
+    if hub.is_watching() {
+        hub.record_arrival(name, LMQ_QUEUE_ID, next_offset, tags_code, false);
+    }
 }
 
 /// Holds a pull; a message stored between its read and now wakes it at once.

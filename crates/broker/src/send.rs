@@ -11,7 +11,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ferromq_store::lmq;
 use ferromq_store::message::{normalize_host, property};
 use ferromq_store::send::SCHEDULE_TOPIC;
 
@@ -179,7 +178,7 @@ fn arrival(hub: &Arc<Hub>, sender: &Arc<Sender>, stored: &Stored) -> Box<dyn FnO
         let wake = topic == SCHEDULE_TOPIC;
         pull::arrived(&hub, topic, queue_id, next_offset, tags_code, wake);
         for (lmq, next) in lmq_arrivals {
-            pull::arrived(&hub, lmq, lmq::LMQ_QUEUE_ID, next, tags_code, false);
+            pull::arrived_lmq(&hub, lmq, next, tags_code);
         }
     })
 }

@@ -768,6 +768,32 @@ pub fn receipt_handle(
     (handle, receipt)
 }
 
+/// The receipt handle of a lite message (RocketMQ 5.5), as 5.5.0's client API builds it from a POP_LITE
+/// reply (`processPopLiteResponse`): the pop's receipt for queue 0 of the lite topic's light message
+/// queue at the record's offset there (its one INNER_MULTI_QUEUE_OFFSET), the parent topic's retry
+/// mark ("0": a lite topic has no retry topic), then the record's CommitLog offset. None for a
+/// record that names no single light message queue.
+pub fn lite_receipt_handle(view: &RecordView<'_>, pop: &PopFields<'_>) -> Option<String> {
+    let props = parse_properties(view.properties);
+    let get = |name: &str| props.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+    let queues = get(ferromq_store::lmq::INNER_MULTI_DISPATCH)?;
+    let offset = get(ferromq_store::lmq::INNER_MULTI_QUEUE_OFFSET)?;
+    if queues.contains(',') || offset.contains(',') {
+        return None;
+    }
+    let receipt = ExtraInfo {
+        ck_offset: 0,
+        pop_time: pop.pop_time,
+        invisible_time: pop.invisible_time,
+        revive_qid: pop.revive_qid,
+        mark: "0".into(),
+        broker_name: pop.broker_name.to_string(),
+        queue_id: 0,
+        offset: offset.parse().ok()?,
+    };
+    Some(format!("{receipt} {}", view.physical_offset))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

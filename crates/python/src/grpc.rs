@@ -245,8 +245,10 @@ pub(crate) fn grpc_message<'py>(
 
 /// The records a pop found (`body`) as the v2 messages a 5.x client receives (serialized), of
 /// `topic`, each with its receipt handle: the pop's fields, and `starts` (where the pop started
-/// reading each queue of the topic itself, by queue id).
+/// reading each queue of the topic itself, by queue id). `lite_counts`: the records come from a lite
+/// pop (POP_LITE_MESSAGE), with each one's order count.
 #[pyfunction]
+#[pyo3(signature = (body, topic, broker_name, pop_time, invisible_time, revive_qid, starts, lite_counts=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn grpc_popped<'py>(
     py: Python<'py>,
@@ -257,6 +259,7 @@ pub(crate) fn grpc_popped<'py>(
     invisible_time: i64,
     revive_qid: i32,
     starts: HashMap<i32, i64>,
+    lite_counts: Option<Vec<i32>>,
 ) -> PyResult<Bound<'py, PyList>> {
     let fields = convert::PopFields {
         pop_time,
@@ -265,10 +268,30 @@ pub(crate) fn grpc_popped<'py>(
         broker_name,
     };
     let out = PyList::empty(py);
-    for record in iter_records(body, false) {
+    for (i, record) in iter_records(body, false).enumerate() {
         let view = record.map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let (handle, _) = convert::receipt_handle(&view, &fields, |q| starts.get(&q).copied());
-        let message = convert::to_v2(&view, topic, Some(handle));
+        let message = match &lite_counts {
+            // A lite pop's: its receipt names the light message queue, and its delivery attempt
+            // is the reply's order count (orderCountInfo) plus one.
+            Some(counts) => {
+                let handle = convert::lite_receipt_handle(&view, &fields).ok_or_else(|| {
+                    PyValueError::new_err(
+                        "a popped lite message names no single light message queue",
+                    )
+                })?;
+                let mut message = convert::to_v2(&view, topic, Some(handle));
+                let count = counts.get(i).copied().unwrap_or(0);
+                if let Some(sp) = message.system_properties.as_mut() {
+                    sp.delivery_attempt = Some(count.saturating_add(1));
+                }
+                message
+            }
+            None => {
+                let (handle, _) =
+                    convert::receipt_handle(&view, &fields, |q| starts.get(&q).copied());
+                convert::to_v2(&view, topic, Some(handle))
+            }
+        };
         out.append(PyBytes::new(py, &message.encode_to_vec()))?;
     }
     Ok(out)

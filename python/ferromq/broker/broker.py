@@ -27,6 +27,7 @@ from ferromq.broker.clients import ClientManager, ConsumerGroupInfo
 from ferromq.broker.config import BrokerConfig, ConfigError, runtime_changes
 from ferromq.broker.controller_link import ControllerLink
 from ferromq.broker.dataplane import DataPlanes
+from ferromq.broker.lite_consumers import LiteConsumers
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
 from ferromq.broker.metrics import AuthCollector, GrpcFrontCollector, MetricsExporter, TieringCollector
@@ -271,6 +272,8 @@ class Broker:
             await self.timer.start()
         self.pop = PopService(self, ConsumerOrderInfoManager(conf_dir / "consumerOrderInfo.json"))
         await self._start_service("pop revive", self.pop.start, self.pop.stop)
+        self.lite_consumers = LiteConsumers(self)
+        await self._start_service("lite consumers", self.lite_consumers.start, self.lite_consumers.stop)
         self.transactions = TransactionalMessageService(
             self.store, self.offsets, self.topics, self.clients, cfg, self.message_arrived
         )
@@ -484,9 +487,10 @@ class Broker:
         self._wake_pulls(topic, queue_id, next_offset, tags_code)
 
     def _wake_pulls(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:
-        """Pulls held here and on the data planes."""
+        """Pulls held here and on the data planes, and a lite topic's consumers."""
         self.hold.notify(topic, queue_id, next_offset, tags_code)
         self.planes.notify_arrival(topic, queue_id, next_offset, tags_code)
+        self.lite_consumers.arrived(topic)
 
     @property
     def registration_refusals(self) -> dict[str, str]:
@@ -573,7 +577,14 @@ class Broker:
                 continue
             try:
                 now_ms = int(time.time() * 1000)
-                lite.clean_expired(self.store, self.topics, self.offsets, now_ms, cfg.min_lite_ttl)
+                lite.clean_expired(
+                    self.store,
+                    self.topics,
+                    self.offsets,
+                    now_ms,
+                    cfg.min_lite_ttl,
+                    self.lite_consumers.clean_queue,
+                )
             except FerroMQError:
                 logger.exception("lite topics: expiration check failed")
 

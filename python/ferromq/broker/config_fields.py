@@ -309,6 +309,12 @@ class TopicConfig:
     # before the broker ran this long; how often expired ones are looked for.
     min_lite_ttl: int = setting(900_000, key="minLiteTTl", least=0, runtime=True)
     lite_ttl_check_interval: int = setting(120_000, least=1000, runtime=True)
+    # Lite consumers (broker/lite_consumers.py): how many (client, lite topic) subscriptions the broker
+    # holds at most, and how long a client that has not synced its subscriptions is kept (it syncs every
+    # 30 s), checked this often.
+    max_lite_subscription_count: int = setting(100_000, least=0, runtime=True)
+    lite_subscription_check_timeout_mills: int = setting(180_000, least=1000, runtime=True)
+    lite_subscription_check_interval: int = setting(120_000, least=1000, runtime=True)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ferromq.acl.plain import PlainAcl
     from ferromq.auth.evaluator import Auth
     from ferromq.broker.clients import ClientManager
+    from ferromq.broker.lite_consumers import LiteConsumers
     from ferromq.broker.long_polling import PullRequestHoldService
     from ferromq.broker.pop.service import PopService
     from ferromq.broker.replication import ReplicationService
@@ -42,6 +43,8 @@ class DataPlanesContext(BrokerState, Protocol):
     def hold(self) -> PullRequestHoldService: ...
     @property
     def pop(self) -> PopService: ...
+    @property
+    def lite_consumers(self) -> LiteConsumers: ...
     @property
     def replication(self) -> ReplicationService: ...
     @property
@@ -69,6 +72,8 @@ class DataPlanes:
         self.acl_generation = 0
         """Counts the ACL's loads: the planes trust only decisions of the latest."""
         self._sender: tuple[tuple[_store.Store, dict[str, Any]], _store.Sender] | None = None
+        self._watchers = {"pulls": False, "lite": False}
+        """Who waits for arrivals on the planes: held pulls, lite pops."""
 
     def _planes(self) -> list[_store.DataPlane]:
         return [s.plane for s in self._servers() if s.plane is not None]
@@ -87,6 +92,7 @@ class DataPlanes:
         b.groups.on_change = self.update_pulls
         b.clients.on_subscriptions_changed = self.update_pulls
         b.hold.on_watch = self.watch
+        b.lite_consumers.on_watch = self.watch_lite
         b.stats.counted_elsewhere = self.sync_stats
         self.update()
         self.decide_open_peers()  # connections opened while the broker started
@@ -276,14 +282,28 @@ class DataPlanes:
             else:
                 for tags_code in tags_codes:
                     b.hold.notify(topic, queue_id, next_offset, tags_code)
+            if queue_id == 0:
+                b.lite_consumers.arrived(topic)
 
     def watch(self, on: bool) -> None:
         """Held pulls wait (or no longer do): arrivals on the planes wake the loop (or not).
         Turning it on takes what arrived meanwhile, so no pull misses a message stored between
         its read and its hold."""
+        self._watch("pulls", on)
+
+    def watch_lite(self, on: bool) -> None:
+        """Lite pops wait (or no longer do), as `watch`."""
+        self._watch("lite", on)
+
+    def _watch(self, who: str, on: bool) -> None:
+        was = any(self._watchers.values())
+        self._watchers[who] = on
+        now = any(self._watchers.values())
+        if was == now:
+            return
         for plane in self._planes():
-            plane.set_watching(on)
-            if on:
+            plane.set_watching(now)
+            if now:
                 self.arrivals(plane.take_arrivals())
 
     def notify_arrival(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None:

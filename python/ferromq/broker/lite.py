@@ -10,7 +10,7 @@ delete what it has not seen written to yet)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ferromq.broker.topics import LITE_MESSAGE_TYPE, LMQ_PREFIX
@@ -59,11 +59,15 @@ def clean_expired(
     offsets: ConsumerOffsetManager,
     now_ms: int,
     min_ttl_ms: int,
+    deleted_queue: Callable[[str], None] | None = None,
 ) -> int:
-    """Deletes the expired lite topics; how many."""
+    """Deletes the expired lite topics (`deleted_queue` is told each one's light message queue); how
+    many."""
     deleted = 0
     for parent, name in list(expired_lite_queues(store, topics, now_ms, min_ttl_ms)):
         delete_lite_queue(store, offsets, name)
+        if deleted_queue is not None:
+            deleted_queue(name)
         logger.info("lite topic %s of %s expired: deleted", name, parent)
         deleted += 1
     return deleted

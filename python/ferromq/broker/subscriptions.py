@@ -11,16 +11,47 @@ from pathlib import Path
 from typing import Any
 
 from ferromq.broker.json_files import load_json_file, save_json_file
-from ferromq.broker.topics import Attribute, LongRangeAttribute, alter_attributes
+from ferromq.broker.topics import (
+    Attribute,
+    BooleanAttribute,
+    EnumAttribute,
+    LongRangeAttribute,
+    StringAttribute,
+    alter_attributes,
+)
 from ferromq.protocol.constants import SYSTEM_GROUP_PREFIX
 
 logger = logging.getLogger(__name__)
 
 # SubscriptionGroupAttributes.ALL of 5.3.3 is empty; 5.4 added `priority.factor` (the share, 0-100, of a
-# group's pops on a PRIORITY topic that read the highest priority first). A group update that sets or
-# removes any other attribute is refused ("unsupported key: ...").
+# group's pops on a PRIORITY topic that read the highest priority first), 5.5 the lite groups' (see
+# broker/lite_consumers.py): the LITE topic a group consumes, whether a lite topic has one subscriber of
+# the group or many, offset resets, a client's quota and event bound, wildcard groups. A group update
+# that sets or removes any other attribute is refused ("unsupported key: ...").
 PRIORITY_FACTOR = LongRangeAttribute("priority.factor", True, 0, 100, 100)
-GROUP_ATTRIBUTES: dict[str, Attribute] = {PRIORITY_FACTOR.name: PRIORITY_FACTOR}
+_JAVA_LONG_MAX = 2**63 - 1
+LITE_BIND_TOPIC = StringAttribute("lite.bind.topic", True)
+LITE_SUB_MODEL = EnumAttribute("lite.sub.model", True, ("Shared", "Exclusive"), "Shared")
+LITE_SUB_RESET_OFFSET_EXCLUSIVE = BooleanAttribute("lite.sub.reset.offset.exclusive", True, False)
+LITE_SUB_RESET_OFFSET_UNSUBSCRIBE = BooleanAttribute("lite.sub.reset.offset.unsubscribe", True, False)
+LITE_SUB_CLIENT_QUOTA = LongRangeAttribute("lite.sub.client.quota", True, -1, _JAVA_LONG_MAX, 2000)
+LITE_SUB_CLIENT_MAX_EVENT_COUNT = LongRangeAttribute(
+    "lite.sub.client.max.event.cnt", True, 10, _JAVA_LONG_MAX, 400
+)
+LITE_SUB_WILDCARD = StringAttribute("lite.sub.wildcard", True)
+GROUP_ATTRIBUTES: dict[str, Attribute] = {
+    a.name: a
+    for a in (
+        PRIORITY_FACTOR,
+        LITE_BIND_TOPIC,
+        LITE_SUB_MODEL,
+        LITE_SUB_RESET_OFFSET_EXCLUSIVE,
+        LITE_SUB_RESET_OFFSET_UNSUBSCRIBE,
+        LITE_SUB_CLIENT_QUOTA,
+        LITE_SUB_CLIENT_MAX_EVENT_COUNT,
+        LITE_SUB_WILDCARD,
+    )
+}
 
 
 def _default_retry_policy() -> dict[str, Any]:

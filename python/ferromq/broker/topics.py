@@ -147,7 +147,34 @@ class LongRangeAttribute:
             )
 
 
-Attribute = EnumAttribute | LongRangeAttribute
+@dataclass(frozen=True)
+class StringAttribute:
+    """Any text (Java's StringAttribute)."""
+
+    name: str
+    changeable: bool
+    default: str = ""
+
+    def check(self, value: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class BooleanAttribute:
+    """ "true" or "false", in any case (Java's BooleanAttribute)."""
+
+    name: str
+    changeable: bool
+    default: bool
+
+    def check(self, value: str) -> None:
+        if value.lower() not in ("true", "false"):
+            raise InvalidAttributes(
+                "boolean attribute format is wrong.", "BooleanAttribute.verify(BooleanAttribute.java:34)"
+            )
+
+
+Attribute = EnumAttribute | LongRangeAttribute | StringAttribute | BooleanAttribute
 
 # TopicAttributes.ALL of 5.3.3.
 TOPIC_ATTRIBUTES: dict[str, Attribute] = {

@@ -738,6 +738,35 @@ class GetLiteTopicInfoRequestHeader(Header):
     lite_topic: str
 
 
+class GetLiteClientInfoRequestHeader(Header):
+    parent_topic: str
+    group: str
+    client_id: str
+    max_count: int = 1000
+
+
+class TriggerLiteDispatchRequestHeader(Header):
+    group: str
+    client_id: str | None = None
+
+
+class PopLiteMessageRequestHeader(Header):
+    client_id: str
+    consumer_group: str
+    topic: str
+    max_msg_num: int
+    invisible_time: int
+    poll_time: int = 0
+    born_time: int = 0
+    attempt_id: str | None = None
+
+
+class NotifyUnsubscribeLiteRequestHeader(Header):
+    lite_topic: str
+    consumer_group: str
+    client_id: str
+
+
 class GetConsumerConnectionListRequestHeader(Header):
     consumer_group: str
 

@@ -104,11 +104,13 @@ class OrderInfo:
 
 
 class ConsumerOrderInfoManager:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None) -> None:
+        """`path`: where the table is kept; None keeps it in memory only (lite topics' orders, as
+        5.5.0's MemoryConsumerOrderInfoManager)."""
         self._path = path
         self._lock = threading.Lock()
         self.table: dict[str, dict[int, OrderInfo]] = {}
-        data = load_json_file(path) or {}
+        data = (load_json_file(path) if path is not None else None) or {}
         for key, queues in (data.get("table") or {}).items():
             self.table[str(key)] = {int(q): OrderInfo.from_json(info) for q, info in (queues or {}).items()}
         self._dirty = False
@@ -201,4 +203,5 @@ class ConsumerOrderInfoManager:
                 "table": {k: {str(q): i.to_json() for q, i in qs.items()} for k, qs in self.table.items()}
             }
             self._dirty = False
-        save_json_file(self._path, data)
+        if self._path is not None:
+            save_json_file(self._path, data)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ferromq.acl.plain import PlainAcl
     from ferromq.auth.evaluator import Auth
     from ferromq.broker.clients import ClientManager
+    from ferromq.broker.lite_consumers import LiteConsumers
     from ferromq.broker.locks import RebalanceLockManager
     from ferromq.broker.long_polling import PullRequestHoldService
     from ferromq.broker.offsets import ConsumerOffsetManager
@@ -128,6 +129,8 @@ class RecallContext(HasConfig, Protocol):
 class PopHandlersContext(PopContext, Protocol):
     @property
     def pop(self) -> PopService: ...
+    @property
+    def lite_consumers(self) -> LiteConsumers: ...
     @property
     def request_modes(self) -> RequestModeManager: ...
     @property

@@ -221,6 +221,18 @@ def _receipt(ext: dict[str, str]) -> ExtraInfo:
 def ack_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     ext = cmd.ext
     receipt = _receipt(ext)
+    lite_topic = ext.get("liteTopic", "").strip()
+    if lite_topic:  # a lite message's (RocketMQ 5.5): the order state of its lite topic
+        ctx.lite_consumers.ack(
+            _str(ext, "consumerGroup"),
+            _str(ext, "topic"),
+            lite_topic,
+            _int(ext, "queueId"),
+            _int(ext, "offset"),
+            receipt.pop_time,
+            receipt.revive_qid,
+        )
+        return cmd.reply(ResponseCode.SUCCESS)
     ctx.pop.ack(
         _str(ext, "consumerGroup"), _str(ext, "topic"), _int(ext, "queueId"), _int(ext, "offset"), receipt
     )
@@ -242,6 +254,25 @@ def batch_ack_message(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCo
 def change_invisible_time(ctx: PopHandlersContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     ext = cmd.ext
     receipt = _receipt(ext)
+    lite_topic = ext.get("liteTopic", "").strip()
+    if lite_topic:  # a lite message's: its lite topic's order state, the whole topic when suspended
+        pop_time, invisible = ctx.lite_consumers.change_invisible(
+            _str(ext, "consumerGroup"),
+            _str(ext, "topic"),
+            lite_topic,
+            _int(ext, "offset"),
+            receipt.pop_time,
+            _int(ext, "invisibleTime"),
+            ext.get("suspend", "false").lower() == "true",
+        )
+        return cmd.reply(
+            ResponseCode.SUCCESS,
+            ext={
+                "popTime": str(pop_time),
+                "invisibleTime": str(invisible),
+                "reviveQid": str(receipt.revive_qid),
+            },
+        )
     pop_time, invisible, revive_qid = ctx.pop.change_invisible(
         _str(ext, "consumerGroup"),
         _str(ext, "topic"),

@@ -206,10 +206,14 @@ def store_send(
         half=half,
     )
     broker.stats.put(out.topic, out.messages, out.wrote_bytes, started)
+
     # A batch may mix tags: a held pull is woken whatever its filter (tags code None).
-    arrived = functools.partial(
-        broker.message_arrived, out.topic, out.queue_id, out.next_offset, out.tags_code
-    )
+    def arrived() -> None:
+        broker.message_arrived(out.topic, out.queue_id, out.next_offset, out.tags_code)
+        # A lite message's light message queue (queue 0) too.
+        for lmq, next_offset in out.lmq_arrivals:
+            broker.message_arrived(lmq, 0, next_offset, out.tags_code)
+
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[int] = loop.create_future()
     loop_thread = threading.get_ident()
