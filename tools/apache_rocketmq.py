@@ -833,13 +833,17 @@ def start_rocketmq_proxy_cluster(
     proxy_conf: dict[str, object] | None = None,
     timeout: float = 180.0,
     heap: str = "512m",
+    version: str = ROCKETMQ_5_VERSION,
 ) -> ApacheRocketMQClusterProxy:
-    """Start Apache RocketMQ 5.3.3's `ProxyStartup -pm cluster -pc root/rmq-proxy.json -n <namesrv>` on
-    free 127.0.0.1 ports (grpcServerPort, remotingListenPort); returns once its gRPC port accepts
-    connections. `proxy_conf` adds to rmq-proxy.json. Logs in root/logs/proxy.log."""
+    """Start Apache RocketMQ 5.3.3's (or `version` 5.5.0's) `ProxyStartup -pm cluster -pc
+    root/rmq-proxy.json -n <namesrv>` on free 127.0.0.1 ports (grpcServerPort, remotingListenPort); returns
+    once its gRPC port accepts connections. `proxy_conf` adds to rmq-proxy.json. Logs in
+    root/logs/proxy.log. 5.5.0's proxy serves lite consumers (LitePushConsumer) only in this mode."""
+    if not version.startswith("5."):
+        raise ValueError(f"Apache RocketMQ {version} has no proxy (5.x has)")
+    _project(version)
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    version = ROCKETMQ_5_VERSION
     _write_logback(root, ("proxy",), version)
     grpc_port = _free_port()
     pconf = (

@@ -55,7 +55,9 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  * transaction, recall (as
  * client5_scenarios.py), and for the mixed tests: send (three messages "j5-I|..." with tag TagJ, keys
  * j5-I-k1 and j5-I-k2, properties color=green and seq=I; their message ids) and receive (a SimpleConsumer
- * receives and acks COUNT messages, 3 by default; each with its message id).
+ * receives and acks COUNT messages, 3 by default; each with its message id), priority, and lite (a
+ * LitePushConsumer of RocketMQ 5.5's lite topics, TOPIC the parent topic; see {@link Lite5}: it also prints a
+ * JSON line on stdout per step before the RESULT line).
  *
  * <p>The client turns TLS on by default; the tests run it plain ({@code enableSsl(false)}) unless
  * FERROMQ_TEST_SSL=1, which keeps the default (the server's certificate is not checked: the client's
@@ -130,6 +132,8 @@ public final class Grpc5 {
                 return receive(endpoint, topic, group, count);
             case "priority":
                 return priority(endpoint, topic, group, count);
+            case "lite":
+                return Lite5.lite(PROVIDER, out, endpoint, topic, group, count);
             default:
                 throw new IllegalArgumentException("unknown scenario " + scenario);
         }

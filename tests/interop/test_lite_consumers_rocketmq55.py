@@ -1,0 +1,205 @@
+"""Lite consumers (RocketMQ 5.5, the official Java client 5.2.0's LitePushConsumer over gRPC) against Apache
+RocketMQ 5.5.0: its name server and broker (enableLmq, enableMultiDispatch) and, in front of them, its proxy
+in cluster mode (5.5.0's local-mode proxy has no LiteSubscriptionService: it serves no lite consumer).
+
+The `lite` scenario of tests/interop/java5grpc (Lite5.java) subscribes lite topics a, b, c of a LITE parent
+topic, sends COUNT messages to each of a, b, c and d (never subscribed) interleaved, unsubscribes c, sends
+more to c and a, then subscribes a lite topic "e" that already holds two messages, and tries two illegal
+names. Every side in `sides` must give the answers below (EXPECTED_*), which are 5.5.0's.
+
+Facts observed from 5.5.0 (Java client 5.2.0, proxy in cluster mode), for a ferromq side to match:
+
+- The parent topic: created over remoting with attributes `+message.type=LITE` (1 queue here). The group:
+  UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with attributes `{"+lite.bind.topic": <parent>}` and
+  consumeMessageOrderly true, created before the consumer starts.
+- consumeMessageOrderly decides the order the listener sees: the proxy's settings answer has
+  `subscription.fifo = consumeMessageOrderly` (GrpcClientSettingsManager), and with fifo false the client
+  consumes a received batch on several threads: a lite topic's messages reach the listener out of send
+  order (seen: a-1, a-0, a-2, ... and b-4, b-3, b-0, ...), though the broker pops them in order. With true:
+  each lite topic in send order, every run. (QueryAssignment gives a lite group one queue, id -1, either
+  way: RouteActivity's per-queue assignments are for `fifo && !lite` only.)
+- A group without `lite.bind.topic`: the proxy ends the client's Telemetry stream with INVALID_ARGUMENT
+  "process client telemetryCommand failed. regular group cannot use LITE mode: <group>"; a group bound to
+  another topic: "... lite group <group> is expected to bind topic <other>, but actual is <parent>". The
+  client then fails its start (build() throws IllegalStateException "Expected the service
+  LitePushConsumerImpl-0 [FAILED] to be RUNNING", caused by "Failed to fetch topics after 3 attempts":
+  "Stream is already completed").
+- A parent topic that is NORMAL: the consumer starts and subscribeLite succeeds (no check of the parent's
+  type there), but the client refuses to send a lite message to it: IllegalArgumentException "Current
+  message type not match with topic accept message types, topic=<t>, actualMessageType=LITE,
+  acceptMessageTypes=[NORMAL]" (from the route's accept message types).
+- Settings (Telemetry answer): liteSubscriptionQuota 2000 (the group's `lite.sub.client.quota`, default
+  2000), maxLiteTopicSize 64 (the proxy's maxLiteTopicSize). Until the settings arrive the client's quota
+  is 0 and it refuses every subscribeLite on its own (the scenario waits for a quota above 0; it comes at
+  once here).
+- Refusals: "bad,topic" goes to the server, which answers SyncLiteSubscription with code 40020
+  (ILLEGAL_LITE_TOPIC) "lite topic can only contain alphanumeric characters, hyphens(-), and
+  underscores(_)" (client: BadRequestException); a 65-char name never leaves the client
+  (IllegalArgumentException "liteTopic length exceeded max length 64, liteTopic: <name>", no code; the
+  server would answer 40020 "lite topic exceed the max size 64", its limit in UTF-8 bytes).
+- Nothing of a lite topic never subscribed (d) reaches the consumer; after unsubscribeLite("c"), nothing
+  more of c (watched 3 s after the a's sent with them arrived).
+- A lite topic subscribed after messages were sent to it gets them all: e-before-0, e-before-1, then
+  e-after. (No OffsetOption: the broker's first pop of the group's LMQ starts at 0 when its first message is
+  still in memory, initPopOffsetByCheckMsgInMem default true; otherwise at the last message, max - 1.)
+- Timing: deliveries are prompt — all 3 x COUNT within ~0.6 s of the last send, later ones within ~0.1 s
+  (the driver prints them on stderr as {"timing": ...}); the whole driver run takes ~10-12 s, 6 s of them
+  its two fixed 3 s grace waits.
+
+To add a ferromq side: start it in `sides` (a broker with LMQ_ON and its gRPC endpoint) and add an entry
+`"ferromq": Side("ferromq", b.namesrv, b.broker_addr, b.grpc_endpoint)`; `prepare` creates the topic and
+the group over its remoting port, and the test asserts the same EXPECTED_* on it and that both sides'
+results are equal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from apache_rocketmq import (
+    ROCKETMQ_55_VERSION,
+    have_java,
+    start_rocketmq,
+    start_rocketmq_proxy_cluster,
+    topic_routed,
+)
+
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode as R
+from tests.integration.brokerkit import Client
+from tests.integration.test_lite_topics import LMQ_ON
+from tests.integration.test_topic_attributes import create_ext
+from tests.interop.java5build import build_grpc5_jar, run_driver
+
+pytestmark = [
+    pytest.mark.skipif(
+        not have_java(), reason="Apache RocketMQ 5.5.0 and the Java client need `java` and `mvn`"
+    ),
+    # The first run resolves the 5.5.0 jars and builds the Java driver.
+    pytest.mark.timeout(900),
+]
+
+RUN = uuid.uuid4().hex[:6]
+COUNT = 5
+ROUTE_TIMEOUT = 60.0
+# Above the driver's own watchdog (110 s).
+DRIVER_TIMEOUT = 150.0
+
+
+@dataclass(frozen=True)
+class Side:
+    """One server under test: where to create topics and groups (a broker's remoting address, and the
+    name server that must route them), and the gRPC endpoint the Java client talks to."""
+
+    kind: str
+    namesrv: str
+    broker_addr: str
+    grpc_endpoint: str
+
+    @property
+    def broker_port(self) -> int:
+        return int(self.broker_addr.rsplit(":", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
+    """Every side, by kind; only "rocketmq" today. A ferromq side is one more entry: a broker started with
+    LMQ_ON and its gRPC endpoint, e.g. `with Broker(config=LMQ_ON) as b:` yielding also
+    `"ferromq": Side("ferromq", b.namesrv, b.broker_addr, b.grpc_endpoint)`."""
+    root = tmp_path_factory.mktemp("lite_consumers55")
+    mq = start_rocketmq(root / "broker", dict(LMQ_ON), version=ROCKETMQ_55_VERSION)
+    try:
+        proxy = start_rocketmq_proxy_cluster(root / "proxy", mq.namesrv, version=ROCKETMQ_55_VERSION)
+        try:
+            yield {"rocketmq": Side("rocketmq", mq.namesrv, mq.broker_addr, proxy.grpc_endpoint)}
+        finally:
+            proxy.stop()
+    finally:
+        mq.stop(kill=True)  # nobody reads its store
+
+
+async def prepare(side: Side, parent: str, group: str) -> None:
+    """The LITE parent topic and the lite group bound to it, over remoting (as mqadmin updateTopic -a
+    +message.type=LITE and updateSubGroup -a +lite.bind.topic=<parent> send them)."""
+    c = await Client().connect(side.broker_port)
+    try:
+        r = await c.call(RC.UPDATE_AND_CREATE_TOPIC, create_ext(parent, "+message.type=LITE", 1))
+        assert r.code == R.SUCCESS, (side.kind, r.remark)
+        body = {
+            "groupName": group,
+            "consumeEnable": True,
+            "consumeMessageOrderly": True,
+            "attributes": {"+lite.bind.topic": parent},
+        }
+        r = await c.call(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(body))
+        assert r.code == R.SUCCESS, (side.kind, r.remark)
+        deadline = time.monotonic() + ROUTE_TIMEOUT
+        while not await asyncio.to_thread(topic_routed, side.namesrv, parent):
+            assert time.monotonic() < deadline, f"{side.kind}: no route for {parent}"
+            await asyncio.sleep(0.1)
+    finally:
+        await c.close()
+
+
+def run_lite(side: Side, workdir: Path, parent: str, group: str) -> dict[str, Any]:
+    r = run_driver(
+        build_grpc5_jar(),
+        workdir / side.kind,
+        "Grpc5",
+        side.grpc_endpoint,
+        "lite",
+        parent,
+        group,
+        str(COUNT),
+        timeout=DRIVER_TIMEOUT,
+    )
+    lines = [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
+    assert r.code == 0 and lines, f"{side.kind}: {r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    print(f"{side.kind}: {json.dumps(result)}; {[e for e in r.err if 'timing' in e]}")
+    return result
+
+
+def expected(count: int) -> dict[str, Any]:
+    """The scenario's whole RESULT, as 5.5.0 gives it."""
+    return {
+        "settings": {"liteSubscriptionQuota": 2000, "maxLiteTopicSize": 64},
+        "received": {lite: [f"{lite}-{i}" for i in range(count)] for lite in ("a", "b", "c")},
+        "unexpected": [],
+        "after_unsubscribe": {"a": [f"a-{i}" for i in range(count, 2 * count)], "c": []},
+        "before_subscribe": {"e": ["e-before-0", "e-before-1", "e-after"]},
+        "refusals": {
+            "illegal_char": {
+                "class": "org.apache.rocketmq.client.java.exception.BadRequestException",
+                "code": 40020,
+                "message": "[response-code=40020] lite topic can only contain alphanumeric characters,"
+                " hyphens(-), and underscores(_)",
+            },
+            "too_long": {
+                "class": "java.lang.IllegalArgumentException",
+                "code": None,
+                "message": f"liteTopic length exceeded max length 64, liteTopic: {'x' * 65}",
+            },
+        },
+    }
+
+
+def test_lite_push_consumer(sides: dict[str, Side], tmp_path: Path) -> None:
+    results = {}
+    for kind, side in sides.items():
+        parent, group = f"LiteP{RUN}{kind[:2]}", f"LiteG{RUN}{kind[:2]}"
+        asyncio.run(asyncio.wait_for(prepare(side, parent, group), 120))
+        results[kind] = run_lite(side, tmp_path, parent, group)
+    want = expected(COUNT)
+    for kind, result in results.items():
+        for key, value in want.items():
+            assert result[key] == value, f"{kind}: {key}: {json.dumps(result[key])}"
+    assert all(result == results["rocketmq"] for result in results.values()), json.dumps(results, indent=1)
