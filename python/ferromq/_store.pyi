@@ -6,6 +6,7 @@ from typing import Any, Protocol, final
 
 __all__ = [
     "MAX_HELD_PULLS",
+    "MAX_LITE_TOPIC_BYTES",
     "MAX_WAITING_POPS",
     "SEND_V2_LETTERS",
     "STORE_DEFAULTS",
@@ -42,6 +43,7 @@ __all__ = [
     "get_property",
     "grpc_check_group",
     "grpc_check_invisible",
+    "grpc_check_lite_topic",
     "grpc_check_topic",
     "grpc_message",
     "grpc_outgoing",
@@ -73,10 +75,12 @@ SYSTEM_TOPICS: list[str]
 """The topics every broker keeps to itself (TopicValidator's; crates/broker/src/topics.rs)."""
 SYSTEM_TOPIC_PREFIX: str
 """Every topic whose name starts so is a system topic too."""
-WIRE_CONSTANTS: list[tuple[str, str]]
 # Pulls held, and pops waiting, on the data plane at most; past them they are Python's.
 MAX_HELD_PULLS: int
 MAX_WAITING_POPS: int
+MAX_LITE_TOPIC_BYTES: int
+"""The longest lite topic (RocketMQ 5.5's proxy maxLiteTopicSize), in bytes."""
+WIRE_CONSTANTS: list[tuple[str, str]]
 """The codes, flags and system topics the Rust side defines, by their Python names (as text)."""
 SEND_V2_LETTERS: list[tuple[str, str]]
 """(V1 name, SEND_MESSAGE_V2 letter) of each send header field the data plane reads."""
@@ -889,6 +893,10 @@ def decode_records(
 def decode_columns(buf: bytes, filter: RowFilter) -> dict[str, Any]: ...
 
 # The rules of a 5.x client's messages (ferromq_grpc::convert); a refusal is ValueError(code, message).
+
+def grpc_check_lite_topic(lite: str) -> None:
+    """ValueError(code, message) for a lite topic a 5.x client may not send to or subscribe
+    (GrpcValidator.validateLiteTopic)."""
 
 def grpc_check_topic(name: str, reserved: list[str] = ...) -> None:
     """ValueError(ILLEGAL_TOPIC, text) when a 5.x client may not name topic `name` (nor one of

@@ -11,6 +11,7 @@ import asyncio
 import uuid
 from typing import Any
 
+import grpc
 import orjson
 import pytest
 
@@ -19,8 +20,12 @@ from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
+from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
+from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.testing import Broker
 from tests.integration.brokerkit import Client
+from tests.integration.test_grpc_front import CALL_TIMEOUT, message, receive, send
 from tests.integration.test_lite_topics import LITE_TYPE, LMQ_ON, send_lite
 from tests.integration.test_priority_messages import PATHS, create_group
 
@@ -281,5 +286,134 @@ def test_what_5_5_refuses() -> None:
             bad = await create_group(c, f"{group}B", {"+lite.sub.model": "Solo"})
             assert bad[0] != R.SUCCESS and "value is not in set" in bad[1]
             await c.close()
+
+    asyncio.run(main())
+
+
+# -- over gRPC, as the 5.x lite push consumer calls the proxy ------------------------------------------
+
+
+def settle_as_lite_consumer(endpoint: str, client_id: str, topic: str, group: str) -> pb.Settings:
+    """A LitePushConsumer's settings over Telemetry (its bind topic as its one subscription)."""
+    settings = pb.Settings(
+        client_type=pb.LITE_PUSH_CONSUMER,
+        backoff_policy=pb.RetryPolicy(max_attempts=3),
+        subscription=pb.Subscription(
+            group=pb.Resource(name=group),
+            subscriptions=[
+                pb.SubscriptionEntry(
+                    topic=pb.Resource(name=topic), expression=pb.FilterExpression(type=pb.TAG, expression="*")
+                )
+            ],
+        ),
+    )
+    with grpc.insecure_channel(endpoint) as ch:
+        replies = rpc.MessagingServiceStub(ch).Telemetry(
+            iter([spb.TelemetryCommand(settings=settings)]),
+            metadata=[("x-mq-client-id", client_id)],
+            timeout=CALL_TIMEOUT,
+        )
+        first = next(replies)
+        assert first.status.code == pb.OK, first
+        return first.settings
+
+
+def sync_grpc(
+    endpoint: str, client_id: str, topic: str, group: str, action: int, lites: list[str]
+) -> spb.SyncLiteSubscriptionResponse:
+    request = spb.SyncLiteSubscriptionRequest(
+        action=action,  # type: ignore[arg-type]
+        topic=pb.Resource(name=topic),
+        group=pb.Resource(name=group),
+        lite_topic_set=lites,
+    )
+    with grpc.insecure_channel(endpoint) as ch:
+        reply: spb.SyncLiteSubscriptionResponse = rpc.MessagingServiceStub(ch).SyncLiteSubscription(
+            request, metadata=[("x-mq-client-id", client_id)], timeout=CALL_TIMEOUT
+        )
+        return reply
+
+
+def ack_grpc(
+    endpoint: str, client_id: str, topic: str, group: str, messages: list[pb.Message]
+) -> spb.AckMessageResponse:
+    entries = [
+        spb.AckMessageEntry(
+            message_id=m.system_properties.message_id,
+            receipt_handle=m.system_properties.receipt_handle,
+            lite_topic=m.system_properties.lite_topic,
+        )
+        for m in messages
+    ]
+    with grpc.insecure_channel(endpoint) as ch:
+        reply: spb.AckMessageResponse = rpc.MessagingServiceStub(ch).AckMessage(
+            spb.AckMessageRequest(
+                group=pb.Resource(name=group), topic=pb.Resource(name=topic), entries=entries
+            ),
+            metadata=[("x-mq-client-id", client_id)],
+            timeout=CALL_TIMEOUT,
+        )
+        return reply
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_a_lite_push_consumer_over_grpc(path: str) -> None:
+    async def main() -> None:
+        async with Broker(config=LMQ_ON, settings=PATHS[path]) as b:
+            parent, group = f"LiteGrpc{RUN}", f"LiteGrpcG{RUN}"
+            b.broker.topics.update(TopicConfig(parent, 2, 2, attributes=LITE_TYPE))
+            c = await Client().connect(b.broker.port)
+            await lite_group(c, group, parent, **{"+lite.sub.client.quota": "5"})
+            await c.close()
+            endpoint, client_id = b.grpc_endpoint, f"lite-{RUN}"
+            settings = await asyncio.to_thread(settle_as_lite_consumer, endpoint, client_id, parent, group)
+            assert settings.subscription.lite_subscription_quota == 5
+            assert settings.subscription.max_lite_topic_size == 64
+            bad = await asyncio.to_thread(
+                sync_grpc, endpoint, client_id, parent, group, pb.PARTIAL_ADD, ["a,b"]
+            )
+            assert (bad.status.code, bad.status.message) == (
+                pb.ILLEGAL_LITE_TOPIC,
+                "lite topic can only contain alphanumeric characters, hyphens(-), and underscores(_)",
+            )
+            ok = await asyncio.to_thread(
+                sync_grpc, endpoint, client_id, parent, group, pb.PARTIAL_ADD, ["a", "b"]
+            )
+            assert ok.status.code == pb.OK, ok.status
+            for i in range(3):
+                for lite in ("a", "b", "z"):
+                    m = message(parent, f"{lite}-{i}".encode(), lite_topic=lite, message_type=pb.LITE)
+                    sent = await asyncio.to_thread(send, endpoint, m)
+                    assert sent.status.code == pb.OK, sent.status
+            got: list[pb.Message] = []
+            for _ in range(10):
+                stream = await asyncio.to_thread(receive, endpoint, client_id, parent, group, 32)
+                got += [r.message for r in stream if r.HasField("message")]
+                if len(got) >= 6:
+                    break
+            seen: dict[str, list[str]] = {}
+            for m in got:
+                seen.setdefault(m.system_properties.lite_topic, []).append(m.body.decode())
+                assert m.system_properties.message_type == pb.LITE
+                assert m.system_properties.delivery_attempt == 1
+            assert seen == {"a": ["a-0", "a-1", "a-2"], "b": ["b-0", "b-1", "b-2"]}
+            acked = await asyncio.to_thread(ack_grpc, endpoint, client_id, parent, group, got)
+            assert acked.status.code == pb.OK, acked.status
+            assert b.broker.offsets.query(group, lmq(parent, "a"), 0) == 3
+            # Unsubscribed, "b" gives nothing more; "a" goes on.
+            gone = await asyncio.to_thread(
+                sync_grpc, endpoint, client_id, parent, group, pb.PARTIAL_REMOVE, ["b"]
+            )
+            assert gone.status.code == pb.OK
+            for lite in ("b", "a"):
+                m = message(parent, f"{lite}-late".encode(), lite_topic=lite, message_type=pb.LITE)
+                assert (await asyncio.to_thread(send, endpoint, m)).status.code == pb.OK
+            late: list[pb.Message] = []
+            for _ in range(10):
+                stream = await asyncio.to_thread(receive, endpoint, client_id, parent, group, 32)
+                late += [r.message for r in stream if r.HasField("message")]
+                if late:
+                    break
+            assert [m.body for m in late] == [b"a-late"]
 
     asyncio.run(main())

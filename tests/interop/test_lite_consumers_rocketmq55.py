@@ -46,15 +46,16 @@ Facts observed from 5.5.0 (Java client 5.2.0, proxy in cluster mode), for a ferr
   (the driver prints them on stderr as {"timing": ...}); the whole driver run takes ~10-12 s, 6 s of them
   its two fixed 3 s grace waits.
 
-To add a ferromq side: start it in `sides` (a broker with LMQ_ON and its gRPC endpoint) and add an entry
-`"ferromq": Side("ferromq", b.namesrv, b.broker_addr, b.grpc_endpoint)`; `prepare` creates the topic and
-the group over its remoting port, and the test asserts the same EXPECTED_* on it and that both sides'
-results are equal."""
+ferromq runs the same scenario twice: in local mode (the broker's own gRPC port) and behind `ferromq proxy
+-pm cluster` (LITE_SUBSCRIPTION_CTL, POP_LITE_MESSAGE, lite acks and NOTIFY_UNSUBSCRIBE_LITE over remoting,
+as 5.5.0's proxy sends them). Each side must give 5.5.0's answers."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -74,10 +75,13 @@ from apache_rocketmq import (
 
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.testing import Broker, free_port
+from ferromq.testing.waiting import wait_until
 from tests.integration.brokerkit import Client
 from tests.integration.test_lite_topics import LMQ_ON
 from tests.integration.test_topic_attributes import create_ext
 from tests.interop.java5build import build_grpc5_jar, run_driver
+from tests.interop.test_grpc_cluster_mode import FERROMQ, START_TIMEOUT, STOP_TIMEOUT
 
 pytestmark = [
     pytest.mark.skipif(
@@ -111,19 +115,53 @@ class Side:
 
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
-    """Every side, by kind; only "rocketmq" today. A ferromq side is one more entry: a broker started with
-    LMQ_ON and its gRPC endpoint, e.g. `with Broker(config=LMQ_ON) as b:` yielding also
-    `"ferromq": Side("ferromq", b.namesrv, b.broker_addr, b.grpc_endpoint)`."""
+    """Every side, by kind: 5.5.0 behind its cluster-mode proxy, ferromq in local mode (its own gRPC
+    port), and ferromq's proxy in cluster mode in front of a ferromq broker (lite pops, subscriptions,
+    acks and notices then go over remoting, as 5.5.0's proxy sends them)."""
     root = tmp_path_factory.mktemp("lite_consumers55")
     mq = start_rocketmq(root / "broker", dict(LMQ_ON), version=ROCKETMQ_55_VERSION)
     try:
         proxy = start_rocketmq_proxy_cluster(root / "proxy", mq.namesrv, version=ROCKETMQ_55_VERSION)
         try:
-            yield {"rocketmq": Side("rocketmq", mq.namesrv, mq.broker_addr, proxy.grpc_endpoint)}
+            with (
+                Broker(config=LMQ_ON) as b,
+                Broker(config=LMQ_ON) as c,
+                ferromq_cluster_proxy(root / "ferromq-proxy", c.namesrv) as endpoint,
+            ):
+                yield {
+                    "rocketmq": Side("rocketmq", mq.namesrv, mq.broker_addr, proxy.grpc_endpoint),
+                    "ferromq": Side("ferromq", b.namesrv, b.broker_addr, b.grpc_endpoint),
+                    "ferromq-cluster": Side("ferromq-cluster", c.namesrv, c.broker_addr, endpoint),
+                }
         finally:
             proxy.stop()
     finally:
         mq.stop(kill=True)  # nobody reads its store
+
+
+@contextlib.contextmanager
+def ferromq_cluster_proxy(root: Path, namesrv: str) -> Iterator[str]:
+    """`ferromq proxy -pm cluster` in front of the brokers `namesrv` lists: its gRPC endpoint."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    pc = root / "rmq-proxy.json"
+    pc.write_text(json.dumps({"grpcServerPort": port}))
+    log = root / "proxy.log"
+    with open(log, "wb") as out:
+        argv = [str(FERROMQ), "proxy", "-pm", "cluster", "-pc", str(pc), "-n", namesrv]
+        proc = subprocess.Popen(argv, stdout=out, stderr=out, stdin=subprocess.DEVNULL, cwd=root)
+    try:
+        ready = f"gRPC on 127.0.0.1:{port}"
+        wait_until(lambda: ready in log.read_text() or proc.poll() is not None, "the proxy up", START_TIMEOUT)
+        assert ready in log.read_text(), log.read_text()
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT)
 
 
 async def prepare(side: Side, parent: str, group: str) -> None:

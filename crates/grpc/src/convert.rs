@@ -335,6 +335,33 @@ fn legal_chars(name: &str) -> bool {
 }
 
 /// The checks of SendMessageActivity on one message, in its order (the first that fails).
+/// GrpcValidator.validateLiteTopic: a lite topic of a send or a subscription is letters, digits, '-'
+/// and '_', at most the proxy's maxLiteTopicSize (64) bytes.
+pub fn check_lite_topic(lite: &str) -> Result<(), Refusal> {
+    if blank(lite) {
+        return refuse(
+            code::ILLEGAL_LITE_TOPIC,
+            "lite topic cannot be the char sequence of whitespace",
+        );
+    }
+    if lite.len() > MAX_LITE_TOPIC_BYTES {
+        return refuse(
+            code::ILLEGAL_LITE_TOPIC,
+            format!("lite topic exceed the max size {MAX_LITE_TOPIC_BYTES}"),
+        );
+    }
+    if !lite
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return refuse(
+            code::ILLEGAL_LITE_TOPIC,
+            "lite topic can only contain alphanumeric characters, hyphens(-), and underscores(_)",
+        );
+    }
+    Ok(())
+}
+
 pub fn validate(m: &Message, now_ms: i64) -> Result<(), Refusal> {
     if m.body.is_empty() {
         return refuse(code::MESSAGE_BODY_EMPTY, "message body cannot be empty");
@@ -438,28 +465,7 @@ pub fn validate(m: &Message, now_ms: i64) -> Result<(), Refusal> {
         }
     }
     if let Some(lite) = sp.lite_topic.as_ref().filter(|l| !l.is_empty()) {
-        // GrpcValidator.validateLiteTopic (the proxy's maxLiteTopicSize is 64).
-        if blank(lite) {
-            return refuse(
-                code::ILLEGAL_LITE_TOPIC,
-                "lite topic cannot be the char sequence of whitespace",
-            );
-        }
-        if lite.len() > MAX_LITE_TOPIC_BYTES {
-            return refuse(
-                code::ILLEGAL_LITE_TOPIC,
-                format!("lite topic exceed the max size {MAX_LITE_TOPIC_BYTES}"),
-            );
-        }
-        if !lite
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            return refuse(
-                code::ILLEGAL_LITE_TOPIC,
-                "lite topic can only contain alphanumeric characters, hyphens(-), and underscores(_)",
-            );
-        }
+        check_lite_topic(lite)?;
     }
     if sp.priority.is_some_and(|p| p < 0) {
         // Message.setPriority's IllegalArgumentException, which the proxy answers as an

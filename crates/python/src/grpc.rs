@@ -156,6 +156,13 @@ fn refusal(r: Refusal) -> PyErr {
     PyValueError::new_err((r.code, r.message))
 }
 
+/// ValueError(code, message) for a lite topic a 5.x client may not send to or subscribe
+/// (GrpcValidator.validateLiteTopic).
+#[pyfunction]
+pub(crate) fn grpc_check_lite_topic(lite: &str) -> PyResult<()> {
+    convert::check_lite_topic(lite).map_err(refusal)
+}
+
 /// ValueError(code, message) when a 5.x client may not name topic `name` (nor any of
 /// `reserved`, the broker's own system topics).
 #[pyfunction]

@@ -47,6 +47,10 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("STORE_DEFAULTS", store::store_defaults(m.py())?)?;
     m.add("MAX_HELD_PULLS", ferromq_broker::pull::MAX_HELD_PULLS)?;
     m.add("MAX_WAITING_POPS", ferromq_broker::pop::MAX_WAITING_POPS)?;
+    m.add(
+        "MAX_LITE_TOPIC_BYTES",
+        ferromq_broker::sender::MAX_LITE_TOPIC_BYTES,
+    )?;
     m.add_class::<store::Store>()?;
     m.add_class::<results::PutResult>()?;
     m.add_class::<results::PutBatchResult>()?;
@@ -80,6 +84,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client_batch::encode_batch_messages, m)?)?;
     m.add_class::<columns::RowFilter>()?;
     m.add_function(wrap_pyfunction!(grpc::grpc_check_topic, m)?)?;
+    m.add_function(wrap_pyfunction!(grpc::grpc_check_lite_topic, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_check_group, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_check_invisible, m)?)?;
     m.add_function(wrap_pyfunction!(grpc::grpc_polling_time, m)?)?;

@@ -36,8 +36,6 @@ from ferromq.broker.pop.formats import ORDER_REVIVE_QUEUE
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
 from ferromq.broker.pop.service import split_records
 from ferromq.broker.subscriptions import (
-    LITE_BIND_TOPIC,
-    LITE_SUB_CLIENT_QUOTA,
     LITE_SUB_MODEL,
     LITE_SUB_RESET_OFFSET_EXCLUSIVE,
     LITE_SUB_RESET_OFFSET_UNSUBSCRIBE,
@@ -218,12 +216,8 @@ class LiteConsumers:
 
     def bind_topic(self, group: str) -> str | None:
         """The LITE topic a lite group consumes (`lite.bind.topic`), None for another group."""
-        return self._attribute(group, LITE_BIND_TOPIC.name)
-
-    def client_quota(self, group: str) -> int:
-        """How many lite topics one client of `group` may subscribe (`lite.sub.client.quota`)."""
-        raw = self._attribute(group, LITE_SUB_CLIENT_QUOTA.name)
-        return int(raw) if raw is not None else LITE_SUB_CLIENT_QUOTA.default
+        g = self._ctx.groups.groups.get(group)
+        return None if g is None else g.lite_bind_topic
 
     def _flag(self, group: str, attribute: BooleanAttribute) -> bool:
         raw = self._attribute(group, attribute.name)
@@ -463,7 +457,7 @@ class LiteConsumers:
         """Blocked queues whose messages turned visible again are given again."""
         while self._blocked and self._blocked[0][0] <= now:
             _, group, lmq = heapq.heappop(self._blocked)
-            if not self.orders.blocked(None, lmq, group, 0, 0) and self._backlog(group, lmq) > 0:
+            if self._ready(group, lmq):
                 self.dispatch(lmq, group)
 
     def expire_clients(self, now: int, timeout_ms: int) -> int:
@@ -473,6 +467,10 @@ class LiteConsumers:
             logger.info("lite subscription of %s expired", client_id)
             self.remove_client(client_id)
         return len(expired)
+
+    def _ready(self, group: str, lmq: str) -> bool:
+        """Whether the group has messages to pop in `lmq` now: some not acked, none in flight."""
+        return self._backlog(group, lmq) > 0 and not self.orders.blocked(None, lmq, group, 0, 0)
 
     def _backlog(self, group: str, lmq: str) -> int:
         store = self._ctx.store
@@ -605,6 +603,7 @@ class LiteConsumers:
             if result.found or remaining <= 0.01:
                 return result
             await self.wait(client_id, group, remaining)
+            await asyncio.sleep(0)  # whatever `wait` found, others run before the next pass
 
     # -- ack and change of invisible time ------------------------------------------------------------
 
@@ -641,7 +640,7 @@ class LiteConsumers:
             raise BrokerError("ack offset illegal.", ResponseCode.MESSAGE_ILLEGAL)
         if following >= 0:
             offsets.commit(group, lmq, 0, following)
-            if not self.orders.blocked(None, lmq, group, 0, 0) and self._backlog(group, lmq) > 0:
+            if self._ready(group, lmq):
                 self.dispatch(lmq, group)
 
     def change_invisible(
@@ -677,7 +676,7 @@ class LiteConsumers:
             if sub.group != group or (client_id and cid != client_id):
                 continue
             for lmq in sub.lmqs:
-                if self._backlog(group, lmq) > 0:
+                if self._ready(group, lmq):
                     self._give(cid, group, lmq)
 
     # -- what admin tools see ------------------------------------------------------------------------

@@ -109,6 +109,16 @@ class SubscriptionGroupConfig:
         """The `priority.factor` attribute (SubscriptionGroupConfig.getPriorityFactor): 100 when unset."""
         return int(self.attributes.get(PRIORITY_FACTOR.name, PRIORITY_FACTOR.default))
 
+    @property
+    def lite_bind_topic(self) -> str | None:
+        """The LITE topic a lite group consumes (`lite.bind.topic`, RocketMQ 5.5)."""
+        return self.attributes.get(LITE_BIND_TOPIC.name)
+
+    @property
+    def lite_sub_client_quota(self) -> int:
+        """How many lite topics one client of the group may subscribe (`lite.sub.client.quota`)."""
+        return int(self.attributes.get(LITE_SUB_CLIENT_QUOTA.name, LITE_SUB_CLIENT_QUOTA.default))
+
     def to_json(self) -> dict[str, Any]:
         # Java's keys in fastjson's (alphabetical) order; nulls left out, as fastjson does.
         out: dict[str, Any] = {

@@ -92,6 +92,9 @@ class ClientInstance:
         self.routes: dict[str, TopicRoute] = {}
         self.producers: dict[str, ProducerMember] = {}
         self.consumers: dict[str, ConsumerMember] = {}
+        self.on_unsubscribe_lite: Callable[[str, str, str], None] | None = None
+        """A broker dropped a lite topic of a client this instance relays for (a proxy's):
+        (client id, group, lite topic) of NOTIFY_UNSUBSCRIBE_LITE."""
         self._ns_index = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -272,6 +275,13 @@ class ClientInstance:
             producer = self.producers.get(group or "")
             if producer is not None:
                 await producer.check_transaction_state(conn.peer, cmd)
+            return None
+        if cmd.code == RequestCode.NOTIFY_UNSUBSCRIBE_LITE:
+            if self.on_unsubscribe_lite is not None:
+                e = cmd.ext
+                self.on_unsubscribe_lite(
+                    e.get("clientId", ""), e.get("consumerGroup", ""), e.get("liteTopic", "")
+                )
             return None
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             await self._reset_offsets(cmd)

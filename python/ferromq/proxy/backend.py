@@ -11,7 +11,8 @@ backend only stores, pops, acks and looks things up. The values it answers with 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ferromq import _store
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     from ferromq.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
     from ferromq.proxy.results import BrokerQueues, Popped, SendOutcome
     from ferromq.proxy.sessions import Session
+
+
+LiteNotifier = Callable[[str, str, str], None]
+"""(client id, group, lite topic): a broker dropped the client's subscription of the lite topic."""
 
 
 class Backend(Protocol):
@@ -74,12 +79,40 @@ class Backend(Protocol):
         """A pop on `broker_name` (any broker of the topic when it has none), long polling."""
         ...
 
-    async def ack(self, group: str, topic: str, receipt: ExtraInfo) -> None: ...
+    async def pop_lite(
+        self,
+        broker_name: str,
+        client_id: str,
+        group: str,
+        topic: str,
+        max_msgs: int,
+        invisible_ms: int,
+        poll_ms: int,
+        attempt_id: str | None,
+    ) -> Popped:
+        """A lite consumer's pop (POP_LITE_MESSAGE) on `broker_name`, long polling."""
+        ...
+
+    async def sync_lite(self, entry: dict[str, Any], notify: LiteNotifier) -> None:
+        """A lite subscription change (a LiteSubscriptionDTO) to every broker of its topic; `notify`
+        tells a client a broker dropped one of its lite topics."""
+        ...
+
+    async def ack(
+        self, group: str, topic: str, receipt: ExtraInfo, lite_topic: str | None = None
+    ) -> None: ...
 
     async def change_invisible(
-        self, group: str, topic: str, receipt: ExtraInfo, invisible_ms: int
+        self,
+        group: str,
+        topic: str,
+        receipt: ExtraInfo,
+        invisible_ms: int,
+        lite_topic: str | None = None,
+        suspend: bool = False,
     ) -> tuple[int, int, int]:
-        """(popTime, invisibleTime, reviveQid) of the new checkpoint."""
+        """(popTime, invisibleTime, reviveQid) of the new checkpoint (of a lite message: of its
+        order state; `suspend` holds its whole lite topic)."""
         ...
 
     async def dead_letter(self, group: str, receipt: ExtraInfo, commit_log_offset: int) -> None:

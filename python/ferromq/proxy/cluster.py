@@ -21,6 +21,7 @@ from ferromq.acl.signing import Credentials
 from ferromq.auth.evaluator import Auth, AuthSettings
 from ferromq.auth.metadata import AuthMetadata
 from ferromq.auth.model import Acl, User
+from ferromq.broker.pop.service import split_records
 from ferromq.broker.processors.recall import decode_handle
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.broker.topics import TopicConfig
@@ -37,7 +38,8 @@ from ferromq.protocol.headers import (
     SendMessageRequestHeader,
     UnregisterClientRequestHeader,
 )
-from ferromq.proxy.results import BrokerQueues, Popped, SendOutcome
+from ferromq.proxy.backend import LiteNotifier
+from ferromq.proxy.results import BrokerQueues, Popped, SendOutcome, lite_order_counts
 from ferromq.proxy.status import Code, ProxyError
 
 if TYPE_CHECKING:
@@ -336,15 +338,84 @@ class ClusterBackend:
             broker_name,
         )
 
-    async def ack(self, group: str, topic: str, receipt: ExtraInfo) -> None:
+    async def pop_lite(
+        self,
+        broker_name: str,
+        client_id: str,
+        group: str,
+        topic: str,
+        max_msgs: int,
+        invisible_ms: int,
+        poll_ms: int,
+        attempt_id: str | None,
+    ) -> Popped:
+        if not broker_name:
+            readable = [q.broker_name for q in await self.queues(topic) or [] if q.readable]
+            if not readable:
+                raise ProxyError(Code.FORBIDDEN, "no readable queue")
+            broker_name = readable[next(self._next_broker) % len(readable)]
+        ext = {
+            "clientId": client_id,
+            "consumerGroup": group,
+            "topic": topic,
+            "maxMsgNum": str(max_msgs),
+            "invisibleTime": str(invisible_ms),
+            "pollTime": str(poll_ms),
+            "bornTime": str(int(time.time() * 1000)),
+        }
+        if attempt_id:
+            ext["attemptId"] = attempt_id
+        timeout = poll_ms / 1000.0 + REQUEST_TIMEOUT_SECONDS
+        reply = await self._call(
+            self._master(broker_name), RequestCode.POP_LITE_MESSAGE, ext, timeout=timeout
+        )
+        found = reply.code == ResponseCode.SUCCESS
+        if not found and reply.code not in (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND):
+            check_reply(reply, f"the lite pop from {broker_name}")
+        e = reply.ext
+        body = (reply.body or b"") if found else b""
+        return Popped(
+            found,
+            body,
+            int(e.get("popTime", "0")),
+            int(e.get("invisibleTime", "0")),
+            int(e.get("reviveQid", "0")),
+            {},
+            broker_name,
+            lite_order_counts(e.get("orderCountInfo", ""), len(split_records(body))) if found else [],
+        )
+
+    async def sync_lite(self, entry: dict[str, Any], notify: LiteNotifier) -> None:
+        """LITE_SUBSCRIPTION_CTL to every broker with readable queues of the topic (LiteSubscriptionService);
+        a broker's NOTIFY_UNSUBSCRIBE_LITE comes back on the proxy's connection to it."""
+        self.instance.on_unsubscribe_lite = notify
+        brokers = [q.broker_name for q in await self.queues(str(entry["topic"])) or [] if q.readable]
+        body = orjson.dumps({"subscriptionSet": [entry]})
+        replies = await asyncio.gather(
+            *(self._call(self._master(b), RequestCode.LITE_SUBSCRIPTION_CTL, {}, body) for b in brokers)
+        )
+        for broker, reply in zip(brokers, replies, strict=True):
+            check_reply(reply, f"the lite subscription on {broker}")
+
+    async def ack(self, group: str, topic: str, receipt: ExtraInfo, lite_topic: str | None = None) -> None:
         ext = _receipt_fields(group, topic, receipt)
+        if lite_topic:
+            ext["liteTopic"] = lite_topic
         reply = await self._call(self._master(receipt.broker_name), RequestCode.ACK_MESSAGE, ext)
         check_reply(reply, f"the ack on {receipt.broker_name}")
 
     async def change_invisible(
-        self, group: str, topic: str, receipt: ExtraInfo, invisible_ms: int
+        self,
+        group: str,
+        topic: str,
+        receipt: ExtraInfo,
+        invisible_ms: int,
+        lite_topic: str | None = None,
+        suspend: bool = False,
     ) -> tuple[int, int, int]:
         ext = {**_receipt_fields(group, topic, receipt), "invisibleTime": str(invisible_ms)}
+        if lite_topic:
+            ext |= {"liteTopic": lite_topic, "suspend": "true" if suspend else "false"}
         addr = self._master(receipt.broker_name)
         reply = check_reply(
             await self._call(addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext),

@@ -32,6 +32,14 @@ def check_topic_name(name: str, reserved: Collection[str] = ()) -> None:
         raise _refusal(e) from None
 
 
+def check_lite_topic(lite: str) -> None:
+    """ILLEGAL_LITE_TOPIC, with the proxy's texts, for a lite topic a client may not subscribe."""
+    try:
+        _store.grpc_check_lite_topic(lite)
+    except ValueError as e:
+        raise _refusal(e) from None
+
+
 def check_group_name(name: str) -> None:
     """ILLEGAL_CONSUMER_GROUP, with the proxy's texts, for a name a client may not use."""
     try:
@@ -119,5 +127,6 @@ def popped_to_v2(popped: Popped, topic: str) -> list[pb.Message]:
             popped.invisible_time,
             popped.revive_qid,
             starts,
+            popped.lite_counts,
         )
     ]

@@ -6,10 +6,10 @@ third time here."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferromq.broker.clients import ClientChannel, Subscription
-from ferromq.broker.pop.formats import ExtraInfo, retry_mark
+from ferromq.broker.pop.formats import ORDER_REVIVE_QUEUE, ExtraInfo, retry_mark
 from ferromq.broker.pop.service import PopRequest
 from ferromq.broker.processors.context import (
     EndTransactionContext,
@@ -24,6 +24,7 @@ from ferromq.broker.processors.send import Producer, send_back, store_send
 from ferromq.errors import BrokerError
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
+from ferromq.proxy.backend import LiteNotifier
 from ferromq.proxy.results import BrokerQueues, Popped, SendOutcome
 from ferromq.proxy.status import Code, ProxyError
 
@@ -123,12 +124,61 @@ class LocalBackend:
             broker.config.broker_name,
         )
 
-    async def ack(self, group: str, topic: str, receipt: ExtraInfo) -> None:
+    async def pop_lite(
+        self,
+        broker_name: str,
+        client_id: str,
+        group: str,
+        topic: str,
+        max_msgs: int,
+        invisible_ms: int,
+        poll_ms: int,
+        attempt_id: str | None,
+    ) -> Popped:
+        lite = self._broker.lite_consumers
+        got = await lite.pop(client_id, group, topic, max_msgs, invisible_ms, poll_ms, attempt_id)
+        return Popped(
+            got.found,
+            got.body,
+            got.pop_time,
+            got.invisible_time,
+            ORDER_REVIVE_QUEUE,
+            {},
+            self.config.broker_name,
+            got.counts,
+        )
+
+    async def sync_lite(self, entry: dict[str, Any], notify: LiteNotifier) -> None:
+        self._broker.lite_consumers.sync([entry], notify)
+
+    async def ack(self, group: str, topic: str, receipt: ExtraInfo, lite_topic: str | None = None) -> None:
+        if lite_topic:
+            self._broker.lite_consumers.ack(
+                group,
+                topic,
+                lite_topic,
+                receipt.queue_id,
+                receipt.offset,
+                receipt.pop_time,
+                receipt.revive_qid,
+            )
+            return
         self._broker.pop.ack(group, topic, receipt.queue_id, receipt.offset, receipt)
 
     async def change_invisible(
-        self, group: str, topic: str, receipt: ExtraInfo, invisible_ms: int
+        self,
+        group: str,
+        topic: str,
+        receipt: ExtraInfo,
+        invisible_ms: int,
+        lite_topic: str | None = None,
+        suspend: bool = False,
     ) -> tuple[int, int, int]:
+        if lite_topic:
+            pop_time, invisible = self._broker.lite_consumers.change_invisible(
+                group, topic, lite_topic, receipt.offset, receipt.pop_time, invisible_ms, suspend
+            )
+            return pop_time, invisible, receipt.revive_qid
         return self._broker.pop.change_invisible(
             group, topic, receipt.queue_id, receipt.offset, receipt, invisible_ms
         )

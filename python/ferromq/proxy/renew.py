@@ -44,6 +44,8 @@ class Held:
     received_ms: int
     renewals: int = 0
     failures: int = 0
+    lite_topic: str | None = None
+    """A lite message's lite topic (its order state is what a renewal changes)."""
 
     @property
     def receipt(self) -> ExtraInfo:
@@ -55,8 +57,9 @@ class Held:
         return r.pop_time + r.invisible_time
 
 
-# (popTime, invisibleTime, reviveQid) of a change of invisible time (a broker's answer: awaited).
-Change = Callable[[str, str, ExtraInfo, int], Awaitable[tuple[int, int, int]]]
+# (popTime, invisibleTime, reviveQid) of a change of invisible time (a broker's answer: awaited) of
+# (group, topic, receipt, invisible ms, lite topic).
+Change = Callable[[str, str, ExtraInfo, int, str | None], Awaitable[tuple[int, int, int]]]
 
 
 class Renewals:
@@ -98,7 +101,9 @@ class Renewals:
         for key in [k for k in self.held if k[0] == client_id]:
             held = self.held.pop(key)
             try:
-                await self._change(held.group, held.topic, held.receipt, INVISIBLE_WHEN_CLEARED_MS)
+                await self._change(
+                    held.group, held.topic, held.receipt, INVISIBLE_WHEN_CLEARED_MS, held.lite_topic
+                )
             except Exception as e:
                 logger.debug("releasing %s of %s: %s", key[2], client_id, e)
 
@@ -121,7 +126,7 @@ class Renewals:
             receipt = held.receipt
             try:
                 pop_time, invisible_time, revive_qid = await self._change(
-                    held.group, held.topic, receipt, invisible
+                    held.group, held.topic, receipt, invisible, held.lite_topic
                 )
             except Exception as e:
                 held.failures += 1

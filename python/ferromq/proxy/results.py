@@ -50,3 +50,20 @@ class Popped:
     starts: Mapping[tuple[str, int], int]
     """(retry mark, queue id) -> the checkpoint's start offset (the reply's startOffsetInfo)."""
     broker_name: str
+    lite_counts: list[int] | None = None
+    """A lite pop's (POP_LITE_MESSAGE): each record's consume count (orderCountInfo)."""
+
+
+def lite_order_counts(order_count_info: str, count: int) -> list[int]:
+    """The consume count of each of a POP_LITE reply's `count` records from its orderCountInfo, as 5.5.0's
+    client API reads it (ExtraInfoUtil.parseLiteOrderCountInfo): one entry per record (a number, or
+    "... ... n"); any other count of entries leaves every count 0."""
+    infos = order_count_info.split(";") if order_count_info else []
+    if len(infos) != count:
+        return [0] * count
+    out = []
+    for info in infos:
+        parts = info.split(" ")
+        text = parts[2] if len(parts) == 3 else (info if len(parts) == 1 else "0")
+        out.append(int(text) if text.strip().isdigit() else 0)
+    return out

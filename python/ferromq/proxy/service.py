@@ -25,6 +25,7 @@ from ferromq.broker.clients import parse_subscription
 from ferromq.broker.pop.formats import ExtraInfo, real_topic
 from ferromq.broker.pop.service import MAX_POP_NUMS, PopRequest
 from ferromq.broker.sql92 import compile_sql92
+from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.errors import SubscriptionParseError
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.constants import (
@@ -115,6 +116,10 @@ def _entries_status(codes: list[int]) -> pb.Status:
     return status(Code.MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
 
 
+# What a lite client may name beyond its quota in one subscription sync before the proxy refuses it.
+LITE_QUOTA_BUFFER = 300
+
+
 class MessagingService(rpc.MessagingServiceServicer):
     def __init__(self, backend: Backend, endpoint: Callable[[], tuple[str, int]]) -> None:
         self.backend = backend
@@ -123,6 +128,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         self.front: _store.GrpcFront | None = None
         """The gRPC front, once it runs: it serves some clients' receives and acks itself."""
         self._served_by_front: set[str] = set()
+        self._lite_clients: set[str] = set()
         self._round_robin = itertools.count()
         cfg = backend.config
         self.renewals = Renewals(
@@ -248,8 +254,9 @@ class MessagingService(rpc.MessagingServiceServicer):
         return await self._unary(spb.QueryAssignmentResponse, body)
 
     async def _fifo_group(self, group: str) -> bool:
+        """Whether a group's assignments name each queue: a FIFO group's, not a lite one's."""
         cfg = await self.backend.group(group)
-        return cfg is not None and cfg.consume_message_orderly
+        return cfg is not None and cfg.consume_message_orderly and not cfg.lite_bind_topic
 
     async def _register(self, session: Session, settings: pb.Settings) -> None:
         """The client as the brokers' client managers know 4.x clients: a producer of each of its
@@ -269,12 +276,40 @@ class MessagingService(rpc.MessagingServiceServicer):
                 except SubscriptionParseError as e:
                     raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
             simple = settings.client_type == pb.SIMPLE_CONSUMER
+            lite = settings.client_type == pb.LITE_PUSH_CONSUMER
+            await self._check_lite_mode(group, lite, [s.topic for s in subscriptions])
             data = {
                 "consumeType": "CONSUME_ACTIVELY" if simple else "CONSUME_PASSIVELY",
-                "messageModel": "CLUSTERING",
+                "messageModel": "LITE_SELECTIVE" if lite else "CLUSTERING",
                 "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
             }
             await self.backend.register_consumer(session, group, data, subscriptions)
+
+    async def _lite_group(self, group: str) -> SubscriptionGroupConfig:
+        cfg = await self.backend.group(group)
+        if cfg is None:
+            raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, f"group not found: {group}")
+        return cfg
+
+    async def _check_lite_mode(self, group: str, lite: bool, topics: list[str]) -> None:
+        """A lite group takes lite push consumers only, of its bind topic, and they no other group
+        (RocketMQ 5.5's ClientProcessor.validateLiteMode and validateLiteSubTopic)."""
+        cfg = await self._lite_group(group) if lite else await self.backend.group(group)
+        bind = cfg.lite_bind_topic if cfg is not None else None
+        if lite and not bind:
+            raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, f"regular group cannot use LITE mode: {group}")
+        if bind and not lite:
+            raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, f"lite group must use LITE mode: {group}")
+        if lite and topics:
+            self._check_bind_topic(group, bind, topics[0])
+
+    @staticmethod
+    def _check_bind_topic(group: str, bind: str | None, topic: str) -> None:
+        if bind != topic:
+            raise ProxyError(
+                Code.ILLEGAL_TOPIC,
+                f"lite group {group} is expected to bind topic {bind}, but actual is {topic}",
+            )
 
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
         async def body() -> spb.HeartbeatResponse:
@@ -365,6 +400,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                 session.settings = merged
                 await self._register(session, merged)
                 self._front_serves(session, merged)
+                self._lite_client(session, merged)
                 session.send(spb.TelemetryCommand(status=ok(), settings=merged))
             except Exception as e:
                 session.send(spb.TelemetryCommand(status=status_of(e)))
@@ -384,6 +420,32 @@ class MessagingService(rpc.MessagingServiceServicer):
         if client_id not in self._served_by_front:
             self._served_by_front.add(client_id)
             session.on_close(lambda _: self._front_forgets(client_id))
+
+    def _lite_client(self, session: Session, settings: pb.Settings) -> None:
+        """A lite push consumer's subscriptions go from the brokers when it goes
+        (offlineClientLiteSubscription)."""
+        client_id = session.client_id_
+        if settings.client_type != pb.LITE_PUSH_CONSUMER or client_id in self._lite_clients:
+            return
+        self._lite_clients.add(client_id)
+        group, topics = settings.subscription.group.name, settings.subscription.subscriptions
+        topic = topics[0].topic.name if topics else ""
+
+        def offline(_: Any) -> None:
+            self._lite_clients.discard(client_id)
+            entry = {"action": "COMPLETE_REMOVE", "clientId": client_id, "group": group, "topic": topic}
+            task = asyncio.get_running_loop().create_task(self.backend.sync_lite(entry, self._notify_lite))
+            task.add_done_callback(_log_failure)
+
+        session.on_close(offline)
+
+    def _notify_lite(self, client_id: str, group: str, lite_topic: str) -> None:
+        """A broker dropped a lite topic of the client's (an exclusive group's other client took it):
+        the client is told over Telemetry (NotifyUnsubscribeLiteCommand)."""
+        session = self.sessions.by_id.get(client_id)
+        if session is not None:
+            command = spb.NotifyUnsubscribeLiteCommand(lite_topic=lite_topic)
+            session.send(spb.TelemetryCommand(notify_unsubscribe_lite_command=command))
 
     def _front_forgets(self, client_id: str) -> None:
         self._served_by_front.discard(client_id)
@@ -535,6 +597,8 @@ class MessagingService(rpc.MessagingServiceServicer):
                 _duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else 0
             )
             convert.check_invisible(invisible, receive=True)
+        if settings is not None and settings.client_type == pb.LITE_PUSH_CONSUMER:
+            return await self._receive_lite(request, session, invisible, polling, max_attempts)
         expression = request.filter_expression
         sql = None
         try:
@@ -564,6 +628,41 @@ class MessagingService(rpc.MessagingServiceServicer):
         result = await self.backend.pop(request.message_queue.broker.name, req)
         return result, req, max_attempts
 
+    async def _receive_lite(
+        self,
+        request: spb.ReceiveMessageRequest,
+        session: Session,
+        invisible: int,
+        polling: int,
+        max_attempts: int,
+    ) -> tuple[Popped, PopRequest, int]:
+        """A lite push consumer's receive: a lite pop of its lite topics with messages (popLiteMessage)."""
+        topic, group = request.message_queue.topic.name, request.group.name
+        req = PopRequest(
+            group=group,
+            topic=topic,
+            queue_id=-1,
+            max_msgs=max(1, min(request.batch_size or 1, MAX_POP_NUMS)),
+            invisible_time=invisible,
+            poll_time=polling,
+            born_time=_now_ms(),
+            init_mode=1,
+            subscription=parse_subscription(topic, "*", "TAG", 0),
+            order=True,
+            attempt_id=request.attempt_id or None,
+        )
+        result = await self.backend.pop_lite(
+            request.message_queue.broker.name,
+            session.client_id_,
+            group,
+            topic,
+            req.max_msgs,
+            invisible,
+            polling,
+            req.attempt_id,
+        )
+        return result, req, max_attempts
+
     async def _spent_to_dead_letters(
         self, messages: list[pb.Message], req: PopRequest, max_attempts: int
     ) -> list[pb.Message]:
@@ -575,9 +674,14 @@ class MessagingService(rpc.MessagingServiceServicer):
                 live.append(message)
                 continue
             receipt, commit_log_offset = _decode_handle(message.system_properties.receipt_handle)
+            lite_topic = _lite_topic_of(message)
             try:
                 await self._dead_letter(
-                    req.group, receipt, commit_log_offset, real_topic(req.topic, req.group, receipt.mark)
+                    req.group,
+                    receipt,
+                    commit_log_offset,
+                    real_topic(req.topic, req.group, receipt.mark),
+                    lite_topic,
                 )
             except Exception as e:  # it comes back after its invisible time, and is filtered again
                 logger.warning("the dead letter of %s failed: %s", message.system_properties.message_id, e)
@@ -592,6 +696,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             str(receipt),
             commit_log_offset,
             _now_ms(),
+            lite_topic=_lite_topic_of(message),
         )
         self.renewals.hold(client_id, message.system_properties.message_id, held)
 
@@ -614,7 +719,8 @@ class MessagingService(rpc.MessagingServiceServicer):
                     receipt, _ = _decode_handle(handle)
                     _check_unexpired(receipt)
                     where = real_topic(topic, group, receipt.mark)
-                    await self.backend.ack(group, where, receipt)
+                    lite_topic = entry.lite_topic if entry.HasField("lite_topic") else None
+                    await self.backend.ack(group, where, receipt, lite_topic or None)
                     result = ok()
                 except Exception as e:
                     result = status_of(e)
@@ -641,7 +747,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             receipt, commit_log_offset, where = self._held_message(context, request)
             invisible = _duration_ms(request.invisible_duration)
             pop_time, invisible_time, revive_qid = await self.backend.change_invisible(
-                group, where, receipt, invisible
+                group, where, receipt, invisible, request.lite_topic or None, request.suspend
             )
             changed = receipt.changed(pop_time, invisible_time, revive_qid)
             return spb.ChangeInvisibleDurationResponse(
@@ -680,19 +786,65 @@ class MessagingService(rpc.MessagingServiceServicer):
             receipt, commit_log_offset, where = self._held_message(context, request)
             if commit_log_offset < 0:
                 raise ProxyError(Code.INVALID_RECEIPT_HANDLE, PROXY_EXCEPTION + "commit log offset is empty")
-            await self._dead_letter(group, receipt, commit_log_offset, where)
+            await self._dead_letter(group, receipt, commit_log_offset, where, request.lite_topic or None)
             return spb.ForwardMessageToDeadLetterQueueResponse(status=ok())
 
         return await self._unary(spb.ForwardMessageToDeadLetterQueueResponse, body)
 
-    async def _dead_letter(self, group: str, receipt: ExtraInfo, commit_log_offset: int, where: str) -> None:
+    async def _dead_letter(
+        self,
+        group: str,
+        receipt: ExtraInfo,
+        commit_log_offset: int,
+        where: str,
+        lite_topic: str | None = None,
+    ) -> None:
         """A received message straight to the group's dead letter queue (a negative delay level), then
-        its receipt acked, as the proxy does."""
+        its receipt acked (a lite message's in its lite topic), as the proxy does."""
         await self.backend.dead_letter(group, receipt, commit_log_offset)
         try:
-            await self.backend.ack(group, where, receipt)
+            await self.backend.ack(group, where, receipt, lite_topic)
         except Exception as e:
             logger.debug("the ack after a dead letter at %d failed: %s", commit_log_offset, e)
+
+    async def SyncLiteSubscription(
+        self, request: spb.SyncLiteSubscriptionRequest, context: Any
+    ) -> spb.SyncLiteSubscriptionResponse:
+        """A lite push consumer's subscription change, to every broker of its topic (RocketMQ 5.5's
+        ClientActivity.syncLiteSubscription)."""
+
+        async def body() -> spb.SyncLiteSubscriptionResponse:
+            topic, group = request.topic.name, request.group.name
+            session = self._session(context, _consume_perm(topic, group), request)
+            convert.check_topic_name(topic, self.backend.reserved_topics)
+            convert.check_group_name(group)
+            action = pb.LiteSubscriptionAction.Name(request.action)
+            lites = list(dict.fromkeys(request.lite_topic_set))
+            entry: dict[str, Any] = {
+                "action": action,
+                "clientId": session.client_id_,
+                "group": group,
+                "topic": topic,
+                "liteTopicSet": lites,
+                "version": request.version,
+            }
+            cfg = await self._lite_group(group)
+            self._check_bind_topic(group, cfg.lite_bind_topic, topic)
+            # A client past its quota by more than a buffer is refused here (validateLiteSubscriptionQuota).
+            if len(lites) > cfg.lite_sub_client_quota + LITE_QUOTA_BUFFER:
+                raise ProxyError(
+                    Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
+                    f"lite subscription quota exceeded: {cfg.lite_sub_client_quota}",
+                )
+            if action == "PARTIAL_ADD":
+                for lite in lites:
+                    convert.check_lite_topic(lite)
+                if request.HasField("offset_option"):
+                    entry["offsetOption"] = _offset_option(request.offset_option)
+            await self.backend.sync_lite(entry, self._notify_lite)
+            return spb.SyncLiteSubscriptionResponse(status=ok())
+
+        return await self._unary(spb.SyncLiteSubscriptionResponse, body)
 
     async def EndTransaction(
         self, request: spb.EndTransactionRequest, context: Any
@@ -794,3 +946,27 @@ def _commit_log_offset(offset_msg_id: str) -> int:
         return int(_store.decode_offset_msg_id(offset_msg_id)[1])
     except (ValueError, IndexError):
         return -1
+
+
+def _lite_topic_of(message: pb.Message) -> str | None:
+    sp = message.system_properties
+    return sp.lite_topic if sp.HasField("lite_topic") and sp.lite_topic else None
+
+
+def _offset_option(option: pb.OffsetOption) -> dict[str, Any]:
+    """An OffsetOption as 5.5.0's proxy hands it to the brokers (ClientActivity.toOffsetOption)."""
+    kind = option.WhichOneof("offset_type")
+    if kind == "policy":
+        return {"type": "POLICY", "value": int(option.policy)}
+    if kind == "offset":
+        return {"type": "OFFSET", "value": option.offset}
+    if kind == "tail_n":
+        return {"type": "TAIL_N", "value": option.tail_n}
+    if kind == "timestamp":
+        return {"type": "TIMESTAMP", "value": option.timestamp}
+    raise ProxyError(Code.BAD_REQUEST, "unknown offset option")
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("dropping a lite client's subscriptions failed: %s", task.exception())

@@ -16,6 +16,7 @@ from typing import Any
 
 from google.protobuf import duration_pb2
 
+from ferromq import _store
 from ferromq.broker.subscriptions import SubscriptionGroupConfig
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode, ResponseCode
@@ -103,6 +104,10 @@ def merged_settings(client: pb.Settings, group: SubscriptionGroupConfig | None) 
         sub.receive_batch_size = RECEIVE_BATCH_SIZE
         sub.long_polling_timeout.CopyFrom(_duration(LONG_POLLING_TIMEOUT_MS))
         sub.fifo = cfg.consume_message_orderly
+        # RocketMQ 5.5's (GrpcClientSettingsManager.mergeSubscriptionData): how many lite topics one
+        # client may subscribe, how long a lite topic's name may be; a lite client needs both.
+        sub.lite_subscription_quota = cfg.lite_sub_client_quota
+        sub.max_lite_topic_size = _store.MAX_LITE_TOPIC_BYTES
         out.backoff_policy.CopyFrom(_retry_policy(cfg))
     return out
 
