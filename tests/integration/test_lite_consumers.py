@@ -417,3 +417,71 @@ def test_a_lite_push_consumer_over_grpc(path: str) -> None:
             assert [m.body for m in late] == [b"a-late"]
 
     asyncio.run(main())
+
+
+def test_a_wildcard_group_takes_every_lite_topic() -> None:
+    async def main() -> None:
+        async with Broker(config=LMQ_ON) as b:
+            parent, group = f"LiteWild{RUN}", f"LiteWildG{RUN}"
+            b.broker.topics.update(TopicConfig(parent, 1, 1, attributes=LITE_TYPE))
+            c = await Client().connect(b.broker.port)
+            await lite_group(c, group, parent, **{"+lite.sub.wildcard": "*"})
+            # Sent before any client: the first client's registration gives them.
+            for lite in ("w1", "w2"):
+                assert (await send_lite(c, parent, f"{lite}-early".encode(), lite))[0] == R.SUCCESS
+            r = await sync(c, "PARTIAL_ADD", "c1", group, parent, ["w1"])
+            assert r.code == R.ILLEGAL_OPERATION and "not supported for this group" in (r.remark or "")
+            assert (await sync(c, "COMPLETE_ADD", "c1", group, parent, [])).code == R.SUCCESS
+            got = await pop_until(c, "c1", group, parent, 2)
+            for r, m in got:
+                assert (await ack_lite(c, group, parent, r, m)).code == R.SUCCESS
+            # Later ones, of lite topics nobody named, too.
+            for lite in ("w2", "w3"):
+                assert (await send_lite(c, parent, f"{lite}-late".encode(), lite))[0] == R.SUCCESS
+            got += await pop_until(c, "c1", group, parent, 2)
+            assert bodies([m for _, m in got]) == {
+                "w1": ["w1-early"],
+                "w2": ["w2-early", "w2-late"],
+                "w3": ["w3-late"],
+            }
+            assert b.broker.lite_consumers.active == 1
+            assert (await sync(c, "COMPLETE_REMOVE", "c1", group, parent, [])).code == R.SUCCESS
+            assert b.broker.lite_consumers.active == 0 and not b.broker.lite_consumers.wildcards
+            await c.close()
+
+    asyncio.run(main())
+
+
+def test_a_suspended_lite_topic_waits_whole() -> None:
+    async def main() -> None:
+        async with Broker(config=LMQ_ON) as b:
+            parent, group = f"LiteSus{RUN}", f"LiteSusG{RUN}"
+            b.broker.topics.update(TopicConfig(parent, 1, 1, attributes=LITE_TYPE))
+            c = await Client().connect(b.broker.port)
+            await lite_group(c, group, parent)
+            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, ["s"])).code == R.SUCCESS
+            for i in range(3):
+                assert (await send_lite(c, parent, f"s-{i}".encode(), "s"))[0] == R.SUCCESS
+            first = await pop_until(c, "c1", group, parent, 3)
+            assert [m.body for _, m in first] == [b"s-0", b"s-1", b"s-2"]
+            r, m = first[0]
+            # The first message acked, the second changed with suspend for 1 s: the whole lite topic
+            # (the third message too) comes again after it, from the second.
+            assert (await ack_lite(c, group, parent, r, m)).code == R.SUCCESS
+            ext = {
+                "consumerGroup": group,
+                "topic": parent,
+                "queueId": 0,
+                "extraInfo": receipt(r, first[1][1]),
+                "offset": 1,
+                "invisibleTime": 1000,
+                "liteTopic": "s",
+                "suspend": "true",
+            }
+            assert (await c.call(RC.CHANGE_MESSAGE_INVISIBLETIME, ext)).code == R.SUCCESS
+            again = await pop_until(c, "c1", group, parent, 2)
+            assert [m.body for _, m in again] == [b"s-1", b"s-2"]
+            assert again[0][0].ext["orderCountInfo"] == "1;1"
+            await c.close()
+
+    asyncio.run(main())

@@ -1,12 +1,12 @@
-"""Lite topics (RocketMQ 5.5, RIP-83), as far as ferromq serves them now: the store and the send.
+"""Lite topics (RocketMQ 5.5, RIP-83): the store and the send.
 
 A message with `__LITE_TOPIC` sent to a topic is stored in that topic's queue, as any, and, with
 enableLmq and enableMultiDispatch, also in the light message queue of its lite topic,
 `%LMQ%$<topic>$<lite topic>` (one ordered queue, made by its first message): the broker adds
 INNER_MULTI_DISPATCH, the store INNER_MULTI_QUEUE_OFFSET. A 4.x pull reads a lite topic's queue by that
-name, in send order; it takes no consume-queue directory; a `kill -9` loses none of it. The lite
-consumers' protocol (SyncLiteSubscription, lite pops) is not served yet. What Apache RocketMQ 5.5.0 stores
-for the same sends is compared in tests/interop/test_lite_rocketmq55.py."""
+name, in send order; it takes no consume-queue directory; a `kill -9` loses none of it. The lite consumers
+are tested in tests/integration/test_lite_consumers.py. What Apache RocketMQ 5.5.0 stores for the same
+sends is compared in tests/interop/test_lite_rocketmq55.py."""
 
 from __future__ import annotations
 

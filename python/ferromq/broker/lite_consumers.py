@@ -19,7 +19,10 @@ change-invisible-time processors. ferromq keeps them in one class, as they share
 * a client not heard of for `liteSubscriptionCheckTimeoutMills` is dropped; a lite topic deleted by
   expiration loses its subscribers (unnotified, as in 5.5.0).
 
-Wildcard groups (`lite.sub.wildcard`, 5.5's #10204) are not served: their clients get no events."""
+A wildcard group (`lite.sub.wildcard`, 5.5's #10204) subscribes every lite topic of its bind topic: its
+clients name no lite topic (a partial add is refused), their complete sync registers them, and every lite
+topic with messages goes to one of them. While a wildcard client is registered the broker watches every
+arrival, and its first client is given every lite topic with messages once."""
 
 from __future__ import annotations
 
@@ -201,6 +204,9 @@ class LiteConsumers:
         """(when it may be popped again, group, light message queue): blocked queues to give again."""
         self._task: asyncio.Task[None] | None = None
         self._waiting = 0
+        self._watching = False
+        self.wildcards: dict[str, dict[str, dict[str, None]]] = {}
+        """Parent topic -> wildcard group -> its clients."""
         self.on_watch: Callable[[bool], None] | None = None
         """Told when lite pops start waiting for arrivals (True) and when none waits any more."""
         self._watch_epoch = 0
@@ -311,8 +317,18 @@ class LiteConsumers:
 
     def add_complete(self, client_id: str, group: str, topic: str, lmqs: set[str]) -> None:
         """The client's whole set: what it no longer names is dropped, what is new added (no offset
-        reset); the client is alive."""
+        reset); the client is alive. A wildcard group's client is registered for all of its topic."""
         sub = self._subscription(client_id, group, topic)
+        if self._wildcard(group):
+            clients = self.wildcards.setdefault(topic, {}).setdefault(group, {})
+            if client_id not in clients:
+                first = not clients
+                clients[client_id] = None
+                self.active += 1
+                self._update_watch()
+                if first:
+                    self.full_dispatch(group, None)
+            return
         for lmq in sub.lmqs - lmqs:
             sub.lmqs.discard(lmq)
             self._remove_subscriber(client_id, group, lmq, False)
@@ -327,10 +343,24 @@ class LiteConsumers:
         if sub is not None:
             for lmq in sub.lmqs:
                 self._remove_subscriber(client_id, sub.group, lmq, False)
+            self._drop_wildcard_client(client_id, sub)
         events = self.events.pop(client_id, None)
         if events is not None:
             for lmq in events.queues:
                 self.dispatch(lmq, events.group, exclude=client_id)
+
+    def _drop_wildcard_client(self, client_id: str, sub: ClientSubscription) -> None:
+        groups = self.wildcards.get(sub.topic, {})
+        clients = groups.get(sub.group, {})
+        if client_id not in clients:
+            return
+        del clients[client_id]
+        self.active -= 1
+        if not clients:
+            del groups[sub.group]
+        if not groups:
+            del self.wildcards[sub.topic]
+        self._update_watch()
 
     def clean_queue(self, lmq: str) -> None:
         """A lite topic deleted (expired): its subscribers forget it, unnotified (cleanSubscription)."""
@@ -409,16 +439,20 @@ class LiteConsumers:
 
     def arrived(self, lmq: str) -> None:
         """A message is stored in a light message queue: one client of each subscribing group has it."""
-        if is_lite_queue(lmq) and lmq in self.subscribers:
+        if is_lite_queue(lmq) and (lmq in self.subscribers or self.wildcards):
             self.dispatch(lmq, None)
 
     def dispatch(self, lmq: str, group: str | None, exclude: str | None = None) -> None:
-        """Gives `lmq` to one client of `group` (of every subscribing group when None), another than
-        `exclude` when there is one (selectAndDispatch)."""
+        """Gives `lmq` to one client of `group` (of every subscribing group when None, wildcard ones
+        included), another than `exclude` when there is one (selectAndDispatch)."""
         by_group: dict[str, list[str]] = {}
         for client_id, g in self.subscribers.get(lmq, {}):
             if group is None or g == group:
                 by_group.setdefault(g, []).append(client_id)
+        if self.wildcards:
+            for g, wildcard_clients in self.wildcards.get(parent_of(lmq), {}).items():
+                if group is None or g == group:
+                    by_group.setdefault(g, []).extend(wildcard_clients)
         for g, clients in by_group.items():
             others = [c for c in clients if c != exclude] or clients
             self._give(random.choice(others), g, lmq)
@@ -566,11 +600,8 @@ class LiteConsumers:
             return
         events.waker.clear()
         self._waiting += 1
-        if self._waiting == 1:
-            self._watch_epoch += 1
-            if self.on_watch is not None:
-                self.on_watch(True)  # may give this client an event that arrived meanwhile
-        if events.epoch < self._watch_epoch:
+        self._update_watch()  # may give this client an event that arrived meanwhile
+        if events.epoch < self._watch_epoch and not self._wildcard(group):
             events.epoch = self._watch_epoch
             self.full_dispatch(group, client_id)
         try:
@@ -580,8 +611,19 @@ class LiteConsumers:
             pass
         finally:
             self._waiting -= 1
-            if self._waiting == 0 and self.on_watch is not None:
-                self.on_watch(False)
+            self._update_watch()
+
+    def _update_watch(self) -> None:
+        """The data planes tell arrivals in lite topics while a lite pop waits or a wildcard client is
+        registered (it takes any lite topic's)."""
+        on = self._waiting > 0 or bool(self.wildcards)
+        if on == self._watching:
+            return
+        self._watching = on
+        if on:
+            self._watch_epoch += 1
+        if self.on_watch is not None:
+            self.on_watch(on)
 
     async def pop(
         self,
@@ -671,7 +713,16 @@ class LiteConsumers:
 
     def full_dispatch(self, group: str, client_id: str | None) -> None:
         """TRIGGER_LITE_DISPATCH: every subscribed lite topic with messages for the group is given again
-        (to `client_id`, or to each client of the group its own)."""
+        (to `client_id`, or to each client of the group its own; a wildcard group's: every lite topic
+        of its topic, each to one of its clients)."""
+        if self._wildcard(group):
+            topic = self.bind_topic(group)
+            if topic is not None and self.wildcards.get(topic, {}).get(group):
+                prefix = f"{LITE_PREFIX}{topic}$"
+                for lmq, *_ in self._ctx.store.lmq_infos(prefix):
+                    if self._ready(group, lmq):
+                        self.dispatch(lmq, group)
+            return
         for cid, sub in list(self.clients.items()):
             if sub.group != group or (client_id and cid != client_id):
                 continue
