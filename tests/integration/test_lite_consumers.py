@@ -27,6 +27,7 @@ from ferromq.testing import Broker
 from tests.integration.brokerkit import Client
 from tests.integration.test_grpc_front import CALL_TIMEOUT, message, receive, send
 from tests.integration.test_lite_topics import LITE_TYPE, LMQ_ON, send_lite
+from tests.integration.test_metrics import http_get, samples, value
 from tests.integration.test_priority_messages import PATHS, create_group
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -482,6 +483,42 @@ def test_a_suspended_lite_topic_waits_whole() -> None:
             again = await pop_until(c, "c1", group, parent, 2)
             assert [m.body for _, m in again] == [b"s-1", b"s-2"]
             assert again[0][0].ext["orderCountInfo"] == "1;1"
+            await c.close()
+
+    asyncio.run(main())
+
+
+def test_lite_lag_counts_under_the_parent_topic() -> None:
+    """rocketmq_consumer_lag_messages of a lite group: one series per parent topic and group (5.5.0's
+    LiteConsumerLagCalculator), however many lite topics; how many lite topics and subscriptions."""
+
+    async def main() -> None:
+        metrics = {
+            "metricsExporterType": "PROM",
+            "metricsPromExporterHost": "127.0.0.1",
+            "metricsPromExporterPort": "0",
+        }
+        async with Broker(config={**LMQ_ON, **metrics}) as b:
+            assert b.broker.metrics is not None
+            parent, group = f"LiteLag{RUN}", f"LiteLagG{RUN}"
+            b.broker.topics.update(TopicConfig(parent, 1, 1, attributes=LITE_TYPE))
+            c = await Client().connect(b.broker.port)
+            await lite_group(c, group, parent)
+            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, ["l1", "l2", "l3"])).code == R.SUCCESS
+            for lite, n in (("l1", 2), ("l2", 3), ("l3", 1)):
+                for i in range(n):
+                    assert (await send_lite(c, parent, f"{lite}-{i}".encode(), lite))[0] == R.SUCCESS
+            got = await pop_until(c, "c1", group, parent, 6)
+            for r, m in got:
+                if m.properties["__LITE_TOPIC"] == "l3":
+                    assert (await ack_lite(c, group, parent, r, m)).code == R.SUCCESS
+            status, body = await http_get(b.broker.metrics.port, "/metrics")
+            assert status.startswith("HTTP/1.1 200"), status
+            found = samples(body.decode())
+            assert value(found, "rocketmq_consumer_lag_messages", topic=parent, consumer_group=group) == 5
+            assert not [labels for (name, labels) in found if ("topic", lmq(parent, "l1")) in labels]
+            assert value(found, "ferromq_lite_queues") == 3
+            assert value(found, "ferromq_lite_subscriptions") == 3
             await c.close()
 
     asyncio.run(main())

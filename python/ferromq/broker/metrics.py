@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
+from ferromq.broker.lite_consumers import is_lite_queue, parent_of
 from ferromq.broker.stats import (
     GROUP_GET_NUMS,
     GROUP_GET_SIZE,
@@ -176,8 +177,22 @@ class BrokerCollector(Collector):
         )
         now = int(time.time() * 1000)
         pulled = broker.stats.pulled
+        # A lite topic's rows count under its parent topic (5.5.0's LiteConsumerLagCalculator): a broker
+        # may hold millions of lite topics, and one series each would be as many.
+        lite: dict[tuple[str, str], tuple[int, int | None]] = {}
         for key, queues in list(broker.offsets.table.items()):
             topic, _, group = key.partition("@")
+            if is_lite_queue(topic):
+                high = store.max_offset(topic, 0)
+                behind = max(0, high - queues.get(0, high))
+                if behind:
+                    stored = store.store_time(topic, 0, queues.get(0, 0))
+                    parent_key = (parent_of(topic), group)
+                    total, oldest_lite = lite.get(parent_key, (0, None))
+                    if stored is not None and (oldest_lite is None or stored < oldest_lite):
+                        oldest_lite = stored
+                    lite[parent_key] = (total + behind, oldest_lite)
+                continue
             if topic.startswith(DLQ_PREFIX) or broker.topics.get(topic) is None:
                 continue
             total_lag = total_inflight = 0
@@ -204,6 +219,12 @@ class BrokerCollector(Collector):
             latency.add_metric(label_values, 0 if oldest is None else max(0, now - oldest))
             inflight.add_metric(label_values, total_inflight)
             ready.add_metric(label_values, total_lag - total_inflight)
+        for (parent, group), (total_lag, oldest) in lite.items():
+            label_values = [*values, parent, group, "false", _is_system(parent, group)]
+            lag.add_metric(label_values, total_lag)
+            latency.add_metric(label_values, 0 if oldest is None else max(0, now - oldest))
+            # A lite topic's ready messages are its lag (LiteConsumerLagCalculator).
+            ready.add_metric(label_values, total_lag)
         yield lag
         yield latency
         yield inflight
@@ -222,6 +243,20 @@ class BrokerCollector(Collector):
         for group, info in list(clients.consumers.items()):
             consumers.add_metric([*values, group], len(info.channels))
         yield consumers
+        yield _gauge(
+            "ferromq_lite_queues",
+            "Lite topics (light message queues) the store holds",
+            names,
+            values,
+            store.lmq_count(),
+        )
+        yield _gauge(
+            "ferromq_lite_subscriptions",
+            "Lite topics subscribed, counted once per client",
+            names,
+            values,
+            broker.lite_consumers.active,
+        )
 
     def _storage_gauges(self, names: list[str], values: list[str]) -> Iterator[Metric]:
         broker = self.broker
