@@ -745,6 +745,12 @@ class GetLiteClientInfoRequestHeader(Header):
     max_count: int = 1000
 
 
+class GetLiteGroupInfoRequestHeader(Header):
+    group: str
+    lite_topic: str | None = None
+    top_k: int = 0
+
+
 class TriggerLiteDispatchRequestHeader(Header):
     group: str
     client_id: str | None = None

@@ -264,6 +264,31 @@ async def timer_check_point(ctx: AdminContext, conn: Connection, cmd: RemotingCo
     return cmd.reply(ResponseCode.SUCCESS, body=encode_checkpoint(ctx.store))
 
 
+# SWITCH_TIMER_ENGINE's extension field and engines (MessageConst.TIMER_ENGINE_*).
+TIMER_ENGINE_TYPE = "E_T"
+TIMER_ENGINE_ROCKSDB_TIMELINE = "ROCKSDB_TIMELINE"
+TIMER_ENGINE_FILE_TIME_WHEEL = "FILE_TIME_WHEEL"
+
+
+async def switch_timer_engine(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """SWITCH_TIMER_ENGINE (RocketMQ 5.5, mqadmin switchTimerEngine -e R|F), as 5.5.0's
+    AdminBrokerProcessor answers it. ferromq's timer is the file time wheel and nothing else: FILE_TIME_WHEEL
+    is the engine already running (5.5.0 restarts its wheel and answers success); ROCKSDB_TIMELINE is
+    refused with 5.5.0's answer when timerRocksDBEnable was off at start, saying why."""
+    if not ctx.config.timer_wheel_enable:
+        return cmd.reply(ResponseCode.INVALID_PARAMETER, remark="broker timerWheelEnable is false")
+    engine = cmd.ext.get(TIMER_ENGINE_TYPE)
+    if engine not in (TIMER_ENGINE_ROCKSDB_TIMELINE, TIMER_ENGINE_FILE_TIME_WHEEL):
+        return cmd.reply(ResponseCode.INVALID_PARAMETER, remark="param error")
+    if engine == TIMER_ENGINE_ROCKSDB_TIMELINE:
+        return cmd.reply(
+            ResponseCode.INVALID_PARAMETER,
+            remark="timerRocksDBEnable must be configured true when broker start "
+            "(ferromq has no RocksDB timer engine: its timer is the file time wheel)",
+        )
+    return cmd.reply(ResponseCode.SUCCESS, remark="switch timer engine success")
+
+
 async def clean_unused_topic(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     """CLEAN_UNUSED_TOPIC (mqadmin cleanUnusedTopic): drops the consume queues of topics the
     broker has no config for (never the schedule or transaction op topics)."""
@@ -297,6 +322,7 @@ HANDLERS: dict[int, ContextHandler[AdminContext]] = {
     RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
     RequestCode.GET_ALL_DELAY_OFFSET: all_delay_offsets,
     RequestCode.GET_TIMER_CHECK_POINT: timer_check_point,
+    RequestCode.SWITCH_TIMER_ENGINE: switch_timer_engine,
     RequestCode.CLEAN_UNUSED_TOPIC: clean_unused_topic,
 }
 
