@@ -522,3 +522,42 @@ def test_lite_lag_counts_under_the_parent_topic() -> None:
             await c.close()
 
     asyncio.run(main())
+
+
+def test_what_a_peer_sends_stays_bounded() -> None:
+    """Made-up client ids, syncs past the bound and changes of one message over and over take no more
+    room than the subscriptions allowed."""
+
+    async def main() -> None:
+        async with Broker(config={**LMQ_ON, "maxLiteSubscriptionCount": "3"}) as b:
+            parent, group = f"LiteBound{RUN}", f"LiteBoundG{RUN}"
+            b.broker.topics.update(TopicConfig(parent, 1, 1, attributes=LITE_TYPE))
+            c = await Client().connect(b.broker.port)
+            await lite_group(c, group, parent)
+            lite = b.broker.lite_consumers
+            for i in range(3):
+                assert (await sync(c, "COMPLETE_ADD", f"k{i}", group, parent, [])).code == R.SUCCESS
+            r = await sync(c, "COMPLETE_ADD", "k3", group, parent, [])
+            assert r.code == R.LITE_SUBSCRIPTION_QUOTA_EXCEEDED
+            assert len(lite.clients) == 3
+            r, none = await pop_lite(c, "ghost", group, parent, poll=200)
+            assert r.code == R.POLLING_TIMEOUT and none == [] and "ghost" not in lite.events
+            assert (await sync(c, "PARTIAL_ADD", "k0", group, parent, ["x"])).code == R.SUCCESS
+            assert (await send_lite(c, parent, b"x", "x"))[0] == R.SUCCESS
+            got = await pop_until(c, "k0", group, parent, 1)
+            r, m = got[0]
+            for i in range(200):
+                ext = {
+                    "consumerGroup": group,
+                    "topic": parent,
+                    "queueId": 0,
+                    "extraInfo": receipt(r, m),
+                    "offset": 0,
+                    "invisibleTime": 60_000 - i,
+                    "liteTopic": "x",
+                }
+                assert (await c.call(RC.CHANGE_MESSAGE_INVISIBLETIME, ext)).code == R.SUCCESS
+            assert lite.rechecks == 1
+            await c.close()
+
+    asyncio.run(main())

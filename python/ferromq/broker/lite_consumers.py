@@ -201,6 +201,9 @@ class LiteConsumers:
         self.events: dict[str, ClientEvents] = {}
         self._notifiers: dict[str, Notifier] = {}
         self._blocked: list[tuple[int, str, str]] = []
+        self._due: dict[tuple[str, str], int] = {}
+        """(group, light message queue) -> when `_blocked` looks at it next: one live entry each, so
+        the heap stays as small as the lite topics in flight whatever clients change."""
         """(when it may be popped again, group, light message queue): blocked queues to give again."""
         self._task: asyncio.Task[None] | None = None
         self._waiting = 0
@@ -281,6 +284,14 @@ class LiteConsumers:
     def _subscription(self, client_id: str, group: str, topic: str) -> ClientSubscription:
         sub = self.clients.get(client_id)
         if sub is None:
+            # Clients are bounded as subscriptions are: one that names none still takes room.
+            limit = self._ctx.config.max_lite_subscription_count
+            if len(self.clients) >= limit:
+                raise BrokerError(
+                    "org.apache.rocketmq.broker.lite.LiteQuotaException: "
+                    f"lite subscription quota exceeded {limit}",
+                    ResponseCode.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
+                )
             sub = self.clients[client_id] = ClientSubscription(group, topic)
         sub.updated = _now()
         return sub
@@ -364,6 +375,8 @@ class LiteConsumers:
 
     def clean_queue(self, lmq: str) -> None:
         """A lite topic deleted (expired): its subscribers forget it, unnotified (cleanSubscription)."""
+        for _client_id, group in list(self.subscribers.get(lmq, {})):
+            self.orders.clear(lmq, group, 0)
         for client_id, _group in list(self.subscribers.pop(lmq, {})):
             sub = self.clients.get(client_id)
             if sub is not None and lmq in sub.lmqs:
@@ -484,15 +497,42 @@ class LiteConsumers:
                 if time.monotonic() - last_expiry >= cfg.lite_subscription_check_interval / 1000.0:
                     last_expiry = time.monotonic()
                     self.expire_clients(_now(), cfg.lite_subscription_check_timeout_mills)
+                    self.orders.persist()  # in memory: drops what nobody consumed for a day
             except Exception:
                 logger.exception("lite consumers: scan failed")
 
+    @property
+    def rechecks(self) -> int:
+        """Lite topics in flight the broker looks at again when their messages turn visible."""
+        return len(self._due)
+
+    def _look_again(self, due: int, group: str, lmq: str) -> None:
+        """`give_unblocked` looks at the group's `lmq` at `due` (or earlier, if it would already)."""
+        key = (group, lmq)
+        current = self._due.get(key)
+        if current is not None and current <= due:
+            return
+        self._due[key] = due
+        heapq.heappush(self._blocked, (due, group, lmq))
+        if len(self._blocked) > 2 * len(self._due) + 1024:  # entries superseded by earlier ones
+            self._blocked = [(d, g, q) for (g, q), d in self._due.items()]
+            heapq.heapify(self._blocked)
+
     def give_unblocked(self, now: int) -> None:
-        """Blocked queues whose messages turned visible again are given again."""
+        """Blocked queues whose messages turned visible again are given again; those still blocked
+        (their invisible time changed meanwhile) are looked at when that runs out."""
         while self._blocked and self._blocked[0][0] <= now:
-            _, group, lmq = heapq.heappop(self._blocked)
+            due, group, lmq = heapq.heappop(self._blocked)
+            if self._due.get((group, lmq)) != due:
+                continue  # superseded
+            del self._due[(group, lmq)]
             if self._ready(group, lmq):
                 self.dispatch(lmq, group)
+                continue
+            info = self.orders.get(lmq, group, 0)
+            free = info.free_at(0, now) if info is not None and info.blocks(None, 0, now) else None
+            if free is not None:
+                self._look_again(free, group, lmq)
 
     def expire_clients(self, now: int, timeout_ms: int) -> int:
         """Drops the clients not heard of for `timeout_ms` (cleanupExpiredSubscriptions); how many."""
@@ -578,7 +618,7 @@ class LiteConsumers:
         if info is not None and info.blocks(attempt_id, invisible_time, pop_time):
             free = info.free_at(invisible_time, pop_time)
             if free is not None:
-                heapq.heappush(self._blocked, (free, group, lmq))
+                self._look_again(free, group, lmq)
             return [], []
         popped = self._ctx.pop.rules.pop(
             group, lmq, 0, max_msgs, invisible_time, 1, None, lambda _t: 1, order=True, blocked=[]
@@ -587,7 +627,7 @@ class LiteConsumers:
             return [], []
         offsets = [o for _t, _q, _s, queue_offsets in popped.takes for o in queue_offsets]
         entries = self.orders.update(attempt_id, lmq, group, 0, pop_time, invisible_time, offsets)
-        heapq.heappush(self._blocked, (pop_time + invisible_time, group, lmq))
+        self._look_again(pop_time + invisible_time, group, lmq)
         records = split_records(popped.body)
         return records, order_counts(entries, len(records))
 
@@ -595,6 +635,11 @@ class LiteConsumers:
         """Until the client has an event or `timeout` seconds pass (PopLiteLongPollingService)."""
         events = self.events.get(client_id)
         if events is None:
+            if client_id not in self.clients:
+                # Nothing is given to a client that subscribes nothing: it waits out its poll time,
+                # and holds no table entry (client ids cost nothing to make up).
+                await asyncio.sleep(timeout)
+                return
             events = self.events[client_id] = ClientEvents(group)
         if events.queues:
             return
@@ -708,7 +753,7 @@ class LiteConsumers:
             targets = [o for i, o in enumerate(info.offsets) if not info.acked(i)] if suspend else [offset]
             for o in targets:
                 self.orders.change_invisible(lmq, group, 0, o, pop_time, visible_at)
-        heapq.heappush(self._blocked, (visible_at, group, lmq))
+        self._look_again(visible_at, group, lmq)
         return pop_time, visible_at - pop_time
 
     def full_dispatch(self, group: str, client_id: str | None) -> None:
