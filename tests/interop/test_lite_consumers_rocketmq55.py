@@ -80,6 +80,7 @@ from ferromq.testing.waiting import wait_until
 from tests.integration.brokerkit import Client
 from tests.integration.test_lite_topics import LMQ_ON
 from tests.integration.test_topic_attributes import create_ext
+from tests.interop.grpc_kit import run_client5
 from tests.interop.java5build import build_grpc5_jar, run_driver
 from tests.interop.test_grpc_cluster_mode import FERROMQ, START_TIMEOUT, STOP_TIMEOUT
 
@@ -241,3 +242,25 @@ def test_lite_push_consumer(sides: dict[str, Side], tmp_path: Path) -> None:
         for key, value in want.items():
             assert result[key] == value, f"{kind}: {key}: {json.dumps(result[key])}"
     assert all(result == results["rocketmq"] for result in results.values()), json.dumps(results, indent=1)
+
+
+def test_python_client_lite_consumers(sides: dict[str, Side], tmp_path: Path) -> None:
+    """The official Python client 5.1.2's LitePushConsumer on every side; its LiteSimpleConsumer (a client
+    type 5.5.0's proxy does not serve) on ferromq."""
+    results: dict[str, dict[str, Any]] = {}
+    for kind, side in sides.items():
+        parent, group = f"LitePy{RUN}{kind[:2]}{kind[-2:]}", f"LitePyG{RUN}{kind[:2]}{kind[-2:]}"
+        asyncio.run(asyncio.wait_for(prepare(side, parent, group), 120))
+        results[kind] = run_client5(side.grpc_endpoint, "lite_push", parent, group, tmp_path / kind)
+    want = {
+        "first": {"a": ["a-0", "a-1", "a-2"], "b": ["b-0", "b-1", "b-2"]},
+        "after_unsubscribe": {"a": ["a-late"], "b": []},
+    }
+    for kind, result in results.items():
+        assert result == want, f"{kind}: {json.dumps(result)}"
+    for kind in ("ferromq", "ferromq-cluster"):
+        side = sides[kind]
+        parent, group = f"LiteSi{RUN}{kind[-2:]}", f"LiteSiG{RUN}{kind[-2:]}"
+        asyncio.run(asyncio.wait_for(prepare(side, parent, group), 120))
+        simple = run_client5(side.grpc_endpoint, "lite_simple", parent, group, tmp_path / f"{kind}-simple")
+        assert simple == {"first": ["s-0", "s-1", "s-2"], "lite_topics": ["s"], "again": [["s-2", 2]]}, simple

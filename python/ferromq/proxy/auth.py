@@ -78,7 +78,9 @@ def authorize(account: Account | None, resources: Mapping[str, int]) -> None:
 # -- ACL 2.0 --------------------------------------------------------------------------------------
 
 # The client types whose heartbeats name a group Java checks (Sub).
-CONSUMER_TYPES = frozenset((pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER, pb.PULL_CONSUMER, pb.LITE_PUSH_CONSUMER))
+CONSUMER_TYPES = frozenset(
+    (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER, pb.PULL_CONSUMER, pb.LITE_PUSH_CONSUMER, pb.LITE_SIMPLE_CONSUMER)
+)
 
 
 def needs_of(resources: Mapping[str, int]) -> Needed:

@@ -116,6 +116,9 @@ def _entries_status(codes: list[int]) -> pb.Status:
     return status(Code.MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
 
 
+# The lite consumers: 5.5's push consumer, and the simple one of the Python client 5.1.2 (5.5.0's proxy
+# serves only the first).
+LITE_CONSUMERS = frozenset((pb.LITE_PUSH_CONSUMER, pb.LITE_SIMPLE_CONSUMER))
 # What a lite client may name beyond its quota in one subscription sync before the proxy refuses it.
 LITE_QUOTA_BUFFER = 300
 
@@ -275,8 +278,8 @@ class MessagingService(rpc.MessagingServiceServicer):
                     )
                 except SubscriptionParseError as e:
                     raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
-            simple = settings.client_type == pb.SIMPLE_CONSUMER
-            lite = settings.client_type == pb.LITE_PUSH_CONSUMER
+            simple = settings.client_type in (pb.SIMPLE_CONSUMER, pb.LITE_SIMPLE_CONSUMER)
+            lite = settings.client_type in LITE_CONSUMERS
             await self._check_lite_mode(group, lite, [s.topic for s in subscriptions])
             data = {
                 "consumeType": "CONSUME_ACTIVELY" if simple else "CONSUME_PASSIVELY",
@@ -425,7 +428,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         """A lite push consumer's subscriptions go from the brokers when it goes
         (offlineClientLiteSubscription)."""
         client_id = session.client_id_
-        if settings.client_type != pb.LITE_PUSH_CONSUMER or client_id in self._lite_clients:
+        if settings.client_type not in LITE_CONSUMERS or client_id in self._lite_clients:
             return
         self._lite_clients.add(client_id)
         group, topics = settings.subscription.group.name, settings.subscription.subscriptions
@@ -597,7 +600,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                 _duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else 0
             )
             convert.check_invisible(invisible, receive=True)
-        if settings is not None and settings.client_type == pb.LITE_PUSH_CONSUMER:
+        if settings is not None and settings.client_type in LITE_CONSUMERS:
             return await self._receive_lite(request, session, invisible, polling, max_attempts)
         expression = request.filter_expression
         sql = None
