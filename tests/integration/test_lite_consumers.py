@@ -561,3 +561,23 @@ def test_what_a_peer_sends_stays_bounded() -> None:
             await c.close()
 
     asyncio.run(main())
+
+
+def test_a_group_config_as_a_proxy_reads_it() -> None:
+    """GET_SUBSCRIPTIONGROUP_CONFIG: what Apache RocketMQ's proxy in cluster mode reads of a group (here a
+    lite group's binding) from a broker, and its refusal of a group the broker lacks."""
+
+    async def main() -> None:
+        async with Broker(config=LMQ_ON) as b:
+            parent, group = f"LiteCfg{RUN}", f"LiteCfgG{RUN}"
+            c = await Client().connect(b.broker.port)
+            await lite_group(c, group, parent)
+            r = await c.call(RC.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": group})
+            assert r.code == R.SUCCESS, r.remark
+            got = orjson.loads(r.body)
+            assert got["groupName"] == group and got["attributes"] == {"lite.bind.topic": parent}
+            r = await c.call(RC.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": f"NoSuch{RUN}"})
+            assert (r.code, r.remark) == (R.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+            await c.close()
+
+    asyncio.run(main())

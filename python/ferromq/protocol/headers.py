@@ -702,6 +702,10 @@ class DeleteTopicRequestHeader(Header):
     topic: str
 
 
+class GetSubscriptionGroupConfigRequestHeader(Header):
+    group: str
+
+
 class DeleteSubscriptionGroupRequestHeader(Header):
     group_name: str
     remove_offset: bool = False

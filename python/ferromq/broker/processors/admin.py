@@ -37,6 +37,7 @@ from ferromq.protocol.headers import (
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
     GetTopicConfigRequestHeader,
     OffsetResponseHeader,
     SearchOffsetRequestHeader,
@@ -243,6 +244,15 @@ async def all_groups(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) 
     )
 
 
+async def group_config(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    """GET_SUBSCRIPTIONGROUP_CONFIG: one group's config, as Apache RocketMQ's 5.x proxy in cluster mode
+    reads a group (its FIFO flag, retry policy, lite attributes) from a broker of its cluster."""
+    g = ctx.groups.groups.get(GetSubscriptionGroupConfigRequestHeader.of(cmd).group)
+    if g is None:
+        return cmd.reply(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark="No group in this broker")
+    return cmd.reply(ResponseCode.SUCCESS, body=dumps(g.to_json()))
+
+
 async def delete_group(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     """AdminBrokerProcessor.deleteSubscriptionGroup: the group goes, and its offsets too when asked
     (`removeOffset` in 4.x, `cleanOffset` in 5.x: mqadmin deleteSubGroup -r true)."""
@@ -321,6 +331,7 @@ HANDLERS: dict[int, ContextHandler[AdminContext]] = {
     RequestCode.UNLOCK_BATCH_MQ: unlock_batch,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: update_group,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
+    RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: group_config,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_group,
     RequestCode.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
     RequestCode.GET_ALL_DELAY_OFFSET: all_delay_offsets,
