@@ -7,7 +7,12 @@ with 5.5.0 through its mqadmin: tests/interop/test_mqadmin55_lite.py."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -20,6 +25,7 @@ from ferromq.testing import Broker
 from tests.integration.brokerkit import Client
 from tests.integration.test_lite_consumers import ack_lite, lite_group, lmq, pop_until, sync
 from tests.integration.test_lite_topics import LITE_TYPE, LMQ_ON, send_lite
+from tests.integration.test_topic_attributes import create_ext
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -202,6 +208,69 @@ def test_deleting_a_topic_named_with_semicolons_deletes_nothing() -> None:
             r = await c.call(RC.DELETE_TOPIC_IN_BROKER, {"topic": "SemiA;SemiB"})
             assert (r.code, r.remark) == (R.SUCCESS, None)
             assert b.broker.topics.get("SemiA") is not None and b.broker.topics.get("SemiB") is not None
+            await c.close()
+
+    asyncio.run(main())
+
+
+FERROMQ = Path(sys.executable).with_name("ferromq")
+
+
+def cli(namesrv: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(FERROMQ), "admin", "-n", namesrv, "--timeout", "5", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_ferromq_admin_lite_commands() -> None:
+    """`ferromq admin lite broker|parent|topic|client|group|trigger-dispatch` against a broker."""
+
+    async def main() -> None:
+        async with Broker(config=LMQ_ON) as b:
+            parent, group = f"LiteCli{RUN}", f"LiteCliG{RUN}"
+            c = await Client().connect(b.broker.port)
+            r = await c.call(RC.UPDATE_AND_CREATE_TOPIC, create_ext(parent, "+message.type=LITE", 1))
+            assert r.code == R.SUCCESS, r.remark
+            await lite_group(c, group, parent)
+            for i in range(3):
+                assert (await send_lite(c, parent, f"a{i}".encode(), "a"))[0] == R.SUCCESS
+            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, ["a"])).code == R.SUCCESS
+            got = await pop_until(c, "c1", group, parent, 3)
+            assert (await ack_lite(c, group, parent, *got[0])).code == R.SUCCESS
+
+            def run(*args: str) -> Any:
+                done = cli(b.namesrv, "lite", *args, "--json")
+                assert done.returncode == 0, (args, done.stdout, done.stderr)
+                return json.loads(done.stdout)
+
+            deadline = time.monotonic() + 30
+            # The broker runs in this loop: each command from a thread. The route comes first.
+            while (await asyncio.to_thread(cli, b.namesrv, "lite", "parent", parent)).returncode != 0:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.2)
+            assert (await asyncio.to_thread(run, "parent", parent))["broker-a"]["groups"] == [group]
+            topic = (await asyncio.to_thread(run, "topic", parent, "a"))["broker-a"]
+            assert topic["topicOffset"]["maxOffset"] == 3
+            assert topic["subscriber"] == [{"clientId": "c1", "group": group}]
+            client = (await asyncio.to_thread(run, "client", parent, group, "c1"))["broker-a"]
+            assert client["liteTopicCount"] == 1
+            lag = (await asyncio.to_thread(run, "group", parent, group))["broker-a"]
+            assert lag["totalLagCount"] == 2 and [t["liteTopic"] for t in lag["lagCountTopK"]] == ["a"]
+            one = (await asyncio.to_thread(run, "group", parent, group, "-l", "a"))["broker-a"]
+            assert one["liteTopicOffsetWrapper"]["consumerOffset"] == 1
+            assert await asyncio.to_thread(run, "trigger-dispatch", parent, group) == {
+                "dispatched": ["broker-a"]
+            }
+            brokers = await asyncio.to_thread(run, "broker", "-d")
+            assert [info["groupMeta"] for info in brokers.values()] == [{parent: [group]}]
+            table = await asyncio.to_thread(cli, b.namesrv, "lite", "group", parent, group)
+            assert table.returncode == 0 and "total lag: 2" in table.stdout
+            refused = await asyncio.to_thread(cli, b.namesrv, "lite", "group", parent, "NopeG")
+            assert refused.returncode == 3 and "SUBSCRIPTION_GROUP_NOT_EXIST" in refused.stderr
             await c.close()
 
     asyncio.run(main())

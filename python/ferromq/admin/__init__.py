@@ -13,7 +13,8 @@ with `--json`, stdout also gets `{"error": {"message", "code", "codeName", "exit
 
 This module is the entry point (`add_parser`, `run`: the parser, the exit codes); the commands are
 in one module per family: `cluster` (clusters, brokers, their config, retention), `topics`, `groups`
-(groups, offsets, clients), `messages`, `table_topics`, `auth` (ACL 2.0 users and rules), with
+(groups, offsets, clients), `messages`, `table_topics`, `auth` (ACL 2.0 users and rules), `lite`
+(RocketMQ 5.5's lite topics), with
 `output` (tables and JSON) and `targets` (which brokers a command asks).
 """
 
@@ -56,6 +57,7 @@ from ferromq.admin.groups import (
     progress,
     reset_offset,
 )
+from ferromq.admin.lite import add_commands as add_lite_commands
 from ferromq.admin.messages import query_id, query_key, query_offset, view_message
 from ferromq.admin.output import Command, Output, UsageError, print_json
 from ferromq.admin.table_topics import show_table_topics
@@ -354,6 +356,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     c.add_argument("--subject-filter")
     c.add_argument("--resource-filter")
     c.add_argument("-b", "--broker-addr", help="ask this broker (default: the first one listed)")
+
+    # lite topics (RocketMQ 5.5)
+    add_lite_commands(cmd, cmds)
 
     # retention
     for name, what, func in (

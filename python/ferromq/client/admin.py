@@ -67,6 +67,10 @@ from ferromq.protocol.headers import (
     GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     GetKVConfigRequestHeader,
+    GetLiteClientInfoRequestHeader,
+    GetLiteGroupInfoRequestHeader,
+    GetLiteTopicInfoRequestHeader,
+    GetParentTopicInfoRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicsByClusterRequestHeader,
     GetTopicStatsInfoRequestHeader,
@@ -75,6 +79,7 @@ from ferromq.protocol.headers import (
     QueryMessageRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
+    TriggerLiteDispatchRequestHeader,
     UpdateConsumerOffsetRequestHeader,
     ViewBrokerStatsDataRequestHeader,
     ViewMessageRequestHeader,
@@ -962,6 +967,74 @@ class Admin(AsyncLifecycle):
         return sorted(str(t) for t in data.get("topicList") or [])
 
     # -- subscription groups -------------------------------------------------------------------
+
+    # -- lite topics (RocketMQ 5.5; mqadmin getBrokerLiteInfo, getLiteTopicInfo, ...) --------------
+
+    async def _lite_ask(self, addr: str, code: RequestCode, what: str, ext: dict[str, str]) -> dict[str, Any]:
+        reply = await self._call(addr, code, what, ext)
+        data = loads_lenient(reply.body) if reply.body else {}
+        return data if isinstance(data, dict) else {}
+
+    async def broker_lite_info(self, broker_addr: str) -> dict[str, Any]:
+        """GET_BROKER_LITE_INFO: a broker's store type, light message queues, lite subscriptions and the
+        lite topics and groups it knows (GetBrokerLiteInfoResponseBody's fields)."""
+        return await self._lite_ask(
+            broker_addr, RequestCode.GET_BROKER_LITE_INFO, f"lite info of {broker_addr}", {}
+        )
+
+    async def parent_topic_info(self, topic: str) -> dict[str, dict[str, Any]]:
+        """GET_PARENT_TOPIC_INFO of a LITE topic on each master of its route: broker name -> its answer
+        (ttl, liteTopicCount, lmqNum, groups)."""
+        ext = GetParentTopicInfoRequestHeader(topic=topic).to_ext()
+        return {
+            name: await self._lite_ask(addr, RequestCode.GET_PARENT_TOPIC_INFO, f"{topic} on {name}", ext)
+            for name, addr in (await self._route_masters(topic)).items()
+        }
+
+    async def lite_topic_info(self, parent: str, lite_topic: str) -> dict[str, dict[str, Any]]:
+        """GET_LITE_TOPIC_INFO on each master of the parent topic: offsets, subscribers, sharding."""
+        ext = GetLiteTopicInfoRequestHeader(parent_topic=parent, lite_topic=lite_topic).to_ext()
+        return {
+            name: await self._lite_ask(addr, RequestCode.GET_LITE_TOPIC_INFO, f"{lite_topic} on {name}", ext)
+            for name, addr in (await self._route_masters(parent)).items()
+        }
+
+    async def lite_client_info(
+        self, parent: str, group: str, client_id: str, max_count: int = 1000
+    ) -> dict[str, dict[str, Any]]:
+        """GET_LITE_CLIENT_INFO on each master of the parent topic: the client's lite topics
+        (liteTopicCount -1: the broker has no subscription of it)."""
+        ext = GetLiteClientInfoRequestHeader(
+            parent_topic=parent, group=group, client_id=client_id, max_count=max_count
+        ).to_ext()
+        return {
+            name: await self._lite_ask(addr, RequestCode.GET_LITE_CLIENT_INFO, f"{client_id} on {name}", ext)
+            for name, addr in (await self._route_masters(parent)).items()
+        }
+
+    async def lite_group_info(
+        self, parent: str, group: str, lite_topic: str | None = None, top_k: int = 20
+    ) -> dict[str, dict[str, Any]]:
+        """GET_LITE_GROUP_INFO on each master of the parent topic: the group's lag, of one lite topic or
+        the top K lite topics by lag count."""
+        ext = GetLiteGroupInfoRequestHeader(group=group, lite_topic=lite_topic, top_k=top_k).to_ext()
+        return {
+            name: await self._lite_ask(addr, RequestCode.GET_LITE_GROUP_INFO, f"{group} on {name}", ext)
+            for name, addr in (await self._route_masters(parent)).items()
+        }
+
+    async def trigger_lite_dispatch(
+        self, parent: str, group: str, client_id: str | None = None, broker_name: str | None = None
+    ) -> list[str]:
+        """TRIGGER_LITE_DISPATCH on the parent topic's masters (or one of them): each broker hands the
+        group's lite topics with messages to its clients again. The broker names asked."""
+        ext = TriggerLiteDispatchRequestHeader(group=group, client_id=client_id).to_ext()
+        masters = await self._route_masters(parent)
+        if broker_name is not None:
+            masters = {n: a for n, a in masters.items() if n == broker_name}
+        for name, addr in masters.items():
+            await self._call(addr, RequestCode.TRIGGER_LITE_DISPATCH, f"dispatch of {group} on {name}", ext)
+        return list(masters)
 
     async def list_groups(self) -> dict[str, GroupConfig]:
         """Every subscription group of every broker master, by name (system groups included)."""
