@@ -53,6 +53,7 @@ RAW = "raw protocol requests"
 APACHE = f"Apache RocketMQ {ROCKETMQ_VERSION} broker"
 APACHE_55 = f"Apache RocketMQ {ROCKETMQ_55_VERSION} broker"
 JAVA5_CLIENT = "Java 5.x client 5.2.0 (gRPC)"
+MQADMIN_55 = f"mqadmin {ROCKETMQ_55_VERSION} (rocketmq-tools)"
 
 OFFICIAL = "official clients against ferromq"
 PYINTEROP = "Python client with the official clients"
@@ -213,6 +214,39 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
             "side by side",
             "lite topics: GET_PARENT_TOPIC_INFO and GET_LITE_TOPIC_INFO",
             RAW,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
+    "tests/interop/test_mqadmin55_lite.py::test_lite_views": [
+        (
+            "side by side",
+            "lite admin: getParentTopicInfo, getLiteTopicInfo (subscribers), getLiteClientInfo, "
+            "getLiteGroupInfo (lag), triggerLiteDispatch, getBrokerLiteInfo",
+            MQADMIN_55,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
+    "tests/interop/test_mqadmin55_lite.py::test_lite_refusals": [
+        (
+            "side by side",
+            "lite admin refusals: an unknown parent topic or group",
+            MQADMIN_55,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
+    "tests/interop/test_mqadmin55_lite.py::test_switch_timer_engine": [
+        (
+            "side by side",
+            "switchTimerEngine: F (the file time wheel) accepted, R refused, a bad type refused by mqadmin",
+            MQADMIN_55,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
+    "tests/interop/test_mqadmin55_lite.py::test_delete_topic_and_group_with_semicolons": [
+        (
+            "side by side",
+            'deleteTopic -t "a;b;c" and deleteSubGroup -g "a;b": the name sent whole, nothing deleted',
+            MQADMIN_55,
             ROCKETMQ_55_VERSION,
         )
     ],
