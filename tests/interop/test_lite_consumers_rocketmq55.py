@@ -117,8 +117,8 @@ class Side:
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
     """Every side, by kind: 5.5.0 behind its cluster-mode proxy, ferromq in local mode (its own gRPC
-    port), and ferromq's proxy in cluster mode in front of a ferromq broker (lite pops, subscriptions,
-    acks and notices then go over remoting, as 5.5.0's proxy sends them)."""
+    port), ferromq's proxy in cluster mode in front of a ferromq broker (lite pops, subscriptions, acks
+    and notices then go over remoting), and 5.5.0's proxy in front of a ferromq broker."""
     root = tmp_path_factory.mktemp("lite_consumers55")
     mq = start_rocketmq(root / "broker", dict(LMQ_ON), version=ROCKETMQ_55_VERSION)
     try:
@@ -128,11 +128,17 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]
                 Broker(config=LMQ_ON) as b,
                 Broker(config=LMQ_ON) as c,
                 ferromq_cluster_proxy(root / "ferromq-proxy", c.namesrv) as endpoint,
+                Broker(config=LMQ_ON) as d,
+                start_rocketmq_proxy_cluster(
+                    root / "java-proxy", d.namesrv, version=ROCKETMQ_55_VERSION
+                ) as jp,
             ):
                 yield {
                     "rocketmq": Side("rocketmq", mq.namesrv, mq.broker_addr, proxy.grpc_endpoint),
                     "ferromq": Side("ferromq", b.namesrv, b.broker_addr, b.grpc_endpoint),
                     "ferromq-cluster": Side("ferromq-cluster", c.namesrv, c.broker_addr, endpoint),
+                    # 5.5.0's own proxy in front of a ferromq broker: the broker side of the remoting codes.
+                    "rocketmq-proxy": Side("rocketmq-proxy", d.namesrv, d.broker_addr, jp.grpc_endpoint),
                 }
         finally:
             proxy.stop()
