@@ -5,8 +5,7 @@ Apache RocketMQ 5.3.3's `ProxyStartup -pm cluster` in front of the same brokers:
 client's scenarios (tests/interop/client5_scenarios.py) give the same answers through both, transactions
 included (the brokers' checks relayed to the producer's Telemetry stream), and the messages ferromq's
 proxy sends are spread over both brokers. Without a name server the proxy refuses to start with one line;
-a broker that goes away leaves the proxy serving the other. Dead letters go through ferromq's proxy alone
-(see FERROMQ_ONLY)."""
+a broker that goes away leaves the proxy serving the other."""
 
 from __future__ import annotations
 
@@ -50,9 +49,8 @@ FERROMQ = Path(sys.executable).with_name("ferromq")
 RUN = uuid.uuid4().hex[:6]
 BROKERS = ("broker-a", "broker-b")
 # Scenarios side by side with Java's proxy in cluster mode (transaction: Java's proxy ends a transaction
-# with the transactionId of the broker's send reply, which ferromq's names as a 5.x broker's does); the
-# other through ferromq's alone, as Java's proxy in front of ferromq brokers does not get through it:
-# dead_letter (the group's %DLQ% topic is never made, so its reader finds no route; not investigated).
+# with the transactionId of the broker's send reply, which ferromq's names as a 5.x broker's does;
+# dead_letter: Java's proxy reads the group's retry policy with GET_SUBSCRIPTIONGROUP_CONFIG).
 SIDE_BY_SIDE = (
     "roundtrip",
     "redelivery",
@@ -63,8 +61,8 @@ SIDE_BY_SIDE = (
     "delay",
     "recall",
     "transaction",
+    "dead_letter",
 )
-FERROMQ_ONLY = ("dead_letter",)
 # Scenarios whose topic is on broker-a alone: their consumers wait less than a receive long-polls (15 s
 # invisible time and acks after the last receive in roundtrip, 12 s in recall, which also misses a message
 # stored before its group's first pop of that broker), so a broker without their messages, polled in
@@ -261,18 +259,6 @@ def test_cluster_mode_side_by_side(
     if case in SPREAD_CASES:
         spread = messages_per_broker(namesrv, ours[0])
         assert set(spread) == set(BROKERS) and all(spread.values()), spread
-
-
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("case", FERROMQ_ONLY)
-def test_cluster_mode_alone(case: str, ferromq_cluster: FerromqCluster, tmp_path: Path) -> None:
-    name = case.replace("_", "")
-    topic, group = f"CM{name}{RUN}", f"CMG{name}{RUN}"
-    prepare(ferromq_cluster.namesrv, tmp_path / "mqadmin", topic, group, case)
-    result = run_client5(ferromq_cluster.endpoint, case, topic, group, tmp_path / "ferromq")
-    print(f"\n{case}: ferromq {result}")
-    # Compared with itself: the answer as `assert_same` shapes it, with nothing at least once lets vary.
-    assert_outcome(case, assert_same(result, result))
 
 
 def test_cluster_mode_without_a_name_server_is_refused_with_one_line(tmp_path: Path) -> None:
