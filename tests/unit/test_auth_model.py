@@ -182,6 +182,16 @@ def test_what_requests_touch() -> None:
         ("Topic:B", ["Get"]),
     ]
     assert needs(RC.GET_BROKER_CONFIG, {"x": "1"}) == []  # no annotated header: the signature only
+    # RocketMQ 5.5's lite requests: what the requests they resemble ask (5.5.0 asks a signature only).
+    assert needs(RC.POP_LITE_MESSAGE, {"consumerGroup": "G", "topic": "P", "clientId": "c"}) == [
+        ("Group:G", ["Sub"]),
+        ("Topic:P", ["Sub"]),
+    ]
+    lite_sync = orjson.dumps({"subscriptionSet": [{"group": "G", "topic": "P", "clientId": "c"}]})
+    assert needs(RC.LITE_SUBSCRIPTION_CTL, {}, lite_sync) == [("Group:G", ["Sub"]), ("Topic:P", ["Sub"])]
+    assert needs(RC.TRIGGER_LITE_DISPATCH, {"group": "G"}) == [("Group:G", ["Update"])]
+    with pytest.raises(AuthorizationError, match="parse authorization context error"):
+        needs(RC.LITE_SUBSCRIPTION_CTL, {}, b"[not json")
     with pytest.raises(AuthorizationError, match="parse authorization context error"):
         needs(RC.HEART_BEAT, {"x": "1"}, b"[not json")
 

@@ -80,6 +80,15 @@ _ANNOTATED: dict[int, tuple[ResourceType | None, tuple[Action, ...], _Fields]] =
     RC.GET_TOPIC_CONFIG: (None, (A.GET,), ((T, "topic", ""),)),
     RC.GET_PARENT_TOPIC_INFO: (None, (A.GET,), ((T, "topic", ""),)),
     RC.GET_LITE_TOPIC_INFO: (None, (A.GET,), ((T, "parentTopic", ""),)),
+    # RocketMQ 5.5's lite requests. 5.5.0 annotates none of their headers with an action, so its ACL asks
+    # only for a signature; ferromq asks what the 4.x/5.x request each resembles asks (a lite pop as a
+    # pop, a lite view as a group's or topic's), so ACL 2.0 does not open consumption to any signed user.
+    RC.POP_LITE_MESSAGE: (None, (A.SUB,), ((G, "consumerGroup", ""), (T, "topic", ""))),
+    RC.GET_LITE_CLIENT_INFO: (None, (A.GET,), ((G, "group", ""), (T, "parentTopic", ""))),
+    RC.GET_LITE_GROUP_INFO: (None, (A.GET,), ((G, "group", ""),)),
+    RC.TRIGGER_LITE_DISPATCH: (None, (A.UPDATE,), ((G, "group", ""),)),
+    RC.GET_BROKER_LITE_INFO: (C, (A.GET,), ()),
+    RC.SWITCH_TIMER_ENGINE: (C, (A.UPDATE,), ()),
     RC.GET_TOPIC_STATS_INFO: (None, (A.GET,), ((T, "topic", ""),)),
     RC.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: (None, (A.GET,), ((T, "topic", ""), (G, "group", ""))),
     RC.INVOKE_BROKER_TO_RESET_OFFSET: (None, (A.UPDATE,), ((G, "group", ""), (T, "topic", ""))),
@@ -145,6 +154,15 @@ def _heartbeat(out: Needed, body: bytes) -> None:
                 out.append((Resource.topic(str(topic)), (A.SUB,)))
 
 
+def _lite_subscriptions(out: Needed, body: bytes) -> None:
+    """LITE_SUBSCRIPTION_CTL: SUB on each subscription's group and topic (5.5.0 asks for a signature only;
+    ferromq asks what a consumer's heartbeat asks)."""
+    data: Any = loads_lenient(body) if body else {}
+    for entry in data.get("subscriptionSet") or []:
+        out.append((Resource.group(str(entry.get("group") or "")), (A.SUB,)))
+        out.append((Resource.topic(str(entry.get("topic") or "")), (A.SUB,)))
+
+
 def _send(out: Needed, topic: str | None, group: str | None) -> None:
     if _is_retry(topic):
         out.append((Resource.group(group if group and group.strip() else topic or ""), (A.SUB,)))
@@ -164,9 +182,15 @@ def remoting_needs(cmd: RemotingCommand, cluster: str) -> Needed:
     body Java could not parse)."""
     ext = cmd.ext
     out: Needed = []
+    code = cmd.code
+    if code == RC.LITE_SUBSCRIPTION_CTL:  # its names are in its body (no header field)
+        try:
+            _lite_subscriptions(out, cmd.body)
+        except (ValueError, AttributeError, TypeError):
+            raise AuthorizationError("parse authorization context error.") from None
+        return out
     if not ext:
         return out
-    code = cmd.code
     try:
         if code == RC.GET_ROUTEINFO_BY_TOPIC:
             topic = ext.get("topic") or ""
