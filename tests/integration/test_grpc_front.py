@@ -189,10 +189,13 @@ def test_python_decides_transactions_and_unknown_topics() -> None:
 INVISIBLE = {"seconds": 30}
 
 
-def settle_as_simple_consumer(endpoint: str, client_id: str, topic: str, group: str) -> None:
-    """The client's settings over Telemetry, as the 5.x SimpleConsumer sends them first."""
+def settle_as_simple_consumer(
+    endpoint: str, client_id: str, topic: str, group: str, client_type: int = pb.SIMPLE_CONSUMER
+) -> pb.Settings:
+    """The client's settings over Telemetry, as the 5.x SimpleConsumer sends them first (or a consumer
+    of `client_type`, its one subscription `topic`); the settings the server answers with."""
     settings = pb.Settings(
-        client_type=pb.SIMPLE_CONSUMER,
+        client_type=client_type,  # type: ignore[arg-type]
         backoff_policy=pb.RetryPolicy(max_attempts=3),
         subscription=pb.Subscription(
             group=pb.Resource(name=group),
@@ -211,6 +214,7 @@ def settle_as_simple_consumer(endpoint: str, client_id: str, topic: str, group: 
         )
         first = next(replies)
         assert first.status.code == pb.OK, first
+        return first.settings
 
 
 def receive(

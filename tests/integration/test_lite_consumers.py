@@ -8,7 +8,9 @@ side by side with Apache RocketMQ 5.5.0, is in tests/interop/test_lite_consumers
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -25,7 +27,13 @@ from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.testing import Broker
 from tests.integration.brokerkit import Client
-from tests.integration.test_grpc_front import CALL_TIMEOUT, message, receive, send
+from tests.integration.test_grpc_front import (
+    CALL_TIMEOUT,
+    message,
+    receive,
+    send,
+    settle_as_simple_consumer,
+)
 from tests.integration.test_lite_topics import LITE_TYPE, LMQ_ON, send_lite
 from tests.integration.test_metrics import http_get, samples, value
 from tests.integration.test_priority_messages import PATHS, create_group
@@ -104,6 +112,29 @@ async def lite_group(c: Client, group: str, parent: str, **attributes: str) -> N
     assert code == R.SUCCESS, remark
 
 
+@contextlib.asynccontextmanager
+async def lite_broker(
+    topic: str,
+    group: str,
+    *,
+    config: dict[str, str] | None = None,
+    settings: dict[str, Any] | None = None,
+    queues: int = 1,
+    **attributes: str,
+) -> AsyncIterator[tuple[Broker, Client, str, str]]:
+    """A broker with lite topics on, a LITE topic `topic`+RUN of `queues` queues, a lite group `group`+RUN
+    bound to it (with group `attributes`), and a client connected: (broker, client, topic, group)."""
+    async with Broker(config={**LMQ_ON, **(config or {})}, settings=settings or {}) as b:
+        parent, group = f"{topic}{RUN}", f"{group}{RUN}"
+        b.broker.topics.update(TopicConfig(parent, queues, queues, attributes=LITE_TYPE))
+        c = await Client().connect(b.broker.port)
+        try:
+            await lite_group(c, group, parent, **attributes)
+            yield b, c, parent, group
+        finally:
+            await c.close()
+
+
 def bodies(messages: list[StoredMessage]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for m in messages:
@@ -127,11 +158,7 @@ async def pop_until(
 @pytest.mark.parametrize("path", list(PATHS))
 def test_a_client_gets_its_lite_topics_in_order(path: str) -> None:
     async def main() -> None:
-        async with Broker(config=LMQ_ON, settings=PATHS[path]) as b:
-            parent, group = f"LitePop{RUN}", f"LiteGrp{RUN}"
-            b.broker.topics.update(TopicConfig(parent, 2, 2, attributes=LITE_TYPE))
-            c = await Client().connect(b.broker.port)
-            await lite_group(c, group, parent)
+        async with lite_broker("LitePop", "LiteGrp", settings=PATHS[path], queues=2) as (b, c, parent, group):
             r = await sync(c, "PARTIAL_ADD", "c1", group, parent, ["a", "b"])
             assert r.code == R.SUCCESS, r.remark
             for i in range(3):
@@ -155,7 +182,6 @@ def test_a_client_gets_its_lite_topics_in_order(path: str) -> None:
             assert bodies([m for _, m in more]) == {"a": ["a-3"]}
             assert b.broker.offsets.query(group, lmq(parent, "a"), 0) == 3
             assert b.broker.offsets.query(group, lmq(parent, "b"), 0) == 3
-            await c.close()
 
     asyncio.run(main())
 
@@ -187,11 +213,7 @@ def test_a_waiting_pop_is_woken_by_a_lite_message(path: str) -> None:
 
 def test_a_message_not_acked_comes_again_counted() -> None:
     async def main() -> None:
-        async with Broker(config=LMQ_ON) as b:
-            parent, group = f"LiteAgain{RUN}", f"LiteAgainG{RUN}"
-            b.broker.topics.update(TopicConfig(parent, 1, 1, attributes=LITE_TYPE))
-            c = await Client().connect(b.broker.port)
-            await lite_group(c, group, parent)
+        async with lite_broker("LiteAgain", "LiteAgainG") as (b, c, parent, group):
             assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, ["x"])).code == R.SUCCESS
             assert (await send_lite(c, parent, b"once", "x"))[0] == R.SUCCESS
             r, first = await pop_lite(c, "c1", group, parent, poll=2000)
@@ -218,7 +240,6 @@ def test_a_message_not_acked_comes_again_counted() -> None:
             assert again[0][0].ext["orderCountInfo"] == "1"
             assert (await ack_lite(c, group, parent, *again[0])).code == R.SUCCESS
             assert b.broker.offsets.query(group, lmq(parent, "x"), 0) == 1
-            await c.close()
 
     asyncio.run(main())
 
@@ -294,31 +315,6 @@ def test_what_5_5_refuses() -> None:
 # -- over gRPC, as the 5.x lite push consumer calls the proxy ------------------------------------------
 
 
-def settle_as_lite_consumer(endpoint: str, client_id: str, topic: str, group: str) -> pb.Settings:
-    """A LitePushConsumer's settings over Telemetry (its bind topic as its one subscription)."""
-    settings = pb.Settings(
-        client_type=pb.LITE_PUSH_CONSUMER,
-        backoff_policy=pb.RetryPolicy(max_attempts=3),
-        subscription=pb.Subscription(
-            group=pb.Resource(name=group),
-            subscriptions=[
-                pb.SubscriptionEntry(
-                    topic=pb.Resource(name=topic), expression=pb.FilterExpression(type=pb.TAG, expression="*")
-                )
-            ],
-        ),
-    )
-    with grpc.insecure_channel(endpoint) as ch:
-        replies = rpc.MessagingServiceStub(ch).Telemetry(
-            iter([spb.TelemetryCommand(settings=settings)]),
-            metadata=[("x-mq-client-id", client_id)],
-            timeout=CALL_TIMEOUT,
-        )
-        first = next(replies)
-        assert first.status.code == pb.OK, first
-        return first.settings
-
-
 def sync_grpc(
     endpoint: str, client_id: str, topic: str, group: str, action: int, lites: list[str]
 ) -> spb.SyncLiteSubscriptionResponse:
@@ -360,14 +356,13 @@ def ack_grpc(
 @pytest.mark.parametrize("path", list(PATHS))
 def test_a_lite_push_consumer_over_grpc(path: str) -> None:
     async def main() -> None:
-        async with Broker(config=LMQ_ON, settings=PATHS[path]) as b:
-            parent, group = f"LiteGrpc{RUN}", f"LiteGrpcG{RUN}"
-            b.broker.topics.update(TopicConfig(parent, 2, 2, attributes=LITE_TYPE))
-            c = await Client().connect(b.broker.port)
-            await lite_group(c, group, parent, **{"+lite.sub.client.quota": "5"})
-            await c.close()
+        async with lite_broker(
+            "LiteGrpc", "LiteGrpcG", settings=PATHS[path], queues=2, **{"+lite.sub.client.quota": "5"}
+        ) as (b, _c, parent, group):
             endpoint, client_id = b.grpc_endpoint, f"lite-{RUN}"
-            settings = await asyncio.to_thread(settle_as_lite_consumer, endpoint, client_id, parent, group)
+            settings = await asyncio.to_thread(
+                settle_as_simple_consumer, endpoint, client_id, parent, group, pb.LITE_PUSH_CONSUMER
+            )
             assert settings.subscription.lite_subscription_quota == 5
             assert settings.subscription.max_lite_topic_size == 64
             bad = await asyncio.to_thread(
@@ -422,11 +417,12 @@ def test_a_lite_push_consumer_over_grpc(path: str) -> None:
 
 def test_a_wildcard_group_takes_every_lite_topic() -> None:
     async def main() -> None:
-        async with Broker(config=LMQ_ON) as b:
-            parent, group = f"LiteWild{RUN}", f"LiteWildG{RUN}"
-            b.broker.topics.update(TopicConfig(parent, 1, 1, attributes=LITE_TYPE))
-            c = await Client().connect(b.broker.port)
-            await lite_group(c, group, parent, **{"+lite.sub.wildcard": "*"})
+        async with lite_broker("LiteWild", "LiteWildG", **{"+lite.sub.wildcard": "*"}) as (
+            b,
+            c,
+            parent,
+            group,
+        ):
             # Sent before any client: the first client's registration gives them.
             for lite in ("w1", "w2"):
                 assert (await send_lite(c, parent, f"{lite}-early".encode(), lite))[0] == R.SUCCESS
@@ -448,18 +444,13 @@ def test_a_wildcard_group_takes_every_lite_topic() -> None:
             assert b.broker.lite_consumers.active == 1
             assert (await sync(c, "COMPLETE_REMOVE", "c1", group, parent, [])).code == R.SUCCESS
             assert b.broker.lite_consumers.active == 0 and not b.broker.lite_consumers.wildcards
-            await c.close()
 
     asyncio.run(main())
 
 
 def test_a_suspended_lite_topic_waits_whole() -> None:
     async def main() -> None:
-        async with Broker(config=LMQ_ON) as b:
-            parent, group = f"LiteSus{RUN}", f"LiteSusG{RUN}"
-            b.broker.topics.update(TopicConfig(parent, 1, 1, attributes=LITE_TYPE))
-            c = await Client().connect(b.broker.port)
-            await lite_group(c, group, parent)
+        async with lite_broker("LiteSus", "LiteSusG") as (_b, c, parent, group):
             assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, ["s"])).code == R.SUCCESS
             for i in range(3):
                 assert (await send_lite(c, parent, f"s-{i}".encode(), "s"))[0] == R.SUCCESS
@@ -483,7 +474,6 @@ def test_a_suspended_lite_topic_waits_whole() -> None:
             again = await pop_until(c, "c1", group, parent, 2)
             assert [m.body for _, m in again] == [b"s-1", b"s-2"]
             assert again[0][0].ext["orderCountInfo"] == "1;1"
-            await c.close()
 
     asyncio.run(main())
 
@@ -529,11 +519,12 @@ def test_what_a_peer_sends_stays_bounded() -> None:
     room than the subscriptions allowed."""
 
     async def main() -> None:
-        async with Broker(config={**LMQ_ON, "maxLiteSubscriptionCount": "3"}) as b:
-            parent, group = f"LiteBound{RUN}", f"LiteBoundG{RUN}"
-            b.broker.topics.update(TopicConfig(parent, 1, 1, attributes=LITE_TYPE))
-            c = await Client().connect(b.broker.port)
-            await lite_group(c, group, parent)
+        async with lite_broker("LiteBound", "LiteBoundG", config={"maxLiteSubscriptionCount": "3"}) as (
+            b,
+            c,
+            parent,
+            group,
+        ):
             lite = b.broker.lite_consumers
             for i in range(3):
                 assert (await sync(c, "COMPLETE_ADD", f"k{i}", group, parent, [])).code == R.SUCCESS
@@ -558,7 +549,6 @@ def test_what_a_peer_sends_stays_bounded() -> None:
                 }
                 assert (await c.call(RC.CHANGE_MESSAGE_INVISIBLETIME, ext)).code == R.SUCCESS
             assert lite.rechecks == 1
-            await c.close()
 
     asyncio.run(main())
 

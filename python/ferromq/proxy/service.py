@@ -21,7 +21,7 @@ from ferromq import _store
 from ferromq.acl.permission import PUB, SUB
 from ferromq.auth import contexts
 from ferromq.auth.contexts import Needed
-from ferromq.broker.clients import parse_subscription
+from ferromq.broker.clients import Subscription, parse_subscription
 from ferromq.broker.pop.formats import ExtraInfo, real_topic
 from ferromq.broker.pop.service import MAX_POP_NUMS, PopRequest
 from ferromq.broker.sql92 import compile_sql92
@@ -612,21 +612,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                 subscription = parse_subscription(topic, expression.expression or "*", "TAG", 0)
         except SubscriptionParseError as e:
             raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
-        now = _now_ms()
-        req = PopRequest(
-            group=group,
-            topic=topic,
-            queue_id=-1,
-            max_msgs=max(1, min(request.batch_size or 1, MAX_POP_NUMS)),
-            invisible_time=invisible,
-            poll_time=polling,
-            born_time=now,
-            init_mode=1,
-            subscription=subscription,
-            order=fifo,
-            attempt_id=request.attempt_id or None,
-            sql=sql,
-        )
+        req = _pop_request(request, invisible, polling, subscription, fifo, sql)
         # The broker the client's assignment names (in local mode: the one broker there is).
         result = await self.backend.pop(request.message_queue.broker.name, req)
         return result, req, max_attempts
@@ -641,19 +627,7 @@ class MessagingService(rpc.MessagingServiceServicer):
     ) -> tuple[Popped, PopRequest, int]:
         """A lite push consumer's receive: a lite pop of its lite topics with messages (popLiteMessage)."""
         topic, group = request.message_queue.topic.name, request.group.name
-        req = PopRequest(
-            group=group,
-            topic=topic,
-            queue_id=-1,
-            max_msgs=max(1, min(request.batch_size or 1, MAX_POP_NUMS)),
-            invisible_time=invisible,
-            poll_time=polling,
-            born_time=_now_ms(),
-            init_mode=1,
-            subscription=parse_subscription(topic, "*", "TAG", 0),
-            order=True,
-            attempt_id=request.attempt_id or None,
-        )
+        req = _pop_request(request, invisible, polling, parse_subscription(topic, "*", "TAG", 0), True, None)
         result = await self.backend.pop_lite(
             request.message_queue.broker.name,
             session.client_id_,
@@ -949,6 +923,31 @@ def _commit_log_offset(offset_msg_id: str) -> int:
         return int(_store.decode_offset_msg_id(offset_msg_id)[1])
     except (ValueError, IndexError):
         return -1
+
+
+def _pop_request(
+    request: spb.ReceiveMessageRequest,
+    invisible: int,
+    polling: int,
+    subscription: Subscription,
+    order: bool,
+    sql: Callable[[dict[str, str]], bool] | None,
+) -> PopRequest:
+    """The pop a receive asks for, of every queue of its topic (the broker picks), at most MAX_POP_NUMS."""
+    return PopRequest(
+        group=request.group.name,
+        topic=request.message_queue.topic.name,
+        queue_id=-1,
+        max_msgs=max(1, min(request.batch_size or 1, MAX_POP_NUMS)),
+        invisible_time=invisible,
+        poll_time=polling,
+        born_time=_now_ms(),
+        init_mode=1,
+        subscription=subscription,
+        order=order,
+        attempt_id=request.attempt_id or None,
+        sql=sql,
+    )
 
 
 def _lite_topic_of(message: pb.Message) -> str | None:
