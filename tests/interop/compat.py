@@ -54,6 +54,7 @@ APACHE = f"Apache RocketMQ {ROCKETMQ_VERSION} broker"
 APACHE_55 = f"Apache RocketMQ {ROCKETMQ_55_VERSION} broker"
 JAVA5_CLIENT = "Java 5.x client 5.2.0 (gRPC)"
 MQADMIN_55 = f"mqadmin {ROCKETMQ_55_VERSION} (rocketmq-tools)"
+PY5_CLIENT = "Python 5.x client 5.1.2 (gRPC, rocketmq-python-client)"
 
 OFFICIAL = "official clients against ferromq"
 PYINTEROP = "Python client with the official clients"
@@ -214,6 +215,23 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
             "side by side",
             "lite topics: GET_PARENT_TOPIC_INFO and GET_LITE_TOPIC_INFO",
             RAW,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
+    "tests/interop/test_lite_consumers_rocketmq55.py::test_lite_push_consumer": [
+        (
+            "side by side",
+            "lite consumers: subscribeLite/unsubscribeLite, each lite topic in order, settings and refusals, "
+            "in local and cluster mode and behind 5.5.0's proxy",
+            JAVA5_CLIENT,
+            ROCKETMQ_55_VERSION,
+        )
+    ],
+    "tests/interop/test_lite_consumers_rocketmq55.py::test_python_client_lite_consumers": [
+        (
+            "side by side",
+            "lite consumers: LitePushConsumer deliveries and unsubscribe; LiteSimpleConsumer (ferromq only)",
+            PY5_CLIENT,
             ROCKETMQ_55_VERSION,
         )
     ],
