@@ -552,8 +552,17 @@ class LiteConsumers:
 
     # -- pop -----------------------------------------------------------------------------------------
 
+    def _check_master(self) -> None:
+        """Lite pops and acks move offsets: never on a slave's replica (as POP's, see PopService)."""
+        if self._ctx.config.is_slave:
+            raise BrokerError(
+                "lite pops and acks are served by the master; this broker is a slave",
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+            )
+
     def check_pop(self, group: str, topic: str, max_msgs: int) -> None:
         """PopLiteMessageProcessor.preCheck's refusals, with its codes and remarks."""
+        self._check_master()
         cfg = self._ctx.config
         if not cfg.broker_permission & 4:
             raise BrokerError(
@@ -698,6 +707,7 @@ class LiteConsumers:
         self, group: str, topic: str, lite_topic: str, offset: int, queue_id: int, revive_qid: int
     ) -> str:
         """The light message queue a lite ack or change names, or the refusal 5.5.0 answers."""
+        self._check_master()
         if self.bind_topic(group) != topic:
             raise BrokerError("group type or bind topic not match.", ResponseCode.INVALID_PARAMETER)
         lmq = lmq_name(topic, lite_topic)
@@ -742,6 +752,7 @@ class LiteConsumers:
     ) -> tuple[int, int]:
         """CHANGE_MESSAGE_INVISIBLETIME of a lite message: visible again after `invisible_time`; with
         `suspend`, its whole lite topic waits that long (suspendQueue). Returns (popTime, invisibleTime)."""
+        self._check_master()
         lmq = lmq_name(topic, lite_topic)
         if offset > self._ctx.store.max_offset(lmq, 0):
             raise BrokerError("", ResponseCode.NO_MESSAGE)
