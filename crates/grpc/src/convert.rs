@@ -10,9 +10,7 @@ use ferromq_broker::popper::{ExtraInfo, PROPERTY_POP_CK};
 use ferromq_broker::sender::{MessageType, MAX_LITE_TOPIC_BYTES};
 use ferromq_broker::topics::is_system_topic;
 use ferromq_store::hash::java_string_hash;
-use ferromq_store::message::{
-    parse_properties, property, RecordView, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
-};
+use ferromq_store::message::{append_client_properties, parse_properties, property, RecordView};
 use md5::Digest as _;
 
 use crate::proto::{self, Message, SystemProperties};
@@ -590,26 +588,17 @@ pub fn to_store(m: &Message, peer: &str) -> Result<Outgoing, Refusal> {
     if born > 0 {
         props.set(BORN_TIMESTAMP, born.to_string());
     }
-    let mut properties = String::new();
-    for (name, value) in &props.0 {
-        if name.is_empty() {
-            continue;
-        }
-        if name.contains([NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR])
-            || value.contains([NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR])
-        {
-            return refuse(
-                code::BAD_REQUEST,
-                format!("property {name} contains a RocketMQ separator character"),
-            );
-        }
-        if !properties.is_empty() {
-            properties.push(PROPERTY_SEPARATOR);
-        }
-        properties.push_str(name);
-        properties.push(NAME_VALUE_SEPARATOR);
-        properties.push_str(value);
+    // Encoded as a client encodes them (the store's one encoder), a separator in a name or value
+    // refused.
+    let mut encoded = Vec::new();
+    let pairs = props.0.iter().map(|(k, v)| (k.as_str(), Some(v.as_str())));
+    if let Err(name) = append_client_properties(&mut encoded, pairs) {
+        return refuse(
+            code::BAD_REQUEST,
+            format!("property {name} contains a RocketMQ separator character"),
+        );
     }
+    let properties = String::from_utf8(encoded).expect("joined from strings");
     Ok(Outgoing {
         message_type: MessageType::of_message(|name| props.get(name)),
         message_group: props.get(SHARDING_KEY).map(str::to_string),
