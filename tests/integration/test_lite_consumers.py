@@ -549,6 +549,9 @@ def test_what_a_peer_sends_stays_bounded() -> None:
                 }
                 assert (await c.call(RC.CHANGE_MESSAGE_INVISIBLETIME, ext)).code == R.SUCCESS
             assert lite.rechecks == 1
+            # A complete set past the bound is cut at it.
+            r = await sync(c, "COMPLETE_ADD", "k1", group, parent, ["p", "q", "r", "s"])
+            assert r.code == R.LITE_SUBSCRIPTION_QUOTA_EXCEEDED and lite.active == 3
 
     asyncio.run(main())
 

@@ -201,10 +201,10 @@ class LiteConsumers:
         self.events: dict[str, ClientEvents] = {}
         self._notifiers: dict[str, Notifier] = {}
         self._blocked: list[tuple[int, str, str]] = []
+        """(when it may be popped again, group, light message queue): blocked queues to give again."""
         self._due: dict[tuple[str, str], int] = {}
         """(group, light message queue) -> when `_blocked` looks at it next: one live entry each, so
         the heap stays as small as the lite topics in flight whatever clients change."""
-        """(when it may be popped again, group, light message queue): blocked queues to give again."""
         self._task: asyncio.Task[None] | None = None
         self._waiting = 0
         self._watching = False
@@ -215,7 +215,7 @@ class LiteConsumers:
         self._watch_epoch = 0
         """Counts the times watching started: the data planes tell no arrival in a lite topic while
         nobody watches, so a client that waits in a later epoch than it last looked at its lite
-        topics looks again (`_catch_up`)."""
+        topics looks again (`full_dispatch` of its own)."""
 
     # -- the group's settings ----------------------------------------------------------------------
 
@@ -285,27 +285,25 @@ class LiteConsumers:
         sub = self.clients.get(client_id)
         if sub is None:
             # Clients are bounded as subscriptions are: one that names none still takes room.
-            limit = self._ctx.config.max_lite_subscription_count
-            if len(self.clients) >= limit:
-                raise BrokerError(
-                    "org.apache.rocketmq.broker.lite.LiteQuotaException: "
-                    f"lite subscription quota exceeded {limit}",
-                    ResponseCode.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
-                )
+            self._check_quota(len(self.clients))
             sub = self.clients[client_id] = ClientSubscription(group, topic)
         sub.updated = _now()
         return sub
 
-    def add_partial(
-        self, client_id: str, group: str, topic: str, lmqs: set[str], option: OffsetOption | None
-    ) -> None:
+    def _check_quota(self, taken: int) -> None:
+        """LiteQuotaException past `maxLiteSubscriptionCount` (`taken`: subscriptions or clients)."""
         limit = self._ctx.config.max_lite_subscription_count
-        if self.active >= limit:
+        if taken >= limit:
             raise BrokerError(
                 "org.apache.rocketmq.broker.lite.LiteQuotaException: "
                 f"lite subscription quota exceeded {limit}",
                 ResponseCode.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
             )
+
+    def add_partial(
+        self, client_id: str, group: str, topic: str, lmqs: set[str], option: OffsetOption | None
+    ) -> None:
+        self._check_quota(self.active)
         if self._wildcard(group):
             raise BrokerError(
                 "java.lang.IllegalStateException: subscribe lite operation is not supported for this group",
@@ -343,7 +341,8 @@ class LiteConsumers:
         for lmq in sub.lmqs - lmqs:
             sub.lmqs.discard(lmq)
             self._remove_subscriber(client_id, group, lmq, False)
-        for lmq in lmqs:
+        for lmq in lmqs - sub.lmqs:
+            self._check_quota(self.active)  # 5.5.0 checks partial adds only; a complete one is bounded too
             sub.lmqs.add(lmq)
             self._add_subscriber(client_id, group, lmq)
 
