@@ -134,6 +134,8 @@ public final class Grpc5 {
                 return priority(endpoint, topic, group, count);
             case "lite":
                 return Lite5.lite(PROVIDER, out, endpoint, topic, group, count);
+            case "lite_bench":
+                return LiteBench5.scenario(PROVIDER, out, endpoint, topic, group, count);
             default:
                 throw new IllegalArgumentException("unknown scenario " + scenario);
         }
