@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -572,5 +573,60 @@ def test_a_group_config_as_a_proxy_reads_it() -> None:
             r = await c.call(RC.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": f"NoSuch{RUN}"})
             assert (r.code, r.remark) == (R.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
             await c.close()
+
+    asyncio.run(main())
+
+
+def test_a_client_that_stops_popping_is_passed_over() -> None:
+    """A client gone without a word (or stuck) holds no lite topic for long: once it has not popped for
+    10 s with lite topics waiting for it, they go to the group's other client (5.5.0's scan)."""
+
+    async def main() -> None:
+        async with lite_broker("LiteIdle", "LiteIdleG") as (b, c, parent, group):
+            lite = b.broker.lite_consumers
+            for client_id in ("k1", "k2"):
+                assert (await sync(c, "PARTIAL_ADD", client_id, group, parent, ["x"])).code == R.SUCCESS
+            assert (await send_lite(c, parent, b"x-0", "x"))[0] == R.SUCCESS
+            # k1 is given "x" (an admin's dispatch to it), then pops no more.
+            r = await c.call(RC.TRIGGER_LITE_DISPATCH, {"group": group, "clientId": "k1"})
+            assert r.code == R.SUCCESS and list(lite.events["k1"].queues) == [lmq(parent, "x")]
+            assert lite.pass_over_inactive(int(time.time() * 1000) + 11_000) == ["k1"]
+            _, got = await pop_lite(c, "k2", group, parent, poll=2000)
+            assert [m.body for m in got] == [b"x-0"]
+
+    asyncio.run(main())
+
+
+def test_a_lite_client_whose_connection_goes_loses_its_subscriptions() -> None:
+    """Its Telemetry stream cancelled (the client's connection went), a lite consumer's subscriptions go
+    from the broker at once, as Java's proxy drops them (handleGrpcCancel)."""
+
+    async def main() -> None:
+        async with lite_broker("LiteGone", "LiteGoneG") as (b, _c, parent, group):
+            endpoint, client_id = b.grpc_endpoint, f"gone-{RUN}"
+            lite = b.broker.lite_consumers
+            settings = pb.Settings(
+                client_type=pb.LITE_PUSH_CONSUMER,
+                subscription=pb.Subscription(
+                    group=pb.Resource(name=group),
+                    subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name=parent))],
+                ),
+            )
+            channel = grpc.aio.insecure_channel(endpoint)
+            stream = rpc.MessagingServiceStub(channel).Telemetry(
+                metadata=[("x-mq-client-id", client_id)], timeout=CALL_TIMEOUT
+            )
+            await stream.write(spb.TelemetryCommand(settings=settings))
+            assert (await stream.read()).status.code == pb.OK
+            synced = await asyncio.to_thread(
+                sync_grpc, endpoint, client_id, parent, group, pb.PARTIAL_ADD, ["y"]
+            )
+            assert synced.status.code == pb.OK and client_id in lite.clients
+            await channel.close()  # the connection goes: the stream is cancelled on the server
+            for _ in range(200):
+                if client_id not in lite.clients:
+                    break
+                await asyncio.sleep(0.02)
+            assert client_id not in lite.clients and lite.active == 0
 
     asyncio.run(main())

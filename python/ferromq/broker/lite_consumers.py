@@ -65,6 +65,12 @@ MAX_LITE_POP_NUMS = 32
 POLICY_LAST, POLICY_MIN, POLICY_MAX = 0, 1, 2
 # How often the broker looks for blocked queues turned visible and for silent clients.
 SCAN_INTERVAL_S = 0.5
+# A client that has not popped for this long while lite topics wait for it, or for this long at all
+# (a long poll and then some), has its lite topics given to the group's others, and is passed over for
+# a while (LiteEventDispatcher's CLIENT_INACTIVE_INTERVAL, CLIENT_LONG_POLLING_INTERVAL, blacklist).
+INACTIVE_WITH_EVENTS_MS = 10_000
+INACTIVE_MS = 35_000
+PASSED_OVER_MS = 10_000
 
 Notifier = Callable[[str, str, str], None]
 """Tells a client to forget a lite topic: (client id, group, lite topic) (NOTIFY_UNSUBSCRIBE_LITE)."""
@@ -212,6 +218,8 @@ class LiteConsumers:
         """Parent topic -> wildcard group -> its clients."""
         self.on_watch: Callable[[bool], None] | None = None
         """Told when lite pops start waiting for arrivals (True) and when none waits any more."""
+        self._passed_over: dict[str, int] = {}
+        """Clients found inactive -> until when dispatch prefers the group's others."""
         self._watch_epoch = 0
         """Counts the times watching started: the data planes tell no arrival in a lite topic while
         nobody watches, so a client that waits in a later epoch than it last looked at its lite
@@ -465,8 +473,11 @@ class LiteConsumers:
             for g, wildcard_clients in self.wildcards.get(parent_of(lmq), {}).items():
                 if group is None or g == group:
                     by_group.setdefault(g, []).extend(wildcard_clients)
+        now = _now() if self._passed_over else 0
         for g, clients in by_group.items():
             others = [c for c in clients if c != exclude] or clients
+            if self._passed_over:
+                others = [c for c in others if self._passed_over.get(c, 0) <= now] or others
             self._give(random.choice(others), g, lmq)
 
     def _give(self, client_id: str, group: str, lmq: str) -> None:
@@ -492,6 +503,7 @@ class LiteConsumers:
             await asyncio.sleep(SCAN_INTERVAL_S)
             try:
                 self.give_unblocked(_now())
+                self.pass_over_inactive(_now())
                 cfg = self._ctx.config
                 if time.monotonic() - last_expiry >= cfg.lite_subscription_check_interval / 1000.0:
                     last_expiry = time.monotonic()
@@ -532,6 +544,24 @@ class LiteConsumers:
             free = info.free_at(0, now) if info is not None and info.blocks(None, 0, now) else None
             if free is not None:
                 self._look_again(free, group, lmq)
+
+    def pass_over_inactive(self, now: int) -> list[str]:
+        """Clients that stopped popping (gone without a word, or stuck): their waiting lite topics go to
+        the group's other clients, and dispatch passes them over for a while (LiteEventDispatcher.scan);
+        the clients found."""
+        self._passed_over = {c: t for c, t in self._passed_over.items() if t > now}
+        found = []
+        for client_id, events in list(self.events.items()):
+            idle = now - events.last_access
+            if idle <= INACTIVE_MS and not (events.queues and idle > INACTIVE_WITH_EVENTS_MS):
+                continue
+            found.append(client_id)
+            del self.events[client_id]
+            self._passed_over[client_id] = now + PASSED_OVER_MS
+            logger.warning("lite client %s inactive for %d ms: its lite topics go to others", client_id, idle)
+            for lmq in events.queues:
+                self.dispatch(lmq, events.group, exclude=client_id)
+        return found
 
     def expire_clients(self, now: int, timeout_ms: int) -> int:
         """Drops the clients not heard of for `timeout_ms` (cleanupExpiredSubscriptions); how many."""

@@ -374,6 +374,15 @@ class MessagingService(rpc.MessagingServiceServicer):
                     return  # the client ended the stream
                 yield command.result()
                 command = None
+        except asyncio.CancelledError:
+            # The client's connection went (gRPC cancels the stream): a lite client's subscriptions go
+            # at once, as Java's proxy drops them on a cancelled Telemetry (handleGrpcCancel).
+            settings = session.settings
+            if settings is not None and settings.client_type in LITE_CONSUMERS:
+                topics = settings.subscription.subscriptions
+                topic = topics[0].topic.name if topics else ""
+                self._lite_offline(session.client_id_, settings.subscription.group.name, topic)
+            raise
         finally:
             # Also when gRPC closes the stream (the client went, the server stops).
             for task in (command, reader):
@@ -434,13 +443,16 @@ class MessagingService(rpc.MessagingServiceServicer):
         group, topics = settings.subscription.group.name, settings.subscription.subscriptions
         topic = topics[0].topic.name if topics else ""
 
-        def offline(_: Any) -> None:
-            self._lite_clients.discard(client_id)
-            entry = {"action": "COMPLETE_REMOVE", "clientId": client_id, "group": group, "topic": topic}
-            task = asyncio.get_running_loop().create_task(self.backend.sync_lite(entry, self._notify_lite))
-            task.add_done_callback(_log_failure)
+        session.on_close(lambda _: self._lite_offline(client_id, group, topic))
 
-        session.on_close(offline)
+    def _lite_offline(self, client_id: str, group: str, topic: str) -> None:
+        """The brokers drop a lite client's subscriptions (COMPLETE_REMOVE): it went."""
+        if client_id not in self._lite_clients:
+            return
+        self._lite_clients.discard(client_id)
+        entry = {"action": "COMPLETE_REMOVE", "clientId": client_id, "group": group, "topic": topic}
+        task = asyncio.get_running_loop().create_task(self.backend.sync_lite(entry, self._notify_lite))
+        task.add_done_callback(_log_failure)
 
     def _notify_lite(self, client_id: str, group: str, lite_topic: str) -> None:
         """A broker dropped a lite topic of the client's (an exclusive group's other client took it):
