@@ -241,7 +241,10 @@ def ack(
 ) -> spb.AckMessageResponse:
     entries = [
         spb.AckMessageEntry(
-            message_id=m.system_properties.message_id, receipt_handle=m.system_properties.receipt_handle
+            message_id=m.system_properties.message_id,
+            receipt_handle=m.system_properties.receipt_handle,
+            # A lite message's ack names its lite topic (RocketMQ 5.5).
+            lite_topic=m.system_properties.lite_topic if m.system_properties.HasField("lite_topic") else None,
         )
         for m in messages
     ]

@@ -30,6 +30,7 @@ from ferromq.testing import Broker
 from tests.integration.brokerkit import Client
 from tests.integration.test_grpc_front import (
     CALL_TIMEOUT,
+    ack,
     message,
     receive,
     send,
@@ -332,28 +333,6 @@ def sync_grpc(
         return reply
 
 
-def ack_grpc(
-    endpoint: str, client_id: str, topic: str, group: str, messages: list[pb.Message]
-) -> spb.AckMessageResponse:
-    entries = [
-        spb.AckMessageEntry(
-            message_id=m.system_properties.message_id,
-            receipt_handle=m.system_properties.receipt_handle,
-            lite_topic=m.system_properties.lite_topic,
-        )
-        for m in messages
-    ]
-    with grpc.insecure_channel(endpoint) as ch:
-        reply: spb.AckMessageResponse = rpc.MessagingServiceStub(ch).AckMessage(
-            spb.AckMessageRequest(
-                group=pb.Resource(name=group), topic=pb.Resource(name=topic), entries=entries
-            ),
-            metadata=[("x-mq-client-id", client_id)],
-            timeout=CALL_TIMEOUT,
-        )
-        return reply
-
-
 @pytest.mark.parametrize("path", list(PATHS))
 def test_a_lite_push_consumer_over_grpc(path: str) -> None:
     async def main() -> None:
@@ -394,7 +373,7 @@ def test_a_lite_push_consumer_over_grpc(path: str) -> None:
                 assert m.system_properties.message_type == pb.LITE
                 assert m.system_properties.delivery_attempt == 1
             assert seen == {"a": ["a-0", "a-1", "a-2"], "b": ["b-0", "b-1", "b-2"]}
-            acked = await asyncio.to_thread(ack_grpc, endpoint, client_id, parent, group, got)
+            acked = await asyncio.to_thread(ack, endpoint, client_id, parent, group, got)
             assert acked.status.code == pb.OK, acked.status
             assert b.broker.offsets.query(group, lmq(parent, "a"), 0) == 3
             # Unsubscribed, "b" gives nothing more; "a" goes on.
