@@ -12,6 +12,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -26,7 +27,8 @@ from ferromq.protocol.command import RemotingCommand
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
-from ferromq.testing import Broker
+from ferromq.testing import Broker, BrokerProcess
+from ferromq.testing.waiting import wait_until
 from tests.integration.brokerkit import Client
 from tests.integration.test_grpc_front import (
     CALL_TIMEOUT,
@@ -36,7 +38,7 @@ from tests.integration.test_grpc_front import (
     send,
     settle_as_simple_consumer,
 )
-from tests.integration.test_lite_topics import LITE_TYPE, LMQ_ON, send_lite
+from tests.integration.test_lite_topics import LITE_TYPE, LMQ_ON, send_lite, topic_ext
 from tests.integration.test_metrics import http_get, samples, value
 from tests.integration.test_priority_messages import PATHS, create_group
 
@@ -609,3 +611,56 @@ def test_a_lite_client_whose_connection_goes_loses_its_subscriptions() -> None:
             assert client_id not in lite.clients and lite.active == 0
 
     asyncio.run(main())
+
+
+def test_a_lite_consumer_after_kill_9(tmp_path: Path) -> None:
+    """kill -9 with lite topics consumed, in flight and waiting: after the restart the client (subscribing
+    again, as a 5.x client resyncs) gets every message not acked, in order, and none acked before the
+    offsets were flushed (SYNC_FLUSH: every acked send is on disk)."""
+    conf = {**LMQ_ON, "flushDiskType": "SYNC_FLUSH", "flushConsumerOffsetInterval": "200"}
+    parent, group = f"LiteK9{RUN}", f"LiteK9G{RUN}"
+    lites = [f"t{k}" for k in range(5)]
+    each = 4
+
+    async def before(port: int) -> None:
+        c = await Client().connect(port)
+        r = await c.call(RC.UPDATE_AND_CREATE_TOPIC, topic_ext(parent))
+        assert r.code == R.SUCCESS, r.remark
+        await lite_group(c, group, parent)
+        assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, lites)).code == R.SUCCESS
+        for i in range(each):
+            for lite in lites:
+                assert (await send_lite(c, parent, f"{lite}-{i}".encode(), lite))[0] == R.SUCCESS
+        got = await pop_until(c, "c1", group, parent, len(lites) * each)
+        assert len(got) == len(lites) * each
+        for r, m in got:  # t0 and t1 acked; t2, t3, t4 in flight at the kill
+            if m.properties["__LITE_TOPIC"] in ("t0", "t1"):
+                assert (await ack_lite(c, group, parent, r, m)).code == R.SUCCESS
+        await c.close()
+
+    server = BrokerProcess(tmp_path, conf).start()
+    offsets_file = server.store / "config" / "consumerOffset.json"
+    try:
+        asyncio.run(asyncio.wait_for(before(server.port), 60))
+        # The acked offsets reach the disk (every 200 ms here) before the kill.
+        wait_until(
+            lambda: offsets_file.exists() and f"{lmq(parent, 't1')}@{group}" in offsets_file.read_text(),
+            "the lite offsets flushed",
+            10,
+        )
+    finally:
+        server.stop(kill=True)
+    again = BrokerProcess(tmp_path, conf, store=server.store).start()
+    try:
+
+        async def after() -> dict[str, list[str]]:
+            c = await Client().connect(again.port)
+            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, lites)).code == R.SUCCESS
+            got = await pop_until(c, "c1", group, parent, 3 * each)
+            await c.close()
+            return bodies([m for _, m in got])
+
+        seen = asyncio.run(asyncio.wait_for(after(), 60))
+        assert seen == {lite: [f"{lite}-{i}" for i in range(each)] for lite in ("t2", "t3", "t4")}
+    finally:
+        again.stop()
