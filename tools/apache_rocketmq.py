@@ -812,9 +812,11 @@ class ApacheRocketMQClusterProxy:
                 parts.append(f"--- {path} (last {n} lines) ---\n{_tail(path, n)}")
         return "\n".join(parts)
 
-    def stop(self) -> None:
+    def stop(self, kill: bool = False) -> None:
+        """SIGTERM and wait for its shutdown hook; or SIGKILL (the quick end of a reference proxy whose
+        state nobody reads: its shutdown takes seconds)."""
         if self.proc is not None and self.proc.poll() is None:
-            _terminate(self.proc, signal.SIGTERM, STOP_TIMEOUT)
+            _terminate(self.proc, signal.SIGKILL if kill else signal.SIGTERM, STOP_TIMEOUT)
 
     def __enter__(self) -> Self:
         return self

@@ -133,15 +133,19 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]
                     root / "java-proxy", d.namesrv, version=ROCKETMQ_55_VERSION
                 ) as jp,
             ):
-                yield {
-                    "rocketmq": Side("rocketmq", mq.namesrv, mq.broker_addr, proxy.grpc_endpoint),
-                    "ferromq": Side("ferromq", b.namesrv, b.broker_addr, b.grpc_endpoint),
-                    "ferromq-cluster": Side("ferromq-cluster", c.namesrv, c.broker_addr, endpoint),
-                    # 5.5.0's own proxy in front of a ferromq broker: the broker side of the remoting codes.
-                    "rocketmq-proxy": Side("rocketmq-proxy", d.namesrv, d.broker_addr, jp.grpc_endpoint),
-                }
+                try:
+                    yield {
+                        "rocketmq": Side("rocketmq", mq.namesrv, mq.broker_addr, proxy.grpc_endpoint),
+                        "ferromq": Side("ferromq", b.namesrv, b.broker_addr, b.grpc_endpoint),
+                        "ferromq-cluster": Side("ferromq-cluster", c.namesrv, c.broker_addr, endpoint),
+                        # 5.5.0's own proxy in front of a ferromq broker: the broker side of the remoting
+                        # codes.
+                        "rocketmq-proxy": Side("rocketmq-proxy", d.namesrv, d.broker_addr, jp.grpc_endpoint),
+                    }
+                finally:
+                    jp.stop(kill=True)  # nobody reads a reference proxy's state: no shutdown wait
         finally:
-            proxy.stop()
+            proxy.stop(kill=True)
     finally:
         mq.stop(kill=True)  # nobody reads its store
 
