@@ -24,6 +24,7 @@ from ferromq.message import StoredMessage, decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.command import RemotingCommand
+from ferromq.protocol.constants import PROPERTY_LITE_TOPIC
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
@@ -41,6 +42,7 @@ from tests.integration.test_grpc_front import (
 from tests.integration.test_lite_topics import LITE_TYPE, LMQ_ON, send_lite, topic_ext
 from tests.integration.test_metrics import http_get, samples, value
 from tests.integration.test_priority_messages import PATHS, create_group
+from tests.integration.test_transactions import end_ext, half_ext
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -664,3 +666,28 @@ def test_a_lite_consumer_after_kill_9(tmp_path: Path) -> None:
         assert seen == {lite: [f"{lite}-{i}" for i in range(each)] for lite in ("t2", "t3", "t4")}
     finally:
         again.stop()
+
+
+def test_a_committed_lite_message_wakes_its_consumer() -> None:
+    """A transactional lite message reaches its lite topic's queue when committed: a lite pop waiting then
+    gets it at once."""
+
+    async def main() -> None:
+        async with lite_broker("LiteTx", "LiteTxG") as (b, c, parent, group):
+            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, ["tx"])).code == R.SUCCESS
+            half = await c.call(RC.SEND_MESSAGE, half_ext(parent, 0, **{PROPERTY_LITE_TOPIC: "tx"}), b"held")
+            assert half.code == R.SUCCESS, half.remark
+            waiting = asyncio.ensure_future(pop_lite(c, "c1", group, parent, poll=20_000))
+            for _ in range(100):  # until the pop waits
+                if "c1" in b.broker.lite_consumers.events:
+                    break
+                await asyncio.sleep(0.02)
+            started = time.monotonic()
+            await c.conn.oneway(
+                RemotingCommand(code=RC.END_TRANSACTION, ext={k: str(v) for k, v in end_ext(half, 8).items()})
+            )
+            r, got = await asyncio.wait_for(waiting, 15)
+            assert r.code == R.SUCCESS and [m.body for m in got] == [b"held"]
+            assert time.monotonic() - started < 10, "woken by the commit, not by the poll's end"
+
+    asyncio.run(main())

@@ -339,6 +339,9 @@ class TransactionalMessageService(TaskService):
             )
             if self._arrived is not None:
                 self._arrived(result.topic, result.queue_id, result.queue_offset + 1, result.tags_code)
+                # A committed lite message is in its lite topic's queue now (queue 0) too.
+                for lmq, next_offset in result.lmq_arrivals:
+                    self._arrived(lmq, 0, next_offset, result.tags_code)
         else:
             logger.info(
                 "transaction %s (half offset %d, origin %d) already %s: commit not written again",

@@ -60,12 +60,18 @@ impl Inner {
     }
 
     /// Whether a record of `topic` may name light message queues (enableLmq, and not a retry,
-    /// dead-letter, system or schedule topic: MixAll.topicAllowsLMQ).
+    /// dead-letter, system or schedule topic: MixAll.topicAllowsLMQ). Unlike Java, not the
+    /// transactions' topics either (`RMQ_SYS_TRANS_*`, `TRANS_CHECK_MAX_TIME_TOPIC`): Apache
+    /// RocketMQ 5.5.0 dispatches a lite message's half into its lite topic (MixAll's "rmq_sys_"
+    /// prefix misses the upper-case names), so a lite consumer gets it before the commit, and
+    /// again after.
     pub(super) fn lmq_on(&self, topic: &str) -> bool {
         self.config.enable_lmq
             && !topic.starts_with("%RETRY%")
             && !topic.starts_with("%DLQ%")
             && !topic.starts_with("rmq_sys_")
+            && !topic.starts_with("RMQ_SYS_TRANS_")
+            && topic != "TRANS_CHECK_MAX_TIME_TOPIC"
             && topic != SCHEDULE_TOPIC
     }
 
