@@ -93,13 +93,42 @@ def start_namesrv(workdir: Path) -> Process:
     )
 
 
+START_ATTEMPTS = 3
+
+
 def start_broker(workdir: Path, name: str, namesrv: str, conf: dict[str, str]) -> Process:
-    """`ferromq broker -c broker.conf` with the store under `workdir/name`; `conf` should set listenPort."""
+    """`ferromq broker -c broker.conf` with the store under `workdir/name`; `conf` should set listenPort.
+    A port another process took between its choice and the bind (parallel workers start servers too) is
+    chosen again, as many as START_ATTEMPTS times."""
     root = workdir / name
-    full = {**STORE_CONF, "storePathRootDir": str(root / "store"), "namesrvAddr": namesrv, **conf}
-    conf_path = write_conf(root / "broker.conf", full)
-    argv = [*ferromq_command(), "-v", "broker", "-c", str(conf_path), "--host", "127.0.0.1"]
-    return spawn(name, argv, root / "broker.log", "ferromq broker", f"127.0.0.1:{full['listenPort']}")
+    for attempt in range(START_ATTEMPTS):
+        full = {**STORE_CONF, "storePathRootDir": str(root / "store"), "namesrvAddr": namesrv, **conf}
+        conf_path = write_conf(root / "broker.conf", full)
+        argv = [*ferromq_command(), "-v", "broker", "-c", str(conf_path), "--host", "127.0.0.1"]
+        try:
+            return spawn(name, argv, root / "broker.log", "ferromq broker", f"127.0.0.1:{full['listenPort']}")
+        except AssertionError as e:
+            if "Address already in use" not in str(e) or attempt == START_ATTEMPTS - 1:
+                raise
+            # A new listenPort; the HA port stays (a test may have told a slave where it is).
+            conf = {**conf, **_ports(keep_ha=conf.get("haListenPort"))}
+    raise AssertionError("unreachable")
+
+
+def _ports(with_ha: bool = False, keep_ha: str | None = None) -> dict[str, str]:
+    """A listenPort that is not `keep_ha` (and, `with_ha`, an HA port that is neither it nor its VIP
+    channel's, listenPort - 2)."""
+    avoid = {int(keep_ha), int(keep_ha) + 2} if keep_ha else set()
+    listen = free_port()
+    while listen in avoid:
+        listen = free_port()
+    ports = {"listenPort": str(listen)}
+    if with_ha:
+        ha = free_port()
+        while ha in (listen, listen - 2):
+            ha = free_port()
+        ports["haListenPort"] = str(ha)
+    return ports
 
 
 def wait_slave_connected(master: Process, what: str = "the slave to connect", timeout: float = 30.0) -> None:
@@ -108,17 +137,13 @@ def wait_slave_connected(master: Process, what: str = "the slave to connect", ti
 
 
 def master_conf(role: str) -> dict[str, str]:
-    listen = free_port()
     # The broker also listens on listenPort - 2 (the VIP channel, as Java's): the HA port must be
     # neither of them.
-    ha = free_port()
-    while ha in (listen, listen - 2):
-        ha = free_port()
-    return {"brokerRole": role, "brokerId": "0", "listenPort": str(listen), "haListenPort": str(ha)}
+    return {"brokerRole": role, "brokerId": "0", **_ports(with_ha=True)}
 
 
 def slave_conf(**extra: str) -> dict[str, str]:
-    return {"brokerRole": "SLAVE", "brokerId": "1", "listenPort": str(free_port()), **extra}
+    return {"brokerRole": "SLAVE", "brokerId": "1", **_ports(with_ha=False), **extra}
 
 
 def store_files(root: Path, sub: str) -> dict[str, bytes]:
