@@ -23,26 +23,7 @@ COUNTS = ("max LMQ", "current LMQ", "subscriptions", "order infos", "CQ table", 
 
 async def lite_broker(admin: Admin, args: argparse.Namespace) -> None:
     out: dict[str, Any] = {}
-    t = make_table(
-        "broker",
-        "store type",
-        "max LMQ",
-        "current LMQ",
-        "subscriptions",
-        "order infos",
-        "CQ table",
-        "offset table",
-        "event map",
-        right=(
-            "max LMQ",
-            "current LMQ",
-            "subscriptions",
-            "order infos",
-            "CQ table",
-            "offset table",
-            "event map",
-        ),
-    )
+    t = make_table("broker", "store type", *COUNTS, right=COUNTS)
     for addr in await broker_addrs(admin, args.broker_addr):
         info = out[addr] = await admin.broker_lite_info(addr)
         t.add_row(

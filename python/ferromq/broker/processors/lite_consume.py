@@ -8,12 +8,11 @@ The rules are in `ferromq.broker.lite_consumers`; this module reads the requests
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from typing import Any, Protocol
 
 import orjson
 
-from ferromq.broker.lite_consumers import LiteConsumers, LitePopped
+from ferromq.broker.lite_consumers import LiteConsumers, LitePopped, Notifier
 from ferromq.broker.processors.context import ContextHandler, bind
 from ferromq.broker.state import BrokerState
 from ferromq.broker.topics import LITE_MESSAGE_TYPE
@@ -38,7 +37,7 @@ class LiteConsumeContext(BrokerState, Protocol):
     def lite_consumers(self) -> LiteConsumers: ...
 
 
-def _notifier(conn: Connection) -> Any:
+def _notifier(conn: Connection) -> Notifier:
     """NOTIFY_UNSUBSCRIBE_LITE to the client's proxy on `conn`, one way (Broker2Client)."""
 
     def notify(client_id: str, group: str, lite_topic: str) -> None:
@@ -75,15 +74,11 @@ def _pop_reply(cmd: RemotingCommand, result: LitePopped) -> RemotingCommand:
     return cmd.reply(ResponseCode.SUCCESS, remark="FOUND", ext=result.header(), body=result.body)
 
 
-async def _pop_later(cmd: RemotingCommand, result: Awaitable[LitePopped]) -> RemotingCommand:
-    return _pop_reply(cmd, await result)
-
-
 async def pop_lite_message(
     ctx: LiteConsumeContext, conn: Connection, cmd: RemotingCommand
 ) -> RemotingCommand:
     h = PopLiteMessageRequestHeader.of(cmd)
-    result = ctx.lite_consumers.pop(
+    result = await ctx.lite_consumers.pop(
         h.client_id,
         h.consumer_group,
         h.topic,
@@ -92,7 +87,7 @@ async def pop_lite_message(
         max(0, h.poll_time),
         h.attempt_id or None,
     )
-    return await _pop_later(cmd, result)
+    return _pop_reply(cmd, result)
 
 
 async def lite_client_info(
