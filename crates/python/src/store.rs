@@ -988,6 +988,18 @@ impl Store {
         self.store.execute_delete_files_manually().py_err(py)
     }
 
+    /// Tiered storage's floor: retention deletes only CommitLog files that end at or before it
+    /// (None: no floor).
+    #[getter]
+    fn retention_floor(&self) -> Option<u64> {
+        self.store.retention_floor()
+    }
+
+    #[setter]
+    fn set_retention_floor(&self, floor: Option<u64>) {
+        self.store.set_retention_floor(floor);
+    }
+
     /// Drops the queues whose messages are all below the CommitLog start; returns how many.
     fn clean_expired_consume_queues(&self, py: Python<'_>) -> PyResult<usize> {
         py.detach(|| self.store.clean_expired_consume_queues())

@@ -210,8 +210,8 @@ impl CommitLog {
 
     /// RocketMQ's `CommitLog.deleteExpiredFile`: deletes head files last modified more than
     /// `expired_ms` before `now_ms` (any age with `clean_at_once`), never the file being
-    /// written, at most `max` of them, with `pause` between two (false stops). Returns the
-    /// deleted paths.
+    /// written, never one that ends past `keep_from` (tiered storage has not taken it yet), at
+    /// most `max` of them, with `pause` between two (false stops). Returns the deleted paths.
     pub fn delete_expired_files(
         &self,
         expired_ms: i64,
@@ -219,8 +219,12 @@ impl CommitLog {
         pause: impl FnMut() -> bool,
         clean_at_once: bool,
         max: usize,
+        keep_from: Option<u64>,
     ) -> Result<Vec<std::path::PathBuf>> {
         self.files.delete_head_files(max, pause, |f| {
+            if keep_from.is_some_and(|k| f.file_from_offset() + f.file_size() as u64 > k) {
+                return false;
+            }
             if clean_at_once {
                 return true;
             }

@@ -383,3 +383,30 @@ fn disk_usage_is_a_fraction_or_unknown() {
     // Both directories exist from the open, so a fresh store's disks are never "unknown".
     assert!(input.logics_used_ratio > 0.0);
 }
+
+#[test]
+fn a_retention_floor_keeps_files_tiered_storage_has_not_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    fill(&store, 0, 400);
+    let files = commitlog_files(dir.path());
+    assert!(files.len() >= 6, "{}", files.len());
+    for f in &files {
+        age(f, 100);
+    }
+    // Nothing in the bucket yet: a full disk deletes nothing.
+    store.set_retention_floor(Some(0));
+    assert_eq!(store.retention_floor(), Some(0));
+    let r = store.clean_expired_files(&input(4, 0.99)).unwrap();
+    assert!(r.clean_at_once && r.time_up);
+    assert_eq!(r.commitlog_files_deleted, 0);
+    // Two files taken (the floor at the end of the second, or inside the third): those two go.
+    store.set_retention_floor(Some(2 * CL_SIZE + 100));
+    let r = store.clean_expired_files(&input(4, 0.99)).unwrap();
+    assert_eq!(r.commitlog_files_deleted, 2);
+    assert_eq!(store.min_physical_offset(), 2 * CL_SIZE as i64);
+    // No floor: retention as without tiering.
+    store.set_retention_floor(None);
+    let r = store.clean_expired_files(&input(4, 0.10)).unwrap();
+    assert_eq!(r.commitlog_files_deleted, files.len() - 3);
+}

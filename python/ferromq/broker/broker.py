@@ -61,6 +61,7 @@ from ferromq.store import FlushDiskType, MessageStore
 
 if TYPE_CHECKING:
     from ferromq.tables.tiering import TieringService
+    from ferromq.tiered.service import TieredService
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +127,7 @@ class Broker:
         """Controller mode (enableControllerMode): the link that decides this broker's role."""
         """The /metrics endpoint when metricsExporterType=PROM."""
         self.tiering: TieringService | None = None
+        self.tiered: TieredService | None = None
         """Table topics (tableTopics): appends chosen topics to Delta tables."""
         # GET_BROKER_CONFIG's dataVersion: bumped by each UPDATE_BROKER_CONFIG.
         self.config_version = 0
@@ -313,6 +315,7 @@ class Broker:
             if self.auth is not None:
                 metrics.registry.register(AuthCollector(self.auth, self))
         await self._start_tiering()
+        await self._start_tiered_store()
         self._tasks = [
             loop.create_task(self._persist_offsets_loop(), name="persist-offsets"),
             loop.create_task(self._housekeeping_loop(), name="client-housekeeping"),
@@ -406,6 +409,23 @@ class Broker:
         await self._start_service("table topics", tiering.start, tiering.stop)
         if self.metrics is not None:
             self.metrics.registry.register(TieringCollector(tiering, self))
+
+    async def _start_tiered_store(self) -> None:
+        """Tiered storage (tieredStorageLevel), on a master outside controller mode."""
+        cfg = self.config
+        if not cfg.tiered_enabled:
+            return
+        if cfg.enable_controller_mode or cfg.is_slave:
+            logger.warning(
+                "tieredStorageLevel is set but tiered storage runs only on a master outside controller mode"
+            )
+            return
+        # pyarrow's file systems only where a broker tiers.
+        from ferromq.tiered.service import TieredService
+
+        tiered = TieredService(self.store, cfg)
+        self.tiered = tiered
+        await self._start_service("tiered storage", tiered.start, tiered.stop)
 
     async def _start_service(self, name: str, start: Step, stop: Step) -> None:
         """Starts a service; `stop` stops it again when the broker stops (or a later step of

@@ -32,6 +32,7 @@ from ferromq.tables.config import (
     TABLE_TOPICS_REGEX,
     TableTopicConfig,
 )
+from ferromq.tiered.config import TieredStoreConfig
 
 __all__ = [
     "CONFIG_TABLES",
@@ -58,6 +59,7 @@ __all__ = [
     "StoreFilesConfig",
     "StoreMismatchError",
     "TableTopicConfig",
+    "TieredStoreConfig",
     "TimerConfig",
     "TlsConfig",
     "TopicConfig",
@@ -595,11 +597,13 @@ CONFIG_TABLES: tuple[tuple[type, Callable[[Any], list[tuple[str, str]]] | None],
     (PopConfig, PopConfig.pop_problems),
     (TimerConfig, None),
     (TableTopicConfig, TableTopicConfig.table_topic_problems),
+    (TieredStoreConfig, TieredStoreConfig.tiered_problems),
 )
 
 
 @dataclass(frozen=True)
 class BrokerConfig(
+    TieredStoreConfig,
     TableTopicConfig,
     MetricsConfig,
     PopConfig,

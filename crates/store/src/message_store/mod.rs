@@ -810,6 +810,17 @@ impl MessageStore {
         self.inner.retention.stats()
     }
 
+    /// Tiered storage's floor: retention deletes only CommitLog files that end at or before
+    /// `floor` (whatever their age or the disk usage), as the messages past it are not in the
+    /// bucket yet. None clears it.
+    pub fn set_retention_floor(&self, floor: Option<u64>) {
+        self.inner.retention.set_floor(floor);
+    }
+
+    pub fn retention_floor(&self) -> Option<u64> {
+        self.inner.retention.keep_from()
+    }
+
     /// Read-only views: forgets files the writer deleted and maps the ones it added (CommitLog,
     /// loaded consume queues, index). A writer's store has nothing to do.
     pub fn refresh(&self) -> Result<()> {

@@ -77,7 +77,9 @@ pub struct RetentionStats {
     pub consume_queues_destroyed: u64,
 }
 
-#[derive(Default)]
+/// No retention floor: CommitLog files go by age and disk usage alone.
+const NO_FLOOR: u64 = u64::MAX;
+
 pub(super) struct Retention {
     /// Serialises rounds (the service thread and explicit calls); holds the CommitLog start the
     /// consume queues were last cleaned for (`CleanConsumeQueueService.lastPhysicalMinOffset`).
@@ -88,9 +90,39 @@ pub(super) struct Retention {
     consume_queue_files_deleted: AtomicU64,
     index_files_deleted: AtomicU64,
     consume_queues_destroyed: AtomicU64,
+    /// Tiered storage's floor: CommitLog files that end past it are kept whatever their age or
+    /// the disk usage (their messages are not in the bucket yet). [`NO_FLOOR`] without tiering.
+    floor: AtomicU64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            round: Default::default(),
+            manual_times: AtomicU64::new(0),
+            rounds: AtomicU64::new(0),
+            commitlog_files_deleted: AtomicU64::new(0),
+            consume_queue_files_deleted: AtomicU64::new(0),
+            index_files_deleted: AtomicU64::new(0),
+            consume_queues_destroyed: AtomicU64::new(0),
+            floor: AtomicU64::new(NO_FLOOR),
+        }
+    }
 }
 
 impl Retention {
+    /// The CommitLog offset retention may delete up to (files that end at or before it), or
+    /// None to clear the floor.
+    pub(super) fn set_floor(&self, floor: Option<u64>) {
+        self.floor
+            .store(floor.unwrap_or(NO_FLOOR), Ordering::Release);
+    }
+
+    pub(super) fn keep_from(&self) -> Option<u64> {
+        let floor = self.floor.load(Ordering::Acquire);
+        (floor != NO_FLOOR).then_some(floor)
+    }
+
     pub(super) fn stats(&self) -> RetentionStats {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         RetentionStats {
@@ -189,6 +221,7 @@ impl Inner {
                 || self.pause(interval),
                 report.clean_at_once,
                 DELETE_FILES_BATCH_MAX,
+                self.retention.keep_from(),
             )?;
             report.commitlog_files_deleted = deleted.len();
             if deleted.is_empty() && space_full {

@@ -168,6 +168,8 @@ async def max_offset(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) 
 async def min_offset(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     h = GetMinOffsetRequestHeader.of(cmd)
     offset = ctx.store.min_offset(h.topic, h.queue_id)
+    if ctx.tiered is not None:  # the bucket's messages count (RocketMQ's TieredMessageStore)
+        offset = ctx.tiered.queue_min(h.topic, h.queue_id, offset)
     return cmd.reply(ResponseCode.SUCCESS, ext=OffsetResponseHeader(offset=offset).to_ext())
 
 
@@ -179,7 +181,11 @@ async def offset_by_time(ctx: AdminContext, conn: Connection, cmd: RemotingComma
 
 async def earliest_time(ctx: AdminContext, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
     h = GetEarliestMsgStoretimeRequestHeader.of(cmd)
-    ts = ctx.store.earliest_store_time(h.topic, h.queue_id)
+    ts = None
+    if ctx.tiered is not None and ctx.tiered.min_offset(h.topic, h.queue_id) is not None:
+        ts = await ctx.tiered.run(ctx.tiered.earliest_store_time, h.topic, h.queue_id)
+    if ts is None:
+        ts = ctx.store.earliest_store_time(h.topic, h.queue_id)
     reply = GetEarliestMsgStoretimeResponseHeader(timestamp=-1 if ts is None else ts)
     return cmd.reply(ResponseCode.SUCCESS, ext=reply.to_ext())
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ferromq.broker.transaction import TransactionalMessageService
     from ferromq.store import MessageStore
     from ferromq.tables.tiering import TieringService
+    from ferromq.tiered.service import TieredService
 
 C = TypeVar("C", contravariant=True)
 ContextHandler = Callable[[C, Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
@@ -72,7 +73,14 @@ class SendContext(HasConfig, Protocol):
     def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
 
 
-class PullContext(BrokerState, Protocol):
+class HasTiered(Protocol):
+    """Tiered storage, None when tieredStorageLevel=DISABLE (or on a slave)."""
+
+    @property
+    def tiered(self) -> TieredService | None: ...
+
+
+class PullContext(BrokerState, HasTiered, Protocol):
     """PULL_MESSAGE and its long-polling hold."""
 
     @property
@@ -106,7 +114,7 @@ class ClientManageContext(HasConfig, Protocol):
     def registration_changed(self) -> None: ...
 
 
-class QueryContext(HasConfig, Protocol):
+class QueryContext(HasConfig, HasTiered, Protocol):
     """QUERY_MESSAGE, VIEW_MESSAGE_BY_ID."""
 
     @property
@@ -156,7 +164,7 @@ class AuthAdminContext(HasConfig, Protocol):
     def auth(self) -> Auth | None: ...
 
 
-class AdminContext(BrokerState, Protocol):
+class AdminContext(BrokerState, HasTiered, Protocol):
     """Topics, offsets by time, orderly locks, subscription groups (admin.py)."""
 
     @property

@@ -32,6 +32,7 @@ from ferromq.store import PropertyEdits
 
 if TYPE_CHECKING:
     from ferromq.store import GetResult
+    from ferromq.tiered.service import TieredRead, TieredService
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ _CORRECTED = frozenset(
         "OFFSET_FOUND_NULL",
     }
 )
+# What the local store answers for an offset it no longer holds, which the tiered store may hold
+# (below the queue's local min, or a queue whose local files are all gone).
+_NOT_LOCAL = _CORRECTED | {"NO_MATCHED_LOGIC_QUEUE"}
 
 
 def as_int32(code: int) -> int:
@@ -140,6 +144,10 @@ def pull_message(
     sub = _subscription(broker, h)
     sql = check_sql92(broker, sub.sub_string) if sub.expression_type == "SQL92" else None
     result = broker.store.pull(topic, queue_id, offset, max_msgs, tag_codes=sub.codes)
+    tiered = broker.tiered
+    if tiered is not None and result.status in _NOT_LOCAL and tiered.covers(topic, queue_id, offset):
+        _commit(broker, group, topic, queue_id, sys_flag, h.commit_offset)
+        return _pull_tiered(broker, tiered, cmd, h, max_msgs, sub, sql, result)
     code = result.pull_code(offset)  # the data plane's mapping
     if code != ResponseCode.PULL_NOT_FOUND or not sys_flag & PULL_FLAG_SUSPEND:
         broker.stats.got(
@@ -158,6 +166,28 @@ def pull_message(
     return _pull_reply(cmd, result, code, sql, next_begin, suggest_broker_id(broker, group, result))
 
 
+async def _pull_tiered(
+    broker: PullContext,
+    tiered: TieredService,
+    cmd: RemotingCommand,
+    h: PullMessageRequestHeader,
+    max_msgs: int,
+    sub: Subscription,
+    sql: Callable[[dict[str, str]], bool] | None,
+    local: GetResult,
+) -> RemotingCommand:
+    """A pull of messages local retention deleted, read from the bucket (off the event loop)."""
+    group, topic, queue_id, offset = h.consumer_group, h.topic, h.queue_id, h.queue_offset
+    read = await tiered.run(tiered.read_queue, topic, queue_id, offset, max_msgs, sub.codes, local.max_offset)
+    if read is None:  # the bucket's file expired meanwhile: answered as the local store read it
+        code, next_begin = _offset_moved(
+            broker, group, topic, queue_id, offset, local, local.pull_code(offset)
+        )
+        return _pull_reply(cmd, local, code, sql, next_begin)
+    broker.stats.got(group, topic, queue_id, read.next_begin_offset, read.message_count, len(read.body))
+    return _pull_reply(cmd, read, read.pull_code(offset), sql)
+
+
 def _offset_moved(
     broker: PullContext, group: str, topic: str, queue_id: int, offset: int, result: GetResult, code: int
 ) -> tuple[int, int]:
@@ -171,11 +201,16 @@ def _offset_moved(
         return (
             ResponseCode.PULL_RETRY_IMMEDIATELY if code == ResponseCode.PULL_OFFSET_MOVED else code
         ), next_begin
+    next_begin = result.next_begin_offset
+    tiered = broker.tiered
+    if tiered is not None and result.status == "OFFSET_TOO_SMALL":
+        # Below the bucket's first message too: the queue starts there, not at its local min.
+        next_begin = tiered.queue_min(topic, queue_id, next_begin)
     if code == ResponseCode.PULL_OFFSET_MOVED:
         event = {
             "consumerGroup": group,
             "messageQueue": {"brokerName": cfg.broker_name, "queueId": queue_id, "topic": topic},
-            "offsetNew": result.next_begin_offset,
+            "offsetNew": next_begin,
             "offsetRequest": offset,
         }
         try:
@@ -197,9 +232,9 @@ def _offset_moved(
             group,
             queue_id,
             offset,
-            result.next_begin_offset,
+            next_begin,
         )
-    return code, result.next_begin_offset
+    return code, next_begin
 
 
 async def _pull_after_hold(
@@ -234,7 +269,7 @@ async def _pull_after_hold(
 
 def _pull_reply(
     cmd: RemotingCommand,
-    result: GetResult,
+    result: GetResult | TieredRead,
     code: int,
     sql: Callable[[dict[str, str]], bool] | None,
     next_begin: int | None = None,

@@ -1,0 +1,305 @@
+"""Tiered storage (issue 44): sealed CommitLog files go to a bucket (a real S3-compatible server,
+versitygw, on 127.0.0.1; or a directory, the posix provider) by an uploader process, local
+retention deletes only what the bucket has, and pulls, queries by key and by id, the queue's min
+offset and earliest time read through to the bucket for what is no longer on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferromq.broker import Broker
+from ferromq.broker.config import BrokerConfig
+from ferromq.client.message import MessageQueue
+from ferromq.client.pull_consumer import PullConsumer
+from ferromq.errors import ConfigError
+from ferromq.message import decode_messages
+from ferromq.protocol.codes import RequestCode as RC
+from ferromq.protocol.codes import ResponseCode as R
+from ferromq.testing.waiting import until
+from ferromq.tiered.bucket import COMMITLOG, Bucket
+
+from .brokerkit import Client, pull_ext, properties, running, send_ext
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+import s3_server  # noqa: E402
+
+FILE = 64 * 1024
+STORE = {
+    "mapped_file_size_commitlog": FILE,
+    "mapped_file_size_consume_queue": 20 * 50,
+    "delete_commit_log_files_interval": 0,
+    "delete_consume_queue_files_interval": 0,
+    "tiered_storage_level": "NOT_IN_DISK",
+    "tiered_store_upload_interval_ms": 50,
+}
+# A round of retention on a quiet hour and a roomy disk, after DELETE_EXPIRED_COMMITLOG.
+QUIET = {"hour": 12, "physic_used_ratio": 0.1, "logics_used_ratio": 0.1}
+TOPIC = "TieredT"
+SENT = 300
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s3_server.S3Server]:
+    try:
+        s3_server.build()
+    except s3_server.S3Unavailable as e:
+        pytest.skip(str(e))
+    with s3_server.start_s3(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+def s3_keys(s3: s3_server.S3Server, bucket: str) -> dict[str, Any]:
+    return {
+        "tiered_backend_service_provider": "s3",
+        "tiered_store_file_path": f"{s3.bucket(bucket)}/ferromq",
+        "object_store_endpoint": s3.endpoint,
+        "object_store_access_key": s3.access_key,
+        "object_store_secret_key": s3.secret_key,
+        "object_store_region": s3.region,
+    }
+
+
+def posix_keys(tmp_path: Path) -> dict[str, Any]:
+    return {"tiered_backend_service_provider": "posix", "tiered_store_file_path": str(tmp_path / "bucket")}
+
+
+def local_files(tmp_path: Path) -> list[int]:
+    return sorted(int(p.name) for p in (tmp_path / "store" / "commitlog").iterdir())
+
+
+def age_all(tmp_path: Path) -> None:
+    old = time.time() - 100 * 3600
+    for p in (tmp_path / "store" / "commitlog").iterdir():
+        os.utime(p, (old, old))
+
+
+async def send_all(c: Client, n: int = SENT, start: int = 0) -> None:
+    r = await c.call(
+        RC.UPDATE_AND_CREATE_TOPIC, {"topic": TOPIC, "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}
+    )
+    assert r.code == R.SUCCESS
+    for i in range(start, start + n):
+        props = properties(TAGS="A" if i % 2 == 0 else "B", KEYS=f"key-{i}")
+        r = await c.call(RC.SEND_MESSAGE, send_ext(TOPIC, 0, props), f"m{i:04d}".encode() * 250)
+        assert r.code == R.SUCCESS
+
+
+def sealed(broker: Broker) -> list[int]:
+    """The local CommitLog files the writer has moved past."""
+    end = broker.store.max_physical_offset // FILE * FILE
+    return list(range(broker.store.min_physical_offset // FILE * FILE, end, FILE))
+
+
+async def all_tiered(broker: Broker) -> None:
+    """Waits until the bucket holds every sealed file."""
+    assert broker.tiered is not None
+    tiered = broker.tiered
+    broker.store.flush()
+    await until(
+        lambda: {s.start for s in tiered.tiered_files()} >= set(sealed(broker)),
+        "the sealed CommitLog files in the bucket",
+        timeout=60,
+        why=lambda: f"tiered {[s.start for s in tiered.tiered_files()]}, errors: {tiered.last_error}",
+    )
+
+
+async def delete_local(c: Client, broker: Broker, tmp_path: Path) -> int:
+    """Makes retention delete what it may (every file old enough); returns the files deleted."""
+    age_all(tmp_path)
+    r = await c.call(RC.DELETE_EXPIRED_COMMITLOG)
+    assert r.code == R.SUCCESS
+    deleted = 0
+    while True:  # at most 10 files a round
+        report = await asyncio.to_thread(broker.store.clean_expired_files, **QUIET)
+        deleted += report.commitlog_files_deleted
+        if report.commitlog_files_deleted < 10:
+            return deleted
+
+
+async def pull_all(c: Client, group: str, sub: str = "*") -> list[Any]:
+    """Every message of the queue from offset 0, pull after pull, as a consumer reads them."""
+    got: list[Any] = []
+    offset = 0
+    for _ in range(200):
+        r = await c.call(RC.PULL_MESSAGE, pull_ext(group, TOPIC, 0, offset, subscription=sub))
+        if r.code == R.SUCCESS:
+            got += decode_messages(r.body)
+        elif r.code != R.PULL_RETRY_IMMEDIATELY:
+            assert r.code == R.PULL_NOT_FOUND, (r.code, r.remark)
+            return got
+        offset = int(r.ext["nextBeginOffset"])
+    raise AssertionError("the queue never ended")
+
+
+async def read_through(tmp_path: Path, keys: dict[str, Any]) -> tuple[str, str]:
+    """Returns the broker's cluster and name (its part of the bucket)."""
+    async with running(tmp_path, **STORE, **keys) as (ns, broker):
+        c = await Client().connect(broker.port)
+        await send_all(c)
+        await all_tiered(broker)
+        deleted = await delete_local(c, broker, tmp_path)
+        assert deleted == len(sealed(broker)) or deleted >= 4
+        local_min = broker.store.min_offset(TOPIC, 0)
+        assert broker.store.min_physical_offset >= 4 * FILE and local_min > 0
+
+        # The queue still starts at 0 (RocketMQ's TieredMessageStore counts the bucket's messages).
+        r = await c.call(RC.GET_MIN_OFFSET, {"topic": TOPIC, "queueId": 0})
+        assert int(r.ext["offset"]) == 0
+        r = await c.call(RC.GET_EARLIEST_MSG_STORETIME, {"topic": TOPIC, "queueId": 0})
+        first_time = int(r.ext["timestamp"])
+        assert 0 < first_time <= int(time.time() * 1000)
+
+        # Pulls read the bucket below the local min and the disk above it: all of them, in order.
+        got = await pull_all(c, "G-all")
+        assert [m.queue_offset for m in got] == list(range(SENT))
+        assert [m.body for m in got] == [f"m{i:04d}".encode() * 250 for i in range(SENT)]
+        assert got[0].store_timestamp == first_time
+        # A TAG subscription is filtered there too.
+        tagged = await pull_all(c, "G-tag", "B")
+        assert [m.queue_offset for m in tagged] == list(range(1, SENT, 2))
+
+        # A query by key and a message by id find messages only the bucket has.
+        r = await c.call(
+            RC.QUERY_MESSAGE,
+            {"topic": TOPIC, "key": "key-3", "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 2**62},
+        )
+        assert r.code == R.SUCCESS
+        assert [m.keys for m in decode_messages(r.body)] == [["key-3"]]
+        r = await c.call(RC.VIEW_MESSAGE_BY_ID, {"offset": got[1].physical_offset})
+        assert r.code == R.SUCCESS and decode_messages(r.body)[0].queue_offset == 1
+
+        # A consumer that starts from the first offset reads them all, from the bucket first.
+        async with PullConsumer("G-client", f"127.0.0.1:{ns.port}", auto_commit=False) as consumer:
+            mq = MessageQueue(TOPIC, broker.config.broker_name, 0)
+            consumer.assign([mq])
+            await consumer.seek_to_begin(mq)  # GET_MIN_OFFSET: 0, in the bucket
+            polled: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(polled) < SENT and time.monotonic() < deadline:
+                polled += await consumer.poll(1.0)
+            assert [m.queue_offset for m in polled] == list(range(SENT))
+        await c.close()
+        return broker.config.broker_cluster_name, broker.config.broker_name
+
+
+def test_posix_bucket_reads_through(tmp_path: Path) -> None:
+    asyncio.run(read_through(tmp_path, posix_keys(tmp_path)))
+
+
+def test_s3_bucket_reads_through(tmp_path: Path, s3: s3_server.S3Server) -> None:
+    keys = s3_keys(s3, "readthrough")
+    cluster, name = asyncio.run(read_through(tmp_path, keys))
+    # The bucket holds each file byte for byte.
+    options = {
+        "AWS_ENDPOINT_URL": s3.endpoint,
+        "AWS_ACCESS_KEY_ID": s3.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3.secret_key,
+        "AWS_REGION": s3.region,
+    }
+    bucket = Bucket(keys["tiered_store_file_path"], cluster, name, options)
+    starts = bucket.starts(COMMITLOG)
+    assert starts[:4] == [0, FILE, 2 * FILE, 3 * FILE]
+    assert all(bucket.size(COMMITLOG, s) == FILE for s in starts)
+    assert bucket.path(COMMITLOG, FILE).endswith(f"ferromq/{cluster}/{name}/commitlog/00000000000000065536")
+
+
+def test_retention_keeps_what_the_bucket_lacks(tmp_path: Path, s3: s3_server.S3Server) -> None:
+    """With the server away, nothing local goes however full the disk; once it is back, the
+    files are uploaded and only then deleted, and every message is still read."""
+
+    async def main() -> None:
+        async with running(tmp_path, **STORE, **s3_keys(s3, "away")) as (_, broker):
+            assert broker.tiered is not None
+            c = await Client().connect(broker.port)
+            s3.stop()
+            try:
+                await send_all(c)
+                broker.store.flush()
+                await until(lambda: broker.tiered.failures > 0, "an upload failing", timeout=60)
+                age_all(tmp_path)
+                before = local_files(tmp_path)
+                # A disk nearly full deletes files whatever their age: not these.
+                full = {"hour": 12, "physic_used_ratio": 0.99, "logics_used_ratio": 0.1}
+                report = await asyncio.to_thread(broker.store.clean_expired_files, **full)
+                assert report.clean_at_once and report.commitlog_files_deleted == 0
+                assert local_files(tmp_path) == before
+            finally:
+                s3.start()
+            await all_tiered(broker)
+            assert await delete_local(c, broker, tmp_path) >= 4
+            got = await pull_all(c, "G")
+            assert [m.queue_offset for m in got] == list(range(SENT))
+            await c.close()
+
+    asyncio.run(main())
+
+
+def test_an_uploader_killed_mid_upload_starts_again(tmp_path: Path, s3: s3_server.S3Server) -> None:
+    async def main() -> None:
+        async with running(tmp_path, **STORE, **s3_keys(s3, "killed")) as (_, broker):
+            tiered = broker.tiered
+            assert tiered is not None
+            c = await Client().connect(broker.port)
+            await send_all(c, 60)
+            proc = await until(lambda: tiered._proc, "the uploader running")
+            os.kill(proc.pid, signal.SIGKILL)
+            await until(lambda: tiered.uploader_starts >= 2, "the uploader started again", timeout=30)
+            await send_all(c, SENT - 60, start=60)
+            await all_tiered(broker)
+            assert await delete_local(c, broker, tmp_path) >= 4
+            got = await pull_all(c, "G")
+            assert [m.queue_offset for m in got] == list(range(SENT))
+            await c.close()
+
+    asyncio.run(main())
+
+
+def test_a_restarted_broker_knows_its_bucket(tmp_path: Path) -> None:
+    keys = posix_keys(tmp_path)
+
+    async def first() -> None:
+        async with running(tmp_path, **STORE, **keys) as (_, broker):
+            c = await Client().connect(broker.port)
+            await send_all(c)
+            await all_tiered(broker)
+            assert await delete_local(c, broker, tmp_path) >= 4
+            await c.close()
+
+    async def again() -> None:
+        async with running(tmp_path, **STORE, **keys) as (_, broker):
+            assert broker.tiered is not None
+            tiered = broker.tiered
+            c = await Client().connect(broker.port)
+            await until(lambda: tiered.min_offset(TOPIC, 0) == 0, "the bucket's files known again")
+            got = await pull_all(c, "G")
+            assert [m.queue_offset for m in got] == list(range(SENT))
+            await c.close()
+
+    asyncio.run(first())
+    asyncio.run(again())
+
+
+@pytest.mark.parametrize(
+    ("keys", "says"),
+    [
+        ({"tiered_storage_level": "FORCE"}, "tieredStorageLevel must be DISABLE or NOT_IN_DISK"),
+        ({"tiered_storage_level": "NOT_IN_DISK"}, "set tieredStoreFilePath=s3://bucket/prefix"),
+        (
+            {"tiered_storage_level": "NOT_IN_DISK", "tiered_backend_service_provider": "posix"},
+            "set tieredStoreFilePath to a directory",
+        ),
+        ({"tiered_backend_service_provider": "hdfs"}, "tieredBackendServiceProvider must be s3 or posix"),
+    ],
+)
+def test_a_tiered_store_that_cannot_be_is_refused(keys: dict[str, str], says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        BrokerConfig(**keys).validate()
