@@ -561,6 +561,14 @@ class Popped:
     def stored(self) -> list[tuple[str, int, int, int]]:
         """(topic, queue id, next offset, tags code) of each checkpoint stored."""
 
+class _PopColdReader(Protocol):
+    """Tiered storage under the pops (ferromq.tiered.service.TieredService)."""
+
+    def min_offset(self, topic: str, queue_id: int) -> int | None: ...
+    def pop_read(
+        self, topic: str, queue_id: int, offset: int, max_count: int, tag_codes: list[int] | None
+    ) -> tuple[bool, bytes, list[int], int, int] | None: ...
+
 @final
 class Popper:
     """The rules of POP consumption (`ferromq_broker::popper`), shared with the data planes.
@@ -577,6 +585,8 @@ class Popper:
         retry_v2: bool,
         broker_addr: str,
     ) -> Popper: ...
+    def set_cold_reader(self, reader: _PopColdReader | None) -> None:
+        """Tiered storage to read below the queues' local min offsets, or None."""
     @property
     def revive_topic(self) -> str: ...
     def pop(

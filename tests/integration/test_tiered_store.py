@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ferromq import testing
 from ferromq.broker import Broker
 from ferromq.broker.config import BrokerConfig
 from ferromq.client.message import MessageQueue
@@ -24,13 +25,17 @@ from ferromq.errors import ConfigError
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
+from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.testing.waiting import until
 from ferromq.tiered.bucket import COMMITLOG, Bucket
 
-from .brokerkit import Client, pull_ext, properties, running, send_ext
+from .brokerkit import SMALL_STORE, Client, pop_receipt, pop_request, properties, pull_ext, running, send_ext
+from .test_grpc_front import ack as grpc_ack
+from .test_grpc_front import receive as grpc_receive
+from .test_grpc_front import settle_as_simple_consumer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import s3_server  # noqa: E402
+import s3_server
 
 FILE = 64 * 1024
 STORE = {
@@ -286,6 +291,79 @@ def test_a_restarted_broker_knows_its_bucket(tmp_path: Path) -> None:
 
     asyncio.run(first())
     asyncio.run(again())
+
+
+async def pop_all(c: Client, broker: Broker, group: str, invisible: int = 60_000) -> list[Any]:
+    """POP_MESSAGE (served by the data plane) until nothing is left, each message acked."""
+    got: list[Any] = []
+    for _ in range(100):
+        r = await c.call(RC.POP_MESSAGE, pop_request(TOPIC, group, invisibleTime=invisible))
+        messages = decode_messages(r.body) if r.body else []
+        if not messages:
+            return got
+        got += messages
+        for m in messages:
+            receipt = pop_receipt(r.ext, m, broker.config.broker_name)
+            fields = {"consumerGroup": group, "topic": TOPIC, "queueId": 0, "offset": m.queue_offset}
+            a = await c.call(RC.ACK_MESSAGE, {**fields, "extraInfo": receipt})
+            assert a.code == R.SUCCESS, a.remark
+    raise AssertionError("the pops never ended")
+
+
+def test_pops_and_5x_receives_read_through(tmp_path: Path) -> None:
+    """A POP consumer from the first offset, and a 5.x SimpleConsumer behind local retention, get
+    every message (the bucket's first) and ack them; an unacked one popped from the bucket is
+    revived from the bucket and delivered again."""
+
+    async def main() -> None:
+        settings = {**SMALL_STORE, **STORE, **posix_keys(tmp_path), "timer_precision_ms": 100}
+        async with testing.Broker(settings=settings, store_dir=tmp_path) as tb:
+            broker = tb.broker
+            c = await Client().connect(broker.port)
+            await send_all(c)
+            await all_tiered(broker)
+            assert await delete_local(c, broker, tmp_path) >= 4
+            assert broker.store.min_offset(TOPIC, 0) > 0
+
+            popped = await pop_all(c, broker, "PopCold")  # initMode 0: from the first message
+            assert [m.queue_offset for m in popped] == list(range(SENT))
+
+            # A 5.x SimpleConsumer whose group stopped at offset 0 before retention.
+            group, client = "Recv5Cold", "recv5-cold"
+            broker.offsets.commit(group, TOPIC, 0, 0)
+            await asyncio.to_thread(settle_as_simple_consumer, tb.grpc_endpoint, client, TOPIC, group)
+            received: list[pb.Message] = []
+            for _ in range(100):
+                stream = await asyncio.to_thread(grpc_receive, tb.grpc_endpoint, client, TOPIC, group, 32)
+                messages = [r.message for r in stream if r.HasField("message")]
+                if not messages:
+                    break
+                received += messages
+                acked = await asyncio.to_thread(grpc_ack, tb.grpc_endpoint, client, TOPIC, group, messages)
+                assert [e.status.code for e in acked.entries] == [pb.OK] * len(messages)
+            offsets = [m.system_properties.queue_offset for m in received]
+            assert offsets == list(range(SENT))
+            assert received[7].body == b"m0007" * 250
+
+            # Popped from the bucket and never acked: revived (read from the bucket) and popped again.
+            r = await c.call(
+                RC.POP_MESSAGE, pop_request(TOPIC, "PopRevive", maxMsgNums=3, invisibleTime=1000)
+            )
+            first = [m.queue_offset for m in decode_messages(r.body)]
+            assert first == [0, 1, 2]
+            again: list[Any] = []
+
+            async def redelivered() -> bool:
+                r = await c.call(RC.POP_MESSAGE, pop_request(TOPIC, "PopRevive", invisibleTime=60_000))
+                again.extend(decode_messages(r.body) if r.body else [])
+                return sum(m.reconsume_times > 0 for m in again) >= 3
+
+            await until(redelivered, "the unacked messages revived from the bucket", timeout=60, interval=0.5)
+            revived = sorted(m.body for m in again if m.reconsume_times > 0)
+            assert revived == [f"m{i:04d}".encode() * 250 for i in range(3)]
+            await c.close()
+
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize(

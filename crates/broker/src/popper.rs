@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ferromq_store::message::{self, property, MessageMeta, RecordView};
@@ -438,8 +438,36 @@ impl Popped {
     }
 }
 
+/// What tiered storage answers for a read below a queue's local min offset.
+pub enum ColdRead {
+    /// The bucket holds none of it: the local answer stands (the offset moves to the local min).
+    NotThere,
+    /// The bucket could not be read now: nothing is read and the offset stays, for a later pop.
+    Unavailable,
+    /// Records the bucket holds (status Found, or NoMatchedMessage when the filter took none).
+    Found(GetResult),
+}
+
+/// Tiered storage under the pops (RocketMQ's TieredMessageStore behind PopMessageProcessor):
+/// messages local retention deleted, read from a bucket. Its reads block on the network (a
+/// cache first): they happen only for offsets below a queue's local min.
+pub trait ColdReader: Send + Sync {
+    /// The queue's first offset in the bucket, if it has any there.
+    fn min_offset(&self, topic: &str, queue_id: i32) -> Option<i64>;
+    /// Up to `max_count` records of the queue from `offset`, `tag_codes` as the store's reads.
+    fn read(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_count: usize,
+        tag_codes: Option<&[i32]>,
+    ) -> ColdRead;
+}
+
 pub struct Popper {
     store: Arc<MessageStore>,
+    cold: RwLock<Option<Arc<dyn ColdReader>>>,
     offsets: Arc<ConsumerOffsets>,
     settings: PopSettings,
     revive_topic: String,
@@ -508,12 +536,29 @@ impl Popper {
         let revive_topic = revive_topic(&settings.cluster);
         Popper {
             store,
+            cold: RwLock::new(None),
             offsets,
             settings,
             revive_topic,
             ck_counter: AtomicU64::new(0),
             popping: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Tiered storage to read below the queues' local min offsets (None: local reads only).
+    pub fn set_cold_reader(&self, cold: Option<Arc<dyn ColdReader>>) {
+        *self.cold.write().unwrap() = cold;
+    }
+
+    fn cold(&self) -> Option<Arc<dyn ColdReader>> {
+        self.cold.read().unwrap().clone()
+    }
+
+    /// The queue's min offset, counting what tiered storage holds.
+    fn min_offset(&self, topic: &str, queue_id: i32) -> Result<i64, PopError> {
+        let local = self.store.min_offset_in_queue(topic, queue_id)?;
+        let cold = self.cold().and_then(|c| c.min_offset(topic, queue_id));
+        Ok(cold.map_or(local, |c| c.min(local)))
     }
 
     pub fn settings(&self) -> &PopSettings {
@@ -625,7 +670,7 @@ impl Popper {
         if offset >= 0 {
             return Ok(offset);
         }
-        let min = self.store.min_offset_in_queue(topic, queue_id)?;
+        let min = self.min_offset(topic, queue_id)?;
         let max = self.store.max_offset_in_queue(topic, queue_id)?;
         // From the first message for a new topic (or one still whole), as Java's
         // initPopOffsetByCheckMsgInMem does while the queue's head is in memory.
@@ -653,9 +698,27 @@ impl Popper {
         } else {
             None
         };
-        Ok(self
-            .store
-            .get_messages(topic, queue_id, offset, count, POP_READ_MAX_BYTES, codes)?)
+        let got =
+            self.store
+                .get_messages(topic, queue_id, offset, count, POP_READ_MAX_BYTES, codes)?;
+        if got.status != GetStatus::OffsetTooSmall {
+            return Ok(got);
+        }
+        let Some(cold) = self.cold() else {
+            return Ok(got);
+        };
+        Ok(match cold.read(topic, queue_id, offset, count, codes) {
+            ColdRead::NotThere => got,
+            ColdRead::Found(found) => found,
+            ColdRead::Unavailable => GetResult {
+                status: GetStatus::MessageWasRemoving,
+                next_begin_offset: offset,
+                body: Vec::new(),
+                message_count: 0,
+                queue_offsets: Vec::new(),
+                ..got
+            },
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -772,7 +835,7 @@ impl Popper {
                 ),
             ));
         }
-        let low = self.store.min_offset_in_queue(topic, queue_id)?;
+        let low = self.min_offset(topic, queue_id)?;
         let high = self.store.max_offset_in_queue(topic, queue_id)?;
         if offset < low || offset > high || (!past_max && offset == high) {
             let committed = self.offsets.query(group, topic, queue_id);

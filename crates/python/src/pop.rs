@@ -4,9 +4,11 @@
 
 use std::sync::Arc;
 
-use ferromq_broker::popper::{self, ExtraInfo, PopError, PopRequest, PopSettings, Receipted};
+use ferromq_broker::popper::{
+    self, ColdRead, ColdReader, ExtraInfo, PopError, PopRequest, PopSettings, Receipted,
+};
 use ferromq_broker::{Popper as Rules, TagFilter};
-use ferromq_store::PutResult;
+use ferromq_store::{GetResult, GetStatus, PutResult};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -34,6 +36,70 @@ struct PyTopics(Py<PyAny>);
 impl popper::Topics for PyTopics {
     fn read_queues(&self, topic: &str) -> Option<i32> {
         Python::attach(|py| self.0.bind(py).call1((topic,)).ok()?.extract().ok())
+    }
+}
+
+/// Tiered storage under the pops, asked of Python's `ferromq.tiered.service.TieredService`:
+/// `min_offset(topic, queue_id) -> int | None` and `pop_read(topic, queue_id, offset, max_count,
+/// tag_codes) -> (found, body, queue_offsets, next_begin_offset, min_offset) | None`, which
+/// raises when the bucket cannot be read now. Called with the GIL taken back (as `PyTopics`).
+struct PyColdReader(Py<PyAny>);
+
+/// What `pop_read` returns.
+type ColdTuple = (bool, Vec<u8>, Vec<i64>, i64, i64);
+
+impl ColdReader for PyColdReader {
+    fn min_offset(&self, topic: &str, queue_id: i32) -> Option<i64> {
+        Python::attach(|py| {
+            let got = self
+                .0
+                .bind(py)
+                .call_method1("min_offset", (topic, queue_id));
+            got.ok()?.extract().ok()
+        })
+    }
+
+    fn read(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_count: usize,
+        tag_codes: Option<&[i32]>,
+    ) -> ColdRead {
+        Python::attach(|py| {
+            let codes = tag_codes.map(|c| c.to_vec());
+            let args = (topic, queue_id, offset, max_count, codes);
+            match self.0.bind(py).call_method1("pop_read", args) {
+                Err(e) => {
+                    log::warn!("tiered storage could not be read for {topic}/{queue_id}: {e}");
+                    ColdRead::Unavailable
+                }
+                Ok(got) if got.is_none() => ColdRead::NotThere,
+                Ok(got) => match got.extract::<ColdTuple>() {
+                    Ok((found, body, queue_offsets, next_begin_offset, min_offset)) => {
+                        ColdRead::Found(GetResult {
+                            status: if found {
+                                GetStatus::Found
+                            } else {
+                                GetStatus::NoMatchedMessage
+                            },
+                            next_begin_offset,
+                            min_offset,
+                            max_offset: next_begin_offset,
+                            message_count: queue_offsets.len(),
+                            body,
+                            queue_offsets,
+                            suggest_pulling_from_slave: false,
+                        })
+                    }
+                    Err(e) => {
+                        log::warn!("tiered storage answered a pop read wrongly: {e}");
+                        ColdRead::Unavailable
+                    }
+                },
+            }
+        })
     }
 }
 
@@ -98,6 +164,12 @@ impl Popper {
                 settings,
             )),
         })
+    }
+
+    /// Tiered storage to read below the queues' local min offsets (`PyColdReader`), or None.
+    fn set_cold_reader(&self, reader: Option<Py<PyAny>>) {
+        self.rules
+            .set_cold_reader(reader.map(|r| Arc::new(PyColdReader(r)) as Arc<dyn ColdReader>));
     }
 
     #[getter]

@@ -50,9 +50,12 @@ def storage_options(uri: str, given: Mapping[str, str] | None = None) -> dict[st
     return out
 
 
-def filesystem(uri: str, options: Mapping[str, str] | None = None) -> tuple[pafs.FileSystem, str]:
+def filesystem(
+    uri: str, options: Mapping[str, str] | None = None, request_timeout: float = 30
+) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem of `uri` and the path of `uri` in it (for s3://, `bucket/prefix`),
-    configured from the same `options` as delta-rs."""
+    configured from the same `options` as delta-rs; an S3 request gives up after
+    `request_timeout` seconds."""
     if not is_s3(uri):
         fs, path = pafs.FileSystem.from_uri(uri)
         return fs, str(path)
@@ -70,7 +73,7 @@ def filesystem(uri: str, options: Mapping[str, str] | None = None) -> tuple[pafs
         # A stopped server is retried by the caller (the next tiering cycle), not for minutes here.
         retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=3),
         connect_timeout=5,
-        request_timeout=30,
+        request_timeout=request_timeout,
     )
     parsed_uri = urlparse(uri)
     return fs, (parsed_uri.netloc + parsed_uri.path).rstrip("/")

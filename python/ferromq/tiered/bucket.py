@@ -39,11 +39,18 @@ def file_name(offset: int) -> str:
 class Bucket:
     """One broker's part of the bucket."""
 
-    def __init__(self, uri: str, cluster: str, broker: str, options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        cluster: str,
+        broker: str,
+        options: Mapping[str, str] | None = None,
+        request_timeout: float = 30,
+    ) -> None:
         if "://" not in uri:
             Path(uri).mkdir(parents=True, exist_ok=True)
             uri = Path(uri).resolve().as_uri()
-        self.fs, root = filesystem(uri, options)
+        self.fs, root = filesystem(uri, options, request_timeout)
         self._local = isinstance(self.fs, pafs.LocalFileSystem)
         self.root = posixpath.join(root, cluster, broker)
         self.uri = uri

@@ -25,6 +25,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +54,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BLOCK_BYTES = 1024 * 1024
+# A read of the bucket gives up after this long; once one failed, reads fail at once for
+# UNREACHABLE_S (pops then leave their offsets where they are, pulls are answered "try again"),
+# so a server away does not hold the threads that read.
+READ_TIMEOUT_S = 5.0
+UNREACHABLE_S = 5.0
 RESTART_DELAY_S = 1.0
 _READ_THREADS = 4
 
@@ -67,6 +73,7 @@ class TieredRead:
     max_offset: int
     message_count: int
     body: bytes
+    queue_offsets: tuple[int, ...] = ()
     suggest_pulling_from_slave: bool = False
 
     def pull_code(self, request_offset: int) -> int:
@@ -89,6 +96,8 @@ class BlockCache:
         self.capacity = capacity
         self._blocks: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
         self._held = 0
+        self._unreachable_until = 0.0
+        self._sizes: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
@@ -106,6 +115,19 @@ class BlockCache:
             length -= len(piece)
         return bytes(out)
 
+    def read_all(self, kind: str, start: int) -> bytes:
+        """A whole object (through the cache)."""
+        return self.read(kind, start, 0, self.size(kind, start))
+
+    def size(self, kind: str, start: int) -> int:
+        size = self._sizes.get((kind, start))
+        if size is None:
+            size = self.bucket.size(kind, start)
+            if size is None:
+                raise FileNotFoundError(f"the bucket has no {kind} object {start}")
+            self._sizes[(kind, start)] = size  # objects never change
+        return size
+
     def _block(self, kind: str, start: int, block: int) -> bytes:
         key = (kind, start, block)
         with self._lock:
@@ -115,12 +137,13 @@ class BlockCache:
                 self.hits += 1
                 return data
         self.misses += 1
+        if time.monotonic() < self._unreachable_until:
+            raise OSError("the tiered storage bucket could not be read moments ago")
         try:
-            data = self.bucket.read(kind, start, block * BLOCK_BYTES, BLOCK_BYTES)
+            data = self._fetch(kind, start, block)
         except OSError:
-            # The object's last block is shorter: pyarrow refuses a range past its end.
-            size = self.bucket.size(kind, start) or 0
-            data = self.bucket.read(kind, start, block * BLOCK_BYTES, max(0, size - block * BLOCK_BYTES))
+            self._unreachable_until = time.monotonic() + UNREACHABLE_S
+            raise
         with self._lock:
             if key not in self._blocks and len(data) <= self.capacity:
                 self._blocks[key] = data
@@ -130,10 +153,17 @@ class BlockCache:
                     self._held -= len(old)
         return data
 
+    def _fetch(self, kind: str, start: int, block: int) -> bytes:
+        size = self.size(kind, start)
+        at = block * BLOCK_BYTES
+        return self.bucket.read(kind, start, at, max(0, min(BLOCK_BYTES, size - at)))
+
     def forget(self, start: int) -> None:
         with self._lock:
             for key in [k for k in self._blocks if k[1] == start]:
                 self._held -= len(self._blocks.pop(key))
+            for kind in (COMMITLOG, QUEUES, KEYS):
+                self._sizes.pop((kind, start), None)
 
 
 class TieredService:
@@ -152,8 +182,13 @@ class TieredService:
             delete_enable=cfg.tiered_store_delete_file_enable,
             delete_interval_ms=cfg.tiered_store_delete_file_interval,
         )
+        # Reads block a pop's thread: they give up sooner than the uploader's writes.
         self.bucket = Bucket(
-            self.settings.uri, self.settings.cluster, self.settings.broker, self.settings.options
+            self.settings.uri,
+            self.settings.cluster,
+            self.settings.broker,
+            self.settings.options,
+            request_timeout=READ_TIMEOUT_S,
         )
         self.cache = BlockCache(self.bucket, cfg.tiered_store_read_cache_bytes)
         self._segments: dict[int, _Segment] = {}
@@ -353,15 +388,17 @@ class TieredService:
         units = self._units(segment, run, offset, max(1, max_msgs))
         codes = None if tag_codes is None else set(tag_codes)
         body = bytearray()
-        count = scanned = 0
+        queue_offsets: list[int] = []
+        scanned = 0
         for phys, size, code in units:
-            if count and len(body) + size > max_bytes:
+            if queue_offsets and len(body) + size > max_bytes:
                 break
             scanned += 1
             if codes is not None and _as_int32(code) not in codes:
                 continue
             body += self._read_at(segment.summary.start, phys, size)
-            count += 1
+            queue_offsets.append(offset + scanned - 1)
+        count = len(queue_offsets)
         tiered_min = self.min_offset(topic, queue_id)
         return TieredRead(
             status="FOUND" if count else "NO_MATCHED_MESSAGE",
@@ -370,6 +407,24 @@ class TieredService:
             max_offset=local_max,
             message_count=count,
             body=bytes(body),
+            queue_offsets=tuple(queue_offsets),
+        )
+
+    def pop_read(
+        self, topic: str, queue_id: int, offset: int, max_count: int, tag_codes: list[int] | None
+    ) -> tuple[bool, bytes, list[int], int, int] | None:
+        """A pop's read below the queue's local min (the Rust pop rules call it, see
+        `_store._PopColdReader`): (found, records, their queue offsets, next offset, min offset),
+        None when the bucket does not hold `offset`; raises when the bucket cannot be read."""
+        read = self.read_queue(topic, queue_id, offset, max_count, tag_codes, offset + max_count)
+        if read is None:
+            return None
+        return (
+            read.status == "FOUND",
+            read.body,
+            list(read.queue_offsets),
+            read.next_begin_offset,
+            read.min_offset,
         )
 
     def _read_at(self, start: int, phys: int, size: int) -> bytes:
@@ -401,7 +456,7 @@ class TieredService:
         for summary in reversed(self.tiered_files()):
             if summary.max_store_timestamp < begin or summary.min_store_timestamp > end:
                 continue
-            index = self.cache.read(KEYS, summary.start, 0, self.bucket.size(KEYS, summary.start) or 0)
+            index = self.cache.read_all(KEYS, summary.start)
             for phys in lookup_keys(index, key_hash):
                 record = self.read_record(phys)
                 if record is not None and _has_key(record, topic, key, begin, end):

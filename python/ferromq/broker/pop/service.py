@@ -53,12 +53,13 @@ from ferromq.broker.state import BrokerState
 from ferromq.broker.subscriptions import PRIORITY_FACTOR
 from ferromq.broker.topics import PRIORITY_MESSAGE_TYPE
 from ferromq.errors import BrokerError, FerroMQError, StoreError
-from ferromq.message import StoredMessage, encode_properties
+from ferromq.message import StoredMessage, decode_messages, encode_properties
 from ferromq.protocol.codes import ResponseCode
 from ferromq.protocol.constants import PROPERTY_TIMER_DELIVER_MS, RETRY_PREFIX
 
 if TYPE_CHECKING:
     from ferromq.broker.long_polling import PullRequestHoldService
+    from ferromq.tiered.service import TieredService
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ class PopContext(BrokerState, Protocol):
 
     @property
     def hold(self) -> PullRequestHoldService: ...
+    @property
+    def tiered(self) -> TieredService | None: ...
     def message_arrived(self, topic: str, queue_id: int, next_offset: int, tags_code: int | None) -> None: ...
 
 
@@ -168,7 +171,7 @@ class PopService:
         b = self._broker
         cfg = b.config
         settings = (cfg.broker_name, cfg.broker_cluster_name, self.revive_queues, cfg.enable_retry_topic_v2)
-        key = (b.store.raw, b.offsets.shared, settings, cfg.broker_addr)
+        key = (b.store.raw, b.offsets.shared, settings, cfg.broker_addr, b.tiered)
         if self._rules is None or self._rules[0] != key:
             rules = _store.Popper(
                 b.store.raw,
@@ -179,6 +182,7 @@ class PopService:
                 retry_v2=cfg.enable_retry_topic_v2,
                 broker_addr=cfg.broker_addr,
             )
+            rules.set_cold_reader(b.tiered)  # pops read below the local min from the bucket
             self._rules = (key, rules)
         return self._rules[1]
 
@@ -556,12 +560,23 @@ class PopService:
         for index, offset in enumerate(ck.offsets()):
             if ck.acked(index):
                 continue
-            found = broker.store.get_messages(ck.topic, ck.queue_id, offset, 1)
-            if not found or found[0].queue_offset != offset:
+            try:
+                found = self._message_at(ck.topic, ck.queue_id, offset)
+            except OSError as e:  # in a bucket that cannot be read now: checkpointed again
+                logger.warning(
+                    "pop revive: %s queue %d offset %d waits for the bucket: %s",
+                    ck.topic,
+                    ck.queue_id,
+                    offset,
+                    e,
+                )
+                failed.append(offset)
+                continue
+            if found is None:
                 continue  # gone (retention)
             status = "PUT_OK"
             try:
-                self._put_back(ck, found[0])
+                self._put_back(ck, found)
                 count += 1
             except FerroMQError as e:
                 status = _PUT_STATUS.get(e.code, "UNKNOWN_ERROR")
@@ -577,6 +592,19 @@ class PopService:
                 )
             self.revive_puts[(ck.group, ck.topic, status)] += 1
         return count, failed
+
+    def _message_at(self, topic: str, queue_id: int, offset: int) -> StoredMessage | None:
+        """The message at a queue offset: on local disk, else in tiered storage's bucket (a pop
+        may have read it there); None when neither has it. OSError: the bucket cannot be read."""
+        found = self._broker.store.get_messages(topic, queue_id, offset, 1)
+        if found and found[0].queue_offset == offset:
+            return found[0]
+        tiered = self._broker.tiered
+        if tiered is None or not tiered.covers(topic, queue_id, offset):
+            return None
+        read = tiered.read_queue(topic, queue_id, offset, 1, None, offset + 1)
+        messages = decode_messages(read.body) if read is not None else []
+        return messages[0] if messages and messages[0].queue_offset == offset else None
 
     def _re_put(self, ck: CheckPoint, offsets: list[int], queue_id: int, now: int) -> bool:
         """Checkpoints each of `offsets` again alone in revive queue `queue_id`, due after the

@@ -178,7 +178,28 @@ async def _pull_tiered(
 ) -> RemotingCommand:
     """A pull of messages local retention deleted, read from the bucket (off the event loop)."""
     group, topic, queue_id, offset = h.consumer_group, h.topic, h.queue_id, h.queue_offset
-    read = await tiered.run(tiered.read_queue, topic, queue_id, offset, max_msgs, sub.codes, local.max_offset)
+    try:
+        read = await tiered.run(
+            tiered.read_queue, topic, queue_id, offset, max_msgs, sub.codes, local.max_offset
+        )
+    except OSError as e:  # the bucket cannot be read now: the consumer stays where it is
+        logger.warning(
+            "pull of %s queue %d offset %d waits for the tiered storage bucket: %s",
+            topic,
+            queue_id,
+            offset,
+            e,
+        )
+        return cmd.reply(
+            ResponseCode.PULL_RETRY_IMMEDIATELY,
+            remark="the tiered storage bucket cannot be read now",
+            ext=PullMessageResponseHeader(
+                suggest_which_broker_id=0,
+                next_begin_offset=offset,
+                min_offset=offset,
+                max_offset=local.max_offset,
+            ).to_ext(),
+        )
     if read is None:  # the bucket's file expired meanwhile: answered as the local store read it
         code, next_begin = _offset_moved(
             broker, group, topic, queue_id, offset, local, local.pull_code(offset)
