@@ -32,7 +32,8 @@ from ferromq.store import PropertyEdits
 
 if TYPE_CHECKING:
     from ferromq.store import GetResult
-    from ferromq.tiered.service import TieredRead, TieredService
+    from ferromq.tiered.reader import TieredRead
+    from ferromq.tiered.service import TieredService
 
 logger = logging.getLogger(__name__)
 
