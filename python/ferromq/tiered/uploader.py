@@ -161,7 +161,12 @@ def run(stdin: TextIO, stdout: TextIO) -> None:
 
 def main() -> None:
     logging.basicConfig(level=os.environ.get("FERROMQ_TIERED_LOG", "WARNING"))
-    run(sys.stdin, sys.stdout)
+    try:
+        run(sys.stdin, sys.stdout)
+    except BrokenPipeError:
+        # The broker went (kill -9): its successor starts another uploader. Nothing is left to
+        # say, and nothing to flush at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":
