@@ -34,6 +34,11 @@ FORBIDDEN = [
     ("ferromq.tables", "ferromq.broker"),
     ("ferromq.tables", "ferromq.spark"),
     ("ferromq.tables", "ferromq.client"),
+    # Tiered storage (the bucket, its uploader, its reader) is used by the broker and Spark: it
+    # reads its own keys and the store, never the broker, Spark or a client.
+    ("ferromq.tiered", "ferromq.broker"),
+    ("ferromq.tiered", "ferromq.spark"),
+    ("ferromq.tiered", "ferromq.client"),
     # `ferromq admin` works against any RocketMQ broker, through the client: never the broker's
     # own modules.
     ("ferromq.admin", "ferromq.broker"),

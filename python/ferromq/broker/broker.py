@@ -423,7 +423,7 @@ class Broker:
         # pyarrow's file systems only where a broker tiers.
         from ferromq.tiered.service import TieredService
 
-        tiered = TieredService(self.store, cfg)
+        tiered = TieredService(self.store, cfg, cfg.broker_cluster_name, cfg.broker_name)
         self.tiered = tiered
         await self._start_service("tiered storage", tiered.start, tiered.stop)
 

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ferromq.tiered.bucket import Bucket
+from ferromq.tiered.config import TieredStoreConfig
 from ferromq.tiered.reader import READ_TIMEOUT_S, TieredReader
 from ferromq.tiered.segments import SegmentSummary
 from ferromq.tiered.uploader import Settings
 
 if TYPE_CHECKING:
-    from ferromq.broker.config import BrokerConfig
     from ferromq.store import MessageStore
 
 logger = logging.getLogger(__name__)
@@ -46,13 +46,13 @@ _READ_THREADS = 4
 class TieredService(TieredReader):
     """One broker's tiered storage (see the module's docstring); its reads are `TieredReader`'s."""
 
-    def __init__(self, store: MessageStore, cfg: BrokerConfig) -> None:
+    def __init__(self, store: MessageStore, cfg: TieredStoreConfig, cluster: str, broker: str) -> None:
         self.store = store
         self.cfg = cfg
         self.settings = Settings(
             uri=cfg.tiered_uri,
-            cluster=cfg.broker_cluster_name,
-            broker=cfg.broker_name,
+            cluster=cluster,
+            broker=broker,
             commitlog_dir=store.config.commitlog_dir or os.path.join(store.config.root, "commitlog"),
             options=cfg.tiered_s3_options,
             reserved_hours=cfg.tiered_store_file_reserved_time,
