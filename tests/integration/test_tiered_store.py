@@ -200,6 +200,40 @@ def test_posix_bucket_reads_through(tmp_path: Path) -> None:
     asyncio.run(read_through(tmp_path, posix_keys(tmp_path)))
 
 
+def test_the_metrics_show_the_bucket(tmp_path: Path) -> None:
+    from .test_metrics import http_get, samples, value
+
+    metrics = {
+        "metrics_exporter_type": "PROM",
+        "metrics_prom_exporter_host": "127.0.0.1",
+        "metrics_prom_exporter_port": 0,
+    }
+
+    async def main() -> None:
+        async with running(tmp_path, **STORE, **posix_keys(tmp_path), **metrics) as (_, broker):
+            c = await Client().connect(broker.port)
+            await send_all(c)
+            await all_tiered(broker)
+            files = len(sealed(broker))
+            assert await delete_local(c, broker, tmp_path) >= 4
+            assert len(await pull_all(c, "G")) == SENT
+            assert broker.metrics is not None
+            _, body = await http_get(broker.metrics.port, "/metrics")
+            found = samples(body.decode())
+            assert value(found, "ferromq_tiered_files") == files
+            assert (
+                0.9 * files * FILE < value(found, "ferromq_tiered_bytes") <= files * FILE
+            )  # records, not filler
+            assert value(found, "ferromq_tiered_uploads_total") == files
+            assert value(found, "ferromq_tiered_upload_failures_total") == 0
+            assert value(found, "ferromq_tiered_uploader_starts_total") == 1
+            assert value(found, "ferromq_tiered_read_cache_reads_total", result="miss") >= files
+            assert value(found, "ferromq_tiered_pending_bytes") == 0
+            await c.close()
+
+    asyncio.run(main())
+
+
 def test_s3_bucket_reads_through(tmp_path: Path, s3: s3_server.S3Server) -> None:
     keys = s3_keys(s3, "readthrough")
     cluster, name = asyncio.run(read_through(tmp_path, keys))

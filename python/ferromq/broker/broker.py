@@ -30,7 +30,13 @@ from ferromq.broker.dataplane import DataPlanes
 from ferromq.broker.lite_consumers import LiteConsumers
 from ferromq.broker.locks import RebalanceLockManager
 from ferromq.broker.long_polling import PullRequestHoldService
-from ferromq.broker.metrics import AuthCollector, GrpcFrontCollector, MetricsExporter, TieringCollector
+from ferromq.broker.metrics import (
+    AuthCollector,
+    GrpcFrontCollector,
+    MetricsExporter,
+    TieredStoreCollector,
+    TieringCollector,
+)
 from ferromq.broker.offsets import ConsumerOffsetManager
 from ferromq.broker.pop.modes import RequestModeManager
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
@@ -426,6 +432,8 @@ class Broker:
         tiered = TieredService(self.store, cfg, cfg.broker_cluster_name, cfg.broker_name)
         self.tiered = tiered
         await self._start_service("tiered storage", tiered.start, tiered.stop)
+        if self.metrics is not None:
+            self.metrics.registry.register(TieredStoreCollector(tiered, self))
 
     async def _start_service(self, name: str, start: Step, stop: Step) -> None:
         """Starts a service; `stop` stops it again when the broker stops (or a later step of

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ferromq.auth.evaluator import Auth
     from ferromq.broker.processors.context import MetricsContext
     from ferromq.tables.tiering import TieringService
+    from ferromq.tiered.service import TieredService
 
 logger = logging.getLogger(__name__)
 
@@ -412,6 +413,65 @@ class TieringCollector(Collector):
             cpu.add_metric([*topic, "tier"], p.tier_cpu_seconds)
             cpu.add_metric([*topic, "maintain"], p.maintain_cpu_seconds)
         yield from (rows, commits, failures, lost, lag, version, cpu)
+
+
+class TieredStoreCollector(Collector):
+    """Tiered storage (ferromq.tiered): the bucket's files, the uploader's work and failures, what
+    waits to go, and the read cache, read at scrape time."""
+
+    def __init__(self, tiered: TieredService, broker: MetricsContext) -> None:
+        self.tiered = tiered
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        cfg = self.broker.config
+        common = {"cluster": cfg.broker_cluster_name, "node_type": "broker", "node_id": cfg.broker_name}
+        labels, values = list(common), list(common.values())
+        t = self.tiered
+        files = t.tiered_files()
+
+        def one(
+            kind: type[CounterMetricFamily | GaugeMetricFamily], name: str, doc: str, value: float
+        ) -> Metric:
+            family = kind(name, doc, labels=labels)
+            family.add_metric(values, value)
+            return family
+
+        yield one(GaugeMetricFamily, "ferromq_tiered_files", "CommitLog files in the bucket", len(files))
+        yield one(
+            GaugeMetricFamily,
+            "ferromq_tiered_bytes",
+            "Bytes of records in the bucket's CommitLog files",
+            sum(f.end - f.start for f in files),
+        )
+        yield one(
+            GaugeMetricFamily,
+            "ferromq_tiered_pending_bytes",
+            "Sealed CommitLog bytes not in the bucket yet (local retention keeps them)",
+            t.pending_bytes(),
+        )
+        yield one(CounterMetricFamily, "ferromq_tiered_uploads", "CommitLog files uploaded", t.uploaded_files)
+        yield one(
+            CounterMetricFamily,
+            "ferromq_tiered_upload_failures",
+            "Uploads or deletions in the bucket that failed (tried again)",
+            t.failures,
+        )
+        yield one(
+            CounterMetricFamily, "ferromq_tiered_expired", "Files deleted from the bucket", t.expired_files
+        )
+        yield one(
+            CounterMetricFamily,
+            "ferromq_tiered_uploader_starts",
+            "Uploader processes started",
+            t.uploader_starts,
+        )
+        cache = CounterMetricFamily(
+            "ferromq_tiered_read_cache_reads", "Block reads of the read cache", labels=[*labels, "result"]
+        )
+        cache.add_metric([*values, "hit"], t.cache.hits)
+        cache.add_metric([*values, "miss"], t.cache.misses)
+        yield cache
 
 
 class GrpcFrontCollector(Collector):

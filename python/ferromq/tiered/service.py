@@ -155,6 +155,13 @@ class TieredService(TieredReader):
                 logger.warning("tiered storage: %s (tried again)", self.last_error)
             self._raise_floor()
 
+    def pending_bytes(self) -> int:
+        """Sealed and flushed CommitLog bytes the bucket does not have yet."""
+        size = self.store.config.mapped_file_size_commitlog
+        sealed_end = self.store.flushed_physical_offset // size * size
+        floor = self.store.raw.retention_floor
+        return max(0, sealed_end - (floor if floor is not None else sealed_end))
+
     def _raise_floor(self) -> None:
         """Local retention may delete the files of the unbroken run the bucket holds from the
         local CommitLog's start."""
