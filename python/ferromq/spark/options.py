@@ -29,6 +29,14 @@ Named like Spark's Kafka source where the idea is the same:
   `tablePath`, default `<path>/tables` (the broker's default `tableTopicPath`). Giving `tablePath`
   turns it on; through the brokers (`namesrv`) `tablePath` is needed. Batch reads of a table topic
   use `ferromq.spark.read_topic`.
+- tiered storage (local mode): `tieredStoreFilePath` (a directory, or `s3://bucket/prefix`) with
+  the broker's `brokerClusterName` (default `DefaultCluster`) and `brokerName` (default: the only
+  broker in the bucket under that cluster) reads the offsets the broker tiered to its bucket and
+  retention deleted locally (see `ferromq.spark.tiered`); `tieredBackendServiceProvider` (`s3` or
+  `posix`, default from the path's scheme), `objectStoreBucket` (s3 without a path),
+  `objectStoreEndpoint`, `objectStoreAccessKey`, `objectStoreSecretKey`, `objectStoreRegion` as
+  in broker.conf (unset: the AWS_* environment). Through the brokers (`namesrv`) their pulls read
+  the bucket already.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ferromq.errors import InvalidArgumentError
@@ -69,6 +77,25 @@ INTERNAL_TOPICS = frozenset(
     }
 )
 
+# broker.conf's tiered store keys, taken as options of a local-mode read (ferromq.spark.tiered).
+_TIERED_KEYS = (
+    "tieredStoreFilePath",
+    "tieredBackendServiceProvider",
+    "brokerClusterName",
+    "brokerName",
+    "objectStoreBucket",
+    "objectStoreEndpoint",
+    "objectStoreAccessKey",
+    "objectStoreSecretKey",
+    "objectStoreRegion",
+)
+_S3_KEYS = {
+    "objectstoreendpoint": "AWS_ENDPOINT_URL",
+    "objectstoreaccesskey": "AWS_ACCESS_KEY_ID",
+    "objectstoresecretkey": "AWS_SECRET_ACCESS_KEY",
+    "objectstoreregion": "AWS_REGION",
+}
+
 _KNOWN = {
     "path",
     "namesrv",
@@ -88,6 +115,7 @@ _KNOWN = {
     "filterpushdown",
     "fromtable",
     "tablepath",
+    *(k.lower() for k in _TIERED_KEYS),
 }
 
 # Per topic, per queue id: an offset, EARLIEST or LATEST.
@@ -96,6 +124,17 @@ OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[int, int]]
 
 def is_internal(topic: str) -> bool:
     return topic in INTERNAL_TOPICS or topic.lower().startswith("rmq_sys_")
+
+
+@dataclass(frozen=True)
+class TieredOptions:
+    """Where a broker's tiered storage bucket is (broker.conf's keys, see `ferromq.tiered.config`)."""
+
+    uri: str  # a directory (posix) or s3://bucket/prefix
+    provider: Literal["s3", "posix"]
+    cluster: str
+    broker: str | None  # None: the only broker the bucket holds under `cluster`
+    s3_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # AWS_* (a secret key)
 
 
 @dataclass(frozen=True)
@@ -117,6 +156,7 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     filter_pushdown: bool = False
     table_root: str | None = None  # fromTable: the directory (or URI) of the topics' tables
+    tiered: TieredOptions | None = None  # local mode: also read the broker's tiered storage bucket
 
     def wants(self, topic: str) -> bool:
         """Whether a topic of the store or cluster is read."""
@@ -276,6 +316,49 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         filter_pushdown=_bool(opts, "filterPushdown", False),
         table_root=tables,
+        tiered=_tiered(opts),
+    )
+
+
+def _tiered(opts: Mapping[str, str]) -> TieredOptions | None:
+    """The tiered storage options of a local-mode read, None when `tieredStoreFilePath` (or
+    `objectStoreBucket`) is not given."""
+    given = {k.lower() for k in _TIERED_KEYS} & set(opts)
+    path = opts.get("tieredstorefilepath", "").strip()
+    bucket = opts.get("objectstorebucket", "").strip()
+    if not path and not bucket:
+        if given:
+            raise _bad(f"{', '.join(sorted(given))} need tieredStoreFilePath (the broker's bucket)")
+        return None
+    if "path" not in opts:
+        raise _bad(
+            "the tiered storage options apply to local mode (path): through the brokers (namesrv) "
+            "their pulls read the bucket already"
+        )
+    raw = opts.get("tieredbackendserviceprovider", "").strip()
+    provider = raw.lower()
+    if provider == "org.apache.rocketmq.tieredstore.provider.posixfilesegment":
+        provider = "posix"
+    if not provider:
+        provider = "s3" if (bucket and not path) or re.match(r"s3a?://", path) else "posix"
+    if provider == "s3":
+        uri = path or f"s3://{bucket}"
+        if not re.match(r"s3a?://[^/]", uri):
+            raise _bad(f"tieredStoreFilePath must be s3://bucket/prefix for the s3 provider, not {uri!r}")
+        uri = re.sub(r"^s3a://", "s3://", uri)
+    elif provider == "posix":
+        if not path or ("://" in path and not path.startswith("file://")):
+            raise _bad(f"tieredStoreFilePath must be a directory for the posix provider, not {path!r}")
+        uri = path
+    else:
+        raise _bad(f"tieredBackendServiceProvider must be s3 or posix, not {raw!r}")
+    s3 = tuple((aws, opts[k]) for k, aws in _S3_KEYS.items() if opts.get(k, "").strip())
+    return TieredOptions(
+        uri=uri,
+        provider="s3" if provider == "s3" else "posix",
+        cluster=opts.get("brokerclustername", "").strip() or "DefaultCluster",
+        broker=opts.get("brokername", "").strip() or None,
+        s3_options=s3,
     )
 
 

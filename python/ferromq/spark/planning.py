@@ -9,6 +9,10 @@ A read expected to yield enough rows to keep every core busy (`MIN_TASK_ROWS` a 
 `spread` over at least as many tasks as the machine has cores, each reading a slice of every
 range, so that the tasks run side by side.
 
+A local-mode read with a tiered storage bucket (`ferromq.spark.tiered`) plans a queue from the
+bucket's first offset: its ranges carry the summaries of the bucket's files that hold them
+(`QueueRange.tiered`), and their tasks read below the local min offset from the bucket.
+
 A stream from a topic's table (`ferromq.spark.tablestream`) plans some ranges on the table: such
 a range carries the table version's files of its queue (`QueueRange.table`), and its task reads
 them instead of the log.
@@ -26,6 +30,7 @@ from pyspark.sql.datasource import InputPartition
 if TYPE_CHECKING:
     # Not at run time: every task's Python worker imports this module, few read a table.
     from ferromq.tables.ranges import QueueFiles
+    from ferromq.tiered.segments import SegmentSummary
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,9 @@ class QueueRange:
     end: int
     broker_addr: str | None = None
     table: QueueFiles | None = None  # read from these table files, not from the log
+    # Local mode with a tiered storage bucket: the bucket's files that hold offsets of the range
+    # (each summary cut to this queue's runs, with its header's length; see ferromq.spark.tiered).
+    tiered: tuple[tuple[SegmentSummary, int], ...] = ()
 
 
 @dataclass

@@ -59,7 +59,7 @@ def _source(opts: ReadOptions) -> Source:
 
 def _log_source(opts: ReadOptions) -> LocalSource | RemoteSource:
     if opts.path is not None:
-        return LocalSource(opts.path)
+        return LocalSource(opts.path, opts)
     assert opts.namesrv is not None
     from ferromq.spark.remote import RemoteSource
 
@@ -98,7 +98,10 @@ def _check_gone(opts: ReadOptions, b: QueueBounds, start: int, end: int, why: st
 def _tasks(
     opts: ReadOptions, source: Source, ranges: list[QueueRange], tags: list[str] | None
 ) -> list[ReadTask]:
-    """The ranges as Spark tasks, small ones packed by the records they are expected to yield."""
+    """The ranges as Spark tasks, small ones packed by the records they are expected to yield
+    (those below a local min offset carrying what their tasks read of the tiered storage bucket)."""
+    if isinstance(source, LocalSource):
+        ranges = source.with_segments(ranges)
     return plan(ranges, opts.max_records_per_partition, lambda r: source.expected_rows(r, tags))
 
 
