@@ -400,10 +400,11 @@ def test_with_table_topic_role_slave_the_slave_tiers_and_the_master_does_not(tmp
                 assert master.tiering is None and slave.tiering is not None
                 tiering = slave.tiering
                 # The service counts a commit's rows once the commit returns, after its files and
-                # log entry are on disk: wait for both.
+                # log entry are on disk (and its process reports them after its cycle): wait for both.
                 await until(
                     lambda: (
-                        fully_tiered(slave_store, "Replicated") and tiering.progress()[0].rows_tiered == 40
+                        fully_tiered(slave_store, "Replicated")
+                        and [p.rows_tiered for p in tiering.progress()] == [40]
                     ),
                     "the slave's table",
                     timeout=WAIT,

@@ -66,6 +66,7 @@ from ferromq.remoting.server import ServerLimits
 from ferromq.store import FlushDiskType, MessageStore
 
 if TYPE_CHECKING:
+    from ferromq.tables.process import TieringProcess
     from ferromq.tables.tiering import TieringService
     from ferromq.tiered.service import TieredService
 
@@ -132,7 +133,7 @@ class Broker:
         self.controller: ControllerLink | None = None
         """Controller mode (enableControllerMode): the link that decides this broker's role."""
         """The /metrics endpoint when metricsExporterType=PROM."""
-        self.tiering: TieringService | None = None
+        self.tiering: TieringService | TieringProcess | None = None
         self.tiered: TieredService | None = None
         """Table topics (tableTopics): appends chosen topics to Delta tables."""
         # GET_BROKER_CONFIG's dataVersion: bumped by each UPDATE_BROKER_CONFIG.
@@ -408,9 +409,21 @@ class Broker:
             logger.info("table topics: tiered by the %s (tableTopicRole), not here", where)
             return
         # deltalake and pyarrow only where tables are written.
+        from ferromq.tables.process import TieringProcess
         from ferromq.tables.tiering import TieringService
 
-        tiering = TieringService.of(self.store.raw, cfg, cfg.store_path_root_dir)
+        tiering: TieringService | TieringProcess
+        if cfg.table_topic_process:
+            store = self.store.config
+            view = {
+                "root": store.root,
+                "commitlog_dir": store.commitlog_dir,
+                "mapped_file_size_commitlog": store.mapped_file_size_commitlog,
+                "mapped_file_size_consume_queue": store.mapped_file_size_consume_queue,
+            }
+            tiering = TieringProcess.of(self.store.raw, cfg, cfg.store_path_root_dir, view)
+        else:
+            tiering = TieringService.of(self.store.raw, cfg, cfg.store_path_root_dir)
         self.tiering = tiering
         await self._start_service("table topics", tiering.start, tiering.stop)
         if self.metrics is not None:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ferromq import _store
     from ferromq.auth.evaluator import Auth
     from ferromq.broker.processors.context import MetricsContext
-    from ferromq.tables.tiering import TieringService
+    from ferromq.tables.tiering import TieringStatus
     from ferromq.tiered.service import TieredService
 
 logger = logging.getLogger(__name__)
@@ -367,7 +367,7 @@ class TieringCollector(Collector):
     """Table topics (ferromq.tables.tiering): per topic, what was tiered since the broker started
     and how far its table is behind the log, read at scrape time."""
 
-    def __init__(self, tiering: TieringService, broker: MetricsContext) -> None:
+    def __init__(self, tiering: TieringStatus, broker: MetricsContext) -> None:
         self.tiering = tiering
         self.broker = broker
 

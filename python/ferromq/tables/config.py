@@ -42,7 +42,9 @@ class TableTopicConfig:
     With an s3:// tableTopicPath, tableTopicS3Endpoint (e.g. http://127.0.0.1:7070; "" for AWS),
     tableTopicS3AccessKey, tableTopicS3SecretKey and tableTopicS3Region reach the bucket; each
     one left "" is taken from the standard AWS_* environment variables
-    (ferromq.tables.objectstore)."""
+    (ferromq.tables.objectstore). tableTopicProcess (default true) tiers and compacts in a process
+    of its own (ferromq.tables.process), so the broker's CPU goes to messages; false: a thread of
+    the broker."""
 
     table_topics: str = setting("")
     table_topic_path: str | None = setting(None)
@@ -61,6 +63,7 @@ class TableTopicConfig:
     table_topic_s3_access_key: str = setting("")
     table_topic_s3_secret_key: str = setting("", secret=True)
     table_topic_s3_region: str = setting("")
+    table_topic_process: bool = setting(True)
 
     @property
     def table_topic_s3_options(self) -> dict[str, str]:

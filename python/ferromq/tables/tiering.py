@@ -45,6 +45,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from ferromq import _store
 from ferromq.tables.columns import BATCH_BYTES, QueueRows, read_queue
@@ -141,6 +142,14 @@ class TopicProgress:
     """CPU time it spent compacting, expiring and vacuuming the topic's table."""
 
 
+class TieringStatus(Protocol):
+    """What the broker reads of its table tiering, in a thread (`TieringService`) or a process of
+    its own (`ferromq.tables.process.TieringProcess`)."""
+
+    def progress(self) -> list[TopicProgress]: ...
+    def lags(self, progress: Iterable[TopicProgress]) -> dict[str, int]: ...
+
+
 class TieringService:
     """Appends the chosen topics to their tables in the background (see the module's doc)."""
 
@@ -176,6 +185,11 @@ class TieringService:
         s = self.settings
         chosen = ", ".join(s.names) if s.pattern is None else f"topics matching {s.pattern!r}"
         logger.info("table topics: %s, tables under %s", chosen, s.root)
+
+    def stop_soon(self) -> None:
+        """Makes the cycle in progress end early, without the commit it was about to make (from
+        any thread)."""
+        self._stopping.set()
 
     async def stop(self) -> None:
         """Stops after the commit in progress (if any); idempotent."""
@@ -446,9 +460,14 @@ class TieringService:
 
     def lags(self, progress: Iterable[TopicProgress]) -> dict[str, int]:
         """Per topic, the messages the log holds that its table does not yet."""
+        return self.lags_of(self._store, progress)
+
+    @staticmethod
+    def lags_of(store: _store.Store, progress: Iterable[TopicProgress]) -> dict[str, int]:
+        """`lags` of the tables in `progress`, against `store`'s queues."""
         committed = {p.topic: p.committed for p in progress}
         out = dict.fromkeys(committed, 0)
-        for topic, q, lo, hi in self._store.queues():
+        for topic, q, lo, hi in store.queues():
             done = committed.get(topic)
             if done is not None:
                 out[topic] += max(0, hi - max(lo, done.get(q, lo)))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ferromq.childlog import relay
 from ferromq.tiered.bucket import Bucket
 from ferromq.tiered.config import TieredStoreConfig
 from ferromq.tiered.reader import READ_TIMEOUT_S, TieredReader
@@ -109,13 +110,16 @@ class TieredService(TieredReader):
             "ferromq.tiered.uploader",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             limit=64 * 1024 * 1024,  # a summary line names every queue of a file
         )
         self._proc = proc
         self.uploader_starts += 1
         self._told = ()
-        assert proc.stdin is not None and proc.stdout is not None
-        reader = asyncio.get_running_loop().create_task(self._read_reports(proc.stdout))
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        loop = asyncio.get_running_loop()
+        reader = loop.create_task(self._read_reports(proc.stdout))
+        logs = loop.create_task(relay(proc.stderr, logger))
         try:
             proc.stdin.write(self.settings.to_json() + b"\n")
             while not reader.done():
@@ -129,6 +133,8 @@ class TieredService(TieredReader):
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
+            await asyncio.wait([logs], timeout=5)
+            logs.cancel()
             self._proc = None
 
     def _tell_sealed(self, stdin: asyncio.StreamWriter) -> None:

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from ferromq.childlog import log_to_parent
 from ferromq.tiered.bucket import COMMITLOG, KEYS, QUEUES, Bucket, file_name
 from ferromq.tiered.segments import header_length, index_segment, parse_summary
 
@@ -155,12 +156,12 @@ def run(stdin: TextIO, stdout: TextIO) -> None:
             backoff = 0.0
         except Exception as e:  # a server away, refusing or slow: the same work again later
             backoff = min(MAX_BACKOFF_S, max(1.0, backoff * 2))
-            logger.debug("tiered upload failed", exc_info=True)
+            logger.debug("tiered upload failed", exc_info=True)  # the broker logs the report
             uploader.emit({"error": f"{type(e).__name__}: {e}"})
 
 
 def main() -> None:
-    logging.basicConfig(level=os.environ.get("FERROMQ_TIERED_LOG", "WARNING"))
+    log_to_parent(logging.INFO)
     try:
         run(sys.stdin, sys.stdout)
     except BrokenPipeError:

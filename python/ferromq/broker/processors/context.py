@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ferromq.broker.topics import TopicConfigManager
     from ferromq.broker.transaction import TransactionalMessageService
     from ferromq.store import MessageStore
-    from ferromq.tables.tiering import TieringService
+    from ferromq.tables.tiering import TieringStatus
     from ferromq.tiered.service import TieredService
 
 C = TypeVar("C", contravariant=True)
@@ -189,7 +189,7 @@ class BrokerStatusContext(BrokerState, Protocol):
     @property
     def registration_refusals(self) -> Mapping[str, str]: ...
     @property
-    def tiering(self) -> TieringService | None: ...
+    def tiering(self) -> TieringStatus | None: ...
     def tags_code_of(self, props: dict[str, str]) -> int: ...
 
 
