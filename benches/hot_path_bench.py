@@ -21,7 +21,8 @@ prints the 2-core/1-core ratios: how far the broker uses a second core. `--tls-c
 case with the load over plain TCP and over TLS and prints the tls/plain ratios. `--planes` runs
 every case with the Python server (dataPlane=python) and the Rust data plane (dataPlane=rust) and
 prints the rust/python ratios. `--table-topics` runs every case without and with the topic tiered
-into its Delta table every second (tableTopics) and prints the tables/plain ratios.
+into its Delta table every second (tableTopics), by the tiering process (`tables`, the default)
+and by a thread of the broker (`tables-thread`), and prints their ratios to plain.
 
 `--bodies json` (with `--native-load --phases send`) sends, in turn, a pool of distinct JSON order
 events of the message size (at least 4096 and 8 MiB of them, more than a Parquet dictionary page
@@ -800,7 +801,13 @@ def main() -> None:
             tables += f"tableTopicTargetFileBytes={args.table_file_mib << 20}\n"
             if args.table_min_rows:
                 tables += f"tableTopicMinRows={args.table_min_rows}\n"
-            variants = [Variant("plain"), Variant("tables", conf=tables)]
+            # Tiered by a process of its own (the default, tableTopicProcess) and by a thread of
+            # the broker: the broker's own CPU per message in each.
+            variants = [
+                Variant("plain"),
+                Variant("tables", conf=tables),
+                Variant("tables-thread", conf=tables + "tableTopicProcess=false\n"),
+            ]
         if args.baseline:
             variants.insert(0, Variant("base", args.baseline))
         for flush in args.flush.split(","):
@@ -818,6 +825,7 @@ def main() -> None:
         print_ratios(results, "rust", "python")
     if args.table_topics:
         print_ratios(results, "tables", "plain")
+        print_ratios(results, "tables-thread", "plain")
     write_results(args.json, {"params": vars(args), "results": results})
 
 

@@ -11,7 +11,7 @@ reason, where the server cannot be built (no Go).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from ferromq.tables import committed_offsets, open_table, read_arrow
 from ferromq.tables.tiering import PAUSE_ENV, TieringService, TieringSettings
 from ferromq.testing import BrokerProcess, wait_until
 from tests.interop.conftest import stop_ferromq
+from tests.s3kit import s3 as s3  # the fixture: the server, module-wide
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -40,16 +41,6 @@ EAGER = {
     "flushDiskType": "ASYNC_FLUSH",
     "mapedFileSizeCommitLog": 256 * 1024,
 }
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s3_server.S3Server]:
-    try:
-        s3_server.build()
-    except s3_server.S3Unavailable as e:
-        pytest.skip(str(e))
-    with s3_server.start_s3(tmp_path_factory.mktemp("s3")) as server:
-        yield server
 
 
 def conf_keys(s3: s3_server.S3Server) -> dict[str, str]:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import s3_server
 
 from ferromq import testing
 from ferromq.broker import Broker
@@ -28,14 +27,12 @@ from ferromq.protocol.codes import ResponseCode as R
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.testing.waiting import until
 from ferromq.tiered.bucket import COMMITLOG, Bucket
+from tests.s3kit import s3 as s3  # the fixture: the server, module-wide
 
 from .brokerkit import SMALL_STORE, Client, pop_receipt, pop_request, properties, pull_ext, running, send_ext
 from .test_grpc_front import ack as grpc_ack
 from .test_grpc_front import receive as grpc_receive
 from .test_grpc_front import settle_as_simple_consumer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import s3_server
 
 FILE = 64 * 1024
 STORE = {
@@ -50,16 +47,6 @@ STORE = {
 QUIET = {"hour": 12, "physic_used_ratio": 0.1, "logics_used_ratio": 0.1}
 TOPIC = "TieredT"
 SENT = 300
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s3_server.S3Server]:
-    try:
-        s3_server.build()
-    except s3_server.S3Unavailable as e:
-        pytest.skip(str(e))
-    with s3_server.start_s3(tmp_path_factory.mktemp("s3")) as server:
-        yield server
 
 
 def s3_keys(s3: s3_server.S3Server, bucket: str) -> dict[str, Any]:
@@ -289,8 +276,8 @@ def test_an_uploader_killed_mid_upload_starts_again(tmp_path: Path, s3: s3_serve
             assert tiered is not None
             c = await Client().connect(broker.port)
             await send_all(c, 60)
-            proc = await until(lambda: tiered._proc, "the uploader running")
-            os.kill(proc.pid, signal.SIGKILL)
+            pid = await until(lambda: tiered.uploader_pid, "the uploader running")
+            os.kill(pid, signal.SIGKILL)
             await until(lambda: tiered.uploader_starts >= 2, "the uploader started again", timeout=30)
             await send_all(c, SENT - 60, start=60)
             await all_tiered(broker)

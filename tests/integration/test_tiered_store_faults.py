@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import s3_faults
+import s3_server
 
 from ferromq.broker import Broker
 from ferromq.message import decode_messages
@@ -24,6 +25,7 @@ from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing.process import BrokerProcess
 from ferromq.testing.waiting import until, wait_until
 from ferromq.tiered.bucket import COMMITLOG, QUEUES, Bucket
+from tests.s3kit import s3 as s3  # the fixture: the server, module-wide
 
 from .brokerkit import Client, pop_request, pull_ext, running
 from .test_tiered_store import (
@@ -35,24 +37,19 @@ from .test_tiered_store import (
     delete_local,
     local_files,
     pull_all,
-    s3,  # noqa: F401 (the fixture)
     send_all,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import s3_faults
-import s3_server
 
 pytestmark = [pytest.mark.timeout(240)]
 
 
 @pytest.fixture
-def proxy(s3: s3_server.S3Server) -> Iterator[s3_faults.FaultProxy]:  # noqa: F811
+def proxy(s3: s3_server.S3Server) -> Iterator[s3_faults.FaultProxy]:
     with s3_faults.FaultProxy(s3.endpoint) as p:
         yield p
 
 
-def keys(s3: s3_server.S3Server, proxy: s3_faults.FaultProxy, bucket: str) -> dict[str, Any]:  # noqa: F811
+def keys(s3: s3_server.S3Server, proxy: s3_faults.FaultProxy, bucket: str) -> dict[str, Any]:
     return {
         "tiered_backend_service_provider": "s3",
         "tiered_store_file_path": f"{s3.bucket(bucket)}/ferromq",
@@ -63,7 +60,7 @@ def keys(s3: s3_server.S3Server, proxy: s3_faults.FaultProxy, bucket: str) -> di
     }
 
 
-def bucket_of(s3: s3_server.S3Server, bucket: str, broker_name: str) -> Bucket:  # noqa: F811
+def bucket_of(s3: s3_server.S3Server, bucket: str, broker_name: str) -> Bucket:
     return Bucket(f"s3://{bucket}/ferromq", "DefaultCluster", broker_name, s3.storage_options())
 
 
@@ -97,7 +94,7 @@ async def recovers(
 @pytest.mark.parametrize("fault", ["slow_down", "quota"])
 def test_uploads_refused_by_the_server_resume(
     tmp_path: Path,
-    s3: s3_server.S3Server,  # noqa: F811
+    s3: s3_server.S3Server,
     proxy: s3_faults.FaultProxy,
     fault: str,
 ) -> None:
@@ -126,7 +123,7 @@ def test_uploads_refused_by_the_server_resume(
 
 def test_an_upload_cut_by_kill_9_is_made_again_whole(
     tmp_path: Path,
-    s3: s3_server.S3Server,  # noqa: F811
+    s3: s3_server.S3Server,
     proxy: s3_faults.FaultProxy,
 ) -> None:
     """The server takes an upload's bytes and never answers; the uploader is killed with SIGKILL
@@ -141,9 +138,9 @@ def test_an_upload_cut_by_kill_9_is_made_again_whole(
             await send_all(c)
             broker.store.flush()
             await until(lambda: proxy.stats().stalled_now > 0, "an upload stalled mid-way", timeout=60)
-            proc = tiered._proc
-            assert proc is not None
-            os.kill(proc.pid, signal.SIGKILL)
+            pid = tiered.uploader_pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
             await until(lambda: tiered.uploader_starts >= 2, "the uploader started again", timeout=30)
             proxy.passthrough()
             await all_tiered(broker)
@@ -161,7 +158,7 @@ def test_an_upload_cut_by_kill_9_is_made_again_whole(
 
 def test_while_the_bucket_cannot_be_read_nothing_is_skipped(
     tmp_path: Path,
-    s3: s3_server.S3Server,  # noqa: F811
+    s3: s3_server.S3Server,
     proxy: s3_faults.FaultProxy,
 ) -> None:
     """Server gone after the files went to it: sends and local reads go on; a pull of the bucket's
@@ -204,7 +201,7 @@ def test_while_the_bucket_cannot_be_read_nothing_is_skipped(
 
 def test_a_broker_killed_mid_upload_loses_nothing(
     tmp_path: Path,
-    s3: s3_server.S3Server,  # noqa: F811
+    s3: s3_server.S3Server,
     proxy: s3_faults.FaultProxy,
 ) -> None:
     """`ferromq serve` (SYNC_FLUSH) killed with SIGKILL while its uploads are slow; started again

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import sys
 import threading
 from collections.abc import Iterable
@@ -28,7 +27,7 @@ from typing import Any, TextIO
 import orjson
 
 from ferromq import _store
-from ferromq.childlog import log_to_parent, relay
+from ferromq.childlog import relay, run_child
 from ferromq.tables.config import TableTopicConfig
 from ferromq.tables.tiering import TieringService, TieringSettings, TopicProgress
 
@@ -163,14 +162,5 @@ def run(stdin: TextIO, stdout: TextIO) -> None:
             stopped.wait(service.settings.interval)
 
 
-def main() -> None:
-    log_to_parent(logging.INFO)
-    try:
-        run(sys.stdin, sys.stdout)
-    except BrokenPipeError:
-        # The broker went (kill -9): its successor starts another process.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
 if __name__ == "__main__":
-    main()
+    run_child(run)

@@ -161,6 +161,11 @@ class TieredService(TieredReader):
                 logger.warning("tiered storage: %s (tried again)", self.last_error)
             self._raise_floor()
 
+    @property
+    def uploader_pid(self) -> int | None:
+        """The uploader process's PID while it runs."""
+        return None if self._proc is None else self._proc.pid
+
     def pending_bytes(self) -> int:
         """Sealed and flushed CommitLog bytes the bucket does not have yet."""
         size = self.store.config.mapped_file_size_commitlog

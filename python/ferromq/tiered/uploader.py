@@ -19,9 +19,7 @@ The process ends when its input does (the broker went).
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,7 +28,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from ferromq.childlog import log_to_parent
+from ferromq.childlog import run_child
 from ferromq.tiered.bucket import COMMITLOG, KEYS, QUEUES, Bucket, file_name
 from ferromq.tiered.segments import header_length, index_segment, parse_summary
 
@@ -160,15 +158,5 @@ def run(stdin: TextIO, stdout: TextIO) -> None:
             uploader.emit({"error": f"{type(e).__name__}: {e}"})
 
 
-def main() -> None:
-    log_to_parent(logging.INFO)
-    try:
-        run(sys.stdin, sys.stdout)
-    except BrokenPipeError:
-        # The broker went (kill -9): its successor starts another uploader. Nothing is left to
-        # say, and nothing to flush at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
 if __name__ == "__main__":
-    main()
+    run_child(run)
