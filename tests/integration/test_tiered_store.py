@@ -6,12 +6,14 @@ offset and earliest time read through to the bucket for what is no longer on dis
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import s3_server
 
@@ -25,8 +27,10 @@ from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
+from ferromq.store import MessageStore
 from ferromq.testing.waiting import until
-from ferromq.tiered.bucket import COMMITLOG, Bucket
+from ferromq.tiered.bucket import COMMITLOG, QUEUES, Bucket
+from ferromq.tiered.uploader import Settings, Uploader
 from tests.s3kit import s3 as s3  # the fixture: the server, module-wide
 
 from .brokerkit import SMALL_STORE, Client, pop_receipt, pop_request, properties, pull_ext, running, send_ext
@@ -402,3 +406,34 @@ def test_pops_and_5x_receives_read_through(tmp_path: Path) -> None:
 def test_a_tiered_store_that_cannot_be_is_refused(keys: dict[str, str], says: str) -> None:
     with pytest.raises(ConfigError, match=says):
         BrokerConfig(**keys).validate()
+
+
+def test_files_older_than_the_reserved_time_leave_the_bucket(tmp_path: Path) -> None:
+    """The uploader's retention (tieredStoreFileReservedTime): a file whose newest message is older
+    goes from the bucket, its queues object first, and is reported; newer ones stay."""
+    root = tmp_path / "store"
+    with MessageStore(root, mapped_file_size_commitlog=FILE) as store:
+        for i in range(SENT):
+            store.put(TOPIC, 0, f"m{i:04d}".encode() * 250, tags="A", keys=f"key-{i}")
+        store.flush()
+        starts = list(range(0, store.max_physical_offset // FILE * FILE, FILE))
+    out = io.StringIO()
+    settings = Settings(
+        uri=str(tmp_path / "bucket"),
+        cluster="C",
+        broker="b",
+        commitlog_dir=str(root / "commitlog"),
+        reserved_hours=1,
+    )
+    uploader = Uploader(settings, out)
+    uploader.sealed.update(starts)
+    while uploader.work():
+        pass
+    assert uploader.bucket.starts(QUEUES) == starts == uploader.bucket.starts(COMMITLOG)
+    newest = max(uploader.tiered.values())
+    uploader.expire(newest + 3_600_000)  # an hour after the newest message: all older files go
+    assert uploader.bucket.starts(QUEUES) == uploader.bucket.starts(COMMITLOG) == starts[-1:]
+    uploader.expire(newest + 3_600_001)
+    assert uploader.bucket.starts(QUEUES) == uploader.bucket.starts(COMMITLOG) == []
+    reports = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["expired"] for r in reports if "expired" in r] == starts

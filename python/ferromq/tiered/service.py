@@ -73,6 +73,7 @@ class TieredService(TieredReader):
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._told: tuple[int, ...] = ()
+        self._expired: set[int] = set()  # files expired from the bucket, perhaps still local
         self.uploaded_files = 0
         self.expired_files = 0
         self.failures = 0
@@ -154,6 +155,7 @@ class TieredService(TieredReader):
                 self.uploaded_files += 1
             elif "expired" in report:
                 self.remove(int(report["expired"]))
+                self._expired.add(int(report["expired"]))
                 self.expired_files += 1
             elif "error" in report:
                 self.failures += 1
@@ -174,13 +176,15 @@ class TieredService(TieredReader):
         return max(0, sealed_end - (floor if floor is not None else sealed_end))
 
     def _raise_floor(self) -> None:
-        """Local retention may delete the files of the unbroken run the bucket holds from the
-        local CommitLog's start."""
+        """Local retention may delete the files of the unbroken run the bucket holds (or held, and
+        expired: older than tieredStoreFileReservedTime) from the local CommitLog's start."""
         size = self.store.config.mapped_file_size_commitlog
         floor = self.store.min_physical_offset // size * size
+        start = floor
         with self._lock:
-            while floor in self._segments:
+            while floor in self._segments or floor in self._expired:
                 floor += size
+        self._expired = {s for s in self._expired if s >= start}  # below: gone locally too
         self.store.raw.retention_floor = floor
 
     # -- reads ---------------------------------------------------------------------------------
