@@ -28,7 +28,9 @@ Named like Spark's Kafka source where the idea is the same:
   table and continues from the log (see `ferromq.spark.tablestream`); the tables are under
   `tablePath`, default `<path>/tables` (the broker's default `tableTopicPath`). Giving `tablePath`
   turns it on; through the brokers (`namesrv`) `tablePath` is needed. Batch reads of a table topic
-  use `ferromq.spark.read_topic`.
+  use `ferromq.spark.read_topic`. An `s3://bucket/prefix` `tablePath` is reached with
+  `tableTopicS3Endpoint`, `tableTopicS3AccessKey`, `tableTopicS3SecretKey`, `tableTopicS3Region`
+  as in broker.conf (unset: the AWS_* environment, see `ferromq.tables.objectstore`).
 - tiered storage (local mode): `tieredStoreFilePath` (a directory, or `s3://bucket/prefix`) with
   the broker's `brokerClusterName` (default `DefaultCluster`) and `brokerName` (default: the only
   broker in the bucket under that cluster) reads the offsets the broker tiered to its bucket and
@@ -96,6 +98,14 @@ _S3_KEYS = {
     "objectstoreregion": "AWS_REGION",
 }
 
+# fromTable with an s3:// tablePath: broker.conf's keys, as the AWS_* settings they stand for.
+_TABLE_S3_KEYS = {
+    "tabletopics3endpoint": "AWS_ENDPOINT_URL",
+    "tabletopics3accesskey": "AWS_ACCESS_KEY_ID",
+    "tabletopics3secretkey": "AWS_SECRET_ACCESS_KEY",
+    "tabletopics3region": "AWS_REGION",
+}
+
 _KNOWN = {
     "path",
     "namesrv",
@@ -115,6 +125,7 @@ _KNOWN = {
     "filterpushdown",
     "fromtable",
     "tablepath",
+    *_TABLE_S3_KEYS,
     *(k.lower() for k in _TIERED_KEYS),
 }
 
@@ -157,6 +168,8 @@ class ReadOptions:
     filter_pushdown: bool = False
     table_root: str | None = None  # fromTable: the directory (or URI) of the topics' tables
     tiered: TieredOptions | None = None  # local mode: also read the broker's tiered storage bucket
+    # fromTable, an s3:// table_root: the AWS_* settings given (a secret key among them).
+    table_s3_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def wants(self, topic: str) -> bool:
         """Whether a topic of the store or cluster is read."""
@@ -317,6 +330,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions
         filter_pushdown=_bool(opts, "filterPushdown", False),
         table_root=tables,
         tiered=_tiered(opts),
+        table_s3_options=_table_s3(opts, tables),
     )
 
 
@@ -360,6 +374,14 @@ def _tiered(opts: Mapping[str, str]) -> TieredOptions | None:
         broker=opts.get("brokername", "").strip() or None,
         s3_options=s3,
     )
+
+
+def _table_s3(opts: Mapping[str, str], tables: str | None) -> tuple[tuple[str, str], ...]:
+    """The AWS_* settings of the tableTopicS3* options, which need fromTable."""
+    given = tuple((aws, opts[k]) for k, aws in _TABLE_S3_KEYS.items() if opts.get(k, "").strip())
+    if given and tables is None:
+        raise _bad("the tableTopicS3* options need fromTable (a stream from s3:// tables)")
+    return given
 
 
 def _table_root(opts: Mapping[str, str], streaming: bool) -> str | None:

@@ -41,7 +41,9 @@ skipped (see `ferromq.spark.tablestream`):
 It starts at the earliest offsets (the table's first ones) unless `startingOffsets` or
 `startingTimestamp` say otherwise, and takes read_topic's options less `endingTimestamp`, plus
 `startingOffsets` and `maxRecordsPerTrigger`; any other is refused by name. Its rows have the
-source's schema (non-nullable columns as the source's).
+source's schema (non-nullable columns as the source's). An s3:// `table_path` is reached with
+`storage_options` as in `read_topic` (passed to the source as its `tableTopicS3*` options); the
+tasks read the table's files from the bucket with pyarrow.
 """
 
 from __future__ import annotations
@@ -83,6 +85,16 @@ _STREAM_TAKEN = {
 }
 # Up to this many files of a table are looked up on the driver (see `_table_rows`).
 DRIVER_LISTED_FILES = 4096
+# read_topic_stream's storage_options, as the source's options that carry them to its tasks.
+_STREAM_S3_OPTIONS = {
+    "AWS_ENDPOINT_URL": "tableTopicS3Endpoint",
+    "AWS_ACCESS_KEY_ID": "tableTopicS3AccessKey",
+    "AWS_SECRET_ACCESS_KEY": "tableTopicS3SecretKey",
+    "AWS_REGION": "tableTopicS3Region",
+    "AWS_DEFAULT_REGION": "tableTopicS3Region",
+}
+# Settings ferromq.tables.objectstore derives itself (an http:// endpoint allows http, path-style).
+_DERIVED_S3_OPTIONS = frozenset({"AWS_ALLOW_HTTP", "AWS_CONDITIONAL_PUT", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST"})
 # Passed on to the tail's read as they are (startingTimestamp becomes a filter: the source would
 # let it take precedence over the tail's starting offsets).
 _TAIL_OPTIONS = frozenset(_TAKEN) - {"startingtimestamp"}
@@ -139,14 +151,27 @@ def read_topic_stream(
     *,
     path: str,
     table_path: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
     **options: Any,
 ) -> DataFrame:
     """A streaming DataFrame of `topic`'s rows from its table's first offsets on, then the log's
-    (see the module's doc). Bad or unknown options raise `InvalidArgumentError` naming them."""
+    (see the module's doc). Bad or unknown options raise `InvalidArgumentError` naming them. An
+    s3:// `table_path` is reached with `storage_options` (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY, AWS_REGION) over the AWS_* environment; others (AWS_SESSION_TOKEN)
+    are taken from the environment of the driver's and executors' Python workers only."""
     given = _given("read_topic_stream", options, _STREAM_TAKEN)
     stream = {"path": path, "topic": topic, "fromTable": "true", "startingOffsets": "earliest"}
     if table_path:
         stream["tablePath"] = table_path
+    for key, value in sorted((storage_options or {}).items()):
+        if key in _STREAM_S3_OPTIONS:
+            if value:
+                stream[_STREAM_S3_OPTIONS[key]] = str(value)
+        elif key not in _DERIVED_S3_OPTIONS:
+            raise InvalidArgumentError(
+                f"read_topic_stream: storage option {key} cannot be passed to the stream's tasks; it takes "
+                f"{', '.join(sorted(_STREAM_S3_OPTIONS))} (others: set them in the AWS_* environment)"
+            )
     stream.update({_STREAM_TAKEN[k]: v for k, v in given.items()})
     parse_options(stream, streaming=True)  # now, rather than when the query starts
     spark.dataSource.register(FerroMQDataSource)

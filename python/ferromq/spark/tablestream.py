@@ -26,7 +26,11 @@ each queue holds what its table and its log hold together:
 
 A task reads a table range with pyarrow alone (`ferromq.tables.ranges.read_range`): only the files,
 and in them the row groups, whose `queue_offset` statistics meet the range, then the range's rows
-exactly; the `tags` option is applied as on the log. The column layout is the source's.
+exactly; the `tags` option is applied as on the log. The column layout is the source's. An
+`s3://` `tablePath` is read the same way, the files through pyarrow's S3 filesystem (one per
+Python worker) configured as the tiering's (`ferromq.tables.objectstore`: the `tableTopicS3*`
+options, `read_topic_stream`'s `storage_options`, over the AWS_* environment): no Spark S3
+connector is needed.
 
 A topic without a table (none yet, or not a table topic) is read from the log alone, as `read_topic`
 does; a table that appears later is used from the next micro-batch on. The tables of a `topicPattern`
@@ -40,6 +44,7 @@ fails naming the file; run the query again (it plans the batch against the curre
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -50,6 +55,8 @@ from ferromq.spark.options import ReadOptions
 from ferromq.spark.planning import QueueBounds, QueueRange
 
 if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
     from ferromq.spark.local import LocalSource
     from ferromq.spark.remote import RemoteSource
     from ferromq.tables.ranges import QueueFiles
@@ -64,6 +71,7 @@ class TableSource:
         self._log = log
         self._opts = opts
         self._root = opts.table_root
+        self._storage = dict(opts.table_s3_options) or None
         self._tables: dict[str, dict[int, QueueFiles]] = {}
         self._in_log: set[tuple[str, int]] = set()
 
@@ -75,7 +83,7 @@ class TableSource:
         if topic not in self._tables:
             from ferromq.tables.reader import open_table, queue_files
 
-            table = open_table(self._root, topic)
+            table = open_table(self._root, topic, self._storage)
             self._tables[topic] = {} if table is None else queue_files(table)
         return self._tables[topic]
 
@@ -109,7 +117,7 @@ class TableSource:
         if held is not None:
             from ferromq.tables.ranges import first_offset_at
 
-            first = first_offset_at(held.files, timestamp_ms)
+            first = first_offset_at(held.files, timestamp_ms, table_filesystem(self._opts))
             if first is not None:
                 return min(first, found)
         return found
@@ -162,4 +170,20 @@ def read_table(
         tags=tags,
         store_ms=store_ms,
         on_missing=missing,
+        filesystem=table_filesystem(opts),
     )
+
+
+def table_filesystem(opts: ReadOptions) -> pafs.FileSystem | None:
+    """The filesystem an object store's table files are read through (None: local files)."""
+    assert opts.table_root is not None
+    from ferromq.tables.objectstore import is_s3
+
+    return _object_store(opts.table_root, opts.table_s3_options) if is_s3(opts.table_root) else None
+
+
+@functools.cache
+def _object_store(root: str, s3_options: tuple[tuple[str, str], ...]) -> pafs.FileSystem:
+    from ferromq.tables.objectstore import filesystem
+
+    return filesystem(root, dict(s3_options))[0]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ferromq.tables.layout import row_schema
@@ -66,12 +67,14 @@ def read_range(
     tags: Sequence[str] | None = None,
     store_ms: tuple[int | None, int | None] = (None, None),
     on_missing: OnMissing | None = None,
+    filesystem: pafs.FileSystem | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of queue offsets `[start, end)` in `files` (those of one queue), as batches of
     `row_schema(include_properties)`; with `tags`, only rows of these tags, with `store_ms` only
     rows stored in `[lo, hi)` ms. The offsets of the range that no file holds are passed to
     `on_missing` once the range is read (the table has a gap only where the tiering found them
-    lost)."""
+    lost). `filesystem`: the one the paths are in, without their scheme (an object store's);
+    None: local paths."""
     schema = row_schema(include_properties)
     wanted = [n for n in schema.names if n != "queue_id"]
     seen: list[pa.Array] = []
@@ -79,7 +82,7 @@ def read_range(
     for f in files:
         if f.first >= end or f.last < start:
             continue
-        for batch in _batches(f.path, start, end, wanted):
+        for batch in _batches(f.path, start, end, wanted, filesystem):
             offsets = batch.column("queue_offset")
             keep = pc.and_(pc.greater_equal(offsets, start), pc.less(offsets, end))
             batch = batch.filter(keep)
@@ -93,24 +96,35 @@ def read_range(
             on_missing(lo, hi)
 
 
-def first_offset_at(files: Sequence[DataFile], timestamp_ms: int) -> int | None:
+def first_offset_at(
+    files: Sequence[DataFile], timestamp_ms: int, filesystem: pafs.FileSystem | None = None
+) -> int | None:
     """The first offset of these files (one queue's) stored at or after `timestamp_ms`, or None.
     As the consume queue's time search, it takes store times to grow with offsets: the answer is
     in the first file (by offset) whose latest row is that late."""
     for f in sorted(files, key=lambda f: f.first):
         if f.last_store_ms is not None and f.last_store_ms < timestamp_ms:
             continue
-        table = pq.read_table(f.path, columns=["queue_offset", "store_timestamp"])
+        table = pq.read_table(
+            _in(f.path, filesystem), columns=["queue_offset", "store_timestamp"], filesystem=filesystem
+        )
         late = table.filter(pc.greater_equal(table.column("store_timestamp"), _micros(timestamp_ms, table)))
         if late.num_rows:
             return int(pc.min(late.column("queue_offset")).as_py())
     return None
 
 
-def _batches(path: str, start: int, end: int, columns: list[str]) -> Iterator[pa.RecordBatch]:
+def _in(path: str, filesystem: pafs.FileSystem | None) -> str:
+    """The path in `filesystem`: a URI without its scheme (s3://bucket/key: bucket/key)."""
+    return path.split("://", 1)[1] if filesystem is not None and "://" in path else path
+
+
+def _batches(
+    path: str, start: int, end: int, columns: list[str], filesystem: pafs.FileSystem | None = None
+) -> Iterator[pa.RecordBatch]:
     """The batches of the file's row groups that may hold offsets of `[start, end)`."""
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(_in(path, filesystem), filesystem=filesystem)
     except FileNotFoundError:
         raise FileNotFoundError(
             f"table file {path} is gone: a vacuum removed it after the read was planned "
