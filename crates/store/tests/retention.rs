@@ -410,3 +410,34 @@ fn a_retention_floor_keeps_files_tiered_storage_has_not_taken() {
     let r = store.clean_expired_files(&input(4, 0.10)).unwrap();
     assert_eq!(r.commitlog_files_deleted, files.len() - 3);
 }
+
+#[test]
+fn with_a_floor_units_whose_records_went_read_as_offset_too_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    // A queue of a few messages, all in the first CommitLog file, then more of another topic.
+    for i in 0..20 {
+        let props = format!("TAGS\u{1}A\u{2}KEYS\u{1}old{i}");
+        store
+            .put_message(&meta("Old", 0), &[b'o'; 1000], &props)
+            .unwrap();
+    }
+    fill(&store, 0, 400);
+    for f in &commitlog_files(dir.path()) {
+        age(f, 100);
+    }
+    store.set_retention_floor(Some(2 * CL_SIZE));
+    let r = store.clean_expired_files(&input(4, 0.10)).unwrap();
+    assert_eq!(r.commitlog_files_deleted, 2);
+    // The queue keeps its only consume-queue file and its min (as in RocketMQ), though every
+    // record it names is gone: with a floor, too small (the bucket has them), the next offset
+    // past them.
+    assert_eq!(store.min_offset_in_queue("Old", 0).unwrap(), 0);
+    let got = store.get_messages("Old", 0, 0, 32, 1 << 20, None).unwrap();
+    assert_eq!(got.status, GetStatus::OffsetTooSmall);
+    assert_eq!((got.message_count, got.next_begin_offset), (0, 20));
+    // Without a floor, RocketMQ's answer.
+    store.set_retention_floor(None);
+    let got = store.get_messages("Old", 0, 0, 32, 1 << 20, None).unwrap();
+    assert_eq!(got.status, GetStatus::MessageWasRemoving);
+}

@@ -123,8 +123,13 @@ impl Inner {
         let scan_end = max.min(offset + (limit.max_count as i64).max(800));
         let read_limit = self.read_limit();
         let min_phys = self.commitlog.min_offset() as i64;
+        // With tiered storage (a retention floor), units whose record retention deleted are in
+        // the bucket: the read stops before the first one still on disk and says the offset is
+        // too small, so the caller reads them from the bucket rather than skipping them.
+        let tiered = self.retention.keep_from().is_some();
         let mut next = offset;
         let mut removed = false;
+        let mut below_start = false;
         let (mut count, mut bytes) = (0usize, 0usize);
         while next < scan_end {
             let Some(unit) = cq.unit(next) else {
@@ -139,8 +144,12 @@ impl Inner {
             }
             if unit.offset < min_phys {
                 removed = true;
+                below_start = true;
                 next += 1;
                 continue;
+            }
+            if below_start && tiered {
+                return (GetStatus::OffsetTooSmall, next);
             }
             let size = unit.size as usize;
             if limit.full(count, bytes, size, unit.offset as u64) {
@@ -177,6 +186,8 @@ impl Inner {
         }
         let status = if count > 0 {
             GetStatus::Found
+        } else if below_start && tiered {
+            GetStatus::OffsetTooSmall
         } else if removed {
             GetStatus::MessageWasRemoving
         } else {
