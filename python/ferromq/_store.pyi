@@ -50,6 +50,7 @@ __all__ = [
     "grpc_polling_time",
     "grpc_popped",
     "grpc_send_failure",
+    "index_segment",
     "java_hash",
     "json_reply",
     "offset_msg_id",
@@ -996,3 +997,10 @@ def pop_ack(
     broker_name: str,
 ) -> tuple[bytes, str]:
     """The `ack` message (body, UNIQ_KEY) the POP rules write for an ack of `ack_offset`."""
+
+def index_segment(
+    path: str | PathLike[str], start: int
+) -> tuple[int, int, int, list[tuple[str, int, int, int, int]], bytes, bytes]:
+    """What tiered storage keeps beside a sealed CommitLog file (ferromq_store::segment_index):
+    (end, min store time, max store time, runs (topic, queue id, first offset, count, unit
+    index), the units, the keys)."""

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ferromq_store::columnar::{ColumnBatch, ColumnFilter, VarColumn, ViewColumn};
 use ferromq_store::mapped_file::MappedFile;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::errors::IntoPy;
 
@@ -226,3 +226,39 @@ pub(crate) fn decode_columns<'py>(
         .py_err(py)?;
     to_py(py, batch, include_properties)
 }
+
+/// What tiered storage keeps beside a sealed CommitLog file (`ferromq_store::segment_index`):
+/// (end, min store time, max store time, runs as (topic, queue id, first offset, count, unit
+/// index), units, keys).
+#[pyfunction]
+pub(crate) fn index_segment<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    start: i64,
+) -> PyResult<SegmentTuple<'py>> {
+    let index = py
+        .detach(|| ferromq_store::segment_index::index_segment_file(&path, start))
+        .py_err(py)?;
+    let runs = index
+        .runs
+        .into_iter()
+        .map(|r| (r.topic, r.queue_id, r.first, r.count, r.unit_index))
+        .collect();
+    Ok((
+        index.end,
+        index.min_store_timestamp,
+        index.max_store_timestamp,
+        runs,
+        PyBytes::new(py, &index.units),
+        PyBytes::new(py, &index.keys),
+    ))
+}
+
+type SegmentTuple<'py> = (
+    i64,
+    i64,
+    i64,
+    Vec<(String, i32, i64, usize, usize)>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+);

@@ -80,6 +80,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decode_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(columns::decode_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(columns::index_segment, m)?)?;
     m.add_function(wrap_pyfunction!(columns::records_examined, m)?)?;
     m.add_function(wrap_pyfunction!(client_batch::encode_batch_messages, m)?)?;
     m.add_class::<columns::RowFilter>()?;

@@ -25,6 +25,7 @@ pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message;
 pub mod message_store;
+pub mod segment_index;
 pub mod send;
 pub mod timer;
 
