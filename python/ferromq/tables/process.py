@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import sys
 import threading
 from collections.abc import Iterable
 from typing import Any, TextIO
@@ -27,13 +26,11 @@ from typing import Any, TextIO
 import orjson
 
 from ferromq import _store
-from ferromq.childlog import relay, run_child
+from ferromq.helper_processes import helper, run_child, supervise
 from ferromq.tables.config import TableTopicConfig
 from ferromq.tables.tiering import TieringService, TieringSettings, TopicProgress
 
 logger = logging.getLogger(__name__)
-
-RESTART_DELAY_S = 1.0
 
 
 class TieringProcess:
@@ -56,7 +53,8 @@ class TieringProcess:
         return cls(store, TieringSettings.of(cfg, store_root), view)
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._supervise(), name="table-topics-process")
+        supervised = supervise("table topics: the tiering process", self._run)
+        self._task = asyncio.get_running_loop().create_task(supervised, name="table-topics-process")
         s = self.settings
         chosen = ", ".join(s.names) if s.pattern is None else f"topics matching {s.pattern!r}"
         logger.info("table topics: %s, tables under %s, tiered by a process of their own", chosen, s.root)
@@ -67,52 +65,22 @@ class TieringProcess:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _supervise(self) -> None:
-        while True:
-            try:
-                await self._run()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("table topics: the tiering process failed")
-            await asyncio.sleep(RESTART_DELAY_S)
-
     async def _run(self) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "ferromq.tables.process",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=64 * 1024 * 1024,  # a report names every queue of every table topic
-        )
-        self.process = proc
-        self.starts += 1
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        logs = asyncio.get_running_loop().create_task(relay(proc.stderr, logger))
-        try:
-            settings = dataclasses.asdict(self.settings)
-            proc.stdin.write(orjson.dumps({"settings": settings, "view": self._view}) + b"\n")
-            await proc.stdin.drain()
-            while line := await proc.stdout.readline():
-                report = orjson.loads(line)
-                self._progress = [_progress_of(p) for p in report.get("progress", [])]
-            logger.warning(
-                "table topics: the tiering process exited (%s); starting it again", await proc.wait()
-            )
-        finally:
-            if proc.returncode is None:
-                # Closing its input tells it to stop; it commits nothing more after that.
-                proc.stdin.close()
-                try:
-                    await asyncio.wait_for(proc.wait(), 10)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
-            await asyncio.wait([logs], timeout=5)
-            logs.cancel()
-            self.process = None
+        given = orjson.dumps({"settings": dataclasses.asdict(self.settings), "view": self._view})
+        # Closing its input tells it to stop; it commits nothing more after that.
+        async with helper("ferromq.tables.process", given, gentle_stop_s=10) as proc:
+            self.process = proc
+            self.starts += 1
+            assert proc.stdout is not None
+            try:
+                while line := await proc.stdout.readline():
+                    report = orjson.loads(line)
+                    self._progress = [_progress_of(p) for p in report.get("progress", [])]
+                logger.warning(
+                    "table topics: the tiering process exited (%s); starting it again", await proc.wait()
+                )
+            finally:
+                self.process = None
 
     def progress(self) -> list[TopicProgress]:
         return list(self._progress)

@@ -21,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ferromq.childlog import relay
+from ferromq.helper_processes import helper, supervise
 from ferromq.tiered.bucket import Bucket
 from ferromq.tiered.config import TieredStoreConfig
 from ferromq.tiered.reader import READ_TIMEOUT_S, TieredReader
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-RESTART_DELAY_S = 1.0
 _READ_THREADS = 4
 
 
@@ -85,7 +83,8 @@ class TieredService(TieredReader):
     async def start(self) -> None:
         # Nothing local goes before the uploader has said what the bucket holds.
         self.store.raw.retention_floor = self.store.min_physical_offset
-        self._task = asyncio.get_running_loop().create_task(self._supervise(), name="tiered-uploader")
+        supervised = supervise("tiered storage: the uploader", self._run_uploader)
+        self._task = asyncio.get_running_loop().create_task(supervised, name="tiered-uploader")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -94,49 +93,25 @@ class TieredService(TieredReader):
             self._task = None
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def _supervise(self) -> None:
-        while True:
-            try:
-                await self._run_uploader()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("tiered storage: the uploader failed")
-            await asyncio.sleep(RESTART_DELAY_S)
-
     async def _run_uploader(self) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "ferromq.tiered.uploader",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=64 * 1024 * 1024,  # a summary line names every queue of a file
-        )
-        self._proc = proc
-        self.uploader_starts += 1
-        self._told = ()
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        loop = asyncio.get_running_loop()
-        reader = loop.create_task(self._read_reports(proc.stdout))
-        logs = loop.create_task(relay(proc.stderr, logger))
-        try:
-            proc.stdin.write(self.settings.to_json() + b"\n")
-            while not reader.done():
-                self._tell_sealed(proc.stdin)
-                await proc.stdin.drain()
-                await asyncio.wait([reader], timeout=self.cfg.tiered_store_upload_interval_ms / 1000)
-            await reader
-            logger.warning("tiered storage: the uploader exited (%s); starting it again", await proc.wait())
-        finally:
-            reader.cancel()
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-            await asyncio.wait([logs], timeout=5)
-            logs.cancel()
-            self._proc = None
+        async with helper("ferromq.tiered.uploader", self.settings.to_json()) as proc:
+            self._proc = proc
+            self.uploader_starts += 1
+            self._told = ()
+            assert proc.stdin is not None and proc.stdout is not None
+            reader = asyncio.get_running_loop().create_task(self._read_reports(proc.stdout))
+            try:
+                while not reader.done():
+                    self._tell_sealed(proc.stdin)
+                    await proc.stdin.drain()
+                    await asyncio.wait([reader], timeout=self.cfg.tiered_store_upload_interval_ms / 1000)
+                await reader
+                logger.warning(
+                    "tiered storage: the uploader exited (%s); starting it again", await proc.wait()
+                )
+            finally:
+                reader.cancel()
+                self._proc = None
 
     def _tell_sealed(self, stdin: asyncio.StreamWriter) -> None:
         size = self.store.config.mapped_file_size_commitlog

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from ferromq.childlog import run_child
+from ferromq.helper_processes import run_child
 from ferromq.tiered.bucket import COMMITLOG, KEYS, QUEUES, Bucket, file_name
 from ferromq.tiered.segments import header_length, index_segment, parse_summary
 
