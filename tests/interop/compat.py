@@ -112,7 +112,12 @@ TEST_MAP: dict[str, list[tuple[str, str, str, str | None]]] = {
         (OFFICIAL, "lite pull consumer: subscribe, poll, commit, read back", JAVA, None)
     ],
     "tests/interop/test_tiered_java_client.py::test_the_java_client_reads_back_from_the_bucket": [
-        (OFFICIAL, "tiered storage: messages local retention deleted, pulled back from the bucket", JAVA, None)
+        (
+            OFFICIAL,
+            "tiered storage: messages local retention deleted, pulled back from the bucket",
+            JAVA,
+            None,
+        )
     ],
     "tests/interop/test_java_client.py::test_reconsume_later_comes_back_with_reconsume_times_1": [
         (OFFICIAL, "retry through %RETRY% after a failed delivery", JAVA, None)

@@ -835,7 +835,11 @@ impl Popper {
                 ),
             ));
         }
-        let low = self.min_offset(topic, queue_id)?;
+        let mut low = self.store.min_offset_in_queue(topic, queue_id)?;
+        if offset < low {
+            // Below the local min: tiered storage may hold it (asked only then: acks are hot).
+            low = self.min_offset(topic, queue_id)?;
+        }
         let high = self.store.max_offset_in_queue(topic, queue_id)?;
         if offset < low || offset > high || (!past_max && offset == high) {
             let committed = self.offsets.query(group, topic, queue_id);
