@@ -437,5 +437,8 @@ def test_files_older_than_the_reserved_time_leave_the_bucket(tmp_path: Path) -> 
     assert uploader.bucket.starts(QUEUES) == uploader.bucket.starts(COMMITLOG) == kept != starts
     uploader.expire(max(newest.values()) + 3_600_001)
     assert uploader.bucket.starts(QUEUES) == uploader.bucket.starts(COMMITLOG) == []
+    # Still on local disk and still said to be sealed: an expired file is not uploaded again.
+    assert not uploader.work()
+    assert uploader.bucket.starts(COMMITLOG) == []
     reports = [orjson.loads(line) for line in out.getvalue().splitlines()]
     assert [r["expired"] for r in reports if "expired" in r] == starts

@@ -68,7 +68,8 @@ class Uploader:
         self.bucket = Bucket(settings.uri, settings.cluster, settings.broker, settings.options)
         self.out = out
         self.tiered: dict[int, int] = {}  # start -> the newest store time in it
-        self.sealed: set[int] = set()
+        self.expired: set[int] = set()  # deleted from the bucket by expiry: never uploaded again
+        self.sealed: set[int] = set()  # the local files the broker last said are sealed
         self._next_expiry = 0.0
 
     def emit(self, line: dict[str, Any]) -> None:
@@ -103,6 +104,7 @@ class Uploader:
                 break
             self.bucket.delete(QUEUES, start)
             del self.tiered[start]
+            self.expired.add(start)
             self.emit({"expired": start})
             self.bucket.delete(KEYS, start)
             self.bucket.delete(COMMITLOG, start)
@@ -113,7 +115,7 @@ class Uploader:
         if self.settings.delete_enable and time.monotonic() >= self._next_expiry:
             self.expire(int(time.time() * 1000))
             self._next_expiry = time.monotonic() + self.settings.delete_interval_ms / 1000
-        pending = sorted(s for s in self.sealed if s not in self.tiered)
+        pending = sorted(s for s in self.sealed if s not in self.tiered and s not in self.expired)
         if not pending:
             return False
         self.upload(pending[0])
@@ -144,7 +146,8 @@ def run(stdin: TextIO, stdout: TextIO) -> None:
             line = {}
         if line is None:
             return  # the broker is gone
-        uploader.sealed.update(int(s) for s in line.get("sealed", ()))
+        if "sealed" in line:  # the whole list, each time it changes
+            uploader.sealed = {int(s) for s in line["sealed"]}
         try:
             if not loaded:
                 uploader.load()
