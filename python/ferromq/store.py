@@ -417,7 +417,8 @@ class MessageStore:
         """Moves the messages of delay level `level` that are due at `now_ms` from the schedule
         queue into their real topics, in Rust. Returns the schedule-queue offset to continue from,
         the deliver time of the next message not yet due (or None), and per delivered message
-        (topic, queue id, queue offset, tags code)."""
+        (topic, queue id, queue offset, tags code), and so for each light message queue (queue 0)
+        one was dispatched to (a lite message's lite topic)."""
         next_offset, next_due, delivered, _skipped = self._store.deliver_due_delayed(
             level, from_offset, now_ms, max_count
         )
@@ -448,8 +449,9 @@ class MessageStore:
         self, now_ms: int, max_count: int = 4096
     ) -> tuple[list[tuple[str, int, int, int]], int, bool]:
         """Puts back the timer messages whose slot has passed at `now_ms`, at most `max_count`.
-        Returns (topic, queue id, queue offset, tags code) of each delivered message, how many
-        went back into the timer topic for another round, and whether due slots are left."""
+        Returns (topic, queue id, queue offset, tags code) of each delivered message (and of each
+        light message queue one was dispatched to), how many went back into the timer topic for
+        another round, and whether due slots are left."""
         return self._store.timer_dequeue(now_ms, max_count)
 
     def timer_checkpoint(self) -> None:

@@ -30,7 +30,7 @@ from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.testing import Broker, BrokerProcess
 from ferromq.testing.waiting import wait_until
-from tests.integration.brokerkit import Client
+from tests.integration.brokerkit import Client, properties, send_ext
 from tests.integration.test_grpc_front import (
     CALL_TIMEOUT,
     ack,
@@ -689,5 +689,33 @@ def test_a_committed_lite_message_wakes_its_consumer() -> None:
             r, got = await asyncio.wait_for(waiting, 15)
             assert r.code == R.SUCCESS and [m.body for m in got] == [b"held"]
             assert time.monotonic() - started < 10, "woken by the commit, not by the poll's end"
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("delay", ["level", "timer"])
+def test_a_delayed_lite_message_wakes_its_consumer_when_due(delay: str) -> None:
+    """A lite message with a delay level or a deliver time joins its lite topic when it is due (not
+    before): a lite pop waiting then gets it at once (the delivery tells the lite consumers)."""
+
+    async def main() -> None:
+        fast = {"timer_precision_ms": 100}
+        async with lite_broker("LiteDelay", "LiteDelayG", settings=fast) as (_, c, parent, group):
+            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, ["d"])).code == R.SUCCESS
+            due = (
+                {"DELAY": "1"}
+                if delay == "level"
+                else {"TIMER_DELIVER_MS": str(int(time.time() * 1000) + 1500)}
+            )
+            props = properties(UNIQ_KEY=uuid.uuid4().hex, **{PROPERTY_LITE_TOPIC: "d"}, **due)
+            r = await c.call(RC.SEND_MESSAGE, send_ext(parent, 0, props), b"later")
+            assert r.code == R.SUCCESS, r.remark
+            sent = time.monotonic()
+            r, early = await pop_lite(c, "c1", group, parent, poll=200)
+            assert early == [], "not before it is due"
+            waiting = asyncio.ensure_future(pop_lite(c, "c1", group, parent, poll=30_000))
+            r, got = await asyncio.wait_for(waiting, 40)
+            assert r.code == R.SUCCESS and [m.body for m in got] == [b"later"]
+            assert time.monotonic() - sent < 20, "woken by the delivery, not by the poll's end"
 
     asyncio.run(main())

@@ -1045,9 +1045,15 @@ impl Store {
 }
 
 /// Delivered messages as Python sees them: (topic, queue_id, queue_offset, tags_code).
+/// (topic, queue id, queue offset, tags code) of each delivered message, and of each light message
+/// queue (queue 0) one was dispatched to: Python wakes the pulls, pops and lite consumers of both.
 fn delivered_tuples(delivered: Vec<Delivered>) -> Vec<(String, i32, i64, i64)> {
-    delivered
-        .into_iter()
-        .map(|d| (d.topic, d.queue_id, d.queue_offset, d.tags_code))
-        .collect()
+    let mut out = Vec::with_capacity(delivered.len());
+    for d in delivered {
+        for (lmq, next_offset) in d.lmq_arrivals {
+            out.push((lmq, 0, next_offset - 1, d.tags_code));
+        }
+        out.push((d.topic, d.queue_id, d.queue_offset, d.tags_code));
+    }
+    out
 }

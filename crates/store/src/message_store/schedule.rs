@@ -13,6 +13,9 @@ pub struct Delivered {
     pub queue_id: i32,
     pub queue_offset: i64,
     pub tags_code: i64,
+    /// The light message queues it was dispatched to, each with its next offset (a lite
+    /// message's lite topic: its consumers are told as a send's are).
+    pub lmq_arrivals: Vec<(String, i64)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -114,6 +117,7 @@ impl Inner {
             queue_id: r.queue_id,
             queue_offset: r.queue_offset,
             tags_code: r.tags_code,
+            lmq_arrivals: r.lmq_arrivals,
         }))
     }
 }

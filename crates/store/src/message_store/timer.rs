@@ -497,6 +497,7 @@ impl Inner {
             queue_id: r.queue_id,
             queue_offset: r.queue_offset,
             tags_code: r.tags_code,
+            lmq_arrivals: r.lmq_arrivals,
         }))
     }
 
