@@ -719,3 +719,47 @@ def test_a_delayed_lite_message_wakes_its_consumer_when_due(delay: str) -> None:
             assert time.monotonic() - sent < 20, "woken by the delivery, not by the poll's end"
 
     asyncio.run(main())
+
+
+def test_a_clients_lite_topics_with_messages_are_bounded() -> None:
+    """lite.sub.client.max.event.cnt (10 here; maxClientEventCount without it): a client holds at most
+    that many lite topics with messages; the others go to another client of the group with room, or,
+    none having any, are given again after liteEventFullDispatchDelayTime (5.5.0's ClientEventSet)."""
+
+    async def trigger(c: Client, group: str) -> None:  # TRIGGER_LITE_DISPATCH: the full dispatch
+        r = await c.call(RC.TRIGGER_LITE_DISPATCH, {"group": group})
+        assert r.code == R.SUCCESS, r.remark
+
+    async def main() -> None:
+        cap = {"+lite.sub.client.max.event.cnt": "10"}
+        fast = {"lite_event_full_dispatch_delay_time": 200}
+        async with lite_broker("LiteCap", "LiteCapG", settings=fast, **cap) as (b, c, parent, group):
+            events = b.broker.lite_consumers.events
+            lites = [f"s{i}" for i in range(15)]
+            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, lites)).code == R.SUCCESS
+            for lite in lites:
+                assert (await send_lite(c, parent, lite.encode(), lite))[0] == R.SUCCESS
+            await trigger(c, group)
+            assert len(events["c1"].queues) == 10
+            # Popped and acked, the client gets all 15: the 5 it had no room for come again.
+            got: list[str] = []
+            for _ in range(40):
+                for r, m in await pop_until(c, "c1", group, parent, 1):
+                    got.append(m.body.decode())
+                    assert (await ack_lite(c, group, parent, r, m)).code == R.SUCCESS
+                if len(got) >= 15:
+                    break
+            assert sorted(got) == sorted(lites)
+
+            # Two more clients of the group: what one has no room for goes to the other.
+            more = [f"t{i}" for i in range(15)]
+            for client in ("c2", "c3"):
+                assert (await sync(c, "PARTIAL_ADD", client, group, parent, more)).code == R.SUCCESS
+            for lite in more:
+                assert (await send_lite(c, parent, lite.encode(), lite))[0] == R.SUCCESS
+            await trigger(c, group)
+            held = [set(events[cid].queues) for cid in ("c2", "c3")]
+            assert [len(h) <= 10 for h in held] == [True, True]
+            assert held[0] | held[1] == {lmq(parent, lite) for lite in more}
+
+    asyncio.run(main())

@@ -317,6 +317,10 @@ class TopicConfig:
     max_lite_subscription_count: int = setting(100_000, least=0, runtime=True)
     lite_subscription_check_timeout_mills: int = setting(180_000, least=1000, runtime=True)
     lite_subscription_check_interval: int = setting(120_000, least=1000, runtime=True)
+    # How many lite topics with messages wait for one client at most (a lite group's
+    # lite.sub.client.max.event.cnt wins), and when lite topics no client could take are given again.
+    max_client_event_count: int = setting(100, least=1, runtime=True)
+    lite_event_full_dispatch_delay_time: int = setting(10_000, least=0, runtime=True)
 
 
 @dataclass(frozen=True)

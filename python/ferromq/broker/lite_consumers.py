@@ -39,6 +39,7 @@ from ferromq.broker.pop.formats import ORDER_REVIVE_QUEUE
 from ferromq.broker.pop.order import ConsumerOrderInfoManager
 from ferromq.broker.pop.service import split_records
 from ferromq.broker.subscriptions import (
+    LITE_SUB_CLIENT_MAX_EVENT_COUNT,
     LITE_SUB_MODEL,
     LITE_SUB_RESET_OFFSET_EXCLUSIVE,
     LITE_SUB_RESET_OFFSET_UNSUBSCRIBE,
@@ -473,19 +474,38 @@ class LiteConsumers:
             for g, wildcard_clients in self.wildcards.get(parent_of(lmq), {}).items():
                 if group is None or g == group:
                     by_group.setdefault(g, []).extend(wildcard_clients)
-        now = _now() if self._passed_over else 0
+        now = _now()
         for g, clients in by_group.items():
-            others = [c for c in clients if c != exclude] or clients
-            if self._passed_over:
-                others = [c for c in others if self._passed_over.get(c, 0) <= now] or others
-            self._give(random.choice(others), g, lmq)
+            # A random client first, then the others (those excluded or passed over last), until
+            # one has room (selectAndDispatch); when none has, the group's lite topic is given
+            # again after liteEventFullDispatchDelayTime.
+            random.shuffle(clients)
+            clients.sort(key=lambda c: c == exclude or self._passed_over.get(c, 0) > now)
+            if not any(self._give(c, g, lmq) for c in clients):
+                self._look_again(now + self._ctx.config.lite_event_full_dispatch_delay_time, g, lmq)
 
-    def _give(self, client_id: str, group: str, lmq: str) -> None:
+    def _max_events(self, group: str) -> int:
+        """lite.sub.client.max.event.cnt, else maxClientEventCount (LiteMetadataUtil)."""
+        value = self._attribute(group, LITE_SUB_CLIENT_MAX_EVENT_COUNT.name)
+        count = int(value) if value and value.lstrip("-").isdigit() else 0
+        return count if count > 0 else self._ctx.config.max_client_event_count
+
+    def _give(self, client_id: str, group: str, lmq: str) -> bool:
+        """Adds `lmq` to the client's lite topics with messages; False when those are full."""
         events = self.events.get(client_id)
         if events is None:
             events = self.events[client_id] = ClientEvents(group)
-        events.queues[lmq] = None
+        if lmq not in events.queues:
+            if len(events.queues) >= self._max_events(group):
+                logger.debug(
+                    "lite consumer %s: its %d lite topics with messages are full",
+                    client_id,
+                    len(events.queues),
+                )
+                return False
+            events.queues[lmq] = None
         events.waker.set()
+        return True
 
     async def start(self) -> None:
         if self._task is None:
@@ -812,8 +832,8 @@ class LiteConsumers:
             if sub.group != group or (client_id and cid != client_id):
                 continue
             for lmq in sub.lmqs:
-                if self._ready(group, lmq):
-                    self._give(cid, group, lmq)
+                if self._ready(group, lmq) and not self._give(cid, group, lmq):
+                    self.dispatch(lmq, group)  # full: another client, or again later
 
     # -- what admin tools see ------------------------------------------------------------------------
 
