@@ -442,3 +442,35 @@ def test_files_older_than_the_reserved_time_leave_the_bucket(tmp_path: Path) -> 
     assert uploader.bucket.starts(COMMITLOG) == []
     reports = [orjson.loads(line) for line in out.getvalue().splitlines()]
     assert [r["expired"] for r in reports if "expired" in r] == starts
+
+
+def test_a_lite_topics_messages_are_read_from_the_bucket(tmp_path: Path) -> None:
+    """A lite topic (RocketMQ 5.5) whose messages local retention deleted: its lite consumer gets
+    them from the bucket, in order (the files' queue units name their light message queues too)."""
+    from .test_lite_consumers import ack_lite, lite_broker, lmq, pop_until, sync
+    from .test_lite_topics import send_lite
+
+    async def main() -> None:
+        settings = {**STORE, **posix_keys(tmp_path), "mapped_file_size_consume_queue": 20 * 50}
+        async with lite_broker("TieredLite", "TieredLiteG", settings=settings) as (b, c, parent, group):
+            broker = b.broker
+            for i in range(40):
+                assert (await send_lite(c, parent, f"l{i:02d}".encode() * 100, "session"))[0] == R.SUCCESS
+            await send_all(c)  # more messages after them: their files fill, go to the bucket, and go
+            await all_tiered(broker)
+            store = Path(broker.config.store_path_root_dir)
+            assert store.name == "store"
+            assert await delete_local(c, broker, store.parent) >= 4
+            # The lite topic's messages are only in the bucket now.
+            assert broker.store.pull(lmq(parent, "session"), 0, 0, 32).status == "OFFSET_TOO_SMALL"
+            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, ["session"])).code == R.SUCCESS
+            got: list[bytes] = []
+            for _ in range(20):
+                for r, m in await pop_until(c, "c1", group, parent, 1):
+                    got.append(m.body)
+                    assert (await ack_lite(c, group, parent, r, m)).code == R.SUCCESS
+                if len(got) >= 40:
+                    break
+            assert got == [f"l{i:02d}".encode() * 100 for i in range(40)]
+
+    asyncio.run(main())

@@ -4,12 +4,15 @@
 //! index (Java `hashCode` of `topic#key` for each KEYS word and UNIQ_KEY, with the record's
 //! CommitLog offset, sorted by hash). Python writes them as objects (`ferromq.tiered.segments`).
 //!
-//! Transaction halves and rollbacks get no unit, as dispatch gives them none.
+//! Transaction halves and rollbacks get no unit, as dispatch gives them none. A record dispatched
+//! into light message queues (INNER_MULTI_DISPATCH: a lite message's lite topic) has a unit in
+//! queue 0 of each too, at its offset there (INNER_MULTI_QUEUE_OFFSET).
 
 use std::collections::BTreeMap;
 
 use crate::error::{Result, StoreError};
 use crate::hash::{java_string_hash, tags_code};
+use crate::lmq;
 use crate::message::{record_head, sysflag, DispatchProperties, RecordHead, RecordView};
 
 /// One queue's consecutive offsets in the file, and where their units are in [`SegmentIndex::units`].
@@ -75,12 +78,25 @@ pub fn index_segment(data: &[u8], start: i64) -> Result<SegmentIndex> {
         let tran = rec.sys_flag & sysflag::TRANSACTION_ROLLBACK_TYPE;
         if tran != sysflag::TRANSACTION_PREPARED_TYPE && tran != sysflag::TRANSACTION_ROLLBACK_TYPE
         {
+            let code = tags_code(props.tags);
             queues.entry((rec.topic, rec.queue_id)).or_default().push((
                 rec.queue_offset,
                 phys,
                 size as i32,
-                tags_code(props.tags),
+                code,
             ));
+            // The light message queues (lite topics) it was dispatched to: queue 0 of each.
+            if let (Some(names), Some(offsets)) = (props.multi_dispatch, props.multi_queue_offset) {
+                let pairs = names
+                    .split(lmq::DISPATCH_SEPARATOR)
+                    .zip(offsets.split(lmq::DISPATCH_SEPARATOR));
+                for (name, offset) in pairs.filter(|(name, _)| lmq::is_lmq(name)) {
+                    if let Ok(offset) = offset.parse::<i64>() {
+                        let unit = (offset, phys, size as i32, code);
+                        queues.entry((name, 0)).or_default().push(unit);
+                    }
+                }
+            }
         }
         for key in crate::message::index_tokens(props.uniq_key, props.keys) {
             keys.push((java_string_hash(&format!("{}#{key}", rec.topic)), phys));
