@@ -62,6 +62,10 @@ class _Segment:
     header_length: int
 
 
+class NotCached(OSError):
+    """A read that may not wait for the bucket found a block the cache does not hold."""
+
+
 class BlockCache:
     """Blocks of the bucket's objects, least recently used out once `capacity` bytes are held."""
 
@@ -75,11 +79,13 @@ class BlockCache:
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def read(self, kind: str, start: int, offset: int, length: int) -> bytes:
+    def read(self, kind: str, start: int, offset: int, length: int, cached_only: bool = False) -> bytes:
+        """`length` bytes of an object from `offset`; with `cached_only`, NotCached rather than a
+        request to the bucket."""
         out = bytearray()
         while length > 0:
             block = offset // BLOCK_BYTES
-            data = self._block(kind, start, block)
+            data = self._block(kind, start, block, cached_only)
             at = offset - block * BLOCK_BYTES
             piece = data[at : at + length]
             if not piece:
@@ -102,7 +108,7 @@ class BlockCache:
             self._sizes[(kind, start)] = size  # objects never change
         return size
 
-    def _block(self, kind: str, start: int, block: int) -> bytes:
+    def _block(self, kind: str, start: int, block: int, cached_only: bool = False) -> bytes:
         key = (kind, start, block)
         with self._lock:
             data = self._blocks.get(key)
@@ -110,6 +116,8 @@ class BlockCache:
                 self._blocks.move_to_end(key)
                 self.hits += 1
                 return data
+        if cached_only:
+            raise NotCached(f"block {block} of the bucket's {kind} object {start} is not cached")
         self.misses += 1
         if time.monotonic() < self._unreachable_until:
             raise OSError("the tiered storage bucket could not be read moments ago")
@@ -227,10 +235,13 @@ class TieredReader:
                 return None
             return self._segments[start], run
 
-    def _units(self, segment: _Segment, run: Run, offset: int, count: int) -> list[tuple[int, int, int]]:
+    def _units(
+        self, segment: _Segment, run: Run, offset: int, count: int, cached_only: bool = False
+    ) -> list[tuple[int, int, int]]:
         count = min(count, run.end - offset)
         position = units_position(segment.header_length) + (run.unit_index + offset - run.first) * UNIT.size
-        return parse_units(self.cache.read(QUEUES, segment.summary.start, position, count * UNIT.size))
+        data = self.cache.read(QUEUES, segment.summary.start, position, count * UNIT.size, cached_only)
+        return parse_units(data)
 
     def covers(self, topic: str, queue_id: int, offset: int) -> bool:
         return self._find_run(topic, queue_id, offset) is not None
@@ -244,14 +255,16 @@ class TieredReader:
         tag_codes: list[int] | None,
         local_max: int,
         max_bytes: int = 4 * 1024 * 1024,
+        cached_only: bool = False,
     ) -> TieredRead | None:
         """Up to `max_msgs` records of the queue from `offset`, within one file of the bucket; None
-        when the bucket does not hold `offset`."""
+        when the bucket does not hold `offset`. With `cached_only`, NotCached rather than a request
+        to the bucket (a caller that must not wait)."""
         found = self._find_run(topic, queue_id, offset)
         if found is None:
             return None
         segment, run = found
-        units = self._units(segment, run, offset, max(1, max_msgs))
+        units = self._units(segment, run, offset, max(1, max_msgs), cached_only)
         codes = None if tag_codes is None else set(tag_codes)
         body = bytearray()
         queue_offsets: list[int] = []
@@ -262,7 +275,7 @@ class TieredReader:
             scanned += 1
             if codes is not None and _as_int32(code) not in codes:
                 continue
-            body += self._read_at(segment.summary.start, phys, size)
+            body += self._read_at(segment.summary.start, phys, size, cached_only)
             queue_offsets.append(offset + scanned - 1)
         count = len(queue_offsets)
         tiered_min = self.min_offset(topic, queue_id)
@@ -293,8 +306,8 @@ class TieredReader:
             read.min_offset,
         )
 
-    def _read_at(self, start: int, phys: int, size: int) -> bytes:
-        return self.cache.read(COMMITLOG, start, phys - start, size)
+    def _read_at(self, start: int, phys: int, size: int, cached_only: bool = False) -> bytes:
+        return self.cache.read(COMMITLOG, start, phys - start, size, cached_only)
 
     def _file_of(self, phys: int) -> int | None:
         with self._lock:

@@ -30,7 +30,7 @@ import orjson
 from ferromq.helper_processes import helper, supervise
 from ferromq.tiered.bucket import Bucket
 from ferromq.tiered.config import TieredStoreConfig
-from ferromq.tiered.reader import READ_TIMEOUT_S, TieredReader
+from ferromq.tiered.reader import READ_TIMEOUT_S, NotCached, TieredReader
 from ferromq.tiered.segments import SegmentSummary
 from ferromq.tiered.uploader import Settings
 
@@ -163,6 +163,23 @@ class TieredService(TieredReader):
         self.store.raw.retention_floor = floor
 
     # -- reads ---------------------------------------------------------------------------------
+
+    def record_if_cached(self, topic: str, queue_id: int, offset: int) -> bytes | None:
+        """The record at a queue offset, for a caller that must not wait (the revive, on the event
+        loop): from the read cache, else NotCached (an OSError) and a fetch into the cache starts
+        on the read threads, for the next try. None when the bucket does not hold it."""
+        try:
+            read = self.read_queue(topic, queue_id, offset, 1, None, offset + 1, cached_only=True)
+        except NotCached:
+            self._pool.submit(self._fetch_quietly, topic, queue_id, offset)
+            raise
+        return None if read is None else read.body
+
+    def _fetch_quietly(self, topic: str, queue_id: int, offset: int) -> None:
+        try:
+            self.read_queue(topic, queue_id, offset, 1, None, offset + 1)
+        except OSError as e:
+            logger.debug("tiered storage: fetching %s/%d@%d failed: %s", topic, queue_id, offset, e)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Runs a read on the tiered store's threads."""

@@ -602,8 +602,10 @@ class PopService:
         tiered = self._broker.tiered
         if tiered is None or not tiered.covers(topic, queue_id, offset):
             return None
-        read = tiered.read_queue(topic, queue_id, offset, 1, None, offset + 1)
-        messages = decode_messages(read.body) if read is not None else []
+        # The revive runs on the event loop: it never waits for the bucket (OSError: the checkpoint
+        # is put again, by when the record is fetched into the read cache).
+        record = tiered.record_if_cached(topic, queue_id, offset)
+        messages = decode_messages(record) if record else []
         return messages[0] if messages and messages[0].queue_offset == offset else None
 
     def _re_put(self, ck: CheckPoint, offsets: list[int], queue_id: int, now: int) -> bool:
