@@ -156,12 +156,15 @@ async def traffic(side: Side) -> dict[str, Any]:
         r = await sync(c, "PARTIAL_ADD", CLIENT, GROUP, PARENT, list(SENT))
         assert r.code == R.SUCCESS, (side.kind, r.remark)
         got = await pop_until(c, CLIENT, GROUP, PARENT, sum(SENT.values()))
+        # A message popped again (its invisible time ran out while a loaded machine was slow: seen
+        # once on the Java side in a full run) counts once, acked by its newest receipt.
+        latest = {m.body.decode(): (r, m) for r, m in got}
         acked = 0
-        for r, m in got:
+        for _, (r, m) in sorted(latest.items()):
             if m.properties["__LITE_TOPIC"] == "a" and acked < ACKED_A:
                 assert (await ack_lite(c, GROUP, PARENT, r, m)).code == R.SUCCESS
                 acked += 1
-        return {"popped": sorted(m.body.decode() for _, m in got)}
+        return {"popped": sorted(latest)}
     finally:
         await c.close()
 
