@@ -27,6 +27,12 @@ from typing import TextIO
 
 import orjson
 
+RESTART_DELAY_S = 1.0
+# A report line (a file's summary, every table's progress) names every queue it covers.
+LINE_LIMIT = 64 * 1024 * 1024
+
+logger = logging.getLogger(__name__)
+
 
 class _JsonLines(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
@@ -68,13 +74,6 @@ async def relay(stream: asyncio.StreamReader, fallback: logging.Logger) -> None:
             logging.getLogger(str(record["name"])).log(int(record["level"]), "%s", record["msg"])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             fallback.warning("%s", line.decode(errors="replace").rstrip())
-
-
-RESTART_DELAY_S = 1.0
-# A report line (a file's summary, every table's progress) names every queue it covers.
-LINE_LIMIT = 64 * 1024 * 1024
-
-logger = logging.getLogger(__name__)
 
 
 async def supervise(what: str, session: Callable[[], Awaitable[None]]) -> None:

@@ -27,10 +27,9 @@ from ferromq.spark.dataloss import report_loss
 from ferromq.spark.options import TieredOptions
 from ferromq.spark.planning import QueueRange
 from ferromq.spark.schema import record_batch
-from ferromq.tiered.bucket import QUEUES, Bucket
+from ferromq.tiered.bucket import Bucket
 from ferromq.tiered.reader import TieredReader
-from ferromq.tiered.segments import SegmentSummary
-from ferromq.tiered.uploader import read_summary
+from ferromq.tiered.segments import SegmentSummary, list_files
 
 __all__ = ["TieredQueues", "TieredReader", "read_bucket", "tiered_reader"]
 
@@ -70,15 +69,6 @@ def _only_broker(t: TieredOptions) -> str:
     return str(names[0])
 
 
-def list_segments(bucket: Bucket) -> list[tuple[SegmentSummary, int]]:
-    """Every file the bucket holds: its summary and its header's length, in CommitLog order."""
-    out = []
-    for start in bucket.starts(QUEUES):
-        summary, header_length = read_summary(bucket, start)
-        out.append((SegmentSummary.from_json(summary), header_length))
-    return out
-
-
 def reader_of(bucket: Bucket, segments: Iterable[tuple[SegmentSummary, int]]) -> TieredReader:
     """A reader of these files; the summaries of one file cut to different queues (the ranges of
     a task) are put back together."""
@@ -100,7 +90,7 @@ class TieredQueues:
 
     def __init__(self, t: TieredOptions) -> None:
         self.bucket = open_bucket(t)
-        self.segments = list_segments(self.bucket)
+        self.segments = list_files(self.bucket)
         self.reader = reader_of(self.bucket, self.segments)
         self.bounds: dict[tuple[str, int], tuple[int, int]] = {}
         for summary, _ in self.segments:
@@ -202,4 +192,4 @@ def tiered_reader(t: TieredOptions, parts: Sequence[QueueRange]) -> TieredReader
     bucket = open_bucket(t)
     if parts:
         return reader_of(bucket, (s for p in parts for s in p.tiered))
-    return reader_of(bucket, list_segments(bucket))
+    return reader_of(bucket, list_files(bucket))

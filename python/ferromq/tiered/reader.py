@@ -25,11 +25,11 @@ from ferromq.tiered.segments import (
     UNIT,
     Run,
     SegmentSummary,
+    list_files,
     lookup_keys,
     parse_units,
     units_position,
 )
-from ferromq.tiered.uploader import read_summary
 
 BLOCK_BYTES = 1024 * 1024
 # Pops leave their offsets where they are while the bucket cannot be read, pulls are told to retry.
@@ -164,9 +164,8 @@ class TieredReader:
     def listing(cls, bucket: Bucket, cache_bytes: int) -> TieredReader:
         """A reader of every file the bucket holds now (one small read of each)."""
         reader = cls(bucket, cache_bytes)
-        for start in bucket.starts(QUEUES):
-            summary, header_length = read_summary(bucket, start)
-            reader.add(SegmentSummary.from_json(summary), header_length)
+        for summary, header_length in list_files(bucket):
+            reader.add(summary, header_length)
         return reader
 
     def add(self, summary: SegmentSummary, header_length: int) -> None:

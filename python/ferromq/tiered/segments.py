@@ -27,11 +27,13 @@ from pathlib import Path
 import orjson
 
 from ferromq import _store
+from ferromq.tiered.bucket import QUEUES, Bucket
 
 MAGIC = b"FMQTIER1"
 UNIT = struct.Struct(">qiq")  # the consume queue's unit: CommitLog offset, size, tags code
 KEY = struct.Struct(">iq")  # java_hash("topic#key"), CommitLog offset
 _LEN = struct.Struct(">I")
+_SUMMARY_PROBE = 64 * 1024  # the first bytes of a queues object: its header, most often whole
 
 
 @dataclass(frozen=True)
@@ -83,9 +85,11 @@ class SegmentSummary:
 
 @dataclass
 class IndexedSegment:
-    """The two objects made from one CommitLog file, and the summary of the first."""
+    """The two objects made from one CommitLog file, the summary of the first and its header's
+    length."""
 
     summary: SegmentSummary
+    header_length: int
     queues: bytes
     keys: bytes
 
@@ -98,9 +102,25 @@ def index_segment(path: Path, start: int) -> IndexedSegment:
     header = orjson.dumps(summary.to_json())
     return IndexedSegment(
         summary=summary,
+        header_length=len(header),
         queues=MAGIC + _LEN.pack(len(header)) + header + units,
         keys=MAGIC + keys,
     )
+
+
+def read_summary(bucket: Bucket, start: int) -> tuple[SegmentSummary, int]:
+    """The summary of a file in the bucket (its queues object's header) and the header's length."""
+    head = bucket.read(QUEUES, start, 0, min(_SUMMARY_PROBE, bucket.size(QUEUES, start) or 0))
+    n = header_length(head)
+    if len(head) < units_position(n):
+        head = bucket.read(QUEUES, start, 0, units_position(n))
+    return parse_summary(head), n
+
+
+def list_files(bucket: Bucket) -> list[tuple[SegmentSummary, int]]:
+    """Every file the bucket holds (a queues object each: a file cut off before it is not there),
+    in CommitLog order: its summary and its header's length."""
+    return [read_summary(bucket, start) for start in bucket.starts(QUEUES)]
 
 
 def header_length(prefix: bytes) -> int:

@@ -30,12 +30,11 @@ import orjson
 
 from ferromq.helper_processes import run_child
 from ferromq.tiered.bucket import COMMITLOG, KEYS, QUEUES, Bucket, file_name
-from ferromq.tiered.segments import header_length, index_segment, parse_summary
+from ferromq.tiered.segments import index_segment, list_files
 
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
-_SUMMARY_PROBE = 64 * 1024  # the first bytes of a queues object: its header, most often whole
 
 
 @dataclass(frozen=True)
@@ -51,15 +50,6 @@ class Settings:
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.__dict__)
-
-
-def read_summary(bucket: Bucket, start: int) -> tuple[dict[str, Any], int]:
-    """The summary of a file in the bucket (its queues object's header) and the header's length."""
-    head = bucket.read(QUEUES, start, 0, min(_SUMMARY_PROBE, bucket.size(QUEUES, start) or 0))
-    n = header_length(head)
-    if len(head) < 12 + n:
-        head = bucket.read(QUEUES, start, 0, 12 + n)
-    return parse_summary(head).to_json(), n
 
 
 class Uploader:
@@ -79,10 +69,9 @@ class Uploader:
     def load(self) -> None:
         """Reports the files the bucket has (a queues object each; a file cut off before it is
         uploaded again)."""
-        for start in self.bucket.starts(QUEUES):
-            summary, n = read_summary(self.bucket, start)
-            self.tiered[start] = int(summary["maxStoreTimestamp"])
-            self.emit({"tiered": summary, "headerLength": n})
+        for summary, n in list_files(self.bucket):
+            self.tiered[summary.start] = summary.max_store_timestamp
+            self.emit({"tiered": summary.to_json(), "headerLength": n})
 
     def upload(self, start: int) -> None:
         local = Path(self.settings.commitlog_dir) / file_name(start)
@@ -93,7 +82,7 @@ class Uploader:
         self.bucket.put_bytes(KEYS, start, indexed.keys)
         self.bucket.put_bytes(QUEUES, start, indexed.queues)
         self.tiered[start] = indexed.summary.max_store_timestamp
-        self.emit({"tiered": indexed.summary.to_json(), "headerLength": header_length(indexed.queues[:12])})
+        self.emit({"tiered": indexed.summary.to_json(), "headerLength": indexed.header_length})
 
     def expire(self, now_ms: int) -> None:
         """Deletes the files whose newest message is older than tieredStoreFileReservedTime, oldest
