@@ -121,6 +121,19 @@ async def delete_local(c: Client, broker: Broker, tmp_path: Path) -> int:
             return deleted
 
 
+async def only_in_the_bucket(c: Client, broker: Broker, tmp_path: Path) -> None:
+    """Waits until the bucket holds every sealed file, then has retention delete them locally (4
+    files at least)."""
+    await all_tiered(broker)
+    assert await delete_local(c, broker, tmp_path) >= 4
+
+
+async def read_back_all(c: Client, group: str, sent: int = SENT) -> None:
+    """Every message of the queue, pull after pull from offset 0, once each and in order."""
+    got = await pull_all(c, group)
+    assert [m.queue_offset for m in got] == list(range(sent))
+
+
 async def pull_all(c: Client, group: str, sub: str = "*") -> list[Any]:
     """Every message of the queue from offset 0, pull after pull, as a consumer reads them."""
     got: list[Any] = []
@@ -264,10 +277,8 @@ def test_retention_keeps_what_the_bucket_lacks(tmp_path: Path, s3: s3_server.S3S
                 assert local_files(tmp_path) == before
             finally:
                 s3.start()
-            await all_tiered(broker)
-            assert await delete_local(c, broker, tmp_path) >= 4
-            got = await pull_all(c, "G")
-            assert [m.queue_offset for m in got] == list(range(SENT))
+            await only_in_the_bucket(c, broker, tmp_path)
+            await read_back_all(c, "G")
             await c.close()
 
     asyncio.run(main())
@@ -284,10 +295,8 @@ def test_an_uploader_killed_mid_upload_starts_again(tmp_path: Path, s3: s3_serve
             os.kill(pid, signal.SIGKILL)
             await until(lambda: tiered.uploader_starts >= 2, "the uploader started again", timeout=30)
             await send_all(c, SENT - 60, start=60)
-            await all_tiered(broker)
-            assert await delete_local(c, broker, tmp_path) >= 4
-            got = await pull_all(c, "G")
-            assert [m.queue_offset for m in got] == list(range(SENT))
+            await only_in_the_bucket(c, broker, tmp_path)
+            await read_back_all(c, "G")
             await c.close()
 
     asyncio.run(main())
@@ -300,8 +309,7 @@ def test_a_restarted_broker_knows_its_bucket(tmp_path: Path) -> None:
         async with running(tmp_path, **STORE, **keys) as (_, broker):
             c = await Client().connect(broker.port)
             await send_all(c)
-            await all_tiered(broker)
-            assert await delete_local(c, broker, tmp_path) >= 4
+            await only_in_the_bucket(c, broker, tmp_path)
             await c.close()
 
     async def again() -> None:
@@ -310,8 +318,7 @@ def test_a_restarted_broker_knows_its_bucket(tmp_path: Path) -> None:
             tiered = broker.tiered
             c = await Client().connect(broker.port)
             await until(lambda: tiered.min_offset(TOPIC, 0) == 0, "the bucket's files known again")
-            got = await pull_all(c, "G")
-            assert [m.queue_offset for m in got] == list(range(SENT))
+            await read_back_all(c, "G")
             await c.close()
 
     asyncio.run(first())
@@ -346,8 +353,7 @@ def test_pops_and_5x_receives_read_through(tmp_path: Path) -> None:
             broker = tb.broker
             c = await Client().connect(broker.port)
             await send_all(c)
-            await all_tiered(broker)
-            assert await delete_local(c, broker, tmp_path) >= 4
+            await only_in_the_bucket(c, broker, tmp_path)
             assert broker.store.min_offset(TOPIC, 0) > 0
 
             popped = await pop_all(c, broker, "PopCold")  # initMode 0: from the first message
