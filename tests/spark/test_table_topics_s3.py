@@ -5,8 +5,10 @@ bucket first. Skipped where the server cannot be built (no Go)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import s3_server
@@ -26,44 +28,65 @@ from tests.spark.test_table_topics import keyed, source
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
+TOPIC = "TableOrders"  # tests.spark.test_table_topics.source reads this topic
+
+
+class Held(NamedTuple):
+    broker: BrokerProcess
+    root: str
+    options: dict[str, str]
+    sent: dict[tuple[int, int], bytes]
+    committed: dict[int, int]
+
+
+@contextlib.contextmanager
+def held_tail(
+    s3: s3_server.S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bucket: str
+) -> Iterator[Held]:
+    """A broker tiering TOPIC into an s3:// table of `bucket`: 120 messages committed to the table,
+    40 more held in the log by a commit paused before it commits; stopped after."""
+    root = s3.bucket(bucket) + "/tables"
+    options = s3.storage_options()
+    pause = tmp_path / "pause-before-commit"
+    monkeypatch.setenv(PAUSE_ENV, str(pause))
+    conf = {**EAGER, "tableTopics": TOPIC, "tableTopicPath": root, **conf_keys(s3)}
+    broker = BrokerProcess(tmp_path / "broker", conf).start()
+    monkeypatch.delenv(PAUSE_ENV)
+    try:
+        sent = produce(broker.namesrv, TOPIC, 0, 120)
+
+        def released() -> bool:
+            pause.unlink(missing_ok=True)
+            return fully_tiered(broker.store, root, TOPIC, options)
+
+        wait_until(released, "tiered", timeout=WAIT, why=broker.log_tail, interval=0.2)
+        sent.update(produce(broker.namesrv, TOPIC, 120, 40))  # held: the log's tail
+        wait_until(pause.exists, "the second commit held", timeout=WAIT, why=broker.log_tail)
+        table = open_table(root, TOPIC, options)
+        assert table is not None
+        committed = committed_offsets(table)
+        assert sum(committed.values()) == 120, "the first round"
+        yield Held(broker, root, options, sent, committed)
+    finally:
+        pause.unlink(missing_ok=True)
+        stop_ferromq(broker)
+
 
 def test_read_topic_reads_the_table_from_the_bucket_and_the_tail_from_the_log(
     spark: SparkSession, s3: s3_server.S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    topic = "TableOrders"  # tests.spark.test_table_topics.source reads this topic
-    root = s3.bucket("spark") + "/tables"
-    options = s3.storage_options()
-    pause = tmp_path / "pause-before-commit"
-    monkeypatch.setenv(PAUSE_ENV, str(pause))
-    conf = {**EAGER, "tableTopics": topic, "tableTopicPath": root, **conf_keys(s3)}
-    broker = BrokerProcess(tmp_path, conf).start()
-    monkeypatch.delenv(PAUSE_ENV)
-    try:
-        sent = produce(broker.namesrv, topic, 0, 120)
-
-        def released() -> bool:
-            pause.unlink(missing_ok=True)
-            return fully_tiered(broker.store, root, topic, options)
-
-        wait_until(released, "tiered", timeout=WAIT, why=broker.log_tail, interval=0.2)
-        sent.update(produce(broker.namesrv, topic, 120, 40))  # held: the log's tail
-        wait_until(pause.exists, "the second commit held", timeout=WAIT, why=broker.log_tail)
-        table = open_table(root, topic, options)
-        assert table is not None and sum(committed_offsets(table).values()) == 120, "the first round"
-        df = read_topic(spark, topic, path=str(broker.store), table_path=root, storage_options=options)
+    with held_tail(s3, tmp_path, monkeypatch, "spark") as (broker, root, options, sent, _):
+        df = read_topic(spark, TOPIC, path=str(broker.store), table_path=root, storage_options=options)
         got = keyed(df)
         assert got == keyed(source(spark, broker.store))
         body = df.columns.index("body")
         assert {k: row[body] for k, row in got.items()} == sent
         one = keyed(
             read_topic(
-                spark, topic, path=str(broker.store), table_path=root, storage_options=options, queues="1"
+                spark, TOPIC, path=str(broker.store), table_path=root, storage_options=options, queues="1"
             )
         )
         assert set(one) == {k for k in sent if k[0] == 1}
-    finally:
-        pause.unlink(missing_ok=True)
-        stop_ferromq(broker)
 
 
 def test_read_topic_stream_reads_the_table_from_the_bucket_then_the_logs_tail(
@@ -72,33 +95,11 @@ def test_read_topic_stream_reads_the_table_from_the_bucket_then_the_logs_tail(
     """`read_topic_stream` over an s3:// table: micro-batches of every message once, each queue's
     table rows (read from the bucket in the tasks) before its log's tail, equal to the `ferromq`
     source's rows; messages sent after the first micro-batches arrive in later ones."""
-    topic = "TableOrders"
-    root = s3.bucket("sparkstream") + "/tables"
-    options = s3.storage_options()
-    pause = tmp_path / "pause-before-commit"
-    monkeypatch.setenv(PAUSE_ENV, str(pause))
-    conf = {**EAGER, "tableTopics": topic, "tableTopicPath": root, **conf_keys(s3)}
-    broker = BrokerProcess(tmp_path / "broker", conf).start()
-    monkeypatch.delenv(PAUSE_ENV)
-    try:
-        sent = produce(broker.namesrv, topic, 0, 120)
-
-        def released() -> bool:
-            pause.unlink(missing_ok=True)
-            return fully_tiered(broker.store, root, topic, options)
-
-        wait_until(released, "tiered", timeout=WAIT, why=broker.log_tail, interval=0.2)
-        sent.update(produce(broker.namesrv, topic, 120, 40))  # held: the log's tail
-        wait_until(pause.exists, "the second commit held", timeout=WAIT, why=broker.log_tail)
-        table = open_table(root, topic, options)
-        assert table is not None
-        committed = committed_offsets(table)
-        assert sum(committed.values()) == 120, "the first round"
-
+    with held_tail(s3, tmp_path, monkeypatch, "sparkstream") as (broker, root, options, sent, committed):
         # A store without the topic: the stream holds the table's rows alone, read from the bucket.
         empty = tmp_path / "empty-store"
         MessageStore(empty).close()
-        alone = read_topic_stream(spark, topic, path=str(empty), table_path=root, storage_options=options)
+        alone = read_topic_stream(spark, TOPIC, path=str(empty), table_path=root, storage_options=options)
         only = alone.writeStream.format("memory").queryName("s3_table_alone")
         query = only.option("checkpointLocation", str(tmp_path / "ckpt-alone")).start()
         try:
@@ -119,7 +120,7 @@ def test_read_topic_stream_reads_the_table_from_the_bucket_then_the_logs_tail(
 
         df = read_topic_stream(
             spark,
-            topic,
+            TOPIC,
             path=str(broker.store),
             table_path=root,
             storage_options=options,
@@ -131,7 +132,7 @@ def test_read_topic_stream_reads_the_table_from_the_bucket_then_the_logs_tail(
             query.processAllAvailable()
             first = {k: b for b, rows in batches for k in _keyed(rows, df.columns)}
             assert len([b for b, rows in batches if rows]) >= 160 // 50, "capped micro-batches"
-            late = produce(broker.namesrv, topic, 160, 30)
+            late = produce(broker.namesrv, TOPIC, 160, 30)
             sent.update(late)
             wait_until(
                 lambda: sum(len(rows) for _, rows in batches) == len(sent),
@@ -156,9 +157,6 @@ def test_read_topic_stream_reads_the_table_from_the_bucket_then_the_logs_tail(
             assert stored and tail and max(stored) <= min(tail), (
                 f"queue {q}: the table's rows, then the log's"
             )
-    finally:
-        pause.unlink(missing_ok=True)
-        stop_ferromq(broker)
 
 
 def test_read_topic_stream_refuses_storage_options_it_cannot_pass_on(
