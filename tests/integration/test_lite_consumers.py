@@ -29,7 +29,7 @@ from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.testing import Broker, BrokerProcess
-from ferromq.testing.waiting import wait_until
+from ferromq.testing.waiting import until, wait_until
 from tests.integration.brokerkit import Client, properties, send_ext
 from tests.integration.test_grpc_front import (
     CALL_TIMEOUT,
@@ -213,6 +213,37 @@ def test_a_waiting_pop_is_woken_by_a_lite_message(path: str) -> None:
             assert r.code == R.SUCCESS and [m.body for m in messages] == [b"hello"]
             await c.close()
             await producer.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_the_watch_lingers_between_pops_and_nothing_sent_after_it_is_missed(path: str) -> None:
+    """Consumers pop again right after each answer: arrivals stay watched for a while after the last
+    pop stopped waiting (no new watch, so no client looks at all its lite topics again), and a message
+    sent once the watch ended is still found by the next pop."""
+
+    async def main() -> None:
+        async with lite_broker("LiteLinger", "LiteLingerG", settings=PATHS[path]) as (b, c, parent, group):
+            lite = b.broker.lite_consumers
+            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, ["s1"])).code == R.SUCCESS
+            r, none = await pop_lite(c, "c1", group, parent, poll=100)
+            assert r.code == R.POLLING_TIMEOUT and none == []
+            starts = lite.watch_starts
+            assert lite.watching  # lingering: nobody waits
+            for i in range(3):
+                assert (await send_lite(c, parent, f"m{i}".encode(), "s1"))[0] == R.SUCCESS
+                got = await pop_until(c, "c1", group, parent, 1)
+                assert [m.body for _, m in got] == [f"m{i}".encode()]
+                assert (await ack_lite(c, group, parent, *got[0])).code == R.SUCCESS
+            assert lite.watch_starts == starts
+
+            lite.watch_linger_s = 0.1
+            await until(lambda: not lite.watching, "the watch ends", timeout=10)
+            assert (await send_lite(c, parent, b"late", "s1"))[0] == R.SUCCESS  # nobody watches
+            got = await pop_until(c, "c1", group, parent, 1)
+            assert [m.body for _, m in got] == [b"late"]
+            assert lite.watch_starts - starts <= 1  # one new watch at most (Python's sends tell anyway)
 
     asyncio.run(main())
 

@@ -72,6 +72,10 @@ SCAN_INTERVAL_S = 0.5
 INACTIVE_WITH_EVENTS_MS = 10_000
 INACTIVE_MS = 35_000
 PASSED_OVER_MS = 10_000
+# How long arrivals are still watched after the last lite pop stopped waiting: consumers pop again right
+# after each answer, and a watch that stopped in between would have each of them look at all of its
+# lite topics again (`full_dispatch`) on its next wait.
+WATCH_LINGER_S = 5.0
 
 Notifier = Callable[[str, str, str], None]
 """Tells a client to forget a lite topic: (client id, group, lite topic) (NOTIFY_UNSUBSCRIBE_LITE)."""
@@ -215,6 +219,9 @@ class LiteConsumers:
         self._task: asyncio.Task[None] | None = None
         self._waiting = 0
         self._watching = False
+        self._unwatched_since: float | None = None
+        """When the last waiting lite pop stopped waiting while arrivals are still watched."""
+        self.watch_linger_s = WATCH_LINGER_S
         self.wildcards: dict[str, dict[str, dict[str, None]]] = {}
         """Parent topic -> wildcard group -> its clients."""
         self.on_watch: Callable[[bool], None] | None = None
@@ -524,6 +531,7 @@ class LiteConsumers:
             try:
                 self.give_unblocked(_now())
                 self.pass_over_inactive(_now())
+                self._update_watch()  # ends a watch that lingered WATCH_LINGER_S with nobody waiting
                 cfg = self._ctx.config
                 if time.monotonic() - last_expiry >= cfg.lite_subscription_check_interval / 1000.0:
                     last_expiry = time.monotonic()
@@ -531,6 +539,16 @@ class LiteConsumers:
                     self.orders.persist()  # in memory: drops what nobody consumed for a day
             except Exception:
                 logger.exception("lite consumers: scan failed")
+
+    @property
+    def watching(self) -> bool:
+        """Whether the data planes tell arrivals in lite topics."""
+        return self._watching
+
+    @property
+    def watch_starts(self) -> int:
+        """How many times watching started (each makes a waiting client look at its lite topics)."""
+        return self._watch_epoch
 
     @property
     def rechecks(self) -> int:
@@ -718,10 +736,20 @@ class LiteConsumers:
 
     def _update_watch(self) -> None:
         """The data planes tell arrivals in lite topics while a lite pop waits or a wildcard client is
-        registered (it takes any lite topic's)."""
+        registered (it takes any lite topic's), and for WATCH_LINGER_S after (the scan loop ends a
+        watch that lingered long enough)."""
         on = self._waiting > 0 or bool(self.wildcards)
+        if on:
+            self._unwatched_since = None
+        elif self._watching:
+            now = time.monotonic()
+            if self._unwatched_since is None:
+                self._unwatched_since = now
+            if now - self._unwatched_since < self.watch_linger_s:
+                return
         if on == self._watching:
             return
+        self._unwatched_since = None
         self._watching = on
         if on:
             self._watch_epoch += 1
