@@ -530,6 +530,8 @@ class ConsumerOffsets:
     def remove_group(self, group: str) -> None:
         """Every `topic@group` of `group` goes."""
     def snapshot(self) -> dict[str, dict[int, int]]: ...
+    def to_json(self) -> bytes:
+        """The table as `consumerOffset.json` holds it (keys and queue ids sorted, indented by two)."""
     def take_dirty(self) -> bool:
         """Whether the table changed since the last call (and marks it clean)."""
     @staticmethod

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use ferromq_broker::offsets::{self, ConsumerOffsets as Table};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 #[pyclass(frozen, module = "ferromq._store")]
 pub struct ConsumerOffsets {
@@ -47,6 +48,13 @@ impl ConsumerOffsets {
     /// `topic@group` -> {queue id: offset}, a copy.
     fn snapshot(&self) -> HashMap<String, HashMap<i32, i64>> {
         self.table.snapshot().into_iter().collect()
+    }
+
+    /// The table as `consumerOffset.json` holds it (sorted, indented; see the broker crate's
+    /// `ConsumerOffsets::to_json`), made without the GIL.
+    fn to_json<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let json = py.detach(|| self.table.to_json());
+        PyBytes::new(py, &json)
     }
 
     /// Whether the table changed since the last call (and marks it clean).

@@ -35,12 +35,20 @@ def load_json_file(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def save_json_file(path: Path, data: dict[str, Any]) -> None:
+def dump_json(data: dict[str, Any]) -> bytes:
+    """The bytes a config file holds: indented by two, integer keys written as strings."""
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+
+
+def save_json_file(path: Path, data: dict[str, Any] | bytes) -> None:
+    """Saves `data` (or bytes already made as `dump_json` makes them) as described above."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    tmp.write_bytes(data if isinstance(data, bytes) else dump_json(data))
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     if path.exists():
-        path.with_name(path.name + ".bak").write_bytes(path.read_bytes())
+        # The old file becomes the backup by a rename, not a copy (a million lite topics' offsets
+        # are tens of MB); until the next rename a reader finds no file and reads the backup.
+        os.replace(path, path.with_name(path.name + ".bak"))
     os.replace(tmp, path)
