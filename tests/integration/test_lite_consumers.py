@@ -794,3 +794,27 @@ def test_a_clients_lite_topics_with_messages_are_bounded() -> None:
             assert held[0] | held[1] == {lmq(parent, lite) for lite in more}
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_lite_topics_a_client_had_no_room_for_come_as_soon_as_it_has(path: str) -> None:
+    """A client with room for 10 lite topics with messages and 15 waiting: once its pops made room, the 5
+    it had none for are given to it at once, not after liteEventFullDispatchDelayTime (60 s here)."""
+
+    async def main() -> None:
+        settings = {**PATHS[path], "lite_event_full_dispatch_delay_time": 60_000}
+        cap = {"+lite.sub.client.max.event.cnt": "10"}
+        async with lite_broker("LiteRoom", "LiteRoomG", settings=settings, **cap) as (b, c, parent, group):
+            events = b.broker.lite_consumers.events
+            lites = [f"r{i}" for i in range(15)]
+            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, lites)).code == R.SUCCESS
+            for lite in lites:
+                assert (await send_lite(c, parent, lite.encode(), lite))[0] == R.SUCCESS
+            r, first = await pop_lite(c, "c1", group, parent, poll=5000)
+            assert r.code == R.SUCCESS and len(first) == 10
+            assert len(events["c1"].queues) == 5  # given as soon as the pop made room
+            r, rest = await pop_lite(c, "c1", group, parent, poll=5000)
+            assert r.code == R.SUCCESS
+            assert sorted(m.body.decode() for m in first + rest) == sorted(lites)
+
+    asyncio.run(main())

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 import logging
 import random
 import time
@@ -76,6 +77,9 @@ PASSED_OVER_MS = 10_000
 # after each answer, and a watch that stopped in between would have each of them look at all of its
 # lite topics again (`full_dispatch`) on its next wait.
 WATCH_LINGER_S = 5.0
+# A client remembers at most this many times its event bound of lite topics it had no room for (more
+# wait for liteEventFullDispatchDelayTime).
+NO_ROOM_PER_MAX_EVENTS = 20
 
 Notifier = Callable[[str, str, str], None]
 """Tells a client to forget a lite topic: (client id, group, lite topic) (NOTIFY_UNSUBSCRIBE_LITE)."""
@@ -140,6 +144,9 @@ class ClientEvents:
     waker: asyncio.Event = field(default_factory=asyncio.Event)
     epoch: int = -1
     """The watch epoch in which its lite topics were last looked at."""
+    no_room: dict[str, None] = field(default_factory=dict)
+    """Lite topics with messages it (and every other client of the group) had no room for: given
+    again as soon as its pops make room (else after liteEventFullDispatchDelayTime)."""
 
 
 @dataclass
@@ -490,6 +497,10 @@ class LiteConsumers:
             clients.sort(key=lambda c: c == exclude or self._passed_over.get(c, 0) > now)
             if not any(self._give(c, g, lmq) for c in clients):
                 self._look_again(now + self._ctx.config.lite_event_full_dispatch_delay_time, g, lmq)
+                for c in clients:
+                    events = self.events[c]  # `_give` made it
+                    if len(events.no_room) < NO_ROOM_PER_MAX_EVENTS * self._max_events(g):
+                        events.no_room[lmq] = None
 
     def _max_events(self, group: str) -> int:
         """lite.sub.client.max.event.cnt, else maxClientEventCount (LiteMetadataUtil)."""
@@ -683,9 +694,23 @@ class LiteConsumers:
                 counts += got[1]
             if counts:
                 events.last_consume = pop_time
+            if events.no_room:
+                self._refill(events)
             if not events.queues:
                 events.waker.clear()
         return LitePopped(b"".join(records), counts, pop_time, invisible_time)
+
+    def _refill(self, events: ClientEvents) -> None:
+        """Once a client's lite topics with messages are down to half its room, those it had no
+        room for are given again (to it, or to another client of the group with room), instead of
+        waiting liteEventFullDispatchDelayTime as 5.5.0's full dispatch does."""
+        room = self._max_events(events.group) - len(events.queues)
+        if room * 2 < self._max_events(events.group):
+            return
+        for lmq in list(itertools.islice(events.no_room, room)):
+            del events.no_room[lmq]
+            if self._ready(events.group, lmq):
+                self.dispatch(lmq, events.group)
 
     def _pop_queue(
         self, group: str, lmq: str, max_msgs: int, pop_time: int, invisible_time: int, attempt_id: str | None
