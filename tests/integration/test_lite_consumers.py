@@ -161,6 +161,16 @@ async def pop_until(
     return got
 
 
+async def subscribe_and_send(
+    c: Client, client_id: str, group: str, parent: str, lites: list[str]
+) -> list[str]:
+    """`client_id` subscribes `lites`, then each gets one message, its name as body; returns `lites`."""
+    assert (await sync(c, "PARTIAL_ADD", client_id, group, parent, lites)).code == R.SUCCESS
+    for lite in lites:
+        assert (await send_lite(c, parent, lite.encode(), lite))[0] == R.SUCCESS
+    return lites
+
+
 @pytest.mark.parametrize("path", list(PATHS))
 def test_a_client_gets_its_lite_topics_in_order(path: str) -> None:
     async def main() -> None:
@@ -766,10 +776,7 @@ def test_a_clients_lite_topics_with_messages_are_bounded() -> None:
         fast = {"lite_event_full_dispatch_delay_time": 200}
         async with lite_broker("LiteCap", "LiteCapG", settings=fast, **cap) as (b, c, parent, group):
             events = b.broker.lite_consumers.events
-            lites = [f"s{i}" for i in range(15)]
-            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, lites)).code == R.SUCCESS
-            for lite in lites:
-                assert (await send_lite(c, parent, lite.encode(), lite))[0] == R.SUCCESS
+            lites = await subscribe_and_send(c, "c1", group, parent, [f"s{i}" for i in range(15)])
             await trigger(c, group)
             assert len(events["c1"].queues) == 10
             # Popped and acked, the client gets all 15: the 5 it had no room for come again.
@@ -806,10 +813,7 @@ def test_lite_topics_a_client_had_no_room_for_come_as_soon_as_it_has(path: str) 
         cap = {"+lite.sub.client.max.event.cnt": "10"}
         async with lite_broker("LiteRoom", "LiteRoomG", settings=settings, **cap) as (b, c, parent, group):
             events = b.broker.lite_consumers.events
-            lites = [f"r{i}" for i in range(15)]
-            assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, lites)).code == R.SUCCESS
-            for lite in lites:
-                assert (await send_lite(c, parent, lite.encode(), lite))[0] == R.SUCCESS
+            lites = await subscribe_and_send(c, "c1", group, parent, [f"r{i}" for i in range(15)])
             r, first = await pop_lite(c, "c1", group, parent, poll=5000)
             assert r.code == R.SUCCESS and len(first) == 10
             assert len(events["c1"].queues) == 5  # given as soon as the pop made room
