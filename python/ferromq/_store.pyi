@@ -428,6 +428,11 @@ class Store:
     def space_status(self) -> tuple[bool, float, int | None]: ...
     def refresh(self) -> None: ...
     def delete_topic(self, topic: str) -> None: ...
+    def delete_lmqs(self, names: list[str], idle_until_ms: int | None = None) -> list[str]:
+        """Deletes the light message queues named (only those idle until `idle_until_ms` when given,
+        judged under the put lock); the names deleted."""
+    def idle_lmqs(self, prefix: str, cutoff_ms: int) -> list[str]:
+        """The light message queues named `prefix...` with messages, none stored after `cutoff_ms`."""
     def lmq_count(self) -> int:
         """How many light message queues (`%LMQ%...`) the store holds."""
     def lmq_infos(self, prefix: str) -> list[tuple[str, int, int, int]]:
@@ -527,6 +532,8 @@ class ConsumerOffsets:
         """The committed offset, or -1."""
     def put_all(self, key: str, queues: dict[int, int]) -> None: ...
     def remove_topic(self, topic: str) -> None: ...
+    def remove_topics(self, topics: set[str]) -> None:
+        """Every `topic@group` of the topics named goes, in one pass."""
     def remove_group(self, group: str) -> None:
         """Every `topic@group` of `group` goes."""
     def snapshot(self) -> dict[str, dict[int, int]]: ...

@@ -196,6 +196,17 @@ class MessageStore:
         again starts at offset 0."""
         self._store.delete_topic(topic)
 
+    def delete_lmqs(self, names: list[str], idle_until_ms: int | None = None) -> list[str]:
+        """Drops the light message queues named, as `delete_topic` drops one, many in one pass; with
+        `idle_until_ms`, only those with no message stored after it (judged under the put lock: a
+        lite topic written since it was found idle stays). The names dropped."""
+        return self._store.delete_lmqs(names, idle_until_ms)
+
+    def idle_lmqs(self, prefix: str, cutoff_ms: int) -> list[str]:
+        """The light message queues named `prefix...` that hold messages, none stored after
+        `cutoff_ms` (one whose records retention took counts as idle), sorted by name."""
+        return self._store.idle_lmqs(prefix, cutoff_ms)
+
     def lmq_count(self) -> int:
         """How many light message queues (`%LMQ%...`, RocketMQ 5.5's lite topics) the store holds;
         `queues()` leaves them out."""

@@ -119,6 +119,13 @@ def test_idle_lite_topics_expire_and_go_with_their_topic() -> None:
             # lite.topic.expiration, but not longer than minLiteTTl (15 minutes by default).
             later = int(time.time() * 1000) + 61_000
             assert lite.clean_expired(store, topics, offsets, later, broker.config.min_lite_ttl) == 0
+            # Found idle, then written before the delete: it stays (judged again under the put lock).
+            idle = store.idle_lmqs(lite.lite_queue_prefix(expiring), int(time.time() * 1000))
+            assert idle == [lmq("s1"), lmq("s2")]
+            written_after = int(time.time() * 1000)
+            assert (await send_lite(c, expiring, b"m2", "s2"))[0] == R.SUCCESS
+            assert store.delete_lmqs([lmq("s2")], idle_until_ms=written_after - 1) == []
+            assert store.lmq_infos(lmq("s2"))[0][2] == 2
             assert lite.clean_expired(store, topics, offsets, later, 0) == 2
             assert [name for name, *_ in store.lmq_infos(LMQ_PREFIX)] == [lmq("s1", kept)]
             assert offsets.query(GROUP, lmq("s1"), 0) == -1

@@ -4,7 +4,7 @@
 //! (through the binding: every other commit, queries, persistence, replication), so an offset a
 //! pop moved on a plane thread is the one the next request sees, wherever it is served.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 
@@ -54,6 +54,13 @@ impl ConsumerOffsets {
     pub fn remove_topic(&self, topic: &str) {
         let mut table = self.table.write().unwrap();
         table.retain(|k, _| k.split_once('@').map_or(k.as_str(), |(t, _)| t) != topic);
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Every `topic@group` whose topic is one of `topics` goes, in one pass over the table.
+    pub fn remove_topics(&self, topics: &HashSet<String>) {
+        let mut table = self.table.write().unwrap();
+        table.retain(|k, _| !topics.contains(k.split_once('@').map_or(k.as_str(), |(t, _)| t)));
         self.dirty.store(true, Ordering::Release);
     }
 
@@ -156,6 +163,11 @@ mod tests {
         assert_eq!(t.query("h", "U", 0), 1);
         assert_eq!(t.snapshot().len(), 1);
         t.commit("g", "U", 0, 2);
+        t.commit("g", "V", 0, 3);
+        t.commit("g", "W", 0, 4);
+        t.remove_topics(&["V".to_string(), "W".to_string(), "X".to_string()].into());
+        assert_eq!((t.query("g", "V", 0), t.query("g", "W", 0)), (-1, -1));
+        assert_eq!(t.query("g", "U", 0), 2);
         t.remove_group("h");
         assert_eq!(t.query("h", "U", 0), -1);
         assert_eq!(t.query("g", "U", 0), 2);

@@ -1,7 +1,7 @@
 //! `ConsumerOffsets`: the broker's one table of consumer offsets
 //! ([`ferromq_broker::ConsumerOffsets`]), shared with the data plane.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use ferromq_broker::offsets::{self, ConsumerOffsets as Table};
@@ -38,6 +38,11 @@ impl ConsumerOffsets {
 
     fn remove_topic(&self, topic: &str) {
         self.table.remove_topic(topic);
+    }
+
+    /// Every `topic@group` of the topics named goes, in one pass.
+    fn remove_topics(&self, py: Python<'_>, topics: HashSet<String>) {
+        py.detach(|| self.table.remove_topics(&topics));
     }
 
     /// Every `topic@group` of `group` goes.

@@ -929,6 +929,25 @@ impl Store {
         py.detach(|| self.store.delete_topic(topic)).py_err(py)
     }
 
+    /// Deletes the light message queues named (only those idle until `idle_until_ms` when given,
+    /// judged under the put lock); the names deleted.
+    #[pyo3(signature = (names, idle_until_ms=None))]
+    fn delete_lmqs(
+        &self,
+        py: Python<'_>,
+        names: Vec<String>,
+        idle_until_ms: Option<i64>,
+    ) -> PyResult<Vec<String>> {
+        py.detach(|| self.store.delete_lmqs(&names, idle_until_ms))
+            .py_err(py)
+    }
+
+    /// The light message queues named `prefix...` with messages, none stored after `cutoff_ms`.
+    fn idle_lmqs(&self, py: Python<'_>, prefix: &str, cutoff_ms: i64) -> PyResult<Vec<String>> {
+        py.detach(|| self.store.idle_lmqs(prefix, cutoff_ms))
+            .py_err(py)
+    }
+
     /// How many light message queues (`%LMQ%...`) the store holds.
     fn lmq_count(&self, py: Python<'_>) -> PyResult<usize> {
         self.store.lmq_count().py_err(py)

@@ -10,7 +10,7 @@ delete what it has not seen written to yet)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ferromq.broker.topics import LITE_MESSAGE_TYPE, LMQ_PREFIX
@@ -30,27 +30,29 @@ def lite_queue_prefix(parent: str) -> str:
     return f"{LMQ_PREFIX}${parent}$"
 
 
-def expired_lite_queues(
-    store: MessageStore, topics: TopicConfigManager, now_ms: int, min_ttl_ms: int
-) -> Iterator[tuple[str, str]]:
-    """(parent topic, light message queue) of every lite topic expired at `now_ms`."""
+def expire(
+    store: MessageStore,
+    topics: TopicConfigManager,
+    offsets: ConsumerOffsetManager,
+    now_ms: int,
+    min_ttl_ms: int,
+) -> list[str]:
+    """Deletes the lite topics expired at `now_ms` (newest message older than their parent's expiration
+    and than `min_ttl_ms`) and their offsets; their light message queues. The store finds and deletes
+    them in Rust (a million lite topics), so this may run off the event loop."""
+    deleted: list[str] = []
     for tc in list(topics.topics.values()):
         minutes = tc.lite_topic_expiration
         if tc.message_type != LITE_MESSAGE_TYPE or minutes <= 0:
             continue
-        for name, _, max_offset, _ in store.lmq_infos(lite_queue_prefix(tc.topic_name)):
-            if max_offset <= 0:
-                continue
-            # A queue whose records retention took has no store time: it is as old as can be.
-            newest = store.store_time(name, 0, max_offset - 1) or 0
-            inactive = now_ms - newest
-            if inactive >= min_ttl_ms and inactive > minutes * MINUTE_MS:
-                yield tc.topic_name, name
-
-
-def delete_lite_queue(store: MessageStore, offsets: ConsumerOffsetManager, name: str) -> None:
-    store.delete_topic(name)
-    offsets.remove_topic(name)
+        cutoff = min(now_ms - min_ttl_ms, now_ms - minutes * MINUTE_MS - 1)
+        idle = store.idle_lmqs(lite_queue_prefix(tc.topic_name), cutoff)
+        if idle:
+            deleted += store.delete_lmqs(idle, idle_until_ms=cutoff)
+    if deleted:
+        offsets.remove_topics(deleted)
+        logger.info("%d expired lite topics deleted (%s ...)", len(deleted), ", ".join(deleted[:3]))
+    return deleted
 
 
 def clean_expired(
@@ -61,21 +63,16 @@ def clean_expired(
     min_ttl_ms: int,
     deleted_queue: Callable[[str], None] | None = None,
 ) -> int:
-    """Deletes the expired lite topics (`deleted_queue` is told each one's light message queue); how
-    many."""
-    deleted = 0
-    for parent, name in list(expired_lite_queues(store, topics, now_ms, min_ttl_ms)):
-        delete_lite_queue(store, offsets, name)
-        if deleted_queue is not None:
+    """`expire`, then `deleted_queue` told each light message queue deleted; how many."""
+    deleted = expire(store, topics, offsets, now_ms, min_ttl_ms)
+    if deleted_queue is not None:
+        for name in deleted:
             deleted_queue(name)
-        logger.info("lite topic %s of %s expired: deleted", name, parent)
-        deleted += 1
-    return deleted
+    return len(deleted)
 
 
 def clean_parent(store: MessageStore, offsets: ConsumerOffsetManager, parent: str) -> int:
     """Deletes every lite topic of `parent` (its LITE topic is deleted); how many."""
-    names = [name for name, *_ in store.lmq_infos(lite_queue_prefix(parent))]
-    for name in names:
-        delete_lite_queue(store, offsets, name)
-    return len(names)
+    deleted = store.delete_lmqs([name for name, *_ in store.lmq_infos(lite_queue_prefix(parent))])
+    offsets.remove_topics(deleted)
+    return len(deleted)

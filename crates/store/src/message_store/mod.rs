@@ -250,6 +250,9 @@ struct Inner {
     timer_saving: Mutex<()>,
 }
 
+/// How many light message queues [`MessageStore::delete_lmqs`] deletes per hold of the put lock.
+pub const LMQ_DELETE_CHUNK: usize = 10_000;
+
 pub struct MessageStore {
     inner: Arc<Inner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -745,6 +748,51 @@ impl MessageStore {
 
     /// Forgets a topic's consume queues (files included), as RocketMQ does when a topic is deleted:
     /// a topic created again later starts at offset 0. CommitLog records stay until retention.
+    /// Deletes the light message queues named (`%LMQ%...`; other names are skipped), those with
+    /// no message stored after `idle_until_ms` only when given (checked under the put lock, so a
+    /// lite topic written since it was found idle stays); the names deleted. Chunks of
+    /// [`LMQ_DELETE_CHUNK`] take the put lock in turn: sends go on during a mass expiry.
+    pub fn delete_lmqs(&self, names: &[String], idle_until_ms: Option<i64>) -> Result<Vec<String>> {
+        let inner = self.writable()?;
+        let mut deleted = Vec::new();
+        for chunk in names.chunks(LMQ_DELETE_CHUNK) {
+            let _guard = inner.put_lock.lock().unwrap();
+            let idle = |name: &str| match idle_until_ms {
+                None => true,
+                Some(until) => {
+                    let max = inner.lmqs.max_offset(name);
+                    let newest = self.store_time(name, 0, max - 1).ok().flatten();
+                    max <= 0 || newest.unwrap_or(0) <= until
+                }
+            };
+            let gone: Vec<&str> = chunk
+                .iter()
+                .map(String::as_str)
+                .filter(|n| lmq::is_lmq(n) && inner.lmqs.contains(n) && idle(n))
+                .collect();
+            inner.lmqs.delete_many(gone.iter().copied())?;
+            deleted.extend(gone.into_iter().map(str::to_string));
+        }
+        Ok(deleted)
+    }
+
+    /// The light message queues named `prefix...` that hold messages, none stored after
+    /// `cutoff_ms` (one whose records retention took counts as idle), sorted by name: the lite
+    /// topics to expire.
+    pub fn idle_lmqs(&self, prefix: &str, cutoff_ms: i64) -> Result<Vec<String>> {
+        let mut idle = Vec::new();
+        for info in self.lmq_infos(prefix)? {
+            if info.max_offset <= 0 {
+                continue;
+            }
+            let newest = self.store_time(&info.name, 0, info.max_offset - 1)?;
+            if newest.unwrap_or(0) <= cutoff_ms {
+                idle.push(info.name);
+            }
+        }
+        Ok(idle)
+    }
+
     pub fn delete_topic(&self, topic: &str) -> Result<()> {
         let inner = self.writable()?;
         if lmq::is_lmq(topic) {
