@@ -13,12 +13,11 @@ request is refused); ferromq reads them and needs none. Run with `-s` to see wha
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from apache_rocketmq import ROCKETMQ_5_VERSION, have_java, start_rocketmq
@@ -32,13 +31,13 @@ from tests.integration.brokerkit import properties, send_ext
 from tests.interop.acl2_kit import ACL2_CONF, SUPER
 from tests.interop.conftest import stop_ferromq
 from tests.interop.mqadmin import MqadminShell
+from tests.interop.sides import both
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="5.3.3's mqadmin and broker need `java` and `mvn` on PATH"),
     pytest.mark.timeout(900),
 ]
 
-T = TypeVar("T")
 CONF = {
     "brokerClusterName": "DefaultCluster",
     "brokerName": "broker-a",
@@ -84,12 +83,6 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]
         for shell in shells.values():
             stack.callback(shell.close)
         yield {k: Side(k, w[0], w[1], shells[k]) for k, w in where.items()}
-
-
-def both(sides: dict[str, T], command: Callable[[T], Any]) -> dict[str, Any]:
-    with ThreadPoolExecutor(len(sides)) as pool:
-        futures = {k: pool.submit(command, s) for k, s in sides.items()}
-        return {k: f.result() for k, f in futures.items()}
 
 
 def normalised(side: Side, out: str) -> str:

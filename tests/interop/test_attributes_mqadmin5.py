@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from apache_rocketmq import ROCKETMQ_5_VERSION, have_java, start_rocketmq
 
 from ferromq.testing import BrokerProcess
 from tests.interop.conftest import stop_ferromq
-from tests.interop.mqadmin import MqadminShell, key_values, scrub
+from tests.interop.mqadmin import key_values, scrub
+from tests.interop.sides import MqadminSide as Side
+from tests.interop.sides import both, mqadmin_sides
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="5.3.3's mqadmin and broker need `java` and `mvn` on PATH"),
@@ -41,7 +40,6 @@ pytestmark = [
 ]
 
 KINDS = ("ferromq", "rocketmq")
-T = TypeVar("T")
 CLUSTER = "DefaultCluster"
 CONF = {
     "brokerClusterName": CLUSTER,
@@ -63,21 +61,6 @@ MESSAGE_TYPE_SET_55 = "[UNSPECIFIED, MIXED, TRANSACTION, PRIORITY, FIFO, DELAY, 
 _REFUSAL = re.compile(r"CODE: (\d+)\s+DESC: (.*?)(?:\s+BROKER: \S+)?$", re.MULTILINE)
 
 
-@dataclass
-class Side:
-    kind: str
-    namesrv: str
-    broker_addr: str
-    home: Path
-    shell: MqadminShell
-
-    def admin(self, subcommand: str, *args: str) -> str:
-        return self.shell.run(subcommand, *args)
-
-    def labels(self) -> dict[str, str]:
-        return {self.broker_addr: "<broker>", self.namesrv: "<namesrv>", str(self.home): "<home>"}
-
-
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
     with ExitStack() as stack:
@@ -93,18 +76,7 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]
             "ferromq": (server.namesrv, server.broker_addr, work / "mqadmin"),
             "rocketmq": (mq.namesrv, mq.broker_addr, java_root / "mqadmin"),
         }
-        # One mqadmin JVM per side for all the commands (each a fresh MQAdminStartup.main0 run).
-        shells = both(where, lambda w: MqadminShell(w[2], w[0], version=ROCKETMQ_5_VERSION))
-        for shell in shells.values():
-            stack.callback(shell.close)
-        yield {k: Side(k, *w, shells[k]) for k, w in where.items()}
-
-
-def both(sides: dict[str, T], command: Callable[[T], Any]) -> dict[str, Any]:
-    """`command` run for each side at the same time; its result per side."""
-    with ThreadPoolExecutor(len(sides)) as pool:
-        futures = {k: pool.submit(command, s) for k, s in sides.items()}
-        return {k: f.result() for k, f in futures.items()}
+        yield mqadmin_sides(stack, where, ROCKETMQ_5_VERSION)
 
 
 def admin_both(sides: dict[str, Side], subcommand: str, *args: str) -> dict[str, str]:

@@ -23,7 +23,8 @@ from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing import Broker
 from tests.integration.brokerkit import Client, pop_request
 from tests.integration.test_priority_messages import create_group, send_one
-from tests.interop.test_priority_rocketmq55 import Side, create_topic, on_both, same
+from tests.interop.sides import GrpcSide as Side
+from tests.interop.test_priority_rocketmq55 import create_topic, on_both, same
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="Apache RocketMQ 5.5.0 needs `java` and `mvn` on PATH"),

@@ -59,7 +59,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +81,7 @@ from tests.integration.test_lite_topics import LMQ_ON
 from tests.integration.test_topic_attributes import create_ext
 from tests.interop.grpc_kit import run_client5
 from tests.interop.java5build import build_grpc5_jar, run_driver
+from tests.interop.sides import GrpcSide as Side
 from tests.interop.test_grpc_cluster_mode import FERROMQ, START_TIMEOUT, STOP_TIMEOUT
 
 pytestmark = [
@@ -97,21 +97,6 @@ COUNT = 5
 ROUTE_TIMEOUT = 60.0
 # Above the driver's own watchdog (110 s).
 DRIVER_TIMEOUT = 150.0
-
-
-@dataclass(frozen=True)
-class Side:
-    """One server under test: where to create topics and groups (a broker's remoting address, and the
-    name server that must route them), and the gRPC endpoint the Java client talks to."""
-
-    kind: str
-    namesrv: str
-    broker_addr: str
-    grpc_endpoint: str
-
-    @property
-    def broker_port(self) -> int:
-        return int(self.broker_addr.rsplit(":", 1)[1])
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,8 @@ from ferromq.protocol.codes import ResponseCode as R
 from ferromq.testing import Broker
 from tests.integration.brokerkit import Client
 from tests.integration.test_lite_topics import LMQ_ON, SESSIONS, pull_all, send_lite
-from tests.interop.test_priority_rocketmq55 import Side, create_topic, on_both, same
+from tests.interop.sides import GrpcSide as Side
+from tests.interop.test_priority_rocketmq55 import create_topic, on_both, same
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="Apache RocketMQ 5.5.0 needs `java` and `mvn` on PATH"),

@@ -35,12 +35,9 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from apache_rocketmq import ROCKETMQ_55_VERSION, have_java, start_rocketmq
@@ -50,8 +47,9 @@ from ferromq.testing import Broker
 from tests.integration.brokerkit import Client
 from tests.integration.test_lite_consumers import ack_lite, lite_group, pop_until, sync
 from tests.integration.test_lite_topics import LMQ_ON, send_lite
-from tests.interop.mqadmin import MqadminShell, scrub
-from tests.interop.test_priority_rocketmq55 import Side as TrafficSide
+from tests.interop.mqadmin import scrub
+from tests.interop.sides import GrpcSide, both, mqadmin_sides
+from tests.interop.sides import MqadminSide as Side
 from tests.interop.test_priority_rocketmq55 import create_topic
 
 pytestmark = [
@@ -60,7 +58,6 @@ pytestmark = [
 ]
 
 KINDS = ("ferromq", "rocketmq")
-T = TypeVar("T")
 CLUSTER = "DefaultCluster"
 CONF = {
     "brokerClusterName": CLUSTER,
@@ -78,21 +75,10 @@ _MS = re.compile(r"\b1[6-9]\d{11}\b")
 _AGO = re.compile(r"\(\d+ s ago\)")
 
 
-@dataclass
-class Side:
-    kind: str
-    namesrv: str
-    broker_addr: str
-    home: Path
-    shell: MqadminShell
-
-    def admin(self, subcommand: str, *args: str) -> str:
-        return self.shell.run(subcommand, *args)
-
-    def masked(self, out: str) -> str:
-        out = scrub(out, {self.broker_addr: "<broker>", self.namesrv: "<namesrv>", str(self.home): "<home>"})
-        out = _AGO.sub("(<n> s ago)", _MS.sub("<ms>", out))
-        return "\n".join(line.rstrip() for line in out.splitlines() if line.strip())
+def masked(side: Side, out: str) -> str:
+    """`out` without what differs by nature: addresses, times, the "s ago" after them, blank lines."""
+    out = _AGO.sub("(<n> s ago)", _MS.sub("<ms>", scrub(out, side.labels())))
+    return "\n".join(line.rstrip() for line in out.splitlines() if line.strip())
 
 
 _FAQ = re.compile(
@@ -126,14 +112,8 @@ def ties_unordered(out: str) -> str:
     return "\n".join(lines[:-1])
 
 
-def both(sides: dict[str, T], command: Callable[[T], Any]) -> dict[str, Any]:
-    with ThreadPoolExecutor(len(sides)) as pool:
-        futures = {k: pool.submit(command, s) for k, s in sides.items()}
-        return {k: f.result() for k, f in futures.items()}
-
-
 def admin_both(sides: dict[str, Side], subcommand: str, *args: str) -> dict[str, str]:
-    return both(sides, lambda s: s.masked(s.admin(subcommand, *args)))  # type: ignore[no-any-return]
+    return both(sides, lambda s: masked(s, s.admin(subcommand, *args)))  # type: ignore[no-any-return]
 
 
 def same(outputs: dict[str, Any], what: str) -> Any:
@@ -147,7 +127,7 @@ async def traffic(side: Side) -> dict[str, Any]:
     """The same lite traffic on one side: what the pops gave."""
     c = await Client().connect(int(side.broker_addr.rsplit(":", 1)[1]))
     try:
-        await create_topic(c, TrafficSide(side.kind, side.namesrv, side.broker_addr, ""), PARENT, 1, "LITE")
+        await create_topic(c, GrpcSide(side.kind, side.namesrv, side.broker_addr, ""), PARENT, 1, "LITE")
         await lite_group(c, GROUP, PARENT)
         for lite, n in SENT.items():
             for i in range(n):
@@ -181,10 +161,7 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]
             "ferromq": (b.namesrv, b.broker_addr, work / "mqadmin"),
             "rocketmq": (mq.namesrv, mq.broker_addr, java_root / "mqadmin"),
         }
-        shells = both(where, lambda w: MqadminShell(w[2], w[0], version=ROCKETMQ_55_VERSION))
-        for shell in shells.values():
-            stack.callback(shell.close)
-        out = {k: Side(k, *w, shells[k]) for k, w in where.items()}
+        out = mqadmin_sides(stack, where, ROCKETMQ_55_VERSION)
         popped = {k: asyncio.run(asyncio.wait_for(traffic(s), 120)) for k, s in out.items()}
         assert same(popped, "popped") == {"popped": ["a0", "a1", "a2", "a3", "a4", "b0", "b1", "b2"]}
         yield out
@@ -220,7 +197,7 @@ def test_lite_views(sides: dict[str, Side]) -> None:
         )
         assert "dispatched" in out
 
-    outs = both(sides, lambda s: s.masked(s.admin("getBrokerLiteInfo", "-c", CLUSTER, "-d")))
+    outs = both(sides, lambda s: masked(s, s.admin("getBrokerLiteInfo", "-c", CLUSTER, "-d")))
     for kind, value in outs.items():
         print(f"--- getBrokerLiteInfo -d [{kind}]\n{value}")
     # broker, store type, max LMQ, current LMQ, subscriptions, order infos, CQ table, offset table, events
@@ -244,10 +221,10 @@ def test_lite_refusals(sides: dict[str, Side]) -> None:
 
 
 def test_switch_timer_engine(sides: dict[str, Side]) -> None:
-    outs = both(sides, lambda s: s.masked(s.admin("switchTimerEngine", "-b", s.broker_addr, "-e", "F")))
+    outs = both(sides, lambda s: masked(s, s.admin("switchTimerEngine", "-b", s.broker_addr, "-e", "F")))
     out = same(outs, "switchTimerEngine -e F")
     assert "success" in out
-    outs = both(sides, lambda s: s.masked(s.admin("switchTimerEngine", "-b", s.broker_addr, "-e", "R")))
+    outs = both(sides, lambda s: masked(s, s.admin("switchTimerEngine", "-b", s.broker_addr, "-e", "R")))
     for kind, value in outs.items():
         print(f"--- switchTimerEngine -e R [{kind}]\n{value}")
     answers = {k: _REFUSAL.search(v) for k, v in outs.items()}
@@ -269,9 +246,7 @@ def test_delete_topic_and_group_with_semicolons(sides: dict[str, Side]) -> None:
         c = await Client().connect(int(side.broker_addr.rsplit(":", 1)[1]))
         try:
             for t in names:
-                await create_topic(
-                    c, TrafficSide(side.kind, side.namesrv, side.broker_addr, ""), t, 1, "NORMAL"
-                )
+                await create_topic(c, GrpcSide(side.kind, side.namesrv, side.broker_addr, ""), t, 1, "NORMAL")
         finally:
             await c.close()
 

@@ -21,7 +21,6 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from tests.integration.brokerkit import Client, pop_request, pull_ext
 from tests.integration.test_priority_messages import BY_PRIORITY, LEVELS, SENT, create_group, send_one
 from tests.integration.test_topic_attributes import create_ext
 from tests.interop.java5build import build_grpc5_jar, run_driver
+from tests.interop.sides import GrpcSide as Side
 
 pytestmark = [
     pytest.mark.skipif(
@@ -50,18 +50,6 @@ RUN = uuid.uuid4().hex[:6]
 ROUTE_TIMEOUT = 60.0
 DRIVER_TIMEOUT = 150.0
 KINDS = ("ferromq", "rocketmq")
-
-
-@dataclass(frozen=True)
-class Side:
-    kind: str
-    namesrv: str
-    broker_addr: str
-    grpc_endpoint: str
-
-    @property
-    def broker_port(self) -> int:
-        return int(self.broker_addr.rsplit(":", 1)[1])
 
 
 @pytest.fixture(scope="module")
