@@ -11,9 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
+from apache_rocketmq import start_rocketmq
+
+from ferromq.testing import BrokerProcess
+from tests.interop.conftest import stop_ferromq
 from tests.interop.mqadmin import MqadminShell
 
 T = TypeVar("T")
+
+CLUSTER = "DefaultCluster"
+# What both servers of an mqadmin comparison are started with (plus each module's own keys): mqadmin's
+# `-c CLUSTER` reaches the one broker, named alike on both sides.
+MQADMIN_CONF = {"brokerClusterName": CLUSTER, "brokerName": "broker-a", "brokerIP1": "127.0.0.1"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,32 @@ def both(sides: dict[str, T], command: Callable[[T], Any]) -> dict[str, Any]:
     with ThreadPoolExecutor(len(sides)) as pool:
         futures = {k: pool.submit(command, s) for k, s in sides.items()}
         return {k: f.result() for k, f in futures.items()}
+
+
+def same(outputs: dict[str, Any], what: str) -> Any:
+    """Asserts both sides gave the same (each printed: run with `-s` to see them); returns it."""
+    for kind, value in outputs.items():
+        print(f"--- {what} [{kind}]\n{value}")
+    assert outputs["ferromq"] == outputs["rocketmq"], what
+    return outputs["ferromq"]
+
+
+def serve_both(
+    stack: ExitStack, tmp_path_factory: pytest.TempPathFactory, name: str, conf: dict[str, str], version: str
+) -> dict[str, tuple[str, str, Path]]:
+    """`ferromq serve` and Apache RocketMQ `version`'s name server and broker, both with `conf` and fresh
+    stores, stopped when `stack` closes (Java's by SIGKILL: nobody reads its store, and that spares its
+    shutdown hook's ~13 s): kind -> (name server, broker address, a home for an mqadmin of the side)."""
+    work = tmp_path_factory.mktemp(f"{name}-ferromq")
+    server = BrokerProcess(work, conf).start()
+    stack.callback(stop_ferromq, server)
+    java_root = tmp_path_factory.mktemp(f"{name}-rocketmq")
+    mq = start_rocketmq(java_root, dict(conf), version=version)
+    stack.callback(mq.stop, kill=True)
+    return {
+        "ferromq": (server.namesrv, server.broker_addr, work / "mqadmin"),
+        "rocketmq": (mq.namesrv, mq.broker_addr, java_root / "mqadmin"),
+    }
 
 
 def mqadmin_sides(

@@ -20,31 +20,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apache_rocketmq import ROCKETMQ_5_VERSION, have_java, start_rocketmq
+from apache_rocketmq import ROCKETMQ_5_VERSION, have_java
 
 from ferromq.acl.signing import Credentials
 from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.command import RemotingCommand
-from ferromq.testing import BrokerProcess
 from ferromq.testing.process import remoting_request
 from tests.integration.brokerkit import properties, send_ext
 from tests.interop.acl2_kit import ACL2_CONF, SUPER
-from tests.interop.conftest import stop_ferromq
 from tests.interop.mqadmin import MqadminShell
-from tests.interop.sides import both
+from tests.interop.sides import MQADMIN_CONF, both, serve_both
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="5.3.3's mqadmin and broker need `java` and `mvn` on PATH"),
     pytest.mark.timeout(900),
 ]
 
-CONF = {
-    "brokerClusterName": "DefaultCluster",
-    "brokerName": "broker-a",
-    "brokerIP1": "127.0.0.1",
-    "autoCreateTopicEnable": "true",
-    **ACL2_CONF,
-}
+CONF = {**MQADMIN_CONF, "autoCreateTopicEnable": "true", **ACL2_CONF}
 # MQClientException / MQBrokerException text: "CODE: 16  DESC: <remark>".
 _REFUSAL = re.compile(r"CODE: (\d+)\s+DESC: (.*?)(?:\s+BROKER: \S+)?$", re.MULTILINE)
 
@@ -69,16 +61,7 @@ def _shell(home: Path, namesrv: str) -> MqadminShell:
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
     with ExitStack() as stack:
-        work = tmp_path_factory.mktemp("acl2-ferromq")
-        server = BrokerProcess(work, CONF).start()
-        stack.callback(stop_ferromq, server)
-        java_root = tmp_path_factory.mktemp("acl2-rocketmq")
-        mq = start_rocketmq(java_root, dict(CONF), version=ROCKETMQ_5_VERSION)
-        stack.callback(mq.stop, kill=True)
-        where = {
-            "ferromq": (server.namesrv, server.broker_addr, work / "mqadmin"),
-            "rocketmq": (mq.namesrv, mq.broker_addr, java_root / "mqadmin"),
-        }
+        where = serve_both(stack, tmp_path_factory, "acl2", CONF, ROCKETMQ_5_VERSION)
         shells = both(where, lambda w: _shell(w[2], w[0]))
         for shell in shells.values():
             stack.callback(shell.close)

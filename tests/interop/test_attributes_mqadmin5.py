@@ -25,13 +25,11 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
-from apache_rocketmq import ROCKETMQ_5_VERSION, have_java, start_rocketmq
+from apache_rocketmq import ROCKETMQ_5_VERSION, have_java
 
-from ferromq.testing import BrokerProcess
-from tests.interop.conftest import stop_ferromq
 from tests.interop.mqadmin import key_values, scrub
+from tests.interop.sides import CLUSTER, MQADMIN_CONF, both, mqadmin_sides, same, serve_both
 from tests.interop.sides import MqadminSide as Side
-from tests.interop.sides import both, mqadmin_sides
 
 pytestmark = [
     pytest.mark.skipif(not have_java(), reason="5.3.3's mqadmin and broker need `java` and `mvn` on PATH"),
@@ -40,14 +38,7 @@ pytestmark = [
 ]
 
 KINDS = ("ferromq", "rocketmq")
-CLUSTER = "DefaultCluster"
-CONF = {
-    "brokerClusterName": CLUSTER,
-    "brokerName": "broker-a",
-    "brokerIP1": "127.0.0.1",
-    "autoCreateTopicEnable": "true",
-    "autoCreateSubscriptionGroup": "true",
-}
+CONF = {**MQADMIN_CONF, "autoCreateTopicEnable": "true", "autoCreateSubscriptionGroup": "true"}
 FIFO_TOPIC = "AttrFifo"
 CHANGED_TOPIC = "AttrChanged"
 BAD_TOPIC = "AttrBad"
@@ -64,31 +55,12 @@ _REFUSAL = re.compile(r"CODE: (\d+)\s+DESC: (.*?)(?:\s+BROKER: \S+)?$", re.MULTI
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
     with ExitStack() as stack:
-        work = tmp_path_factory.mktemp("attr-ferromq")
-        server = BrokerProcess(work, CONF).start()
-        stack.callback(stop_ferromq, server)
-        java_root = tmp_path_factory.mktemp("attr-rocketmq")
-        mq = start_rocketmq(java_root, dict(CONF), version=ROCKETMQ_5_VERSION)
-        # Its store is thrown away and nothing reads its exit: SIGKILL spares the ~13 s of the
-        # broker's shutdown hook.
-        stack.callback(mq.stop, kill=True)
-        where = {
-            "ferromq": (server.namesrv, server.broker_addr, work / "mqadmin"),
-            "rocketmq": (mq.namesrv, mq.broker_addr, java_root / "mqadmin"),
-        }
+        where = serve_both(stack, tmp_path_factory, "attr", CONF, ROCKETMQ_5_VERSION)
         yield mqadmin_sides(stack, where, ROCKETMQ_5_VERSION)
 
 
 def admin_both(sides: dict[str, Side], subcommand: str, *args: str) -> dict[str, str]:
     return both(sides, lambda s: s.admin(subcommand, *args))  # type: ignore[no-any-return]
-
-
-def same(outputs: dict[str, Any], what: str) -> Any:
-    """Asserts both sides gave the same; returns it."""
-    for kind, value in outputs.items():
-        print(f"--- {what} [{kind}]\n{value}")
-    assert outputs["ferromq"] == outputs["rocketmq"], what
-    return outputs["ferromq"]
 
 
 def refusal(out: str) -> tuple[int, str]:

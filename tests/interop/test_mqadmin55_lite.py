@@ -40,15 +40,14 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
-from apache_rocketmq import ROCKETMQ_55_VERSION, have_java, start_rocketmq
+from apache_rocketmq import ROCKETMQ_55_VERSION, have_java
 
 from ferromq.protocol.codes import ResponseCode as R
-from ferromq.testing import Broker
 from tests.integration.brokerkit import Client
 from tests.integration.test_lite_consumers import ack_lite, lite_group, pop_until, sync
 from tests.integration.test_lite_topics import LMQ_ON, send_lite
 from tests.interop.mqadmin import scrub
-from tests.interop.sides import GrpcSide, both, mqadmin_sides
+from tests.interop.sides import CLUSTER, MQADMIN_CONF, GrpcSide, both, mqadmin_sides, same, serve_both
 from tests.interop.sides import MqadminSide as Side
 from tests.interop.test_priority_rocketmq55 import create_topic
 
@@ -58,13 +57,7 @@ pytestmark = [
 ]
 
 KINDS = ("ferromq", "rocketmq")
-CLUSTER = "DefaultCluster"
-CONF = {
-    "brokerClusterName": CLUSTER,
-    "brokerName": "broker-a",
-    "brokerIP1": "127.0.0.1",
-    **LMQ_ON,
-}
+CONF = {**MQADMIN_CONF, **LMQ_ON}
 RUN = uuid.uuid4().hex[:6]
 PARENT = f"LiteAdm{RUN}"
 GROUP = f"LiteAdmG{RUN}"
@@ -116,13 +109,6 @@ def admin_both(sides: dict[str, Side], subcommand: str, *args: str) -> dict[str,
     return both(sides, lambda s: masked(s, s.admin(subcommand, *args)))  # type: ignore[no-any-return]
 
 
-def same(outputs: dict[str, Any], what: str) -> Any:
-    for kind, value in outputs.items():
-        print(f"--- {what} [{kind}]\n{value}")
-    assert outputs["ferromq"] == outputs["rocketmq"], what
-    return outputs["ferromq"]
-
-
 async def traffic(side: Side) -> dict[str, Any]:
     """The same lite traffic on one side: what the pops gave."""
     c = await Client().connect(int(side.broker_addr.rsplit(":", 1)[1]))
@@ -152,15 +138,7 @@ async def traffic(side: Side) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
     with ExitStack() as stack:
-        work = tmp_path_factory.mktemp("mqadmin55-ferromq")
-        b = stack.enter_context(Broker(config=CONF))
-        java_root = tmp_path_factory.mktemp("mqadmin55-rocketmq")
-        mq = start_rocketmq(java_root, dict(CONF), version=ROCKETMQ_55_VERSION)
-        stack.callback(mq.stop, kill=True)  # nobody reads its store
-        where = {
-            "ferromq": (b.namesrv, b.broker_addr, work / "mqadmin"),
-            "rocketmq": (mq.namesrv, mq.broker_addr, java_root / "mqadmin"),
-        }
+        where = serve_both(stack, tmp_path_factory, "mqadmin55", CONF, ROCKETMQ_55_VERSION)
         out = mqadmin_sides(stack, where, ROCKETMQ_55_VERSION)
         popped = {k: asyncio.run(asyncio.wait_for(traffic(s), 120)) for k, s in out.items()}
         assert same(popped, "popped") == {"popped": ["a0", "a1", "a2", "a3", "a4", "b0", "b1", "b2"]}
