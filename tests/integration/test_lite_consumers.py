@@ -236,6 +236,7 @@ def test_the_watch_lingers_between_pops_and_nothing_sent_after_it_is_missed(path
     async def main() -> None:
         async with lite_broker("LiteLinger", "LiteLingerG", settings=PATHS[path]) as (b, c, parent, group):
             lite = b.broker.lite_consumers
+            lite.watch_linger_s = 60  # longer than a loaded machine could stall between two pops
             assert (await sync(c, "PARTIAL_ADD", "c1", group, parent, ["s1"])).code == R.SUCCESS
             r, none = await pop_lite(c, "c1", group, parent, poll=100)
             assert r.code == R.POLLING_TIMEOUT and none == []
