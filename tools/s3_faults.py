@@ -40,7 +40,9 @@ request lines.
 
 A request answered by the proxy itself keeps its connection alive once its body is read, except one
 sent with `Expect: 100-continue`: it is answered at once with `Connection: close` (as S3 does). If the
-upstream cannot be reached the client's connection is reset.
+upstream cannot be reached the client's connection is reset. An upstream that answers and closes before
+it took a whole body still has its answer relayed. A connection the proxy closes is read to its end
+first (a few seconds at most), so the client never gets a reset for bytes it had sent.
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 CHUNK = 64 * 1024
+# How long a connection the proxy closes is read to its end first (see _lingering_close).
+LINGER_SECONDS = 2.0
+# How long an upstream whose connection broke while it was sent a body has to finish its answer.
+UPSTREAM_ANSWER_SECONDS = 5.0
 MAX_HEAD = 64 * 1024
 _T = TypeVar("_T")
 
@@ -411,7 +417,7 @@ class FaultProxy:
             while await self._one(conn):
                 pass
             conn.drop_upstream()
-            writer.close()
+            await _lingering_close(reader, writer)
         except (_Drop, OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             conn.reset()
         except asyncio.CancelledError:
@@ -549,12 +555,19 @@ class FaultProxy:
             body = asyncio.create_task(self._pump_body(conn, req, up_writer))
         relay = asyncio.create_task(self._relay(conn, req, up_reader))
         try:
+            body_failed = False
             if body is not None:
                 await asyncio.wait({body, relay}, return_when=asyncio.FIRST_COMPLETED)
                 if body.done() and body.exception() is not None:
-                    raise _Drop("request body failed")
+                    # The upstream may have answered and closed before it took the whole body
+                    # (versitygw stops reading an aws-chunked body at its decoded length, under load
+                    # before the last chunk arrived): that answer still goes to the client.
+                    body_failed = True
+                    await asyncio.wait({relay}, timeout=UPSTREAM_ANSWER_SECONDS)
+                    if not relay.done() or relay.exception() is not None:
+                        raise _Drop("request body failed")
             keep = await relay
-            if body is not None and not body.done():
+            if body is not None and (body_failed or not body.done()):
                 # Answered before the whole body was sent (an early error): the connection cannot
                 # carry another request.
                 keep = False
@@ -612,6 +625,20 @@ class FaultProxy:
         with self._lock:
             self._answered += 1
         return keep
+
+
+async def _lingering_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Closes a connection once the client stopped sending (at most LINGER_SECONDS): bytes left unread
+    in the socket would make the kernel answer with a reset, which the client can see before the
+    response it has not read yet (an upload body curl sent when its wait for 100 Continue ran out,
+    answered SlowDown with `Connection: close`)."""
+    with contextlib.suppress(OSError, TimeoutError):
+        if writer.can_write_eof():
+            writer.write_eof()
+        async with asyncio.timeout(LINGER_SECONDS):
+            while await reader.read(CHUNK):
+                pass
+    writer.close()
 
 
 async def _sleep_or(seconds: float, event: asyncio.Event) -> None:
