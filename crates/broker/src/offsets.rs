@@ -23,6 +23,11 @@ pub fn key(topic: &str, group: &str) -> String {
     format!("{topic}@{group}")
 }
 
+/// The topic of a table key (before its first `@`; the whole key when it has none).
+fn topic_of(key: &str) -> &str {
+    key.split_once('@').map_or(key, |(t, _)| t)
+}
+
 impl ConsumerOffsets {
     pub fn new() -> ConsumerOffsets {
         ConsumerOffsets::default()
@@ -53,14 +58,14 @@ impl ConsumerOffsets {
     /// Every `topic@group` whose topic is `topic` goes.
     pub fn remove_topic(&self, topic: &str) {
         let mut table = self.table.write().unwrap();
-        table.retain(|k, _| k.split_once('@').map_or(k.as_str(), |(t, _)| t) != topic);
+        table.retain(|k, _| topic_of(k) != topic);
         self.dirty.store(true, Ordering::Release);
     }
 
     /// Every `topic@group` whose topic is one of `topics` goes, in one pass over the table.
     pub fn remove_topics(&self, topics: &HashSet<String>) {
         let mut table = self.table.write().unwrap();
-        table.retain(|k, _| !topics.contains(k.split_once('@').map_or(k.as_str(), |(t, _)| t)));
+        table.retain(|k, _| !topics.contains(topic_of(k)));
         self.dirty.store(true, Ordering::Release);
     }
 

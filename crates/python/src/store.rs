@@ -1063,7 +1063,6 @@ impl Store {
     }
 }
 
-/// Delivered messages as Python sees them: (topic, queue_id, queue_offset, tags_code).
 /// (topic, queue id, queue offset, tags code) of each delivered message, and of each light message
 /// queue (queue 0) one was dispatched to: Python wakes the pulls, pops and lite consumers of both.
 fn delivered_tuples(delivered: Vec<Delivered>) -> Vec<(String, i32, i64, i64)> {

@@ -497,9 +497,10 @@ class LiteConsumers:
             clients.sort(key=lambda c: c == exclude or self._passed_over.get(c, 0) > now)
             if not any(self._give(c, g, lmq) for c in clients):
                 self._look_again(now + self._ctx.config.lite_event_full_dispatch_delay_time, g, lmq)
+                remembered = NO_ROOM_PER_MAX_EVENTS * self._max_events(g)
                 for c in clients:
                     events = self.events[c]  # `_give` made it
-                    if len(events.no_room) < NO_ROOM_PER_MAX_EVENTS * self._max_events(g):
+                    if len(events.no_room) < remembered:
                         events.no_room[lmq] = None
 
     def _max_events(self, group: str) -> int:
@@ -704,8 +705,9 @@ class LiteConsumers:
         """Once a client's lite topics with messages are down to half its room, those it had no
         room for are given again (to it, or to another client of the group with room), instead of
         waiting liteEventFullDispatchDelayTime as 5.5.0's full dispatch does."""
-        room = self._max_events(events.group) - len(events.queues)
-        if room * 2 < self._max_events(events.group):
+        bound = self._max_events(events.group)
+        room = bound - len(events.queues)
+        if room * 2 < bound:
             return
         for lmq in list(itertools.islice(events.no_room, room)):
             del events.no_room[lmq]

@@ -746,8 +746,6 @@ impl MessageStore {
         self.inner.flush.flushed() as i64
     }
 
-    /// Forgets a topic's consume queues (files included), as RocketMQ does when a topic is deleted:
-    /// a topic created again later starts at offset 0. CommitLog records stay until retention.
     /// Deletes the light message queues named (`%LMQ%...`; other names are skipped), those with
     /// no message stored after `idle_until_ms` only when given (checked under the put lock, so a
     /// lite topic written since it was found idle stays); the names deleted. Chunks of
@@ -757,19 +755,18 @@ impl MessageStore {
         let mut deleted = Vec::new();
         for chunk in names.chunks(LMQ_DELETE_CHUNK) {
             let _guard = inner.put_lock.lock().unwrap();
-            let idle = |name: &str| match idle_until_ms {
-                None => true,
-                Some(until) => {
-                    let max = inner.lmqs.max_offset(name);
-                    let newest = self.store_time(name, 0, max - 1).ok().flatten();
-                    max <= 0 || newest.unwrap_or(0) <= until
+            let mut gone: Vec<&str> = Vec::new();
+            for name in chunk.iter().map(String::as_str) {
+                if !lmq::is_lmq(name) || !inner.lmqs.contains(name) {
+                    continue;
                 }
-            };
-            let gone: Vec<&str> = chunk
-                .iter()
-                .map(String::as_str)
-                .filter(|n| lmq::is_lmq(n) && inner.lmqs.contains(n) && idle(n))
-                .collect();
+                if let Some(until) = idle_until_ms {
+                    if self.lmq_newest_store_time(name, inner.lmqs.max_offset(name))? > until {
+                        continue;
+                    }
+                }
+                gone.push(name);
+            }
             inner.lmqs.delete_many(gone.iter().copied())?;
             deleted.extend(gone.into_iter().map(str::to_string));
         }
@@ -782,17 +779,26 @@ impl MessageStore {
     pub fn idle_lmqs(&self, prefix: &str, cutoff_ms: i64) -> Result<Vec<String>> {
         let mut idle = Vec::new();
         for info in self.lmq_infos(prefix)? {
-            if info.max_offset <= 0 {
-                continue;
-            }
-            let newest = self.store_time(&info.name, 0, info.max_offset - 1)?;
-            if newest.unwrap_or(0) <= cutoff_ms {
+            if info.max_offset > 0
+                && self.lmq_newest_store_time(&info.name, info.max_offset)? <= cutoff_ms
+            {
                 idle.push(info.name);
             }
         }
         Ok(idle)
     }
 
+    /// When the newest message of a light message queue (`max_offset` its next offset) was stored;
+    /// 0 when it holds none, or retention took its records (as old as can be).
+    fn lmq_newest_store_time(&self, name: &str, max_offset: i64) -> Result<i64> {
+        if max_offset <= 0 {
+            return Ok(0);
+        }
+        Ok(self.store_time(name, 0, max_offset - 1)?.unwrap_or(0))
+    }
+
+    /// Forgets a topic's consume queues (files included), as RocketMQ does when a topic is deleted:
+    /// a topic created again later starts at offset 0. CommitLog records stay until retention.
     pub fn delete_topic(&self, topic: &str) -> Result<()> {
         let inner = self.writable()?;
         if lmq::is_lmq(topic) {
