@@ -371,17 +371,15 @@ class MessagingService(rpc.MessagingServiceServicer):
                 command = asyncio.ensure_future(session.next_command())
                 done, _ = await asyncio.wait({command, reader}, return_when=asyncio.FIRST_COMPLETED)
                 if command not in done:
-                    return  # the client ended the stream
+                    # The client ended the stream. A connection that went can look so too (its end
+                    # reaches grpcio before the cancel, through the front), so a lite client is
+                    # taken as gone, as below.
+                    self._lite_went(session)
+                    return
                 yield command.result()
                 command = None
         except asyncio.CancelledError:
-            # The client's connection went (gRPC cancels the stream): a lite client's subscriptions go
-            # at once, as Java's proxy drops them on a cancelled Telemetry (handleGrpcCancel).
-            settings = session.settings
-            if settings is not None and settings.client_type in LITE_CONSUMERS:
-                topics = settings.subscription.subscriptions
-                topic = topics[0].topic.name if topics else ""
-                self._lite_offline(session.client_id_, settings.subscription.group.name, topic)
+            self._lite_went(session)
             raise
         finally:
             # Also when gRPC closes the stream (the client went, the server stops).
@@ -444,6 +442,15 @@ class MessagingService(rpc.MessagingServiceServicer):
         topic = topics[0].topic.name if topics else ""
 
         session.on_close(lambda _: self._lite_offline(client_id, group, topic))
+
+    def _lite_went(self, session: Session) -> None:
+        """The client's Telemetry stream ended (its connection went: gRPC cancels the stream): a lite
+        client's subscriptions go at once, as Java's proxy drops them (handleGrpcCancel)."""
+        settings = session.settings
+        if settings is not None and settings.client_type in LITE_CONSUMERS:
+            topics = settings.subscription.subscriptions
+            topic = topics[0].topic.name if topics else ""
+            self._lite_offline(session.client_id_, settings.subscription.group.name, topic)
 
     def _lite_offline(self, client_id: str, group: str, topic: str) -> None:
         """The brokers drop a lite client's subscriptions (COMPLETE_REMOVE): it went."""
