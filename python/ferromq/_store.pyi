@@ -821,6 +821,7 @@ class GrpcFront:
         tls: _PlaneTls | None = None,
         plane: DataPlane | None = None,
         on_dead_letter: Callable[[str, str, str, int, str], None] | None = None,
+        inbox_methods: list[str] = ...,
         max_connections: int = 10_000,
         max_connections_per_address: int = 1_000,
         idle_timeout_ms: int = 120_000,
@@ -831,9 +832,12 @@ class GrpcFront:
         the call is not Python's to decide; with `on_dead_letter` too, the receives and acks of
         the clients named by `serve_client`, a message popped past the client's retry policy
         handed to `on_dead_letter(group, topic, receipt, commit_log_offset, message_id)` (called
-        on the front's thread) instead of delivered. At most `max_connections` clients are
-        served at once (at the cap the longest idle makes room), `max_connections_per_address`
-        from one address (past it a new one is closed); one without a call for
+        on the front's thread) instead of delivered. The calls to `inbox_methods` (paths) that
+        the front does not serve are Python's to take (`take_calls`) and answer, not grpcio's
+        (but for compressed ones, those larger than 8 MiB, and those past 20,000 waiting). At
+        most `max_connections` clients are served at once (at the cap the longest idle makes
+        room), `max_connections_per_address` from one address (past it a new one is closed); one
+        without a call for
         `idle_timeout_ms` (0: never) is closed, and so is one whose HTTP/2 preface has not come
         within 10 s (or the idle timeout if shorter)."""
     @property
@@ -852,6 +856,24 @@ class GrpcFront:
         consumer whose retry policy allows `max_attempts` deliveries, 0: unknown)."""
     def forget_client(self, client_id: str) -> None:
         """The receives and acks of `client_id` reach Python from now on."""
+    @property
+    def inbox_fd(self) -> int | None:
+        """Readable while calls for Python wait (`take_calls`); None without `inbox_methods`."""
+    @property
+    def inbox_answered(self) -> int:
+        """Calls Python answered through the inbox so far."""
+    def take_calls(
+        self,
+    ) -> tuple[list[tuple[int, str, list[tuple[str, str]], int | None, bytes]], list[int]]:
+        """The calls handed to Python since the last take, each (id, method path, metadata as (key,
+        value) pairs, timeout in ms or None, request message), and the ids of calls cancelled since
+        (their clients went; some may be among the calls of this take)."""
+    def answer(self, id: int, replies: list[bytes]) -> bool:
+        """Answers call `id` with `replies` (encoded messages, one for a unary call) and gRPC status
+        OK; False when the call is no longer waiting (its client went)."""
+    def refuse(self, id: int, code: int, message: str) -> bool:
+        """Answers call `id` with gRPC status `code` (not OK) and `message`; False when the call is
+        no longer waiting."""
     def stop(self, grace_ms: int = 1000) -> None:
         """Stops accepting and tells every client to go; connections still busy after
         `grace_ms` are closed. Idempotent."""

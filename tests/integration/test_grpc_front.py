@@ -48,6 +48,16 @@ def send(endpoint: str, *messages: pb.Message, client_id: str = f"sends-{RUN}") 
         return reply
 
 
+def query_route(endpoint: str, topic: str) -> spb.QueryRouteResponse:
+    with grpc.insecure_channel(endpoint) as ch:
+        reply: spb.QueryRouteResponse = rpc.MessagingServiceStub(ch).QueryRoute(
+            spb.QueryRouteRequest(topic=pb.Resource(name=topic)),
+            metadata=[("x-mq-client-id", f"route-{RUN}")],
+            timeout=CALL_TIMEOUT,
+        )
+        return reply
+
+
 def front(b: Broker) -> _store.GrpcFront:
     grpc_server = b.broker.grpc
     assert grpc_server is not None and grpc_server._front is not None
@@ -508,11 +518,14 @@ def test_the_calls_the_front_answers_are_counted_in_the_metrics() -> None:
             normal, _ = make_topics(b)
             for _ in range(3):
                 await asyncio.to_thread(send, b.grpc_endpoint, message(normal))
+            await asyncio.to_thread(query_route, b.grpc_endpoint, normal)
             assert b.broker.metrics is not None
             status_line, body = await http_get(b.broker.metrics.port, "/metrics")
             assert status_line == "HTTP/1.1 200 OK"
             found = samples(body.decode())
             assert value(found, "ferromq_grpc_front_calls_total", call="send") == 3
             assert value(found, "ferromq_grpc_front_calls_total", call="receive") == 0
+            # The topic's route came to Python through the front's inbox.
+            assert value(found, "ferromq_grpc_python_calls_total") == front(b).inbox_answered == 1
 
     asyncio.run(main())

@@ -4,7 +4,7 @@
 //!
 //! Modules, each using only those above it in this list (no import circles):
 //!
-//! * [`acl`], [`tags`], [`topics`], [`stats`], `wake`: the plain ACL's signature check, the TAG
+//! * [`acl`], [`tags`], [`topics`], [`stats`], [`wake`]: the plain ACL's signature check, the TAG
 //!   expression reading, the system topics, the counters, the eventfd that wakes Python.
 //! * `conn`: one connection's state (reply queue and its bounds, reading, idle clock, ACL).
 //! * `waits`: sends answered in groups once the disk or a slave has their offset.
@@ -42,7 +42,7 @@ pub mod stats;
 pub mod tags;
 pub mod topics;
 mod waits;
-mod wake;
+pub mod wake;
 
 pub use acl::{AclRules, PeerAcl};
 pub use offsets::ConsumerOffsets;

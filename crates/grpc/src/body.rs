@@ -33,6 +33,11 @@ impl CallBody {
             rest,
         }
     }
+
+    /// What the front read (empty if nothing), and the rest as the client sends it.
+    pub fn into_parts(self) -> (Bytes, Option<Incoming>) {
+        (self.head.unwrap_or_default(), self.rest)
+    }
 }
 
 impl Body for CallBody {

@@ -50,10 +50,16 @@ impl Drop for Held {
         HELD.fetch_sub(self.0, Ordering::AcqRel);
     }
 }
+/// The header Python reads a client's address from (`ip:port`, `[ip6]:port`, as grpcio's own
+/// peer names it): the front sets it on every call it hands on, over whatever the client sent,
+/// so born hosts and the ACL's address checks see the client and not the Unix socket.
+pub const PEER_HEADER: &str = "x-ferromq-peer";
+
 /// gRPC's length-prefixed message: a compression flag and a big-endian length.
 const PREFIX: usize = 5;
-/// gRPC's status CANCELLED.
-const CANCELLED: &str = "1";
+/// gRPC's status codes the front answers with itself.
+pub const GRPC_CANCELLED: u32 = 1;
+pub const GRPC_UNAVAILABLE: u32 = 14;
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -64,6 +70,11 @@ pub fn now_ms() -> i64 {
 /// A call the front can read: gRPC content, not compressed, from a client that named itself
 /// (grpcio answers the others as the proxy does).
 pub fn plain_call(headers: &HeaderMap) -> bool {
+    grpc_identity(headers) && client_id(headers).is_some()
+}
+
+/// gRPC content, not compressed.
+pub fn grpc_identity(headers: &HeaderMap) -> bool {
     let grpc = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -71,7 +82,7 @@ pub fn plain_call(headers: &HeaderMap) -> bool {
     let identity = headers
         .get("grpc-encoding")
         .is_none_or(|v| v.as_bytes() == b"identity");
-    grpc && identity && client_id(headers).is_some()
+    grpc && identity
 }
 
 /// Whether the ACL (when on) lets the front serve this call on `topic` (and `group`): signed by
@@ -123,18 +134,38 @@ pub type Decoded<M> = (http::request::Parts, Bytes, M, Held);
 pub async fn read<M: prost::Message + Default>(
     req: Request<Incoming>,
 ) -> Result<Decoded<M>, Handled> {
+    let (parts, read, message, held) = read_message(req.map(CallBody::streamed)).await?;
+    match M::decode(message) {
+        Ok(m) => Ok((parts, read, m, held)),
+        Err(_) => Err(decline(parts, read)),
+    }
+}
+
+/// `req`'s one message as the client encoded it (its body as read, then the message within
+/// it), read up to MAX_READ (what the front read of it before counts); else grpcio's to answer
+/// (too large, past the budget, not one message), or answered (the client reset it while it
+/// was read).
+pub async fn read_message(req: Request<CallBody>) -> Result<Decoded<Bytes>, Handled> {
     let (parts, body) = req.into_parts();
     let mut held = Held::default();
     let (read, rest) = match read_up_to(body, MAX_READ, &mut held).await {
         Ok(read) => read,
-        Err(e) => return Err(Handled::Answered(trailers_only(CANCELLED, &e.to_string()))),
+        Err(e) => {
+            return Err(Handled::Answered(trailers_only(
+                GRPC_CANCELLED,
+                &e.to_string(),
+            )))
+        }
     };
-    let decoded = match rest {
-        None => single_message(&read).and_then(|m| M::decode(m).ok()),
+    let message = match rest {
+        None => single_message(&read),
         Some(_) => None,
     };
-    match decoded {
-        Some(m) => Ok((parts, read, m, held)),
+    match message {
+        Some(range) => {
+            let message = read.slice(range);
+            Ok((parts, read, message, held))
+        }
         None => Err(Handled::Declined(Request::from_parts(
             parts,
             CallBody::read(read, rest),
@@ -150,11 +181,19 @@ pub fn decline(parts: http::request::Parts, read: Bytes) -> Handled {
 /// Up to `limit` bytes of `body` (held in `held`), and the rest of it when there is more or the
 /// budget has no room for it.
 async fn read_up_to(
-    mut body: Incoming,
+    body: CallBody,
     limit: usize,
     held: &mut Held,
 ) -> Result<(Bytes, Option<Incoming>), hyper::Error> {
-    let mut read = BytesMut::new();
+    let (head, rest) = body.into_parts();
+    let room = held.take(head.len());
+    let Some(mut body) = rest else {
+        return Ok((head, None));
+    };
+    if !room || head.len() > limit {
+        return Ok((head, Some(body)));
+    }
+    let mut read = BytesMut::from(head);
     while let Some(frame) = body.frame().await {
         // gRPC requests carry no trailers: anything but data is dropped.
         if let Ok(data) = frame?.into_data() {
@@ -168,11 +207,11 @@ async fn read_up_to(
     Ok((read.freeze(), None))
 }
 
-/// The one uncompressed message of a unary call's body.
-fn single_message(body: &[u8]) -> Option<&[u8]> {
+/// Where the one uncompressed message of a unary call's body lies in it.
+fn single_message(body: &[u8]) -> Option<std::ops::Range<usize>> {
     let (prefix, message) = body.split_at_checked(PREFIX)?;
     let len = u32::from_be_bytes(prefix[1..].try_into().ok()?) as usize;
-    (prefix[0] == 0 && message.len() == len).then_some(message)
+    (prefix[0] == 0 && message.len() == len).then_some(PREFIX..body.len())
 }
 
 pub fn status(code: i32, message: &str) -> Status {
@@ -204,10 +243,27 @@ pub fn grpc_reply<M: prost::Message>(messages: &[M]) -> Response<ReplyBody> {
             .encode(&mut data)
             .expect("the buffer has the messages' length");
     }
+    ok_reply(data.freeze())
+}
+
+/// A reply of messages encoded elsewhere (Python's), in order, and gRPC status OK.
+pub fn encoded_reply(messages: &[Bytes]) -> Response<ReplyBody> {
+    let len: usize = messages.iter().map(|m| PREFIX + m.len()).sum();
+    let mut data = BytesMut::with_capacity(len);
+    for message in messages {
+        data.put_u8(0);
+        data.put_u32(message.len() as u32);
+        data.put_slice(message);
+    }
+    ok_reply(data.freeze())
+}
+
+/// A reply of gRPC frames `data`, then trailers with status OK.
+fn ok_reply(data: Bytes) -> Response<ReplyBody> {
     let mut trailers = HeaderMap::new();
     trailers.insert("grpc-status", HeaderValue::from_static("0"));
     let mut reply = Response::new(ReplyBody::Own {
-        data: Some(data.freeze()),
+        data: Some(data),
         trailers: Some(trailers),
     });
     reply
@@ -216,16 +272,30 @@ pub fn grpc_reply<M: prost::Message>(messages: &[M]) -> Response<ReplyBody> {
     reply
 }
 
-/// A reply of headers only, with gRPC status `grpc_status`.
-pub fn trailers_only(grpc_status: &'static str, message: &str) -> Response<ReplyBody> {
+/// A reply of headers only, with gRPC status `grpc_status` and `message` (percent-encoded, as
+/// gRPC carries any text in `grpc-message`).
+pub fn trailers_only(grpc_status: u32, message: &str) -> Response<ReplyBody> {
     let mut reply = Response::new(ReplyBody::empty());
     let headers = reply.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert("grpc-status", HeaderValue::from_static(grpc_status));
-    if let Ok(message) = HeaderValue::from_str(message) {
+    headers.insert("grpc-status", HeaderValue::from(grpc_status));
+    if let Ok(message) = HeaderValue::from_str(&percent_encoded(message)) {
         headers.insert("grpc-message", message);
     }
     reply
+}
+
+/// `text` as gRPC sends a status message: bytes outside printable ASCII, and '%', as %XX.
+fn percent_encoded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for &b in text.as_bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -240,6 +310,12 @@ mod tests {
         assert!(!second.take(1), "nothing is left past the budget");
         drop(first);
         assert!(second.take(1), "a call served gives its bytes back");
+    }
+
+    #[test]
+    fn status_messages_are_percent_encoded() {
+        assert_eq!(percent_encoded("no new message"), "no new message");
+        assert_eq!(percent_encoded("100% ü\n"), "100%25 %C3%BC%0A");
     }
 
     #[test]

@@ -22,18 +22,11 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use crate::body::{CallBody, Handled, ReplyBody};
-use crate::call::trailers_only;
+use crate::call::{trailers_only, GRPC_UNAVAILABLE, PEER_HEADER};
+use crate::inbox::Inbox;
 use crate::receives::{Receives, ACK_MESSAGE, RECEIVE_MESSAGE};
 use crate::sends::{Sends, SEND_MESSAGE};
 use crate::upstream::Upstream;
-
-/// The header grpcio reads a client's address from (`ip:port`, `[ip6]:port`, as grpcio's own
-/// peer names it): the front sets it on every call, over whatever the client sent, so born hosts
-/// and the ACL's address checks see the client and not the Unix socket.
-pub const PEER_HEADER: &str = "x-ferromq-peer";
-
-/// gRPC's status UNAVAILABLE: grpcio could not be asked (the clients retry such a call).
-const GRPC_UNAVAILABLE: &str = "14";
 
 /// The calls of one connection, started and ended so far, and when one last started or ended:
 /// what its idle clock reads.
@@ -113,20 +106,34 @@ pub struct Forwarder {
     sends: Option<Arc<Sends>>,
     /// ReceiveMessage and AckMessage served by the front itself, when the plane serves pops.
     receives: Option<Arc<Receives>>,
+    /// The calls Python serves without grpcio.
+    inbox: Option<Arc<Inbox>>,
     pub calls: Arc<Calls>,
 }
 
+/// What a connection's calls may be served by, beside grpcio.
+#[derive(Clone, Default)]
+pub struct Servers {
+    pub sends: Option<Arc<Sends>>,
+    pub receives: Option<Arc<Receives>>,
+    pub inbox: Option<Arc<Inbox>>,
+}
+
 impl Forwarder {
-    /// Calls from the client at `peer`, handed on over `upstream`'s connection `key` (SendMessage
-    /// served by `sends` when it takes it), counted in `calls`.
+    /// Calls from the client at `peer`, served by `servers` when one takes them, else handed on
+    /// over `upstream`'s connection `key`, counted in `calls`.
     pub fn new(
         upstream: Arc<Upstream>,
         key: usize,
         peer: SocketAddr,
-        sends: Option<Arc<Sends>>,
-        receives: Option<Arc<Receives>>,
+        servers: Servers,
         calls: Arc<Calls>,
     ) -> Forwarder {
+        let Servers {
+            sends,
+            receives,
+            inbox,
+        } = servers;
         let peer_addr = peer;
         let peer = HeaderValue::from_str(&peer.to_string())
             .expect("a socket address is a valid header value");
@@ -137,12 +144,13 @@ impl Forwarder {
             peer_addr,
             sends,
             receives,
+            inbox,
             calls,
         }
     }
 
-    /// The reply to `req`: the front's own, grpcio's, or UNAVAILABLE when grpcio could not be
-    /// asked.
+    /// The reply to `req`: the front's own, Python's through the inbox, grpcio's, or UNAVAILABLE
+    /// when grpcio could not be asked.
     pub async fn call(&self, req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
         let call = self.calls.begin();
         let handled = match (req.uri().path(), &self.sends, &self.receives) {
@@ -150,6 +158,13 @@ impl Forwarder {
             (RECEIVE_MESSAGE, _, Some(receives)) => receives.receive(req).await,
             (ACK_MESSAGE, _, Some(receives)) => receives.ack(req).await,
             _ => Handled::Declined(req.map(CallBody::streamed)),
+        };
+        let handled = match (handled, &self.inbox) {
+            // Read by the front and declined: Python's all the same.
+            (Handled::Declined(req), Some(inbox)) if inbox.takes(req.uri().path()) => {
+                inbox.serve(req, &self.peer).await
+            }
+            (handled, _) => handled,
         };
         let req = match handled {
             Handled::Answered(reply) => return Ok(reply.map(|body| Reply { body, _call: call })),

@@ -34,7 +34,8 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::forward::{Calls, Forwarder};
+use crate::forward::{Calls, Forwarder, Servers};
+use crate::inbox::Inbox;
 use crate::receives::{DeadLetters, Receives};
 use crate::sends::Sends;
 use crate::upstream::Upstream;
@@ -93,6 +94,9 @@ pub struct FrontConfig {
     /// The plane's pops, and where dead letters go: ReceiveMessage and AckMessage are served by
     /// the front when given (with `sends`), for the clients Python names.
     pub pops: Option<(PopPort, DeadLetters)>,
+    /// The methods (paths) whose calls Python takes from the front's [`Inbox`] instead of
+    /// grpcio; empty: none.
+    pub inbox_methods: Vec<String>,
     /// Connections open at once (at the cap, the longest idle makes room for a new one).
     pub max_connections: usize,
     /// Connections one peer address may hold (past it a new one is closed).
@@ -112,6 +116,7 @@ impl FrontConfig {
             threads: 1,
             sends: None,
             pops: None,
+            inbox_methods: Vec::new(),
             max_connections: MAX_CONNECTIONS,
             max_connections_per_address: MAX_CONNECTIONS_PER_ADDRESS,
             idle_timeout: Some(IDLE_TIMEOUT),
@@ -124,8 +129,7 @@ struct Shared {
     upstream: Arc<Upstream>,
     tls: Option<TlsServer>,
     server: server::Builder<TokioExecutor>,
-    sends: Option<Arc<Sends>>,
-    receives: Option<Arc<Receives>>,
+    servers: Servers,
     max_connections: usize,
     max_connections_per_address: usize,
     idle_timeout: Option<Duration>,
@@ -178,8 +182,6 @@ impl Drop for Admission {
 /// The running front; [`GrpcFront::stop`] (or dropping it) ends it.
 pub struct GrpcFront {
     shared: Arc<Shared>,
-    sends: Option<Arc<Sends>>,
-    receives: Option<Arc<Receives>>,
     runtime: Mutex<Option<Runtime>>,
     stop: watch::Sender<bool>,
     served: Mutex<Option<JoinHandle<()>>>,
@@ -209,6 +211,21 @@ impl GrpcFront {
         let handshake_timeout = cfg
             .idle_timeout
             .map_or(HANDSHAKE_TIMEOUT, |idle| idle.min(HANDSHAKE_TIMEOUT));
+        let inbox = (!cfg.inbox_methods.is_empty())
+            .then(|| Inbox::new(cfg.inbox_methods))
+            .transpose()?
+            .map(Arc::new);
+        let receives = match (cfg.pops, &cfg.sends) {
+            (Some((pops, dead_letters)), Some(sends)) => {
+                Some(Arc::new(Receives::new(pops, sends.clone(), dead_letters)))
+            }
+            _ => None,
+        };
+        let servers = Servers {
+            sends: cfg.sends.map(|port| Arc::new(Sends::new(port))),
+            receives,
+            inbox,
+        };
         let shared = Arc::new(Shared {
             upstream: Arc::new(Upstream::new(cfg.upstream)),
             tls: cfg.tls.map(offering_h2),
@@ -221,21 +238,12 @@ impl GrpcFront {
             next_id: AtomicU64::new(0),
             refusals: Mutex::new(HashMap::new()),
             port: addr.port(),
-            receives: match (cfg.pops, &cfg.sends) {
-                (Some((pops, dead_letters)), Some(sends)) => {
-                    Some(Arc::new(Receives::new(pops, sends.clone(), dead_letters)))
-                }
-                _ => None,
-            },
-            sends: cfg.sends.map(|port| Arc::new(Sends::new(port))),
+            servers,
         });
         let (stop, stopped) = watch::channel(false);
-        let (sends, receives) = (shared.sends.clone(), shared.receives.clone());
         let served = runtime.spawn(accept_loop(listener, shared.clone(), stopped));
         Ok(GrpcFront {
             shared,
-            sends,
-            receives,
             runtime: Mutex::new(Some(runtime)),
             stop,
             served: Mutex::new(Some(served)),
@@ -262,17 +270,23 @@ impl GrpcFront {
 
     /// SendMessage calls the front answered itself so far (0 without a data plane).
     pub fn sends_answered(&self) -> u64 {
-        self.sends.as_ref().map_or(0, |s| s.answered())
+        let sends = self.shared.servers.sends.as_ref();
+        sends.map_or(0, |s| s.answered())
     }
 
     /// ReceiveMessage and AckMessage calls the front answered itself so far.
     pub fn receives_answered(&self) -> u64 {
-        self.receives.as_ref().map_or(0, |r| r.answered())
+        self.receives().map_or(0, |r| r.answered())
     }
 
     /// The receives of the front, when it serves them (Python names their clients).
     pub fn receives(&self) -> Option<&Receives> {
-        self.receives.as_deref()
+        self.shared.servers.receives.as_deref()
+    }
+
+    /// The calls Python takes from the front, when it named methods for them.
+    pub fn inbox(&self) -> Option<&Inbox> {
+        self.shared.servers.inbox.as_deref()
     }
 
     /// Stops accepting and tells every connection to go (GOAWAY once its calls end); those
@@ -553,8 +567,7 @@ async fn serve<I>(
         // A connection's calls go on one upstream connection; connections spread over them.
         slot.id as usize,
         peer,
-        shared.sends.clone(),
-        shared.receives.clone(),
+        shared.servers.clone(),
         slot.calls.clone(),
     ));
     let calls = &slot.calls;

@@ -16,6 +16,8 @@
 //! * [`sends`], [`receives`]: SendMessage; ReceiveMessage and AckMessage.
 //! * [`upstream`]: the few HTTP/2 connections to grpcio that every client connection shares,
 //!   each opened when a call first needs it.
+//! * [`inbox`]: the calls Python serves whole, handed to it directly (a queue it drains on its
+//!   event loop) instead of through grpcio.
 //! * [`forward`]: one call served here or handed on (the client's address added as
 //!   `x-ferromq-peer`), its bodies and trailers streamed both ways; the calls a connection has
 //!   open.
@@ -29,10 +31,11 @@ pub mod call;
 pub mod convert;
 pub mod forward;
 pub mod front;
+pub mod inbox;
 pub mod proto;
 pub mod receives;
 pub mod sends;
 pub mod upstream;
 
-pub use forward::PEER_HEADER;
+pub use call::PEER_HEADER;
 pub use front::{FrontConfig, GrpcFront};

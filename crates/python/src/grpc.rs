@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ferromq_grpc::convert::{self, Refusal};
+use ferromq_grpc::inbox::{Answer, Inbox};
 use ferromq_grpc::proto::Message;
 use ferromq_grpc::receives::{DeadLetter, DeadLetters};
 use ferromq_grpc::{FrontConfig, GrpcFront as Front};
@@ -35,7 +36,8 @@ impl GrpcFront {
     #[new]
     #[pyo3(signature = (
         host, port, upstream, *, threads=2, tls=None, plane=None, on_dead_letter=None,
-        max_connections=10_000, max_connections_per_address=1_000, idle_timeout_ms=120_000,
+        inbox_methods=Vec::new(), max_connections=10_000, max_connections_per_address=1_000,
+        idle_timeout_ms=120_000,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -47,6 +49,7 @@ impl GrpcFront {
         tls: Option<PlaneTls>,
         plane: Option<PyRef<'_, DataPlane>>,
         on_dead_letter: Option<Py<PyAny>>,
+        inbox_methods: Vec<String>,
         max_connections: usize,
         max_connections_per_address: usize,
         idle_timeout_ms: u64,
@@ -72,6 +75,7 @@ impl GrpcFront {
                     threads,
                     sends,
                     pops,
+                    inbox_methods,
                     max_connections,
                     max_connections_per_address,
                     idle_timeout: (idle_timeout_ms > 0)
@@ -123,6 +127,68 @@ impl GrpcFront {
         if let Some(receives) = self.inner.receives() {
             receives.forget_client(client_id);
         }
+    }
+
+    /// The descriptor that is readable while calls for Python wait (`take_calls`); None
+    /// without `inbox_methods`.
+    #[getter]
+    fn inbox_fd(&self) -> Option<i32> {
+        self.inner.inbox().map(Inbox::fd)
+    }
+
+    /// Calls Python answered through the inbox so far.
+    #[getter]
+    fn inbox_answered(&self) -> u64 {
+        self.inner.inbox().map_or(0, Inbox::answered)
+    }
+
+    /// The calls handed to Python since the last take, each (id, method path, metadata as
+    /// (key, value) pairs, timeout in ms or None, request message), and the ids of calls
+    /// cancelled since (their clients went; some may be among the calls of this take).
+    #[allow(clippy::type_complexity)]
+    fn take_calls<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> (
+        Vec<(
+            u64,
+            String,
+            Vec<(String, String)>,
+            Option<u64>,
+            Bound<'py, PyBytes>,
+        )>,
+        Vec<u64>,
+    ) {
+        let Some(inbox) = self.inner.inbox() else {
+            return (Vec::new(), Vec::new());
+        };
+        let (calls, cancelled) = inbox.take();
+        let calls = calls
+            .into_iter()
+            .map(|c| {
+                let timeout = c.timeout.map(|t| t.as_millis() as u64);
+                let request = PyBytes::new(py, &c.request);
+                (c.id, c.method, c.metadata, timeout, request)
+            })
+            .collect();
+        (calls, cancelled)
+    }
+
+    /// Answers call `id` with `replies` (encoded messages, one for a unary call) and gRPC
+    /// status OK; False when the call is no longer waiting (its client went).
+    fn answer(&self, id: u64, replies: Vec<Vec<u8>>) -> bool {
+        let replies = replies.into_iter().map(Into::into).collect();
+        self.inner
+            .inbox()
+            .is_some_and(|inbox| inbox.answer(id, Answer::Replies(replies)))
+    }
+
+    /// Answers call `id` with gRPC status `code` (not OK) and `message`; False when the call is
+    /// no longer waiting.
+    fn refuse(&self, id: u64, code: u32, message: String) -> bool {
+        self.inner
+            .inbox()
+            .is_some_and(|inbox| inbox.answer(id, Answer::Status(code, message)))
     }
 
     /// Stops accepting and tells every client to go; connections still busy after `grace_ms`

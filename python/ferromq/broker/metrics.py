@@ -497,6 +497,13 @@ class GrpcFrontCollector(Collector):
         calls.add_metric([*common.values(), "send"], front.sends_answered)
         calls.add_metric([*common.values(), "receive"], front.receives_answered)
         yield calls
+        python = CounterMetricFamily(
+            "ferromq_grpc_python_calls",
+            "gRPC calls the front handed to Python directly (not through grpcio), answered",
+            labels=list(common),
+        )
+        python.add_metric(list(common.values()), front.inbox_answered)
+        yield python
 
 
 def _gauge(name: str, doc: str, names: list[str], values: list[str], value: float) -> GaugeMetricFamily:

@@ -1,9 +1,11 @@
 """The broker's gRPC port (`grpcServerPort`, Apache RocketMQ's proxy port, 8081 by default): the
 RocketMQ 5.x clients' MessagingService. Clients connect to the Rust front (`_store.GrpcFront`,
 crates/grpc), which serves TLS and plain clients on the one port as Apache RocketMQ's proxy does
-(`tls.server.mode`; the Java client turns TLS on by default) and hands every call on, over HTTP/2
-on a Unix socket in a private folder, to grpcio's asyncio server on the broker's event loop
-(`ferromq.proxy.service`). The front names the client in the `x-ferromq-peer` header.
+(`tls.server.mode`; the Java client turns TLS on by default). The calls it does not serve itself it
+hands to the service (`ferromq.proxy.service`) on the broker's event loop: the unary-request ones
+directly (`ferromq.proxy.inbox`), Telemetry and the few it cannot read whole over HTTP/2 on a Unix
+socket in a private folder to grpcio's asyncio server. The front names the client in the
+`x-ferromq-peer` header.
 
 The broker starts one over itself (local mode); `ferromq proxy -pm cluster` starts one over the
 brokers a name server lists (`ferromq.proxy.cluster.ClusterBackend`)."""
@@ -26,6 +28,7 @@ from ferromq import _store
 from ferromq.broker.broker import server_limits
 from ferromq.proxy import unparsable
 from ferromq.proxy.backend import Backend
+from ferromq.proxy.inbox import FrontCalls, service_methods
 from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.proxy.service import MessagingService
 from ferromq.remoting.server import fd_bounded
@@ -63,6 +66,7 @@ class GrpcServer:
         self.service = MessagingService(self.backend, self.endpoint)
         self._server: grpc.aio.Server | None = None
         self._front: _store.GrpcFront | None = None
+        self._calls: FrontCalls | None = None
         self._folder: Path | None = None
 
     @property
@@ -90,6 +94,8 @@ class GrpcServer:
             raise
         self._front, self.port = front, front.port
         self.service.front = front
+        self._calls = FrontCalls(service_methods(self.service), front)
+        self._calls.start()
         self.service.renewals.start()
         logger.info(
             "gRPC (RocketMQ 5.x clients) listening on %s:%d (%s)",
@@ -123,6 +129,7 @@ class GrpcServer:
                 tls=tls,
                 plane=plane,
                 on_dead_letter=self._dead_letter_handler() if plane is not None else None,
+                inbox_methods=list(service_methods(self.service)),
                 max_connections=fd_bounded(limits.max_connections),
                 max_connections_per_address=limits.max_connections_per_address,
                 idle_timeout_ms=int((limits.idle_timeout or 0) * 1000),
@@ -165,9 +172,13 @@ class GrpcServer:
             raise
 
     async def stop(self) -> None:
-        # grpcio first: its calls end with a status the clients see; then the front, whose
-        # connections to grpcio have closed, tells the clients to go.
-        await self._stop_grpcio()
+        # grpcio and the calls Python serves first: they end with a status the clients see;
+        # then the front, whose connections to grpcio have closed, tells the clients to go.
+        calls, self._calls = self._calls, None
+        if calls is not None:
+            await asyncio.gather(self._stop_grpcio(), calls.stop(STOP_GRACE_SECONDS))
+        else:
+            await self._stop_grpcio()
         front, self._front = self._front, None
         self.service.front = None
         if front is not None:
