@@ -113,7 +113,7 @@ async fn served(sock: &mut TcpStream) -> bool {
 }
 
 /// Waits (bounded) until `cond` holds.
-fn wait_for(what: &str, cond: impl Fn() -> bool) {
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
     while !cond() {
         assert!(Instant::now() < deadline, "not within {WAIT:?}: {what}");
@@ -339,5 +339,100 @@ fn silent_and_preface_only_connections_are_closed_within_the_timeouts() {
         drop(stalled);
     });
     wait_for("every connection closed", || front.open_connections() == 0);
+    front.stop(WAIT);
+}
+
+/// A unary call of `message` (one gRPC frame) to `path` on a new connection; the reply's head and
+/// body. Dropping the returned future resets the call.
+async fn unary(front: SocketAddr, path: &str, message: &'static [u8]) -> (HeaderMap, Bytes) {
+    let sock = TcpStream::connect(front).await.unwrap();
+    let (mut send, conn) = client::Builder::new(TokioExecutor::new())
+        .handshake::<_, http_body_util::Full<Bytes>>(TokioIo::new(sock))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    framed.extend_from_slice(message);
+    let req = Request::post(format!("http://{front}{path}"))
+        .header("content-type", "application/grpc")
+        .header("grpc-timeout", "5S")
+        .header(PEER_HEADER, "6.6.6.6:6")
+        .body(http_body_util::Full::new(Bytes::from(framed)))
+        .unwrap();
+    let reply = send.send_request(req).await.unwrap();
+    let head = reply.headers().clone();
+    let body = reply.into_body().collect().await.unwrap().to_bytes();
+    (head, body)
+}
+
+#[test]
+fn the_inbox_hands_its_methods_calls_to_whoever_takes_them_and_tells_a_reset_call() {
+    const ROUTE: &str = "/apache.rocketmq.v2.MessagingService/QueryRoute";
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new().unwrap();
+    let (front, accepted) = start_with(&rt, &dir.path().join("grpc.sock"), |cfg| {
+        cfg.inbox_methods = vec![ROUTE.to_string()];
+    });
+    let addr = front.local_addr();
+    let inbox = front.inbox().expect("methods named: an inbox");
+    // Answered by the taker: its reply messages framed, then status OK.
+    let call = rt.spawn(unary(addr, ROUTE, b"route me"));
+    let mut taken = Vec::new();
+    wait_for("the call is queued", || {
+        taken.extend(inbox.take().0);
+        !taken.is_empty()
+    });
+    let c = taken.pop().unwrap();
+    assert_eq!(
+        (c.method.as_str(), &c.request[..]),
+        (ROUTE, &b"route me"[..])
+    );
+    assert_eq!(c.timeout, Some(Duration::from_secs(5)));
+    let peers: Vec<_> = c
+        .metadata
+        .iter()
+        .filter(|(k, _)| k == PEER_HEADER)
+        .collect();
+    assert_eq!(peers.len(), 1, "only the front names the peer");
+    assert_ne!(peers[0].1, "6.6.6.6:6");
+    let replies = vec![Bytes::from_static(b"one"), Bytes::from_static(b"two")];
+    assert!(inbox.answer(c.id, ferromq_grpc::inbox::Answer::Replies(replies)));
+    let (_, body) = rt.block_on(call).unwrap();
+    assert_eq!(&body[..], b"\0\0\0\0\x03one\0\0\0\0\x03two");
+    // A status answer comes as trailers only, its message percent-encoded.
+    let call = rt.spawn(unary(addr, ROUTE, b"refuse me"));
+    let mut taken = Vec::new();
+    wait_for("the second call is queued", || {
+        taken.extend(inbox.take().0);
+        !taken.is_empty()
+    });
+    let refused = ferromq_grpc::inbox::Answer::Status(13, "bad 100%".into());
+    assert!(inbox.answer(taken[0].id, refused));
+    let (head, body) = rt.block_on(call).unwrap();
+    assert_eq!(
+        (&head["grpc-status"], &head["grpc-message"]),
+        (&"13".parse().unwrap(), &"bad 100%25".parse().unwrap())
+    );
+    assert!(body.is_empty());
+    // A call whose client resets it is told as cancelled, and answering it is a no-op.
+    let call = rt.spawn(unary(addr, ROUTE, b"forget me"));
+    let mut taken = Vec::new();
+    wait_for("the third call is queued", || {
+        taken.extend(inbox.take().0);
+        !taken.is_empty()
+    });
+    call.abort();
+    let mut cancelled = Vec::new();
+    wait_for("the reset call is told", || {
+        cancelled.extend(inbox.take().1);
+        !cancelled.is_empty()
+    });
+    assert_eq!(cancelled, vec![taken[0].id]);
+    assert!(!inbox.answer(taken[0].id, ferromq_grpc::inbox::Answer::Replies(vec![])));
+    // Other methods still go to the upstream (grpcio).
+    rt.block_on(round_trip(addr));
+    assert_eq!(accepted.load(Ordering::Acquire), 1);
+    assert_eq!(inbox.answered(), 2);
     front.stop(WAIT);
 }
