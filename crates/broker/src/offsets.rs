@@ -8,6 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 
+/// Keys removed under one hold of the write lock (`remove_topics`).
+const REMOVE_CHUNK: usize = 10_000;
+
 /// Queue id -> committed offset.
 pub type QueueOffsets = HashMap<i32, i64>;
 
@@ -62,11 +65,31 @@ impl ConsumerOffsets {
         self.dirty.store(true, Ordering::Release);
     }
 
-    /// Every `topic@group` whose topic is one of `topics` goes, in one pass over the table.
+    /// Every `topic@group` whose topic is one of `topics` goes. The keys are found under the read
+    /// lock, then removed REMOVE_CHUNK at a time under the write lock and freed after it: a
+    /// million lite topics expiring held every commit (the plane's pops and acks) for 1.8 s
+    /// when the whole table was retained under the write lock.
     pub fn remove_topics(&self, topics: &HashSet<String>) {
-        let mut table = self.table.write().unwrap();
-        table.retain(|k, _| !topics.contains(topic_of(k)));
-        self.dirty.store(true, Ordering::Release);
+        if topics.is_empty() {
+            return;
+        }
+        let keys: Vec<String> = {
+            let table = self.table.read().unwrap();
+            table
+                .keys()
+                .filter(|k| topics.contains(topic_of(k)))
+                .cloned()
+                .collect()
+        };
+        for chunk in keys.chunks(REMOVE_CHUNK) {
+            let removed: Vec<_> = {
+                let mut table = self.table.write().unwrap();
+                chunk.iter().filter_map(|k| table.remove_entry(k)).collect()
+            };
+            if !removed.is_empty() {
+                self.dirty.store(true, Ordering::Release);
+            }
+        }
     }
 
     /// Every `topic@group` whose group is `group` goes (a group deleted with its offsets).
@@ -176,6 +199,24 @@ mod tests {
         t.remove_group("h");
         assert_eq!(t.query("h", "U", 0), -1);
         assert_eq!(t.query("g", "U", 0), 2);
+    }
+
+    #[test]
+    fn many_topics_go_in_chunks_and_the_others_stay() {
+        let t = ConsumerOffsets::new();
+        let n = 2 * REMOVE_CHUNK + 7;
+        for i in 0..n {
+            t.commit("g", &format!("L{i}"), 0, 1);
+            t.commit("h", &format!("L{i}"), 0, 2);
+        }
+        t.commit("g", "Kept", 0, 3);
+        t.take_dirty();
+        t.remove_topics(&(0..n).map(|i| format!("L{i}")).collect());
+        assert_eq!(t.snapshot().len(), 1);
+        assert_eq!(t.query("g", "Kept", 0), 3);
+        assert!(t.take_dirty());
+        t.remove_topics(&["Gone".to_string()].into());
+        assert!(!t.take_dirty(), "nothing removed: nothing to persist");
     }
 
     #[test]
