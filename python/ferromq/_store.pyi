@@ -807,8 +807,9 @@ class DataPlane:
 @final
 class GrpcFront:
     """The gRPC port served on Rust threads (crates/grpc): TLS and plain clients as the data
-    plane tells them apart, HTTP/2, SendMessage served there (see `plane`), every other call
-    handed on to grpcio on the Unix socket `upstream` with the client's `ip:port` in the
+    plane tells them apart, HTTP/2, SendMessage served there (see `plane`), the calls to
+    `inbox_methods` handed to Python directly (`take_calls`), every other call handed on to
+    grpcio on the Unix socket `upstream`; both with the client's `ip:port` in the
     `x-ferromq-peer` header."""
 
     def __new__(

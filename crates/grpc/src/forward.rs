@@ -1,7 +1,7 @@
-//! One call handed on to grpcio: the client's request, with its URI made the upstream's and its
+//! One call: served by the front ([`Sends`], [`Receives`]), by Python through the [`Inbox`], or
+//! handed on to grpcio. Handed on, the client's request, with its URI made the upstream's and its
 //! address set in [`PEER_HEADER`], goes out on one of the HTTP/2 connections to grpcio that all
-//! client connections share ([`Upstream`]);
-//! grpcio's reply comes back as it is. Bodies are streamed frame by frame in both directions
+//! client connections share ([`Upstream`]); grpcio's reply comes back as it is. Bodies are streamed frame by frame in both directions
 //! (flow control on each side bounds what waits in between), trailers included, so server
 //! streaming (ReceiveMessage) and long bidirectional calls (Telemetry) pass like unary ones.
 //! Dropping either side resets the other's stream, so a client's cancel reaches grpcio.
@@ -102,20 +102,18 @@ pub struct Forwarder {
     key: usize,
     peer: HeaderValue,
     peer_addr: SocketAddr,
-    /// SendMessage served by the front itself, when the broker's data plane serves sends.
-    sends: Option<Arc<Sends>>,
-    /// ReceiveMessage and AckMessage served by the front itself, when the plane serves pops.
-    receives: Option<Arc<Receives>>,
-    /// The calls Python serves without grpcio.
-    inbox: Option<Arc<Inbox>>,
+    servers: Servers,
     pub calls: Arc<Calls>,
 }
 
 /// What a connection's calls may be served by, beside grpcio.
 #[derive(Clone, Default)]
 pub struct Servers {
+    /// SendMessage served by the front itself, when the broker's data plane serves sends.
     pub sends: Option<Arc<Sends>>,
+    /// ReceiveMessage and AckMessage served by the front itself, when the plane serves pops.
     pub receives: Option<Arc<Receives>>,
+    /// The calls Python serves without grpcio.
     pub inbox: Option<Arc<Inbox>>,
 }
 
@@ -129,11 +127,6 @@ impl Forwarder {
         servers: Servers,
         calls: Arc<Calls>,
     ) -> Forwarder {
-        let Servers {
-            sends,
-            receives,
-            inbox,
-        } = servers;
         let peer_addr = peer;
         let peer = HeaderValue::from_str(&peer.to_string())
             .expect("a socket address is a valid header value");
@@ -142,9 +135,7 @@ impl Forwarder {
             key,
             peer,
             peer_addr,
-            sends,
-            receives,
-            inbox,
+            servers,
             calls,
         }
     }
@@ -153,13 +144,18 @@ impl Forwarder {
     /// when grpcio could not be asked.
     pub async fn call(&self, req: Request<Incoming>) -> Result<Response<Reply>, Infallible> {
         let call = self.calls.begin();
-        let handled = match (req.uri().path(), &self.sends, &self.receives) {
+        let Servers {
+            sends,
+            receives,
+            inbox,
+        } = &self.servers;
+        let handled = match (req.uri().path(), sends, receives) {
             (SEND_MESSAGE, Some(sends), _) => sends.serve(req, self.peer_addr).await,
             (RECEIVE_MESSAGE, _, Some(receives)) => receives.receive(req).await,
             (ACK_MESSAGE, _, Some(receives)) => receives.ack(req).await,
             _ => Handled::Declined(req.map(CallBody::streamed)),
         };
-        let handled = match (handled, &self.inbox) {
+        let handled = match (handled, inbox) {
             // Read by the front and declined: Python's all the same.
             (Handled::Declined(req), Some(inbox)) if inbox.takes(req.uri().path()) => {
                 inbox.serve(req, &self.peer).await

@@ -1,8 +1,8 @@
 //! The gRPC port: a listener on its own small tokio runtime. Each client connection is told TLS
 //! from plain by its first byte, as the remoting port does (`ferromq_remoting::tls`), then
-//! served as HTTP/2; [`Forwarder`] hands the calls the front does not serve itself on to grpcio
-//! over the few HTTP/2 connections on its Unix socket that every client shares ([`Upstream`]),
-//! so a client connection costs one descriptor. A client that sends garbage, stalls its
+//! served as HTTP/2; [`Forwarder`] gives each call to whatever serves it: the front itself, Python
+//! through the [`Inbox`], or grpcio over the few HTTP/2 connections on its Unix socket that every
+//! client shares ([`Upstream`]), so a client connection costs one descriptor. A client that sends garbage, stalls its
 //! handshake or goes silent ends its own connection only: every connection is a task of its own.
 //!
 //! Bounds, those of the remoting port (`serverMaxConnections`, `serverMaxConnectionsPerAddress`,

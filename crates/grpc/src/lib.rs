@@ -3,8 +3,9 @@
 //! port (`tls.server.mode` permissive, enforcing, or no TLS at all). The hot calls (SendMessage,
 //! a simple consumer's ReceiveMessage and AckMessage) are served here, on the broker's data plane,
 //! by the same rules as its remoting sends and pops; every other call, and every hot one whose
-//! decisions are Python's, is handed on over HTTP/2 on a Unix socket to the broker's grpcio
-//! server, which serves it in Python.
+//! decisions are Python's, is served in Python: handed to it directly through the [`inbox`]
+//! (unary requests), or over HTTP/2 on a Unix socket to the broker's grpcio server (Telemetry,
+//! and the calls the front cannot read whole).
 //!
 //! Modules, each using only those above it:
 //!
