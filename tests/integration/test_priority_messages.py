@@ -20,7 +20,6 @@ import asyncio
 import uuid
 from typing import Any
 
-import grpc
 import orjson
 import pytest
 
@@ -31,14 +30,12 @@ from ferromq.protocol.codes import RequestCode as RC
 from ferromq.protocol.codes import ResponseCode as R
 from ferromq.protocol.constants import PROPERTY_PRIORITY, PROPERTY_SHARDING_KEY
 from ferromq.proxy.proto.apache.rocketmq.v2 import definition_pb2 as pb
-from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2 as spb
-from ferromq.proxy.proto.apache.rocketmq.v2 import service_pb2_grpc as rpc
 from ferromq.testing import Broker
 from tests.integration.brokerkit import Client, pop_request, properties, send_ext
 from tests.integration.test_grpc_front import (
-    CALL_TIMEOUT,
     ack,
     message,
+    query_route,
     receive,
     send,
     settle_as_simple_consumer,
@@ -177,16 +174,6 @@ def test_a_priority_factor_of_0_turns_priority_order_off() -> None:
             await c.close()
 
     asyncio.run(main())
-
-
-def query_route(endpoint: str, topic: str) -> spb.QueryRouteResponse:
-    with grpc.insecure_channel(endpoint) as ch:
-        reply: spb.QueryRouteResponse = rpc.MessagingServiceStub(ch).QueryRoute(
-            spb.QueryRouteRequest(topic=pb.Resource(name=topic)),
-            metadata=[("x-mq-client-id", f"route-{RUN}")],
-            timeout=CALL_TIMEOUT,
-        )
-        return reply
 
 
 @pytest.mark.parametrize("path", list(PATHS))
