@@ -59,7 +59,12 @@ def test_smoke_run_writes_every_field(tmp_path: Path) -> None:
         [lat] = case["latency"]
         assert LATENCY_FIELDS <= lat.keys(), where
         assert lat["target_rate"] == 500 and lat["complete"], (where, lat)
-        assert lat["received"] == lat["sent"] == lat["sent_ok"] == 500, (where, lat)
+        # The same rule as the produce phase's: the Java broker may shed a few sends when busy (12 of
+        # 500 once, in a full test run), ferromq none; every send it took is received.
+        assert lat["sent"] == lat["sent_ok"] + lat["errors"] == 500, (where, lat)
+        assert lat["received"] == lat["sent_ok"], (where, lat)
+        if lat["errors"]:
+            assert case["broker"] == "rocketmq" and "busy" in str(lat["first_error"]), (where, lat)
         assert lat["p50_ms"] is not None and lat["p50_ms"] <= lat["p99_ms"] <= lat["p999_ms"], (where, lat)
         rss = case["rss"]
         assert RSS_FIELDS <= rss.keys(), where
