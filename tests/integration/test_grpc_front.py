@@ -48,8 +48,10 @@ def send(endpoint: str, *messages: pb.Message, client_id: str = f"sends-{RUN}") 
         return reply
 
 
-def query_route(endpoint: str, topic: str) -> spb.QueryRouteResponse:
-    with grpc.insecure_channel(endpoint) as ch:
+def query_route(
+    endpoint: str, topic: str, compression: grpc.Compression | None = None
+) -> spb.QueryRouteResponse:
+    with grpc.insecure_channel(endpoint, compression=compression) as ch:
         reply: spb.QueryRouteResponse = rpc.MessagingServiceStub(ch).QueryRoute(
             spb.QueryRouteRequest(topic=pb.Resource(name=topic)),
             metadata=[("x-mq-client-id", f"route-{RUN}")],

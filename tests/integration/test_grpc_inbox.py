@@ -40,16 +40,6 @@ RUN = uuid.uuid4().hex[:6]
 PYTHON_PLANE = {"data_plane": "python"}
 
 
-def zipped_route(endpoint: str, topic: str) -> spb.QueryRouteResponse:
-    with grpc.insecure_channel(endpoint, compression=grpc.Compression.Gzip) as ch:
-        reply: spb.QueryRouteResponse = rpc.MessagingServiceStub(ch).QueryRoute(
-            spb.QueryRouteRequest(topic=pb.Resource(name=topic)),
-            metadata=[("x-mq-client-id", f"route-{RUN}")],
-            timeout=CALL_TIMEOUT,
-        )
-        return reply
-
-
 def raw_route(endpoint: str, payload: bytes) -> tuple[grpc.StatusCode, str]:
     with grpc.insecure_channel(endpoint) as ch:
         call = ch.unary_unary(
@@ -100,7 +90,7 @@ def test_a_request_that_does_not_parse_is_refused_as_java_refuses_it() -> None:
             code, details = await asyncio.to_thread(raw_route, b.grpc_endpoint, b"\xff\x00garbage" * 10)
             assert (code, details) == (grpc.StatusCode.INTERNAL, INVALID_PROTOBUF)
             before = front(b).inbox_answered
-            zipped = await asyncio.to_thread(zipped_route, b.grpc_endpoint, normal)
+            zipped = await asyncio.to_thread(query_route, b.grpc_endpoint, normal, grpc.Compression.Gzip)
             assert zipped.status.code == pb.OK and len(zipped.message_queues) == 4
             assert front(b).inbox_answered == before, "a compressed call is grpcio's"
             plain = await asyncio.to_thread(query_route, b.grpc_endpoint, normal)

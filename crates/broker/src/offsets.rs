@@ -88,9 +88,13 @@ impl ConsumerOffsets {
 
     /// The keys `gone` picks go, one shard at a time; the table is dirty if any went.
     fn remove_where(&self, gone: impl Fn(&str) -> bool) {
-        let before = self.table.len();
-        self.table.retain(|k, _| !gone(k));
-        if self.table.len() != before {
+        let mut removed = false;
+        self.table.retain(|k, _| {
+            let keep = !gone(k);
+            removed |= !keep;
+            keep
+        });
+        if removed {
             self.dirty.store(true, Ordering::Release);
         }
     }

@@ -169,7 +169,8 @@ impl Inbox {
         });
         self.wake.signal();
         let answer = answered.await;
-        drop(waiting); // answered: nothing to cancel
+        // Answered (or the front stops): nothing left to cancel, and `Waiting` owns nothing.
+        std::mem::forget(waiting);
         Handled::Answered(match answer {
             Ok(Answer::Replies(messages)) => call::encoded_reply(&messages),
             Ok(Answer::Status(code, message)) => call::trailers_only(code, &message),

@@ -83,18 +83,20 @@ class GrpcServer:
         """Starts grpcio on its Unix socket, then the front on the public port. Raises
         OSError(EADDRINUSE) when the port is taken, `TlsConfigError` for unusable TLS settings."""
         tls = self._tls()
+        # The service's methods the front hands to Python directly (see ferromq.proxy.inbox).
+        methods = service_methods(self.service)
         # mkdtemp makes the folder 0700: nothing but this user reaches grpcio past the front.
         # (Under the temporary directory, not the store: a socket's path is at most 107 bytes.)
         remove_stale_folders(Path(tempfile.gettempdir()))
         self._folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
         try:
-            front = await self._start_both(self._folder / "grpc.sock", tls)
+            front = await self._start_both(self._folder / "grpc.sock", tls, list(methods))
         except BaseException:
             await self._stop_grpcio()
             raise
         self._front, self.port = front, front.port
         self.service.front = front
-        self._calls = FrontCalls(service_methods(self.service), front)
+        self._calls = FrontCalls(methods, front)
         self._calls.start()
         self.service.renewals.start()
         logger.info(
@@ -104,7 +106,9 @@ class GrpcServer:
             f"TLS {tls.mode}" if tls is not None else "plain only",
         )
 
-    async def _start_both(self, socket_path: Path, tls: PlaneTls | None) -> _store.GrpcFront:
+    async def _start_both(
+        self, socket_path: Path, tls: PlaneTls | None, inbox_methods: list[str]
+    ) -> _store.GrpcFront:
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_SIZE),
@@ -129,7 +133,7 @@ class GrpcServer:
                 tls=tls,
                 plane=plane,
                 on_dead_letter=self._dead_letter_handler() if plane is not None else None,
-                inbox_methods=list(service_methods(self.service)),
+                inbox_methods=inbox_methods,
                 max_connections=fd_bounded(limits.max_connections),
                 max_connections_per_address=limits.max_connections_per_address,
                 idle_timeout_ms=int((limits.idle_timeout or 0) * 1000),
