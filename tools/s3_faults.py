@@ -40,7 +40,9 @@ request lines.
 
 A request answered by the proxy itself keeps its connection alive once its body is read, except one
 sent with `Expect: 100-continue`: it is answered at once with `Connection: close` (as S3 does). If the
-upstream cannot be reached the client's connection is reset. An upstream that answers and closes before
+upstream cannot be reached the client's connection is reset. A request with a body goes upstream on a
+new connection (a kept-alive one the server closes meanwhile cannot be retried with a streamed body). An
+upstream that answers and closes before
 it took a whole body still has its answer relayed. A connection the proxy closes is read to its end
 first (a few seconds at most), so the client never gets a reset for bytes it had sent.
 """
@@ -547,6 +549,11 @@ class FaultProxy:
         return conn.up_reader, conn.up_writer
 
     async def _forward(self, conn: _Conn, req: _Request) -> bool:
+        if req.has_body:
+            # A body goes on a new upstream connection: one kept alive may be closed by the server
+            # while the request is on its way (its close not seen yet), and a body the client has
+            # streamed cannot be sent again, so the client's connection would be reset.
+            conn.drop_upstream()
         up_reader, up_writer = await self._upstream(conn)
         up_writer.write(req.head)
         await up_writer.drain()
