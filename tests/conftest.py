@@ -5,10 +5,16 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ferromq.store import MessageStore
+
+if TYPE_CHECKING:
+    from xdist.remote import Producer
+
+    from tests.scheduling import ModuleUnits
 
 # The records for docs/compatibility.md (hooks and the `compat` fixture): see tests/interop/compat.py.
 from tests.interop.compat import compat, pytest_runtest_logreport, pytest_sessionfinish  # noqa: F401
@@ -34,6 +40,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             mark = _DIRECTORY_MARKS.get(item.path.relative_to(here).parts[0])
             if mark is not None:
                 item.add_marker(mark)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> ModuleUnits | None:
+    """`--dist loadfile` as tests/scheduling.py describes it; other modes as xdist has them."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.scheduling import ModuleUnits
+
+    return ModuleUnits(config, log)
 
 
 @pytest.fixture

@@ -1,0 +1,52 @@
+"""How `--dist loadfile` (scripts/test.sh) hands the suite to its workers: a module at a time, as
+pytest-xdist's own LoadFileScheduling, with two changes.
+
+- The Spark modules are one unit. Their session fixtures (a Spark session, whose JVM costs tens of
+  CPU seconds to start and warm up, and the store `produced` fills) are then built once in the run,
+  not once on every worker that happens to draw a Spark module.
+- Units go out heaviest first: whole directories by what their modules typically cost (Spark, the
+  multi-host cluster, the side-by-side tests with Java servers), then the integration and unit
+  modules, which fill the workers' last minutes. xdist's own order (by number of tests) would start
+  a long Java module of few tests last and leave the other workers idle while it runs.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from xdist.scheduler import LoadFileScheduling
+from xdist.workermanage import WorkerController
+
+# Directories whose modules form one unit (they share session-scoped fixtures).
+SHARED_UNITS = ("tests/spark/",)
+# Directories from the heaviest modules to the lightest; a directory not listed goes last.
+HEAVIEST_FIRST = ("tests/spark/", "tests/cluster/", "tests/interop/", "tests/integration/", "tests/unit/")
+
+
+def unit_of(nodeid: str) -> str:
+    """The work unit of a test: its module, or the directory of SHARED_UNITS holding it."""
+    path = nodeid.split("::", 1)[0]
+    return next((shared for shared in SHARED_UNITS if path.startswith(shared)), path)
+
+
+def weight_order(unit: str, tests: int) -> tuple[int, int]:
+    """Sort key of a unit: its directory's rank, then more tests first."""
+    rank = next((i for i, d in enumerate(HEAVIEST_FIRST) if unit.startswith(d)), len(HEAVIEST_FIRST))
+    return rank, -tests
+
+
+class ModuleUnits(LoadFileScheduling):
+    """LoadFileScheduling with SHARED_UNITS and the HEAVIEST_FIRST order (module doc)."""
+
+    _ordered = False
+
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of(nodeid)
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        # The first assignment comes right after schedule() filled the queue.
+        if not self._ordered:
+            units = sorted(self.workqueue.items(), key=lambda kv: weight_order(kv[0], len(kv[1])))
+            self.workqueue = OrderedDict(units)
+            self._ordered = True
+        super()._assign_work_unit(node)
