@@ -38,6 +38,8 @@ DEPLOY_PAGE = ROOT / "docs" / "deploying-a-cluster.md"
 TOPIC = "PartitionTopic"
 CONSUMER_GROUP = "CG_partition_check"
 HOSTS = 6
+# How often a wait asks the controllers again (each time a process on the client host).
+ASK_INTERVAL = 0.5
 NAMESRV_HOSTS = (0, 1)
 CONTROLLER_HOSTS = (0, 1, 2)
 BROKERS = {"b0": 3, "b1": 4}  # broker -> host
@@ -143,32 +145,35 @@ class Cluster:
             members = self.replica().get("syncStateSet")
             return isinstance(members, list) and len(members) == 2
 
-        wait_until(in_sync, "both brokers in sync", timeout)
+        wait_until(in_sync, "both brokers in sync", timeout, interval=ASK_INTERVAL)
 
-    def _ask(self, *args: str) -> dict[str, object]:
-        r = self.hosts.run(CLIENT, [*LOAD, *args], timeout=30, env=ENV)
+    def _ask_controllers(self, *args: str) -> list[dict[str, object]]:
+        """`load.py replica|metadata ...` on the client host, one process asking every controller
+        (a Python process costs about a CPU second: one per controller per poll kept two cores
+        busy); {} for each controller when the process failed."""
+        r = self.hosts.run(CLIENT, [*LOAD, *args, *self.controllers], timeout=30, env=ENV)
         if r.returncode != 0 or not r.stdout.strip():
-            return {}
-        answer: dict[str, object] = json.loads(r.stdout)
-        return answer
+            return [{} for _ in self.controllers]
+        answers: list[dict[str, object]] = json.loads(r.stdout)
+        return answers
 
     def replica(self) -> dict[str, object]:
         """The group as the controllers' leader sees it (another controller's view if none
         answers as leader)."""
-        views = [self._ask("replica", controller, GROUP) for controller in self.controllers]
-        known = [v for v in views if v.get("known")]
+        known = [v for v in self._ask_controllers("replica", GROUP) if v.get("known")]
         return next((v for v in known if v.get("isLeader")), known[0] if known else {})
 
     def controller_leader(self, other_than: int | None = None) -> int:
         """The host of the controller that answers as the Raft leader (waits for one)."""
 
         def leader() -> list[int]:  # [host], or [] while none answers as leader
-            for host, controller in zip(CONTROLLER_HOSTS, self.controllers, strict=True):
-                if host != other_than and self._ask("metadata", controller).get("isLeader") == "true":
+            views = self._ask_controllers("metadata")
+            for host, view in zip(CONTROLLER_HOSTS, views, strict=True):
+                if host != other_than and view.get("isLeader") == "true":
                     return [host]
             return []
 
-        found: list[int] = wait_until(leader, "a controller leader", 60)
+        found: list[int] = wait_until(leader, "a controller leader", 60, interval=ASK_INTERVAL)
         return found[0]
 
     # -- clients -----------------------------------------------------------------------------

@@ -6,8 +6,10 @@ load.py send NAMESRV TOPIC PREFIX OUT STOP     SYNC sends, one message at a time
 load.py consume NAMESRV TOPIC GROUP OUT STOP   an orderly push consumer from the first offset;
                                                every delivery appended to OUT
 load.py stored TOPIC BROKER...                 the copies the brokers hold (JSON)
-load.py replica CONTROLLER GROUP               the controller's view of the group (JSON)
-load.py metadata CONTROLLER                    the controller's Raft view: leaderId, selfId (JSON)
+load.py replica GROUP CONTROLLER...            each controller's view of the group (a JSON list;
+                                               {} for a controller that did not answer)
+load.py metadata CONTROLLER...                 each controller's Raft view: leaderId, selfId,
+                                               isLeader (a JSON list; {} when no answer)
 load.py forge FIELDS OUT STOP CONTROLLER...    unsigned BROKER_HEARTBEATs with FIELDS (JSON) to
                                                every controller every 200 ms; answer codes to OUT
 
@@ -23,8 +25,9 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ferromq.client.instance import ClientInstance
 from ferromq.client.message import Message, ReceivedMessage, SendStatus
@@ -118,6 +121,18 @@ def replica(controller: str, group: str) -> dict[str, object]:
     return {"known": bool(master), "masterAddr": master, "syncStateSet": body.get("syncStateSet", [])}
 
 
+def metadata(controller: str) -> dict[str, str]:
+    return ask(controller, ControllerCode.CONTROLLER_GET_METADATA_INFO).ext
+
+
+def answer_of(question: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The answer, or {} from a controller that did not give one (down, cut off, not started)."""
+    try:
+        return question()
+    except (OSError, TimeoutError, RequestTimeoutError, ConnectionClosedError):
+        return {}
+
+
 def forge(fields: dict[str, str], out_path: Path, stop: Path, controllers: list[str]) -> None:
     with open(out_path, "a", buffering=1) as out:
         while not stop.exists():
@@ -147,11 +162,10 @@ def main() -> None:
                 print(f"{broker}: {e}", file=sys.stderr)
         print(json.dumps(held))
     elif mode == "replica":
-        controller, group = args
-        print(json.dumps(replica(controller, group)))
+        group, *controllers = args
+        print(json.dumps([answer_of(lambda c=c: replica(c, group)) for c in controllers]))
     elif mode == "metadata":
-        (controller,) = args
-        print(json.dumps(ask(controller, ControllerCode.CONTROLLER_GET_METADATA_INFO).ext))
+        print(json.dumps([answer_of(lambda c=c: metadata(c)) for c in args]))
     elif mode == "forge":
         fields, out, stop, *controllers = args
         forge(json.loads(fields), Path(out), Path(stop), controllers)
