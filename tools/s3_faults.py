@@ -540,9 +540,7 @@ class FaultProxy:
         ):
             conn.drop_upstream()
             try:
-                conn.up_reader, conn.up_writer = await asyncio.wait_for(
-                    asyncio.open_connection(*self._up_addr, limit=MAX_HEAD), 10
-                )
+                conn.up_reader, conn.up_writer = await asyncio.wait_for(_open_upstream(*self._up_addr), 10)
             except (OSError, TimeoutError) as e:
                 raise _Drop(f"upstream unreachable: {e}") from e
         assert conn.up_reader is not None and conn.up_writer is not None
@@ -632,6 +630,26 @@ class FaultProxy:
         with self._lock:
             self._answered += 1
         return keep
+
+
+class _UpstreamProtocol(asyncio.StreamReaderProtocol):
+    """An upstream connection whose reader ends at its end of stream, whatever ended it. A server that
+    answers and closes before it took a whole body (versitygw stops reading an aws-chunked upload at its
+    decoded length) makes the next write of the body fail; asyncio would hand that write's error to the
+    reader too, and the reader raises it before the answer already received, which is then lost."""
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(None)
+
+
+async def _open_upstream(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """asyncio.open_connection with _UpstreamProtocol. A writer's drain still fails once the connection
+    is lost, so the body's pump stops."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_HEAD, loop=loop)
+    protocol = _UpstreamProtocol(reader, loop=loop)
+    transport, _ = await loop.create_connection(lambda: protocol, host, port)
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
 async def _lingering_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
