@@ -1,9 +1,11 @@
 """How `--dist loadfile` (scripts/test.sh) hands the suite to its workers: a module at a time, as
 pytest-xdist's own LoadFileScheduling, with two changes.
 
-- The Spark modules are one unit. Their session fixtures (a Spark session, whose JVM costs tens of
-  CPU seconds to start and warm up, and the store `produced` fills) are then built once in the run,
-  not once on every worker that happens to draw a Spark module.
+- Modules that share session fixtures are one unit, so those fixtures are built once in the run,
+  not once on every worker that happens to draw one of the modules: the Spark modules (a Spark
+  session, whose JVM costs tens of CPU seconds to start and warm up, and the store `produced`
+  fills), and the 5.x clients' side-by-side modules (Apache RocketMQ 5.3.3's proxy, a ferromq
+  broker and an mqadmin JVM for each: tests/interop/conftest.py).
 - Units go out heaviest first: whole directories by what their modules typically cost (Spark, the
   multi-host cluster, the side-by-side tests with Java servers), then the integration and unit
   modules, which fill the workers' last minutes. xdist's own order (by number of tests) would start
@@ -17,16 +19,20 @@ from collections import OrderedDict
 from xdist.scheduler import LoadFileScheduling
 from xdist.workermanage import WorkerController
 
-# Directories whose modules form one unit (they share session-scoped fixtures).
-SHARED_UNITS = ("tests/spark/",)
+# Modules that form one unit (they share session-scoped fixtures), by path prefix; a unit is named
+# for its first prefix.
+SHARED_UNITS = (
+    ("tests/spark/",),
+    ("tests/interop/test_grpc_java_client.py", "tests/interop/test_grpc_python_client.py"),
+)
 # Directories from the heaviest modules to the lightest; a directory not listed goes last.
 HEAVIEST_FIRST = ("tests/spark/", "tests/cluster/", "tests/interop/", "tests/integration/", "tests/unit/")
 
 
 def unit_of(nodeid: str) -> str:
-    """The work unit of a test: its module, or the directory of SHARED_UNITS holding it."""
+    """The work unit of a test: its module, or the unit of SHARED_UNITS holding it."""
     path = nodeid.split("::", 1)[0]
-    return next((shared for shared in SHARED_UNITS if path.startswith(shared)), path)
+    return next((unit[0] for unit in SHARED_UNITS if path.startswith(unit)), path)
 
 
 def weight_order(unit: str, tests: int) -> tuple[int, int]:

@@ -5,8 +5,11 @@ per test module on free 127.0.0.1 ports with a fresh store, and stops it with `s
 asserting a clean exit and no ERROR / Traceback in its log. `ferromq_namesrv` is the name server address
 alone; when a test using it fails, the part of the broker log written during that test is attached to the
 report. Tests can attach more text with `failure_sections`. The 5.x clients' side-by-side tests share
-`java_proxy` (Apache RocketMQ 5.3.3's proxy in local mode) and `ferromq_grpc`, one of each per module,
-and `grpc_admins`, 5.3.3's mqadmin for each of them (one JVM each for the module's commands).
+`java_proxy` (Apache RocketMQ 5.3.3's proxy in local mode) and `ferromq_grpc`, one of each per run,
+and `grpc_admins`, 5.3.3's mqadmin for each of them (one JVM each for every command of the run): the
+two modules that use them are one unit of tests/scheduling.py, run by one worker, so a Java proxy
+(tens of CPU seconds to start) and two mqadmin JVMs are started once. Their topics and groups carry
+each module's prefix and a run id.
 """
 
 from __future__ import annotations
@@ -60,10 +63,10 @@ def ferromq_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
         stop_ferromq(server)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def java_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocketMQProxy]:
     """Apache RocketMQ 5.3.3's proxy in local mode with the 5.x side-by-side tests' broker settings
-    (tests/interop/grpc_kit.py), for the module."""
+    (tests/interop/grpc_kit.py), for the run."""
     from apache_rocketmq import start_rocketmq_proxy
 
     from tests.interop.grpc_kit import BROKER_CONF, PROXY_CONF
@@ -79,9 +82,9 @@ def java_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocke
         proxy.stop(kill=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ferromq_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """`ferromq serve` with the same settings as `java_proxy`, for the module."""
+    """`ferromq serve` with the same settings as `java_proxy`, for the run."""
     from tests.interop.grpc_kit import BROKER_CONF
 
     server = BrokerProcess(tmp_path_factory.mktemp("ferromq-grpc"), BROKER_CONF).start()
@@ -91,12 +94,12 @@ def ferromq_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
         stop_ferromq(server)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def grpc_admins(
     ferromq_grpc: BrokerProcess, java_proxy: ApacheRocketMQProxy, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[MqadminShell, MqadminShell]]:
     """Apache RocketMQ 5.3.3's mqadmin for `ferromq_grpc` and for `java_proxy`, each one JVM that
-    runs every command of the module (a fresh MQAdminStartup.main0 each, as the mqadmin script)."""
+    runs every command of the run (a fresh MQAdminStartup.main0 each, as the mqadmin script)."""
     from apache_rocketmq import ROCKETMQ_5_VERSION
 
     from tests.interop.grpc_kit import on_both

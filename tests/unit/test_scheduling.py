@@ -1,5 +1,6 @@
 """tests/scheduling.py, through a real `pytest -n 2 --dist loadfile` run of a throwaway project laid
-out as this suite: its Spark modules run on one worker, and the heaviest directories go out first."""
+out as this suite: the modules of one shared unit run on one worker, and the heaviest directories go
+out first."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def test_spark_modules_share_a_worker_and_heavy_directories_go_first(pytester: p
         "tests/spark/test_s1.py": "s1",
         "tests/spark/test_s2.py": "s2",
         "tests/spark/test_s3.py": "s3",
+        "tests/interop/test_grpc_java_client.py": "g1",
+        "tests/interop/test_grpc_python_client.py": "g2",
         "tests/interop/test_j1.py": "j1",
     }
     pytester.makeconftest(CONFTEST)
@@ -62,9 +65,11 @@ def test_spark_modules_share_a_worker_and_heavy_directories_go_first(pytester: p
     runs = [json.loads(line) for line in record.read_text().splitlines()]
     worker = {r["test"]: r["worker"] for r in runs}
     assert worker["s1"] == worker["s2"] == worker["s3"], worker
-    # The Spark unit went out first, the interop module second: each is the first its worker ran.
+    assert worker["g1"] == worker["g2"], worker
+    # The Spark unit went out first, the two gRPC modules (an interop unit of two tests) second: each
+    # is the first its worker ran.
     first = {
         w: min((r for r in runs if r["worker"] == w), key=lambda r: r["at"])["test"]
         for w in set(worker.values())
     }
-    assert sorted(first.values()) == ["j1", "s1"], runs
+    assert sorted(first.values()) == ["g1", "s1"], runs
