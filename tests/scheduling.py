@@ -4,8 +4,9 @@ pytest-xdist's own LoadFileScheduling, with two changes.
 - Modules that share session fixtures are one unit, so those fixtures are built once in the run,
   not once on every worker that happens to draw one of the modules: the Spark modules (a Spark
   session, whose JVM costs tens of CPU seconds to start and warm up, and the store `produced`
-  fills), and the 5.x clients' side-by-side modules (Apache RocketMQ 5.3.3's proxy, a ferromq
-  broker and an mqadmin JVM for each: tests/interop/conftest.py).
+  fills), the 5.x clients' side-by-side modules (Apache RocketMQ 5.3.3's proxy, a ferromq
+  broker and an mqadmin JVM for each: tests/interop/conftest.py), and the two modules with
+  Apache RocketMQ 5.5.0's proxy.
 - Units go out heaviest first: whole directories by what their modules typically cost (Spark, the
   multi-host cluster, the side-by-side tests with Java servers), then the integration and unit
   modules, which fill the workers' last minutes. xdist's own order (by number of tests) would start
@@ -24,6 +25,7 @@ from xdist.workermanage import WorkerController
 SHARED_UNITS = (
     ("tests/spark/",),
     ("tests/interop/test_grpc_java_client.py", "tests/interop/test_grpc_python_client.py"),
+    ("tests/interop/test_priority_rocketmq55.py", "tests/interop/test_rocketmq55_reference.py"),
 )
 # Directories from the heaviest modules to the lightest; a directory not listed goes last.
 HEAVIEST_FIRST = ("tests/spark/", "tests/cluster/", "tests/interop/", "tests/integration/", "tests/unit/")

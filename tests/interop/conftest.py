@@ -83,6 +83,19 @@ def java_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocke
 
 
 @pytest.fixture(scope="session")
+def proxy55(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocketMQProxy]:
+    """Apache RocketMQ 5.5.0's proxy in local mode with the launcher's defaults, for the run (the two
+    modules that use it are one unit of tests/scheduling.py; their topics and groups differ)."""
+    from apache_rocketmq import ROCKETMQ_55_VERSION, start_rocketmq_proxy
+
+    proxy = start_rocketmq_proxy(tmp_path_factory.mktemp("rocketmq55-proxy"), version=ROCKETMQ_55_VERSION)
+    try:
+        yield proxy
+    finally:
+        proxy.stop(kill=True)  # nobody reads its store
+
+
+@pytest.fixture(scope="session")
 def ferromq_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """`ferromq serve` with the same settings as `java_proxy`, for the run."""
     from tests.interop.grpc_kit import BROKER_CONF

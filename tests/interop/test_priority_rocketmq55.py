@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apache_rocketmq import ROCKETMQ_55_VERSION, have_java, start_rocketmq_proxy, topic_routed
+from apache_rocketmq import ApacheRocketMQProxy, have_java, topic_routed
 
 from ferromq.message import decode_messages
 from ferromq.protocol.codes import RequestCode as RC
@@ -53,16 +53,12 @@ KINDS = ("ferromq", "rocketmq")
 
 
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
-    proxy = start_rocketmq_proxy(tmp_path_factory.mktemp("priority55"), version=ROCKETMQ_55_VERSION)
-    try:
-        with Broker() as b:
-            yield {
-                "ferromq": Side("ferromq", b.namesrv, b.broker_addr, b.grpc_endpoint),
-                "rocketmq": Side("rocketmq", proxy.namesrv, proxy.broker_addr, proxy.grpc_endpoint),
-            }
-    finally:
-        proxy.stop(kill=True)  # nobody reads its store
+def sides(proxy55: ApacheRocketMQProxy) -> Iterator[dict[str, Side]]:
+    with Broker() as b:
+        yield {
+            "ferromq": Side("ferromq", b.namesrv, b.broker_addr, b.grpc_endpoint),
+            "rocketmq": Side("rocketmq", proxy55.namesrv, proxy55.broker_addr, proxy55.grpc_endpoint),
+        }
 
 
 def on_both(sides: dict[str, Side], fn: Any) -> dict[str, Any]:

@@ -47,7 +47,6 @@ from apache_rocketmq import (
     ApacheRocketMQProxy,
     have_java,
     start_rocketmq,
-    start_rocketmq_proxy,
 )
 
 from ferromq.client import Admin, ConsumeFromWhere, Message, MessageQueue, Producer, PullConsumer
@@ -197,15 +196,6 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
         raise
     mq.stop()
     yield Written(mq, sent, pulled)
-
-
-@pytest.fixture(scope="module")
-def proxy55(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheRocketMQProxy]:
-    proxy = start_rocketmq_proxy(tmp_path_factory.mktemp("rocketmq55-proxy"), version=ROCKETMQ_55_VERSION)
-    try:
-        yield proxy
-    finally:
-        proxy.stop(kill=True)  # nobody reads its store
 
 
 def test_versions() -> None:
