@@ -192,24 +192,26 @@ async def _copy_chunked(
     writer: asyncio.StreamWriter | None,
     counted: Callable[[int], None] | None = None,
 ) -> None:
-    """A chunked body, verbatim (chunk sizes, extensions, trailers), from `reader` to `writer`."""
+    """A chunked body, verbatim (chunk sizes, extensions, trailers), from `reader` to `writer`. What
+    follows the last data (its CRLF, the last chunk, the trailers) goes in one write: a server that
+    answered and closed once it had the data (versitygw) resets the connection on the first bytes that
+    follow, and a second write would then fail and close it before its answer is read."""
+    data_end = b""  # the CRLF after a chunk's data, sent with what follows it
     while True:
         line = await reader.readuntil(b"\r\n")
-        if writer is not None:
-            writer.write(line)
         size = int(line.split(b";", 1)[0].strip(), 16)
         if size == 0:
-            while True:  # trailers, up to the blank line
-                trailer = await reader.readuntil(b"\r\n")
-                if writer is not None:
-                    writer.write(trailer)
-                if trailer == b"\r\n":
-                    break
+            end = [data_end, line]
+            while end[-1] != b"\r\n":  # trailers, up to the blank line
+                end.append(await reader.readuntil(b"\r\n"))
             if writer is not None:
+                writer.write(b"".join(end))
                 await writer.drain()
             return
+        if writer is not None:
+            writer.write(data_end + line)
         await _copy_exact(reader, writer, size, counted)
-        await _copy_exact(reader, writer, 2)
+        data_end = await reader.readexactly(2)
 
 
 async def _skip_body(
