@@ -42,9 +42,9 @@ A request answered by the proxy itself keeps its connection alive once its body 
 sent with `Expect: 100-continue`: it is answered at once with `Connection: close` (as S3 does). If the
 upstream cannot be reached the client's connection is reset. A request with a body goes upstream on a
 new connection (a kept-alive one the server closes meanwhile cannot be retried with a streamed body). An
-upstream that answers and closes before
-it took a whole body still has its answer relayed. A connection the proxy closes is read to its end
-first (a few seconds at most), so the client never gets a reset for bytes it had sent.
+upstream that answers and closes before it took a whole body still has its answer relayed. A connection
+the proxy closes is read to its end first (a few seconds at most), so the client never gets a reset for
+bytes it had sent.
 """
 
 from __future__ import annotations

@@ -125,10 +125,10 @@ def metadata(controller: str) -> dict[str, str]:
     return ask(controller, ControllerCode.CONTROLLER_GET_METADATA_INFO).ext
 
 
-def answer_of(question: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The answer, or {} from a controller that did not give one (down, cut off, not started)."""
+def answer_of(question: Callable[..., dict[str, Any]], *args: str) -> dict[str, Any]:
+    """`question(*args)`, or {} from a controller that did not answer (down, cut off, not started)."""
     try:
-        return question()
+        return question(*args)
     except (OSError, TimeoutError, RequestTimeoutError, ConnectionClosedError):
         return {}
 
@@ -163,9 +163,9 @@ def main() -> None:
         print(json.dumps(held))
     elif mode == "replica":
         group, *controllers = args
-        print(json.dumps([answer_of(lambda c=c: replica(c, group)) for c in controllers]))
+        print(json.dumps([answer_of(replica, c, group) for c in controllers]))
     elif mode == "metadata":
-        print(json.dumps([answer_of(lambda c=c: metadata(c)) for c in args]))
+        print(json.dumps([answer_of(metadata, c) for c in args]))
     elif mode == "forge":
         fields, out, stop, *controllers = args
         forge(json.loads(fields), Path(out), Path(stop), controllers)
